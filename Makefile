@@ -1,0 +1,41 @@
+# Two entry points for a fresh clone: `make demo` and `make test`. Everything else is their plumbing.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stamp-install
+CASES := cases/build/manifest.json
+DEMO_OUT := $(or $(TMPDIR),/tmp)/lar-prec-demo
+
+.PHONY: all venv cases demo test bench clean
+
+all: demo
+
+# Reinstall only when the dependency description changes.
+$(STAMP): pyproject.toml constraints.txt scripts/find-python310.sh
+	@set -e; \
+	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; then \
+	  py=$$(scripts/find-python310.sh); \
+	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); "$$py" -m venv $(VENV); \
+	fi; \
+	echo "installing lar-prec and pinned dependencies (first time: megengine is a ~940 MB download)"; \
+	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,test]'; \
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+$(CASES): $(STAMP) $(wildcard cases/*.py)
+	$(PY) -m cases.build --out cases/build
+
+cases: $(CASES)
+
+demo: $(CASES)
+	$(PY) -m cases.demo --out $(DEMO_OUT)
+
+test: $(CASES)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf cases/build .pytest_cache
