@@ -1,0 +1,318 @@
+"""Build the real models tests and the demo use: ``python -m cases.build --out cases/build``.
+
+Each case is traced with fixed seeds and dumped to ``<name>/model.mge`` with one ``.npy`` per
+input; ``manifest.json`` indexes them. megengine is imported only here (and in lar.py).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+import numpy as np
+
+SEED = 20261122
+
+
+def _mge():
+    # Silence MegEngine's CUDA banner before the import; it goes to stderr and is noise here.
+    os.environ.setdefault("MGE_WITHOUT_CUDA_HINT", "1")
+    import megengine as mge
+    import megengine.functional as F
+    import megengine.module as M
+    from megengine.jit import trace
+
+    return mge, F, M, trace
+
+
+def _seed() -> np.random.RandomState:
+    mge, _, _, _ = _mge()
+    np.random.seed(SEED)
+    mge.random.seed(SEED)
+    return np.random.RandomState(SEED)
+
+
+def _dump(fn, module, inputs: Dict[str, np.ndarray], path: Path, optimize: bool = True) -> None:
+    """Trace ``module`` on ``inputs`` and dump it; input names become the model's input names."""
+    mge, _, _, trace = _mge()
+    if hasattr(module, "eval"):
+        module.eval()
+
+    @trace(symbolic=True, capture_as_const=True)
+    def run(*args):
+        return fn(*args)
+
+    run(*[mge.tensor(v, dtype=v.dtype) for v in inputs.values()])
+    run.dump(str(path), arg_names=list(inputs), optimize_for_inference=optimize)
+
+
+def case_cnn(rng):
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = M.Conv2d(3, 16, 3, padding=1)
+            self.c2 = M.Conv2d(16, 32, 3, padding=1)
+            self.fc = M.Linear(32 * 8 * 8, 10)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.c1(x)), 2)
+            x = F.avg_pool2d(F.relu(self.c2(x)), 2)
+            return F.softmax(self.fc(F.flatten(x, 1)), axis=1)
+
+    net = Net()
+    return net, net, {"data": rng.rand(1, 3, 32, 32).astype("float32")}, {}
+
+
+def case_resnet(rng):
+    _, F, M, _ = _mge()
+
+    class Block(M.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.a = M.Conv2d(c, c, 3, padding=1)
+            self.b = M.Conv2d(c, c, 3, padding=1)
+
+        def forward(self, x):
+            return F.relu(x + self.b(F.relu(self.a(x))))
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = M.Conv2d(3, 32, 3, padding=1)
+            self.blocks = [Block(32) for _ in range(3)]
+            self.fc = M.Linear(32, 10)
+
+        def forward(self, x):
+            x = F.relu(self.stem(x))
+            for b in self.blocks:
+                x = b(x)
+            return self.fc(F.mean(x, axis=(2, 3)))
+
+    net = Net()
+    return net, net, {"data": rng.rand(1, 3, 32, 32).astype("float32")}, {}
+
+
+def case_mlp(rng):
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1 = M.Linear(64, 128)
+            self.l2 = M.Linear(128, 64)
+            self.l3 = M.Linear(64, 4)
+
+        def forward(self, x):
+            return F.sigmoid(self.l3(F.tanh(self.l2(F.tanh(self.l1(x))))))
+
+    net = Net()
+    return net, net, {"data": rng.randn(8, 64).astype("float32")}, {}
+
+
+def case_attention(rng):
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self, d=32):
+            super().__init__()
+            self.q, self.k, self.v, self.o = (M.Linear(d, d) for _ in range(4))
+            self.ln1 = M.LayerNorm(d)
+            self.ln2 = M.LayerNorm(d)
+            self.f1 = M.Linear(d, 64)
+            self.f2 = M.Linear(64, d)
+            self.scale = float(1.0 / np.sqrt(d))
+
+        def forward(self, x):
+            h = self.ln1(x)
+            att = F.softmax(F.matmul(self.q(h), self.k(h).transpose(0, 2, 1)) * self.scale, axis=-1)
+            x = x + self.o(F.matmul(att, self.v(h)))
+            return x + self.f2(F.gelu(self.f1(self.ln2(x))))
+
+    net = Net()
+    return net, net, {"data": rng.randn(1, 16, 32).astype("float32")}, {}
+
+
+def case_multi_input(rng):
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = M.Conv2d(3, 8, 3, padding=1)
+            self.e = M.Linear(6, 8)
+            self.fc = M.Linear(8 * 4 * 4 + 8, 5)
+
+        def forward(self, img, meta):
+            a = F.flatten(F.max_pool2d(F.relu(self.c(img)), 4), 1)
+            b = F.relu(self.e(meta))
+            return self.fc(F.concat([a, b], axis=1))
+
+    net = Net()
+    inputs = {"img": rng.rand(2, 3, 16, 16).astype("float32"), "meta": rng.randn(2, 6).astype("float32")}
+    return net, net, inputs, {}
+
+
+def case_fp16(rng):
+    mge, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.w1 = mge.Parameter((rng.randn(32, 48) * 0.2).astype("float16"))
+            self.w2 = mge.Parameter((rng.randn(48, 16) * 0.2).astype("float16"))
+
+        def forward(self, x):
+            return F.matmul(F.relu(F.matmul(x, self.w1)), self.w2) * 0.5
+
+    net = Net()
+    return net, net, {"data": rng.randn(4, 32).astype("float16")}, {}
+
+
+def case_int_ops(rng):
+    def fn(a, b):
+        return (a * 3 + b) // 4 - a % 7 + (a > b).astype("int32")
+
+    inputs = {"a": rng.randint(-1000, 1000, size=(4, 16)).astype("int32"),
+              "b": rng.randint(-1000, 1000, size=(4, 16)).astype("int32")}
+    return fn, None, inputs, {}
+
+
+def case_quantized(rng):
+    import megengine as mge
+    from megengine.quantization import min_max_fakequant_qconfig, quantize, quantize_qat
+
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = M.QuantStub()
+            self.c1 = M.ConvRelu2d(3, 8, 3, padding=1)
+            self.c2 = M.Conv2d(8, 4, 3)
+            self.dq = M.DequantStub()
+
+        def forward(self, x):
+            return self.dq(self.c2(self.c1(self.q(x))))
+
+    net = Net()
+    x = rng.rand(1, 3, 16, 16).astype("float32")
+    # Calibrate the fake-quant observers on the case input, then convert to real int8 modules.
+    quantize_qat(net, qconfig=min_max_fakequant_qconfig)
+    net.train()
+    net(mge.tensor(x))
+    net.eval()
+    quantize(net)
+    net.eval()
+    return net, net, {"data": x}, {}
+
+
+def case_fastrun_shake(rng):
+    _, F, M, _ = _mge()
+    # Many small convolutions of different shapes: several algorithms (im2col/winograd/direct,
+    # MKL or not) profile within timing noise of each other, so --fast-run picks differ run to run.
+    shapes = [(8, 12, 3), (12, 16, 3), (16, 20, 5), (20, 24, 3), (24, 28, 3), (28, 32, 5), (32, 24, 3),
+              (24, 16, 3), (16, 12, 5), (12, 16, 3), (16, 24, 3), (24, 32, 3), (32, 16, 5), (16, 8, 3)]
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = [M.Conv2d(i, o, k, padding=k // 2) for i, o, k in shapes]
+
+        def forward(self, x):
+            for c in self.convs:
+                x = F.relu(c(x))
+            return x
+
+    net = Net()
+    return net, net, {"data": rng.randn(1, 8, 20, 20).astype("float32")}, {}
+
+
+def case_bn_unfused(rng):
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = M.Conv2d(3, 8, 3, padding=1)
+            self.bn = M.BatchNorm2d(8)
+
+        def forward(self, x):
+            return F.relu(self.bn(self.c(x)))
+
+    net = Net()
+    return net, net, {"data": rng.rand(1, 3, 16, 16).astype("float32")}, {"optimize": False}
+
+
+CASES: List[Tuple[str, Callable, str, Dict]] = [
+    ("cnn", case_cnn, "conv, relu, max and average pooling, linear, softmax", {}),
+    ("resnet", case_resnet, "stem conv and three residual blocks (conv-relu-conv + skip), global average pooling, linear", {}),
+    ("mlp", case_mlp, "three linear layers with tanh and sigmoid", {}),
+    ("attention", case_attention, "self-attention block: linear, batched matmul, softmax, layer norm, GELU MLP, residuals", {}),
+    ("multi_input", case_multi_input, "two inputs of different shapes (image and vector) joined by concat", {}),
+    ("fp16", case_fp16, "float16 input, weights and matmul compute", {"dtype": "float16"}),
+    ("int_ops", case_int_ops, "int32 inputs and outputs: mul, add, floor div, mod, compare and cast", {"dtype": "int32"}),
+    ("quantized", case_quantized, "int8 quantized conv-relu and conv (QuantizedS8/S32 inside, float32 IO)",
+     {"dtype": "float32", "note": "quantized values are dumped as raw integers; the scale is not in the dump"}),
+    ("fastrun_shake", case_fastrun_shake, "14 small convolutions of different shapes; --fast-run picks algorithms by timing, so runs can differ", {}),
+    ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
+     {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
+]
+
+
+def build(out: Path, only: List[str]) -> dict:
+    """Build the cases into ``out`` and write ``out/manifest.json``; returns the manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for name, make, description, extra in CASES:
+        if only and name not in only:
+            continue
+        t0 = time.time()
+        rng = _seed()
+        fn, module, inputs, opts = make(rng)
+        case_dir = out / name
+        case_dir.mkdir(exist_ok=True)
+        _dump(fn, module, inputs, case_dir / "model.mge", optimize=opts.get("optimize", True))
+        specs = []
+        for iname, arr in inputs.items():
+            np.save(case_dir / f"{iname}.npy", arr)
+            specs.append(f"{iname}:{name}/{iname}.npy")
+        digest = hashlib.sha256((case_dir / "model.mge").read_bytes()).hexdigest()
+        entries.append({
+            "name": name,
+            "model": f"{name}/model.mge",
+            "inputs": specs,
+            "description": description,
+            "dtype": extra.get("dtype", "float32"),
+            "runs_in_lite": True,
+            "dump_fails": extra.get("dump_fails", False),
+            "optimize_for_inference": opts.get("optimize", True),
+            "note": extra.get("note", ""),
+            "model_sha256": digest,
+        })
+        print(f"built {name:14s} {time.time() - t0:5.2f}s  {description}", file=sys.stderr)
+    manifest = {"schema": "lar-prec.cases/1", "seed": SEED, "cases": entries}
+    # Written last and atomically: make treats manifest.json as "all cases built".
+    tmp = out / "manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(out / "manifest.json")
+    return manifest
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "build")
+    ap.add_argument("only", nargs="*", help="case names (default: all)")
+    args = ap.parse_args(argv)
+    build(args.out, args.only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Shared fixtures: the real cases built by ``cases/build.py`` and real dumps of them.
+
+Dumps come from real runs of the bundled load_and_run (``python -m lar_prec.lar``, which runs
+the MegEngine runtime through megenginelite), each in a fresh process because
+MGB_USE_MEGDNN_DBG is read once per process. They are cached for the whole session.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Iterable, Optional, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cases import BUILD_DIR, Case, load_manifest  # noqa: E402
+
+CONFIG_ENV = {"naive": {"MGB_USE_MEGDNN_DBG": "2"}, "default": {}, "reproducible": {}, "fast-run": {}}
+CONFIG_FLAGS = {"naive": (), "default": (), "reproducible": ("--reproducible",), "fast-run": ("--fast-run",)}
+
+
+@pytest.fixture(scope="session")
+def manifest() -> Dict[str, Case]:
+    """The built cases; builds them when `make` has not (e.g. pytest run by hand)."""
+    if not (BUILD_DIR / "manifest.json").exists():
+        subprocess.run([sys.executable, "-m", "cases.build", "--out", str(BUILD_DIR)], cwd=ROOT, check=True)
+    return load_manifest()
+
+
+def run_lar(model: Path, inputs: Iterable[str], out: Path, *, text: bool = False,
+            env: Optional[Dict[str, str]] = None, flags: Tuple[str, ...] = (),
+            check: bool = True) -> subprocess.CompletedProcess:
+    """One real run of the bundled load_and_run with a binary (or, with ``text``, a text) dump."""
+    argv = [sys.executable, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs),
+            "--iter", "1", "--warmup-iter", "0", *flags]
+    if text:
+        argv += ["--io-dump", str(out)]
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        argv += ["--bin-io-dump", str(out)]
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(argv, cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"load_and_run failed ({proc.returncode}): {' '.join(argv)}\n{proc.stderr[-2000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def lar_dump(manifest, tmp_path_factory):
+    """``lar_dump(case, config="default", text=False, env=None, flags=(), tag="")`` -> dump path.
+
+    config is one of naive, default, reproducible, fast-run. Results are cached per argument
+    set; use a different ``tag`` to get an independent second run of the same configuration.
+    """
+    cache: Dict[tuple, Path] = {}
+    base = tmp_path_factory.mktemp("lar_dumps")
+
+    def make(case: str, config: str = "default", text: bool = False, env: Optional[Dict[str, str]] = None,
+             flags: Tuple[str, ...] = (), tag: str = "") -> Path:
+        key = (case, config, text, tuple(sorted((env or {}).items())), tuple(flags), tag)
+        if key not in cache:
+            c = manifest[case]
+            name = f"{case}-{config}{'-' + tag if tag else ''}-{len(cache)}"
+            out = base / (name + ".txt" if text else name)
+            run_lar(c.model, c.input_specs(), out, text=text,
+                    env={**CONFIG_ENV[config], **(env or {})}, flags=CONFIG_FLAGS[config] + tuple(flags))
+            cache[key] = out
+        return cache[key]
+
+    return make
