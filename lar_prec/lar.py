@@ -1,0 +1,672 @@
+"""The bundled ``load_and_run``: ``python -m lar_prec.lar MODEL [flags]`` on megenginelite.
+
+The MegEngine wheel ships no ``load_and_run`` binary, so lar-prec carries this stand-in. It
+accepts the real binary's syntax (gflags: ``--io-dump F`` = ``--io_dump F`` = ``--io_dump=F`` =
+``-io-dump F``; bool flags as ``--x``, ``--x=false``, ``--nox``) for the flags a precision
+analysis needs, and refuses every other load_and_run flag with a message that points at
+``--lar PATH`` (a real MegEngine build).
+
+Behaviour that differs from the real binary, on purpose:
+
+* the model always runs through lite (the real one runs ``mgv2`` models in MDL mode), so
+  variable ids and dump file names can differ from a real binary's dumps of the same model;
+* ``--bin-io-dump DIR`` is created when missing (the real binary aborts);
+* a text and a binary dump in one run are refused (the real binary segfaults: one dumper per
+  network, see reference/load_and_run.md 1.3);
+* ``--reproducible`` works (in the real binary's lite mode it has no effect);
+* a dtype that differs from the model input, an unknown input name, ``.npy`` files of
+  unsupported dtypes, negative ``--iter`` are errors instead of silent reinterpretation,
+  wrap-around or aborts; float16 ``.npy`` inputs are accepted;
+* every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr.
+
+``MGB_USE_MEGDNN_DBG`` and ``MGB_DUMP_INPUT`` are read by the C++ runtime from this process's
+environment; nothing here touches them. Run each configuration in a fresh process.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+#: exit status of every failure of the bundled runner (gflags uses 1 for flag errors too)
+EXIT_FAILURE = 1
+
+PROG = "load_and_run"
+
+# Flags the bundled runner implements: canonical (underscore) name -> kind.
+_BOOL, _STR, _INT = "bool", "str", "int"
+SUPPORTED_FLAGS: Dict[str, str] = {
+    "input": _STR,
+    "io_dump": _STR,
+    "bin_io_dump": _STR,
+    "iter": _INT,
+    "warmup_iter": _INT,
+    "reproducible": _BOOL,
+    "fast_run": _BOOL,
+    "full_run": _BOOL,
+    "fast_run_algo_policy": _STR,
+    "binary_equal_between_batch": _BOOL,
+    "fast_run_shared_batch_size": _INT,
+    "multithread": _INT,
+    "cpu": _BOOL,
+    "model_info": _BOOL,
+    "verbose": _BOOL,
+    "record_comp_seq": _BOOL,
+    "copy_to_host": _BOOL,
+    "lite": _BOOL,
+    "help": _BOOL,
+    "version": _BOOL,
+}
+
+# Real load_and_run 1.13 flags that the bundled runner does not implement (reference 1.3).
+UNSUPPORTED_FLAGS = frozenset(
+    """
+    batch_size io_dump_stdout io_dump_stderr bin_out_dump workspace_limit thread cuda
+    cpu_default multithread_default multi_thread_core_ids record_comp_seq2 const_shape
+    fake_first no_sanity_check disable_mem_opt enable_nchw4 enable_chwn4 enable_nchw44
+    enable_nchw88 enable_nchw32 enable_nchw64 enable_nhwcd4 enable_nchw44_dot enable_ioc16
+    enable_fuse_preprocess weight_preprocess enable_fuse_conv_bias_nonlinearity
+    enable_fuse_conv_bias_with_z optimize_for_inference fuse_grain enable_jit tensorrt
+    tensorrt_cache layout_transform layout_transform_dump disable_assert_throw range
+    check_dispatch check_var_value profile profile_host get_static_mem_info wait_gdb
+    share_param_mem c_opr_lib c_opr_lib_with_param model_dump packed_model_dump
+    pack_info_json pack_cache pack_info_cryption pack_model_cryption fitting
+    dump_fitting_model mdl flagfile fromenv tryfromenv helpfull helpshort helpmatch
+    helpon helppackage helpxml undefok
+    """.split()
+)
+
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+
+# numpy dtype <-> the dtypes megenginelite can feed (reference 4.2).
+_NPY_DTYPES = ("float32", "int32", "int16", "uint16", "int8", "uint8", "float16")
+
+
+class LarUsageError(Exception):
+    """A command line, input or model problem of the user's; printed as one line, no traceback."""
+
+
+class MegEngineError(Exception):
+    """MegEngine raised while loading or running; the message is MegEngine's own first line."""
+
+
+@dataclass(frozen=True)
+class LarOptions:
+    """The parsed command line of the bundled load_and_run."""
+
+    model: str
+    input: str = ""
+    io_dump: Optional[str] = None
+    bin_io_dump: Optional[str] = None
+    iter: int = 10
+    warmup_iter: int = 1
+    reproducible: bool = False
+    fast_run: bool = False
+    full_run: bool = False
+    fast_run_algo_policy: Optional[str] = None
+    binary_equal_between_batch: bool = False
+    fast_run_shared_batch_size: int = 0
+    multithread: int = -1
+    cpu: bool = False
+    model_info: bool = False
+    verbose: bool = False
+    record_comp_seq: bool = False
+    copy_to_host: bool = False
+    lite: bool = False
+
+
+@dataclass(frozen=True)
+class InputItem:
+    """One ``--input`` item: the input name and the kind of value given for it."""
+
+    name: str
+    kind: str  # "npy" | "json" | "shape" | "literal" | "image"
+    text: str  # the item's value text (path, ``{1,3}`` or ``[1,2]``)
+
+
+# --------------------------------------------------------------------------- argv parsing
+
+
+def _unsupported_message(name: str) -> str:
+    return (
+        f"--{name} is a load_and_run flag the bundled runner (lar_prec.lar) does not support; "
+        "run a MegEngine build of load_and_run with --lar PATH (or LAR_PREC_LOAD_AND_RUN)"
+    )
+
+
+def parse_argv(argv: Sequence[str]) -> Tuple[Dict[str, Any], List[str]]:
+    """Parse gflags-style ``argv`` (without the program name) into ``(flags, positionals)``.
+
+    Flag names are normalised to the underscore form. Raises LarUsageError for unknown,
+    unsupported or malformed flags, like gflags does (it exits 1).
+    """
+    flags: Dict[str, Any] = {}
+    positionals: List[str] = []
+    i = 0
+    args = list(argv)
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            positionals.extend(args[i:])
+            break
+        if not arg.startswith("-") or arg == "-":
+            positionals.append(arg)
+            continue
+        body = arg[2:] if arg.startswith("--") else arg[1:]
+        name, eq, value = body.partition("=")
+        # gflags retries a lookup with '-' replaced by '_' (reference 1.1)
+        name = name.replace("-", "_")
+        has_value = bool(eq)
+        if name not in SUPPORTED_FLAGS and name not in UNSUPPORTED_FLAGS and name.startswith("no"):
+            negated = name[2:]
+            if SUPPORTED_FLAGS.get(negated) == _BOOL and not has_value:
+                flags[negated] = False
+                continue
+            if negated in UNSUPPORTED_FLAGS:
+                raise LarUsageError(_unsupported_message(negated))
+        if name in UNSUPPORTED_FLAGS:
+            raise LarUsageError(_unsupported_message(name))
+        kind = SUPPORTED_FLAGS.get(name)
+        if kind is None:
+            raise LarUsageError(f"unknown command line flag '{name}'")
+        if kind == _BOOL:
+            if not has_value:
+                flags[name] = True
+            elif value.lower() in _TRUE:
+                flags[name] = True
+            elif value.lower() in _FALSE:
+                flags[name] = False
+            else:
+                raise LarUsageError(f"illegal value '{value}' specified for bool flag '{name}'")
+            continue
+        if not has_value:
+            if i >= len(args):
+                raise LarUsageError(f"flag '{name}' is missing its argument")
+            value = args[i]
+            i += 1
+        if kind == _INT:
+            try:
+                flags[name] = int(value, 10)
+            except ValueError:
+                raise LarUsageError(f"illegal value '{value}' specified for int flag '{name}'") from None
+        else:
+            flags[name] = value
+    return flags, positionals
+
+
+def parse_options(argv: Sequence[str]) -> LarOptions:
+    """Parse and check a full command line (without the program name) into LarOptions."""
+    flags, positionals = parse_argv(argv)
+    if not positionals:
+        raise LarUsageError("no model given: usage: python -m lar_prec.lar MODEL [flags]")
+    if len(positionals) > 1:
+        extra = positionals[1]
+        hint = " (bool flags take --flag=true / --flag=false)" if extra.lower() in _TRUE | _FALSE else ""
+        raise LarUsageError(f"unexpected argument '{extra}' after the model {positionals[0]!r}{hint}")
+    flags.pop("help", None)
+    flags.pop("version", None)
+    opts = LarOptions(model=positionals[0], **flags)
+    if opts.iter < 0 or opts.warmup_iter < 0:
+        raise LarUsageError("--iter and --warmup_iter must not be negative")
+    if opts.fast_run and opts.full_run:
+        raise LarUsageError("--fast_run and --full_run can not be used together")
+    if opts.io_dump and opts.bin_io_dump:
+        raise LarUsageError(
+            "--io_dump and --bin_io_dump can not be used in one run: a network holds one dumper "
+            "(the real load_and_run segfaults); make one run per dump"
+        )
+    if opts.multithread == 0 or opts.multithread < -1:
+        raise LarUsageError("--multithread needs a positive number of threads")
+    if opts.fast_run_shared_batch_size < 0:
+        raise LarUsageError("--fast_run_shared_batch_size must not be negative")
+    if (
+        opts.fast_run_algo_policy
+        and not os.path.exists(opts.fast_run_algo_policy)
+        and not (opts.fast_run or opts.full_run)
+    ):
+        raise LarUsageError(
+            f"--fast_run_algo_policy {opts.fast_run_algo_policy} does not exist; "
+            "give --fast_run or --full_run to create it"
+        )
+    if opts.fast_run_shared_batch_size and not (opts.fast_run or opts.full_run or opts.fast_run_algo_policy):
+        raise LarUsageError("--fast_run_shared_batch_size needs --fast_run, --full_run or --fast_run_algo_policy")
+    return opts
+
+
+# --------------------------------------------------------------------------- --input
+
+
+def split_input(text: str) -> List[InputItem]:
+    """Split an ``--input`` string into items, like ``helpers/data_parser.cpp`` (reference 1.4).
+
+    Items are joined by ``;``; the name is the text up to the first ``:`` (``data`` when there
+    is none). The kind follows from the value: ``.npy``/``.json``/``.ppm``/``.pgm`` files,
+    ``{d0,d1}`` shape only, ``[..]`` literal data.
+    """
+    items: List[InputItem] = []
+    for raw in text.split(";"):
+        raw = raw.strip()
+        if not raw:
+            continue
+        name, sep, value = raw.partition(":")
+        if not sep:
+            name, value = "data", raw
+        name, value = name.strip(), value.strip()
+        low = value.lower()
+        if low.endswith(".npy"):
+            kind = "npy"
+        elif low.endswith(".json"):
+            kind = "json"
+        elif low.endswith((".ppm", ".pgm")):
+            kind = "image"
+        elif value.startswith("{") and value.endswith("}"):
+            kind = "shape"
+        elif value.startswith("[") and value.endswith("]"):
+            kind = "literal"
+        else:
+            raise LarUsageError(
+                f"cannot parse --input item {raw!r}: expected name:file.npy, name:file.json, "
+                "name:{d0,d1,...} (shape only) or name:[v0,v1,...] (data)"
+            )
+        if not name:
+            raise LarUsageError(f"--input item {raw!r} has an empty input name")
+        items.append(InputItem(name=name, kind=kind, text=value))
+    return items
+
+
+def parse_shape(text: str) -> Tuple[int, ...]:
+    """Parse ``{1,3,224,224}`` into a shape tuple."""
+    inner = text.strip()[1:-1]
+    parts = [p.strip() for p in inner.split(",") if p.strip()]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise LarUsageError(f"bad shape {text!r}: expected {{d0,d1,...}} with integers") from None
+    if not shape or any(d < 0 for d in shape):
+        raise LarUsageError(f"bad shape {text!r}: expected {{d0,d1,...}} with non-negative integers")
+    return shape
+
+
+def parse_literal(text: str) -> np.ndarray:
+    """Parse ``[1,2,3]`` / ``[[1.5,2],[3,4]]``: int32 data, float32 if any ``.`` appears."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise LarUsageError(f"bad literal input {text!r}: expected [v0,v1,...] (nested for more dims)") from None
+
+    def check(v: Any) -> bool:
+        if isinstance(v, list):
+            return all(check(x) for x in v)
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if not isinstance(value, list) or not check(value):
+        raise LarUsageError(f"bad literal input {text!r}: expected a bracketed list of numbers")
+    is_float = "." in text or any(isinstance(x, float) for x in _flatten(value))
+    try:
+        return np.array(value, dtype=np.float32 if is_float else np.int32)
+    except (ValueError, OverflowError) as exc:
+        raise LarUsageError(f"bad literal input {text!r}: {exc}") from None
+
+
+def _flatten(v: Any) -> List[Any]:
+    if isinstance(v, list):
+        out: List[Any] = []
+        for x in v:
+            out.extend(_flatten(x))
+        return out
+    return [v]
+
+
+_JSON_TYPES = {"float32": np.float32, "float": np.float32, "int32": np.int32, "int": np.int32,
+               "int8": np.int8, "uint8": np.uint8}
+
+
+def load_json_inputs(path: str) -> Dict[str, np.ndarray]:
+    """Read a load_and_run ``.json`` input file: ``{name: {shape, type, raw}}``."""
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise LarUsageError(f"cannot read input file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise LarUsageError(f"input file {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise LarUsageError(f"input file {path}: expected an object {{name: {{shape, type, raw}}}}")
+    out: Dict[str, np.ndarray] = {}
+    for name, spec in data.items():
+        if not isinstance(spec, dict) or not {"shape", "raw"} <= set(spec):
+            raise LarUsageError(f"input file {path}: entry {name!r} needs \"shape\" and \"raw\"")
+        tname = str(spec.get("type", "float32"))
+        if tname not in _JSON_TYPES:
+            raise LarUsageError(f"input file {path}: entry {name!r} has unsupported type {tname!r} "
+                                f"(one of {', '.join(_JSON_TYPES)})")
+        try:
+            shape = tuple(int(d) for d in spec["shape"])
+            raw = np.asarray(spec["raw"], dtype=_JSON_TYPES[tname]).ravel()
+        except (TypeError, ValueError) as exc:
+            raise LarUsageError(f"input file {path}: entry {name!r}: {exc}") from None
+        if raw.size != int(np.prod(shape, dtype=np.int64)):
+            raise LarUsageError(f"input file {path}: entry {name!r} has {raw.size} values for shape {list(shape)}")
+        out[name] = raw.reshape(shape)
+    return out
+
+
+def load_npy(path: str) -> np.ndarray:
+    """Load an ``.npy`` input, in native byte order and C order; refuse dtypes lite cannot feed."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise LarUsageError(f"input file {path} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise LarUsageError(f"cannot read input file {path}: {exc}") from None
+    if arr.dtype.name not in _NPY_DTYPES:
+        raise LarUsageError(
+            f"input file {path} has dtype {arr.dtype.name}; load_and_run inputs must be one of "
+            f"{', '.join(_NPY_DTYPES)}"
+        )
+    # The real parser ignores byte order and fortran_order; converting is what the user meant.
+    arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+    return np.ascontiguousarray(arr)
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _log(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def _megengine_message(exc: BaseException) -> str:
+    """MegEngine's own message without the backtrace and the lite error-code suffix."""
+    text = str(exc)
+    text = text.split("\nbacktrace:", 1)[0]
+    text = re.sub(r",? Error Code: \d+\s*$", "", text.strip())
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+class _Lite:
+    """megenginelite, imported on first use (importing it is ~1 s and needs the wheel)."""
+
+    def __init__(self) -> None:
+        import ctypes
+        import logging
+
+        # megenginelite logs every C error through the root logger before raising it; we
+        # print the message ourselves, once.
+        logging.getLogger().addHandler(logging.NullHandler())
+        try:
+            import megenginelite as L
+            import megenginelite.tensor as LT
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise LarUsageError(
+                f"cannot import megenginelite ({exc}); install megengine==1.13.0 or give --lar PATH"
+            ) from None
+        # float16 IO: the wheel's ctypes table lacks LITE_HALF (reference 4.2).
+        LT._lite_dtypes_to_ctype.setdefault(L.LiteDataType.LITE_HALF, ctypes.c_uint16)
+        self.L = L
+        self.ctypes = ctypes
+        self.np_of = {
+            L.LiteDataType.LITE_FLOAT: np.dtype("float32"),
+            L.LiteDataType.LITE_HALF: np.dtype("float16"),
+            L.LiteDataType.LITE_INT: np.dtype("int32"),
+            L.LiteDataType.LITE_INT16: np.dtype("int16"),
+            L.LiteDataType.LITE_INT8: np.dtype("int8"),
+            L.LiteDataType.LITE_UINT8: np.dtype("uint8"),
+            L.LiteDataType.LITE_UINT16: np.dtype("uint16"),
+        }
+        self.lite_of = {v: k for k, v in self.np_of.items()}
+
+    def version(self) -> str:
+        return str(self.L.__version__)
+
+    def layout_of(self, tensor: Any) -> Tuple[Tuple[int, ...], np.dtype]:
+        lay = tensor.layout
+        shape = tuple(int(lay.shapes[i]) for i in range(lay.ndim))
+        dtype = self.np_of.get(self.L.LiteDataType(lay.data_type))
+        return shape, dtype
+
+    def feed(self, tensor: Any, arr: np.ndarray) -> None:
+        """Copy ``arr`` into an input tensor, with its own shape (dynamic shapes allowed)."""
+        arr = np.ascontiguousarray(arr)
+        tensor.layout = self.L.LiteLayout(list(arr.shape), self.lite_of[arr.dtype])
+        tensor.set_data_by_copy(arr.ctypes.data_as(self.ctypes.c_void_p), data_length=arr.nbytes)
+
+
+def _gather_inputs(items: Sequence[InputItem], model_inputs: Dict[str, Tuple[Tuple[int, ...], Any]]
+                   ) -> Dict[str, Tuple[np.ndarray, str]]:
+    """Turn ``--input`` items into arrays, checked against the model's inputs.
+
+    Returns ``{name: (array, where it came from)}``.
+    """
+    arrays: Dict[str, Tuple[np.ndarray, str]] = {}
+    for item in items:
+        if item.kind == "json":
+            for name, arr in load_json_inputs(item.text).items():
+                arrays[name] = (arr, item.text)
+            continue
+        if item.kind == "image":
+            raise LarUsageError(
+                f"--input {item.name}:{item.text}: .ppm/.pgm images are not supported by the bundled "
+                "runner; convert the image to .npy (uint8, NHWC) or give --lar PATH"
+            )
+        if item.name not in model_inputs:
+            raise LarUsageError(
+                f"the model has no input named {item.name!r} (inputs: {', '.join(model_inputs) or 'none'})"
+            )
+        if item.kind == "npy":
+            arrays[item.name] = (load_npy(item.text), item.text)
+        elif item.kind == "shape":
+            shape = parse_shape(item.text)
+            dtype = model_inputs[item.name][1]
+            if dtype is None:
+                raise LarUsageError(f"input {item.name!r} has a dtype megenginelite cannot feed")
+            # load_and_run memsets shape-only inputs to byte 0x01 (reference 1.4)
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            arrays[item.name] = (np.frombuffer(b"\x01" * nbytes, dtype=dtype).reshape(shape), item.text)
+        else:
+            arrays[item.name] = (parse_literal(item.text), item.text)
+    for name, (arr, src) in arrays.items():
+        if name not in model_inputs:
+            raise LarUsageError(
+                f"the model has no input named {name!r} (from {src}; inputs: {', '.join(model_inputs)})"
+            )
+        want = model_inputs[name][1]
+        if want is not None and arr.dtype != want:
+            raise LarUsageError(
+                f"dtype mismatch for input {name!r}: {src} is {arr.dtype.name}, the model expects {want.name}"
+            )
+    return arrays
+
+
+def _model_info_table(rows: Sequence[Tuple[str, str, Tuple[int, ...], str]]) -> str:
+    head = ("type", "name", "shape", "dtype")
+    cells = [head] + [(k, n, "{" + ",".join(str(d) for d in s) + "}", t) for k, n, s, t in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(4)]
+    sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    lines = [sep]
+    for j, r in enumerate(cells):
+        lines.append("|" + "|".join(f" {c:<{w}} " for c, w in zip(r, widths)) + "|")
+        if j == 0:
+            lines.append(sep)
+    lines.append(sep)
+    return "\n".join(lines)
+
+
+def run(opts: LarOptions) -> None:
+    """Load the model, feed the inputs, run ``warmup_iter + iter`` times with the dumps asked for.
+
+    Raises LarUsageError for the user's mistakes and MegEngineError for MegEngine's errors.
+    Dumps are complete when it returns: the network (and its dumper) is destroyed.
+    """
+    import gc
+
+    model = Path(opts.model)
+    if not model.is_file():
+        raise LarUsageError(f"model file {opts.model} does not exist" if not model.exists()
+                            else f"model path {opts.model} is not a file")
+    items = split_input(opts.input)
+    # Fail on a bad dump target before spending a second on import and load.
+    if opts.io_dump:
+        try:
+            open(opts.io_dump, "w").close()
+        except OSError as exc:
+            raise LarUsageError(f"cannot open text dump file {opts.io_dump}: {exc.strerror}") from None
+    if opts.bin_io_dump:
+        dump_dir = Path(opts.bin_io_dump)
+        if dump_dir.exists() and not dump_dir.is_dir():
+            raise LarUsageError(f"--bin_io_dump {opts.bin_io_dump} exists and is not a folder")
+        try:
+            dump_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LarUsageError(f"cannot create --bin_io_dump folder {opts.bin_io_dump}: {exc.strerror}") from None
+
+    lite = _Lite()
+    L = lite.L
+    L.set_log_level(L.LiteLogLevel.DEBUG if opts.verbose else L.LiteLogLevel.WARN)
+    config = L.LiteConfig(device_type=L.LiteDeviceType.LITE_CPU)
+    if opts.record_comp_seq:
+        config.options.comp_node_seq_record_level = 1
+    net = L.LiteNetwork(config)
+    try:
+        _configure_and_run(lite, net, opts, items, model)
+    except RuntimeError as exc:
+        raise MegEngineError(_megengine_message(exc)) from None
+    finally:
+        # Destroying the network closes the text dump and flushes lazy (record_comp_seq) dumps.
+        del net
+        gc.collect()
+    if opts.fast_run_algo_policy and (opts.fast_run or opts.full_run or os.path.exists(opts.fast_run_algo_policy)):
+        try:
+            L.LiteGlobal.dump_persistent_cache(opts.fast_run_algo_policy)
+        except RuntimeError as exc:
+            raise MegEngineError(_megengine_message(exc)) from None
+
+
+def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[InputItem], model: Path) -> None:
+    L = lite.L
+    S = L.LiteAlgoSelectStrategy
+    if opts.multithread > 0:
+        net.threads_number = opts.multithread
+    strategy = 0
+    if opts.fast_run:
+        strategy = S.LITE_ALGO_PROFILE | S.LITE_ALGO_OPTIMIZED
+    elif opts.full_run:
+        strategy = S.LITE_ALGO_PROFILE
+    if opts.fast_run_algo_policy:
+        existed = os.path.exists(opts.fast_run_algo_policy)
+        L.LiteGlobal.set_persistent_cache(opts.fast_run_algo_policy, not existed)
+        if existed and not strategy:
+            # the real binary switches the oprs to PROFILE so they read the cache (reference 1.3)
+            strategy = S.LITE_ALGO_PROFILE
+    if opts.reproducible or opts.binary_equal_between_batch:
+        strategy |= S.LITE_ALGO_REPRODUCIBLE
+    if strategy:
+        if not strategy & (S.LITE_ALGO_PROFILE | S.LITE_ALGO_HEURISTIC):
+            strategy |= S.LITE_ALGO_HEURISTIC
+        net.set_network_algo_policy(
+            strategy,
+            shared_batch_size=opts.fast_run_shared_batch_size,
+            binary_equal_between_batch=opts.binary_equal_between_batch,
+        )
+    if opts.io_dump:
+        net.io_txt_dump(opts.io_dump)
+    if opts.bin_io_dump:
+        net.io_bin_dump(opts.bin_io_dump.rstrip("/") + "/")
+
+    t0 = time.perf_counter()
+    net.load(str(model))
+    _log(f"load model: {(time.perf_counter() - t0) * 1e3:.3f}ms")
+
+    model_inputs = {n: lite.layout_of(net.get_io_tensor(n)) for n in net.get_all_input_name()}
+    if opts.model_info:
+        rows = [("input", n, s, d.name if d is not None else "?") for n, (s, d) in model_inputs.items()]
+        for n in net.get_all_output_name():
+            s, d = lite.layout_of(net.get_io_tensor(n))
+            rows.append(("output", n, s, d.name if d is not None else "?"))
+        _log(_model_info_table(rows))
+
+    arrays = _gather_inputs(items, model_inputs)
+    for name, (arr, _src) in arrays.items():
+        lite.feed(net.get_io_tensor(name), arr)
+    missing = [n for n in model_inputs if n not in arrays]
+    if missing:
+        _log(f"warning: no --input for {', '.join(missing)}; the model's stored values are used")
+
+    times: List[float] = []
+    total = time.perf_counter()
+    for k in range(opts.warmup_iter):
+        t = time.perf_counter()
+        net.forward()
+        net.wait()
+        _log(f"warm up iter {k}: {(time.perf_counter() - t) * 1e3:.3f}ms")
+    for k in range(opts.iter):
+        t = time.perf_counter()
+        net.forward()
+        net.wait()
+        ms = (time.perf_counter() - t) * 1e3
+        times.append(ms)
+        _log(f"iter {k}/{opts.iter}: e2e={ms:.3f} ms (host={ms:.3f} ms)")
+    if times:
+        avg = sum(times) / len(times)
+        std = math.sqrt(sum((x - avg) ** 2 for x in times) / (len(times) - 1)) if len(times) > 1 else 0.0
+        _log(f"=== finished test #0: time={sum(times):.3f}ms avg_time={avg:.3f}ms "
+             f"standard_deviation={std:.3f}ms min={min(times):.3f}ms max={max(times):.3f}ms")
+    _log(f"=== total time: {(time.perf_counter() - total) * 1e3:.3f}ms")
+
+
+_HELP = """\
+usage: python -m lar_prec.lar MODEL [flags]
+
+The load_and_run bundled with lar-prec (megenginelite, CPU). Flags (dash or underscore form):
+  --input "name:file.npy;name:{1,3,8,8};name:[1,2,3];file.json"
+  --io_dump FILE | --bin_io_dump DIR      text or binary dump of every operator output
+  --iter N [10]  --warmup_iter N [1]      every execution is dumped (the last one survives)
+  --reproducible  --fast_run  --full_run  --fast_run_algo_policy FILE
+  --binary_equal_between_batch  --fast_run_shared_batch_size N
+  --multithread N  --cpu  --model_info  --verbose  --record_comp_seq  --copy_to_host  --lite
+Environment: MGB_USE_MEGDNN_DBG=2 (naive kernels), MGB_DUMP_INPUT (binary dumps of inputs).
+Other load_and_run flags need a MegEngine build: lar-prec ... --lar PATH."""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``python -m lar_prec.lar``; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        flags, _ = parse_argv(args)
+        if flags.get("help"):
+            sys.stdout.write(_HELP + "\n")
+            return 0
+        if flags.get("version"):
+            from lar_prec import __version__
+
+            sys.stdout.write(f"{PROG} (lar_prec.lar {__version__}, bundled, megenginelite)\n")
+            return 0
+        opts = parse_options(args)
+        run(opts)
+    except LarUsageError as exc:
+        _log(f"{PROG}: error: {exc}")
+        return EXIT_FAILURE
+    except MegEngineError as exc:
+        _log(f"{PROG}: error: {exc}")
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        _log(f"{PROG}: interrupted")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
