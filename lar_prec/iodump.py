@@ -217,16 +217,17 @@ class _TitleError(Exception):
         self.found = found
 
 
-_INFO_HEAD = re.compile(r"\{id:(\d+), (layout|shape):")
+_INFO_HEAD = re.compile(r"\{id:(\d{1,20}), (layout|shape):")
 _INFO_DTYPE = re.compile(r", ([A-Za-z][A-Za-z0-9_]*), owner:")
 # the comp node string has no comma ("CompNode(\"cpu0:0\" from \"cpu0:0\")"), which keeps a
 # ", slot:" inside a var name from matching here
-_INFO_TAIL = re.compile(r", slot:(\d+), ([^,]*), ([sd]), (-?\d+), (-?\d+)\}")
+_INFO_TAIL = re.compile(r", slot:(\d{1,20}), ([^,]*), ([sd]), (-?\d{1,20}), (-?\d{1,20})\}")
 _OWNER_NAME = re.compile(r"(.*?)\{([A-Za-z_][A-Za-z0-9_:]*)\}, name:(.*)\Z", re.DOTALL)
-_OPR_ID = re.compile(r"\[(\d+)\]\Z")
-_LAYOUT_DIM = re.compile(r"(\d+)\((-?\d+)\)\Z")
+_OPR_ID = re.compile(r"\[(\d{1,20})\]\Z")
+_LAYOUT_DIM = re.compile(r"(\d{1,20})\((-?\d{1,20})\)\Z")
+_SHAPE_DIM = re.compile(r"\s*(\d{1,20})\s*\Z")
 _NEXT_INPUT = re.compile(r" (\d+)=\{id:")
-_INP_PREFIX = re.compile(r"inp(\d+): ")
+_INP_PREFIX = re.compile(r"inp(\d{1,20}): ")
 _VAR_PREFIX = "var="
 _INPUTS_KEY = " owner_opr_inputs="
 
@@ -268,10 +269,13 @@ def _shape_from_shape(text: str, pos: int) -> Tuple[int, ...]:
     inner = text[1:-1].strip()
     if not inner:
         return ()
-    try:
-        return tuple(int(x) for x in inner.split(","))
-    except ValueError:
-        raise _TitleError(pos, "a shape like '{1,3,224,224}'", repr(text[:40])) from None
+    dims = []
+    for part in inner.split(","):
+        m = _SHAPE_DIM.match(part)
+        if not m:
+            raise _TitleError(pos, "a shape like '{1,3,224,224}'", repr(text[:40]))
+        dims.append(int(m.group(1)))
+    return tuple(dims)
 
 
 def _parse_info(s: str, pos: int, follows: Callable[[int], bool]) -> Tuple[VarInfo, int]:
@@ -438,7 +442,7 @@ def format_title(var: VarInfo, inputs: Sequence[VarInfo] = (), *, input_index: O
 # ============================================================================ binary dumps
 
 _MAIN_NAME = re.compile(r"([0-9a-f]{6,})\Z")
-_INP_NAME = re.compile(r"([0-9a-f]{6,})-inp(\d+)\Z")
+_INP_NAME = re.compile(r"([0-9a-f]{6,})-inp(\d{1,20})\Z")
 INCOMPLETE_MARKER = ".incomplete"
 
 
@@ -926,9 +930,9 @@ class TextDump:
         return tuple((d.var_id, v.id, d.kind) for v in (self.executions[-1] if self.executions else ()) for d in v.deps)
 
 
-_PRODUCED = re.compile(r"var(\d+) produced: name=")
-_PRODUCED_TAIL = re.compile(r" owner_opr=(.*)\{([A-Za-z_][A-Za-z0-9_:]*)\} opr(\d+)\Z", re.DOTALL)
-_DEP = re.compile(r"  (?:\[i(\d+)\])?var(\d+): (.*) ([sd])\Z", re.DOTALL)
+_PRODUCED = re.compile(r"var(\d{1,20}) produced: name=")
+_PRODUCED_TAIL = re.compile(r" owner_opr=(.*)\{([A-Za-z_][A-Za-z0-9_:]*)\} opr(\d{1,20})\Z", re.DOTALL)
+_DEP = re.compile(r"  (?:\[i(\d{1,20})\])?var(\d{1,20}): (.*) ([sd])\Z", re.DOTALL)
 _DEP_SHAPE = re.compile(r" <shape dep\[([sd])\]> (.*)\Z", re.DOTALL)
 _DEP_HOST = re.compile(r" <host value\[([sd])\]> (.*)\Z", re.DOTALL)
 _STATS = re.compile(
@@ -937,8 +941,8 @@ _STATS = re.compile(
 _VAL = re.compile(r" val: (.*) ([sd])\Z", re.DOTALL)
 _LAZY_BEGIN = "==== begin lazy value recording"
 _LAZY_VALUES = "==== recorded values"
-_LAZY_OPR = re.compile(r"#(\d+): opr(\d+) (.*)\{([A-Za-z_][A-Za-z0-9_:]*)\}\Z", re.DOTALL)
-_LAZY_VAR = re.compile(r"  var(\d+): name=(.*) (\[[^\[\]]*\]min=\S+ max=\S+ mean=\S+ l2=\S+ sd=\S+)\Z", re.DOTALL)
+_LAZY_OPR = re.compile(r"#(\d{1,20}): opr(\d{1,20}) (.*)\{([A-Za-z_][A-Za-z0-9_:]*)\}\Z", re.DOTALL)
+_LAZY_VAR = re.compile(r"  var(\d{1,20}): name=(.*) (\[[^\[\]]*\]min=\S+ max=\S+ mean=\S+ l2=\S+ sd=\S+)\Z", re.DOTALL)
 
 
 def _num(s: str) -> float:
@@ -1153,7 +1157,7 @@ def read_text_dump(path: PathLike) -> TextDump:
             if mv:
                 text = mv.group(1)
                 cur.storage = mv.group(2)
-                if text != "<see lazy value below>":
+                if text not in ("<see lazy value below>", "<invalid>"):
                     cur.val = _parse_stats(text)
                     if cur.val is None:
                         raise bad(i, "'[values]min=.. max=.. mean=.. l2=.. sd=..'", line)

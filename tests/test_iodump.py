@@ -335,3 +335,313 @@ def test_folder_errors(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(DumpFolderError, match="not a directory"):
         DumpFolder(tmp_path / "file")
+
+
+# ----------------------------------------------------------------------------- hypothesis
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_RT_CODES = sorted(c for c, d in DTYPES.items() if d.storage is not None)
+# names: anything printable, including the grammar's own punctuation
+_NAME = st.text(
+    alphabet=st.one_of(st.sampled_from(list("{}(),:=[] \"'<>@slotidnameowner")), st.characters(blacklist_categories=("Cs",))),
+    max_size=24,
+)
+
+
+@st.composite
+def _var_infos(draw, vid=None):
+    shape = tuple(draw(st.lists(st.integers(1, 4), max_size=7)))
+    dtype = DTYPES[draw(st.sampled_from(_RT_CODES))].name
+    opr_id = draw(st.integers(0, 10**6))
+    owner = draw(_NAME) + f"[{opr_id}]"
+    return VarInfo(
+        id=draw(st.integers(0, 2**40)) if vid is None else vid,
+        name=draw(_NAME),
+        owner=owner,
+        opr_type=draw(st.sampled_from(["ConvolutionForward", "Elemwise", "ImmutableTensor", "opr::X_1"])),
+        opr_id=opr_id,
+        dtype=dtype,
+        shape=shape,
+        layout=contiguous_layout(shape, dtype) if draw(st.booleans()) else None,
+        slot=draw(st.integers(0, 3)),
+        comp_node=draw(st.sampled_from([CN, 'CompNode("cpu:default" from "cpu:default")', "invalid"])),
+        storage=draw(st.sampled_from("sd")),
+        shape_infer=draw(st.sampled_from([1, 2, 4, 8])),
+        value_infer=draw(st.sampled_from([1, 2, 4, 8])),
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    var=_var_infos(),
+    inputs=st.lists(_var_infos(), max_size=4),
+    code=st.sampled_from(_RT_CODES),
+    k=st.one_of(st.none(), st.integers(0, 12)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_writer_reader_round_trip(tmp_path, var, inputs, code, k, seed):
+    dt = DTYPES[code]
+    size = int(np.prod(var.shape)) if var.shape else 1
+    raw = np.random.default_rng(seed).integers(0, 256, size=size * dt.storage.itemsize, dtype=np.uint8)
+    if dt.kind == "bool":
+        raw &= 1
+    values = raw.view(dt.storage).reshape(var.shape)
+    title = format_title(var, inputs, input_index=k)
+    assert parse_title(title) == (var, tuple(inputs), k)
+    name = dump_file_name(var.id if k is None else var.id + 1, k)
+    path = write_binary_dump(tmp_path / name, values, title, code)
+    d = read_binary_dump(path)
+    assert (d.var, d.inputs, d.input_index, d.title) == (var, tuple(inputs), k, title)
+    assert d.input_of == (None if k is None else var.id + 1)
+    assert (d.dtype, d.shape, d.size) == (dt, var.shape, size)
+    if dt.name == "BFloat16":
+        back = d.array()
+        assert back.dtype == np.float32
+        assert (back.view(np.uint32) >> 16).astype(np.uint16).tobytes() == values.tobytes()
+    else:
+        assert d.array().tobytes() == values.tobytes()
+    assert d.array().shape == var.shape
+    assert sum(c.size for c in d.chunks(7)) == size
+
+
+def _check_binary_bytes(folder: Path, data: bytes, name: str = "00000b") -> None:
+    """The fuzz property: a byte string is a dump (and its values read) or DumpFormatError."""
+    p = folder / name
+    p.write_bytes(data)
+    try:
+        d = read_binary_dump(p)
+    except DumpFormatError as e:
+        assert e.path == p and str(e).startswith(str(p))
+        return
+    assert d.data_offset + d.nbytes == len(data)
+    try:
+        arr = d.array()
+        assert arr.shape == d.shape
+        for _ in d.chunks(3):
+            pass
+    except DumpFormatError:
+        assert d.dtype.storage is None
+
+
+_GOOD_TITLE = format_title(make_var(11, (2, 3)), [make_var(7, (2, 3)), make_var(9, (3,), name="a,{b}")]).encode()
+_GOOD_FILE = header(len(_GOOD_TITLE), 0, (2, 3)) + _GOOD_TITLE + bytes(24)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=120))
+def test_fuzz_random_bytes(tmp_path, data):
+    _check_binary_bytes(tmp_path, data)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_edits=st.integers(0, 6),
+    cut=st.one_of(st.none(), st.integers(0, len(_GOOD_FILE))),
+    name=st.sampled_from(["00000b", "00000b-inp0", "x.bin", "000007"]),
+)
+def test_fuzz_mutated_dump(tmp_path, seed, n_edits, cut, name):
+    # edits come from a seeded RNG: cheap to generate, so thousands of files stay fast
+    rng = np.random.default_rng(seed)
+    b = bytearray(_GOOD_FILE)
+    for _ in range(n_edits):
+        pos = int(rng.integers(0, len(b) + 1))
+        op = rng.integers(0, 3)
+        if op == 0 and pos < len(b):
+            b[pos] = int(rng.integers(0, 256))
+        elif op == 1:
+            b.insert(pos, int(rng.integers(0, 256)))
+        elif pos < len(b):
+            del b[pos]
+    if cut is not None:
+        del b[cut:]
+    _check_binary_bytes(tmp_path, bytes(b), name)
+
+
+_TITLE_PIECES = [b"var=", b"inp0: ", b"{id:11, ", b"layout:{2(3),3(1) Float32}", b"shape:{2,3}", b", Float32, owner:",
+                 b"f[1]{Elemwise}", b", name:", b"x", b", slot:0, ", CN.encode(), b", s, 4, 1}", b" owner_opr_inputs=",
+                 b"0=", b" 1=", b"{", b"}", b",", b" ", b"\xff", b"\xc3\xa9"]
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    pieces=st.lists(st.sampled_from(_TITLE_PIECES), max_size=30),
+    code=st.one_of(st.sampled_from(sorted(DTYPES)), st.integers(0, 2**32 - 1)),
+    shape=st.lists(st.integers(0, 5), max_size=7),
+    max_ndim=st.sampled_from([7, 7, 7, 0, 8]),
+    extra=st.integers(-3, 3),
+    name=st.sampled_from(["00000b", "00000b-inp0", "x.bin"]),
+)
+def test_fuzz_structured_dump(tmp_path, pieces, code, shape, max_ndim, extra, name):
+    title = b"".join(pieces)
+    size = int(np.prod([d for d in shape if d] or [1]))
+    dt = DTYPES.get(code)
+    nbytes = dt.nbytes(size) if dt else size
+    data = header(len(title), code, shape, max_ndim) + title + bytes(max(0, nbytes + extra))
+    _check_binary_bytes(tmp_path, data, name)
+
+
+# ----------------------------------------------------------------------------- text dumps
+
+TEXT_EXEC = """\
+var3 produced: name=x, {y} layout={2(1) Float32} owner_opr=f(a,b)[2]{Elemwise} opr2
+ deps:
+  var1:  <dev comp order> s
+  [i0]var5:  <shape dep[s]> {2} d
+  [i1]var6:  <host value[d]> [2] s
+  [i2]var7: <invalid> s
+  [i3]var8: [1, 2] s
+ val: [1, 2]min=1 max=2 mean=1.5 l2=1.58 sd=0.707 s
+var4 produced: name=inv layout=<invalid> owner_opr=g[3]{Foo} opr3
+var8 produced: name=one layout={1(1) Float16} owner_opr=const{1}[7]{ImmutableTensor} opr7
+ deps:
+ val: [2]min=2 max=2 mean=2 l2=2 sd=N/A s
+var9 produced: name=Subtensor layout={1(0),0(1) Float32} owner_opr=subtensor(data)[6]{Subtensor} opr6
+ deps:
+ val: []min=3.4e+38 max=-3.4e+38 mean=-nan l2=-nan sd=N/A s
+var11 produced: name=c1 layout={1(6),6(1) Float32} owner_opr=conv(data,c1.weight)[10]{ConvolutionForward} opr10
+ deps:
+  [i0]var9: [0.2113, 0.4514, 0.8303, 0.1285, 0.4549, ...] s
+ val: [0.02368, -inf, nan, 1e+10, -0.008106, ...]min=-2.14 max=1.36 mean=-0.45 l2=0.809 sd=0.673 d
+"""
+
+
+def test_text_dump_all_line_kinds(tmp_path):
+    p = tmp_path / "io.txt"
+    p.write_text(TEXT_EXEC + TEXT_EXEC.replace("mean=1.5", "mean=1.25"))
+    td = read_text_dump(p)
+    assert td.truncated is None and not td.lazy
+    assert [[v.id for v in ex] for ex in td.executions] == [[3, 4, 8, 9, 11]] * 2
+    assert td.order == (3, 4, 8, 9, 11)
+    last = td.last()
+    assert last[3].val.mean == 1.25 and td.execution(0)[3].val.mean == 1.5
+    v3 = last[3]
+    assert (v3.name, v3.owner, v3.opr_type, v3.opr_id, v3.dtype, v3.shape) == (
+        "x, {y}", "f(a,b)[2]", "Elemwise", 2, "Float32", (2,))
+    assert [(d.var_id, d.input_index, d.kind, d.text, d.storage, d.flag) for d in v3.deps] == [
+        (1, None, "dev_comp_order", "", "s", None),
+        (5, 0, "shape", "{2}", "d", "s"),
+        (6, 1, "host_value", "[2]", "s", "d"),
+        (7, 2, "value", "<invalid>", "s", None),
+        (8, 3, "value", "[1, 2]", "s", None),
+    ]
+    assert td.inputs_of(3) == (5, 6, 7, 8)
+    assert (1, 3, "dev_comp_order") in td.edges() and (5, 3, "shape") in td.edges()
+    assert v3.val.head == (1.0, 2.0) and not v3.val.more and v3.val.sd == pytest.approx(0.707)
+    assert last[4].layout is None and last[4].val is None and last[4].deps == () and last[4].shape is None
+    assert last[8].val.sd is None and last[8].dtype == "Float16"
+    v9 = last[9]
+    assert v9.shape == (1, 0) and v9.val.head == () and np.isnan(v9.val.mean) and v9.val.sd is None
+    v11 = last[11]
+    assert v11.val.more and v11.storage == "d" and v11.line == 35
+    assert v11.val.head[1] == -np.inf and np.isnan(v11.val.head[2]) and v11.val.head[3] == 1e10
+
+
+def test_text_dump_cut_off_mid_line(tmp_path):
+    p = tmp_path / "io.txt"
+    cut = TEXT_EXEC.index(" val: [0.02368")
+    p.write_text(TEXT_EXEC[: cut + len(" val: ")])  # what a failing print_host_val leaves
+    td = read_text_dump(p)
+    assert td.truncated.startswith("line 19: value line of var11 cut off")
+    assert [v.id for v in td.executions[-1]] == [3, 4, 8, 9, 11]
+    assert td.last()[11].val is None and td.last()[11].deps[0].var_id == 9
+    assert td.last()[9].val is not None
+
+
+def test_text_dump_cut_off_between_lines(tmp_path):
+    p = tmp_path / "io.txt"
+    p.write_text(TEXT_EXEC.split(" val: [1, 2]")[0])
+    td = read_text_dump(p)
+    assert "file ended inside the block of var3" in td.truncated
+    assert td.last()[3].val is None and len(td.last()[3].deps) == 5
+
+
+def test_text_dump_bad_line_names_the_line(tmp_path):
+    p = tmp_path / "io.txt"
+    lines = TEXT_EXEC.splitlines(keepends=True)
+    lines.insert(4, "hello world\n")
+    p.write_text("".join(lines))
+    with pytest.raises(DumpFormatError, match=r"line 5") as ei:
+        read_text_dump(p)
+    assert ei.value.offset == len("".join(lines[:4]).encode())
+    p.write_text(TEXT_EXEC.replace("min=1 max=2", "min=1 max=?"))
+    with pytest.raises(DumpFormatError, match="line 8"):
+        read_text_dump(p)
+
+
+def test_text_dump_empty_file(tmp_path):
+    p = tmp_path / "io.txt"
+    p.write_text("")
+    td = read_text_dump(p)
+    assert td.executions == () and td.truncated is None and td.last() == {} and td.order == ()
+    with pytest.raises(DumpFormatError, match="readable"):
+        read_text_dump(tmp_path / "missing.txt")
+
+
+LAZY = """\
+==== begin lazy value recording
+var45 produced: name=fc.weight layout={10(1024),1024(1) Float32} owner_opr=const{10,1024}[44]{ImmutableTensor} opr44
+ deps:
+ val: <see lazy value below> s
+var46 produced: name=y [odd] layout={10(1) Float32} owner_opr=f(fc.weight)[45]{Elemwise} opr45
+ deps:
+  [i0]var45: <see lazy value below> s
+ val: <see lazy value below> s
+"""
+LAZY_VALUES = """\
+==== recorded values
+#0: opr44 const{10,1024}[44]{ImmutableTensor}
+  var45: name=fc.weight [0.02935, 0.08677, 0.03806, -0.008629, -0.0123, ...]min=-0.114 max=0.127 mean=-0.000642 l2=0.0316 sd=0.0316
+#1: opr45 f(fc.weight)[45]{Elemwise}
+  var46: name=y [odd] [1]min=1 max=1 mean=1 l2=1 sd=N/A
+"""
+
+
+def test_text_dump_lazy(tmp_path):
+    p = tmp_path / "io.txt"
+    p.write_text(LAZY + LAZY_VALUES)
+    td = read_text_dump(p)
+    assert td.lazy and td.truncated is None and len(td.executions) == 1
+    last = td.last()
+    assert last[45].val.min == -0.114 and last[45].val.more
+    assert last[46].name == "y [odd]" and last[46].val.sd is None and td.inputs_of(46) == (45,)
+    assert last[46].deps[0].text == "<see lazy value below>"
+    # the process died before the values were flushed
+    p.write_text(LAZY)
+    td = read_text_dump(p)
+    assert "never flushed" in td.truncated and all(v.val is None for v in td.executions[-1])
+    p.write_text(LAZY + LAZY_VALUES[:-20])
+    td = read_text_dump(p)
+    assert "recorded" not in (td.truncated or "x") or td.truncated
+    assert td.truncated.startswith("line 13:") and td.last()[45].val is not None and td.last()[46].val is None
+
+
+_TEXT_LINES = (TEXT_EXEC + LAZY + LAZY_VALUES).splitlines(keepends=True)
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    picks=st.lists(st.sampled_from(_TEXT_LINES), max_size=25),
+    edits=st.lists(st.tuples(st.integers(0, 4000), st.binary(max_size=3)), max_size=4),
+    cut=st.one_of(st.none(), st.integers(0, 4000)),
+)
+def test_fuzz_text_dump(tmp_path, picks, edits, cut):
+    data = bytearray("".join(picks).encode())
+    for pos, ins in edits:
+        data[pos:pos + 1] = ins
+    if cut is not None:
+        del data[cut:]
+    p = tmp_path / "io.txt"
+    p.write_bytes(bytes(data))
+    try:
+        td = read_text_dump(p)
+    except DumpFormatError as e:
+        assert e.path == p
+        return
+    for ex in td.executions:
+        for v in ex:
+            assert isinstance(v.id, int) and v.line >= 1
+    td.last()
+    td.edges()
