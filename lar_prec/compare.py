@@ -1,0 +1,1195 @@
+"""Compare two ``--bin-io-dump`` folders variable by variable, streaming, NaN/Inf aware.
+
+The unit of work is one var present in both folders: its two files are read in chunks
+(``chunk_elements`` values at a time into reused buffers, so memory is bounded by the chunk
+size and not by the tensor size or by the page cache) and every metric is accumulated in a
+single pass:
+
+* ``max_err``: MegEngine's ``|a-b| / max(|a|, |b|, 1)`` computed in float32 exactly as
+  ``compare_binary_iodump`` does, so the numbers match ``compare_binary_iodump -e``;
+* ``max_abs_err``, ``max_rel_err`` (``|a-b| / max(|a|, |b|)``, symmetric, 0 where both are 0),
+  ``mean_abs_err``, ``rmse``, ``cosine`` (float64 accumulation), ``max_ulp`` (floats only);
+* the worst element (largest ``max_err``): its index and both values;
+* ``scale``, the largest magnitude on either side, which the auto threshold uses.
+
+NaN at the same position on both sides (and the same infinity) counts as equal. A position
+that is non-finite on one side only, or NaN against Inf, makes the var ``nonfinite``; its
+error metrics then describe the positions that are finite on both sides.
+
+Whether a var is ``ok`` or ``divergent`` depends on the :class:`Threshold`, which ``auto``
+chooses from the data once every var is measured (see ``docs/threshold.md``). Integer, Bool,
+Byte and quantized vars compare exactly (quantized raw integers carry ``scale_unknown``).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
+from lar_prec.iodump import DTYPES, BinaryDump, DType, DumpFolder, dtype_by_name
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, "os.PathLike[str]"]
+ProgressHook = Callable[[int, int], None]
+
+#: var statuses, in the order reports list them (design.md)
+STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
+#: statuses that come from the values (the others come from headers or file presence)
+VALUE_STATUSES = ("ok", "divergent", "nonfinite")
+
+#: values per chunk; 256 Ki float32 values keep the ~8 work buffers of one worker in L2/L3
+DEFAULT_CHUNK = 1 << 18
+
+#: below this magnitude the auto threshold stops shrinking with the var's scale
+SCALE_FLOOR = 1e-6
+
+_FLOAT_NAMES = ("Float32", "Float16", "BFloat16")
+_EPS = {"Float32": 2.0**-23, "Float16": 2.0**-10, "BFloat16": 2.0**-7}
+#: auto-threshold bands in units of the dtype's eps (docs/threshold.md explains the numbers)
+AUTO_BAND_EPS = {"Float32": (32.0, 80.0), "Float16": (2.0, 8.0), "BFloat16": (2.0, 8.0)}
+_INT32_MIN = np.int32(-(2**31))
+_INT16_MIN = np.int16(-(2**15))
+
+
+def _float_kind(dt: DType) -> bool:
+    return dt.kind == "float"
+
+
+def _exact_kind(dt: DType) -> bool:
+    """Values that compare exactly: integers, Bool, Byte and quantized raw integers."""
+    return dt.kind in ("int", "bool", "byte", "quantized")
+
+
+# ============================================================================ threshold
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The rule that separates ``ok`` from ``divergent``.
+
+    ``value`` is the float32 threshold on ``max_err`` (the headline number reports show);
+    ``per_dtype`` the threshold of every dtype (0.0 = exact, any difference diverges).
+    With ``scaled`` (the auto mode) a var's own threshold is ``per_dtype[dtype] * min(1,
+    max(scale, SCALE_FLOOR))``, ``scale`` being its largest magnitude: ``max_err`` is an
+    absolute error for values below 1, so a var whose values are all small gets a
+    proportionally smaller threshold. A fixed threshold is not scaled, which is exactly
+    ``compare_binary_iodump -e VALUE``. ``Threshold(0.0, "fixed")`` means bitwise: any
+    difference diverges.
+    """
+
+    value: float
+    mode: str = "fixed"
+    metric: str = "megengine_rel"
+    per_dtype: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
+    scaled: bool = False
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "fixed"):
+            raise UsageError(f"threshold mode must be 'auto' or 'fixed', got {self.mode!r}")
+        if not (self.value >= 0 and math.isfinite(self.value)):
+            raise UsageError(f"threshold must be a finite number >= 0, got {self.value!r}")
+
+    @classmethod
+    def fixed(cls, value: float) -> "Threshold":
+        """``value`` for every float dtype, exact for the others, not scaled."""
+        value = float(value)
+        if not (value >= 0 and math.isfinite(value)):
+            raise UsageError(f"threshold must be a finite number >= 0, got {value!r}")
+        per = {n: value for n in _FLOAT_NAMES}
+        reason = "fixed: --threshold %g on max_err for every float dtype, like compare_binary_iodump -e %g" % (value, value)
+        if value == 0:
+            reason = "fixed 0: bitwise, any difference diverges"
+        return cls(value=value, mode="fixed", per_dtype=per, scaled=False, reason=reason + "; integer, Bool and quantized types compare exactly")
+
+    def for_dtype(self, dtype: str) -> float:
+        """The base threshold of ``dtype`` (0.0 for exact types)."""
+        if dtype in self.per_dtype:
+            return float(self.per_dtype[dtype])
+        try:
+            dt = dtype_by_name(dtype)
+        except UsageError:
+            return 0.0
+        if _float_kind(dt):
+            return self.value if self.mode == "fixed" else _band(dtype)[1]
+        return 0.0
+
+    def for_var(self, dtype: str, scale: Optional[float]) -> float:
+        """The threshold one var of ``dtype`` and largest magnitude ``scale`` is held to."""
+        base = self.for_dtype(dtype)
+        if self.scaled and scale is not None:
+            base *= min(1.0, max(float(scale), SCALE_FLOOR))
+        return base
+
+    def to_json(self) -> Dict[str, object]:
+        """``{"value", "mode", "metric"}`` as design.md fixes, plus ``per_dtype``, ``scaled``, ``reason``."""
+        return {
+            "value": self.value,
+            "mode": self.mode,
+            "metric": self.metric,
+            "per_dtype": {k: float(v) for k, v in self.per_dtype.items()},
+            "scaled": self.scaled,
+            "reason": self.reason,
+        }
+
+
+def _band(dtype: str) -> Tuple[float, float]:
+    lo, hi = AUTO_BAND_EPS[dtype]
+    return lo * _EPS[dtype], hi * _EPS[dtype]
+
+
+def parse_threshold(spec: Union[str, float, Threshold, None]) -> Optional[Threshold]:
+    """``"auto"``/None -> None (decided from the data), a number or its text -> fixed.
+
+    Raises:
+        UsageError: anything else, e.g. ``"abc"`` or a negative number.
+    """
+    if spec is None or isinstance(spec, Threshold):
+        return spec
+    if isinstance(spec, str):
+        s = spec.strip().lower()
+        if s == "auto":
+            return None
+        try:
+            value = float(s)
+        except ValueError:
+            raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {spec!r}") from None
+        return Threshold.fixed(value)
+    return Threshold.fixed(float(spec))
+
+
+# ============================================================================ results
+
+
+@dataclass(frozen=True)
+class VarDiff:
+    """The comparison of one var between folder A and folder B.
+
+    Metrics are None when they do not apply (missing var, shape mismatch, undecodable
+    dtype, or no position finite on both sides). ``worst_index`` is the index (in the var's
+    shape) of the element with the largest ``max_err``; ``worst_a``/``worst_b`` its values.
+    ``threshold`` is the threshold this var was held to and ``n_over`` the number of its
+    elements above it. ``inputs`` are the var ids of its owner operator's inputs.
+    """
+
+    id: int
+    name: str
+    opr: str
+    opr_type: str
+    dtype: str
+    shape: Tuple[int, ...]
+    inputs: Tuple[int, ...]
+    status: str
+    max_err: Optional[float] = None
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    mean_abs_err: Optional[float] = None
+    rmse: Optional[float] = None
+    cosine: Optional[float] = None
+    max_ulp: Optional[int] = None
+    n_over: Optional[int] = None
+    worst_index: Optional[Tuple[int, ...]] = None
+    worst_a: Optional[float] = None
+    worst_b: Optional[float] = None
+    scale_unknown: bool = False
+    note: str = ""
+    #: number of elements
+    size: int = 0
+    #: largest |value| on either side (finite positions), what the auto threshold scales by
+    scale: Optional[float] = None
+    #: elements that differ at all (exact types and bitwise checks); None when not counted
+    n_diff: Optional[int] = None
+    #: positions that are NaN/Inf on one side only (or NaN vs Inf, +Inf vs -Inf)
+    n_nonfinite: int = 0
+    #: the threshold this var was held to (None: not decided by a threshold)
+    threshold: Optional[float] = None
+    #: dtype / shape in B when they differ from A's (``dtype``/``shape`` are A's)
+    dtype_b: Optional[str] = None
+    shape_b: Optional[Tuple[int, ...]] = None
+    #: for ``missing``: "a" or "b", the only folder that has the var
+    only_in: Optional[str] = None
+    #: position in the comparison's execution order
+    index: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the status is ``ok``."""
+        return self.status == "ok"
+
+    def __bool__(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def norm_err(self) -> Optional[float]:
+        """``max_err`` divided by ``min(1, max(scale, SCALE_FLOOR))``: the number the auto
+        threshold is compared with (equal to ``max_err`` when the var has values >= 1)."""
+        if self.max_err is None:
+            return None
+        s = 1.0 if self.scale is None else min(1.0, max(self.scale, SCALE_FLOOR))
+        return self.max_err / s
+
+    @property
+    def values_compared(self) -> bool:
+        """True when both sides were read and compared value by value."""
+        return self.status in VALUE_STATUSES or (self.status == "dtype_mismatch" and self.max_err is not None)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every var of two dump folders, in execution order, judged by one threshold."""
+
+    dir_a: Path
+    dir_b: Path
+    diffs: Tuple[VarDiff, ...]
+    threshold: Threshold
+    #: folder-level remarks: stray files, ``-inp`` files, incomplete runs, renamed vars
+    notes: Tuple[str, ...] = ()
+    chunk_elements: int = DEFAULT_CHUNK
+    _by_id: Dict[int, VarDiff] = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", {d.id: d for d in self.diffs})
+
+    def __getitem__(self, var_id: int) -> VarDiff:
+        try:
+            return self._by_id[var_id]
+        except KeyError:
+            raise KeyError(f"var {var_id} is in neither {self.dir_a} nor {self.dir_b}") from None
+
+    def __contains__(self, var_id: object) -> bool:
+        return var_id in self._by_id
+
+    def __iter__(self) -> Iterator[VarDiff]:
+        return iter(self.diffs)
+
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    @property
+    def ids(self) -> Tuple[int, ...]:
+        """Var ids in execution order."""
+        return tuple(d.id for d in self.diffs)
+
+    def counts(self) -> Dict[str, int]:
+        """Number of vars per status (every status present, zeros included)."""
+        out = {s: 0 for s in STATUSES}
+        for d in self.diffs:
+            out[d.status] += 1
+        return out
+
+    @property
+    def not_ok(self) -> Tuple[VarDiff, ...]:
+        """The vars whose status is not ``ok``, in execution order."""
+        return tuple(d for d in self.diffs if d.status != "ok")
+
+    @property
+    def diverged(self) -> bool:
+        """True when any var is not ``ok`` (the command exits 1)."""
+        return any(d.status != "ok" for d in self.diffs)
+
+    def with_threshold(self, spec: Union[str, float, Threshold, None]) -> "Comparison":
+        """The same measurements judged by another threshold (``"auto"``, a number, or a
+        :class:`Threshold`). Element counts above it are recounted from the files."""
+        thr = parse_threshold(spec)
+        if thr is None:
+            thr = choose_threshold(self.diffs)
+        diffs = apply_threshold(self.diffs, thr)
+        diffs = _recount(self.dir_a, self.dir_b, diffs, self.chunk_elements)
+        return replace(self, diffs=tuple(diffs), threshold=thr)
+
+
+# ============================================================================ chunk kernels
+
+
+class _Scratch:
+    """Work buffers of one worker thread, reused for every chunk of every var."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._raw: Dict[Tuple[int, int], Tuple[bytearray, bytearray]] = {}
+        self.f = [np.empty(n, np.float32) for _ in range(4)]
+        self.i = [np.empty(n, np.int32) for _ in range(3)]
+        self.d64 = np.empty((2, n), np.float64)
+
+    def raw(self, ka: int, kb: int) -> Tuple[bytearray, bytearray]:
+        """Byte buffers holding one full chunk of items of ``ka`` and ``kb`` bytes."""
+        pair = self._raw.get((ka, kb))
+        if pair is None:
+            pair = (bytearray(self.n * ka), bytearray(self.n * kb))
+            self._raw[(ka, kb)] = pair
+        return pair
+
+
+_local = threading.local()
+
+
+def _scratch(n: int) -> _Scratch:
+    s = getattr(_local, "scratch", None)
+    if s is None or s.n != n:
+        s = _Scratch(n)
+        _local.scratch = s
+    return s
+
+
+class _Acc:
+    """Running metrics of one var over its chunks (all in one pass)."""
+
+    def __init__(self, count_over: Optional[float]) -> None:
+        self.count_over = count_over  # threshold known up front (fixed): count in this pass
+        self.n_fin = 0
+        self.max_err = -1.0
+        self.worst = -1
+        self.worst_a = 0.0
+        self.worst_b = 0.0
+        self.max_abs = 0.0
+        self.max_rel = 0.0
+        self.sum_abs = 0.0
+        self.sum_sq = 0.0
+        self.ab = 0.0
+        self.aa = 0.0
+        self.bb = 0.0
+        self.scale = 0.0
+        self.max_ulp: Optional[int] = None
+        self.n_over = 0
+        self.n_diff = 0
+        self.n_nonfinite = 0
+        self.first_nonfinite: Optional[Tuple[int, float, float]] = None
+
+    def worst_update(self, e: float, idx: int, a: float, b: float) -> None:
+        if e > self.max_err:
+            self.max_err, self.worst, self.worst_a, self.worst_b = e, idx, a, b
+
+    def ulp_update(self, u: int) -> None:
+        self.max_ulp = u if self.max_ulp is None or u > self.max_ulp else self.max_ulp
+
+
+def _ulp_max(ia: np.ndarray, ib: np.ndarray, s: Optional[_Scratch]) -> int:
+    """Largest distance, in units in the last place, between float bit patterns ``ia``/``ib``
+    (int32 views of float32 or int16 views of float16). -0.0 and +0.0 are 1 ulp apart."""
+    n = ia.size
+    if n == 0:
+        return 0
+    if ia.dtype == np.int16:
+        # float16 vars are small in practice; int32 arithmetic keeps this simple
+        oa = ia.astype(np.int32)
+        ob = ib.astype(np.int32)
+        # sign-magnitude -> two's-complement order: negative patterns count down from -1
+        oa = np.where(oa < 0, -1 - (oa & 0x7FFF), oa)
+        ob = np.where(ob < 0, -1 - (ob & 0x7FFF), ob)
+        return int(np.abs(oa - ob).max())
+    if s is not None and s.n >= n:
+        ua, ub, t = s.i[0][:n], s.i[1][:n], s.i[2][:n]
+    else:
+        ua, ub, t = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32)
+    # monotone map of float bits to uint32: flip all bits of negatives, the sign bit of the rest
+    np.right_shift(ia, 31, out=ua)
+    np.bitwise_or(ua, _INT32_MIN, out=ua)
+    np.bitwise_xor(ua, ia, out=ua)
+    np.right_shift(ib, 31, out=ub)
+    np.bitwise_or(ub, _INT32_MIN, out=ub)
+    np.bitwise_xor(ub, ib, out=ub)
+    va, vb, vt = ua.view(np.uint32), ub.view(np.uint32), t.view(np.uint32)
+    np.maximum(va, vb, out=vt)
+    np.minimum(va, vb, out=va)
+    np.subtract(vt, va, out=vt)
+    return int(vt.max())
+
+
+def _float_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray, off: int, s: _Scratch, ulp_div: int) -> None:
+    """Accumulate one chunk of float32 values ``a``/``b`` (``ia``/``ib``: their raw bit views)."""
+    n = a.size
+    A, B, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
+    with np.errstate(all="ignore"):
+        np.abs(a, out=A)
+        np.abs(b, out=B)
+        np.maximum(A, B, out=A)  # m = max(|a|, |b|)
+        scale = float(A.max())
+        np.subtract(a, b, out=D)
+        np.abs(D, out=D)
+        np.divide(D, A, out=B)  # symmetric relative error; 0/0 -> NaN, skipped by fmax
+        np.maximum(A, np.float32(1), out=A)
+        np.divide(D, A, out=A)  # MegEngine's err, in float32 like compare_binary_iodump
+        i = int(A.argmax())  # a NaN anywhere is returned first
+        e = float(A[i])
+    if not math.isfinite(e):
+        # NaN/Inf somewhere, or a-b overflowed float32: the careful path
+        _mixed_chunk(acc, a, b, ia, ib, off, s, ulp_div)
+        return
+    acc.n_fin += n
+    acc.worst_update(e, off + i, float(a[i]), float(b[i]))
+    acc.max_abs = max(acc.max_abs, float(D.max()))
+    rel = float(np.fmax.reduce(B))
+    if rel == rel:
+        acc.max_rel = max(acc.max_rel, rel)
+    acc.sum_abs += float(np.add.reduce(D))
+    acc.sum_sq += float(np.dot(D, D))
+    acc.scale = max(acc.scale, scale)
+    if acc.count_over is not None:
+        acc.n_over += int(np.count_nonzero(A > acc.count_over))
+        if acc.count_over == 0:
+            acc.n_diff += int(np.count_nonzero(D))
+    d64 = s.d64[:, :n]
+    np.copyto(d64[0], a)
+    np.copyto(d64[1], b)
+    acc.ab += float(np.dot(d64[0], d64[1]))
+    acc.aa += float(np.dot(d64[0], d64[0]))
+    acc.bb += float(np.dot(d64[1], d64[1]))
+    u = _ulp_max(ia, ib, s)
+    acc.ulp_update(u // ulp_div if ulp_div > 1 else u)
+
+
+def _mixed_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray, off: int, s: _Scratch, ulp_div: int) -> None:
+    """A chunk with NaN/Inf (or float32 overflow): equal non-finite positions are equal,
+    unequal ones are counted, metrics go over the positions finite on both sides."""
+    fa = np.isfinite(a)
+    fb = np.isfinite(b)
+    both = fa & fb
+    if not both.all():
+        with np.errstate(invalid="ignore"):
+            same = (a == b) | (np.isnan(a) & np.isnan(b))
+        bad = ~both & ~same
+        nbad = int(np.count_nonzero(bad))
+        if nbad:
+            acc.n_nonfinite += nbad
+            if acc.first_nonfinite is None:
+                j = int(np.argmax(bad))
+                acc.first_nonfinite = (off + j, float(a[j]), float(b[j]))
+            if acc.count_over == 0:
+                acc.n_diff += nbad
+    idx = np.flatnonzero(both)
+    if idx.size == 0:
+        return
+    a64 = a[idx].astype(np.float64)
+    b64 = b[idx].astype(np.float64)
+    _f64_metrics(acc, a64, b64, idx + off, err32=True)
+    u = _ulp_max(ia[idx], ib[idx], None)
+    acc.ulp_update(u // ulp_div if ulp_div > 1 else u)
+
+
+def _f64_metrics(acc: _Acc, a64: np.ndarray, b64: np.ndarray, index: np.ndarray, *, err32: bool) -> None:
+    """Metrics of finite float64 values (ints, mixed chunks, dtype mismatches).
+
+    ``index`` maps positions to the var's flat indices. With ``err32`` the error is also
+    evaluated in float32 like compare_binary_iodump, keeping the float64 value only where
+    float32 overflows.
+    """
+    n = a64.size
+    d = np.abs(a64 - b64)
+    m = np.maximum(np.abs(a64), np.abs(b64))
+    err = d / np.maximum(m, 1.0)
+    if err32:
+        with np.errstate(all="ignore"):
+            a32 = a64.astype(np.float32)
+            b32 = b64.astype(np.float32)
+            e32 = (np.abs(a32 - b32) / np.maximum(np.maximum(np.abs(a32), np.abs(b32)), np.float32(1))).astype(np.float64)
+        err = np.where(np.isfinite(e32), e32, err)
+    i = int(err.argmax())
+    acc.n_fin += n
+    acc.worst_update(float(err[i]), int(index[i]), float(a64[i]), float(b64[i]))
+    acc.max_abs = max(acc.max_abs, float(d.max()))
+    with np.errstate(all="ignore"):
+        rel = d / m
+    r = float(np.fmax.reduce(rel))
+    if r == r:
+        acc.max_rel = max(acc.max_rel, r)
+    acc.sum_abs += float(d.sum())
+    acc.sum_sq += float(np.dot(d, d))
+    acc.scale = max(acc.scale, float(m.max()))
+    acc.ab += float(np.dot(a64, b64))
+    acc.aa += float(np.dot(a64, a64))
+    acc.bb += float(np.dot(b64, b64))
+    if acc.count_over is not None:
+        acc.n_over += int(np.count_nonzero(err > acc.count_over))
+        if acc.count_over == 0:
+            acc.n_diff += int(np.count_nonzero(d))
+
+
+# ============================================================================ reading
+
+
+def _read_exact(f, buf: memoryview, path: Path) -> None:
+    got = 0
+    n = len(buf)
+    while got < n:
+        k = f.readinto(buf[got:])
+        if not k:
+            raise DumpFormatError(path, None, f"{n} more data bytes", f"end of file after {got}")
+        got += k
+
+
+class _PairReader:
+    """Reads the data of two dumps chunk by chunk into the scratch byte buffers."""
+
+    def __init__(self, da: BinaryDump, db: BinaryDump, itemsize: int, chunk: int, s: _Scratch) -> None:
+        self.da, self.db = da, db
+        self.itemsize = itemsize
+        self.chunk = chunk
+        self.s = s
+
+    def __iter__(self) -> Iterator[Tuple[int, memoryview, memoryview]]:
+        da, db, k = self.da, self.db, self.itemsize
+        try:
+            fa = open(da.path, "rb", buffering=0)
+        except OSError as e:
+            raise DumpFormatError(da.path, None, "a readable dump file", str(e)) from None
+        try:
+            try:
+                fb = open(db.path, "rb", buffering=0)
+            except OSError as e:
+                raise DumpFormatError(db.path, None, "a readable dump file", str(e)) from None
+            with fb:
+                fa.seek(da.data_offset)
+                fb.seek(db.data_offset)
+                ra, rb = self.s.raw(k, k)
+                ma, mb = memoryview(ra), memoryview(rb)
+                for start in range(0, da.size, self.chunk):
+                    n = min(self.chunk, da.size - start)
+                    va, vb = ma[: n * k], mb[: n * k]
+                    _read_exact(fa, va, da.path)
+                    _read_exact(fb, vb, db.path)
+                    yield start, va, vb
+        finally:
+            fa.close()
+
+
+def _same(va: memoryview, vb: memoryview) -> bool:
+    """True when the two chunks hold the same bytes."""
+    base_a, base_b = va.obj, vb.obj
+    if len(va) == len(base_a) and len(vb) == len(base_b):  # type: ignore[arg-type]
+        # a whole bytearray against another is a memcmp that stops at the first difference
+        return base_a == base_b
+    return va.tobytes() == vb.tobytes()
+
+
+# ============================================================================ one var
+
+
+def _base_fields(da: Optional[BinaryDump], db: Optional[BinaryDump], index: int) -> Dict[str, object]:
+    d = da if da is not None else db
+    assert d is not None  # internal: at least one side exists
+    return dict(
+        id=d.var.id,
+        name=d.var.name,
+        opr=d.var.owner,
+        opr_type=d.var.opr_type,
+        dtype=d.dtype.name,
+        shape=tuple(d.shape),
+        inputs=tuple(v.id for v in d.inputs),
+        size=d.size,
+        index=index,
+    )
+
+
+def _unravel(flat: int, shape: Tuple[int, ...]) -> Tuple[int, ...]:
+    if not shape:
+        return ()
+    return tuple(int(x) for x in np.unravel_index(flat, shape))
+
+
+def _finish(acc: _Acc, base: Dict[str, object], shape: Tuple[int, ...], **extra: object) -> VarDiff:
+    n = acc.n_fin
+    fields: Dict[str, object] = dict(base)
+    fields.update(extra)
+    if n:
+        cos: Optional[float] = None
+        if acc.aa > 0 and acc.bb > 0:
+            cos = max(-1.0, min(1.0, acc.ab / math.sqrt(acc.aa * acc.bb)))
+        fields.update(
+            max_err=acc.max_err,
+            max_abs_err=acc.max_abs,
+            max_rel_err=acc.max_rel,
+            mean_abs_err=acc.sum_abs / n,
+            rmse=math.sqrt(acc.sum_sq / n),
+            cosine=cos,
+            max_ulp=acc.max_ulp,
+            worst_index=_unravel(acc.worst, shape),
+            worst_a=acc.worst_a,
+            worst_b=acc.worst_b,
+            scale=acc.scale,
+        )
+    fields["n_nonfinite"] = acc.n_nonfinite
+    if acc.count_over is not None:
+        fields["n_over"] = acc.n_over
+    notes = [str(fields.get("note") or "")]
+    if acc.n_nonfinite:
+        j, x, y = acc.first_nonfinite or (0, float("nan"), float("nan"))
+        notes.append(
+            f"{acc.n_nonfinite} position(s) NaN/Inf on one side only, first at {_unravel(j, shape)}: a={x!r} b={y!r}"
+        )
+        fields["status"] = "nonfinite"
+    fields["note"] = "; ".join(x for x in notes if x)
+    return VarDiff(**fields)  # type: ignore[arg-type]
+
+
+def _identical_chunk(acc: _Acc, x: np.ndarray, start: int, s: _Scratch, ulp: bool) -> None:
+    """A chunk whose bytes are the same on both sides: no error, but the norms still
+    count for the cosine and the magnitudes for the scale."""
+    n = x.size
+    with np.errstate(all="ignore"):
+        mag = float(np.abs(x).max())
+    if not math.isfinite(mag):
+        # identical NaN/Inf are equal; measure the finite positions
+        fin = np.flatnonzero(np.isfinite(x))
+        x = x[fin]
+        n = x.size
+        if n == 0:
+            return
+        mag = float(np.abs(x).max())
+    if x.dtype == np.float64:
+        sq = float(np.dot(x, x))
+    else:
+        x64 = s.d64[0, :n] if s.n >= n else np.empty(n, np.float64)
+        np.copyto(x64, x)
+        sq = float(np.dot(x64, x64))
+    acc.n_fin += n
+    acc.aa += sq
+    acc.bb += sq
+    acc.ab += sq
+    acc.scale = max(acc.scale, mag)
+    acc.worst_update(0.0, start, float(x[0]), float(x[0]))
+    if ulp:
+        acc.ulp_update(0)
+
+
+def _compare_float(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int, count_over: Optional[float]) -> VarDiff:
+    s = _scratch(chunk)
+    acc = _Acc(count_over)
+    name = da.dtype.name
+    itemsize = 2 if name in ("Float16", "BFloat16") else 4
+    ulp_div = 1 << 16 if name == "BFloat16" else 1
+    for start, va, vb in _PairReader(da, db, itemsize, chunk, s):
+        n = len(va) // itemsize
+        if name == "Float32":
+            a = np.frombuffer(va, np.float32)
+            b = np.frombuffer(vb, np.float32)
+            ia = np.frombuffer(va, np.int32)
+            ib = np.frombuffer(vb, np.int32)
+        elif name == "Float16":
+            a = s.f[3][:n]
+            np.copyto(a, np.frombuffer(va, np.float16))
+            b = np.frombuffer(vb, np.float16).astype(np.float32)
+            ia = np.frombuffer(va, np.int16)
+            ib = np.frombuffer(vb, np.int16)
+        else:  # BFloat16: widen the raw bits to float32; ulps are counted on those bits / 2**16
+            a = (np.frombuffer(va, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+            b = (np.frombuffer(vb, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+            ia, ib = a.view(np.int32), b.view(np.int32)
+        if _same(va, vb):
+            _identical_chunk(acc, a, start, s, ulp=True)
+            continue
+        _float_chunk(acc, a, b, ia, ib, start, s, ulp_div)
+    return _finish(acc, base, da.shape, status="ok")
+
+
+def _decode(raw: memoryview, dt: DType) -> np.ndarray:
+    """Raw bytes of one chunk -> values (float32 for BFloat16)."""
+    if dt.name == "BFloat16":
+        return (np.frombuffer(raw, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    assert dt.storage is not None  # internal: callers check decodable first
+    return np.frombuffer(raw, dt.storage)
+
+
+def _itemsize(dt: DType) -> int:
+    assert dt.storage is not None  # internal: callers check decodable first
+    return dt.storage.itemsize
+
+
+def _compare_exact(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int, *, mismatch: bool = False) -> VarDiff:
+    """Integers, Bool, Byte and quantized raw values, compared exactly; or (``mismatch``)
+    two decodable dtypes that differ, compared as numbers."""
+    s = _scratch(chunk)
+    acc = _Acc(None)
+    dta, dtb = da.dtype, db.dtype
+    ka, kb = _itemsize(dta), _itemsize(dtb)
+    is_float = _float_kind(dta) or _float_kind(dtb)
+    with open(da.path, "rb", buffering=0) as fa, open(db.path, "rb", buffering=0) as fb:
+        fa.seek(da.data_offset)
+        fb.seek(db.data_offset)
+        ra, rb = s.raw(ka, kb)
+        ma, mb = memoryview(ra), memoryview(rb)
+        for start in range(0, da.size, chunk):
+            n = min(chunk, da.size - start)
+            va, vb = ma[: n * ka], mb[: n * kb]
+            _read_exact(fa, va, da.path)
+            _read_exact(fb, vb, db.path)
+            if not mismatch and _same(va, vb):
+                _identical_chunk(acc, _decode(va, dta).astype(np.float64), start, s, ulp=False)
+                continue
+            a = _decode(va, dta)
+            b = _decode(vb, dtb)
+            a64 = a.astype(np.float64)
+            b64 = b.astype(np.float64)
+            if is_float:
+                fin = np.isfinite(a64) & np.isfinite(b64)
+                if not fin.all():
+                    _mixed_nonfinite_only(acc, a64, b64, start)
+                idx = np.flatnonzero(fin)
+                _f64_metrics(acc, a64[idx], b64[idx], idx + start, err32=True)
+            else:
+                # exact: differences counted on the integers themselves (no float rounding)
+                acc.n_diff += int(np.count_nonzero(a != b))
+                _f64_metrics(acc, a64, b64, np.arange(start, start + n), err32=True)
+    vd = _finish(acc, base, da.shape, status="ok")
+    if not is_float:
+        vd = replace(vd, n_diff=acc.n_diff, n_over=acc.n_diff)
+    return vd
+
+
+def _mixed_nonfinite_only(acc: _Acc, a: np.ndarray, b: np.ndarray, off: int) -> None:
+    with np.errstate(invalid="ignore"):
+        both = np.isfinite(a) & np.isfinite(b)
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+    bad = ~both & ~same
+    nbad = int(np.count_nonzero(bad))
+    if nbad:
+        acc.n_nonfinite += nbad
+        if acc.first_nonfinite is None:
+            j = int(np.argmax(bad))
+            acc.first_nonfinite = (off + j, float(a[j]), float(b[j]))
+
+
+def _compare_raw(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int) -> VarDiff:
+    """Sub-byte and complex dtypes: lar-prec cannot decode them, so only the bytes are compared."""
+    step = max(chunk, 1 << 16)
+    ndiff = 0
+    with open(da.path, "rb") as fa, open(db.path, "rb") as fb:
+        fa.seek(da.data_offset)
+        fb.seek(db.data_offset)
+        left = da.nbytes
+        while left:
+            k = min(step, left)
+            x = fa.read(k)
+            y = fb.read(k)
+            if len(x) != k or len(y) != k:
+                bad = da.path if len(x) != k else db.path
+                raise DumpFormatError(bad, None, f"{k} more data bytes", "end of file")
+            if x != y:
+                ndiff += int(np.count_nonzero(np.frombuffer(x, np.uint8) != np.frombuffer(y, np.uint8)))
+            left -= k
+    note = f"{da.dtype.name} values are not decoded; raw bytes compared ({ndiff} byte(s) differ)"
+    return VarDiff(**base, status="ok", note=note, n_diff=ndiff, n_over=ndiff)  # type: ignore[arg-type]
+
+
+def _compare_var(
+    var_id: int,
+    fa: DumpFolder,
+    fb: DumpFolder,
+    index: int,
+    chunk: int,
+    count_over: Optional[float],
+) -> VarDiff:
+    da = fa[var_id] if var_id in fa else None
+    db = fb[var_id] if var_id in fb else None
+    base = _base_fields(da, db, index)
+    if da is None or db is None:
+        side = "b" if da is None else "a"
+        where = fb.path if da is None else fa.path
+        return VarDiff(**base, status="missing", only_in=side, note=f"only in {side.upper()} ({where})")  # type: ignore[arg-type]
+    notes = []
+    if da.var.name != db.var.name:
+        notes.append(f"name differs: B calls it {db.var.name!r}")
+    base["note"] = "; ".join(notes)
+    if tuple(da.shape) != tuple(db.shape):
+        return VarDiff(
+            **base,  # type: ignore[arg-type]
+            status="shape_mismatch",
+            shape_b=tuple(db.shape),
+            dtype_b=db.dtype.name if db.dtype.name != da.dtype.name else None,
+        )
+    dta, dtb = da.dtype, db.dtype
+    if dta.code != dtb.code:
+        extra = f"dtype {dta.name} in A, {dtb.name} in B"
+        if dta.decodable and dtb.decodable and dta.kind != "complex" and dtb.kind != "complex":
+            vd = _compare_exact(da, db, base, chunk, mismatch=True)
+            return replace(vd, status="dtype_mismatch", dtype_b=dtb.name, note="; ".join(x for x in (vd.note, extra + ", values compared as numbers") if x))
+        return VarDiff(**base, status="dtype_mismatch", dtype_b=dtb.name)  # type: ignore[arg-type]
+    if not dta.decodable or dta.kind == "complex":
+        return _compare_raw(da, db, base, chunk)
+    if _float_kind(dta):
+        return _compare_float(da, db, base, chunk, count_over)
+    vd = _compare_exact(da, db, base, chunk)
+    if dta.is_quantized:
+        vd = replace(
+            vd,
+            scale_unknown=True,
+            note="; ".join(x for x in (vd.note, "scale unknown: raw quantized integers compared exactly") if x),
+        )
+    return vd
+
+
+# ============================================================================ folders
+
+
+def _union_order(fa: DumpFolder, fb: DumpFolder) -> List[int]:
+    """Execution order of the vars of both folders: A's order, with B-only vars placed
+    right after the last of their inputs (B's own order otherwise)."""
+    order = list(fa.ids)
+    only_b = [v for v in fb.ids if v not in fa]
+    if not only_b:
+        return order
+    pos = {v: i for i, v in enumerate(order)}
+    placed: List[Tuple[float, int, int]] = []
+    for k, v in enumerate(only_b):
+        after = max((pos[u] for u in fb.inputs_of(v) if u in pos), default=-1)
+        placed.append((after + 0.5, k, v))
+    merged: List[Tuple[float, int, int]] = [(float(i), 0, v) for i, v in enumerate(order)] + placed
+    merged.sort()
+    return [v for _, _, v in merged]
+
+
+def compare_folders(
+    dir_a: PathLike,
+    dir_b: PathLike,
+    *,
+    threshold: Union[str, float, Threshold, None] = "auto",
+    chunk_elements: int = DEFAULT_CHUNK,
+    jobs: int = 1,
+    on_progress: Optional[ProgressHook] = None,
+) -> Comparison:
+    """Compare every var of two ``--bin-io-dump`` folders.
+
+    Args:
+        dir_a: the reference folder (e.g. the naive run).
+        dir_b: the folder compared against it.
+        threshold: ``"auto"`` (chosen from the data, docs/threshold.md), a number, or a
+            :class:`Threshold`.
+        chunk_elements: values read per chunk; memory per worker is about 40 bytes times this.
+        jobs: worker threads (vars are compared in parallel; numpy releases the GIL).
+        on_progress: called as ``on_progress(done_bytes, total_bytes)`` after each var.
+
+    Returns:
+        A :class:`Comparison` with one :class:`VarDiff` per var in execution order.
+
+    Raises:
+        DumpFolderError: a folder is missing, not a directory, holds no dumps, or the two
+            folders have no var in common.
+        DumpFormatError: a file is not a valid dump (the message names it).
+        UsageError: bad ``threshold``, ``chunk_elements`` or ``jobs``.
+    """
+    if chunk_elements < 1:
+        raise UsageError(f"chunk_elements must be >= 1, got {chunk_elements}")
+    if jobs < 1:
+        raise UsageError(f"jobs must be >= 1, got {jobs}")
+    fixed = parse_threshold(threshold)
+    fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
+    for f in (fa, fb):
+        if len(f) == 0:
+            extra = f" ({len(f.stray)} other entries)" if f.stray else ""
+            raise DumpFolderError(f"no binary dump files in {f.path}{extra}: expected files named like 00000b written by --bin-io-dump")
+    common = set(fa.paths()) & set(fb.paths())
+    if not common:
+        raise DumpFolderError(
+            f"{fa.path} and {fb.path} have no var in common ({len(fa)} and {len(fb)} vars): not dumps of the same model?"
+        )
+    notes = _folder_notes(fa, fb)
+    order = _union_order(fa, fb)
+    count_over = fixed.value if fixed is not None else None
+    sizes = {}
+    for v in order:
+        d = fa[v] if v in fa else fb[v]
+        sizes[v] = d.nbytes * (2 if (v in fa and v in fb) else 1)
+    total = sum(sizes.values())
+    done = 0
+
+    def one(arg: Tuple[int, int]) -> VarDiff:
+        i, v = arg
+        return _compare_var(v, fa, fb, i, chunk_elements, count_over)
+
+    diffs: List[VarDiff] = []
+    items = list(enumerate(order))
+    if jobs == 1:
+        results: Iterable[VarDiff] = map(one, items)
+    else:
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lar-prec-compare")
+        results = pool.map(one, items)
+    try:
+        for vd in results:
+            diffs.append(vd)
+            done += sizes[vd.id]
+            if on_progress is not None:
+                on_progress(done, total)
+    finally:
+        if jobs != 1:
+            pool.shutdown(wait=True, cancel_futures=True)
+    thr = fixed if fixed is not None else choose_threshold(diffs)
+    judged = apply_threshold(diffs, thr)
+    if fixed is None:
+        judged = _recount(fa.path, fb.path, judged, chunk_elements, folders=(fa, fb))
+    return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes), chunk_elements=chunk_elements)
+
+
+def _folder_notes(fa: DumpFolder, fb: DumpFolder) -> List[str]:
+    notes = []
+    for tag, f in (("A", fa), ("B", fb)):
+        if f.stray:
+            names = ", ".join(p.name for p in f.stray[:3]) + (" ..." if len(f.stray) > 3 else "")
+            notes.append(f"{tag} ({f.path}): {len(f.stray)} entries that are not dumps ignored: {names}")
+        if f.incomplete:
+            notes.append(f"{tag} ({f.path}): marked incomplete (the run did not finish)")
+        if f.input_files:
+            notes.append(f"{tag} ({f.path}): {len(f.input_files)} MGB_DUMP_INPUT '-inp' files not compared as vars (they repeat their input vars)")
+    only_a = len(set(fa.paths()) - set(fb.paths()))
+    only_b = len(set(fb.paths()) - set(fa.paths()))
+    if only_a or only_b:
+        notes.append(f"{only_a} var(s) only in A, {only_b} only in B (status 'missing')")
+    return notes
+
+
+def compare_arrays(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    threshold: Union[float, Threshold, str, None] = None,
+    dtype: Optional[str] = None,
+    var_id: int = 0,
+    name: str = "",
+) -> VarDiff:
+    """Compare two in-memory arrays with the same metrics as :func:`compare_folders`.
+
+    Args:
+        a: reference values.
+        b: values compared against ``a``.
+        threshold: a number, a :class:`Threshold`, ``"auto"`` or None (auto): decides the status.
+        dtype: MegDNN dtype name; by default inferred from ``a.dtype`` (float32 -> Float32).
+        var_id: id given to the result.
+        name: name given to the result.
+
+    Returns:
+        The :class:`VarDiff` (``opr``/``opr_type`` empty, no inputs).
+    """
+    import tempfile
+
+    from lar_prec.iodump import VarInfo, format_title, write_binary_dump
+
+    a = np.asarray(a)
+    b = np.asarray(b)
+    dt_a = dtype_by_name(dtype) if dtype else _infer_dtype(a)
+    dt_b = dtype_by_name(dtype) if dtype else _infer_dtype(b)
+    # one code path for files and arrays: the arrays go through a temporary dump pair
+    with tempfile.TemporaryDirectory(prefix="lar-prec-arrays-") as tmp:
+        paths = []
+        for tag, arr, dt in (("a", a, dt_a), ("b", b, dt_b)):
+            info = VarInfo(
+                id=var_id, name=name or "array", owner="array", opr_type="", opr_id=None, dtype=dt.name,
+                shape=tuple(arr.shape), layout=None, slot=0, comp_node='CompNode("cpu0:0" from "cpu0:0")', storage="s",
+            )
+            d = Path(tmp) / tag
+            d.mkdir()
+            arr_w = arr if arr.size else arr.reshape(arr.shape)
+            if arr.ndim == 0:
+                arr_w = arr.reshape(())
+            write_binary_dump(d / f"{var_id:06x}", arr_w, format_title(info), dt.code)
+            paths.append(d)
+        cmp = compare_folders(paths[0], paths[1], threshold="auto" if threshold is None else threshold)
+        return replace(cmp.diffs[0], opr="", opr_type="", name=name)
+
+
+def _infer_dtype(arr: np.ndarray) -> DType:
+    for code, d in DTYPES.items():
+        if d.storage is not None and d.storage == arr.dtype and d.name != "BFloat16" and d.kind != "quantized":
+            if d.kind == "byte":
+                continue
+            return d
+    raise UsageError(f"no MegDNN dtype for numpy {arr.dtype}; pass dtype=")
+
+
+# ============================================================================ thresholds
+
+
+def apply_threshold(diffs: Sequence[VarDiff], thr: Threshold) -> List[VarDiff]:
+    """Set ``status``, ``threshold`` (and ``n_over`` where it is known without reading) of
+    every value-compared var from ``thr``. Structural statuses are kept."""
+    out = []
+    for d in diffs:
+        if d.status in ("missing", "shape_mismatch"):
+            out.append(d)
+            continue
+        if d.status == "dtype_mismatch":
+            out.append(replace(d, threshold=thr.for_var(d.dtype, d.scale) if d.max_err is not None else None))
+            continue
+        dt = _dt_or_none(d.dtype)
+        if dt is not None and not _float_kind(dt):
+            # exact types: any differing element diverges, whatever the float threshold
+            status = "divergent" if (d.n_diff or 0) > 0 else "ok"
+            if d.n_nonfinite:
+                status = "nonfinite"
+            out.append(replace(d, status=status, threshold=0.0, n_over=d.n_diff))
+            continue
+        t = thr.for_var(d.dtype, d.scale)
+        status = "ok"
+        if d.n_nonfinite:
+            status = "nonfinite"
+        elif d.max_err is not None and d.max_err > t:
+            status = "divergent"
+        n_over = d.n_over
+        if d.max_err is None or d.max_err <= t:
+            n_over = 0
+        elif thr.mode == "fixed" and not thr.scaled and d.n_over is not None and d.threshold == t:
+            n_over = d.n_over
+        else:
+            n_over = None  # needs a recount from the files
+        out.append(replace(d, status=status, threshold=t, n_over=n_over))
+    return out
+
+
+def _dt_or_none(name: str) -> Optional[DType]:
+    try:
+        return dtype_by_name(name)
+    except UsageError:
+        return None
+
+
+def _roots_at(diffs: Sequence[VarDiff], over: Mapping[int, bool]) -> int:
+    """Number of vars above threshold whose inputs are all below it (inputs not in ``over``
+    do not block), for scoring candidate thresholds."""
+    n = 0
+    for d in diffs:
+        if over.get(d.id) and not any(over.get(i, False) for i in d.inputs):
+            n += 1
+    return n
+
+
+def choose_threshold(diffs: Sequence[VarDiff]) -> Threshold:
+    """The auto threshold for measured vars (docs/threshold.md).
+
+    Per float dtype the threshold lies in a fixed band of ulps (Float32: 32 to 80 eps,
+    Float16/BFloat16: 2 to 8 eps). Inside the band it is placed where the vars' errors
+    (``norm_err``: ``max_err`` over ``min(1, scale)``) leave a gap: among the band's ends and
+    the log-midpoints of consecutive errors inside it, the one giving the fewest roots wins,
+    then the one farthest (in log) from any var's error, then the higher. Exact dtypes get 0.
+    """
+    per: Dict[str, float] = {}
+    parts: List[str] = []
+    dtypes_present = []
+    for d in diffs:
+        if d.dtype in _FLOAT_NAMES and d.dtype not in dtypes_present:
+            dtypes_present.append(d.dtype)
+    for name in _FLOAT_NAMES:
+        lo, hi = _band(name)
+        mine = [d for d in diffs if d.dtype == name and d.max_err is not None and d.status not in ("missing", "shape_mismatch")]
+        errs = sorted({d.norm_err for d in mine if d.norm_err is not None and d.norm_err > 0})  # type: ignore[misc]
+        if name not in dtypes_present:
+            per[name] = hi
+            continue
+        cands = {lo, hi}
+        logs = [math.log10(e) for e in errs]
+        for x, y in zip(logs, logs[1:]):
+            mid = 10 ** ((x + y) / 2)
+            if lo < mid < hi:
+                cands.add(mid)
+        best = None
+        for t in sorted(cands):
+            over = {d.id: (d.norm_err or 0.0) > t for d in mine}
+            roots = _roots_at(mine, over)
+            lt = math.log10(t)
+            margin = min((abs(lt - x) for x in logs), default=float("inf"))
+            key = (roots, -margin, -t)
+            if best is None or key < best[0]:
+                best = (key, t, roots)
+        assert best is not None  # internal: cands is never empty
+        t = float("%.3g" % best[1])
+        t = min(max(t, lo), hi)
+        per[name] = t
+        below = [e for e in errs if e <= t]
+        above = [e for e in errs if e > t]
+        parts.append(
+            f"{name} {t:.3g} (band {lo:.3g}..{hi:.3g} = {AUTO_BAND_EPS[name][0]:g}..{AUTO_BAND_EPS[name][1]:g} eps; "
+            f"largest error below {max(below):.3g}" if below else f"{name} {t:.3g} (band {lo:.3g}..{hi:.3g}; no error below"
+        )
+        parts[-1] += (f", smallest above {min(above):.3g}" if above else ", none above") + f", {best[2]} root(s))"
+    value = per["Float32"]
+    reason = (
+        "auto: " + ("; ".join(parts) if parts else "no float vars")
+        + "; each var's threshold is scaled by min(1, its largest |value|)"
+        + "; integer, Bool and quantized types compare exactly"
+    )
+    for d in diffs:
+        dt = _dt_or_none(d.dtype)
+        if dt is not None and not _float_kind(dt):
+            per.setdefault(d.dtype, 0.0)
+    return Threshold(value=value, mode="auto", per_dtype=per, scaled=True, reason=reason)
+
+
+# ============================================================================ second pass
+
+
+def _recount(
+    dir_a: Path,
+    dir_b: Path,
+    diffs: Sequence[VarDiff],
+    chunk: int,
+    folders: Optional[Tuple[DumpFolder, DumpFolder]] = None,
+) -> List[VarDiff]:
+    """Fill ``n_over`` where it is unknown: count elements above each var's threshold."""
+    todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
+    if not todo:
+        return list(diffs)
+    fa, fb = folders if folders is not None else (DumpFolder(dir_a), DumpFolder(dir_b))
+    out = list(diffs)
+    for i in todo:
+        d = out[i]
+        first = scan_over(fa[d.id], fb[d.id], d.threshold or 0.0, chunk=chunk)
+        out[i] = replace(d, n_over=first.count)
+    return out
+
+
+@dataclass(frozen=True)
+class OverScan:
+    """Elements above a threshold, as ``compare_binary_iodump`` sees them (float32 error)."""
+
+    count: int
+    first_index: Optional[Tuple[int, ...]]
+    first_a: Optional[np.float32]
+    first_b: Optional[np.float32]
+    first_err: Optional[np.float32]
+
+
+def scan_over(da: BinaryDump, db: BinaryDump, threshold: float, *, chunk: int = DEFAULT_CHUNK, stop_at_first: bool = False) -> OverScan:
+    """Count the elements whose float32 MegEngine error exceeds ``threshold`` and find the
+    first one in C order, computed exactly like ``compare_binary_iodump`` (values cast to
+    float32). Positions NaN/Inf on both sides in the same way are not counted; positions
+    with a NaN on one side are (their error is NaN, which is not ``> threshold``: they are
+    reported by the ``nonfinite`` status instead).
+    """
+    if not (da.dtype.decodable and db.dtype.decodable):
+        return OverScan(0, None, None, None, None)
+    thr = np.float32(threshold) if np.float32(threshold) == threshold else threshold
+    count = 0
+    first: Optional[Tuple[int, np.float32, np.float32, np.float32]] = None
+    ka = 2 if da.dtype.name == "BFloat16" else da.dtype.storage.itemsize  # type: ignore[union-attr]
+    kb = 2 if db.dtype.name == "BFloat16" else db.dtype.storage.itemsize  # type: ignore[union-attr]
+    with open(da.path, "rb") as fa, open(db.path, "rb") as fb:
+        fa.seek(da.data_offset)
+        fb.seek(db.data_offset)
+        for start in range(0, da.size, chunk):
+            n = min(chunk, da.size - start)
+            ra = bytearray(n * ka)
+            rb = bytearray(n * kb)
+            _read_exact(fa, memoryview(ra), da.path)
+            _read_exact(fb, memoryview(rb), db.path)
+            a = _decode(memoryview(ra), da.dtype).astype(np.float32)
+            b = _decode(memoryview(rb), db.dtype).astype(np.float32)
+            with np.errstate(all="ignore"):
+                vdiv = np.maximum(np.maximum(np.abs(a), np.abs(b)), np.float32(1))
+                err = np.abs(a - b) / vdiv
+            over = err > thr
+            k = int(np.count_nonzero(over))
+            if k:
+                if first is None:
+                    j = int(np.argmax(over))
+                    first = (start + j, a[j], b[j], err[j])
+                count += k
+                if stop_at_first:
+                    break
+    if first is None:
+        return OverScan(count, None, None, None, None)
+    return OverScan(count, _unravel(first[0], tuple(da.shape)), first[1], first[2], first[3])
