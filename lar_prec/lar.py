@@ -37,6 +37,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from lar_prec.errors import UsageError
+
 #: exit status of every failure of the bundled runner (gflags uses 1 for flag errors too)
 EXIT_FAILURE = 1
 
@@ -92,7 +94,7 @@ _FALSE = {"false", "f", "no", "n", "0"}
 _NPY_DTYPES = ("float32", "int32", "int16", "uint16", "int8", "uint8", "float16")
 
 
-class LarUsageError(Exception):
+class LarUsageError(UsageError):
     """A command line, input or model problem of the user's; printed as one line, no traceback."""
 
 
@@ -561,10 +563,13 @@ def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[
     if opts.multithread > 0:
         net.threads_number = opts.multithread
     strategy = 0
-    if opts.fast_run:
-        strategy = S.LITE_ALGO_PROFILE | S.LITE_ALGO_OPTIMIZED
-    elif opts.full_run:
+    # The same WARN lines as the real binary, so a run's stderr says which policy it used.
+    if opts.full_run:
+        _log("enable full-run strategy for algo profile")
         strategy = S.LITE_ALGO_PROFILE
+    elif opts.fast_run:
+        _log("enable fast-run strategy for algo profile")
+        strategy = S.LITE_ALGO_PROFILE | S.LITE_ALGO_OPTIMIZED
     if opts.fast_run_algo_policy:
         existed = os.path.exists(opts.fast_run_algo_policy)
         L.LiteGlobal.set_persistent_cache(opts.fast_run_algo_policy, not existed)
@@ -572,6 +577,7 @@ def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[
             # the real binary switches the oprs to PROFILE so they read the cache (reference 1.3)
             strategy = S.LITE_ALGO_PROFILE
     if opts.reproducible or opts.binary_equal_between_batch:
+        _log("enable reproducible strategy for algo profile")
         strategy |= S.LITE_ALGO_REPRODUCIBLE
     if strategy:
         if not strategy & (S.LITE_ALGO_PROFILE | S.LITE_ALGO_HEURISTIC):
@@ -625,6 +631,41 @@ def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[
         _log(f"=== finished test #0: time={sum(times):.3f}ms avg_time={avg:.3f}ms "
              f"standard_deviation={std:.3f}ms min={min(times):.3f}ms max={max(times):.3f}ms")
     _log(f"=== total time: {(time.perf_counter() - total) * 1e3:.3f}ms")
+
+
+def describe_model(model: str) -> Dict[str, List[Dict[str, Any]]]:
+    """Input and output names, shapes and dtypes of a model, as megenginelite loads it.
+
+    ``{"inputs": [{"name", "shape", "dtype"}], "outputs": [...]}``; dtype is a numpy name or
+    None when lite cannot feed it. Imports megenginelite: call it in a child process when
+    MGB_USE_MEGDNN_DBG matters.
+    """
+    if not Path(model).is_file():
+        raise LarUsageError(f"model file {model} does not exist")
+    lite = _Lite()
+    net = lite.L.LiteNetwork(lite.L.LiteConfig(device_type=lite.L.LiteDeviceType.LITE_CPU))
+    try:
+        net.load(str(model))
+        out: Dict[str, List[Dict[str, Any]]] = {"inputs": [], "outputs": []}
+        for key, names in (("inputs", net.get_all_input_name()), ("outputs", net.get_all_output_name())):
+            for n in names:
+                shape, dtype = lite.layout_of(net.get_io_tensor(n))
+                out[key].append({"name": n, "shape": list(shape), "dtype": dtype.name if dtype is not None else None})
+        return out
+    except RuntimeError as exc:
+        raise MegEngineError(_megengine_message(exc)) from None
+    finally:
+        del net
+
+
+def describe_main(argv: Sequence[str]) -> int:
+    """``python -c 'from lar_prec.lar import describe_main; ...' MODEL``: describe_model as JSON on stdout."""
+    try:
+        sys.stdout.write(json.dumps(describe_model(argv[0])) + "\n")
+    except (LarUsageError, MegEngineError) as exc:
+        _log(f"{PROG}: error: {exc}")
+        return EXIT_FAILURE
+    return 0
 
 
 _HELP = """\

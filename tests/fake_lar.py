@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""A stand-in for an external ``load_and_run`` binary, for runner tests.
+
+Only the standard library: it must behave like a foreign program, not like lar-prec.
+
+* ``--version``: prints ``load_and_run (fake) 1.13.0`` and exits 0.
+* Otherwise it appends ``{"argv": [...], "env": {...}}`` to the JSON-lines file named by
+  ``FAKE_LAR_RECORD`` (env: MGB_USE_MEGDNN_DBG, MGB_DUMP_INPUT, FAKE_LAR_EXTRA when present).
+* Dumps: with ``--bin-io-dump DIR`` (any gflags spelling) it copies the files of the real dump
+  folder ``FAKE_LAR_SOURCE_DUMP`` into DIR (which must exist, as for the real binary); with
+  ``--io-dump FILE`` it copies ``FAKE_LAR_SOURCE_TEXT`` (or writes one line).
+* ``FAKE_LAR_MODE``: ``ok`` (default); ``exit1`` (message on stderr, exit 1); ``segv``
+  (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
+  ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+
+def flag_value(argv, name):
+    """The value of flag ``name`` (underscore form) in gflags syntax, or None."""
+    for i, arg in enumerate(argv):
+        if not arg.startswith("-"):
+            continue
+        body, eq, value = arg.lstrip("-").partition("=")
+        if body.replace("-", "_") == name:
+            if eq:
+                return value
+            return argv[i + 1] if i + 1 < len(argv) else None
+    return None
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv == ["--version"]:
+        print("load_and_run (fake) 1.13.0")
+        return 0
+    record = os.environ.get("FAKE_LAR_RECORD")
+    if record:
+        env = {k: os.environ[k] for k in ("MGB_USE_MEGDNN_DBG", "MGB_DUMP_INPUT", "FAKE_LAR_EXTRA") if k in os.environ}
+        with open(record, "a") as fh:
+            fh.write(json.dumps({"argv": sys.argv, "env": env}) + "\n")
+    mode = os.environ.get("FAKE_LAR_MODE", "ok")
+    sys.stderr.write("load model: 1.000ms\n")
+    if mode == "exit1":
+        sys.stderr.write("[ERR] fake failure\nterminate called after throwing an instance of 'mgb::MegBrainError'\n"
+                         "  what():  fake load_and_run error: something went wrong\n")
+        return 1
+    if mode == "sleep":
+        child = subprocess.Popen(["sleep", "60"])
+        pid_file = os.environ.get("FAKE_LAR_CHILD_PID")
+        if pid_file:
+            with open(pid_file, "w") as fh:
+                fh.write(str(child.pid))
+        time.sleep(60)
+        return 0
+    bin_dir = flag_value(argv, "bin_io_dump")
+    if bin_dir is not None:
+        if not os.path.isdir(bin_dir):
+            sys.stderr.write(f"SystemError: failed to open {bin_dir}/000001: No such file or directory\n")
+            os.kill(os.getpid(), signal.SIGABRT)
+        src = os.environ.get("FAKE_LAR_SOURCE_DUMP")
+        names = sorted(os.listdir(src)) if src else []
+        if mode == "segv":
+            names = names[: len(names) // 2]
+        for name in names:
+            shutil.copyfile(os.path.join(src, name), os.path.join(bin_dir, name))
+    text = flag_value(argv, "io_dump")
+    if text is not None:
+        src = os.environ.get("FAKE_LAR_SOURCE_TEXT")
+        if src:
+            shutil.copyfile(src, text)
+        else:
+            with open(text, "w") as fh:
+                fh.write("var1 produced: name=data layout={1(1) Float32} owner_opr=data{1}[0]{Host2DeviceCopy} opr0\n")
+    if mode == "segv":
+        sys.stderr.flush()
+        signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGSEGV)
+    sys.stderr.write("iter 0/1: e2e=1.000 ms (host=1.000 ms)\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
