@@ -54,6 +54,7 @@ __all__ = [
     "read_text_dump",
     "HEADER_SIZE",
     "MAX_NDIM",
+    "INCOMPLETE_MARKER",
 ]
 
 #: bytes before the title: name_len, dtype, max_ndim, shape[7], all uint32 little-endian
@@ -501,9 +502,8 @@ class BinaryDump:
 
     def _memmap(self) -> np.ndarray:
         self._check_decodable()
-        assert self.dtype.storage is not None  # for type checkers; checked just above
         try:
-            mm = np.memmap(self.path, dtype=self.dtype.storage, mode="r", offset=self.data_offset, shape=(self.size,))
+            mm = np.memmap(self.path, dtype=np.dtype(self.dtype.storage), mode="r", offset=self.data_offset, shape=(self.size,))
         except (OSError, ValueError) as e:
             # the file changed (or vanished) since its header was read
             raise DumpFormatError(self.path, self.data_offset, f"{self.nbytes} data bytes", str(e)) from None
@@ -717,10 +717,15 @@ class DumpFolder:
     Creating one lists the directory only (no file is opened). Headers and titles are read
     on first access of a var (``folder[id]``) or of :attr:`ids`, which needs every main
     file's inputs to order them. ``-inp<k>`` files are kept apart in :attr:`input_files`;
-    anything whose name load_and_run would not write is listed in :attr:`stray`.
+    anything whose name load_and_run would not write is listed in :attr:`stray` (not fatal).
+
+    A malformed main file raises :class:`DumpFormatError` when it is read (strict default:
+    silently dropping data would hide a broken run). With ``skip_bad=True`` every header is
+    read at once and malformed files are left out of the folder and listed in :attr:`bad`
+    instead, e.g. to analyse what a killed run managed to write.
     """
 
-    def __init__(self, path: PathLike) -> None:
+    def __init__(self, path: PathLike, *, skip_bad: bool = False) -> None:
         self.path = Path(path)
         if not self.path.exists():
             raise DumpFolderError(f"dump folder {self.path} does not exist")
@@ -752,8 +757,18 @@ class DumpFolder:
         self.incomplete: bool = incomplete
         self._cache: Dict[int, BinaryDump] = {}
         self._ids: Optional[Tuple[int, ...]] = None
+        self._input_infos: Optional[Dict[int, VarInfo]] = None
+        self.bad: Dict[Path, DumpFormatError] = {}
         if stray:
             log.debug("%s: %d stray entries ignored", self.path, len(stray))
+        if skip_bad:
+            for vid, fpath in sorted(files.items()):
+                try:
+                    self[vid]
+                except DumpFormatError as e:
+                    self.bad[fpath] = e
+                    del self._files[vid]
+                    log.warning("skipping malformed dump: %s", e)
 
     def __repr__(self) -> str:
         return f"DumpFolder({str(self.path)!r}, {len(self._files)} vars, {len(self.input_files)} input files)"
@@ -825,10 +840,14 @@ class DumpFolder:
         dump that has it as an input (vars that were not dumped themselves)."""
         if var_id in self._files:
             return self[var_id].var
-        for vid in self.ids:
-            for v in self[vid].inputs:
-                if v.id == var_id:
-                    return v
+        if self._input_infos is None:
+            infos: Dict[int, VarInfo] = {}
+            for vid in self.ids:
+                for v in self[vid].inputs:
+                    infos.setdefault(v.id, v)
+            self._input_infos = infos
+        if var_id in self._input_infos:
+            return self._input_infos[var_id]
         raise KeyError(f"var {var_id} is neither dumped nor an input of a dumped var in {self.path}")
 
     def input_dump(self, var_id: int, index: int) -> BinaryDump:
