@@ -1,0 +1,104 @@
+"""The benchmark harness works (issue 7). No timing assertions: benchmarks are not tests.
+
+Runs a tiny version of ``bench/run.py`` (``--quick``) and checks that it writes a report with
+every section and target, and that the tools it times found exactly the divergent variables
+the generator planted; plus the generator's files against lar-prec's own dump reader/writer.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lar_prec.iodump import DumpFolder, read_binary_dump, write_binary_dump
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import gen  # noqa: E402
+import run as bench_run  # noqa: E402
+
+
+def test_parse_size() -> None:
+    assert bench_run.parse_size("1G") == 10**9
+    assert bench_run.parse_size("500M") == 500 * 10**6
+    assert bench_run.parse_size("4GiB") == 4 << 30
+    assert bench_run.parse_size("0") == 0
+    assert bench_run.parse_size("none") == 0
+
+
+@pytest.mark.parametrize("mge_only", [True, False])
+def test_generated_pair_reads_back(tmp_path: Path, mge_only: bool) -> None:
+    spec = gen.PairSpec(total_bytes=3_000_000, n_vars=50, divergent_share=0.3, megengine_compatible=mge_only,
+                        largest_var_bytes=400_000, seed=3)
+    info = gen.generate_pair(tmp_path, spec)
+    a, b = DumpFolder(info.dir_a), DumpFolder(info.dir_b)
+    assert len(a) == len(b) == info.n_vars == 50
+    assert info.n_divergent == 15
+    assert not a.stray and not b.stray  # MegEngine's script needs dump files only
+    sizes = {p.name: p.stat().st_size for p in Path(info.dir_a).iterdir()}
+    assert sum(sizes.values()) == info.bytes_a
+    assert 0.7 * spec.total_bytes / 2 < info.bytes_a < 1.1 * spec.total_bytes / 2
+    dts = {a[v].dtype.name for v in a.ids}
+    assert ("Bool" in dts) == (not mge_only)
+    assert dts <= {"Float32", "Int32", "Float16", "Uint8", "Int8", "Bool", "Uint16"}
+    # the input relation is a DAG over earlier ids, as in a real network
+    for v in a.ids:
+        assert all(i < v for i in a.inputs_of(v))
+    # the streamed writer produces exactly what lar-prec's write_binary_dump produces
+    for v in list(a.ids)[:5] + [max(a.ids, key=lambda i: a[i].nbytes)]:
+        d = a[v]
+        again = write_binary_dump(tmp_path / "again", np.array(d.array()), d.title, d.dtype.code)
+        assert again.read_bytes() == d.path.read_bytes()
+    # divergent vars differ beyond 1e-3 (MegEngine's metric), clean ones stay below
+    div = set(info.divergent_ids)
+    for v in a.ids:
+        x = a[v].array().astype(np.float64)
+        y = b[v].array().astype(np.float64)
+        err = float(np.max(np.abs(x - y) / np.maximum(np.maximum(np.abs(x), np.abs(y)), 1.0)))
+        assert (err > 1e-3) == (v in div), (v, a[v].dtype.name, err)
+
+
+@pytest.mark.slow
+@pytest.mark.megengine
+def test_quick_bench_writes_report(tmp_path: Path) -> None:
+    out = tmp_path / "RESULTS.md"
+    raw = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--out", str(out), "--json", str(raw),
+         "--data", str(tmp_path / "data")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = out.read_text()
+    for heading in ("# lar-prec benchmark results", "## Machine", "## Targets", "## 1. compare",
+                    "## 2. compare: peak memory", "## 3. start-up", "## 4. rooting", "## 5. naive-vs-default"):
+        assert heading in text
+    assert "CPU:" in text and "numpy" in text and "Quick mode" in text
+    res = json.loads(raw.read_text())
+    assert len(res["targets"]) == 7
+    assert all(t["result"] in ("PASS", "FAIL", "n/a") for t in res["targets"])
+    # generated data were cleaned up (no --keep)
+    assert not any((tmp_path / "data").iterdir())
+    # start-up is always measurable: --help exists from the skeleton on
+    st = res["sections"]["startup"]
+    assert st["available"] and st["data"]["help_median_s"] > 0
+    assert st["data"]["megengine_imported_by"]["--help"] == []
+    cmp_ = res["sections"]["compare"]["data"]
+    planted = res["pairs"]["main"]["n_divergent"]
+    assert planted == cmp_["generated_divergent"] > 0
+    if importlib.util.find_spec("megengine") is not None:
+        # MegEngine's script prints one "not equal" per divergent variable, exactly the planted ones
+        assert cmp_["megengine"]["divergent_found"] == planted
+        assert cmp_["megengine"]["median_s"] > 0
+    if "lar-prec" in cmp_:
+        assert cmp_["lar-prec"]["divergent_found"] == planted
+        assert cmp_["lar-prec"]["returncodes"] == [1]  # divergence found
+        mem = res["sections"]["memory"]["data"]
+        assert mem["divergent_found"] == mem["generated_divergent"]
+        assert mem["peak_mb"] > 0
