@@ -223,7 +223,11 @@ _INFO_DTYPE = re.compile(r", ([A-Za-z][A-Za-z0-9_]*), owner:")
 # the comp node string has no comma ("CompNode(\"cpu0:0\" from \"cpu0:0\")"), which keeps a
 # ", slot:" inside a var name from matching here
 _INFO_TAIL = re.compile(r", slot:(\d{1,20}), ([^,]*), ([sd]), (-?\d{1,20}), (-?\d{1,20})\}")
-_OWNER_NAME = re.compile(r"(.*?)\{([A-Za-z_][A-Za-z0-9_:]*)\}, name:(.*)\Z", re.DOTALL)
+# MegEngine's type names are identifiers; an empty one is accepted so that anything
+# format_title writes reads back
+_OWNER_NAME = re.compile(r"(.*?)\{([A-Za-z0-9_:]*)\}, name:(.*)\Z", re.DOTALL)
+_DTYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+_OPR_TYPE = re.compile(r"[A-Za-z0-9_:]*\Z")
 _OPR_ID = re.compile(r"\[(\d{1,20})\]\Z")
 _LAYOUT_DIM = re.compile(r"(\d{1,20})\((-?\d{1,20})\)\Z")
 _SHAPE_DIM = re.compile(r"\s*(\d{1,20})\s*\Z")
@@ -416,6 +420,20 @@ def contiguous_layout(shape: Sequence[int], dtype: str) -> str:
 
 
 def _format_info(v: VarInfo) -> str:
+    # refuse what could not be read back: a title is only useful if parse_title inverts it
+    problems = []
+    if v.storage not in ("s", "d"):
+        problems.append(f"storage {v.storage!r} is not 's' or 'd'")
+    if "," in v.comp_node:
+        problems.append(f"comp node {v.comp_node!r} contains a comma")
+    if not _DTYPE_NAME.match(v.dtype):
+        problems.append(f"dtype {v.dtype!r} is not a dtype name")
+    if not _OPR_TYPE.match(v.opr_type):
+        problems.append(f"operator type {v.opr_type!r} is not an identifier")
+    if min(v.id, v.slot) < 0 or any(int(d) < 0 for d in v.shape):
+        problems.append("negative id, slot or dim")
+    if problems:
+        raise UsageError(f"cannot write a title for var {v.id}: " + "; ".join(problems))
     if v.layout is not None:
         kind, text = "layout", v.layout
     else:

@@ -150,6 +150,14 @@ def test_shape_titles_and_ids_beyond_six_hex_digits(tmp_path):
     assert DumpFolder(tmp_path).ids == (0x1234567,)
 
 
+def test_format_title_refuses_what_cannot_be_read_back():
+    v = make_var(1, opr_type="")  # empty type names (not MegEngine's, but written by tools) read back
+    assert parse_title(format_title(v))[0] == v
+    for bad in (dict(storage="x"), dict(comp_node="a,b"), dict(dtype="Float 32"), dict(opr_type="a b"), dict(slot=-1)):
+        with pytest.raises(UsageError, match="cannot write a title for var 1"):
+            format_title(replace(v, **bad))
+
+
 def test_bad_titles_raise_dump_format_error():
     with pytest.raises(DumpFormatError, match="var="):
         parse_title("garbage")
@@ -407,6 +415,7 @@ def test_writer_reader_round_trip(tmp_path, var, inputs, code, k, seed):
     name = dump_file_name(var.id if k is None else var.id + 1, k)
     path = write_binary_dump(tmp_path / name, values, title, code)
     d = read_binary_dump(path)
+    assert isinstance(d, BinaryDump)
     assert (d.var, d.inputs, d.input_index, d.title) == (var, tuple(inputs), k, title)
     assert d.input_of == (None if k is None else var.id + 1)
     assert (d.dtype, d.shape, d.size) == (dt, var.shape, size)
