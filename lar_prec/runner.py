@@ -46,6 +46,8 @@ BUNDLED = "bundled"
 RUN_SCHEMA = "lar-prec.run/1"
 INPUTS_SCHEMA = "lar-prec.inputs/1"
 DEBUG_ENV = "MGB_USE_MEGDNN_DBG"
+#: file in a dump folder that marks it incomplete (the name lar_prec.iodump looks for)
+INCOMPLETE_MARKER = ".incomplete"
 #: lines of stderr kept in run.json and in RunError
 STDERR_TAIL_LINES = 20
 #: seconds a timed-out process group gets between SIGTERM and SIGKILL
@@ -696,6 +698,9 @@ def run_once(
     record["load_and_run"]["version"] = load_and_run_version(lar_obj)
     if dump_dir is not None:
         dump_dir.mkdir()  # the real binary needs it to exist
+        # iodump.DumpFolder reads this marker; it goes only when the run ends well, so a
+        # folder left by a killed lar-prec is never taken for a complete dump
+        (dump_dir / INCOMPLETE_MARKER).write_text("load_and_run has not finished\n")
 
     record["status"] = "running"
     _write_json_atomic(json_path, record)
@@ -739,6 +744,8 @@ def run_once(
     if not timed_out and rc == 0:
         record["status"] = "ok"
         record["incomplete"] = False
+        if dump_dir is not None:
+            (dump_dir / INCOMPLETE_MARKER).unlink()
         _write_json_atomic(json_path, record)
         return result()
 
@@ -762,6 +769,8 @@ def run_once(
     if hint:
         msg += f" -- hint: {hint}"
     record["error"] = msg
+    if dump_dir is not None and dump_dir.is_dir():
+        (dump_dir / INCOMPLETE_MARKER).write_text(msg + "\n")
     _write_json_atomic(json_path, record)
     cls = RunTimeout if timed_out else RunError
     err = cls(msg, run_dir=run_dir, returncode=rc, argv=argv, stderr_tail=record["stderr_tail"])
