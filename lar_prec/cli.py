@@ -53,6 +53,146 @@ def cli() -> None:
 # ---- commands are added below, one section per issue ----
 
 
+# ---- run commands ----
+
+
+@cli.command("run")
+@click.argument("model", type=click.Path(path_type=str))
+@click.option("--config", "config_name", type=click.Choice(["naive", "default", "reproducible", "fast-run"]),
+              default="default", show_default=True,
+              help="naive: MGB_USE_MEGDNN_DBG=2 --cpu; reproducible: --reproducible; fast-run: --fast-run.")
+@click.option("--input", "inputs", multiple=True, metavar="SPEC",
+              help="name:file.npy | name:{1,3,8,8} (seeded random) | name:[1,2,3]; repeat or join with ';'.")
+@click.option("--text-dump", is_flag=True, help="--io-dump a text file instead of --bin-io-dump (its own run).")
+@click.option("--out", type=click.Path(path_type=str), default=None,
+              help="Analysis folder; an existing non-empty one gets a new numbered subfolder. "
+                   "[default: ./lar-prec-out/run-N]")
+@click.option("--lar", "lar_path", metavar="PATH", default=None,
+              help="load_and_run to use ('bundled' for python -m lar_prec.lar). "
+                   "[default: $LAR_PREC_LOAD_AND_RUN, load_and_run on PATH, bundled]")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Kill the run (its whole process group) after S seconds.")
+@click.option("--lar-args", "lar_args", multiple=True, metavar="FLAGS",
+              help="Extra load_and_run flags, e.g. --lar-args '--multithread 2'.")
+@click.option("--env", "env_items", multiple=True, metavar="NAME=VALUE",
+              help="Extra environment for the run (-NAME removes a variable).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs.")
+@handle_errors
+def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: str | None, lar_path: str | None,
+            timeout: float | None, lar_args: tuple, env_items: tuple, seed: int) -> None:
+    """Run load_and_run once on MODEL and keep its dump and run.json.
+
+    Prints the run folder. Exit code 0 when the run succeeded, 3 when load_and_run failed
+    (crash, error, timeout: its stderr tail is shown and kept in the run folder), 2 for
+    usage or input errors.
+    """
+    from lar_prec.runner import parse_env_assignments, run_single, split_lar_args
+
+    result = run_single(model, inputs, config_name, out, lar=lar_path, text_dump=text_dump, timeout=timeout,
+                        extra_flags=split_lar_args(lar_args), extra_env=parse_env_assignments(env_items), seed=seed)
+    click.echo(str(result.dir))
+    what = result.text_dump if result.text_dump is not None else result.dump_dir
+    click.echo(f"ok: {result.config} run in {result.seconds:.2f} s; dump: {what}", err=True)
+
+
+# ---- compare / tree commands ----
+
+
+def _write_json(obj: Any, dest: str) -> None:
+    """Write ``obj`` as JSON to the file ``dest`` or, for ``-``, to stdout."""
+    import json
+
+    from lar_prec.errors import UsageError
+
+    text = json.dumps(obj, indent=1, allow_nan=False)
+    if dest == "-":
+        click.echo(text)
+        return
+    try:
+        with open(dest, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except OSError as e:
+        raise UsageError(f"cannot write the JSON report to {dest}: {e.strerror or e}") from None
+
+
+@cli.command("compare")
+@click.argument("dir_a", type=click.Path(path_type=str))
+@click.argument("dir_b", type=click.Path(path_type=str))
+@click.option("--threshold", default="auto", show_default=True, metavar="auto|X",
+              help="max_err above which a var diverges: 'auto' (from the data, per dtype) or a number, "
+                   "like compare_binary_iodump -e X; 0 means bitwise.")
+@click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON report (design.md schema); '-' for stdout.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "megengine"]), default="table", show_default=True,
+              help="stdout: a summary table, one CSV row per var, or what compare_binary_iodump prints "
+                   "(for accuracy_shake_var_tree and `lar-prec tree`).")
+@click.option("--text-dump", type=click.Path(path_type=str), default=None, help="A --io-dump text file of the same model: adds its dependency edges.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Vars compared in parallel.")
+@click.option("--all", "all_vars", is_flag=True, help="Table: list every var, not only those that are not ok.")
+@handle_errors
+def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, fmt: str, text_dump: str | None,
+                jobs: int, all_vars: bool) -> None:
+    """Compare two --bin-io-dump folders and name the root variables.
+
+    Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
+    NaN/Inf in other places, another shape or dtype, or exists on one side only), 2 on bad input.
+    """
+    from lar_prec.compare import megengine_text
+    from lar_prec.vartree import VarTree, render_csv, render_table, to_report_json
+
+    tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
+    if json_out is not None:
+        _write_json(to_report_json(tree, command="compare", extra={"exit_code": int(tree.diverged)}), json_out)
+    if json_out != "-":
+        if fmt == "csv":
+            click.echo(render_csv(tree), nl=False)
+        elif fmt == "megengine":
+            for block in megengine_text(tree.comparison):  # type: ignore[arg-type]
+                click.echo(block)
+            missing = [d.id for d in tree.diffs if d.status == "missing"]
+            if missing:
+                click.echo(f"note: {len(missing)} var(s) dumped on one side only, not printed: {missing[:10]}", err=True)
+        else:
+            click.echo(render_table(tree, all_vars=all_vars), nl=False)
+    sys.exit(1 if tree.diverged else 0)
+
+
+@cli.command("tree")
+@click.argument("diff_txt", type=click.Path(path_type=str))
+@click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON report; '-' for stdout.")
+@handle_errors
+def tree_cmd(diff_txt: str, json_out: str | None) -> None:
+    """Roots of what `python -m megengine.tools.compare_binary_iodump` printed.
+
+    Like accuracy_shake_var_tree, without its bugs: 'not finite' and 'shape mismatch'
+    failures count, any file order works, vars without inputs can be roots. Exit code 0 when
+    the text lists no failure, 1 when it does, 2 when it cannot be read.
+    """
+    from lar_prec.errors import DumpFormatError
+    from lar_prec.vartree import to_report_json, tree_from_megengine_diff
+
+    tree, md = tree_from_megengine_diff(diff_txt)
+    if md.crashed and not md.entries:
+        raise DumpFormatError(diff_txt, None, "compare_binary_iodump failures", f"only a traceback ({md.crashed})")
+    if json_out is not None:
+        extra = {"exit_code": int(tree.diverged), "crashed": md.crashed, "source": diff_txt}
+        _write_json(to_report_json(tree, command="tree", extra=extra), json_out)
+    if json_out != "-":
+        n = len(tree.diffs)
+        kinds: dict[str, int] = {}
+        for e in md.entries:
+            kinds[e.kind] = kinds.get(e.kind, 0) + 1
+        click.echo(f"{n} differing var(s) in {diff_txt}" + (" (" + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")" if kinds else ""))
+        if md.crashed:
+            click.echo(f"note: compare_binary_iodump stopped with {md.crashed}; later files were not compared", err=True)
+        roots = tree.roots()
+        if roots:
+            click.echo(f"roots ({len(roots)}, most likely origin first):")
+        for r in roots:
+            click.echo(f"id:{r.id}  {r.status}  {r.opr_type}  {r.name}")
+            click.echo(f"  {r.note}")
+    sys.exit(1 if tree.diverged else 0)
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="lar-prec")

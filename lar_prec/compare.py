@@ -618,7 +618,9 @@ def _finish(acc: _Acc, base: Dict[str, object], shape: Tuple[int, ...], **extra:
         )
     fields["n_nonfinite"] = acc.n_nonfinite
     if acc.count_over is not None:
+        # counted in this pass against a threshold known up front; apply_threshold keeps it
         fields["n_over"] = acc.n_over
+        fields["threshold"] = acc.count_over
     notes = [str(fields.get("note") or "")]
     if acc.n_nonfinite:
         j, x, y = acc.first_nonfinite or (0, float("nan"), float("nan"))
@@ -798,31 +800,14 @@ def _compare_var(
     if da.var.name != db.var.name:
         notes.append(f"name differs: B calls it {db.var.name!r}")
     base["note"] = "; ".join(notes)
-    if tuple(da.shape) != tuple(db.shape):
-        return VarDiff(
-            **base,  # type: ignore[arg-type]
-            status="shape_mismatch",
-            shape_b=tuple(db.shape),
-            dtype_b=db.dtype.name if db.dtype.name != da.dtype.name else None,
-        )
-    dta, dtb = da.dtype, db.dtype
-    if dta.code != dtb.code:
-        extra = f"dtype {dta.name} in A, {dtb.name} in B"
-        if dta.decodable and dtb.decodable and dta.kind != "complex" and dtb.kind != "complex":
-            vd = _compare_exact(da, db, base, chunk, mismatch=True)
-            return replace(vd, status="dtype_mismatch", dtype_b=dtb.name, note="; ".join(x for x in (vd.note, extra + ", values compared as numbers") if x))
-        return VarDiff(**base, status="dtype_mismatch", dtype_b=dtb.name)  # type: ignore[arg-type]
-    if not dta.decodable or dta.kind == "complex":
-        return _compare_raw(da, db, base, chunk)
-    if _float_kind(dta):
-        return _compare_float(da, db, base, chunk, count_over)
-    vd = _compare_exact(da, db, base, chunk)
-    if dta.is_quantized:
-        vd = replace(
-            vd,
-            scale_unknown=True,
-            note="; ".join(x for x in (vd.note, "scale unknown: raw quantized integers compared exactly") if x),
-        )
+    vd = _compare_var_dumps(da, db, base, chunk, count_over)
+    if vd.status == "dtype_mismatch":
+        extra = f"dtype {da.dtype.name} in A, {db.dtype.name} in B"
+        if vd.max_err is not None:
+            extra += ", values compared as numbers"
+        vd = replace(vd, note="; ".join(x for x in (vd.note, extra) if x))
+    if da.dtype.is_quantized and vd.status != "dtype_mismatch":
+        vd = replace(vd, scale_unknown=True, note="; ".join(x for x in (vd.note, "scale unknown: raw quantized integers compared exactly") if x))
     return vd
 
 
@@ -922,8 +907,7 @@ def compare_folders(
             pool.shutdown(wait=True, cancel_futures=True)
     thr = fixed if fixed is not None else choose_threshold(diffs)
     judged = apply_threshold(diffs, thr)
-    if fixed is None:
-        judged = _recount(fa.path, fb.path, judged, chunk_elements, folders=(fa, fb))
+    judged = _recount(fa.path, fb.path, judged, chunk_elements, folders=(fa, fb))
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes), chunk_elements=chunk_elements)
 
 
@@ -1025,15 +1009,17 @@ def apply_threshold(diffs: Sequence[VarDiff], thr: Threshold) -> List[VarDiff]:
             out.append(replace(d, status=status, threshold=0.0, n_over=d.n_diff))
             continue
         t = thr.for_var(d.dtype, d.scale)
+        # compared like compare_binary_iodump's `err > max_err`: in float32
+        t32 = float(np.float32(t))
         status = "ok"
         if d.n_nonfinite:
             status = "nonfinite"
-        elif d.max_err is not None and d.max_err > t:
+        elif d.max_err is not None and d.max_err > t32:
             status = "divergent"
         n_over = d.n_over
-        if d.max_err is None or d.max_err <= t:
+        if d.max_err is None or d.max_err <= t32:
             n_over = 0
-        elif thr.mode == "fixed" and not thr.scaled and d.n_over is not None and d.threshold == t:
+        elif d.n_over is not None and d.threshold == t:
             n_over = d.n_over
         else:
             n_over = None  # needs a recount from the files
@@ -1162,7 +1148,8 @@ def scan_over(da: BinaryDump, db: BinaryDump, threshold: float, *, chunk: int = 
     """
     if not (da.dtype.decodable and db.dtype.decodable):
         return OverScan(0, None, None, None, None)
-    thr = np.float32(threshold) if np.float32(threshold) == threshold else threshold
+    thr = np.float32(threshold)
+    exact = not (_float_kind(da.dtype) or _float_kind(db.dtype))
     count = 0
     first: Optional[Tuple[int, np.float32, np.float32, np.float32]] = None
     ka = 2 if da.dtype.name == "BFloat16" else da.dtype.storage.itemsize  # type: ignore[union-attr]
@@ -1181,7 +1168,11 @@ def scan_over(da: BinaryDump, db: BinaryDump, threshold: float, *, chunk: int = 
             with np.errstate(all="ignore"):
                 vdiv = np.maximum(np.maximum(np.abs(a), np.abs(b)), np.float32(1))
                 err = np.abs(a - b) / vdiv
-            over = err > thr
+            if exact and threshold == 0:
+                # integers compare exactly, also where float32 cannot tell them apart
+                over = _decode(memoryview(ra), da.dtype) != _decode(memoryview(rb), db.dtype)
+            else:
+                over = err > thr
             k = int(np.count_nonzero(over))
             if k:
                 if first is None:
@@ -1193,3 +1184,84 @@ def scan_over(da: BinaryDump, db: BinaryDump, threshold: float, *, chunk: int = 
     if first is None:
         return OverScan(count, None, None, None, None)
     return OverScan(count, _unravel(first[0], tuple(da.shape)), first[1], first[2], first[3])
+
+
+# ============================================================================ compare_binary_iodump text
+
+
+def _me_title(title: str) -> str:
+    import textwrap
+
+    return "\n  ".join(textwrap.wrap(title))
+
+
+def _me_sum(d: BinaryDump) -> np.float32:
+    """``v.sum()`` of the whole tensor cast to float32, as compare_binary_iodump computes it."""
+    if not d.dtype.decodable:
+        return np.float32("nan")
+    with np.errstate(all="ignore"):
+        return np.ascontiguousarray(d.array(), dtype=np.float32).sum()
+
+
+def megengine_text(comparison: Comparison, *, chunk_elements: int = DEFAULT_CHUNK) -> Iterator[str]:
+    """Yield what ``python -m megengine.tools.compare_binary_iodump A B -e T`` prints, one
+    failure at a time, so its ``accuracy_shake_var_tree`` (and ``lar-prec tree``) read it.
+
+    Files are paired by name in sorted order as there, ``-inp`` files included. A file is
+    printed when lar-prec's status for it is not ``ok``: ``not equal`` with the first element
+    above the var's own threshold (``T`` = that threshold, so with a fixed threshold this is
+    byte for byte the original's output), ``not finite`` only when the NaN/Inf positions
+    really differ (the original also flags NaN at the same place on both sides),
+    ``shape mismatch``. Files in one folder only, which make the original stop, are skipped.
+    """
+    fa, fb = DumpFolder(comparison.dir_a), DumpFolder(comparison.dir_b)
+    names: Dict[str, Tuple[Path, Path]] = {}
+    pa = {p.name: p for p in list(fa.paths().values()) + list(fa.input_files.values())}
+    pb = {p.name: p for p in list(fb.paths().values()) + list(fb.input_files.values())}
+    for n in sorted(set(pa) & set(pb)):
+        names[n] = (pa[n], pb[n])
+    thr = comparison.threshold
+    for n, (path_a, path_b) in names.items():
+        from lar_prec.iodump import read_binary_dump
+
+        da, db = read_binary_dump(path_a), read_binary_dump(path_b)
+        if da.input_index is None and da.id in comparison:
+            d = comparison[da.id]
+        else:
+            base = _base_fields(da, db, 0)
+            d = _compare_var_dumps(da, db, base, chunk_elements)
+            d = apply_threshold([d], thr)[0]
+            if da.id in comparison and comparison[da.id].scale is not None and d.threshold is not None and thr.scaled:
+                # an input as seen by its consumer: hold it to the input var's own threshold
+                d = apply_threshold([replace(d, scale=comparison[da.id].scale)], thr)[0]
+        if d.status in ("ok", "missing"):
+            continue
+        name = "{}: \n{}\n{}\n".format(str(path_a), _me_title(da.title), _me_title(db.title))
+        if d.status == "nonfinite":
+            yield "{} not finite: sum={} vs sum={}".format(name, _me_sum(da), _me_sum(db))
+        elif d.status == "shape_mismatch":
+            yield "{} shape mismatch: {} vs {}".format(name, tuple(da.shape), tuple(db.shape))
+        else:
+            t = d.threshold if d.threshold is not None else 0.0
+            scan = scan_over(da, db, t, chunk=chunk_elements, stop_at_first=True)
+            if scan.first_index is None:
+                continue
+            yield "{} not equal: shape={} nonequal_idx={} v0={} v1={} err={}".format(
+                name, tuple(da.shape), scan.first_index, scan.first_a, scan.first_b, scan.first_err
+            )
+
+
+def _compare_var_dumps(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int, count_over: Optional[float] = None) -> VarDiff:
+    """Compare the values of two dumps of one var (shape, dtype, then values)."""
+    if tuple(da.shape) != tuple(db.shape):
+        dtype_b = db.dtype.name if db.dtype.name != da.dtype.name else None
+        return VarDiff(**base, status="shape_mismatch", shape_b=tuple(db.shape), dtype_b=dtype_b)  # type: ignore[arg-type]
+    if da.dtype.code != db.dtype.code:
+        if da.dtype.decodable and db.dtype.decodable:
+            return replace(_compare_exact(da, db, base, chunk, mismatch=True), status="dtype_mismatch", dtype_b=db.dtype.name)
+        return VarDiff(**base, status="dtype_mismatch", dtype_b=db.dtype.name)  # type: ignore[arg-type]
+    if not da.dtype.decodable or da.dtype.kind == "complex":
+        return _compare_raw(da, db, base, chunk)
+    if _float_kind(da.dtype):
+        return _compare_float(da, db, base, chunk, count_over)
+    return _compare_exact(da, db, base, chunk)

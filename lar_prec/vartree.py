@@ -1,0 +1,820 @@
+"""The variable tree: a networkx DAG of vars annotated with their comparison, and its roots.
+
+Edges go from an input var to the var its operator produces (``owner_opr_inputs`` in the
+binary-dump titles, plus the ``deps`` of a text dump when one is given). A **root** is a
+var whose status is not ``ok`` while every input it depends on is ``ok``: the place where
+the divergence starts rather than where it is merely inherited.
+
+Decisions (docs/threshold.md has the threshold ones):
+
+* Inputs that were not compared (not dumped on either side, or ``missing`` on one side) are
+  unknown and do not block a root; a ``missing`` var can itself be a root (its compared
+  inputs agree) but is ranked after every var whose values, shape or dtype differ.
+* Roots are ranked by execution order of their operator (outputs of one operator share a
+  place), then by amplification (largest first), then id. Each root carries the largest
+  ``max_err`` of its inputs and its amplification ``max_err / input_max_err`` (None when it has
+  no compared input, ``inf`` when those inputs are bitwise equal).
+
+Also here, for compatibility with ``megengine.tools.accuracy_shake_var_tree``:
+:func:`parse` reads the text ``compare_binary_iodump`` prints and fills :class:`varNode`,
+without that script's bugs (``load_and_run.md`` 6.2).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+import networkx as nx
+
+from lar_prec.compare import (
+    DEFAULT_CHUNK,
+    STATUSES,
+    Comparison,
+    ProgressHook,
+    Threshold,
+    VarDiff,
+    compare_folders,
+)
+from lar_prec.errors import DumpFormatError, UsageError
+from lar_prec.iodump import TextDump, parse_title, read_text_dump
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+
+#: statuses that say the values (or their shape/dtype) differ; ``missing`` ranks after them
+_VALUE_PROBLEMS = ("divergent", "nonfinite", "shape_mismatch", "dtype_mismatch")
+#: text-dump dependency kinds that carry data (dev_comp_order only orders execution)
+_DATA_DEPS = ("value", "shape", "host_value")
+
+
+@dataclass(frozen=True)
+class Root:
+    """A var that is not ``ok`` while every compared input it depends on is ``ok``."""
+
+    id: int
+    name: str
+    opr: str
+    opr_type: str
+    status: str
+    dtype: str
+    max_err: Optional[float]
+    #: largest ``max_err`` among its compared inputs (None: no compared input)
+    input_max_err: Optional[float]
+    #: ``max_err / input_max_err``; ``inf`` when the inputs are bitwise equal; None when
+    #: there is no compared input or no ``max_err``
+    amplification: Optional[float]
+    #: the input with the largest error (None: no compared input)
+    worst_input: Optional[int]
+    #: position of the root's operator in execution order
+    order: int
+    note: str = ""
+
+
+class VarTree:
+    """The var DAG of one comparison, its roots, and dependence queries.
+
+    Build it with :meth:`from_folders` (compares two dump folders) or :meth:`from_comparison`.
+    Var ids are plain ints everywhere.
+
+    Example:
+        >>> tree = VarTree.from_folders("vars_naive", "vars_default")   # doctest: +SKIP
+        >>> [r.id for r in tree.roots()]                                 # doctest: +SKIP
+        [23]
+        >>> tree.path(23)                     # from the model input to the root  # doctest: +SKIP
+        [7, 11, 16, 18, 23]
+    """
+
+    def __init__(
+        self,
+        diffs: Sequence[VarDiff],
+        *,
+        threshold: Optional[Threshold] = None,
+        comparison: Optional[Comparison] = None,
+        text_dump: Union[TextDump, PathLike, None] = None,
+        source: str = "",
+    ) -> None:
+        self.comparison = comparison
+        self.threshold = threshold if threshold is not None else (comparison.threshold if comparison else None)
+        self.source = source
+        self._diffs: Dict[int, VarDiff] = {}
+        self._order: Dict[int, int] = {}
+        g = nx.DiGraph()
+        for i, d in enumerate(diffs):
+            self._diffs[d.id] = d
+            self._order[d.id] = i
+            g.add_node(d.id, compared=True)
+        for d in diffs:
+            for k, u in enumerate(d.inputs):
+                if u not in g:
+                    g.add_node(u, compared=False)
+                if u != d.id:
+                    g.add_edge(u, d.id, kind="value", index=k)
+        if text_dump is not None:
+            td = text_dump if isinstance(text_dump, TextDump) else read_text_dump(text_dump)
+            for u, v, kind in td.edges():
+                if kind not in _DATA_DEPS or u == v:
+                    continue
+                for x in (u, v):
+                    if x not in g:
+                        g.add_node(x, compared=False)
+                if not g.has_edge(u, v):
+                    g.add_edge(u, v, kind=kind, index=None)
+        self.graph: nx.DiGraph = g
+        # vars known only as inputs sit just before their first consumer in execution order
+        for n in g.nodes:
+            if n not in self._order:
+                consumers = [self._order[c] for c in g.successors(n) if c in self._order]
+                self._order[n] = (min(consumers) if consumers else len(diffs)) - 1
+        self._roots: Optional[Tuple[Root, ...]] = None
+
+    # ------------------------------------------------------------------ builders
+
+    @classmethod
+    def from_comparison(cls, comparison: Comparison, *, text_dump: Union[TextDump, PathLike, None] = None) -> "VarTree":
+        """The tree of an existing :class:`~lar_prec.compare.Comparison`."""
+        return cls(comparison.diffs, comparison=comparison, text_dump=text_dump, source=f"{comparison.dir_a} vs {comparison.dir_b}")
+
+    @classmethod
+    def from_folders(
+        cls,
+        dir_a: PathLike,
+        dir_b: PathLike,
+        *,
+        threshold: Union[str, float, Threshold, None] = "auto",
+        text_dump: Union[TextDump, PathLike, None] = None,
+        chunk_elements: int = DEFAULT_CHUNK,
+        jobs: int = 1,
+        on_progress: Optional[ProgressHook] = None,
+    ) -> "VarTree":
+        """Compare two ``--bin-io-dump`` folders and build their tree (see
+        :func:`~lar_prec.compare.compare_folders` for the arguments and errors)."""
+        cmp = compare_folders(dir_a, dir_b, threshold=threshold, chunk_elements=chunk_elements, jobs=jobs, on_progress=on_progress)
+        return cls.from_comparison(cmp, text_dump=text_dump)
+
+    # ------------------------------------------------------------------ queries
+
+    def __contains__(self, var_id: object) -> bool:
+        return var_id in self.graph
+
+    def __len__(self) -> int:
+        return self.graph.number_of_nodes()
+
+    @property
+    def diffs(self) -> Tuple[VarDiff, ...]:
+        """The compared vars in execution order."""
+        return tuple(self._diffs.values())
+
+    def _check(self, var_id: int) -> int:
+        if var_id not in self.graph:
+            near = sorted(self.graph.nodes, key=lambda n: abs(n - var_id))[:5] if self.graph else []
+            raise KeyError(f"var {var_id} is not in the tree ({self.graph.number_of_nodes()} vars; nearest ids: {near})")
+        return var_id
+
+    def node(self, var_id: int) -> VarDiff:
+        """The comparison of ``var_id``. A var known only as an input (never dumped) gets a
+        ``missing`` VarDiff that says so.
+
+        Raises:
+            KeyError: the id is not in the tree (the message lists the nearest ids).
+        """
+        self._check(var_id)
+        d = self._diffs.get(var_id)
+        if d is not None:
+            return d
+        users = sorted(self.graph.successors(var_id))
+        return VarDiff(
+            id=var_id, name="", opr="", opr_type="", dtype="", shape=(), inputs=(), status="missing",
+            note=f"not dumped on either side; known only as an input of var(s) {users}",
+        )
+
+    def is_compared(self, var_id: int) -> bool:
+        """True when ``var_id`` was dumped on both sides and compared."""
+        d = self._diffs.get(var_id)
+        return d is not None and d.status != "missing"
+
+    def _sorted(self, ids: Iterable[int]) -> Tuple[int, ...]:
+        return tuple(sorted(ids, key=lambda n: (self._order.get(n, 0), n)))
+
+    def inputs(self, var_id: int) -> Tuple[int, ...]:
+        """Vars ``var_id`` reads (its operator's inputs), in input order when known."""
+        self._check(var_id)
+        preds = list(self.graph.predecessors(var_id))
+        return tuple(sorted(preds, key=lambda u: (self.graph.edges[u, var_id].get("index") is None, self.graph.edges[u, var_id].get("index") or 0, u)))
+
+    def consumers(self, var_id: int) -> Tuple[int, ...]:
+        """Vars computed from ``var_id``, in execution order."""
+        self._check(var_id)
+        return self._sorted(self.graph.successors(var_id))
+
+    def ancestors(self, var_id: int) -> Tuple[int, ...]:
+        """Every var ``var_id`` depends on, in execution order."""
+        self._check(var_id)
+        return self._sorted(nx.ancestors(self.graph, var_id))
+
+    def descendants(self, var_id: int) -> Tuple[int, ...]:
+        """Every var that depends on ``var_id``, in execution order."""
+        self._check(var_id)
+        return self._sorted(nx.descendants(self.graph, var_id))
+
+    def path(self, target: int, source: Optional[int] = None) -> List[int]:
+        """A shortest dependency path ``source -> ... -> target``.
+
+        Without ``source`` it starts at a model input: the nearest ``Host2DeviceCopy``
+        ancestor, else the nearest ancestor without inputs (a constant), else ``target`` itself.
+
+        Raises:
+            KeyError: unknown id, or no path from ``source`` to ``target``.
+        """
+        self._check(target)
+        if source is not None:
+            self._check(source)
+            try:
+                return [int(x) for x in nx.shortest_path(self.graph, source, target)]
+            except nx.NetworkXNoPath:
+                raise KeyError(f"var {target} does not depend on var {source}") from None
+        rev = nx.single_source_shortest_path(self.graph.reverse(copy=False), target)
+        starts = [n for n in rev if self.graph.in_degree(n) == 0 and n != target]
+        if not starts:
+            return [target]
+        h2d = [n for n in starts if self.node(n).opr_type == "Host2DeviceCopy"]
+        pool = h2d or starts
+        best = min(pool, key=lambda n: (len(rev[n]), self._order.get(n, 0), n))
+        return [int(x) for x in reversed(rev[best])]
+
+    def subgraph(self, var_id: int, radius: int = 2) -> nx.DiGraph:
+        """The vars within ``radius`` edges of ``var_id`` (either direction), with their
+        edges: the neighbourhood a report draws around a root."""
+        self._check(var_id)
+        nodes = nx.ego_graph(self.graph, var_id, radius=radius, undirected=True).nodes
+        return self.graph.subgraph(nodes).copy()
+
+    # ------------------------------------------------------------------ roots
+
+    def _blocking(self, var_id: int) -> bool:
+        """True when ``var_id`` is a compared var that is not ok (it explains its consumers)."""
+        d = self._diffs.get(var_id)
+        return d is not None and d.status not in ("ok", "missing")
+
+    def roots(self) -> Tuple[Root, ...]:
+        """The roots, most likely origin first (see the module docstring for the order)."""
+        if self._roots is not None:
+            return self._roots
+        opr_pos: Dict[str, int] = {}
+        for d in self._diffs.values():
+            key = d.opr or f"#{d.id}"
+            opr_pos.setdefault(key, self._order[d.id])
+        found: List[Tuple[Tuple[Any, ...], Root]] = []
+        for d in self._diffs.values():
+            if d.status == "ok":
+                continue
+            preds = list(self.graph.predecessors(d.id))
+            if any(self._blocking(u) for u in preds):
+                continue
+            compared = [self._diffs[u] for u in preds if u in self._diffs and self._diffs[u].status != "missing"]
+            errs = [(u.max_err, u.id) for u in compared if u.max_err is not None]
+            in_err: Optional[float] = None
+            worst_in: Optional[int] = None
+            if errs:
+                in_err, worst_in = max(errs, key=lambda t: (t[0], -t[1]))
+            amp: Optional[float] = None
+            if d.max_err is not None and in_err is not None:
+                amp = d.max_err / in_err if in_err > 0 else (math.inf if d.max_err > 0 else 0.0)
+            pos = opr_pos[d.opr or f"#{d.id}"]
+            rank = 0 if d.status in _VALUE_PROBLEMS else 1
+            amp_key = -(amp if amp is not None else math.inf)
+            r = Root(
+                id=d.id, name=d.name, opr=d.opr, opr_type=d.opr_type, status=d.status, dtype=d.dtype,
+                max_err=d.max_err, input_max_err=in_err, amplification=amp, worst_input=worst_in, order=pos, note=d.note,
+            )
+            found.append(((rank, pos, amp_key, d.id), r))
+        found.sort(key=lambda t: t[0])
+        self._roots = tuple(r for _, r in found)
+        return self._roots
+
+    def root_ids(self) -> Tuple[int, ...]:
+        """Ids of :meth:`roots`, in the same order."""
+        return tuple(r.id for r in self.roots())
+
+    def counts(self) -> Dict[str, int]:
+        """Number of compared vars per status."""
+        out = {s: 0 for s in STATUSES}
+        for d in self._diffs.values():
+            out[d.status] = out.get(d.status, 0) + 1
+        return out
+
+    @property
+    def diverged(self) -> bool:
+        """True when any compared var is not ``ok`` (commands exit 1)."""
+        return any(d.status != "ok" for d in self._diffs.values())
+
+
+# ============================================================================ JSON (design.md)
+
+
+def _num(x: Optional[float]) -> Optional[float]:
+    """JSON has no NaN/Infinity: those become null."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _var_json(d: VarDiff) -> Dict[str, Any]:
+    return {
+        "id": d.id,
+        "name": d.name,
+        "opr": d.opr,
+        "opr_type": d.opr_type,
+        "dtype": d.dtype,
+        "shape": list(d.shape),
+        "inputs": list(d.inputs),
+        "status": d.status,
+        "max_err": _num(d.max_err),
+        "max_abs_err": _num(d.max_abs_err),
+        "cosine": _num(d.cosine),
+        # extras (design.md: more fields are welcome)
+        "max_rel_err": _num(d.max_rel_err),
+        "mean_abs_err": _num(d.mean_abs_err),
+        "rmse": _num(d.rmse),
+        "max_ulp": d.max_ulp,
+        "n_over": d.n_over,
+        "n_diff": d.n_diff,
+        "n_nonfinite": d.n_nonfinite,
+        "size": d.size,
+        "scale": _num(d.scale),
+        "norm_err": _num(d.norm_err),
+        "threshold": _num(d.threshold),
+        "worst_index": None if d.worst_index is None else list(d.worst_index),
+        "worst_a": _num(d.worst_a),
+        "worst_b": _num(d.worst_b),
+        "scale_unknown": d.scale_unknown,
+        "dtype_b": d.dtype_b,
+        "shape_b": None if d.shape_b is None else list(d.shape_b),
+        "only_in": d.only_in,
+        "note": d.note,
+    }
+
+
+def _root_json(r: Root) -> Dict[str, Any]:
+    return {
+        "id": r.id,
+        "name": r.name,
+        "opr": r.opr,
+        "opr_type": r.opr_type,
+        "max_err": _num(r.max_err),
+        "input_max_err": _num(r.input_max_err),
+        # extras
+        "status": r.status,
+        "dtype": r.dtype,
+        "amplification": _num(r.amplification),
+        "inputs_equal": r.amplification is not None and math.isinf(r.amplification),
+        "worst_input": r.worst_input,
+        "note": r.note,
+    }
+
+
+def to_report_json(
+    tree: Union[VarTree, Comparison],
+    *,
+    command: str = "compare",
+    runs: Sequence[Mapping[str, Any]] = (),
+    extra: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
+    """The ``lar-prec.report/1`` object of design.md for a tree (or a comparison).
+
+    Args:
+        tree: the analysed tree; a :class:`Comparison` is turned into one.
+        command: ``"naive-vs-default"``, ``"shake"``, ``"compare"`` (or ``"tree"``).
+        runs: the load_and_run runs, each with ``label``, ``dir``, ``argv``, ``returncode``,
+            ``seconds`` (empty for ``compare``).
+        extra: more top-level fields.
+
+    Returns:
+        A dict ready for ``json.dumps`` (no NaN/Infinity anywhere).
+    """
+    if isinstance(tree, Comparison):
+        tree = VarTree.from_comparison(tree)
+    thr = tree.threshold
+    if thr is not None:
+        tj = thr.to_json()
+        tj["value"] = _num(thr.value)
+    else:
+        tj = {"value": None, "mode": "fixed", "metric": "megengine_rel"}
+    out: Dict[str, Any] = {
+        "schema": "lar-prec.report/1",
+        "command": command,
+        "threshold": tj,
+        "vars": [_var_json(d) for d in tree.diffs],
+        "roots": [_root_json(r) for r in tree.roots()],
+        "runs": [dict(r) for r in runs],
+        "counts": tree.counts(),
+        "diverged": tree.diverged,
+    }
+    cmp = tree.comparison
+    if cmp is not None:
+        out["dirs"] = {"a": str(cmp.dir_a), "b": str(cmp.dir_b)}
+        out["notes"] = list(cmp.notes)
+    if tree.source and cmp is None:
+        out["source"] = tree.source
+    if extra:
+        out.update(extra)
+    return out
+
+
+# ============================================================================ text renderings
+
+
+def _g(x: Optional[float], fmt: str = "{:.3g}") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return fmt.format(x)
+
+
+def render_table(tree: VarTree, *, all_vars: bool = False, limit: int = 40) -> str:
+    """A plain-text summary: threshold, counts, roots, then the vars that are not ok (all
+    vars with ``all_vars``), at most ``limit`` rows."""
+    lines: List[str] = []
+    thr = tree.threshold
+    if thr is not None:
+        lines.append(f"threshold: {thr.value:.3g} ({thr.mode}, {thr.metric}) - {thr.reason}" if thr.reason else f"threshold: {thr.value:.3g} ({thr.mode})")
+    counts = tree.counts()
+    total = sum(counts.values())
+    lines.append(f"{total} vars: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+    if tree.comparison is not None:
+        for n in tree.comparison.notes:
+            lines.append(f"note: {n}")
+    roots = tree.roots()
+    if roots:
+        lines.append(f"roots ({len(roots)}, most likely origin first):")
+        for r in roots:
+            amp = "-" if r.amplification is None else ("inputs equal" if math.isinf(r.amplification) else f"x{r.amplification:.3g}")
+            lines.append(
+                f"  var {r.id:<6} {r.status:<14} {r.opr_type:<20} {r.name!r}  max_err={_g(r.max_err)}  "
+                f"input_max_err={_g(r.input_max_err)}  amplification={amp}" + (f"  ({r.note})" if r.note else "")
+            )
+    else:
+        lines.append("no root: every var agrees within the threshold" if not tree.diverged else "no root found")
+    rows = [d for d in tree.diffs if all_vars or d.status != "ok"]
+    if rows:
+        head = f"{'id':>6} {'status':<14} {'opr_type':<20} {'dtype':<10} {'max_err':>9} {'max_abs':>9} {'cosine':>10} {'ulp':>6} {'n_over':>8}  name"
+        lines.append(head)
+        for d in rows[:limit]:
+            lines.append(
+                f"{d.id:>6} {d.status:<14} {d.opr_type[:20]:<20} {d.dtype[:10]:<10} {_g(d.max_err):>9} {_g(d.max_abs_err):>9} "
+                f"{_g(d.cosine, '{:.7f}'):>10} {_g(d.max_ulp, '{}'):>6} {_g(d.n_over, '{}'):>8}  {d.name}"
+            )
+        if len(rows) > limit:
+            lines.append(f"... {len(rows) - limit} more (use --json for all)")
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = (
+    "id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "status", "max_err", "max_abs_err", "max_rel_err",
+    "mean_abs_err", "rmse", "cosine", "max_ulp", "n_over", "threshold", "worst_index", "worst_a", "worst_b", "note",
+)
+
+
+def render_csv(tree: Union[VarTree, Comparison]) -> str:
+    """One CSV row per var (execution order), the columns of :data:`CSV_FIELDS`."""
+    diffs = tree.diffs
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for d in diffs:
+        row = []
+        for f in CSV_FIELDS:
+            v = getattr(d, f)
+            if isinstance(v, tuple):
+                v = " ".join(str(x) for x in v)
+            elif isinstance(v, float):
+                v = repr(v) if math.isfinite(v) else str(v)
+            elif v is None:
+                v = ""
+            row.append(v)
+        w.writerow(row)
+    return buf.getvalue()
+
+
+# ============================================================================ compare_binary_iodump text
+
+
+@dataclass(frozen=True)
+class MegEntry:
+    """One failure printed by ``compare_binary_iodump``."""
+
+    kind: str  # "not equal" | "not finite" | "shape mismatch"
+    path: str
+    title_a: str
+    title_b: str
+    message: str  # the failure line as printed (leading space removed)
+    var_id: int
+    inputs: Tuple[int, ...]
+    input_index: Optional[int]  # k for an "inp<k>: " (MGB_DUMP_INPUT) title
+    name: str
+    opr: str
+    opr_type: str
+    dtype: str
+    shape: Tuple[int, ...]
+    line: int
+
+    @property
+    def src_info(self) -> str:
+        """The block accuracy_shake_var_tree shows for a node: both titles and the message."""
+        return f"{self.title_a}\n{self.title_b}\n {self.message}"
+
+
+@dataclass(frozen=True)
+class MegDiff:
+    """A parsed ``compare_binary_iodump`` output."""
+
+    path: Optional[Path]
+    entries: Tuple[MegEntry, ...]
+    #: the last line of a Python traceback in the text (the tool crashed), else None
+    crashed: Optional[str] = None
+
+
+_KINDS = (("not equal: ", "not equal", "divergent"), ("not finite: ", "not finite", "nonfinite"), ("shape mismatch: ", "shape mismatch", "shape_mismatch"))
+_TITLE_START = re.compile(r"(?:inp\d+: )?var=\{id:\d+,")
+_ID = re.compile(r"\{id:(\d+),")
+_SHAPE = re.compile(r"shape=(\([^)]*\))")
+
+
+def _title_fields(title: str) -> Tuple[int, Tuple[int, ...], Optional[int], str, str, str, str, Tuple[int, ...]]:
+    try:
+        var, inputs, k = parse_title(title)
+        return var.id, tuple(v.id for v in inputs), k, var.name, var.owner, var.opr_type, var.dtype, tuple(var.shape)
+    except (DumpFormatError, UsageError, ValueError):
+        # rewrapped names can lose or gain a space: fall back to the ids alone
+        ids = [int(x) for x in _ID.findall(title)]
+        if not ids:
+            raise
+        cut = title.find("owner_opr_inputs=")
+        ins = tuple(int(x) for x in _ID.findall(title[cut:])) if cut >= 0 else tuple(ids[1:])
+        m = re.match(r"inp(\d+): ", title)
+        return ids[0], ins, (int(m.group(1)) if m else None), "", "", "", "", ()
+
+
+def read_megengine_diff(path: PathLike, text: Optional[str] = None) -> MegDiff:
+    """Parse what ``python -m megengine.tools.compare_binary_iodump DIR0 DIR1`` printed.
+
+    Each failure is a ``<file>: `` line, the two titles wrapped at 70 columns (continuation
+    lines indented by two spaces), then `` not equal: ...``, `` not finite: ...`` or
+    `` shape mismatch: ...``. Wrapped lines are rejoined with one space.
+
+    Raises:
+        DumpFormatError: the file cannot be read, or a failure line has no titles before it.
+    """
+    p = Path(path)
+    if text is None:
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            raise DumpFormatError(p, None, "a readable compare_binary_iodump output", str(e)) from None
+    titles: List[str] = []
+    cur: Optional[List[str]] = None
+    file_path = ""
+    entries: List[MegEntry] = []
+    crashed: Optional[str] = None
+    in_tb = False
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.rstrip("\n")
+        if line.startswith("Traceback (most recent call last)"):
+            in_tb = True
+            continue
+        if in_tb:
+            if line and not line.startswith(" "):
+                crashed = line.strip()
+                in_tb = False
+            continue
+        hit = None
+        for marker, kind, _status in _KINDS:
+            if line.startswith(" " + marker) or (line.startswith(marker) and cur is not None):
+                hit = kind
+                break
+        if hit is not None:
+            if cur is not None:
+                titles.append(" ".join(cur))
+                cur = None
+            if len(titles) < 2:
+                raise DumpFormatError(p, None, f"two var titles before the '{hit}' line", f"line {lineno}: {line[:60]!r}")
+            ta, tb = titles[-2], titles[-1]
+            try:
+                vid, ins, k, name, opr, opr_type, dtype, shape = _title_fields(ta)
+            except (DumpFormatError, UsageError, ValueError):
+                raise DumpFormatError(p, None, "a var title with {id:N, ...}", f"line {lineno}: {ta[:60]!r}") from None
+            m = _SHAPE.search(line)
+            if not shape and m and hit == "not equal":
+                shape = tuple(int(x) for x in re.findall(r"\d+", m.group(1)))
+            entries.append(
+                MegEntry(
+                    kind=hit, path=file_path, title_a=ta, title_b=tb, message=line.strip(), var_id=vid, inputs=ins,
+                    input_index=k, name=name, opr=opr, opr_type=opr_type, dtype=dtype, shape=shape, line=lineno,
+                )
+            )
+            titles = []
+            file_path = ""
+            continue
+        if _TITLE_START.match(line):
+            if cur is not None:
+                titles.append(" ".join(cur))
+            cur = [line.strip()]
+            continue
+        if cur is not None and line.startswith("  "):
+            cur.append(line.strip())
+            continue
+        if line.endswith(": ") or line.endswith(":"):
+            if cur is not None:
+                titles.append(" ".join(cur))
+                cur = None
+            titles = []
+            file_path = line.rstrip()[:-1]
+            continue
+        # anything else (warnings, blank lines) is not part of an entry
+    return MegDiff(path=p, entries=tuple(entries), crashed=crashed)
+
+
+_FIRST = re.compile(r"nonequal_idx=(\([^)]*\)) v0=(\S+) v1=(\S+) err=(\S+)")
+
+
+def _entry_diff(e: MegEntry, index: int, status: str) -> VarDiff:
+    note = e.message
+    worst_index = worst_a = worst_b = None
+    m = _FIRST.search(e.message)
+    if m:
+        worst_index = tuple(int(x) for x in re.findall(r"-?\d+", m.group(1)))
+        try:
+            worst_a, worst_b = float(m.group(2)), float(m.group(3))
+        except ValueError:
+            worst_a = worst_b = None
+    return VarDiff(
+        id=e.var_id, name=e.name, opr=e.opr, opr_type=e.opr_type, dtype=e.dtype, shape=e.shape, inputs=e.inputs,
+        status=status, worst_index=worst_index, worst_a=worst_a, worst_b=worst_b, note=note, index=index,
+    )
+
+
+def tree_from_megengine_diff(path: PathLike, text: Optional[str] = None) -> Tuple[VarTree, MegDiff]:
+    """The :class:`VarTree` of a ``compare_binary_iodump`` output.
+
+    Every printed failure is a non-ok var (``not equal`` -> divergent, ``not finite`` ->
+    nonfinite, ``shape mismatch``); vars that were not printed passed the check and are ok.
+    ``inp<k>`` entries (MGB_DUMP_INPUT files) are read after the consumer ran, so an in-place
+    operator may have overwritten them: they only add a note to the var, never make one.
+    ``max_err`` is unknown (the tool prints only the first failing element, kept in ``note``
+    and ``worst_*``). Vars are in order of first appearance.
+    """
+    md = read_megengine_diff(path, text)
+    status_of = {k: s for _m, k, s in _KINDS}
+    diffs: Dict[int, VarDiff] = {}
+    inp_notes: Dict[int, List[str]] = {}
+    for e in md.entries:
+        if e.input_index is not None:
+            inp_notes.setdefault(e.var_id, []).append(f"also differs as input inp{e.input_index} in {e.path or 'an -inp file'}")
+            continue
+        if e.var_id in diffs:
+            continue
+        diffs[e.var_id] = _entry_diff(e, len(diffs), status_of[e.kind])
+    for vid, notes in inp_notes.items():
+        if vid in diffs:
+            d = diffs[vid]
+            diffs[vid] = replace(d, note="; ".join([d.note] + notes))
+    # producers before consumers, whatever order the files were printed in
+    g = nx.DiGraph()
+    g.add_nodes_from(diffs)
+    for d in diffs.values():
+        for u in d.inputs:
+            if u in diffs and u != d.id:
+                g.add_edge(u, d.id)
+    try:
+        order = list(nx.lexicographical_topological_sort(g))
+    except nx.NetworkXUnfeasible:
+        order = sorted(diffs)
+    ordered = [replace(diffs[v], index=i) for i, v in enumerate(order)]
+    tree = VarTree(ordered, threshold=None, source=str(path))
+    return tree, md
+
+
+# ============================================================================ accuracy_shake_var_tree compatibility
+
+
+class varNode:  # noqa: N801 - the name accuracy_shake_var_tree users already call
+    """A node of :func:`parse`, API-compatible with ``accuracy_shake_var_tree.varNode``.
+
+    Keys are ``"id:<n>"`` strings as there; :meth:`get_varNode` also takes ``"id::<n>"`` (the
+    form the MegEngine docs show) and plain ints.
+    """
+
+    var_node_dict: Dict[str, "varNode"] = {}
+    var_node_root_dict: Dict[str, "varNode"] = {}
+
+    def __init__(self, id: str, dependence_list: Sequence["varNode"] = (), src_info: str = "") -> None:  # noqa: A002
+        self.id = id
+        self.src_info = src_info
+        self.dependence_list: List[varNode] = list(dependence_list)
+        self.reference_list: List[varNode] = []
+        self.is_root = False
+        self.vitrual = not src_info  # (sic) True for nodes known only as a dependence
+
+    def __repr__(self) -> str:
+        return f"varNode({self.id!r}, root={self.is_root})"
+
+    @property
+    def var_id(self) -> int:
+        """The var id as an int."""
+        return int(self.id.split(":")[-1])
+
+    @staticmethod
+    def _key(id: Union[str, int]) -> str:  # noqa: A002
+        if isinstance(id, int):
+            return f"id:{id}"
+        m = re.fullmatch(r"\s*(?:id:{1,2})?\s*(\d+)\s*", str(id))
+        if not m:
+            raise KeyError(f"not a var id: {id!r} (use 'id:3', 'id::3' or 3)")
+        return f"id:{int(m.group(1))}"
+
+    @staticmethod
+    def get_varNode(id: Union[str, int]) -> "varNode":  # noqa: A002, N802
+        """The node of ``"id:3"``, ``"id::3"`` or ``3``."""
+        key = varNode._key(id)
+        try:
+            return varNode.var_node_dict[key]
+        except KeyError:
+            raise KeyError(f"{key} is not in the parsed diff ({len(varNode.var_node_dict)} vars)") from None
+
+    def get_dependence_list(self) -> List["varNode"]:  # noqa: N802
+        """The nodes this var depends on."""
+        return self.dependence_list
+
+    def get_reference_list(self) -> List["varNode"]:  # noqa: N802
+        """The nodes that depend on this var."""
+        return self.reference_list
+
+    def show_src_info(self) -> None:  # noqa: N802
+        """Print the titles and the failure message (what the original prints)."""
+        # writes to stdout on purpose: this is the original tool's public behaviour
+        sys.stdout.write(self.src_info + "\n")
+
+
+def parse(filename: PathLike) -> Dict[str, varNode]:
+    """Read a ``compare_binary_iodump`` output like ``accuracy_shake_var_tree.parse``.
+
+    Fills ``varNode.var_node_dict`` (every differing var and every var it depends on) and
+    ``varNode.var_node_root_dict`` and returns the latter: ``"id:<n>"`` -> node, most likely
+    origin first. Unlike the original, ``not finite`` and ``shape mismatch`` entries count,
+    consumers printed before producers work, every differing node keeps its source info, vars
+    without inputs can be roots, and ``-inp`` entries do not create false roots.
+    """
+    tree, md = tree_from_megengine_diff(filename)
+    varNode.var_node_dict.clear()
+    varNode.var_node_root_dict.clear()
+    src: Dict[int, str] = {}
+    for e in md.entries:
+        if e.input_index is None and e.var_id not in src:
+            src[e.var_id] = e.src_info
+    nodes: Dict[int, varNode] = {}
+
+    def get(vid: int) -> varNode:
+        n = nodes.get(vid)
+        if n is None:
+            n = varNode(f"id:{vid}", (), src.get(vid, ""))
+            nodes[vid] = n
+        return n
+
+    for d in tree.diffs:
+        n = get(d.id)
+        for u in d.inputs:
+            dep = get(u)
+            if dep not in n.dependence_list:
+                n.dependence_list.append(dep)
+                dep.reference_list.append(n)
+    for vid, n in nodes.items():
+        varNode.var_node_dict[n.id] = n
+    for r in tree.roots():
+        node = nodes[r.id]
+        node.is_root = True
+        varNode.var_node_root_dict[node.id] = node
+    return varNode.var_node_root_dict
+
+
+__all__ = [
+    "MegDiff",
+    "MegEntry",
+    "Root",
+    "VarTree",
+    "parse",
+    "read_megengine_diff",
+    "render_csv",
+    "render_table",
+    "to_report_json",
+    "tree_from_megengine_diff",
+    "varNode",
+]
