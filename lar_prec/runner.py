@@ -632,7 +632,7 @@ def run_once(
     cfg = get_config(config).with_extra(env=extra_env)
     lar_obj = resolve_load_and_run(lar)
     label = label or (cfg.name + ("-text" if text_dump else ""))
-    run_dir = new_run_dir(out_dir, label)
+    run_dir = new_run_dir(Path(out_dir).resolve(), label)
     dump_dir = None if text_dump else run_dir / "dump"
     text_path = run_dir / "io_dump.txt" if text_dump else None
     if isinstance(inputs, PreparedInputs):
