@@ -506,7 +506,12 @@ def machine_info() -> Dict[str, str]:
             commit += " (lar_prec/ has uncommitted changes)"
     except (OSError, subprocess.TimeoutExpired):
         commit = "unknown"
+    try:
+        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        load = "unknown"
     return {
+        "load": load,
         "cpu": cpu,
         "cores": str(os.cpu_count()),
         "ram": ram,
@@ -603,6 +608,8 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     L.append(f"- Python {machine['python']}, numpy {machine['numpy']}, networkx {machine['networkx']}, "
              f"megengine {machine['megengine']}, lar-prec {machine['lar-prec']}")
     L.append(f"- Options: `{' '.join(args.argv)}`")
+    L.append(f"- Load average (1, 5, 15 min) at the start: {machine['load']}; at the end: {machine.get('load_end', '?')}. "
+             "Other work on the machine slows both tools alike (they alternate) but lowers GB/s.")
     L.append("- Page cache: warm. Each command runs once untimed first; times are whole-process wall "
              "clock (start-up included), medians over the repeats, the two compare tools alternating.")
     L.append("")
@@ -827,6 +834,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
 
+    try:
+        machine["load_end"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        pass
     rows = targets(sections)
     total_s = time.perf_counter() - t_start
     text = render(args, machine, pairs, sections, rows, started, total_s)
