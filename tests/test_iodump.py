@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lar_prec.errors import DumpFolderError, DumpFormatError, LarPrecError, UsageError
 from lar_prec.iodump import (
@@ -258,7 +260,8 @@ def _bad(tmp_path, data: bytes, name: str = "00000b") -> DumpFormatError:
 def test_bad_files(tmp_path):
     title = format_title(make_var(11, (2, 3))).encode()
     good = header(len(title), 0, (2, 3)) + title + bytes(24)
-    read_binary_dump((tmp_path / "00000b").write_bytes(good) and tmp_path / "00000b")
+    (tmp_path / "00000b").write_bytes(good)
+    assert read_binary_dump(tmp_path / "00000b").shape == (2, 3)
 
     e = _bad(tmp_path, b"")
     assert e.offset == 0 and "empty file" in str(e)
@@ -282,6 +285,20 @@ def test_bad_files(tmp_path):
     e = _bad(tmp_path, good, name="00000b-inp1")
     assert "inp1: " in str(e)
     assert isinstance(e, LarPrecError) and isinstance(e, ValueError)
+
+
+def test_dtype_table_and_usage_errors(tmp_path):
+    assert sorted(DTYPES) == [*range(15), *range(100000, 100007)]
+    assert dtype_by_name("quantizeds8") is DTYPES[100002] and DTYPES[11].value_dtype() == np.float32
+    assert DTYPES[8].kind == "byte" and DTYPES[12].storage == np.bool_ and DTYPES[100003].bits == 4
+    with pytest.raises(UsageError, match="Float32"):
+        dtype_by_name("Float64")
+    with pytest.raises(UsageError, match="sub-byte"):
+        DTYPES[7].value_dtype()
+    d = read_binary_dump(write_var(tmp_path, make_var(1, (3,)), np.zeros(3, np.float32)))
+    with pytest.raises(UsageError, match="chunk size"):
+        next(d.chunks(0))
+    assert d.id == 1
 
 
 def test_writer_refuses_what_the_format_cannot_hold(tmp_path):
@@ -360,9 +377,6 @@ def test_folder_errors(tmp_path):
 
 
 # ----------------------------------------------------------------------------- hypothesis
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _RT_CODES = sorted(c for c, d in DTYPES.items() if d.storage is not None)
 # names: anything printable, including the grammar's own punctuation
