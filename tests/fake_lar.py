@@ -4,7 +4,7 @@
 Only the standard library: it must behave like a foreign program, not like lar-prec.
 
 * ``--version``: prints ``load_and_run (fake) 1.13.0`` and exits 0.
-* Otherwise it appends ``{"argv": [...], "env": {...}}`` to the JSON-lines file named by
+* Otherwise it appends ``{"args": argv[1:], "env": {...}}`` to the JSON-lines file named by
   ``FAKE_LAR_RECORD`` (env: MGB_USE_MEGDNN_DBG, MGB_DUMP_INPUT, FAKE_LAR_EXTRA when present).
 * Dumps: with ``--bin-io-dump DIR`` (any gflags spelling) it copies the files of the real dump
   folder ``FAKE_LAR_SOURCE_DUMP`` into DIR (which must exist, as for the real binary); with
@@ -44,7 +44,7 @@ def main():
     if record:
         env = {k: os.environ[k] for k in ("MGB_USE_MEGDNN_DBG", "MGB_DUMP_INPUT", "FAKE_LAR_EXTRA") if k in os.environ}
         with open(record, "a") as fh:
-            fh.write(json.dumps({"argv": sys.argv, "env": env}) + "\n")
+            fh.write(json.dumps({"args": argv, "env": env}) + "\n")
     mode = os.environ.get("FAKE_LAR_MODE", "ok")
     sys.stderr.write("load model: 1.000ms\n")
     if mode == "exit1":
