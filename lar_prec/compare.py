@@ -621,6 +621,8 @@ def _finish(acc: _Acc, base: Dict[str, object], shape: Tuple[int, ...], **extra:
         # counted in this pass against a threshold known up front; apply_threshold keeps it
         fields["n_over"] = acc.n_over
         fields["threshold"] = acc.count_over
+        if acc.count_over == 0:
+            fields["n_diff"] = acc.n_diff
     notes = [str(fields.get("note") or "")]
     if acc.n_nonfinite:
         j, x, y = acc.first_nonfinite or (0, float("nan"), float("nan"))
@@ -778,7 +780,9 @@ def _compare_raw(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk:
                 ndiff += int(np.count_nonzero(np.frombuffer(x, np.uint8) != np.frombuffer(y, np.uint8)))
             left -= k
     note = f"{da.dtype.name} values are not decoded; raw bytes compared ({ndiff} byte(s) differ)"
-    return VarDiff(**base, status="ok", note=note, n_diff=ndiff, n_over=ndiff)  # type: ignore[arg-type]
+    fields = dict(base)
+    fields["note"] = "; ".join(x for x in (str(fields.get("note") or ""), note) if x)
+    return VarDiff(**fields, status="ok", n_diff=ndiff, n_over=ndiff)  # type: ignore[arg-type]
 
 
 def _compare_var(

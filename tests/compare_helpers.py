@@ -1,0 +1,139 @@
+"""Helpers shared by test_compare.py, test_vartree.py and test_cli_compare.py.
+
+Two kinds of dump folders: small hand-built graphs written with ``iodump.write_binary_dump``
+(for format corners and exact graph shapes), and copies of real dumps with a fault injected
+into one var and carried into everything downstream of it.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from lar_prec.iodump import DumpFolder, VarInfo, contiguous_layout, dump_file_name, format_title, read_binary_dump, write_binary_dump
+
+CN = 'CompNode("cpu0:0" from "cpu0:0")'
+
+#: cases whose every var is float32 (the auto threshold must stay quiet on naive vs default)
+FLOAT32_CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "fastrun_shake")
+
+
+def var_info(vid: int, shape: Sequence[int], dtype: str = "Float32", opr_type: str = "Elemwise", name: Optional[str] = None) -> VarInfo:
+    """A VarInfo as MegEngine writes it (contiguous layout, cpu0, operator id = var id - 1)."""
+    shape = tuple(int(x) for x in shape)
+    return VarInfo(
+        id=vid,
+        name=name if name is not None else f"v{vid}",
+        owner=f"opr{vid}[{vid - 1}]",
+        opr_type=opr_type,
+        opr_id=vid - 1,
+        dtype=dtype,
+        shape=shape,
+        layout=contiguous_layout(shape, dtype) if shape else None,
+        slot=0,
+        comp_node=CN,
+        storage="s",
+    )
+
+
+class GraphDump:
+    """Write a hand-built graph into a dump folder: ``add(vid, values, inputs=(...))``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.infos: Dict[int, VarInfo] = {}
+
+    def add(self, vid: int, values: np.ndarray, inputs: Iterable[int] = (), dtype: Optional[str] = None,
+            opr_type: str = "Elemwise", name: Optional[str] = None, shape: Optional[Sequence[int]] = None) -> Path:
+        arr = np.asarray(values)
+        if dtype is None:
+            dtype = {np.dtype(np.float32): "Float32", np.dtype(np.float16): "Float16", np.dtype(np.int32): "Int32",
+                     np.dtype(np.bool_): "Bool", np.dtype(np.uint8): "Uint8", np.dtype(np.int8): "Int8"}[arr.dtype]
+        shp = tuple(arr.shape) if shape is None else tuple(shape)
+        info = var_info(vid, shp, dtype, opr_type, name)
+        self.infos[vid] = info
+        ins = [self.infos[i] if i in self.infos else var_info(i, (1,)) for i in inputs]
+        return write_binary_dump(self.folder / dump_file_name(vid), arr, format_title(info, ins), dtype, shape=shape)
+
+
+def consumers_map(folder: DumpFolder) -> Dict[int, List[int]]:
+    """Var id -> ids of the dumped vars that read it."""
+    users: Dict[int, List[int]] = {}
+    for v in folder.ids:
+        for u in folder.inputs_of(v):
+            users.setdefault(u, []).append(v)
+    return users
+
+
+def downstream(folder: DumpFolder, var_id: int) -> Set[int]:
+    """``var_id`` and every dumped var that depends on it."""
+    users = consumers_map(folder)
+    seen = {var_id}
+    todo = [var_id]
+    while todo:
+        v = todo.pop()
+        for w in users.get(v, ()):
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return seen
+
+
+def inject_fault(src: Path, dst: Path, var_id: int, rel: float, *, only: bool = False) -> Set[int]:
+    """Copy dump folder ``src`` to ``dst`` and multiply var ``var_id`` by ``1 + rel``, and
+    (unless ``only``) every float var downstream of it too, nothing recomputed: the fault is
+    born at ``var_id`` and carried everywhere it flows. Titles are kept. Returns the ids changed."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    folder = DumpFolder(dst)
+    ids = {var_id} if only else downstream(folder, var_id)
+    changed = set()
+    for v in ids:
+        d = folder[v]
+        if d.dtype.kind != "float":
+            continue
+        x = np.array(d.array(), dtype=np.float32)
+        y = (x * np.float32(1 + rel)).astype(d.dtype.storage if d.dtype.name != "BFloat16" else np.float32)
+        write_binary_dump(d.path, y, d.title, d.dtype.code)
+        changed.add(v)
+    return changed
+
+
+def computed_float_vars(folder: DumpFolder) -> List[int]:
+    """Ids of float vars produced by an operator (not inputs or constants) with nonzero values."""
+    out = []
+    for v in folder.ids:
+        d = folder[v]
+        if d.dtype.kind != "float" or d.var.opr_type in ("Host2DeviceCopy", "ImmutableTensor"):
+            continue
+        if float(np.abs(np.asarray(d.array(), dtype=np.float32)).max()) == 0:
+            continue
+        out.append(v)
+    return out
+
+
+def pick_spread(ids: Sequence[int], k: int = 3) -> Tuple[int, ...]:
+    """``k`` ids spread over the list: first, middle(s), last."""
+    if len(ids) <= k:
+        return tuple(ids)
+    idx = sorted({round(i * (len(ids) - 1) / (k - 1)) for i in range(k)})
+    return tuple(ids[i] for i in idx)
+
+
+def copy_dump(src: Path, dst: Path) -> Path:
+    """A plain copy of a dump folder."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    return dst
+
+
+def rewrite_var(folder: Path, var_id: int, values: np.ndarray, dtype: Optional[str] = None) -> None:
+    """Replace the values of one var in ``folder`` (same title)."""
+    p = folder / dump_file_name(var_id)
+    d = read_binary_dump(p)
+    write_binary_dump(p, values, d.title, dtype if dtype is not None else d.dtype.code)

@@ -1,0 +1,478 @@
+"""Tests of lar_prec.compare: per-var metrics, statuses, thresholds, streaming.
+
+Metric checks compare the streamed, chunked results against plain numpy on the same
+arrays; MegEngine's own ``compare_binary_iodump`` is the oracle for ``max_err`` and for the
+``--format megengine`` text on real dumps of the built cases.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compare_helpers import FLOAT32_CASES, GraphDump, computed_float_vars, copy_dump, inject_fault, pick_spread, rewrite_var
+from lar_prec.compare import (
+    DEFAULT_CHUNK,
+    Threshold,
+    choose_threshold,
+    compare_arrays,
+    compare_folders,
+    megengine_text,
+    parse_threshold,
+)
+from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
+from lar_prec.iodump import DumpFolder, dump_file_name, write_binary_dump
+
+PY = sys.executable
+
+
+def mge_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """compare_binary_iodump's element error, computed the way it does (float32)."""
+    v0 = np.ascontiguousarray(a, dtype=np.float32)
+    v1 = np.ascontiguousarray(b, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        vdiv = np.max([np.abs(v0), np.abs(v1), np.ones_like(v0)], axis=0)
+        return np.abs(v0 - v1) / vdiv
+
+
+def pair(tmp_path: Path, a: np.ndarray, b: np.ndarray, **kw) -> tuple:
+    ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+    ga.add(3, a, **kw)
+    gb.add(3, b, **kw)
+    return ga.folder, gb.folder
+
+
+# ============================================================================ metrics
+
+
+def test_metrics_match_numpy_reference(tmp_path):
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((4, 5, 33)) * 3).astype(np.float32)
+    b = (a * (1 + rng.standard_normal(a.shape) * 1e-5)).astype(np.float32)
+    da, db = pair(tmp_path, a, b)
+    d = compare_folders(da, db, chunk_elements=97)[3]
+    err = mge_err(a, b)
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    diff = np.abs(x - y)
+    assert d.max_err == float(err.max())
+    assert d.worst_index == tuple(int(i) for i in np.unravel_index(err.argmax(), a.shape))
+    assert d.worst_a == float(a[d.worst_index]) and d.worst_b == float(b[d.worst_index])
+    assert d.max_abs_err == pytest.approx(float(diff.max()), rel=1e-6)
+    assert d.mean_abs_err == pytest.approx(float(diff.mean()), rel=1e-5)
+    assert d.rmse == pytest.approx(float(np.sqrt((diff**2).mean())), rel=1e-5)
+    m = np.maximum(np.abs(x), np.abs(y))
+    assert d.max_rel_err == pytest.approx(float((diff / m).max()), rel=1e-5)
+    cos = float(np.dot(x.ravel(), y.ravel()) / np.linalg.norm(x) / np.linalg.norm(y))
+    assert d.cosine == pytest.approx(cos, abs=1e-12)
+    ua = a.view(np.int32).astype(np.int64)
+    ub = b.view(np.int32).astype(np.int64)
+    ua = np.where(ua < 0, -(ua & 0x7FFFFFFF) - 1, ua)
+    ub = np.where(ub < 0, -(ub & 0x7FFFFFFF) - 1, ub)
+    assert d.max_ulp == int(np.abs(ua - ub).max())
+    assert d.scale == float(m.max())
+    assert d.size == a.size and d.shape == a.shape
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=st.integers(1, 300),
+    chunk=st.integers(1, 64),
+    noise=st.sampled_from([0.0, 1e-7, 1e-3, 1.0]),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_chunking_does_not_change_results(tmp_path_factory, n, chunk, noise, seed):
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 1e3])).astype(np.float32)
+    b = (a + rng.standard_normal(n) * noise * np.abs(a)).astype(np.float32)
+    tmp = tmp_path_factory.mktemp("chunk")
+    da, db = pair(tmp, a, b)
+    one = compare_folders(da, db, chunk_elements=1 << 16)[3]
+    many = compare_folders(da, db, chunk_elements=chunk)[3]
+    assert one.max_err == many.max_err == float(mge_err(a, b).max())
+    assert one.worst_index == many.worst_index
+    assert one.max_ulp == many.max_ulp
+    assert one.max_abs_err == many.max_abs_err
+    assert one.status == many.status
+    for f in ("mean_abs_err", "rmse", "cosine"):
+        assert getattr(one, f) == pytest.approx(getattr(many, f), rel=1e-6, abs=1e-12)
+
+
+def test_identical_tensors_are_ok_with_zero_error(tmp_path):
+    a = np.linspace(-2, 2, 1000, dtype=np.float32).reshape(10, 100)
+    d = compare_folders(*pair(tmp_path, a, a.copy()), chunk_elements=128)[3]
+    assert d.status == "ok"
+    assert (d.max_err, d.max_abs_err, d.max_ulp, d.n_over) == (0.0, 0.0, 0, 0)
+    assert d.cosine == pytest.approx(1.0, abs=1e-15)
+    assert d.scale == 2.0
+
+
+def test_nan_in_the_same_place_is_equal(tmp_path):
+    a = np.arange(12, dtype=np.float32)
+    a[[2, 7]] = np.nan
+    a[5] = np.inf
+    b = a.copy()
+    b[0] += 1e-6  # a tiny real difference in the finite part
+    d = compare_folders(*pair(tmp_path, a, b))[3]
+    assert d.status == "ok"
+    assert d.n_nonfinite == 0
+    assert d.max_err == float(np.nanmax(np.where(np.isfinite(a), mge_err(a, b), np.nan)))
+
+
+@pytest.mark.parametrize(
+    "va, vb",
+    [(np.nan, 1.0), (1.0, np.inf), (np.inf, -np.inf), (np.nan, np.inf), (2.0, np.nan)],
+)
+def test_nonfinite_on_one_side_is_nonfinite(tmp_path, va, vb):
+    a = np.ones((3, 4), np.float32)
+    b = a.copy()
+    a[1, 2] = va
+    b[1, 2] = vb
+    d = compare_folders(*pair(tmp_path, a, b))[3]
+    assert d.status == "nonfinite"
+    assert d.n_nonfinite == 1
+    assert "(1, 2)" in d.note
+    assert d.max_err == 0.0  # the finite part agrees
+
+
+def test_float32_overflow_of_the_difference_is_finite(tmp_path):
+    a = np.array([3e38, 1.0], np.float32)
+    b = np.array([-3e38, 1.0], np.float32)
+    d = compare_folders(*pair(tmp_path, a, b))[3]
+    assert d.status == "divergent"
+    assert d.max_err == pytest.approx(2.0)
+    assert math.isfinite(d.max_abs_err)
+
+
+def test_float16_metrics_and_ulps(tmp_path):
+    a = np.array([1.0, 2.0, -0.5, 1000.0], np.float16)
+    b = np.array([1.0, np.nextafter(np.float16(2.0), np.float16(3.0)), -0.5, 1000.0], np.float16)
+    d = compare_folders(*pair(tmp_path, a, b))[3]
+    assert d.dtype == "Float16"
+    assert d.max_ulp == 1
+    assert d.max_err == float(mge_err(a, b).max())
+    assert d.status == "ok"  # one ulp of float16 is below its noise floor
+
+
+def test_bfloat16_ulps(tmp_path):
+    a = np.array([1.0, 2.0, 3.0], np.float32)
+    ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+    bits = ((a.view(np.uint32) >> 16)).astype(np.uint16)
+    ga.add(3, bits, dtype="BFloat16")
+    gb.add(3, bits + np.uint16(2), dtype="BFloat16")
+    d = compare_folders(ga.folder, gb.folder)[3]
+    assert d.dtype == "BFloat16"
+    assert d.max_ulp == 2
+
+
+def test_integers_compare_exactly_even_beyond_float32(tmp_path):
+    a = np.array([1 << 25, 5, -7], np.int32)
+    b = a.copy()
+    b[0] += 1  # float32 cannot see this difference
+    d = compare_folders(*pair(tmp_path, a, b), threshold=1e-3)[3]
+    assert d.status == "divergent"
+    assert d.n_diff == 1 and d.n_over == 1
+    assert d.max_ulp is None
+    assert d.max_abs_err == 1.0
+    same = compare_folders(*pair(tmp_path / "s", a, a.copy()))[3]
+    assert same.status == "ok" and same.n_diff == 0
+
+
+def test_bool_compares_by_xor(tmp_path):
+    a = np.array([True, False, True, True])
+    b = np.array([True, True, True, False])
+    d = compare_folders(*pair(tmp_path, a, b))[3]
+    assert d.dtype == "Bool"
+    assert d.status == "divergent"
+    assert d.n_diff == int(np.count_nonzero(a ^ b))
+
+
+def test_quantized_is_raw_exact_and_scale_unknown(tmp_path):
+    a = np.array([[1, -3, 127]], np.int8)
+    b = np.array([[1, -2, 127]], np.int8)
+    d = compare_folders(*pair(tmp_path, a, b, dtype="QuantizedS8"))[3]
+    assert d.scale_unknown
+    assert "scale unknown" in d.note
+    assert d.status == "divergent" and d.n_diff == 1
+    ok = compare_folders(*pair(tmp_path / "s", a, a.copy(), dtype="QuantizedS8"))[3]
+    assert ok.status == "ok" and ok.scale_unknown
+
+
+def test_lowbit_compares_raw_bytes(tmp_path):
+    raw_a = np.array([0x12, 0x34], np.uint8)
+    raw_b = np.array([0x12, 0x35], np.uint8)
+    d = compare_folders(*pair(tmp_path, raw_a, raw_b, dtype="IntB4", shape=(4,)))[3]
+    assert d.status == "divergent"
+    assert d.max_err is None
+    assert "not decoded" in d.note
+
+
+def test_scalar_var(tmp_path):
+    a = np.array(1.5, np.float32)
+    d = compare_folders(*pair(tmp_path, a, np.array(1.5 + 1e-3, np.float32)))[3]
+    assert d.shape == () and d.worst_index == ()
+    assert d.status == "divergent"
+
+
+# ============================================================================ structure
+
+
+def test_shape_dtype_missing_and_one_bad_var_does_not_stop(tmp_path):
+    ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+    x = np.ones((2, 3), np.float32)
+    ga.add(3, x)
+    gb.add(3, x)
+    ga.add(5, x, inputs=[3])
+    gb.add(5, np.ones((3, 2), np.float32), inputs=[3])
+    ga.add(7, x, inputs=[5])
+    gb.add(7, x.astype(np.float16), inputs=[5])
+    ga.add(9, x, inputs=[7])  # only in A
+    ga.add(10, x, inputs=[9])
+    gb.add(10, x * 2, inputs=[9])
+    gb.add(12, x, inputs=[10])  # only in B
+    cmp = compare_folders(ga.folder, gb.folder)
+    st = {d.id: d.status for d in cmp}
+    assert st == {3: "ok", 5: "shape_mismatch", 7: "dtype_mismatch", 9: "missing", 10: "divergent", 12: "missing"}
+    assert cmp[5].shape == (2, 3) and cmp[5].shape_b == (3, 2)
+    assert cmp[7].dtype_b == "Float16" and cmp[7].max_err == 0.0
+    assert cmp[9].only_in == "a" and cmp[12].only_in == "b"
+    assert list(cmp.ids) == [3, 5, 7, 9, 10, 12]
+    assert cmp.diverged
+    assert cmp.counts()["missing"] == 2
+
+
+def test_execution_order_is_topological_not_by_name(tmp_path):
+    g = {k: GraphDump(tmp_path / k) for k in "ab"}
+    for gd in g.values():
+        x = np.ones(4, np.float32)
+        gd.add(20, x)
+        gd.add(4, x, inputs=[20])  # a consumer with a smaller id than its input
+        gd.add(9, x, inputs=[4])
+    assert list(compare_folders(g["a"].folder, g["b"].folder).ids) == [20, 4, 9]
+
+
+def test_folder_errors(tmp_path):
+    ga = GraphDump(tmp_path / "a")
+    ga.add(3, np.ones(3, np.float32))
+    with pytest.raises(DumpFolderError, match="does not exist"):
+        compare_folders(ga.folder, tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DumpFolderError, match="no binary dump files in .*empty"):
+        compare_folders(ga.folder, tmp_path / "empty")
+    gc = GraphDump(tmp_path / "c")
+    gc.add(4, np.ones(3, np.float32))
+    with pytest.raises(DumpFolderError, match="no var in common"):
+        compare_folders(ga.folder, gc.folder)
+    gd = GraphDump(tmp_path / "d")
+    gd.add(3, np.ones(3, np.float32))
+    bad = gd.folder / dump_file_name(3)
+    bad.write_bytes(bad.read_bytes()[:-2])  # truncated data
+    with pytest.raises(DumpFormatError, match="000003"):
+        compare_folders(ga.folder, gd.folder)
+
+
+def test_bad_arguments():
+    with pytest.raises(UsageError, match="auto"):
+        parse_threshold("abc")
+    with pytest.raises(UsageError):
+        parse_threshold(-1)
+    with pytest.raises(UsageError):
+        compare_folders(".", ".", chunk_elements=0)
+
+
+def test_jobs_give_the_same_result(tmp_path):
+    rng = np.random.default_rng(5)
+    ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+    prev = ()
+    for v in range(3, 40):
+        a = rng.standard_normal(500).astype(np.float32)
+        ga.add(v, a, inputs=prev)
+        gb.add(v, (a * (1 + 1e-3 * (v % 3 == 0))).astype(np.float32), inputs=prev)
+        prev = (v,)
+    one = compare_folders(ga.folder, gb.folder, jobs=1, chunk_elements=64)
+    two = compare_folders(ga.folder, gb.folder, jobs=3, chunk_elements=64)
+    assert one.diffs == two.diffs
+
+
+def test_progress_hook_reaches_total(tmp_path):
+    seen = []
+    da, db = pair(tmp_path, np.ones(100, np.float32), np.ones(100, np.float32))
+    compare_folders(da, db, on_progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1][0] == seen[-1][1] > 0
+
+
+def test_compare_arrays_in_memory():
+    a = np.linspace(0, 1, 50, dtype=np.float32)
+    d = compare_arrays(a, a * np.float32(1.01), threshold=1e-3)
+    assert d.status == "divergent" and d.n_over == int(np.count_nonzero(mge_err(a, a * np.float32(1.01)) > np.float32(1e-3)))
+    assert compare_arrays(a, a).status == "ok"
+
+
+# ============================================================================ thresholds
+
+
+def test_fixed_threshold_counts_and_boundary(tmp_path):
+    a = np.array([1.0, 2.0, 4.0, 8.0], np.float32)
+    b = a * np.float32(1 + 2e-3)
+    err = mge_err(a, b)
+    da, db = pair(tmp_path, a, b)
+    d = compare_folders(da, db, threshold=float(err.max()))[3]
+    assert d.status == "ok"  # `err > max_err`, as compare_binary_iodump
+    d = compare_folders(da, db, threshold=float(np.nextafter(err.max(), np.float32(0))))[3]
+    assert d.status == "divergent" and d.n_over == int(np.count_nonzero(err == err.max()))
+
+
+def test_bitwise_threshold_zero(tmp_path):
+    a = np.ones(10, np.float32)
+    b = a.copy()
+    b[4] = np.nextafter(np.float32(1), np.float32(2))
+    d = compare_folders(*pair(tmp_path, a, b), threshold=0)[3]
+    assert d.status == "divergent" and d.n_over == 1 and d.n_diff == 1 and d.max_ulp == 1
+    assert compare_folders(*pair(tmp_path / "s", a, a.copy()), threshold=Threshold.fixed(0.0))[3].status == "ok"
+
+
+def test_with_threshold_rejudges_and_recounts(tmp_path):
+    a = np.linspace(1, 2, 200, dtype=np.float32)
+    b = a.copy()
+    b[::7] *= np.float32(1 + 1e-4)
+    cmp = compare_folders(*pair(tmp_path, a, b))
+    assert cmp[3].status == "divergent" and cmp.threshold.mode == "auto"
+    assert cmp[3].n_over == int(np.count_nonzero(mge_err(a, b) > np.float32(cmp[3].threshold)))
+    loose = cmp.with_threshold(1e-3)
+    assert loose[3].status == "ok" and loose[3].n_over == 0 and loose.threshold.mode == "fixed"
+    tight = cmp.with_threshold("1e-6")
+    assert tight[3].n_over == int(np.count_nonzero(mge_err(a, b) > np.float32(1e-6)))
+
+
+def test_auto_threshold_scales_with_magnitude(tmp_path):
+    # a var whose values are all ~0.01: a 1e-4 relative change is 1e-6 absolute, below the
+    # float32 band, and still found because the threshold scales with the var's magnitude
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal(1000) * 0.01).astype(np.float32)
+    d = compare_folders(*pair(tmp_path, a, (a * np.float32(1 + 1e-4)).astype(np.float32)))[3]
+    assert d.max_err < 5e-6
+    assert d.status == "divergent"
+    assert d.threshold == pytest.approx(choose_threshold([d]).for_dtype("Float32") * d.scale)
+
+
+def test_auto_threshold_band_and_reason(tmp_path):
+    a = np.ones(10, np.float32)
+    cmp = compare_folders(*pair(tmp_path, a, a))
+    thr = cmp.threshold
+    assert thr.mode == "auto" and thr.metric == "megengine_rel" and thr.scaled
+    assert 2e-6 < thr.value < 1e-5
+    assert "Float32" in thr.reason and "band" in thr.reason
+    assert thr.for_dtype("Int32") == 0.0
+    f16 = thr.for_dtype("Float16")
+    assert 2**-10 < f16 < 1e-2
+
+
+# ============================================================================ real dumps
+
+
+@pytest.fixture(scope="module")
+def real_pairs(lar_dump):
+    """Naive and default binary dumps of every float32 case (plus fp16, int_ops, quantized)."""
+    out = {}
+    for case in FLOAT32_CASES + ("fp16", "int_ops", "quantized"):
+        out[case] = (lar_dump(case, "naive"), lar_dump(case, "default"))
+    return out
+
+
+@pytest.mark.megengine
+def test_naive_vs_default_is_quiet_under_auto(real_pairs):
+    for case, (naive, default) in real_pairs.items():
+        cmp = compare_folders(naive, default)
+        bad = [(d.id, d.status, d.max_err, d.threshold) for d in cmp if d.status != "ok"]
+        assert bad == [], f"{case}: {bad} ({cmp.threshold.reason})"
+        assert len(cmp) == len(DumpFolder(naive))
+
+
+@pytest.mark.megengine
+def test_float32_noise_is_real_and_below_threshold(real_pairs):
+    # the comparison is not trivially quiet: naive and default really differ in float32
+    worst = 0.0
+    for case in FLOAT32_CASES:
+        cmp = compare_folders(*real_pairs[case])
+        worst = max(worst, max(d.norm_err or 0.0 for d in cmp))
+        assert max(d.max_err or 0.0 for d in cmp) > 0, case
+    assert 1e-7 < worst < compare_folders(*real_pairs["cnn"]).threshold.value
+
+
+@pytest.mark.megengine
+def test_max_err_matches_compare_binary_iodump_check(real_pairs):
+    """MegEngine's own check(): passes at our max_err, fails one float32 step below it."""
+    from megengine.tools.compare_binary_iodump import check, load_tensor_binary
+
+    for case in ("cnn", "attention"):
+        naive, default = real_pairs[case]
+        cmp = compare_folders(naive, default)
+        for d in cmp:
+            if not d.max_err:
+                continue
+            v0, _ = load_tensor_binary(str(Path(naive) / dump_file_name(d.id)))
+            v1, _ = load_tensor_binary(str(Path(default) / dump_file_name(d.id)))
+            check(v0, v1, "x", d.max_err)
+            with pytest.raises(AssertionError, match="not equal"):
+                check(v0, v1, "x", float(np.nextafter(np.float32(d.max_err), np.float32(0))))
+
+
+def _mge_compare(a: Path, b: Path, e: float) -> str:
+    p = subprocess.run([PY, "-m", "megengine.tools.compare_binary_iodump", str(a), str(b), "-e", repr(e)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p.stdout
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("case", ["cnn", "attention", "fastrun_shake"])
+def test_megengine_format_is_byte_identical(real_pairs, tmp_path, case):
+    naive, default = real_pairs[case]
+    faulty = tmp_path / "faulty"
+    victim = pick_spread(computed_float_vars(DumpFolder(default)))[1]
+    inject_fault(Path(default), faulty, victim, 1e-2)
+    for a, b, e in ((naive, default, 1e-7), (naive, faulty, 1e-3), (naive, faulty, 1e-6)):
+        ours = "".join(block + "\n" for block in megengine_text(compare_folders(a, b, threshold=e)))
+        assert ours == _mge_compare(Path(a), Path(b), e)
+
+
+@pytest.mark.megengine
+def test_megengine_format_with_input_dumps(lar_dump):
+    """MGB_DUMP_INPUT folders: the -inp files are paired and printed like the original."""
+    naive = lar_dump("cnn", "naive", env={"MGB_DUMP_INPUT": "1"})
+    default = lar_dump("cnn", "default", env={"MGB_DUMP_INPUT": "1"})
+    assert DumpFolder(naive).input_files
+    cmp = compare_folders(naive, default, threshold=1e-7)
+    ours = "".join(block + "\n" for block in megengine_text(cmp))
+    assert ours == _mge_compare(Path(naive), Path(default), 1e-7)
+    assert "-inp" in ours
+
+
+@pytest.mark.megengine
+def test_real_int_and_quantized_cases(real_pairs, tmp_path):
+    for case in ("int_ops", "quantized"):
+        naive, default = real_pairs[case]
+        cmp = compare_folders(naive, default)
+        kinds = {d.dtype for d in cmp}
+        assert not cmp.diverged, case
+        if case == "quantized":
+            q = [d for d in cmp if d.dtype.startswith("Quantized")]
+            assert q and all(d.scale_unknown for d in q)
+        else:
+            assert {"Int32", "Bool"} <= kinds
+    # one flipped Bool element diverges exactly there
+    naive, default = real_pairs["int_ops"]
+    bad = copy_dump(Path(default), tmp_path / "int_bad")
+    bvar = next(d for d in compare_folders(naive, default) if d.dtype == "Bool")
+    vals = np.array(DumpFolder(bad)[bvar.id].array())
+    vals.flat[3] = not vals.flat[3]
+    rewrite_var(bad, bvar.id, vals)
+    d = compare_folders(naive, bad)[bvar.id]
+    assert d.status == "divergent" and d.n_diff == 1
+    assert d.worst_index == tuple(int(i) for i in np.unravel_index(3, vals.shape))
