@@ -71,7 +71,7 @@ class Proc:
     argv: List[str]
     returncode: int
     seconds: float
-    maxrss_mb: float                      # ru_maxrss from wait4: the largest single process
+    maxrss_mb: float                      # peak RSS of the command's process from the OS (GNU time %M)
     tree_peak_mb: Optional[float] = None  # sampled sum of VmRSS over the process tree
     tree_peak_anon_mb: Optional[float] = None  # same, anonymous memory only (no mapped file pages)
     stderr_tail: str = ""
@@ -122,7 +122,7 @@ class _Sampler(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             rss = anon = 0
-            for p in _descendants(self.pid):
+            for p in _descendants(self.pid)[1:]:  # [0] is the GNU time / launcher wrapper
                 r, a = _rss_kb(p)
                 rss += r
                 anon += a
@@ -131,33 +131,66 @@ class _Sampler(threading.Thread):
             self.stop.wait(self.interval)
 
 
+_TIME = "/usr/bin/time"
+# Fallback when GNU time is missing: a small launcher that forks, execs and reports
+# ru_maxrss of that child only. (wait4 on a child of this process would not do: Linux keeps
+# the pre-exec high-water mark, i.e. the RSS of this benchmark process, in ru_maxrss.)
+_LAUNCHER = (
+    "import os,sys\n"
+    "out=sys.argv[1]; argv=sys.argv[2:]\n"
+    "pid=os.fork()\n"
+    "if pid==0:\n"
+    "    try: os.execvp(argv[0], argv)\n"
+    "    finally: os._exit(127)\n"
+    "_,st,ru=os.wait4(pid,0)\n"
+    "open(out,'w').write(str(ru.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(st) & 255)\n"
+)
+
+
+def rss_method() -> str:
+    """How peak RSS is measured on this machine (for the report)."""
+    if os.access(_TIME, os.X_OK):
+        return "GNU time `%M` (/usr/bin/time -f %M)"
+    return "ru_maxrss from a fork+exec launcher (its own ~10 MB pre-exec RSS may be included)"
+
+
 def run_proc(argv: Sequence[str], *, stdout: Optional[Path] = None, sample: bool = False,
              timeout: float = 3600.0, env: Optional[Dict[str, str]] = None) -> Proc:
-    """Run ``argv`` to the end; wall time, peak RSS from the OS (wait4), optional tree sampling.
+    """Run ``argv`` to the end; wall time, peak RSS from the OS, optional tree sampling.
 
     stdout goes to ``stdout`` (a file) or /dev/null: MegEngine's script prints a page per
     divergent var and a terminal would slow it down; stderr is kept for error messages.
     """
-    with tempfile.TemporaryFile() as err, (open(stdout, "wb") if stdout else open(os.devnull, "wb")) as out:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(list(argv), stdout=out, stderr=err, cwd=ROOT, env=env)
-        sampler = _Sampler(p.pid) if sample else None
-        if sampler:
-            sampler.start()
-        timer = threading.Timer(timeout, lambda: os.kill(p.pid, signal.SIGKILL))
-        timer.start()
+    with tempfile.TemporaryDirectory() as tmp:
+        rss_file = Path(tmp) / "maxrss"
+        if os.access(_TIME, os.X_OK):
+            full = [_TIME, "-f", "%M", "-o", str(rss_file), *argv]
+        else:
+            full = [PY, "-I", "-S", "-c", _LAUNCHER, str(rss_file), *argv]
+        with open(Path(tmp) / "stderr", "w+b") as err, (open(stdout, "wb") if stdout else open(os.devnull, "wb")) as out:
+            t0 = time.perf_counter()
+            p = subprocess.Popen(full, stdout=out, stderr=err, cwd=ROOT, env=env, start_new_session=True)
+            sampler = _Sampler(p.pid) if sample else None
+            if sampler:
+                sampler.start()
+            timer = threading.Timer(timeout, lambda: os.killpg(p.pid, signal.SIGKILL))
+            timer.start()
+            try:
+                p.wait()
+            finally:
+                timer.cancel()
+            seconds = time.perf_counter() - t0
+            if sampler:
+                sampler.stop.set()
+                sampler.join()
+            err.seek(0)
+            tail = err.read()[-3000:].decode("utf-8", "replace")
         try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            timer.cancel()
-        seconds = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if sampler:
-            sampler.stop.set()
-            sampler.join()
-        err.seek(0)
-        tail = err.read()[-3000:].decode("utf-8", "replace")
-    return Proc(list(argv), p.returncode, seconds, usage.ru_maxrss / 1024.0,
+            maxrss_kb = float(rss_file.read_text().split()[-1])
+        except (OSError, ValueError, IndexError):
+            maxrss_kb = float("nan")
+    return Proc(list(argv), p.returncode, seconds, maxrss_kb / 1024.0,
                 sampler.peak_kb / 1024.0 if sampler else None,
                 sampler.peak_anon_kb / 1024.0 if sampler else None, tail)
 
@@ -229,46 +262,64 @@ def _count_lar_divergent(json_path: Path) -> Optional[int]:
         return None
 
 
+def _lar_jobs_option() -> Optional[str]:
+    """The spelling of `lar-prec compare`'s parallelism option, if it has one."""
+    try:
+        text = subprocess.run(LAR + ["compare", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return "--jobs" if "--jobs" in text else None
+
+
 def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool) -> Section:
-    """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating."""
+    """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating.
+
+    `lar-prec` is the command as a user types it (its default parallelism); when it has a
+    --jobs option and the machine more than one core, `lar-prec --jobs N` is timed as well.
+    """
     s = Section("compare")
     a, b = pair.dir_a, pair.dir_b
-    lar_json = work / "compare.json"
     mge_out = work / "mge_compare.txt"
-    lar_argv = LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(lar_json)]
-    mge_argv = MGE_COMPARE + [a, b, "-e", THRESHOLD]
-    tools = []
+    tools: List[Tuple[str, List[str], Optional[Path]]] = []
     if have_lar:
-        tools.append(("lar-prec", lar_argv))
+        tools.append(("lar-prec", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(work / "c0.json")],
+                      work / "c0.json"))
+        jobs_opt = _lar_jobs_option()
+        ncpu = os.cpu_count() or 1
+        if jobs_opt and ncpu > 1:
+            tools.append((f"lar-prec {jobs_opt} {ncpu}",
+                          LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(work / "c1.json"), jobs_opt,
+                                 str(ncpu)], work / "c1.json"))
     else:
         s.data["lar_note"] = "not available: `lar-prec compare` does not exist yet"
     if have_mge:
-        tools.append(("megengine", mge_argv))
+        tools.append(("megengine", MGE_COMPARE + [a, b, "-e", THRESHOLD], None))
     else:
         s.data["mge_note"] = "not available: megengine is not installed"
+    s.data["tools"] = [t for t, _, _ in tools]
     if not tools:
         s.available = False
         s.note = "neither tool is available"
         return s
-    runs: Dict[str, List[Proc]] = {t: [] for t, _ in tools}
+    runs: Dict[str, List[Proc]] = {t: [] for t, _, _ in tools}
     # first run of each: untimed warm-up that also fills the page cache and gives the outputs
     # checked below; its memory is sampled over the whole process tree
     first: Dict[str, Proc] = {}
-    for tool, argv in tools:
+    for tool, argv, _ in tools:
         print(f"  {tool}: warm-up run", flush=True)
         first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True)
     for i in range(repeat):
         order = tools if i % 2 == 0 else tools[::-1]
-        for tool, argv in order:
+        for tool, argv, _ in order:
             p = run_proc(argv)
             runs[tool].append(p)
             print(f"  {tool} run {i + 1}/{repeat}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
                   flush=True)
-    for tool, _ in tools:
+    for tool, _, json_path in tools:
         ps = runs[tool] or [first[tool]]
         secs = [p.seconds for p in ps]
         med = _median(secs)
-        s.data[tool] = {
+        d = s.data[tool] = {
             "argv": " ".join(ps[0].argv),
             "seconds": secs,
             "median_s": med,
@@ -281,17 +332,21 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
             "stderr_tail": first[tool].stderr_tail[-600:] if first[tool].returncode not in (0, 1) else "",
             "timed_from": "repeat runs" if runs[tool] else "warm-up run only (--repeat 0)",
         }
-    if "lar-prec" in s.data:
-        s.data["lar-prec"]["divergent_found"] = _count_lar_divergent(lar_json)
-    if "megengine" in s.data:
-        try:
-            s.data["megengine"]["divergent_found"] = mge_out.read_text(errors="replace").count(" not equal: ")
-        except OSError:
-            s.data["megengine"]["divergent_found"] = None
+        if json_path is not None:
+            d["divergent_found"] = _count_lar_divergent(json_path)
+        else:
+            try:
+                d["divergent_found"] = mge_out.read_text(errors="replace").count(" not equal: ")
+            except OSError:
+                d["divergent_found"] = None
     s.data["generated_divergent"] = pair.n_divergent
-    lar, mge = s.data.get("lar-prec"), s.data.get("megengine")
-    if lar and mge and lar["median_s"] and mge["median_s"]:
-        s.data["speedup"] = mge["median_s"] / lar["median_s"]
+    mge = s.data.get("megengine")
+    for tool in s.data["tools"]:
+        lar = s.data[tool]
+        if tool != "megengine" and mge and lar["median_s"] and mge["median_s"]:
+            lar["speedup"] = mge["median_s"] / lar["median_s"]
+    if "lar-prec" in s.data and "speedup" in s.data["lar-prec"]:
+        s.data["speedup"] = s.data["lar-prec"]["speedup"]
     s.note = "warm page cache" if warm else ""
     return s
 
@@ -323,7 +378,7 @@ def bench_memory(pair: PairInfo, work: Path, have_lar: bool) -> Section:
         "generated_divergent": pair.n_divergent,
         "stderr_tail": ps[-1].stderr_tail[-600:] if ps[-1].returncode not in (0, 1) else "",
     }
-    # the peak is whichever OS figure is larger: one process (wait4) or the sampled tree sum
+    # the peak is whichever OS figure is larger: the command (GNU time) or the sampled tree sum
     s.data["peak_mb"] = max(s.data["maxrss_mb"], s.data["tree_peak_mb"])
     return s
 
@@ -365,45 +420,61 @@ def bench_startup(tiny: Optional[PairInfo], repeat: int, have_lar: bool) -> Sect
 
 
 def bench_rooting(n_vars: int) -> Section:
-    """Section 4: roots of a synthetic n_vars graph with half the variables divergent.
+    """Section 4: roots of a synthetic n_vars graph.
 
-    Uses lar_prec.vartree's in-memory entry points when they exist; the graph is a chain with
-    skip connections (gen.graph_edges), divergence starts at a third and again at two thirds.
+    The graph is a chain with skip connections (gen.graph_edges); divergence starts at a third
+    and again at two thirds, so there are two true roots. Per-var results are built in memory
+    (untimed: that is the comparison's work); timed is building the tree and its roots().
     """
     s = Section("rooting")
     s.data["n_vars"] = n_vars
     try:
-        from lar_prec import vartree  # noqa: F401
+        from lar_prec import vartree
+        from lar_prec.compare import VarDiff
     except Exception as e:  # ImportError, or an error inside a module being written right now
         s.available = False
         s.note = f"not available: lar_prec.vartree cannot be imported ({type(e).__name__}: {e})"
         return s
-    try:
-        builder = _rooting_builder(vartree)
-    except LookupError as e:
+    tree_cls = getattr(vartree, "VarTree", None)
+    if tree_cls is None or not hasattr(tree_cls, "roots"):
         s.available = False
-        s.note = f"not available: {e}"
+        s.note = "not available: lar_prec.vartree has no VarTree with roots()"
         return s
     edges = graph_edges(n_vars)
     ids = [v for v, _ in edges]
     bad = set(ids[n_vars // 3: n_vars // 2]) | set(ids[2 * n_vars // 3:])
-    times = []
-    roots = None
+    try:
+        diffs = [
+            VarDiff(id=v, name=f"var{v}", opr=f"op{v}({','.join(f'var{u}' for u in ins)})[{v - 1}]",
+                    opr_type="Elemwise", dtype="Float32", shape=(1, 64, 8, 8), inputs=tuple(ins),
+                    status="divergent" if v in bad else "ok", max_err=1e-2 if v in bad else 1e-7,
+                    size=4096, scale=4.0, index=i)
+            for i, (v, ins) in enumerate(edges)
+        ]
+    except TypeError as e:
+        s.available = False
+        s.note = f"not available: cannot build VarDiff results in memory ({e})"
+        return s
+    build_s, roots_s, totals = [], [], []
+    roots = ()
     for _ in range(3):
         t0 = time.perf_counter()
-        roots = builder(edges, bad)
-        times.append(time.perf_counter() - t0)
-    s.data["seconds"] = times
-    s.data["median_s"] = _median(times)
-    s.data["n_roots"] = len(roots) if roots is not None else None
-    s.data["api"] = builder.__doc__ or ""
+        tree = tree_cls(diffs)
+        t1 = time.perf_counter()
+        roots = tree.roots()
+        t2 = time.perf_counter()
+        build_s.append(t1 - t0)
+        roots_s.append(t2 - t1)
+        totals.append(t2 - t0)
+    s.data["seconds"] = totals
+    s.data["median_s"] = _median(totals)
+    s.data["build_median_s"] = _median(build_s)
+    s.data["roots_median_s"] = _median(roots_s)
+    s.data["n_roots"] = len(roots)
+    s.data["root_ids"] = [r.id for r in roots][:5]
+    s.data["expected_roots"] = [ids[n_vars // 3], ids[2 * n_vars // 3]]
+    s.data["api"] = "VarTree(diffs) then .roots(), diffs = in-memory lar_prec.compare.VarDiff"
     return s
-
-
-def _rooting_builder(vartree: Any):  # type: ignore[no-untyped-def]
-    """A function (edges, divergent ids) -> roots built on whatever vartree offers."""
-    raise LookupError("lar_prec.vartree offers no way to build a tree from in-memory results "
-                      f"(public names: {', '.join(n for n in dir(vartree) if not n.startswith('_'))})")
 
 
 def bench_nvd(repeat: int, work: Path, warmup: bool = True) -> Section:
@@ -537,12 +608,16 @@ def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
     cmp_ = sections.get("compare")
     lar = cmp_.data.get("lar-prec") if cmp_ else None
     speed = cmp_.data.get("speedup") if cmp_ else None
+    other = [t for t in (cmp_.data.get("tools", []) if cmp_ else []) if t.startswith("lar-prec ")]
+    alt = cmp_.data[other[0]] if other else None
+    alt_speed = f" (`{other[0]}`: {alt['speedup']:.1f}x)" if alt and alt.get("speedup") else ""
+    alt_gbps = f" (`{other[0]}`: {alt['gbps']:.2f} GB/s)" if alt and alt.get("gbps") else ""
     rows.append({"target": "compare: speed vs MegEngine compare_binary_iodump (main pair)",
-                 "value": speed, "shown": f"{speed:.1f}x" if speed else "not available",
+                 "value": speed, "shown": f"{speed:.1f}x{alt_speed}" if speed else "not available",
                  "goal": f">= {TARGETS['speedup']:g}x", "result": _verdict(speed, TARGETS["speedup"], True)})
     gbps = lar.get("gbps") if lar else None
     rows.append({"target": "compare: dump read throughput (main pair, whole process)",
-                 "value": gbps, "shown": f"{gbps:.2f} GB/s" if gbps else "not available",
+                 "value": gbps, "shown": f"{gbps:.2f} GB/s{alt_gbps}" if gbps else "not available",
                  "goal": f">= {TARGETS['gbps']:g} GB/s", "result": _verdict(gbps, TARGETS["gbps"], True)})
     mem = sections.get("memory")
     peak = mem.data.get("peak_mb") if mem and mem.available else None
@@ -632,32 +707,36 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     elif not s.available:
         L.append(s.note + ".")
     else:
-        L.append("| tool | median | GB/s | runs (s) | peak RSS, one process | peak RSS, process tree (sampled) "
+        L.append("| tool | median | GB/s | speed-up | runs (s) | peak RSS, one process | peak RSS, process tree (sampled) "
                  "| of which anonymous | exit codes | divergent vars found |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
-        for tool in ("lar-prec", "megengine"):
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
+        labels = list(s.data.get("tools", []))
+        if "lar_note" in s.data:
+            labels.insert(0, "lar-prec")
+        if "mge_note" in s.data:
+            labels.append("megengine")
+        for tool in labels:
             d = s.data.get(tool)
             if d is None:
                 L.append(f"| {tool} | {s.data.get('lar_note' if tool == 'lar-prec' else 'mge_note', 'not available')} "
-                         "| | | | | | | |")
+                         "| | | | | | | | |")
                 continue
             tree = f"{d['tree_peak_mb']:.0f} MB" if d.get("tree_peak_mb") is not None else "-"
             anon = f"{d['tree_peak_anon_mb']:.0f} MB" if d.get("tree_peak_anon_mb") is not None else "-"
             found = d.get("divergent_found")
-            L.append(f"| {tool} | {d['median_s']:.2f} s | {d['gbps']:.2f} | {', '.join(f'{x:.2f}' for x in d['seconds'])} "
+            sp = f"{d['speedup']:.2f}x" if d.get("speedup") else "-"
+            L.append(f"| {tool} | {d['median_s']:.2f} s | {d['gbps']:.2f} | {sp} | {', '.join(f'{x:.2f}' for x in d['seconds'])} "
                      f"| {d['maxrss_mb']:.0f} MB | {tree} | {anon} | {', '.join(map(str, d['returncodes']))} "
                      f"| {found if found is not None else '?'} |")
         L.append("")
         L.append(f"Generated divergent variables: {s.data['generated_divergent']}. "
-                 f"Threshold: `{THRESHOLD}` for both (`--threshold` / `-e`).")
-        for tool in ("lar-prec", "megengine"):
-            d = s.data.get(tool)
-            if d:
-                L.append(f"- {tool}: `{d['argv']}`" + (f" (timed from the {d['timed_from']})" if d["timed_from"] != "repeat runs" else ""))
-                if d.get("stderr_tail"):
-                    L.append(f"  - failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
-        if s.data.get("speedup"):
-            L.append(f"- Speed-up: MegEngine median / lar-prec median = **{s.data['speedup']:.1f}x**.")
+                 f"Threshold: `{THRESHOLD}` for both (`--threshold` / `-e`). Speed-up = MegEngine median / this median. "
+                 "Peak RSS of one process is the largest over all runs; the tree columns are sampled in the warm-up run.")
+        for tool in s.data.get("tools", []):
+            d = s.data[tool]
+            L.append(f"- {tool}: `{d['argv']}`" + (f" (timed from the {d['timed_from']})" if d["timed_from"] != "repeat runs" else ""))
+            if d.get("stderr_tail"):
+                L.append(f"  - failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
     L.append("")
 
     L.append("## 2. compare: peak memory on the big pair")
@@ -676,7 +755,7 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
         L.append(f"- Runs: {', '.join(f'{x:.2f}' for x in d['seconds'])} s (second run: {d['gbps_warm']:.2f} GB/s); "
                  f"exit codes {', '.join(map(str, d['returncodes']))}; divergent vars found "
                  f"{d['divergent_found']} of {d['generated_divergent']} generated.")
-        L.append(f"- Peak RSS: one process (wait4 ru_maxrss) {d['maxrss_mb']:.0f} MB; process tree sampled every "
+        L.append(f"- Peak RSS: the command's process {d['maxrss_mb']:.0f} MB; its process tree sampled every "
                  f"20 ms {d['tree_peak_mb']:.0f} MB, of which anonymous {d['tree_peak_anon_mb']:.0f} MB "
                  "(the rest are mapped dump pages, which the OS counts in RSS and can drop at any time).")
         if d.get("stderr_tail"):
@@ -711,8 +790,11 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     else:
         d = s.data
         L.append(f"- {d['n_vars']:,} variables (chain with skip connections, two divergent stretches): "
-                 f"median {d['median_s']:.3f} s over 3 ({', '.join(f'{x:.3f}' for x in d['seconds'])}); "
-                 f"{d['n_roots']} roots. API: {d['api'].strip()}")
+                 f"median {d['median_s']:.3f} s over 3 ({', '.join(f'{x:.3f}' for x in d['seconds'])}): "
+                 f"building the tree {d['build_median_s']:.3f} s, roots() {d['roots_median_s']:.3f} s.")
+        L.append(f"- Roots found: {d['n_roots']} ({', '.join(map(str, d['root_ids']))}); expected "
+                 f"{', '.join(map(str, d['expected_roots']))}.")
+        L.append(f"- API used: {d['api']}.")
     L.append("")
 
     L.append("## 5. naive-vs-default on resnet")
@@ -748,8 +830,10 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
              "Int8): it raises KeyError on Bool (12) and Uint16 (13) outside its try block and aborts the whole "
              "comparison. The big pair, read by lar-prec only, also holds Bool and Uint16 variables.")
     L.append("- GB/s = bytes of both folders / median whole-process wall time.")
-    L.append("- Peak RSS counts mapped dump pages that were touched; the sampled anonymous figure is the memory "
-             "the process really owns.")
+    L.append(f"- Peak RSS of the command's process: {rss_method()}. The process tree (the command and any worker "
+             "processes) is also sampled from /proc every 20 ms in the warm-up and memory runs, with its anonymous part "
+             "apart: touched pages of memory-mapped dump files count in RSS although the kernel can drop them at any time. "
+             "The memory target uses the larger of the two.")
     return "\n".join(L) + "\n"
 
 
