@@ -188,7 +188,8 @@ def load_and_run_version(lar: LoadAndRun) -> str:
 
     if lar.is_bundled:
         return f"bundled lar_prec.lar {__version__} (megenginelite {megengine_version() or 'missing'})"
-    assert lar.path is not None  # external always has a path (internal invariant)
+    if lar.path is None:
+        return "unknown"
     if lar.path not in _VERSION_CACHE:
         try:
             proc = subprocess.run(
@@ -285,10 +286,14 @@ class PreparedInputs:
         ]
 
 
-def sha256_file(path: PathLike, _cache: Dict[Tuple[str, int, int], str] = {}) -> str:  # noqa: B006
+_SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
+
+
+def sha256_file(path: PathLike) -> str:
     """Hex sha256 of a file (cached by path, size and mtime: models are hashed once per process)."""
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    _cache = _SHA_CACHE
     if key not in _cache:
         h = hashlib.sha256()
         with open(path, "rb") as fh:
@@ -461,6 +466,12 @@ class RunResult:
     def dump(self) -> Optional[Path]:
         """The dump of this run: the binary dump folder or the text dump file."""
         return self.text_dump if self.text_dump is not None else self.dump_dir
+
+    def report_entry(self) -> Dict[str, Any]:
+        """This run as an entry of the report's ``runs`` list (design.md contract, plus status)."""
+        return {"label": self.label, "dir": str(self.dir), "argv": list(self.argv),
+                "returncode": self.returncode, "seconds": self.seconds, "config": self.config,
+                "status": self.status, "signal": self.signal}
 
 
 # Flags the runner sets itself; user flags may not redirect them.

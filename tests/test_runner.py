@@ -223,6 +223,8 @@ def test_external_binary_gets_expected_argv_and_env(fake_lar, model_file, prepar
     assert calls[0]["env"] == {"MGB_USE_MEGDNN_DBG": "2"}
     assert calls[1]["env"] == {"MGB_DUMP_INPUT": "1"}
     assert calls[2]["env"] == {} and calls[3]["env"] == {}
+    entry = results["naive"].report_entry()
+    assert entry["label"] == "naive" and entry["returncode"] == 0 and entry["argv"] == list(results["naive"].argv)
     info = runner.read_run_json(results["naive"].dir)
     assert info["status"] == "ok" and info["env_changes"] == {"MGB_USE_MEGDNN_DBG": "2"}
     assert info["load_and_run"]["kind"] == "external" and info["load_and_run"]["version"] == "load_and_run (fake) 1.13.0"
@@ -423,3 +425,29 @@ def test_cli_run_bundled_bn_unfused_hint(manifest, tmp_path):
     assert res.exit_code == 3
     assert "optimize_for_inference=True" in res.stderr.splitlines()[0]
     assert (tmp_path / "o" / "default" / "run.json").exists()
+
+
+def test_keyboard_interrupt_kills_the_run_and_marks_it(fake_lar, model_file, prepared, tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("FAKE_LAR_MODE", "sleep")
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("FAKE_LAR_CHILD_PID", str(pid_file))
+    main = threading.main_thread().ident
+
+    def interrupt():  # a real SIGINT, as from Ctrl-C, once the run is under way
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_once(model_file, prepared, "default", tmp_path / "a", lar=str(fake_lar.path))
+    info = runner.read_run_json(tmp_path / "a" / "default")
+    assert info["status"] == "interrupted" and info["incomplete"] is True
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
