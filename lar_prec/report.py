@@ -31,14 +31,18 @@ import math
 import re
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
 
-if TYPE_CHECKING:  # rich is imported only when rendering to a terminal
+if TYPE_CHECKING:  # imported only when used: rich to render, vartree/runner to build
     from rich.console import Console
+
+    from lar_prec.compare import Comparison
+    from lar_prec.runner import RunResult
+    from lar_prec.vartree import VarTree
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,9 @@ __all__ = [
     "ReportRun",
     "Report",
     "auto_verdict",
+    "from_tree",
+    "run_from_result",
+    "fmt_err",
     "exit_code",
     "dumps",
     "write_json",
@@ -158,12 +165,27 @@ def fmt_err(x: Optional[float]) -> str:
 # ============================================================================ records
 
 
+def _merge_extra(d: Dict[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
+    """Add ``extra`` at the top level of ``d`` (JSON stays flat), never over a known key."""
+    for k, v in extra.items():
+        if k not in d:
+            d[str(k)] = _clean(v)
+    return d
+
+
+def _unknown(d: Mapping[str, Any], known: Iterable[str]) -> Dict[str, Any]:
+    """The keys of ``d`` a record has no field for: kept so a round trip loses nothing."""
+    ks = set(known)
+    return {k: v for k, v in d.items() if k not in ks}
+
+
 @dataclass(frozen=True)
 class ReportThreshold:
     """The threshold on ``max_err`` that separates ``ok`` from ``divergent``.
 
     ``mode`` is ``auto`` (chosen from the data, see ``reason``) or ``fixed`` (``--threshold``);
-    ``per_dtype`` holds the value used for each dtype when it differs from ``value``.
+    ``per_dtype`` holds the value used for each dtype. ``extra`` keeps any further keys
+    (e.g. compare's ``scaled``), written at the top level of the JSON object.
     """
 
     value: float
@@ -171,31 +193,35 @@ class ReportThreshold:
     metric: str = "megengine_rel"
     reason: str = ""
     per_dtype: Mapping[str, float] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
-        """The design.md ``threshold`` object (+ ``reason``, ``per_dtype``)."""
+        """The design.md ``threshold`` object (+ ``reason``, ``per_dtype``, extras)."""
         d: Dict[str, Any] = {"value": _finite(self.value), "mode": self.mode, "metric": self.metric}
         if self.reason:
             d["reason"] = self.reason
         if self.per_dtype:
             d["per_dtype"] = {str(k): _finite(v) for k, v in self.per_dtype.items()}
-        return d
+        return _merge_extra(d, self.extra)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ReportThreshold":
-        """Inverse of :meth:`to_json`.
+        """Inverse of :meth:`to_json` (a null value, i.e. no threshold, becomes NaN).
 
         Raises:
             UsageError: a required key is missing.
         """
         value = _finite(_req(d, "value", "threshold"))
         per = d.get("per_dtype") or {}
+        if not isinstance(per, Mapping):
+            raise UsageError("report JSON: threshold.per_dtype must be an object")
         return cls(
             value=float("nan") if value is None else value,
             mode=str(_req(d, "mode", "threshold")),
-            metric=str(d.get("metric", "megengine_rel")),
+            metric=str(d.get("metric") or "megengine_rel"),
             reason=str(d.get("reason") or ""),
             per_dtype={str(k): float(v) for k, v in per.items() if _finite(v) is not None},
+            extra=_unknown(d, ("value", "mode", "metric", "reason", "per_dtype")),
         )
 
 
@@ -204,7 +230,7 @@ _VAR_EXTRAS: Dict[str, str] = {
     "max_rel_err": "float",
     "mean_abs_err": "float",
     "rmse": "float",
-    "max_ulp": "float",
+    "max_ulp": "num",
     "n_over": "int",
     "worst_index": "ints",
     "worst_a": "float",
@@ -213,16 +239,33 @@ _VAR_EXTRAS: Dict[str, str] = {
     "runs_differing": "int",
     "exec_index": "int",
 }
+_VAR_KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "status", "max_err", "max_abs_err",
+             "cosine") + tuple(_VAR_EXTRAS)
+
+
+def _extra_value(v: Any, kind: str, where: str) -> Any:
+    if kind == "float":
+        return _finite(v)
+    if kind == "num":
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) else _finite(v)
+    if kind == "int":
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            raise UsageError(f"report JSON: {where} must be an integer, got {v!r:.80}") from None
+    if kind == "ints":
+        return _ints(v, where)
+    return str(v)
 
 
 @dataclass(frozen=True)
 class ReportVar:
     """One compared variable, in execution order.
 
-    The first twelve fields are the design.md contract. ``max_err`` is MegEngine's metric
+    The first eleven fields are the design.md contract. ``max_err`` is MegEngine's metric
     (max over elements of ``|a-b| / max(|a|, |b|, 1)``); for ``shake`` it is the largest
     difference from the first run over all runs and ``runs_differing`` counts the runs that
-    differ at all. ``extra`` carries any further per-variable data a command wants to keep.
+    differ at all. ``extra`` keeps any further per-variable keys (written flat in the JSON).
     """
 
     id: int
@@ -239,7 +282,7 @@ class ReportVar:
     max_rel_err: Optional[float] = None
     mean_abs_err: Optional[float] = None
     rmse: Optional[float] = None
-    max_ulp: Optional[float] = None
+    max_ulp: Optional[Number] = None
     n_over: Optional[int] = None
     worst_index: Optional[Tuple[int, ...]] = None
     worst_a: Optional[float] = None
@@ -255,7 +298,7 @@ class ReportVar:
         return self.status == "ok"
 
     def to_json(self) -> Dict[str, Any]:
-        """The design.md ``vars[]`` object; extras appear only when set."""
+        """The design.md ``vars[]`` object; optional fields appear only when set."""
         d: Dict[str, Any] = {
             "id": int(self.id),
             "name": self.name,
@@ -271,23 +314,15 @@ class ReportVar:
         }
         for key, kind in _VAR_EXTRAS.items():
             v = getattr(self, key)
-            if v is None:
-                continue
-            if kind == "float":
-                d[key] = _finite(v)
-            elif kind == "int":
-                d[key] = int(v)
-            elif kind == "ints":
-                d[key] = [int(i) for i in v]
-            else:
-                d[key] = str(v)
-        if self.extra:
-            d["extra"] = _clean(self.extra)
-        return d
+            if v is not None:
+                v = _extra_value(v, kind, key)
+                d[key] = list(v) if kind == "ints" else v
+        return _merge_extra(d, self.extra)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ReportVar":
-        """Inverse of :meth:`to_json` (NaN written as null comes back as None).
+        """Inverse of :meth:`to_json` (NaN written as null comes back as None); keys it has
+        no field for go to ``extra``, so vartree's JSON reads in without loss.
 
         Raises:
             UsageError: a required key is missing or has the wrong type.
@@ -296,18 +331,7 @@ class ReportVar:
         status = str(_req(d, "status", where))
         if status not in STATUSES:
             raise UsageError(f"report JSON: {where} has status {status!r}; expected one of {', '.join(STATUSES)}")
-        kw: Dict[str, Any] = {}
-        for key, kind in _VAR_EXTRAS.items():
-            if d.get(key) is None:
-                continue
-            if kind == "float":
-                kw[key] = _opt_float(d, key)
-            elif kind == "int":
-                kw[key] = _opt_int(d, key)
-            elif kind == "ints":
-                kw[key] = _ints(d[key], f"{where}.{key}")
-            else:
-                kw[key] = str(d[key])
+        kw = {k: _extra_value(d[k], kind, f"{where}.{k}") for k, kind in _VAR_EXTRAS.items() if d.get(k) is not None}
         return cls(
             id=int(_req(d, "id", where)),
             name=str(_req(d, "name", where)),
@@ -320,9 +344,13 @@ class ReportVar:
             max_err=_finite(_req(d, "max_err", where)),
             max_abs_err=_opt_float(d, "max_abs_err"),
             cosine=_opt_float(d, "cosine"),
-            extra=dict(d.get("extra") or {}),
+            extra=_unknown(d, _VAR_KEYS),
             **kw,
         )
+
+
+_ROOT_KEYS = ("id", "name", "opr", "opr_type", "max_err", "input_max_err", "amplification", "path", "neighbourhood",
+              "status", "note")
 
 
 @dataclass(frozen=True)
@@ -330,9 +358,10 @@ class ReportRoot:
     """A variable where divergence starts: not ``ok`` while every input it depends on is ``ok``.
 
     ``input_max_err`` is the largest ``max_err`` among its inputs; ``amplification`` is
-    ``max_err / input_max_err`` (None when an input is exact). ``path`` runs from a model
-    input to this root (var ids, root last); ``neighbourhood`` lists nearby var ids for the
-    HTML graph (empty: the renderer picks inputs, their inputs and consumers).
+    ``max_err / input_max_err`` (None when unknown or when the inputs are exact). ``path``
+    runs from a model input to this root (var ids, root last); ``neighbourhood`` lists
+    nearby var ids for the HTML graph (empty: the page draws the inputs, their inputs and
+    the consumers). ``extra`` keeps further keys, written flat in the JSON.
     """
 
     id: int
@@ -365,13 +394,11 @@ class ReportRoot:
             d["status"] = self.status
         if self.note is not None:
             d["note"] = self.note
-        if self.extra:
-            d["extra"] = _clean(self.extra)
-        return d
+        return _merge_extra(d, self.extra)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ReportRoot":
-        """Inverse of :meth:`to_json`.
+        """Inverse of :meth:`to_json`; unknown keys go to ``extra``.
 
         Raises:
             UsageError: a required key is missing or has the wrong type.
@@ -389,30 +416,37 @@ class ReportRoot:
             neighbourhood=_ints(d.get("neighbourhood"), f"{where}.neighbourhood"),
             status=None if d.get("status") is None else str(d["status"]),
             note=None if d.get("note") is None else str(d["note"]),
-            extra=dict(d.get("extra") or {}),
+            extra=_unknown(d, _ROOT_KEYS),
         )
+
+
+_RUN_KEYS = ("label", "dir", "argv", "returncode", "seconds", "env", "config")
 
 
 @dataclass(frozen=True)
 class ReportRun:
     """One load_and_run process: its label (``naive``, ``default``, ``run3``...), run folder,
-    argv, return code and wall time; ``env`` holds only the variables it changed."""
+    argv, return code and wall time. ``env`` holds only the variables it changed; a None
+    value means the variable was removed from the child's environment."""
 
     label: str
     dir: str
     argv: Tuple[str, ...]
     returncode: int
     seconds: float
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, Optional[str]] = field(default_factory=dict)
     config: Optional[str] = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def command_line(self) -> str:
-        """A shell line that repeats the run: ``VAR=value ... argv`` (quoted for sh)."""
-        env = [f"{k}={shlex.quote(str(v))}" for k, v in self.env.items()]
-        return " ".join(env + [shlex.quote(a) for a in self.argv])
+        """A sh command line that repeats the run, environment changes included."""
+        unset = [k for k, v in self.env.items() if v is None]
+        env = [f"{k}={shlex.quote(str(v))}" for k, v in self.env.items() if v is not None]
+        prefix = (["env"] + [f"-u {shlex.quote(k)}" for k in unset]) if unset else []
+        return " ".join(prefix + env + [shlex.quote(a) for a in self.argv])
 
     def to_json(self) -> Dict[str, Any]:
-        """The design.md ``runs[]`` object (+ env, config)."""
+        """The design.md ``runs[]`` object (+ env, config, extras)."""
         d: Dict[str, Any] = {
             "label": self.label,
             "dir": str(self.dir),
@@ -421,14 +455,14 @@ class ReportRun:
             "seconds": _finite(self.seconds),
         }
         if self.env:
-            d["env"] = {str(k): str(v) for k, v in self.env.items()}
+            d["env"] = {str(k): None if v is None else str(v) for k, v in self.env.items()}
         if self.config is not None:
             d["config"] = self.config
-        return d
+        return _merge_extra(d, self.extra)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "ReportRun":
-        """Inverse of :meth:`to_json`.
+        """Inverse of :meth:`to_json`; unknown keys go to ``extra``.
 
         Raises:
             UsageError: a required key is missing or has the wrong type.
@@ -438,15 +472,24 @@ class ReportRun:
         if not isinstance(argv, (list, tuple)):
             raise UsageError(f"report JSON: {where}.argv must be a list of strings")
         secs = _finite(_req(d, "seconds", where))
+        rc = _req(d, "returncode", where)
+        env = d.get("env") or {}
+        if not isinstance(env, Mapping):
+            raise UsageError(f"report JSON: {where}.env must be an object")
         return cls(
             label=str(_req(d, "label", where)),
             dir=str(_req(d, "dir", where)),
             argv=tuple(str(a) for a in argv),
-            returncode=int(_req(d, "returncode", where)),
+            returncode=-1 if rc is None else int(rc),
             seconds=float("nan") if secs is None else secs,
-            env={str(k): str(v) for k, v in (d.get("env") or {}).items()},
+            env={str(k): None if v is None else str(v) for k, v in env.items()},
             config=None if d.get("config") is None else str(d["config"]),
+            extra=_unknown(d, _RUN_KEYS),
         )
+
+
+_REPORT_KEYS = ("schema", "command", "threshold", "vars", "roots", "runs", "verdict", "cause", "notes", "model",
+                "summary")
 
 
 @dataclass(frozen=True)
@@ -455,7 +498,8 @@ class Report:
 
     ``vars`` is in execution order; ``roots`` is ordered most likely origin first. ``verdict``
     is the one-line answer (empty: :func:`auto_verdict` makes one). ``cause`` is the ``shake``
-    diagnosis (e.g. "algorithm choice differs between runs"), None elsewhere.
+    diagnosis (e.g. "algorithm choice differs between runs"), None elsewhere. ``extra`` keeps
+    further top-level keys (e.g. ``dirs``), written flat in the JSON.
     """
 
     command: str
@@ -497,9 +541,9 @@ class Report:
 
     def to_json(self) -> Dict[str, Any]:
         """The design.md report object: ``schema, command, threshold, vars, roots, runs`` with
-        their exact meanings, then ``verdict, cause, notes, model, summary, extra``.
+        their exact meanings, then ``verdict, cause, notes, model, summary`` and the extras.
         NaN/Inf anywhere become null."""
-        return {
+        d = {
             "schema": self.schema,
             "command": self.command,
             "threshold": self.threshold.to_json(),
@@ -512,12 +556,13 @@ class Report:
             "model": self.model,
             "summary": {"n_vars": len(self.vars), "n_not_ok": self.n_not_ok, "by_status": self.status_counts(),
                         "n_roots": len(self.roots), "exit_code": exit_code(self)},
-            "extra": _clean(self.extra),
         }
+        return _merge_extra(d, self.extra)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Report":
-        """Read a report back from :meth:`to_json` output (``summary`` is recomputed, not read).
+        """Read a report back from :meth:`to_json` output, or from any ``lar-prec.report/1``
+        object (e.g. :func:`lar_prec.vartree.to_report_json`); ``summary`` is recomputed.
 
         Raises:
             UsageError: not a ``lar-prec.report/1`` object, or a required key is missing.
@@ -525,8 +570,8 @@ class Report:
         schema = _req(d, "schema", "report")
         if schema != SCHEMA:
             raise UsageError(f"report JSON: schema is {schema!r}, this lar-prec reads {SCHEMA!r}")
-        for key in ("vars", "roots", "runs"):
-            if not isinstance(d.get(key, []), list):
+        for key in ("vars", "roots", "runs", "notes"):
+            if not isinstance(d.get(key) or [], list):
                 raise UsageError(f"report JSON: {key} must be a list")
         return cls(
             schema=schema,
@@ -539,7 +584,7 @@ class Report:
             cause=None if d.get("cause") is None else str(d["cause"]),
             notes=tuple(str(n) for n in d.get("notes") or ()),
             model=None if d.get("model") is None else str(d["model"]),
-            extra=dict(d.get("extra") or {}),
+            extra=_unknown(d, _REPORT_KEYS),
         )
 
 
@@ -609,6 +654,72 @@ def read_json(path: Union[str, Path]) -> Report:
     return Report.from_json(data)
 
 
+# ============================================================================ builders
+
+
+def run_from_result(result: "RunResult") -> ReportRun:
+    """The :class:`ReportRun` of one :class:`lar_prec.runner.RunResult`."""
+    extra: Dict[str, Any] = {"status": result.status}
+    if result.signal:
+        extra["signal"] = result.signal
+    if result.dump_dir is not None:
+        extra["dump_dir"] = str(result.dump_dir)
+    if result.text_dump is not None:
+        extra["text_dump"] = str(result.text_dump)
+    if result.error:
+        extra["error"] = result.error
+    return ReportRun(
+        label=result.label,
+        dir=str(result.dir),
+        argv=tuple(result.argv),
+        # design.md wants an int; a run that never started or was killed has none
+        returncode=-1 if result.returncode is None else int(result.returncode),
+        seconds=float(result.seconds),
+        env=dict(result.env_changes),
+        config=result.config,
+        extra=extra,
+    )
+
+
+def from_tree(
+    tree: Union["VarTree", "Comparison"],
+    *,
+    command: str = "compare",
+    runs: Sequence[Union[ReportRun, "RunResult"]] = (),
+    verdict: str = "",
+    cause: Optional[str] = None,
+    notes: Sequence[str] = (),
+    model: Optional[str] = None,
+    extra: Optional[Mapping[str, Any]] = None,
+    max_paths: int = 50,
+) -> Report:
+    """The :class:`Report` of a :class:`lar_prec.vartree.VarTree` (or a Comparison).
+
+    Built from :func:`lar_prec.vartree.to_report_json`, so the JSON carries every field vartree
+    writes, plus the path from a model input to each of the first ``max_paths`` roots.
+
+    Args:
+        tree: the analysed tree.
+        command: ``naive-vs-default``, ``shake``, ``compare`` or ``tree``.
+        runs: the runs, as :class:`ReportRun` or :class:`lar_prec.runner.RunResult`.
+        verdict: the one-line answer; empty makes :func:`auto_verdict` decide.
+        cause: the ``shake`` diagnosis.
+        notes: remarks added after the comparison's own notes.
+        model: the model path, for titles.
+        extra: more top-level JSON fields.
+        max_paths: how many roots get a path (each costs one graph search).
+    """
+    from lar_prec.vartree import VarTree, to_report_json
+
+    if not isinstance(tree, VarTree):
+        tree = VarTree.from_comparison(tree)
+    rruns = tuple(r if isinstance(r, ReportRun) else run_from_result(r) for r in runs)
+    rep = Report.from_json(to_report_json(tree, command=command, runs=[r.to_json() for r in rruns], extra=extra))
+    roots = tuple(replace(r, path=tuple(tree.path(r.id))) if k < max_paths else r for k, r in enumerate(rep.roots))
+    rep = replace(rep, roots=roots, runs=rruns, cause=cause, notes=rep.notes + tuple(notes), model=model)
+    return replace(rep, verdict=verdict or auto_verdict(rep))
+
+
 # ============================================================================ terminal
 
 
@@ -632,6 +743,13 @@ def _amp_text(r: ReportRoot) -> str:
     if r.input_max_err == 0 and r.max_err:
         return "inputs exact"
     return "—"
+
+
+def _root_err_text(err: Optional[float], status: str) -> str:
+    """A root's error; a NaN/Inf origin has no finite error, so say what it is instead."""
+    if (err is None or not math.isfinite(err)) and status != "divergent":
+        return status.replace("_", " ")
+    return fmt_err(err)
 
 
 def _err_key(v: ReportVar) -> Tuple[int, float]:
@@ -709,7 +827,7 @@ def render_terminal(report: Report, console: Optional["Console"] = None, *, top:
         for k, r in enumerate(report.roots[:top], 1):
             status = r.status or (vindex[r.id].status if r.id in vindex else "divergent")
             t.add_row(str(k), str(r.id), Text(r.name, style="bold"), Text(r.opr), Text(r.opr_type),
-                      Text(fmt_err(r.max_err), style=_STATUS_STYLE.get(status, "red")),
+                      Text(_root_err_text(r.max_err, status), style=_STATUS_STYLE.get(status, "red")),
                       Text(fmt_err(r.input_max_err)), Text(_amp_text(r)))
         con.print(t)
         if len(report.roots) > top:
@@ -757,7 +875,7 @@ def render_terminal(report: Report, console: Optional["Console"] = None, *, top:
                    Text(v.name + ("  (root)" if v.id in roots else ""), style="bold" if v.id in roots else ""),
                    Text(v.opr_type), Text(f"{v.dtype} {_shape_text(v.shape)}"), Text(v.status, style=style),
                    Text(fmt_err(v.max_err), style=style), Text(fmt_err(v.max_abs_err)),
-                   Text("—" if v.cosine is None else f"{v.cosine:.6f}")]
+                   Text("—" if v.cosine is None or not math.isfinite(v.cosine) else f"{v.cosine:.6f}")]
             if shake:
                 row.append(Text("—" if v.runs_differing is None else str(v.runs_differing)))
             t.add_row(*row)
@@ -921,6 +1039,7 @@ function fatal(msg) {
   f.textContent = 'The report script failed: ' + msg + ' (the JSON is in the page source).';
 }
 window.addEventListener('error', function (e) { fatal(e.message || String(e)); });
+var t0 = (window.performance && performance.now) ? performance.now() : 0;
 
 var R = JSON.parse(document.getElementById('report-data').textContent);
 var SVGNS = document.getElementById('chart').namespaceURI;
@@ -1019,7 +1138,8 @@ function rootsSection() {
             : (r.input_max_err === 0 && r.max_err ? 'inputs exact' : '\u2014');
     tb.appendChild(el('tr', { 'class': 'root-row' }, el('td', { 'class': 'num' }, String(k + 1)), el('td', { 'class': 'num' }, varLink(r.id, String(r.id))),
       el('td', { 'class': 'name' }, varLink(r.id, r.name)), el('td', { 'class': 'name mono' }, r.opr), el('td', null, r.opr_type),
-      el('td', { 'class': 'num' }, fmt(r.max_err)), el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp)));
+      el('td', { 'class': 'num' }, r.max_err === null && r.status && r.status !== 'divergent' ? r.status.replace('_', ' ') : fmt(r.max_err)),
+      el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp)));
   });
   t.appendChild(tb);
   box.appendChild(t);
@@ -1303,11 +1423,12 @@ function select(id, scroll) {
     row('operator type', v.opr_type);
     row('dtype, shape', v.dtype + ' ' + shape(v.shape));
     Object.keys(v).forEach(function (k) {
-      if (['id', 'name', 'opr', 'opr_type', 'dtype', 'shape', 'inputs', 'status', 'extra', 'exec_index'].indexOf(k) >= 0 || k[0] === '_') return;
+      if (['id', 'name', 'opr', 'opr_type', 'dtype', 'shape', 'inputs', 'status', 'exec_index', 'index'].indexOf(k) >= 0 || k[0] === '_') return;
       var x = v[k];
-      row(k, Array.isArray(x) ? '[' + x.join(', ') + ']' : (typeof x === 'number' ? (k === 'cosine' ? x.toFixed(8) : fmt(x)) : (x === null ? '\u2014' : String(x))));
+      if (x === '' || x === false) return;
+      row(k, Array.isArray(x) ? '[' + x.join(', ') + ']' : (typeof x === 'number' ? (k === 'cosine' ? x.toFixed(8) : fmt(x))
+        : (x === null ? '\u2014' : (typeof x === 'object' ? JSON.stringify(x) : String(x)))));
     });
-    if (v.extra) Object.keys(v.extra).forEach(function (k) { row(k, JSON.stringify(v.extra[k])); });
     row('inputs', (v.inputs || []).length ? v.inputs.map(function (u, i) { return [i ? ', ' : '', varLink(u), ' ', el('span', { 'class': 'mono' }, byId.has(u) ? fmt(byId.get(u).max_err) : '(not compared)')]; }) : 'none (model input or constant)');
     var us = consumers.get(id) || [];
     row('consumers', us.length ? us.map(function (u, i) { return [i ? ', ' : '', varLink(u)]; }) : 'none (a model output)');
@@ -1329,7 +1450,10 @@ function runsSection() {
   t.appendChild(el('thead', null, el('tr', null, el('th', null, 'label'), el('th', { 'class': 'num' }, 'exit'), el('th', { 'class': 'num' }, 'seconds'), el('th', null, 'folder and command'))));
   var tb = el('tbody');
   runs.forEach(function (r) {
-    var env = r.env ? Object.keys(r.env).map(function (k) { return k + '=' + shq(r.env[k]); }) : [];
+    var keys = r.env ? Object.keys(r.env) : [];
+    var unset = keys.filter(function (k) { return r.env[k] === null; });
+    var env = (unset.length ? ['env'].concat(unset.map(function (k) { return '-u ' + shq(k); })) : [])
+      .concat(keys.filter(function (k) { return r.env[k] !== null; }).map(function (k) { return k + '=' + shq(r.env[k]); }));
     var cmd = env.concat((r.argv || []).map(shq)).join(' ');
     tb.appendChild(el('tr', null, el('td', null, r.label + (r.config && r.config !== r.label ? ' (' + r.config + ')' : '')),
       el('td', { 'class': 'num', style: r.returncode ? 'color:#d62d20;font-weight:600' : null }, String(r.returncode)),
@@ -1369,5 +1493,6 @@ table();
 runsSection();
 applyHash();
 document.body.setAttribute('data-rendered', String(vars.length));
+if (t0 || t0 === 0) document.body.setAttribute('data-render-ms', String(Math.round(performance.now() - t0)));
 })();
 """

@@ -1,0 +1,545 @@
+"""report.py on a real comparison: the attention case run with naive and default kernels, one
+operator's output corrupted in a copy of the default dump (a fault) and another given a NaN
+(a NaN origin). The per-variable errors are computed here from the real dump files, so the
+report holds real names, operators, shapes, inputs and float32 noise next to the faults.
+
+Browser tests open the HTML in headless Chromium (scripts/ensure-chromium.sh installs it)
+and read the DOM after the page's JavaScript ran.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Dict, List, Optional, Set, Tuple
+
+import numpy as np
+import pytest
+
+from lar_prec.errors import UsageError
+from lar_prec.iodump import DumpFolder
+from lar_prec.runner import RunResult
+from lar_prec.vartree import VarTree, to_report_json
+from lar_prec.report import (
+    SCHEMA,
+    from_tree,
+    run_from_result,
+    Report,
+    ReportRoot,
+    ReportRun,
+    ReportThreshold,
+    ReportVar,
+    dumps,
+    exit_code,
+    read_json,
+    render_html,
+    render_terminal,
+    write_html,
+    write_json,
+)
+
+THRESHOLD = 1e-5
+FAULT_TYPE = "SoftmaxForward"  # corrupted by a relative 1e-3 error
+NAN_NAME = "GELU"  # gets a NaN where the naive run has a finite value
+
+
+# ============================================================================ building reports from real dumps
+
+
+def _corrupt(folder: Path, var_id: int, fn) -> None:
+    """Apply ``fn`` to the values of one dump file in place (float32 data)."""
+    d = DumpFolder(folder)[var_id]
+    mm = np.memmap(d.path, dtype=d.dtype.storage, mode="r+", offset=d.data_offset, shape=(d.size,))
+    fn(mm)
+    mm.flush()
+    del mm
+
+
+def _metrics(a: np.ndarray, b: np.ndarray) -> Tuple[str, float, Optional[float], Optional[float]]:
+    """status (before the threshold), MegEngine max_err, max |a-b|, cosine; NaN in the same
+    place in both is equal, a non-finite value on one side only is a NaN max_err."""
+    a = a.astype(np.float64).ravel()
+    b = b.astype(np.float64).ravel()
+    if a.size == 0:
+        return "ok", 0.0, 0.0, None
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    same_nonfinite = (~fa & ~fb) & ((np.isnan(a) & np.isnan(b)) | (a == b))
+    if np.any((fa != fb) | (~fa & ~fb & ~same_nonfinite)):
+        return "nonfinite", math.nan, math.nan, math.nan
+    m = fa & fb
+    a, b = a[m], b[m]
+    diff = np.abs(a - b)
+    err = float(np.max(diff / np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0))) if a.size else 0.0
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    cos = float(a @ b / (na * nb)) if na > 0 and nb > 0 else None
+    return "ok", err, float(diff.max()) if diff.size else 0.0, cos
+
+
+def build_report(dir_a: Path, dir_b: Path, *, runs: Tuple[ReportRun, ...] = ()) -> Report:
+    """The report of a real comparison of two dump folders, as the commands build it."""
+    tree = VarTree.from_folders(dir_a, dir_b, threshold=THRESHOLD)
+    return from_tree(tree, command="naive-vs-default", runs=runs, model="cases/build/attention/model.mge",
+                     notes=("dumps compared from real runs",))
+
+
+@pytest.fixture(scope="module")
+def dumps_ab(lar_dump, tmp_path_factory) -> Tuple[Path, Path, Path, int, int]:
+    """(naive dump, default dump, faulty copy of default, fault var id, NaN var id)."""
+    naive = lar_dump("attention", "naive")
+    default = lar_dump("attention", "default")
+    faulty = tmp_path_factory.mktemp("report") / "default-faulty"
+    shutil.copytree(default, faulty)
+    folder = DumpFolder(faulty)
+    fault = next(v for v in folder.ids if folder.var_info(v).opr_type == FAULT_TYPE)
+    nan_var = next(v for v in folder.ids if folder.var_info(v).name == NAN_NAME)
+
+    def skew(mm):
+        mm[::7] *= np.float32(1.001)
+
+    def poison(mm):
+        mm[3] = np.float32("nan")
+
+    _corrupt(faulty, fault, skew)
+    _corrupt(faulty, nan_var, poison)
+    return naive, default, faulty, fault, nan_var
+
+
+@pytest.fixture(scope="module")
+def runs(dumps_ab) -> Tuple[ReportRun, ...]:
+    naive, default, _, _, _ = dumps_ab
+    model = "cases/build/attention/model.mge"
+    argv = ("python", "-m", "lar_prec.lar", model, "--input", "data:cases/build/attention/data.npy", "--iter", "1",
+            "--warmup-iter", "0", "--bin-io-dump")
+    return (ReportRun("naive", str(naive), argv + (str(naive),), 0, 1.25, env={"MGB_USE_MEGDNN_DBG": "2"}, config="naive"),
+            ReportRun("default", str(default), argv + (str(default),), 0, 0.98, config="default"))
+
+
+@pytest.fixture(scope="module")
+def faulty_report(dumps_ab, runs) -> Report:
+    naive, _, faulty, _, _ = dumps_ab
+    return build_report(naive, faulty, runs=runs)
+
+
+@pytest.fixture(scope="module")
+def clean_report(dumps_ab, runs) -> Report:
+    naive, default, _, _, _ = dumps_ab
+    return build_report(naive, default, runs=runs)
+
+
+# ============================================================================ the data is what we think
+
+
+@pytest.mark.megengine
+def test_real_comparison_has_the_injected_roots(faulty_report, clean_report, dumps_ab):
+    naive, _, faulty, fault, nan_var = dumps_ab
+    assert [r.id for r in faulty_report.roots] == [fault, nan_var]
+    assert faulty_report.var(nan_var).status == "nonfinite"
+    assert all(v.status == "ok" for v in clean_report.vars) and clean_report.roots == ()
+    # real float32 noise is there (not all zero), below the threshold
+    assert 0 < max(v.max_err for v in clean_report.vars) < THRESHOLD
+    # the report's numbers are MegEngine's metric, recomputed here from the dump files
+    fa, fb = DumpFolder(naive), DumpFolder(faulty)
+    assert [v.id for v in faulty_report.vars] == list(fa.ids)
+    for v in faulty_report.vars:
+        status, err, abs_err, _ = _metrics(fa[v.id].array(), fb[v.id].array())
+        if status == "nonfinite":
+            assert v.status == "nonfinite"
+            continue
+        assert v.max_err == pytest.approx(err, rel=1e-6, abs=1e-12), v.name
+        assert v.max_abs_err == pytest.approx(abs_err, rel=1e-6, abs=1e-12), v.name
+        assert v.inputs == fa.inputs_of(v.id) and v.name == fa.var_info(v.id).name
+    # each root's path starts at the model input and ends at the root
+    for r in faulty_report.roots:
+        assert faulty_report.var(r.path[0]).opr_type == "Host2DeviceCopy" and r.path[-1] == r.id
+
+
+def test_run_from_result_keeps_the_contract_fields():
+    res = RunResult(label="default", config="default", dir=Path("/runs/default"), dump_dir=Path("/runs/default/dump"),
+                    text_dump=None, argv=("load_and_run", "m.mge", "--bin-io-dump", "/runs/default/dump"),
+                    env_changes=(("MGB_USE_MEGDNN_DBG", None),), returncode=None, signal="SIGSEGV", seconds=0.5,
+                    stderr_tail="", incomplete=True, status="crashed")
+    run = run_from_result(res)
+    d = run.to_json()
+    assert d["returncode"] == -1 and d["argv"][0] == "load_and_run" and d["env"] == {"MGB_USE_MEGDNN_DBG": None}
+    assert d["status"] == "crashed" and d["signal"] == "SIGSEGV"
+    assert run.command_line() == "env -u MGB_USE_MEGDNN_DBG load_and_run m.mge --bin-io-dump /runs/default/dump"
+    assert ReportRun.from_json(d) == run
+
+
+# ============================================================================ JSON
+
+
+DESIGN_VAR_KEYS = {"id": int, "name": str, "opr": str, "opr_type": str, "dtype": str, "shape": list, "inputs": list,
+                   "status": str, "max_err": (float, int, type(None)), "max_abs_err": (float, int, type(None)),
+                   "cosine": (float, int, type(None))}
+DESIGN_ROOT_KEYS = {"id": int, "name": str, "opr": str, "opr_type": str, "max_err": (float, int, type(None)),
+                    "input_max_err": (float, int, type(None))}
+DESIGN_RUN_KEYS = {"label": str, "dir": str, "argv": list, "returncode": int, "seconds": (float, int)}
+
+
+def _strict_loads(text: str):
+    def bad(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+    return json.loads(text, parse_constant=bad)
+
+
+@pytest.mark.megengine
+def test_json_has_every_design_key_with_its_type(faulty_report):
+    d = _strict_loads(dumps(faulty_report))
+    assert list(d)[:6] == ["schema", "command", "threshold", "vars", "roots", "runs"]
+    assert d["schema"] == SCHEMA == "lar-prec.report/1"
+    assert d["command"] == "naive-vs-default"
+    assert d["threshold"]["value"] == THRESHOLD and d["threshold"]["mode"] == "fixed"
+    assert d["threshold"]["metric"] == "megengine_rel"
+    assert len(d["vars"]) == len(faulty_report.vars) > 40
+    for v in d["vars"]:
+        for key, typ in DESIGN_VAR_KEYS.items():
+            assert isinstance(v[key], typ), (key, v)
+        assert all(isinstance(i, int) for i in v["shape"] + v["inputs"])
+        assert v["status"] in ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
+    for r in d["roots"]:
+        for key, typ in DESIGN_ROOT_KEYS.items():
+            assert isinstance(r[key], typ), (key, r)
+    for r in d["runs"]:
+        for key, typ in DESIGN_RUN_KEYS.items():
+            assert isinstance(r[key], typ), (key, r)
+        assert all(isinstance(a, str) for a in r["argv"])
+    assert d["summary"]["exit_code"] == 1 and d["summary"]["n_roots"] == 2
+    assert d["verdict"].startswith("divergence found")
+
+
+@pytest.mark.megengine
+def test_nan_and_inf_become_null(faulty_report, dumps_ab):
+    nan_var = dumps_ab[4]
+    # the NaN origin as a shake or a custom metric may record it: NaN error, NaN worst value
+    rep = replace(faulty_report,
+                  vars=tuple(replace(v, max_err=math.nan, cosine=math.nan, worst_b=math.nan, rmse=math.inf)
+                             if v.id == nan_var else v for v in faulty_report.vars),
+                  roots=tuple(replace(r, max_err=math.nan, amplification=math.inf) if r.id == nan_var else r
+                              for r in faulty_report.roots),
+                  threshold=replace(faulty_report.threshold, per_dtype={"Float32": THRESHOLD, "Float16": math.inf}),
+                  extra={"nested": [1.0, math.nan, {"x": -math.inf}], "np": np.float32(0.5), "n": np.int64(3)})
+    text = dumps(rep)
+    assert not re.search(r"[:\[,]\s*-?(NaN|Infinity)\b", text)  # no bare NaN/Infinity tokens
+    d = _strict_loads(text)
+    jv = next(x for x in d["vars"] if x["id"] == nan_var)
+    assert jv["status"] == "nonfinite"
+    assert jv["max_err"] is None and jv["cosine"] is None and jv["worst_b"] is None and jv["rmse"] is None
+    jr = next(x for x in d["roots"] if x["id"] == nan_var)
+    assert jr["max_err"] is None and jr["amplification"] is None
+    assert d["nested"] == [1.0, None, {"x": None}] and d["np"] == 0.5 and d["n"] == 3
+    assert d["threshold"]["per_dtype"] == {"Float32": THRESHOLD, "Float16": None}
+    # and they read back as None
+    back = Report.from_json(d)
+    assert back.var(nan_var).max_err is None and back.roots[1].max_err is None
+
+
+@pytest.mark.megengine
+def test_json_round_trip(faulty_report, clean_report, tmp_path):
+    for rep in (faulty_report, clean_report):
+        path = write_json(rep, tmp_path / f"{len(rep.roots)}.json")
+        back = read_json(path)
+        assert back == rep
+        assert back.to_json() == rep.to_json()
+    assert faulty_report.runs[0].env == {"MGB_USE_MEGDNN_DBG": "2"}
+
+
+@pytest.mark.megengine
+def test_json_keeps_everything_vartree_writes(dumps_ab):
+    naive, _, faulty, _, _ = dumps_ab
+    tree = VarTree.from_folders(naive, faulty, threshold=THRESHOLD)
+    theirs = _strict_loads(json.dumps(to_report_json(tree, command="compare")))
+    ours = _strict_loads(dumps(from_tree(tree, command="compare")))
+
+    def same(a, b, where):
+        for k, v in a.items():
+            if v is not None and k != "runs":
+                assert b.get(k) == v, (where, k)
+
+    same({k: v for k, v in theirs.items() if k not in ("vars", "roots", "threshold")}, ours, "report")
+    same(theirs["threshold"], ours["threshold"], "threshold")
+    for a, b in zip(theirs["vars"], ours["vars"]):
+        same(a, b, a["id"])
+    for a, b in zip(theirs["roots"], ours["roots"]):
+        same(a, b, a["id"])
+    assert len(ours["vars"]) == len(theirs["vars"]) and len(ours["roots"]) == len(theirs["roots"])
+    assert all(r["path"] for r in ours["roots"])
+
+
+@pytest.mark.megengine
+def test_write_json_dash_goes_to_the_stream(clean_report):
+    buf = io.StringIO()
+    assert write_json(clean_report, "-", stream=buf) is None
+    assert _strict_loads(buf.getvalue())["summary"]["exit_code"] == 0
+
+
+def test_from_json_rejects_other_documents_with_a_clear_message(tmp_path):
+    with pytest.raises(UsageError, match="schema is 'other/1'"):
+        Report.from_json({"schema": "other/1"})
+    with pytest.raises(UsageError, match="has no 'threshold'"):
+        Report.from_json({"schema": SCHEMA, "command": "compare", "vars": [], "roots": []})
+    bad_var = {"id": 3, "name": "x", "opr": "x", "opr_type": "Elemwise", "dtype": "Float32", "shape": [1],
+               "inputs": [], "status": "weird", "max_err": 0.0}
+    with pytest.raises(UsageError, match="var 3 has status 'weird'"):
+        ReportVar.from_json(bad_var)
+    p = tmp_path / "broken.json"
+    p.write_text("{not json")
+    with pytest.raises(UsageError, match="is not JSON"):
+        read_json(p)
+    with pytest.raises(UsageError, match="cannot read report"):
+        read_json(tmp_path / "absent.json")
+
+
+@pytest.mark.megengine
+def test_exit_code(faulty_report, clean_report):
+    assert exit_code(faulty_report) == 1
+    assert exit_code(clean_report) == 0
+
+
+# ============================================================================ terminal
+
+
+def _console(width: int = 140):
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
+
+
+@pytest.mark.megengine
+def test_terminal_shows_verdict_threshold_roots_and_paths(faulty_report, dumps_ab, capsys):
+    fault = dumps_ab[3]
+    con = _console()
+    render_terminal(faulty_report, con, top=5)
+    out = con.file.getvalue()
+    root = faulty_report.var(fault)
+    assert "Verdict: " + faulty_report.verdict in out
+    flat = " ".join(out.split())
+    assert "Threshold: 1.00e-05 (fixed, metric megengine_rel): " + " ".join(faulty_report.threshold.reason.split()) in flat
+    assert root.name in out and root.opr_type in out
+    assert "Path to root #1" in out and "=> " + root.name in out
+    # the path starts at the model input
+    first = faulty_report.var(faulty_report.roots[0].path[0])
+    assert first.opr_type == "Host2DeviceCopy" and first.name in out
+    assert "Most divergent variables" in out and "nonfinite" in out
+    assert "MGB_USE_MEGDNN_DBG" not in out  # runs table lists folders, commands are in JSON/HTML
+    assert "naive" in out and "Note: dumps compared from real runs" in out
+    # names with brackets are printed literally, not eaten as rich markup
+    bracketed = [v.name for v in faulty_report.vars if "[" in v.name and v.status != "ok"][:1]
+    for name in bracketed:
+        assert name in out
+    assert capsys.readouterr() == ("", "")  # the library itself printed nothing
+
+
+@pytest.mark.megengine
+def test_terminal_clean_report_says_no_divergence(clean_report):
+    con = _console()
+    render_terminal(clean_report, con)
+    out = con.file.getvalue()
+    assert "Verdict: no divergence: all" in out
+    assert "Roots" not in out
+
+
+@pytest.mark.megengine
+def test_terminal_escapes_markup_in_names(faulty_report):
+    hostile = "[bold red]x[/] </script> {{y}} 'q\" & z"
+    v0 = faulty_report.roots[0]
+    rep = replace(faulty_report,
+                  vars=tuple(replace(v, name=hostile) if v.id == v0.id else v for v in faulty_report.vars),
+                  roots=(replace(v0, name=hostile),) + faulty_report.roots[1:])
+    con = _console(width=200)
+    render_terminal(rep, con)
+    assert hostile in con.file.getvalue()
+
+
+# ============================================================================ HTML, static checks
+
+
+HOSTILE = ('</script><script>window.__pwned=1</script>', '<img src=x onerror="window.__pwned=2">',
+           "{{7*7}} ${x} 'single' \"double\" & &amp; \u2028")
+
+
+def _hostile(report: Report) -> Report:
+    """The report with its two roots and one ok var renamed to HTML/JS-hostile strings."""
+    names = {report.roots[0].id: HOSTILE[0], report.roots[1].id: HOSTILE[1],
+             next(v.id for v in report.vars if v.status == "ok"): HOSTILE[2]}
+    return replace(report,
+                   vars=tuple(replace(v, name=names.get(v.id, v.name), opr=names.get(v.id, v.opr)) for v in report.vars),
+                   roots=tuple(replace(r, name=names[r.id], opr=names[r.id]) for r in report.roots),
+                   model="m<odel>&.mge")
+
+
+URL_ATTR = re.compile(r"""\b(?:src|href|action|xlink:href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
+
+
+@pytest.mark.megengine
+def test_html_is_one_offline_file(faulty_report, tmp_path):
+    rep = _hostile(faulty_report)
+    path = write_html(rep, tmp_path / "r.html")
+    text = path.read_text(encoding="utf-8")
+    assert not URL_ATTR.search(text)
+    assert not re.search(r"https?://", text)  # not even the SVG namespace is spelled out
+    assert "<link" not in text and "@import" not in text and "url(http" not in text
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+    # the embedded JSON is the report, and no name can close the script element
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S)
+    assert json.loads(m.group(1)) == json.loads(dumps(rep))
+    assert text.count("</script>") == 2
+    assert "<img" not in text
+    assert "<title>lar-prec naive-vs-default: m&lt;odel&gt;&amp;.mge</title>" in text
+
+
+def test_html_of_an_empty_report_renders(tmp_path):
+    rep = Report(command="compare", threshold=ReportThreshold(1e-5, "auto"))
+    assert exit_code(rep) == 0
+    assert "no divergence: all 0 variables" in render_html(rep)
+
+
+# ============================================================================ HTML in headless Chromium
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+browser = pytest.mark.skipif(CHROMIUM is None, reason="headless chromium not installed (run scripts/ensure-chromium.sh as root)")
+
+
+def chromium_dom(path: Path, fragment: str = "") -> Tuple[str, List[str]]:
+    """(DOM after the page's scripts ran, console messages) of ``path`` in headless Chromium."""
+    with tempfile.TemporaryDirectory(prefix="lar-prec-chromium-") as profile:
+        proc = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", "--dump-dom",
+             path.resolve().as_uri() + fragment],
+            capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    console = [line for line in proc.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+    return proc.stdout, console
+
+
+class _Dom(HTMLParser):
+    """Visible text (outside script/style/title), element ids and attributes of a dumped DOM."""
+
+    def __init__(self, html_text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.text: List[str] = []
+        self.ids: Set[str] = set()
+        self.tags: Dict[str, int] = {}
+        self.body: Dict[str, Optional[str]] = {}
+        self.tbody_rows = 0
+        self.hidden_ids: Set[str] = set()
+        self._skip = 0
+        self._in_tbody = False
+        self.feed(html_text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        if tag in ("script", "style", "title"):
+            self._skip += 1
+        if "id" in a:
+            self.ids.add(a["id"])
+            if "hidden" in a:
+                self.hidden_ids.add(a["id"])
+        if tag == "body":
+            self.body = a
+        if tag == "tbody" and a.get("id") == "vars-body":
+            self._in_tbody = True
+        if tag == "tr" and self._in_tbody:
+            self.tbody_rows += 1
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style", "title"):
+            self._skip -= 1
+        if tag == "tbody":
+            self._in_tbody = False
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+    @property
+    def visible(self) -> str:
+        return "".join(self.text)
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_html_renders_roots_in_chromium_without_errors(faulty_report, dumps_ab, tmp_path):
+    path = write_html(faulty_report, tmp_path / "report.html")
+    dom, console = chromium_dom(path)
+    assert console == []
+    d = _Dom(dom)
+    assert d.body.get("data-rendered") == str(len(faulty_report.vars))
+    assert "fatal" in d.hidden_ids
+    root = faulty_report.var(dumps_ab[3])
+    text = d.visible
+    assert root.name in text and "Root #1: " + root.name in text
+    assert "Root #2: " + NAN_NAME in text
+    assert faulty_report.verdict in text
+    assert "threshold" in text and "1.00e-5" in text
+    # a neighbourhood graph per root, the chart, paths, the runs with their command lines
+    assert {"graph-1", "graph-2", "chart-points", "roots-table", "runs-table"} <= d.ids
+    assert "MGB_USE_MEGDNN_DBG=2 python -m lar_prec.lar" in text
+    assert d.tbody_rows == min(100, len(faulty_report.vars))
+    assert d.tags.get("circle", 0) >= len(faulty_report.vars)  # one point per var (fewer vars than pixels)
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_html_escapes_hostile_names_in_chromium(faulty_report, tmp_path):
+    path = write_html(_hostile(faulty_report), tmp_path / "hostile.html")
+    dom, console = chromium_dom(path, "#var=" + str(faulty_report.roots[1].id))
+    assert console == []
+    d = _Dom(dom)
+    assert d.body.get("data-rendered")
+    assert "img" not in d.tags and "__pwned" not in d.body
+    for name in HOSTILE:
+        assert name.replace("\u2028", "") in d.visible.replace("\u2028", "")
+    assert "details-section" not in d.hidden_ids  # the #var= deep link opened the details
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_html_sort_and_filter_from_deep_link(faulty_report, tmp_path):
+    path = write_html(faulty_report, tmp_path / "sorted.html")
+    dom, console = chromium_dom(path, "#sort=-max_err&bad=1")
+    assert console == []
+    first = re.search(r'<tbody id="vars-body"><tr data-id="(\d+)"', dom)
+    worst = max((v for v in faulty_report.vars if v.status != "ok" and v.max_err is not None and not math.isnan(v.max_err)),
+                key=lambda v: v.max_err)
+    assert first and int(first.group(1)) == worst.id
+    assert _Dom(dom).tbody_rows == faulty_report.n_not_ok
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+@pytest.mark.slow  # about 5 s, nearly all of it Chromium reading and re-serialising a 5 MB page
+def test_html_with_20000_vars_renders_lazily(faulty_report, tmp_path):
+    # The real graph tiled until it has 20,000 vars, ids shifted per copy, inputs kept inside a copy.
+    base = faulty_report.vars
+    span = max(v.id for v in base) + 1
+    copies = -(-20000 // len(base))
+    big_vars = tuple(replace(v, id=v.id + k * span, inputs=tuple(u + k * span for u in v.inputs), exec_index=None)
+                     for k in range(copies) for v in base)[:20000]
+    big_roots = tuple(replace(r, id=r.id + k * span, path=tuple(p + k * span for p in r.path),
+                              neighbourhood=tuple(p + k * span for p in r.neighbourhood))
+                      for k in range(0, copies, 50) for r in faulty_report.roots)
+    big = replace(faulty_report, vars=big_vars, roots=big_roots, verdict="")
+    path = write_html(big, tmp_path / "big.html")
+    dom, console = chromium_dom(path)
+    assert console == []
+    d = _Dom(dom)
+    assert d.body.get("data-rendered") == "20000"
+    assert d.tbody_rows == 100  # paginated
+    assert d.tags.get("circle", 0) < 3000  # the chart keeps the largest error per pixel column
+    assert "rows 1\u2013100 of 20000" in d.visible
