@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -617,6 +618,29 @@ def _signal_name(returncode: Optional[int]) -> Optional[str]:
         return f"signal {-returncode}"
 
 
+# Runs under way in any thread. Ctrl-C reaches only the main thread, and children live in
+# their own sessions (so a terminal's SIGINT misses them): workflows that run several at
+# once call interrupt_active_runs() to kill them all and have their run.json say so.
+_ACTIVE: "set[subprocess.Popen]" = set()
+_ACTIVE_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()
+
+
+def interrupt_active_runs() -> int:
+    """Kill the process group of every run under way; returns how many there were."""
+    _INTERRUPTED.set()
+    with _ACTIVE_LOCK:
+        procs = list(_ACTIVE)
+    for proc in procs:
+        _kill_group(proc)
+    return len(procs)
+
+
+def reset_interrupt() -> None:
+    """Allow runs again after :func:`interrupt_active_runs` (for library users and tests)."""
+    _INTERRUPTED.clear()
+
+
 def run_once(
     model: PathLike,
     inputs: "PreparedInputs | str | None",
@@ -640,6 +664,8 @@ def run_once(
     non-zero exit or a signal. The exception's ``result`` attribute holds the RunResult.
     KeyboardInterrupt kills the process group, marks run.json ``interrupted`` and propagates.
     """
+    if _INTERRUPTED.is_set():  # queued behind runs that Ctrl-C killed: do not start
+        raise KeyboardInterrupt
     cfg = get_config(config).with_extra(env=extra_env)
     lar_obj = resolve_load_and_run(lar)
     label = label or (cfg.name + ("-text" if text_dump else ""))
@@ -732,6 +758,8 @@ def run_once(
             err = RunError(record["error"], run_dir=run_dir, argv=argv)
             err.result = result()  # type: ignore[attr-defined]
             raise err from None
+        with _ACTIVE_LOCK:
+            _ACTIVE.add(proc)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -747,7 +775,19 @@ def run_once(
             record["stderr_tail"] = _tail(stderr_path)
             _write_json_atomic(json_path, record)
             raise
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE.discard(proc)
     record["seconds"] = round(time.monotonic() - t0, 3)
+    if _INTERRUPTED.is_set():
+        # another thread got Ctrl-C and killed this run's group (interrupt_active_runs)
+        record["returncode"] = proc.returncode
+        record["signal"] = _signal_name(proc.returncode)
+        record["status"] = "interrupted"
+        record["error"] = "interrupted; the process group was killed"
+        record["stderr_tail"] = _tail(stderr_path)
+        _write_json_atomic(json_path, record)
+        raise KeyboardInterrupt
     rc = proc.returncode
     record["returncode"] = rc
     record["signal"] = _signal_name(rc)
