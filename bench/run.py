@@ -271,25 +271,25 @@ def _lar_jobs_option() -> Optional[str]:
     return "--jobs" if "--jobs" in text else None
 
 
-def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool) -> Section:
+def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool,
+                  name: str = "compare") -> Section:
     """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating.
 
     `lar-prec` is the command as a user types it (its default parallelism); when it has a
     --jobs option and the machine more than one core, `lar-prec --jobs N` is timed as well.
     """
-    s = Section("compare")
+    s = Section(name)
     a, b = pair.dir_a, pair.dir_b
-    mge_out = work / "mge_compare.txt"
+    mge_out = work / f"{name}-mge.txt"
+    j0, j1 = work / f"{name}-0.json", work / f"{name}-1.json"
     tools: List[Tuple[str, List[str], Optional[Path]]] = []
     if have_lar:
-        tools.append(("lar-prec", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(work / "c0.json")],
-                      work / "c0.json"))
+        tools.append(("lar-prec", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j0)], j0))
         jobs_opt = _lar_jobs_option()
         ncpu = os.cpu_count() or 1
         if jobs_opt and ncpu > 1:
             tools.append((f"lar-prec {jobs_opt} {ncpu}",
-                          LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(work / "c1.json"), jobs_opt,
-                                 str(ncpu)], work / "c1.json"))
+                          LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j1), jobs_opt, str(ncpu)], j1))
     else:
         s.data["lar_note"] = "not available: `lar-prec compare` does not exist yet"
     if have_mge:
@@ -665,6 +665,48 @@ def _pair_line(p: PairInfo) -> str:
             f"largest variable {_fmt_bytes(p.largest_var_bytes)}; {gen}")
 
 
+def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo], skipped: str) -> None:
+    if pair is not None:
+        L.append(f"Pair: {_pair_line(pair)}.")
+        L.append("")
+    if s is None:
+        L.append(skipped)
+        return
+    if not s.available:
+        L.append(s.note + ".")
+        return
+    L.append("| tool | median | GB/s | speed-up | runs (s) | peak RSS, one process | peak RSS, process tree (sampled) "
+             "| of which anonymous | exit codes | divergent vars found |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    labels = list(s.data.get("tools", []))
+    if "lar_note" in s.data:
+        labels.insert(0, "lar-prec")
+    if "mge_note" in s.data:
+        labels.append("megengine")
+    for tool in labels:
+        d = s.data.get(tool)
+        if d is None:
+            L.append(f"| {tool} | {s.data.get('lar_note' if tool == 'lar-prec' else 'mge_note', 'not available')} "
+                     "| | | | | | | | |")
+            continue
+        tree = f"{d['tree_peak_mb']:.0f} MB" if d.get("tree_peak_mb") is not None else "-"
+        anon = f"{d['tree_peak_anon_mb']:.0f} MB" if d.get("tree_peak_anon_mb") is not None else "-"
+        found = d.get("divergent_found")
+        sp = f"{d['speedup']:.2f}x" if d.get("speedup") else "-"
+        L.append(f"| {tool} | {d['median_s']:.2f} s | {d['gbps']:.2f} | {sp} | {', '.join(f'{x:.2f}' for x in d['seconds'])} "
+                 f"| {d['maxrss_mb']:.0f} MB | {tree} | {anon} | {', '.join(map(str, d['returncodes']))} "
+                 f"| {found if found is not None else '?'} |")
+    L.append("")
+    L.append(f"Generated divergent variables: {s.data['generated_divergent']}. "
+             f"Threshold: `{THRESHOLD}` for both (`--threshold` / `-e`). Speed-up = MegEngine median / this median. "
+             "Peak RSS of one process is the largest over all runs; the tree columns are sampled in the warm-up run.")
+    for tool in s.data.get("tools", []):
+        d = s.data[tool]
+        L.append(f"- {tool}: `{d['argv']}`" + (f" (timed from the {d['timed_from']})" if d["timed_from"] != "repeat runs" else ""))
+        if d.get("stderr_tail"):
+            L.append(f"  - failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
+
+
 def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, PairInfo],
            sections: Dict[str, Section], rows: List[Dict[str, Any]], started: str, total_s: float) -> str:
     """RESULTS.md text."""
@@ -698,47 +740,8 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
 
     L.append("## 1. compare: lar-prec vs MegEngine")
     L.append("")
-    s = sections.get("compare")
-    if "main" in pairs:
-        L.append(f"Pair: {_pair_line(pairs['main'])}.")
-        L.append("")
-    if s is None:
-        L.append("Skipped (`--skip compare`).")
-    elif not s.available:
-        L.append(s.note + ".")
-    else:
-        L.append("| tool | median | GB/s | speed-up | runs (s) | peak RSS, one process | peak RSS, process tree (sampled) "
-                 "| of which anonymous | exit codes | divergent vars found |")
-        L.append("|---|---|---|---|---|---|---|---|---|---|")
-        labels = list(s.data.get("tools", []))
-        if "lar_note" in s.data:
-            labels.insert(0, "lar-prec")
-        if "mge_note" in s.data:
-            labels.append("megengine")
-        for tool in labels:
-            d = s.data.get(tool)
-            if d is None:
-                L.append(f"| {tool} | {s.data.get('lar_note' if tool == 'lar-prec' else 'mge_note', 'not available')} "
-                         "| | | | | | | | |")
-                continue
-            tree = f"{d['tree_peak_mb']:.0f} MB" if d.get("tree_peak_mb") is not None else "-"
-            anon = f"{d['tree_peak_anon_mb']:.0f} MB" if d.get("tree_peak_anon_mb") is not None else "-"
-            found = d.get("divergent_found")
-            sp = f"{d['speedup']:.2f}x" if d.get("speedup") else "-"
-            L.append(f"| {tool} | {d['median_s']:.2f} s | {d['gbps']:.2f} | {sp} | {', '.join(f'{x:.2f}' for x in d['seconds'])} "
-                     f"| {d['maxrss_mb']:.0f} MB | {tree} | {anon} | {', '.join(map(str, d['returncodes']))} "
-                     f"| {found if found is not None else '?'} |")
-        L.append("")
-        L.append(f"Generated divergent variables: {s.data['generated_divergent']}. "
-                 f"Threshold: `{THRESHOLD}` for both (`--threshold` / `-e`). Speed-up = MegEngine median / this median. "
-                 "Peak RSS of one process is the largest over all runs; the tree columns are sampled in the warm-up run.")
-        for tool in s.data.get("tools", []):
-            d = s.data[tool]
-            L.append(f"- {tool}: `{d['argv']}`" + (f" (timed from the {d['timed_from']})" if d["timed_from"] != "repeat runs" else ""))
-            if d.get("stderr_tail"):
-                L.append(f"  - failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
+    _render_compare(L, sections.get("compare"), pairs.get("main"), "Skipped (`--skip compare`).")
     L.append("")
-
     L.append("## 2. compare: peak memory on the big pair")
     L.append("")
     s = sections.get("memory")
@@ -760,6 +763,14 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
                  "(the rest are mapped dump pages, which the OS counts in RSS and can drop at any time).")
         if d.get("stderr_tail"):
             L.append(f"- failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
+    L.append("")
+
+    L.append("## 2b. compare: many small variables")
+    L.append("")
+    L.append("Per-variable cost (headers, titles, bookkeeping) rather than bytes: real detection models have "
+             "thousands of small variables. No target in issue 7; informational.")
+    L.append("")
+    _render_compare(L, sections.get("many"), pairs.get("many"), "Skipped (`--many-vars 0` or `--skip many`).")
     L.append("")
 
     L.append("## 3. start-up")
@@ -847,21 +858,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per tool (default 3)")
     ap.add_argument("--vars", type=int, default=400, help="variables per folder (default 400)")
     ap.add_argument("--divergent", type=float, default=0.5, help="share of divergent variables (default 0.5)")
+    ap.add_argument("--many-vars", type=int, default=20_000,
+                    help="variables of the many-small-variables pair (default 20000; 0 skips it)")
     ap.add_argument("--rooting-vars", type=int, default=ROOTING_VARS, help="graph size for the rooting benchmark")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes, one repeat: proves the script works (tests)")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny sizes, each command run once (no warm-up): proves the script works (tests)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"), help="report file (default bench/RESULTS.md)")
     ap.add_argument("--json", default=None, help="also write the raw numbers as JSON here")
     ap.add_argument("--data", default=str(ROOT / "bench" / "data"), help="where pairs are generated (default bench/data)")
     ap.add_argument("--keep", action="store_true", help="keep generated pairs (and reuse kept ones with the same spec)")
-    ap.add_argument("--skip", default="", help="comma list of sections to skip: compare,memory,startup,rooting,nvd,megengine")
+    ap.add_argument("--skip", default="", help="comma list of sections to skip: compare,memory,many,startup,rooting,nvd,megengine")
     args = ap.parse_args(argv)
     args.argv = ["bench/run.py", *(argv if argv is not None else sys.argv[1:])]
     if args.quick:
         args.size = "8M" if args.size == "1G" else args.size
         args.big = "16M" if args.big == "4G" else args.big
-        args.repeat = 1 if args.repeat == 3 else args.repeat
+        args.repeat = 0 if args.repeat == 3 else args.repeat  # the warm-up run is the only run
         args.vars = 60 if args.vars == 400 else args.vars
         args.rooting_vars = 2000 if args.rooting_vars == ROOTING_VARS else args.rooting_vars
+        args.many_vars = 300 if args.many_vars == 20_000 else args.many_vars
     skip = {x.strip() for x in args.skip.split(",") if x.strip()}
     size, big = parse_size(args.size), parse_size(args.big)
 
@@ -901,6 +916,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                                     seed=7), args.keep)
             print(f"  {_pair_line(pairs['big'])}", flush=True)
             sections["memory"] = bench_memory(pairs["big"], work, have_lar)
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        if args.many_vars and "many" not in skip:
+            print(f"[2b] compare on {args.many_vars:,} small variables", flush=True)
+            root = data_root / f"pair-{args.many_vars}-vars"
+            made.append(root)
+            # about 8 KB per variable and folder: the per-variable cost dominates
+            pairs["many"] = get_pair(root, PairSpec(total_bytes=args.many_vars * 16_000, n_vars=args.many_vars,
+                                                     divergent_share=args.divergent, seed=11), args.keep)
+            print(f"  {_pair_line(pairs['many'])}", flush=True)
+            sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many")
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
         if "startup" not in skip:
