@@ -11,6 +11,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from lar_prec.errors import (  # noqa: F401  (re-exported API)
+    AnalysisInterrupted,
     DumpFolderError,
     DumpFormatError,
     LarPrecError,
@@ -29,4 +30,5 @@ __all__ = [
     "RunError",
     "RunTimeout",
     "LoadAndRunNotFound",
+    "AnalysisInterrupted",
 ]

@@ -53,6 +53,165 @@ def cli() -> None:
 # ---- commands are added below, one section per issue ----
 
 
+# ---- workflow commands (naive-vs-default, shake) ----
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    import shutil
+
+    # Piped output gets a readable width instead of rich's 80 columns.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else max(120, shutil.get_terminal_size((120, 24)).columns)
+    return Console(stderr=stderr, soft_wrap=False, width=width)
+
+
+class _Progress:
+    """Rich progress bars on a terminal for runs and comparison; nothing otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self._bar = None
+        self._tasks: dict = {}
+
+    def __enter__(self) -> "_Progress":
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                                 TimeElapsedColumn(), console=_console(stderr=True), transient=True)
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self._bar is None:
+            return
+        label = {"runs": "load_and_run runs", "compare": "comparing dumps"}.get(stage, stage)
+        if stage not in self._tasks:
+            self._tasks[stage] = self._bar.add_task(label, total=max(total, 1))
+        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1))
+
+
+def _lar_flags(lar_args: tuple, trailing: tuple) -> tuple:
+    from lar_prec.runner import split_lar_args
+
+    return split_lar_args(lar_args) + tuple(trailing)
+
+
+def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool) -> None:
+    """Render an Analysis: terminal report, --json, --html; exit with its code."""
+    import shutil
+
+    from lar_prec.report import render_terminal, write_json
+
+    if json_out is not None:
+        if json_out == "-":
+            write_json(analysis.report, "-", stream=sys.stdout)
+        else:
+            write_json(analysis.report, json_out)
+    if html_out is not None and analysis.html_path is not None:
+        shutil.copyfile(analysis.html_path, html_out)
+    if json_out != "-":
+        render_terminal(analysis.report, _console())
+    if not quiet:
+        click.echo(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)", err=True)
+    sys.exit(analysis.exit_code)
+
+
+_workflow_options = [
+    click.option("--input", "inputs", multiple=True, metavar="SPEC",
+                 help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3]; repeat or join with ';'."),
+    click.option("--threshold", default=None, metavar="auto|X",
+                 help="max_err above which a var diverges: 'auto' (from the data, per dtype) or a number "
+                      "(compare_binary_iodump -e X; 0 = bitwise)."),
+    click.option("--out", type=click.Path(path_type=str), default=None,
+                 help="Analysis folder (runs, inputs, report.json, report.html); a non-empty one gets a new "
+                      "numbered subfolder. [default: ./lar-prec-out/<command>-N]"),
+    click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON report here ('-': stdout)."),
+    click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML report here."),
+    click.option("--lar", "lar_path", metavar="PATH", default=None,
+                 help="load_and_run to use ('bundled' for python -m lar_prec.lar). "
+                      "[default: $LAR_PREC_LOAD_AND_RUN, load_and_run on PATH, bundled]"),
+    click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+                 help="Kill a run (its whole process group) after S seconds."),
+    click.option("--lar-args", "lar_args", multiple=True, metavar="FLAGS",
+                 help="Extra load_and_run flags for every run, e.g. --lar-args '--multithread 2' "
+                      "(or put them after --)."),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs."),
+    click.option("-q", "--quiet", is_flag=True, help="No progress bars or folder note on stderr."),
+]
+
+
+def workflow_options(func: F) -> F:
+    for opt in reversed(_workflow_options):
+        func = opt(func)
+    return func
+
+
+@cli.command("naive-vs-default")
+@click.argument("model", type=click.Path(path_type=str))
+@click.argument("lar_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- LOAD_AND_RUN_FLAGS]")
+@workflow_options
+@click.option("--text-dump", is_flag=True, help="Also make a --io-dump run and use its dependency edges.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 16), default=1, show_default=True, help="Runs at once.")
+@handle_errors
+def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
+                         json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
+                         lar_args: tuple, seed: int, quiet: bool, text_dump: bool, jobs: int) -> None:
+    """Which operator computes wrongly? Reference kernels against the default ones.
+
+    Runs MODEL with MGB_USE_MEGDNN_DBG=2 (naive reference kernels) and with the default
+    kernels, each in a fresh process with --bin-io-dump, compares every variable and names
+    the root variables where the divergence starts. Exit code 0 no divergence, 1 divergence
+    found, 2 usage or input error, 3 a load_and_run run failed.
+    """
+    from lar_prec.workflows import naive_vs_default
+
+    with _Progress(not quiet) as progress:
+        analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
+                                    timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags),
+                                    text_dump=text_dump, jobs=jobs, seed=seed, progress=progress)
+    _finish_analysis(analysis, json_out, html_out, quiet)
+
+
+@cli.command("shake")
+@click.argument("model", type=click.Path(path_type=str))
+@click.argument("lar_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- LOAD_AND_RUN_FLAGS]")
+@workflow_options
+@click.option("-n", "--repeat", type=click.IntRange(2, 1000), default=3, show_default=True, help="Runs of the configuration.")
+@click.option("--config", "config_name", type=click.Choice(["default", "reproducible", "fast-run"]), default="default",
+              show_default=True, help="Configuration repeated: default kernels, --reproducible, or --fast-run.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 16), default=1, show_default=True,
+              help="Runs at once (concurrent runs disturb each other's fast-run timing).")
+@click.option("--no-explain", is_flag=True, help="Do not rerun to find the cause of jitter.")
+@handle_errors
+def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
+              json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
+              lar_args: tuple, seed: int, quiet: bool, repeat: int, config_name: str, jobs: int,
+              no_explain: bool) -> None:
+    """Does the output jitter from run to run, where does it start, and what removes it?
+
+    Runs MODEL --repeat times with one configuration, each in a fresh process. Jitter is any
+    difference from run 1 (bitwise by default); roots are the first variables that differ
+    while their inputs are equal. When there is jitter, reruns with algorithm choices pinned
+    by a --fast-run-algo-policy cache (fast-run) and with --reproducible tell the cause.
+    Exit code 0 no jitter, 1 jitter found, 2 usage or input error, 3 a run failed.
+    """
+    from lar_prec.workflows import shake
+
+    with _Progress(not quiet) as progress:
+        analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
+                         threshold=0.0 if threshold is None else threshold, explain=not no_explain,
+                         lar=lar_path, timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags), seed=seed,
+                         progress=progress)
+    _finish_analysis(analysis, json_out, html_out, quiet)
+
+
 # ---- run commands ----
 
 

@@ -68,3 +68,13 @@ class RunTimeout(RunError):
 
 class LoadAndRunNotFound(LarPrecError, FileNotFoundError):
     """The load_and_run binary given by --lar or LAR_PREC_LOAD_AND_RUN does not exist or cannot run."""
+
+
+class AnalysisInterrupted(LarPrecError):
+    """Ctrl-C stopped an analysis; every run folder was left consistent and is named here."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, *, analysis_dir: "Optional[Path]" = None) -> None:
+        self.analysis_dir = analysis_dir
+        super().__init__(message)

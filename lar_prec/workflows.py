@@ -1,0 +1,410 @@
+"""The two workflows users come for, built on the runner, the readers and the variable tree.
+
+- :func:`naive_vs_default`: the reference kernels (``MGB_USE_MEGDNN_DBG=2``) against the
+  default ones; which operator computes wrongly?
+- :func:`shake`: the same model and input N times; does the output jitter, where does the
+  jitter start, and what removes it (``--reproducible``, algorithm choices pinned by a
+  ``--fast-run-algo-policy`` cache)?
+
+Each call makes one analysis folder holding the prepared inputs, one folder per run (dumps
+and ``run.json``), ``report.json`` and ``report.html``, and returns an :class:`Analysis`.
+Nothing already on disk is overwritten, and a failing or interrupted run leaves every
+folder consistent.
+
+Example::
+
+    from lar_prec.workflows import naive_vs_default
+    a = naive_vs_default("model.mge", ["data:x.npy"], out="analysis")
+    print(a.report.verdict, [r.id for r in a.report.roots], a.exit_code)
+"""
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from lar_prec.compare import Comparison, Threshold, VarDiff, compare_folders, parse_threshold
+from lar_prec.errors import AnalysisInterrupted, LarPrecError, UsageError
+from lar_prec.report import Report, exit_code, from_tree, write_html, write_json
+from lar_prec.runner import (
+    LoadAndRun,
+    PreparedInputs,
+    RunResult,
+    get_config,
+    interrupt_active_runs,
+    new_analysis_dir,
+    prepare_inputs,
+    reset_interrupt,
+    resolve_load_and_run,
+    run_once,
+)
+from lar_prec.vartree import VarTree
+
+log = logging.getLogger(__name__)
+
+PathLike = Union[str, "os.PathLike[str]"]
+#: ``progress(stage, done, total)``: stage is ``"runs"`` or ``"compare"``
+Progress = Callable[[str, int, int], None]
+
+CAUSE_ALGO = "algorithm choice differs between runs"
+CAUSE_KERNEL = "non-reproducible kernel"
+CAUSE_NEITHER = ("neither algorithm choice nor a non-reproducible kernel: "
+                 "look at the input, uninitialised memory or random operators")
+
+SHAKE_CONFIGS = ("default", "reproducible", "fast-run")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One finished analysis: its folder, its report, its tree and its runs."""
+
+    command: str
+    dir: Path
+    report: Report
+    tree: VarTree
+    runs: Tuple[RunResult, ...]
+    json_path: Path
+    html_path: Optional[Path]
+
+    @property
+    def exit_code(self) -> int:
+        """0 no divergence (no jitter), 1 divergence (jitter) found."""
+        return exit_code(self.report)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    config: str
+    label: str
+    text_dump: bool = False
+    extra_flags: Tuple[str, ...] = ()
+
+
+def _check_model(model: PathLike) -> Path:
+    path = Path(model)
+    if not path.is_file():
+        raise UsageError(f"model file {model} does not exist" if not path.exists() else f"model {model} is not a file")
+    return path
+
+
+def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], adir: Path, *,
+              lar: LoadAndRun, timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
+              progress: Optional[Progress]) -> List[RunResult]:
+    """Run every planned configuration, up to ``jobs`` at once, each in a fresh process.
+
+    The first failure is raised after the other runs have ended, so every run.json is
+    final. Ctrl-C kills every run under way and raises AnalysisInterrupted naming the folder.
+    """
+    results: List[Optional[RunResult]] = [None] * len(plan)
+    done = 0
+    if progress:
+        progress("runs", 0, len(plan))
+
+    def one(i: int) -> RunResult:
+        p = plan[i]
+        return run_once(model, prepared, p.config, adir, lar=lar, text_dump=p.text_dump, timeout=timeout,
+                        extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label)
+
+    first_error: Optional[BaseException] = None
+    try:
+        if jobs <= 1:
+            for i in range(len(plan)):
+                try:
+                    results[i] = one(i)
+                except LarPrecError as exc:
+                    first_error = exc
+                    break
+                done += 1
+                if progress:
+                    progress("runs", done, len(plan))
+        else:
+            with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lar-prec-run") as pool:
+                futures: Dict[Future, int] = {pool.submit(one, i): i for i in range(len(plan))}
+                try:
+                    for fut in list(futures):
+                        try:
+                            results[futures[fut]] = fut.result()
+                        except LarPrecError as exc:
+                            if first_error is None:
+                                first_error = exc
+                                for other in futures:  # queued runs are pointless now
+                                    other.cancel()
+                            continue
+                        except Exception as exc:  # a cancelled future
+                            if first_error is None:
+                                first_error = exc
+                            continue
+                        done += 1
+                        if progress:
+                            progress("runs", done, len(plan))
+                except KeyboardInterrupt:
+                    interrupt_active_runs()
+                    for fut in futures:
+                        fut.cancel()
+                    raise
+    except KeyboardInterrupt:
+        interrupt_active_runs()
+        reset_interrupt()
+        raise AnalysisInterrupted(
+            f"interrupted; runs were stopped and every run folder is kept in {adir} (see each run.json)",
+            analysis_dir=adir) from None
+    if first_error is not None:
+        raise first_error
+    return [r for r in results if r is not None]
+
+
+def _prepare(model: PathLike, inputs: Union[str, Sequence[str]], out: Optional[PathLike], command: str,
+             seed: int, lar: Union[LoadAndRun, str, None]) -> Tuple[Path, Path, PreparedInputs, LoadAndRun]:
+    model_path = _check_model(model)
+    lar_obj = resolve_load_and_run(lar)
+    adir = new_analysis_dir(out, command).resolve()
+    prepared = prepare_inputs(inputs, adir / "inputs", model_path, seed=seed)
+    return model_path, adir, prepared, lar_obj
+
+
+def _write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optional[Path]]:
+    json_path = adir / "report.json"
+    write_json(report, json_path)
+    html_path = write_html(report, adir / "report.html") if html else None
+    return json_path, html_path
+
+
+def _compare_progress(progress: Optional[Progress]) -> Optional[Callable[[int, int], None]]:
+    if progress is None:
+        return None
+    return lambda done, total: progress("compare", done, total)
+
+
+def naive_vs_default(
+    model: PathLike,
+    inputs: Union[str, Sequence[str]],
+    *,
+    out: Optional[PathLike] = None,
+    threshold: Union[str, float, Threshold, None] = "auto",
+    lar: Union[LoadAndRun, str, None] = None,
+    timeout: Optional[float] = None,
+    extra_flags: Sequence[str] = (),
+    text_dump: bool = False,
+    html: bool = True,
+    jobs: int = 1,
+    seed: int = 0,
+    progress: Optional[Progress] = None,
+) -> Analysis:
+    """Run the naive reference and the default kernels, compare every variable, find roots.
+
+    Args:
+        model: the ``.mge`` model.
+        inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``).
+        out: the analysis folder (a non-empty one gets a new numbered subfolder);
+            default ``./lar-prec-out/naive-vs-default-N``.
+        threshold: ``"auto"`` or a number (``compare_binary_iodump -e``).
+        lar: load_and_run binary (default: ``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled).
+        timeout: seconds before a run is killed with its process group.
+        extra_flags: load_and_run flags for both runs (e.g. ``--fast-run``, layout options).
+        text_dump: also make a ``--io-dump`` run (its own process) and use its dependency edges.
+        html: write ``report.html`` next to ``report.json``.
+        jobs: runs at once (naive and default are independent).
+        seed: seed of random data for shape-only inputs.
+        progress: ``progress(stage, done, total)`` hook.
+
+    Raises:
+        UsageError: bad model path, inputs, threshold or flags (exit 2).
+        RunError: a load_and_run run failed (exit 3); its folder and run.json stay on disk.
+        AnalysisInterrupted: Ctrl-C (exit 130); run folders stay consistent on disk.
+    """
+    parse_threshold(threshold)  # a bad value fails before anything runs
+    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar)
+    plan = [_Planned("naive", "naive"), _Planned("default", "default")]
+    if text_dump:
+        plan.append(_Planned("default", "default-text", text_dump=True))
+    runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
+                     jobs=jobs, progress=progress)
+    naive, default = runs[0], runs[1]
+    text = runs[2].text_dump if text_dump else None
+    tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=threshold, text_dump=text,  # type: ignore[arg-type]
+                                jobs=min(2, os.cpu_count() or 1), on_progress=_compare_progress(progress))
+    notes = []
+    if lar_obj.is_bundled:
+        notes.append("runs used the bundled load_and_run (megenginelite, LITE mode); var ids of a real "
+                     "load_and_run in MDL mode can differ")
+    report = from_tree(tree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
+                       extra={"analysis_dir": str(adir), "inputs": prepared.to_json()})
+    json_path, html_path = _write_reports(report, adir, html)
+    return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+# ---------------------------------------------------------------------------------- shake
+
+
+def _differs(d: VarDiff) -> bool:
+    """True when the two runs differ at all in this var (whatever the threshold)."""
+    return d.status != "ok" or bool(d.max_err) or bool(d.n_diff) or bool(d.n_nonfinite)
+
+
+def _err_key(d: VarDiff) -> float:
+    return -1.0 if d.max_err is None else float(d.max_err)
+
+
+def merge_comparisons(comparisons: Sequence[Comparison]) -> Tuple[List[VarDiff], Dict[int, int]]:
+    """Fold the comparisons of runs 2..N against run 1 into one diff per var.
+
+    A var takes the comparison where it is worst (a non-ok status first, then the largest
+    ``max_err``), so its ``max_err`` is its largest difference from run 1 over all runs.
+    Also returns, per var, how many runs differ from run 1 at all.
+    """
+    order: List[int] = []
+    seen = set()
+    for c in comparisons:
+        for d in c.diffs:
+            if d.id not in seen:
+                seen.add(d.id)
+                order.append(d.id)
+    merged: List[VarDiff] = []
+    differing: Dict[int, int] = {}
+    for index, vid in enumerate(order):
+        cands = [c[vid] for c in comparisons if vid in c]
+        worst = max(cands, key=lambda d: (d.status != "ok", _err_key(d)))
+        merged.append(replace(worst, index=index))
+        differing[vid] = sum(1 for d in cands if _differs(d))
+    return merged, differing
+
+
+def _jitter(dumps: Sequence[Path], threshold: Threshold, progress: Optional[Progress]) -> Tuple[VarTree, Dict[int, int]]:
+    """Compare runs 2..N with run 1 and build the merged tree."""
+    comps = []
+    for k, d in enumerate(dumps[1:], start=1):
+        comps.append(compare_folders(dumps[0], d, threshold=threshold, jobs=min(2, os.cpu_count() or 1)))
+        if progress:
+            progress("compare", k, len(dumps) - 1)
+    merged, differing = merge_comparisons(comps)
+    tree = VarTree(merged, threshold=threshold, source=f"{len(dumps)} runs against {dumps[0]}")
+    return tree, differing
+
+
+def _any_difference(dumps: Sequence[Path]) -> Tuple[bool, int]:
+    """Whether any run differs bitwise from the first, and in how many vars."""
+    if len(dumps) < 2:
+        return False, 0
+    tree, differing = _jitter(dumps, Threshold.fixed(0.0), None)
+    n = sum(1 for v in differing.values() if v)
+    return n > 0, n
+
+
+def shake(
+    model: PathLike,
+    inputs: Union[str, Sequence[str]],
+    *,
+    repeat: int = 3,
+    config: str = "default",
+    jobs: int = 1,
+    out: Optional[PathLike] = None,
+    threshold: Union[str, float, Threshold, None] = 0.0,
+    explain: bool = True,
+    lar: Union[LoadAndRun, str, None] = None,
+    timeout: Optional[float] = None,
+    extra_flags: Sequence[str] = (),
+    html: bool = True,
+    seed: int = 0,
+    progress: Optional[Progress] = None,
+) -> Analysis:
+    """Run one configuration ``repeat`` times; find where the outputs start to differ, and why.
+
+    Jitter is any difference from run 1: the default threshold is bitwise equality (0). Roots
+    are the first variables that differ while their inputs are equal. With ``explain`` and
+    jitter found, more runs tell the cause apart: for ``fast-run``, runs whose algorithm
+    choices are pinned by a ``--fast-run-algo-policy`` cache written by the first of them
+    ("algorithm choice differs between runs" when they agree); otherwise (or when pinning does
+    not help) runs with ``--reproducible`` ("non-reproducible kernel" when they agree);
+    "neither ..." when nothing removes the jitter.
+
+    Args:
+        repeat: number of runs of ``config`` (at least 2).
+        config: ``default``, ``reproducible`` or ``fast-run``.
+        jobs: runs at once. Runs sharing the cores time their algorithms differently, which
+            is part of what ``fast-run`` jitter is about; 1 is the conservative choice.
+        threshold: 0 (bitwise, the default), a number, or ``"auto"``.
+        Other arguments as :func:`naive_vs_default`.
+
+    Raises:
+        As :func:`naive_vs_default`.
+    """
+    if repeat < 2:
+        raise UsageError(f"--repeat must be at least 2 to see jitter, got {repeat}")
+    if config not in SHAKE_CONFIGS:
+        raise UsageError(f"shake --config must be one of {', '.join(SHAKE_CONFIGS)}, got {config!r}")
+    thr_spec = parse_threshold(threshold)
+    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar)
+    common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress)
+
+    plan = [_Planned(config, f"{config}-{k}") for k in range(1, repeat + 1)]
+    runs = _run_plan(model_path, prepared, plan, adir, **common)  # type: ignore[arg-type]
+    dumps = [r.dump_dir for r in runs]
+    if thr_spec is None:  # "auto": decided on the first pair, then used for every pair
+        thr_spec = compare_folders(dumps[0], dumps[1], threshold="auto").threshold  # type: ignore[arg-type]
+    tree, differing = _jitter(dumps, thr_spec, progress)  # type: ignore[arg-type]
+    runs_differing = max(differing.values(), default=0)
+
+    cause: Optional[str] = None
+    steps: List[Dict[str, object]] = []
+    all_runs = list(runs)
+    if tree.diverged and explain:
+        cause, steps, more = _explain(model_path, prepared, adir, config, repeat, common)
+        all_runs += more
+
+    n_bad = sum(1 for d in tree.diffs if d.status != "ok")
+    if tree.diverged:
+        roots = tree.roots()
+        first = f"; first root: {roots[0].name} ({roots[0].opr_type}, var {roots[0].id})" if roots else ""
+        verdict = (f"jitter: {n_bad} of {len(tree.diffs)} variables differ from run 1 in up to "
+                   f"{runs_differing} of {repeat - 1} runs{first}")
+        if cause:
+            verdict += f"; cause: {cause}"
+    else:
+        verdict = f"no jitter: {repeat} {config} runs agree in all {len(tree.diffs)} variables"
+        if thr_spec.value == 0:
+            verdict = f"no jitter: {repeat} {config} runs are bitwise identical in all {len(tree.diffs)} variables"
+    extra = {"analysis_dir": str(adir), "repeat": repeat, "config": config, "inputs": prepared.to_json(),
+             "explanation": steps}
+    report = from_tree(tree, command="shake", runs=all_runs, model=str(model_path), verdict=verdict, cause=cause,
+                       extra=extra)
+    report = replace(report, vars=tuple(replace(v, runs_differing=differing.get(v.id, 0)) for v in report.vars))
+    json_path, html_path = _write_reports(report, adir, html)
+    return Analysis("shake", adir, report, tree, tuple(all_runs), json_path, html_path)
+
+
+def _explain(model: Path, prepared: PreparedInputs, adir: Path, config: str, repeat: int,
+             common: Dict[str, object]) -> Tuple[str, List[Dict[str, object]], List[RunResult]]:
+    """Rerun as needed to tell the cause of jitter apart; returns (cause, steps, runs)."""
+    steps: List[Dict[str, object]] = []
+    more: List[RunResult] = []
+    n = max(2, min(repeat, 3))
+    if "--fast-run" in get_config(config).flags:
+        # The first pinned run profiles and writes the cache; the others load it, so every
+        # algorithm choice is the same. Agreement then means the choice was the cause.
+        cache = adir / "fast-run-algo-policy.cache"
+        flags = ("--fast-run-algo-policy", str(cache))
+        first = _run_plan(model, prepared, [_Planned(config, f"{config}-pinned-1", extra_flags=flags)], adir,
+                          **{**common, "jobs": 1})  # type: ignore[arg-type]
+        rest = _run_plan(model, prepared, [_Planned(config, f"{config}-pinned-{k}", extra_flags=flags)
+                                           for k in range(2, n + 1)], adir, **common)  # type: ignore[arg-type]
+        pinned = first + rest
+        more += pinned
+        differ, nvars = _any_difference([r.dump_dir for r in pinned])  # type: ignore[misc]
+        steps.append({"step": "fast-run with algorithm choices pinned by --fast-run-algo-policy",
+                      "cache": str(cache), "runs": [r.label for r in pinned], "jitter": differ,
+                      "vars_differing": nvars})
+        if not differ:
+            return CAUSE_ALGO, steps, more
+    if config != "reproducible":
+        rep = _run_plan(model, prepared, [_Planned("reproducible", f"reproducible-{k}") for k in range(1, n + 1)],
+                        adir, **common)  # type: ignore[arg-type]
+        more += rep
+        differ, nvars = _any_difference([r.dump_dir for r in rep])  # type: ignore[misc]
+        steps.append({"step": "--reproducible", "runs": [r.label for r in rep], "jitter": differ,
+                      "vars_differing": nvars})
+        if not differ:
+            return CAUSE_KERNEL, steps, more
+    return CAUSE_NEITHER, steps, more
