@@ -821,12 +821,13 @@ def render_terminal(report: Report, console: Optional["Console"] = None, *, top:
         t = Table(title=Text(f"Roots ({len(report.roots)}, most likely first)", style="bold"), box=box.SIMPLE_HEAD,
                   title_justify="left", show_edge=False)
         for col, kw in (("#", {"justify": "right"}), ("var", {"justify": "right"}), ("name", {"overflow": "fold"}),
-                        ("operator", {"overflow": "fold"}), ("type", {}), ("max_err", {"justify": "right"}),
+                        ("operator", {"overflow": "fold"}), ("type", {}), ("status", {}), ("max_err", {"justify": "right"}),
                         ("input max_err", {"justify": "right"}), ("amplification", {"justify": "right"})):
             t.add_column(col, **kw)
         for k, r in enumerate(report.roots[:top], 1):
             status = r.status or (vindex[r.id].status if r.id in vindex else "divergent")
             t.add_row(str(k), str(r.id), Text(r.name, style="bold"), Text(r.opr), Text(r.opr_type),
+                      Text(status, style=_STATUS_STYLE.get(status, "")),
                       Text(_root_err_text(r.max_err, status), style=_STATUS_STYLE.get(status, "red")),
                       Text(fmt_err(r.input_max_err)), Text(_amp_text(r)))
         con.print(t)
@@ -963,6 +964,7 @@ _HTML_TEMPLATE = """<!DOCTYPE html>
   <div class="chartbox"><svg id="chart" viewBox="0 0 1000 320" preserveAspectRatio="none" role="img" aria-label="error of every variable along execution order"></svg></div>
   <div id="chart-legend" class="legend"></div>
 </section>
+<section id="cards-section"><h2>Where each root sits <small>path from the model input, and the graph around the root coloured by status</small></h2><div id="cards"></div></section>
 <section id="details-section" hidden><h2>Variable <span id="details-title"></span></h2><div id="details"></div></section>
 <section id="table-section"><h2>Variables</h2>
   <div class="controls">
@@ -1121,30 +1123,44 @@ function header() {
 }
 
 // ---------------------------------------------------------------- roots
+var ROOT_ROWS = 200, ROOT_CARDS = 10;
 function rootsSection() {
   var box = document.getElementById('roots');
   if (!roots.length) {
+    document.getElementById('cards-section').hidden = true;
     box.appendChild(el('p', null, vars.some(function (v) { return v.status !== 'ok'; })
       ? 'No root: every variable that is not ok has an input that is not ok (or was not compared).'
       : 'No root: no variable diverges.'));
     return;
   }
   var t = el('table', { id: 'roots-table' });
-  t.appendChild(el('thead', null, el('tr', null, ['#', 'var', 'name', 'operator', 'type', 'max_err', 'input max_err', 'amplification'].map(function (h, i) {
-    return el('th', { 'class': i === 0 || i === 1 || i >= 5 ? 'num' : null }, h); }))));
+  t.appendChild(el('thead', null, el('tr', null, ['#', 'var', 'name', 'operator', 'type', 'status', 'max_err', 'input max_err', 'amplification'].map(function (h, i) {
+    return el('th', { 'class': i === 0 || i === 1 || i >= 6 ? 'num' : null }, h); }))));
   var tb = el('tbody');
-  roots.forEach(function (r, k) {
+  var shown = Math.min(roots.length, ROOT_ROWS);
+  roots.slice(0, shown).forEach(function (r, k) {
     var amp = r.amplification !== null && r.amplification !== undefined ? fmt(r.amplification) + '\u00d7'
             : (r.input_max_err === 0 && r.max_err ? 'inputs exact' : '\u2014');
     tb.appendChild(el('tr', { 'class': 'root-row' }, el('td', { 'class': 'num' }, String(k + 1)), el('td', { 'class': 'num' }, varLink(r.id, String(r.id))),
       el('td', { 'class': 'name' }, varLink(r.id, r.name)), el('td', { 'class': 'name mono' }, r.opr), el('td', null, r.opr_type),
+      el('td', null, statusBadge(r.status || (byId.has(r.id) ? byId.get(r.id).status : 'divergent'))),
       el('td', { 'class': 'num' }, r.max_err === null && r.status && r.status !== 'divergent' ? r.status.replace('_', ' ') : fmt(r.max_err)),
       el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp)));
   });
   t.appendChild(tb);
   box.appendChild(t);
-  roots.slice(0, 50).forEach(function (r, k) { box.appendChild(rootCard(r, k + 1)); });
-  if (roots.length > 50) box.appendChild(el('p', null, (roots.length - 50) + ' more roots are listed in the table above.'));
+  if (roots.length > shown) box.appendChild(el('p', null, (roots.length - shown) + ' more roots: filter the variable table by name or id, or read the JSON.'));
+  var cards = document.getElementById('cards'), next = 0;
+  // Cards are drawn a few at a time: thousands of roots must not stall the page.
+  function more() {
+    var stop = Math.min(roots.length, next + ROOT_CARDS);
+    for (; next < stop; next++) cards.insertBefore(rootCard(roots[next], next + 1), btn);
+    btn.hidden = next >= roots.length;
+    btn.textContent = 'show ' + Math.min(ROOT_CARDS, roots.length - next) + ' more roots (' + (roots.length - next) + ' left)';
+  }
+  var btn = el('button', { type: 'button', id: 'more-roots', onclick: more });
+  cards.appendChild(btn);
+  more();
 }
 function rootCard(r, rank) {
   var card = el('div', { 'class': 'rootcard', id: 'root-' + rank });
@@ -1310,7 +1326,9 @@ function chart() {
   });
   var lg = document.getElementById('chart-legend');
   Object.keys(STATUS_COLOR).forEach(function (s) { lg.appendChild(el('span', { 'class': 'sw', style: 'background:' + STATUS_COLOR[s] })); lg.appendChild(document.createTextNode(s)); });
-  lg.appendChild(document.createTextNode('  \u00b7  red triangles: roots  \u00b7  dashed line: threshold' + (n > cols ? '  \u00b7  ' + n + ' variables, largest error per pixel column shown' : '')));
+  lg.appendChild(document.createTextNode('  \u00b7  red triangles: roots  \u00b7  dashed line: threshold' +
+    (R.threshold && R.threshold.scaled ? ' (each var is held to it scaled by min(1, its largest |value|), so a var below the line can still diverge)' : '') +
+    (n > cols ? '  \u00b7  ' + n + ' variables, largest error per pixel column shown' : '')));
 }
 
 // ---------------------------------------------------------------- table
