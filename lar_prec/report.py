@@ -1473,7 +1473,8 @@ function runsSection() {
     var env = (unset.length ? ['env'].concat(unset.map(function (k) { return '-u ' + shq(k); })) : [])
       .concat(keys.filter(function (k) { return r.env[k] !== null; }).map(function (k) { return k + '=' + shq(r.env[k]); }));
     var cmd = env.concat((r.argv || []).map(shq)).join(' ');
-    tb.appendChild(el('tr', null, el('td', null, r.label + (r.config && r.config !== r.label ? ' (' + r.config + ')' : '')),
+    var state = r.status && r.status !== 'ok' ? ' \u2014 ' + r.status + (r.signal ? ' (' + r.signal + ')' : '') : '';
+    tb.appendChild(el('tr', null, el('td', null, r.label + (r.config && r.config !== r.label ? ' (' + r.config + ')' : ''), state ? el('b', { style: 'color:#d62d20' }, state) : null),
       el('td', { 'class': 'num', style: r.returncode ? 'color:#d62d20;font-weight:600' : null }, String(r.returncode)),
       el('td', { 'class': 'num' }, r.seconds === null ? '\u2014' : r.seconds.toFixed(2)),
       el('td', null, el('div', { 'class': 'mono' }, r.dir), el('pre', { 'class': 'cmd' }, cmd))));

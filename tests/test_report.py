@@ -704,3 +704,47 @@ def test_html_with_20000_vars_stays_responsive(chromium, faulty_report, tmp_path
     # how long the page's own script took, for the record (no assertion on time)
     print("render ms:", b.js("document.body.dataset.renderMs"))
     _clean_page(b)
+
+
+# ============================================================================ shake
+
+
+@pytest.fixture(scope="module")
+def shake_report(dumps_ab, lar_dump) -> Report:
+    """A shake-shaped report from three real default runs, the third one faulty: every var's
+    ``max_err`` is its largest difference from run 1, ``runs_differing`` how many runs differ."""
+    _, default, faulty, _, _ = dumps_ab
+    again = lar_dump("attention", "default", tag="again")
+    trees = [VarTree.from_folders(default, other, threshold=THRESHOLD) for other in (again, faulty)]
+    base = from_tree(trees[1], command="shake", cause="neither the algorithm choice nor --reproducible explains it",
+                     model="cases/build/attention/model.mge")
+    firsts = {d.id: d for d in trees[0].diffs}
+    vars_ = []
+    for v in base.vars:
+        errs = [e for e in (firsts[v.id].max_err, v.max_err) if e is not None]
+        vars_.append(replace(v, max_err=max(errs) if errs else None,
+                             runs_differing=sum(1 for e in errs if e > 0) + (v.status == "nonfinite" and not v.max_err)))
+    return replace(base, vars=tuple(vars_))
+
+
+@pytest.mark.megengine
+def test_shake_report_shows_cause_and_runs_differing(shake_report):
+    con = _console()
+    render_terminal(shake_report, con)
+    out = con.file.getvalue()
+    assert "lar-prec shake" in out
+    assert "Cause: neither the algorithm choice nor --reproducible explains it" in out
+    assert "runs differing" in out
+    d = _strict_loads(dumps(shake_report))
+    assert d["command"] == "shake" and d["cause"].startswith("neither")
+    assert all(isinstance(v["runs_differing"], int) for v in d["vars"])
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_shake_html_shows_cause_and_runs_differing(shake_report, chromium, tmp_path):
+    chromium.open(write_html(shake_report, tmp_path / "shake.html"))
+    _clean_page(chromium)
+    assert chromium.js("document.querySelector('th[data-key=runs_differing]') !== null")
+    assert "neither the algorithm choice" in chromium.js("document.getElementById('meta').innerText")
