@@ -7,7 +7,8 @@ Only the standard library: it must behave like a foreign program, not like lar-p
 * Otherwise it appends ``{"args": argv[1:], "env": {...}}`` to the JSON-lines file named by
   ``FAKE_LAR_RECORD`` (env: MGB_USE_MEGDNN_DBG, MGB_DUMP_INPUT, FAKE_LAR_EXTRA when present).
 * Dumps: with ``--bin-io-dump DIR`` (any gflags spelling) it copies the files of the real dump
-  folder ``FAKE_LAR_SOURCE_DUMP`` into DIR (which must exist, as for the real binary); with
+  folder ``FAKE_LAR_SOURCE_DUMP`` (``FAKE_LAR_SOURCE_DUMP_NAIVE`` when MGB_USE_MEGDNN_DBG=2
+  and that is set) into DIR (which must exist, as for the real binary); with
   ``--io-dump FILE`` it copies ``FAKE_LAR_SOURCE_TEXT`` (or writes one line).
 * ``FAKE_LAR_MODE``: ``ok`` (default); ``exit1`` (message on stderr, exit 1); ``segv``
   (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
@@ -65,6 +66,8 @@ def main():
             sys.stderr.write(f"SystemError: failed to open {bin_dir}/000001: No such file or directory\n")
             os.kill(os.getpid(), signal.SIGABRT)
         src = os.environ.get("FAKE_LAR_SOURCE_DUMP")
+        if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" and os.environ.get("FAKE_LAR_SOURCE_DUMP_NAIVE"):
+            src = os.environ["FAKE_LAR_SOURCE_DUMP_NAIVE"]
         names = sorted(os.listdir(src)) if src else []
         if mode == "segv":
             names = names[: len(names) // 2]
