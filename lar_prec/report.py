@@ -138,16 +138,6 @@ def _opt_float(d: Mapping[str, Any], key: str) -> Optional[float]:
     return _finite(d.get(key))
 
 
-def _opt_int(d: Mapping[str, Any], key: str) -> Optional[int]:
-    v = d.get(key)
-    if v is None:
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        raise UsageError(f"report JSON: {key} must be an integer, got {v!r:.80}") from None
-
-
 def fmt_err(x: Optional[float]) -> str:
     """Short human form of an error value: ``—`` for unknown, ``0`` for exact, 3 significant digits."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

@@ -1,10 +1,12 @@
 """report.py on a real comparison: the attention case run with naive and default kernels, one
 operator's output corrupted in a copy of the default dump (a fault) and another given a NaN
-(a NaN origin). The per-variable errors are computed here from the real dump files, so the
-report holds real names, operators, shapes, inputs and float32 noise next to the faults.
+(a NaN origin), compared and rooted by compare.py/vartree.py. The errors are recomputed here
+from the dump files as a cross-check, so the report holds real names, operators, shapes,
+inputs and float32 noise next to the faults.
 
-Browser tests open the HTML in headless Chromium (scripts/ensure-chromium.sh installs it)
-and read the DOM after the page's JavaScript ran.
+Browser tests open the HTML in headless Chromium (scripts/ensure-chromium.sh installs it),
+driven over the DevTools pipe: they read the page after its JavaScript ran, click headers,
+type in the filter, and fail on any uncaught exception, console error or network request.
 """
 from __future__ import annotations
 
@@ -21,32 +23,31 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, List, Optional, Set, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import pytest
 
 from lar_prec.errors import UsageError
 from lar_prec.iodump import DumpFolder
-from lar_prec.runner import RunResult
-from lar_prec.vartree import VarTree, to_report_json
 from lar_prec.report import (
     SCHEMA,
-    from_tree,
-    run_from_result,
     Report,
-    ReportRoot,
     ReportRun,
     ReportThreshold,
     ReportVar,
     dumps,
     exit_code,
+    from_tree,
     read_json,
     render_html,
     render_terminal,
+    run_from_result,
     write_html,
     write_json,
 )
+from lar_prec.runner import RunResult
+from lar_prec.vartree import VarTree, to_report_json
 
 THRESHOLD = 1e-5
 FAULT_TYPE = "SoftmaxForward"  # corrupted by a relative 1e-3 error
