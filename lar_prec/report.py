@@ -33,7 +33,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
 
@@ -723,6 +723,10 @@ _STATUS_STYLE = {
 }
 
 
+#: numeric columns: right-aligned and never wrapped or cut
+_NUM: Dict[str, Any] = {"justify": "right", "no_wrap": True}
+
+
 def _shape_text(shape: Sequence[int]) -> str:
     return "(" + ",".join(str(s) for s in shape) + ")"
 
@@ -782,6 +786,7 @@ def render_terminal(report: Report, console: Optional["Console"] = None, *, top:
     from rich.text import Text
 
     con = console if console is not None else Console()
+    narrow = con.width < 110
     vindex = report.var_index()
     bad = exit_code(report) != 0
     # Every piece of user data goes through Text(), never through markup: var names contain [ ].
@@ -810,16 +815,24 @@ def render_terminal(report: Report, console: Optional["Console"] = None, *, top:
     if report.roots:
         t = Table(title=Text(f"Roots ({len(report.roots)}, most likely first)", style="bold"), box=box.SIMPLE_HEAD,
                   title_justify="left", show_edge=False)
-        for col, kw in (("#", {"justify": "right"}), ("var", {"justify": "right"}), ("name", {"overflow": "fold"}),
-                        ("operator", {"overflow": "fold"}), ("type", {}), ("status", {}), ("max_err", {"justify": "right"}),
-                        ("input max_err", {"justify": "right"}), ("amplification", {"justify": "right"})):
-            t.add_column(col, **kw)
+        cols: List[Tuple[str, Dict[str, Any], Callable[[int, ReportRoot, str], Any]]] = [
+            ("#", _NUM, lambda k, r, st: str(k)),
+            ("var", _NUM, lambda k, r, st: str(r.id)),
+            ("name", {"overflow": "fold", "ratio": 2}, lambda k, r, st: Text(r.name, style="bold")),
+            ("operator", {"overflow": "fold", "ratio": 2}, lambda k, r, st: Text(r.opr)),
+            ("type", {"overflow": "fold", "ratio": 1}, lambda k, r, st: Text(r.opr_type)),
+            ("status", {"no_wrap": True}, lambda k, r, st: Text(st, style=_STATUS_STYLE.get(st, ""))),
+            ("max_err", _NUM, lambda k, r, st: Text(_root_err_text(r.max_err, st), style=_STATUS_STYLE.get(st, "red"))),
+            ("input err" if narrow else "input max_err", _NUM, lambda k, r, st: Text(fmt_err(r.input_max_err))),
+            ("amplif." if narrow else "amplification", _NUM, lambda k, r, st: Text(_amp_text(r))),
+        ]
+        if narrow:  # numbers must never be cut: drop the long text columns instead
+            cols = [c for c in cols if c[0] != "operator"]
+        for head, kw, _ in cols:
+            t.add_column(head, **kw)
         for k, r in enumerate(report.roots[:top], 1):
-            status = r.status or (vindex[r.id].status if r.id in vindex else "divergent")
-            t.add_row(str(k), str(r.id), Text(r.name, style="bold"), Text(r.opr), Text(r.opr_type),
-                      Text(status, style=_STATUS_STYLE.get(status, "")),
-                      Text(_root_err_text(r.max_err, status), style=_STATUS_STYLE.get(status, "red")),
-                      Text(fmt_err(r.input_max_err)), Text(_amp_text(r)))
+            st = r.status or (vindex[r.id].status if r.id in vindex else "divergent")
+            t.add_row(*[get(k, r, st) for _, _, get in cols])
         con.print(t)
         if len(report.roots) > top:
             con.print(Text(f"  ... {len(report.roots) - top} more roots in the JSON/HTML report", style="dim"))
@@ -849,27 +862,34 @@ def render_terminal(report: Report, console: Optional["Console"] = None, *, top:
                        "(or its inputs were not compared).", style="yellow"))
 
     if report.vars:
-        shake = any(v.runs_differing is not None for v in report.vars)
-        t = Table(title=Text("Most divergent variables", style="bold"), box=box.SIMPLE_HEAD, title_justify="left",
-                  show_edge=False)
-        for col, kw in (("#", {"justify": "right"}), ("var", {"justify": "right"}), ("name", {"overflow": "fold"}),
-                        ("type", {}), ("dtype shape", {}), ("status", {}), ("max_err", {"justify": "right"}),
-                        ("max_abs_err", {"justify": "right"}), ("cosine", {"justify": "right"})):
-            t.add_column(col, **kw)
-        if shake:
-            t.add_column("runs differing", justify="right")
         pos = {v.id: i for i, v in enumerate(report.vars)}
         roots = {r.id for r in report.roots}
+
+        def cos_text(v: ReportVar) -> Text:
+            return Text("—" if v.cosine is None or not math.isfinite(v.cosine) else f"{v.cosine:.6f}")
+
+        vcols: List[Tuple[str, Dict[str, Any], Callable[[ReportVar], Any]]] = [
+            ("#", _NUM, lambda v: str(v.exec_index if v.exec_index is not None else pos[v.id])),
+            ("var", _NUM, lambda v: str(v.id)),
+            ("name", {"overflow": "fold", "ratio": 3},
+             lambda v: Text(v.name + ("  (root)" if v.id in roots else ""), style="bold" if v.id in roots else "")),
+            ("type", {"overflow": "fold", "ratio": 1}, lambda v: Text(v.opr_type)),
+            ("dtype shape", {"overflow": "fold", "ratio": 1}, lambda v: Text(f"{v.dtype} {_shape_text(v.shape)}")),
+            ("status", {"no_wrap": True}, lambda v: Text(v.status, style=_STATUS_STYLE.get(v.status, ""))),
+            ("max_err", _NUM, lambda v: Text(fmt_err(v.max_err), style=_STATUS_STYLE.get(v.status, ""))),
+            ("max_abs_err", _NUM, lambda v: Text(fmt_err(v.max_abs_err))),
+            ("cosine", _NUM, cos_text),
+        ]
+        if any(v.runs_differing is not None for v in report.vars):
+            vcols.append(("runs differing", _NUM, lambda v: Text("—" if v.runs_differing is None else str(v.runs_differing))))
+        if narrow:
+            vcols = [c for c in vcols if c[0] not in ("dtype shape", "max_abs_err", "cosine")]
+        t = Table(title=Text("Most divergent variables", style="bold"), box=box.SIMPLE_HEAD, title_justify="left",
+                  show_edge=False)
+        for head, kw, _ in vcols:
+            t.add_column(head, **kw)
         for v in _most_divergent(report, top):
-            style = _STATUS_STYLE.get(v.status, "")
-            row = [str(v.exec_index if v.exec_index is not None else pos[v.id]), str(v.id),
-                   Text(v.name + ("  (root)" if v.id in roots else ""), style="bold" if v.id in roots else ""),
-                   Text(v.opr_type), Text(f"{v.dtype} {_shape_text(v.shape)}"), Text(v.status, style=style),
-                   Text(fmt_err(v.max_err), style=style), Text(fmt_err(v.max_abs_err)),
-                   Text("—" if v.cosine is None or not math.isfinite(v.cosine) else f"{v.cosine:.6f}")]
-            if shake:
-                row.append(Text("—" if v.runs_differing is None else str(v.runs_differing)))
-            t.add_row(*row)
+            t.add_row(*[get(v) for _, _, get in vcols])
         con.print(t)
 
     if show_runs and report.runs:

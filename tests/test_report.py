@@ -38,6 +38,7 @@ from lar_prec.report import (
     ReportVar,
     dumps,
     exit_code,
+    fmt_err,
     from_tree,
     read_json,
     render_html,
@@ -339,6 +340,18 @@ def test_terminal_shows_verdict_threshold_roots_and_paths(faulty_report, dumps_a
     for name in bracketed:
         assert name in out
     assert capsys.readouterr() == ("", "")  # the library itself printed nothing
+
+
+@pytest.mark.megengine
+def test_terminal_keeps_numbers_whole_on_a_narrow_console(faulty_report):
+    con = _console(width=80)
+    render_terminal(faulty_report, con)
+    out = con.file.getvalue()
+    r = faulty_report.roots[0]
+    row = next(line for line in out.splitlines() if f" {r.id} " in line and r.name in line)
+    for cell in ("divergent", fmt_err(r.max_err), fmt_err(r.input_max_err), fmt_err(r.amplification) + "x"):
+        assert cell in row
+    assert max(len(line) for line in out.splitlines()) <= 80
 
 
 @pytest.mark.megengine
