@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -109,48 +109,36 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
                         extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label)
 
     first_error: Optional[BaseException] = None
+    # One path for any ``jobs``: runs go to worker threads so the main thread stays free to
+    # take Ctrl-C and kill every run under way (their sessions do not get the terminal's SIGINT).
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lar-prec-run")
+    futures: Dict[Future, int] = {}
     try:
-        if jobs <= 1:
-            for i in range(len(plan)):
-                try:
-                    results[i] = one(i)
-                except LarPrecError as exc:
+        futures = {pool.submit(one, i): i for i in range(len(plan))}
+        for fut, i in futures.items():
+            try:
+                results[i] = fut.result()
+            except CancelledError:
+                continue
+            except LarPrecError as exc:
+                if first_error is None:
                     first_error = exc
-                    break
-                done += 1
-                if progress:
-                    progress("runs", done, len(plan))
-        else:
-            with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lar-prec-run") as pool:
-                futures: Dict[Future, int] = {pool.submit(one, i): i for i in range(len(plan))}
-                try:
-                    for fut in list(futures):
-                        try:
-                            results[futures[fut]] = fut.result()
-                        except LarPrecError as exc:
-                            if first_error is None:
-                                first_error = exc
-                                for other in futures:  # queued runs are pointless now
-                                    other.cancel()
-                            continue
-                        except Exception as exc:  # a cancelled future
-                            if first_error is None:
-                                first_error = exc
-                            continue
-                        done += 1
-                        if progress:
-                            progress("runs", done, len(plan))
-                except KeyboardInterrupt:
-                    interrupt_active_runs()
-                    for fut in futures:
-                        fut.cancel()
-                    raise
+                    for other in futures:  # queued runs are pointless now
+                        other.cancel()
+                continue
+            done += 1
+            if progress:
+                progress("runs", done, len(plan))
     except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
         interrupt_active_runs()
+        pool.shutdown(wait=True)
         reset_interrupt()
         raise AnalysisInterrupted(
             f"interrupted; runs were stopped and every run folder is kept in {adir} (see each run.json)",
             analysis_dir=adir) from None
+    pool.shutdown(wait=True)
     if first_error is not None:
         raise first_error
     return [r for r in results if r is not None]
