@@ -446,7 +446,14 @@ def render_table(tree: VarTree, *, all_vars: bool = False, limit: int = 40) -> s
     lines: List[str] = []
     thr = tree.threshold
     if thr is not None:
-        lines.append(f"threshold: {thr.value:.3g} ({thr.mode}, {thr.metric}) - {thr.reason}" if thr.reason else f"threshold: {thr.value:.3g} ({thr.mode})")
+        present = []
+        for d in tree.diffs:
+            if d.dtype in ("Float32", "Float16", "BFloat16") and d.dtype not in present:
+                present.append(d.dtype)
+        per = ", ".join(f"{n} {thr.for_dtype(n):.3g}" for n in present) or f"{thr.value:.3g}"
+        lines.append(f"threshold ({thr.mode}, max_err): {per}")
+        if thr.reason:
+            lines.append(f"  why: {thr.reason}")
     counts = tree.counts()
     total = sum(counts.values())
     lines.append(f"{total} vars: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
