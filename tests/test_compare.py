@@ -7,7 +7,6 @@ arrays; MegEngine's own ``compare_binary_iodump`` is the oracle for ``max_err`` 
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,6 @@ from hypothesis import strategies as st
 
 from compare_helpers import FLOAT32_CASES, GraphDump, computed_float_vars, copy_dump, inject_fault, pick_spread, rewrite_var
 from lar_prec.compare import (
-    DEFAULT_CHUNK,
     Threshold,
     choose_threshold,
     compare_arrays,
@@ -28,7 +26,7 @@ from lar_prec.compare import (
     parse_threshold,
 )
 from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
-from lar_prec.iodump import DumpFolder, dump_file_name, write_binary_dump
+from lar_prec.iodump import DumpFolder, dump_file_name
 
 PY = sys.executable
 
@@ -40,6 +38,15 @@ def mge_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         vdiv = np.max([np.abs(v0), np.abs(v1), np.ones_like(v0)], axis=0)
         return np.abs(v0 - v1) / vdiv
+
+
+def ulps(a: np.ndarray, b: np.ndarray) -> int:
+    """Largest ulp distance of float32 values, the slow obvious way (-0 equals +0)."""
+    ia = a.astype(np.float32).view(np.int32).astype(np.int64)
+    ib = b.astype(np.float32).view(np.int32).astype(np.int64)
+    oa = np.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ob = np.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    return int(np.abs(oa - ob).max())
 
 
 def pair(tmp_path: Path, a: np.ndarray, b: np.ndarray, **kw) -> tuple:
@@ -71,11 +78,7 @@ def test_metrics_match_numpy_reference(tmp_path):
     assert d.max_rel_err == pytest.approx(float((diff / m).max()), rel=1e-5)
     cos = float(np.dot(x.ravel(), y.ravel()) / np.linalg.norm(x) / np.linalg.norm(y))
     assert d.cosine == pytest.approx(cos, abs=1e-12)
-    ua = a.view(np.int32).astype(np.int64)
-    ub = b.view(np.int32).astype(np.int64)
-    ua = np.where(ua < 0, -(ua & 0x7FFFFFFF) - 1, ua)
-    ub = np.where(ub < 0, -(ub & 0x7FFFFFFF) - 1, ub)
-    assert d.max_ulp == int(np.abs(ua - ub).max())
+    assert d.max_ulp == ulps(a, b)
     assert d.scale == float(m.max())
     assert d.size == a.size and d.shape == a.shape
 
@@ -102,6 +105,24 @@ def test_chunking_does_not_change_results(tmp_path_factory, n, chunk, noise, see
     assert one.status == many.status
     for f in ("mean_abs_err", "rmse", "cosine"):
         assert getattr(one, f) == pytest.approx(getattr(many, f), rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ([-1e-45, 0.0, -0.0, 1.0], [1e-45, -0.0, 0.0, 1.0]),  # through zero, signed zeros
+        ([1.0, -1.0, 3.0], [1.0, 1.0, 3.0]),  # a sign flip of a large value
+        ([-2.0, -2.5], [-2.0000002, -2.5]),  # same sign, negative
+        ([0.0, 0.0], [-0.0, 0.0]),  # only signed zeros: equal values
+        ([-3e38, 5.0], [3e38, 5.0]),  # the largest distance there is
+    ],
+)
+def test_ulp_distance(tmp_path, a, b):
+    a = np.array(a, np.float32)
+    b = np.array(b, np.float32)
+    for chunk in (1, 3, 1 << 10):
+        d = compare_folders(*pair(tmp_path / str(chunk), a, b), chunk_elements=chunk)[3]
+        assert d.max_ulp == ulps(a, b)
 
 
 def test_identical_tensors_are_ok_with_zero_error(tmp_path):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from compare_helpers import FLOAT32_CASES, GraphDump, computed_float_vars, downstream, inject_fault, pick_spread
-from lar_prec.compare import VarDiff, compare_folders
+from lar_prec.compare import VarDiff
 from lar_prec.iodump import DumpFolder
 from lar_prec.vartree import VarTree, parse, read_megengine_diff, render_csv, render_table, to_report_json, tree_from_megengine_diff, varNode
 
