@@ -50,6 +50,9 @@ VALUE_STATUSES = ("ok", "divergent", "nonfinite")
 #: which measured faster than bigger chunks despite more Python calls per byte
 DEFAULT_CHUNK = 1 << 15
 
+#: with several workers, vars are split into ranges of this many values (8 MB of float32)
+PIECE_ELEMENTS = 1 << 21
+
 #: below this magnitude the auto threshold stops shrinking with the var's scale
 SCALE_FLOOR = 1e-6
 
@@ -532,39 +535,33 @@ def _read_exact(f, buf: memoryview, path: Path) -> None:
         got += k
 
 
-class _PairReader:
-    """Reads the data of two dumps chunk by chunk into the scratch byte buffers."""
-
-    def __init__(self, da: BinaryDump, db: BinaryDump, itemsize: int, chunk: int, s: _Scratch) -> None:
-        self.da, self.db = da, db
-        self.itemsize = itemsize
-        self.chunk = chunk
-        self.s = s
-
-    def __iter__(self) -> Iterator[Tuple[int, memoryview, memoryview]]:
-        da, db, k = self.da, self.db, self.itemsize
+def _pair_chunks(
+    da: BinaryDump, db: BinaryDump, ka: int, kb: int, start: int, end: int, chunk: int, s: _Scratch
+) -> Iterator[Tuple[int, memoryview, memoryview]]:
+    """Read elements ``start:end`` of two dumps ``chunk`` at a time into the worker's byte
+    buffers (reused: no allocation per chunk, and no file pages held: RSS stays bounded)."""
+    try:
+        fa = open(da.path, "rb", buffering=0)
+    except OSError as e:
+        raise DumpFormatError(da.path, None, "a readable dump file", str(e)) from None
+    try:
         try:
-            fa = open(da.path, "rb", buffering=0)
+            fb = open(db.path, "rb", buffering=0)
         except OSError as e:
-            raise DumpFormatError(da.path, None, "a readable dump file", str(e)) from None
-        try:
-            try:
-                fb = open(db.path, "rb", buffering=0)
-            except OSError as e:
-                raise DumpFormatError(db.path, None, "a readable dump file", str(e)) from None
-            with fb:
-                fa.seek(da.data_offset)
-                fb.seek(db.data_offset)
-                ra, rb = self.s.raw(k, k)
-                ma, mb = memoryview(ra), memoryview(rb)
-                for start in range(0, da.size, self.chunk):
-                    n = min(self.chunk, da.size - start)
-                    va, vb = ma[: n * k], mb[: n * k]
-                    _read_exact(fa, va, da.path)
-                    _read_exact(fb, vb, db.path)
-                    yield start, va, vb
-        finally:
-            fa.close()
+            raise DumpFormatError(db.path, None, "a readable dump file", str(e)) from None
+        with fb:
+            fa.seek(da.data_offset + start * ka)
+            fb.seek(db.data_offset + start * kb)
+            ra, rb = s.raw(ka, kb)
+            ma, mb = memoryview(ra), memoryview(rb)
+            for pos in range(start, end, chunk):
+                n = min(chunk, end - pos)
+                va, vb = ma[: n * ka], mb[: n * kb]
+                _read_exact(fa, va, da.path)
+                _read_exact(fb, vb, db.path)
+                yield pos, va, vb
+    finally:
+        fa.close()
 
 
 def _same(va: memoryview, vb: memoryview) -> bool:
@@ -664,13 +661,14 @@ def _identical_chunk(acc: _Acc, x: np.ndarray, start: int, s: _Scratch, ulp: boo
         acc.ulp_update(0)
 
 
-def _compare_float(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int, count_over: Optional[float]) -> VarDiff:
+def _float_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: int, count_over: Optional[float]) -> _Acc:
+    """Metrics of elements ``start:end`` of two float dumps of the same dtype."""
     s = _scratch(chunk)
     acc = _Acc(count_over)
     name = da.dtype.name
     itemsize = 2 if name in ("Float16", "BFloat16") else 4
     ulp_div = 1 << 16 if name == "BFloat16" else 1
-    for start, va, vb in _PairReader(da, db, itemsize, chunk, s):
+    for pos, va, vb in _pair_chunks(da, db, itemsize, itemsize, start, end, chunk, s):
         n = len(va) // itemsize
         if name == "Float32":
             a = np.frombuffer(va, np.float32)
@@ -688,10 +686,10 @@ def _compare_float(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chun
             b = (np.frombuffer(vb, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
             ia, ib = a.view(np.int32), b.view(np.int32)
         if _same(va, vb):
-            _identical_chunk(acc, a, start, s, ulp=True)
+            _identical_chunk(acc, a, pos, s, ulp=True)
             continue
-        _float_chunk(acc, a, b, ia, ib, start, s, ulp_div)
-    return _finish(acc, base, da.shape, status="ok")
+        _float_chunk(acc, a, b, ia, ib, pos, s, ulp_div)
+    return acc
 
 
 def _decode(raw: memoryview, dt: DType) -> np.ndarray:
@@ -707,43 +705,57 @@ def _itemsize(dt: DType) -> int:
     return dt.storage.itemsize
 
 
-def _compare_exact(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int, *, mismatch: bool = False) -> VarDiff:
-    """Integers, Bool, Byte and quantized raw values, compared exactly; or (``mismatch``)
-    two decodable dtypes that differ, compared as numbers."""
+def _exact_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: int, mismatch: bool) -> _Acc:
+    """Metrics of elements ``start:end``: integers, Bool, Byte and quantized raw values,
+    compared exactly; or (``mismatch``) two decodable dtypes that differ, as numbers."""
     s = _scratch(chunk)
     acc = _Acc(None)
     dta, dtb = da.dtype, db.dtype
     ka, kb = _itemsize(dta), _itemsize(dtb)
     is_float = _float_kind(dta) or _float_kind(dtb)
-    with open(da.path, "rb", buffering=0) as fa, open(db.path, "rb", buffering=0) as fb:
-        fa.seek(da.data_offset)
-        fb.seek(db.data_offset)
-        ra, rb = s.raw(ka, kb)
-        ma, mb = memoryview(ra), memoryview(rb)
-        for start in range(0, da.size, chunk):
-            n = min(chunk, da.size - start)
-            va, vb = ma[: n * ka], mb[: n * kb]
-            _read_exact(fa, va, da.path)
-            _read_exact(fb, vb, db.path)
-            if not mismatch and _same(va, vb):
-                _identical_chunk(acc, _decode(va, dta).astype(np.float64), start, s, ulp=False)
-                continue
-            a = _decode(va, dta)
-            b = _decode(vb, dtb)
-            if is_float:
-                a64 = a.astype(np.float64)
-                b64 = b.astype(np.float64)
-                fin = np.isfinite(a64) & np.isfinite(b64)
-                if not fin.all():
-                    _mixed_nonfinite_only(acc, a64, b64, start)
-                idx = np.flatnonzero(fin)
-                _f64_metrics(acc, a64[idx], b64[idx], idx + start, err32=True)
-            else:
-                _int_chunk(acc, a, b, start, s)
-    vd = _finish(acc, base, da.shape, status="ok")
-    if not is_float:
-        vd = replace(vd, n_diff=acc.n_diff, n_over=acc.n_diff)
-    return vd
+    for pos, va, vb in _pair_chunks(da, db, ka, kb, start, end, chunk, s):
+        if not mismatch and _same(va, vb):
+            _identical_chunk(acc, _decode(va, dta).astype(np.float64), pos, s, ulp=False)
+            continue
+        a = _decode(va, dta)
+        b = _decode(vb, dtb)
+        if is_float:
+            a64 = a.astype(np.float64)
+            b64 = b.astype(np.float64)
+            fin = np.isfinite(a64) & np.isfinite(b64)
+            if not fin.all():
+                _mixed_nonfinite_only(acc, a64, b64, pos)
+            idx = np.flatnonzero(fin)
+            _f64_metrics(acc, a64[idx], b64[idx], idx + pos, err32=True)
+        else:
+            _int_chunk(acc, a, b, pos, s)
+    return acc
+
+
+def _merge(accs: Sequence[_Acc]) -> _Acc:
+    """One accumulator from the accumulators of consecutive element ranges, in order."""
+    if len(accs) == 1:
+        return accs[0]
+    out = _Acc(accs[0].count_over)
+    for a in accs:
+        out.n_fin += a.n_fin
+        if a.max_err > out.max_err:
+            out.max_err, out.worst, out.worst_a, out.worst_b = a.max_err, a.worst, a.worst_a, a.worst_b
+        out.max_abs = max(out.max_abs, a.max_abs)
+        out.max_rel = max(out.max_rel, a.max_rel)
+        out.sum_abs += a.sum_abs
+        out.aa += a.aa
+        out.ad += a.ad
+        out.dd += a.dd
+        out.scale = max(out.scale, a.scale)
+        if a.max_ulp is not None:
+            out.ulp_update(a.max_ulp)
+        out.n_over += a.n_over
+        out.n_diff += a.n_diff
+        out.n_nonfinite += a.n_nonfinite
+        if out.first_nonfinite is None:
+            out.first_nonfinite = a.first_nonfinite
+    return out
 
 
 def _int_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, off: int, s: _Scratch) -> None:
@@ -802,32 +814,31 @@ def _compare_raw(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk:
     return VarDiff(**fields, status="ok", n_diff=ndiff, n_over=ndiff)  # type: ignore[arg-type]
 
 
-def _compare_var(
-    var_id: int,
-    fa: DumpFolder,
-    fb: DumpFolder,
-    index: int,
-    chunk: int,
-    count_over: Optional[float],
-) -> VarDiff:
+def _var_job(var_id: int, fa: DumpFolder, fb: DumpFolder, index: int, piece: int) -> _Job:
+    """The job of one var of two folders (missing vars are decided right away)."""
     da = fa[var_id] if var_id in fa else None
     db = fb[var_id] if var_id in fb else None
     base = _base_fields(da, db, index)
     if da is None or db is None:
         side = "b" if da is None else "a"
         where = fb.path if da is None else fa.path
-        return VarDiff(**base, status="missing", only_in=side, note=f"only in {side.upper()} ({where})")  # type: ignore[arg-type]
-    notes = []
+        vd = VarDiff(**base, status="missing", only_in=side, note=f"only in {side.upper()} ({where})")  # type: ignore[arg-type]
+        return _Job(base, done=vd, nbytes=(da or db).nbytes)  # type: ignore[union-attr]
     if da.var.name != db.var.name:
-        notes.append(f"name differs: B calls it {db.var.name!r}")
-    base["note"] = "; ".join(notes)
-    vd = _compare_var_dumps(da, db, base, chunk, count_over)
-    if vd.status == "dtype_mismatch":
+        base["note"] = f"name differs: B calls it {db.var.name!r}"
+    return _plan(da, db, base, piece)
+
+
+def _finish_var(job: _Job, parts: Sequence[object]) -> VarDiff:
+    """:func:`_finish_job` plus the notes a report shows (dtype mismatch, quantized)."""
+    vd = _finish_job(job, parts)
+    da, db = job.da, job.db
+    if vd.status == "dtype_mismatch" and da is not None and db is not None:
         extra = f"dtype {da.dtype.name} in A, {db.dtype.name} in B"
         if vd.max_err is not None:
             extra += ", values compared as numbers"
         vd = replace(vd, note="; ".join(x for x in (vd.note, extra) if x))
-    if da.dtype.is_quantized and vd.status != "dtype_mismatch":
+    if da is not None and da.dtype.is_quantized and vd.status not in ("dtype_mismatch", "missing"):
         vd = replace(vd, scale_unknown=True, note="; ".join(x for x in (vd.note, "scale unknown: raw quantized integers compared exactly") if x))
     return vd
 
@@ -899,32 +910,29 @@ def compare_folders(
     notes = _folder_notes(fa, fb)
     order = _union_order(fa, fb)
     count_over = fixed.value if fixed is not None else None
-    sizes = {}
-    for v in order:
-        d = fa[v] if v in fa else fb[v]
-        sizes[v] = d.nbytes * (2 if (v in fa and v in fb) else 1)
-    total = sum(sizes.values())
-    done = 0
+    # with several workers a big var is split into ranges so that one var alone still
+    # keeps every worker busy; ranges are merged in order, so results do not depend on jobs
+    piece = max(chunk_elements, PIECE_ELEMENTS) if jobs > 1 else 1 << 62
+    plans = [_var_job(v, fa, fb, i, piece) for i, v in enumerate(order)]
+    total = sum(j.nbytes for j in plans)
+    tasks = [(j, k) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
 
-    def one(arg: Tuple[int, int]) -> VarDiff:
-        i, v = arg
-        return _compare_var(v, fa, fb, i, chunk_elements, count_over)
+    def run(task: Tuple[_Job, int]) -> object:
+        return _run_piece(task[0], task[1], chunk_elements, count_over)
 
     diffs: List[VarDiff] = []
-    items = list(enumerate(order))
-    if jobs == 1:
-        results: Iterable[VarDiff] = map(one, items)
-    else:
-        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lar-prec-compare")
-        results = pool.map(one, items)
+    done = 0
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lar-prec-compare") if jobs > 1 else None
     try:
-        for vd in results:
-            diffs.append(vd)
-            done += sizes[vd.id]
+        results = iter(pool.map(run, tasks) if pool is not None else map(run, tasks))
+        for j in plans:
+            parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
+            diffs.append(_finish_var(j, parts))
+            done += j.nbytes
             if on_progress is not None:
                 on_progress(done, total)
     finally:
-        if jobs != 1:
+        if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     thr = fixed if fixed is not None else choose_threshold(diffs)
     judged = apply_threshold(diffs, thr)
@@ -1276,17 +1284,70 @@ def megengine_text(comparison: Comparison, *, chunk_elements: int = DEFAULT_CHUN
             )
 
 
-def _compare_var_dumps(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int, count_over: Optional[float] = None) -> VarDiff:
-    """Compare the values of two dumps of one var (shape, dtype, then values)."""
+@dataclass
+class _Job:
+    """One var to compare: either already decided from the headers (``done``) or a value
+    comparison split into element ranges (``pieces``) that can run in parallel."""
+
+    base: Dict[str, object]
+    done: Optional[VarDiff] = None
+    da: Optional[BinaryDump] = None
+    db: Optional[BinaryDump] = None
+    kind: str = ""  # "float" | "exact" | "mismatch" | "raw"
+    pieces: Tuple[Tuple[int, int], ...] = ()
+    nbytes: int = 0
+
+
+def _plan(da: BinaryDump, db: BinaryDump, base: Dict[str, object], piece: int) -> _Job:
+    """Decide from the headers what comparing two dumps of one var takes."""
+    nbytes = da.nbytes + db.nbytes
     if tuple(da.shape) != tuple(db.shape):
         dtype_b = db.dtype.name if db.dtype.name != da.dtype.name else None
-        return VarDiff(**base, status="shape_mismatch", shape_b=tuple(db.shape), dtype_b=dtype_b)  # type: ignore[arg-type]
+        vd = VarDiff(**base, status="shape_mismatch", shape_b=tuple(db.shape), dtype_b=dtype_b)  # type: ignore[arg-type]
+        return _Job(base, done=vd, nbytes=nbytes)
     if da.dtype.code != db.dtype.code:
-        if da.dtype.decodable and db.dtype.decodable:
-            return replace(_compare_exact(da, db, base, chunk, mismatch=True), status="dtype_mismatch", dtype_b=db.dtype.name)
-        return VarDiff(**base, status="dtype_mismatch", dtype_b=db.dtype.name)  # type: ignore[arg-type]
-    if not da.dtype.decodable or da.dtype.kind == "complex":
-        return _compare_raw(da, db, base, chunk)
-    if _float_kind(da.dtype):
-        return _compare_float(da, db, base, chunk, count_over)
-    return _compare_exact(da, db, base, chunk)
+        if not (da.dtype.decodable and db.dtype.decodable) or "complex" in (da.dtype.kind, db.dtype.kind):
+            vd = VarDiff(**base, status="dtype_mismatch", dtype_b=db.dtype.name)  # type: ignore[arg-type]
+            return _Job(base, done=vd, nbytes=nbytes)
+        kind = "mismatch"
+    elif not da.dtype.decodable or da.dtype.kind == "complex":
+        return _Job(base, da=da, db=db, kind="raw", pieces=((0, da.size),), nbytes=nbytes)
+    else:
+        kind = "float" if _float_kind(da.dtype) else "exact"
+    n = da.size
+    step = max(1, piece)
+    pieces = tuple((i, min(n, i + step)) for i in range(0, n, step)) or ((0, 0),)
+    return _Job(base, da=da, db=db, kind=kind, pieces=pieces, nbytes=nbytes)
+
+
+def _run_piece(job: _Job, k: int, chunk: int, count_over: Optional[float]) -> object:
+    """Measure piece ``k`` of a job (a :class:`_Acc`, or the VarDiff of a raw comparison)."""
+    assert job.da is not None and job.db is not None  # internal: done jobs have no pieces
+    start, end = job.pieces[k]
+    if job.kind == "float":
+        return _float_range(job.da, job.db, start, end, chunk, count_over)
+    if job.kind == "raw":
+        return _compare_raw(job.da, job.db, job.base, chunk)
+    return _exact_range(job.da, job.db, start, end, chunk, job.kind == "mismatch")
+
+
+def _finish_job(job: _Job, parts: Sequence[object]) -> VarDiff:
+    """The VarDiff of a job from the results of its pieces, in order."""
+    if job.done is not None:
+        return job.done
+    if job.kind == "raw":
+        return parts[0]  # type: ignore[return-value]
+    assert job.da is not None and job.db is not None  # internal
+    acc = _merge(parts)  # type: ignore[arg-type]
+    vd = _finish(acc, job.base, job.da.shape, status="ok")
+    if job.kind == "exact":
+        vd = replace(vd, n_diff=acc.n_diff, n_over=acc.n_diff)
+    elif job.kind == "mismatch":
+        vd = replace(vd, status="dtype_mismatch", dtype_b=job.db.dtype.name)
+    return vd
+
+
+def _compare_var_dumps(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int, count_over: Optional[float] = None) -> VarDiff:
+    """Compare the values of two dumps of one var (shape, dtype, then values), in one go."""
+    job = _plan(da, db, base, max(da.size, 1))
+    return _finish_job(job, [_run_piece(job, k, chunk, count_over) for k in range(len(job.pieces))] if job.done is None else [])

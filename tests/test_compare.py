@@ -321,6 +321,27 @@ def test_jobs_give_the_same_result(tmp_path):
     assert one.diffs == two.diffs
 
 
+def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatch):
+    import lar_prec.compare as C
+
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((50, 101)).astype(np.float32)
+    b = (a * (1 + rng.standard_normal(a.shape) * 1e-6)).astype(np.float32)
+    b[7, 3] = np.nan
+    a[40, 1] = b[40, 1] = np.inf
+    b[33, 50] = a[33, 50] * np.float32(1.5)
+    da, db = pair(tmp_path, a, b)
+    one = compare_folders(da, db, jobs=1, chunk_elements=64)
+    monkeypatch.setattr(C, "PIECE_ELEMENTS", 300)  # 17 pieces
+    many = compare_folders(da, db, jobs=3, chunk_elements=64)
+    x, y = one[3], many[3]
+    assert (x.max_err, x.worst_index, x.max_abs_err, x.max_ulp, x.n_nonfinite, x.status, x.note) == (
+        y.max_err, y.worst_index, y.max_abs_err, y.max_ulp, y.n_nonfinite, y.status, y.note)
+    assert x.worst_index == (33, 50) and x.status == "nonfinite"
+    for f in ("mean_abs_err", "rmse", "cosine", "max_rel_err", "scale"):
+        assert getattr(x, f) == pytest.approx(getattr(y, f), rel=1e-9)
+
+
 def test_progress_hook_reaches_total(tmp_path):
     seen = []
     da, db = pair(tmp_path, np.ones(100, np.float32), np.ones(100, np.float32))
