@@ -51,22 +51,29 @@ def main() -> int:
             dt = time.perf_counter() - t0
             print(f"jobs={jobs}: {dt:.3f} s, {total / 1e9 / dt:.2f} GB/s, "
                   f"{sum(1 for d in c if d.status != 'ok')} not ok of {len(c)}")
-        # time per dtype: each var alone, jobs=1
-        from lar_prec import compare as cmod
+        # time per dtype, jobs=1: the vars of one dtype linked into their own folder pair
+        import tempfile
+
         from lar_prec.iodump import DumpFolder
 
-        fa, fb = DumpFolder(pair.dir_a), DumpFolder(pair.dir_b)
-        per: dict = {}
-        for i, v in enumerate(fa.ids):
-            t0 = time.perf_counter()
-            cmod._compare_var(v, fa, fb, i, cmod.DEFAULT_CHUNK, 1e-3)
-            dt = time.perf_counter() - t0
-            name = fa[v].dtype.name
-            s, b, n = per.get(name, (0.0, 0, 0))
-            per[name] = (s + dt, b + 2 * fa[v].nbytes, n + 1)
-        print("per dtype (jobs=1, headers already read):")
-        for name, (s, b, n) in sorted(per.items(), key=lambda x: -x[1][0]):
-            print(f"  {name:8s} {n:4d} vars {b / 1e6:9.1f} MB {s:7.3f} s {b / 1e9 / s if s else 0:6.2f} GB/s")
+        fa = DumpFolder(pair.dir_a)
+        by_dtype: dict = {}
+        for v in fa.ids:
+            by_dtype.setdefault(fa[v].dtype.name, []).append(fa[v])
+        print("per dtype (jobs=1, each dtype as its own folder pair):")
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, dumps in sorted(by_dtype.items(), key=lambda x: -sum(d.nbytes for d in x[1])):
+                da, db = Path(tmp, name, "a"), Path(tmp, name, "b")
+                da.mkdir(parents=True)
+                db.mkdir(parents=True)
+                for d in dumps:
+                    (da / d.path.name).symlink_to(d.path)
+                    (db / d.path.name).symlink_to(Path(pair.dir_b) / d.path.name)
+                nbytes = sum(2 * d.nbytes for d in dumps)
+                t0 = time.perf_counter()
+                compare_folders(da, db, threshold=1e-3, jobs=1)
+                dt = time.perf_counter() - t0
+                print(f"  {name:8s} {len(dumps):4d} vars {nbytes / 1e6:9.1f} MB {dt:7.3f} s {nbytes / 1e9 / dt:6.2f} GB/s")
         prof = cProfile.Profile()
         prof.enable()
         compare_folders(pair.dir_a, pair.dir_b, threshold=1e-3, jobs=1)

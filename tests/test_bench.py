@@ -102,3 +102,15 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
         mem = res["sections"]["memory"]["data"]
         assert mem["divergent_found"] == mem["generated_divergent"]
         assert mem["peak_mb"] > 0
+        many = res["sections"]["many"]["data"]
+        assert many["lar-prec"]["divergent_found"] == many["generated_divergent"] > 0
+    root = res["sections"]["rooting"]
+    if root["available"]:
+        # the two stretches where divergence starts are exactly the roots
+        assert root["data"]["root_ids"] == root["data"]["expected_roots"]
+    nvd = res["sections"]["naive-vs-default"]
+    if nvd["available"]:
+        for row in nvd["data"]["rows"]:
+            assert row["rc"] in (0, 1), row["stderr_tail"]
+            assert len(row["run_seconds"]) == 2  # the naive and the default run
+            assert row["analysis_s"] == pytest.approx(row["wall_s"] - sum(row["run_seconds"]))
