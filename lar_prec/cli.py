@@ -285,11 +285,12 @@ def _write_json(obj: Any, dest: str) -> None:
               help="stdout: a summary table, one CSV row per var, or what compare_binary_iodump prints "
                    "(for accuracy_shake_var_tree and `lar-prec tree`).")
 @click.option("--text-dump", type=click.Path(path_type=str), default=None, help="A --io-dump text file of the same model: adds its dependency edges.")
-@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True, help="Vars compared in parallel.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 64), default=None,
+              help="Worker processes for big dumps (default: one per CPU; dumps under 48 MB use one).")
 @click.option("--all", "all_vars", is_flag=True, help="Table: list every var, not only those that are not ok.")
 @handle_errors
 def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, fmt: str, text_dump: str | None,
-                jobs: int, all_vars: bool) -> None:
+                jobs: int | None, all_vars: bool) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has

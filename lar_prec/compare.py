@@ -661,6 +661,47 @@ def _identical_chunk(acc: _Acc, x: np.ndarray, start: int, s: _Scratch, ulp: boo
         acc.ulp_update(0)
 
 
+def _float_views(va: memoryview, vb: memoryview, name: str, s: _Scratch) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Float32 values of two raw chunks of ``name`` dtype, and their bit views for ulps."""
+    if name == "Float32":
+        return np.frombuffer(va, np.float32), np.frombuffer(vb, np.float32), np.frombuffer(va, np.int32), np.frombuffer(vb, np.int32)
+    if name == "Float16":
+        n = len(va) // 2
+        a = s.f[3][:n]
+        np.copyto(a, np.frombuffer(va, np.float16))
+        b = np.frombuffer(vb, np.float16).astype(np.float32)
+        return a, b, np.frombuffer(va, np.int16), np.frombuffer(vb, np.int16)
+    # BFloat16: widen the raw bits to float32; ulps are counted on those bits / 2**16
+    a = (np.frombuffer(va, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    b = (np.frombuffer(vb, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return a, b, a.view(np.int32), b.view(np.int32)
+
+
+def _count_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: int, threshold: float) -> int:
+    """Elements of ``start:end`` whose float32 MegEngine error is above ``threshold`` (the
+    second pass of ``auto``: about half the work of the first)."""
+    s = _scratch(chunk)
+    t = np.float32(threshold)
+    k = 2 if da.dtype.name in ("Float16", "BFloat16") else 4
+    count = 0
+    for _pos, va, vb in _pair_chunks(da, db, k, k, start, end, chunk, s):
+        if _same(va, vb):
+            continue
+        a, b, _ia, _ib = _float_views(va, vb, da.dtype.name, s)
+        n = a.size
+        A, B, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
+        with np.errstate(all="ignore"):
+            np.abs(a, out=A)
+            np.abs(b, out=B)
+            np.maximum(A, B, out=A)
+            np.subtract(a, b, out=D)
+            np.abs(D, out=D)
+            np.divide(D, A, out=B)
+            np.fmin(B, D, out=B)
+            count += int(np.count_nonzero(B > t))
+    return count
+
+
 def _float_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: int, count_over: Optional[float]) -> _Acc:
     """Metrics of elements ``start:end`` of two float dumps of the same dtype."""
     s = _scratch(chunk)
@@ -669,22 +710,7 @@ def _float_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     itemsize = 2 if name in ("Float16", "BFloat16") else 4
     ulp_div = 1 << 16 if name == "BFloat16" else 1
     for pos, va, vb in _pair_chunks(da, db, itemsize, itemsize, start, end, chunk, s):
-        n = len(va) // itemsize
-        if name == "Float32":
-            a = np.frombuffer(va, np.float32)
-            b = np.frombuffer(vb, np.float32)
-            ia = np.frombuffer(va, np.int32)
-            ib = np.frombuffer(vb, np.int32)
-        elif name == "Float16":
-            a = s.f[3][:n]
-            np.copyto(a, np.frombuffer(va, np.float16))
-            b = np.frombuffer(vb, np.float16).astype(np.float32)
-            ia = np.frombuffer(va, np.int16)
-            ib = np.frombuffer(vb, np.int16)
-        else:  # BFloat16: widen the raw bits to float32; ulps are counted on those bits / 2**16
-            a = (np.frombuffer(va, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
-            b = (np.frombuffer(vb, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
-            ia, ib = a.view(np.int32), b.view(np.int32)
+        a, b, ia, ib = _float_views(va, vb, name, s)
         if _same(va, vb):
             _identical_chunk(acc, a, pos, s, ulp=True)
             continue
@@ -863,13 +889,112 @@ def _union_order(fa: DumpFolder, fb: DumpFolder) -> List[int]:
     return [v for _, _, v in merged]
 
 
+#: below this many bytes (both folders) a comparison runs in one process: starting workers
+#: would cost more than it saves
+PARALLEL_MIN_BYTES = 48 << 20
+
+
+def _workers_for(jobs: Optional[int], total_bytes: int) -> int:
+    """Worker processes for ``jobs`` (None: one per CPU, at most 8) and this much data."""
+    if jobs is None:
+        jobs = min(8, os.cpu_count() or 1)
+    if jobs < 1:
+        raise UsageError(f"jobs must be >= 1, got {jobs}")
+    if jobs == 1 or total_bytes < PARALLEL_MIN_BYTES:
+        return 1
+    return jobs
+
+
+class _Failure:
+    """An exception raised in a worker process, carried back by value: lar-prec's errors
+    have keyword constructors that pickle cannot rebuild."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.cls = type(exc).__name__
+        self.message = str(exc)
+        self.fields = {k: getattr(exc, k) for k in ("path", "offset", "expected", "found") if hasattr(exc, k)}
+        import traceback
+
+        self.trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+    def reraise(self) -> None:
+        from lar_prec import errors
+
+        if self.cls == "DumpFormatError" and {"path", "expected"} <= set(self.fields):
+            f = self.fields
+            raise DumpFormatError(f["path"], f.get("offset"), f["expected"], f.get("found", ""))
+        cls = getattr(errors, self.cls, None)
+        if isinstance(cls, type) and issubclass(cls, errors.LarPrecError):
+            try:
+                raise cls(self.message)
+            except TypeError:
+                raise errors.LarPrecError(self.message) from None
+        raise RuntimeError(f"lar-prec worker failed:\n{self.trace}")
+
+
+def _guarded(call: Tuple[Callable[..., object], tuple]) -> object:
+    fn, args = call
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - carried back to the parent and re-raised there
+        return _Failure(exc)
+
+
+class _Workers:
+    """Runs module-level functions over argument tuples, in order: in this process, or in
+    forked worker processes. Processes, not threads: the per-chunk numpy calls are short,
+    and threads spent their time taking turns on the GIL."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.pool: Optional[object] = None
+
+    def __enter__(self) -> "_Workers":
+        if self.n > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            try:
+                ctx = multiprocessing.get_context("fork")
+                self.pool = ProcessPoolExecutor(max_workers=self.n, mp_context=ctx)
+            except ValueError:  # no fork on this platform: threads still overlap the numpy work
+                self.pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="lar-prec")
+        return self
+
+    def map(self, fn: Callable[..., object], args: Sequence[tuple]) -> Iterator[object]:
+        if self.pool is None:
+            return (fn(*a) for a in args)
+        batch = max(1, len(args) // (self.n * 16))
+        results = self.pool.map(_guarded, [(fn, a) for a in args], chunksize=batch)  # type: ignore[attr-defined]
+
+        def unwrap() -> Iterator[object]:
+            for r in results:
+                if isinstance(r, _Failure):
+                    r.reraise()
+                yield r
+
+        return unwrap()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)  # type: ignore[attr-defined]
+
+
+def _run_piece_task(job: "_Job", k: int, chunk: int, count_over: Optional[float]) -> object:
+    return _run_piece(job, k, chunk, count_over)
+
+
+def _count_task(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: int, threshold: float) -> int:
+    return _count_range(da, db, start, end, chunk, threshold)
+
+
 def compare_folders(
     dir_a: PathLike,
     dir_b: PathLike,
     *,
     threshold: Union[str, float, Threshold, None] = "auto",
     chunk_elements: int = DEFAULT_CHUNK,
-    jobs: int = 1,
+    jobs: Optional[int] = 1,
     on_progress: Optional[ProgressHook] = None,
 ) -> Comparison:
     """Compare every var of two ``--bin-io-dump`` folders.
@@ -880,7 +1005,9 @@ def compare_folders(
         threshold: ``"auto"`` (chosen from the data, docs/threshold.md), a number, or a
             :class:`Threshold`.
         chunk_elements: values read per chunk; memory per worker is about 30 bytes times this.
-        jobs: worker threads (vars are compared in parallel; numpy releases the GIL).
+        jobs: worker processes (None: one per CPU). Big vars are split into ranges so that
+            one var alone keeps every worker busy; results do not depend on ``jobs``.
+            Comparisons under ``PARALLEL_MIN_BYTES`` always run in this process.
         on_progress: called as ``on_progress(done_bytes, total_bytes)`` after each var.
 
     Returns:
@@ -894,7 +1021,7 @@ def compare_folders(
     """
     if chunk_elements < 1:
         raise UsageError(f"chunk_elements must be >= 1, got {chunk_elements}")
-    if jobs < 1:
+    if jobs is not None and jobs < 1:
         raise UsageError(f"jobs must be >= 1, got {jobs}")
     fixed = parse_threshold(threshold)
     fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
@@ -910,33 +1037,26 @@ def compare_folders(
     notes = _folder_notes(fa, fb)
     order = _union_order(fa, fb)
     count_over = fixed.value if fixed is not None else None
-    # with several workers a big var is split into ranges so that one var alone still
-    # keeps every worker busy; ranges are merged in order, so results do not depend on jobs
-    piece = max(chunk_elements, PIECE_ELEMENTS) if jobs > 1 else 1 << 62
-    plans = [_var_job(v, fa, fb, i, piece) for i, v in enumerate(order)]
+    plans = [_var_job(v, fa, fb, i, PIECE_ELEMENTS) for i, v in enumerate(order)]
     total = sum(j.nbytes for j in plans)
-    tasks = [(j, k) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
-
-    def run(task: Tuple[_Job, int]) -> object:
-        return _run_piece(task[0], task[1], chunk_elements, count_over)
-
+    n_workers = _workers_for(jobs, total)
+    if n_workers == 1:
+        # one worker: no need to split big vars (splitting only feeds several workers)
+        plans = [_var_job(v, fa, fb, i, 1 << 62) for i, v in enumerate(order)]
+    tasks = [(j, k, chunk_elements, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
     diffs: List[VarDiff] = []
     done = 0
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="lar-prec-compare") if jobs > 1 else None
-    try:
-        results = iter(pool.map(run, tasks) if pool is not None else map(run, tasks))
+    with _Workers(n_workers) as workers:
+        results = workers.map(_run_piece_task, tasks)
         for j in plans:
             parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
             diffs.append(_finish_var(j, parts))
             done += j.nbytes
             if on_progress is not None:
                 on_progress(done, total)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
     thr = fixed if fixed is not None else choose_threshold(diffs)
     judged = apply_threshold(diffs, thr)
-    judged = _recount(fa.path, fb.path, judged, chunk_elements, folders=(fa, fb))
+    judged = _recount(fa.path, fb.path, judged, chunk_elements, folders=(fa, fb), jobs=n_workers)
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes), chunk_elements=chunk_elements)
 
 
@@ -1147,6 +1267,7 @@ def _recount(
     diffs: Sequence[VarDiff],
     chunk: int,
     folders: Optional[Tuple[DumpFolder, DumpFolder]] = None,
+    jobs: int = 1,
 ) -> List[VarDiff]:
     """Fill ``n_over`` where it is unknown: count elements above each var's threshold."""
     todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
@@ -1154,10 +1275,23 @@ def _recount(
         return list(diffs)
     fa, fb = folders if folders is not None else (DumpFolder(dir_a), DumpFolder(dir_b))
     out = list(diffs)
+    tasks: List[Tuple[int, BinaryDump, BinaryDump, int, int, float]] = []
+    piece = max(chunk, PIECE_ELEMENTS) if jobs > 1 else 1 << 62
     for i in todo:
         d = out[i]
-        first = scan_over(fa[d.id], fb[d.id], d.threshold or 0.0, chunk=chunk)
-        out[i] = replace(d, n_over=first.count)
+        da, db = fa[d.id], fb[d.id]
+        if da.dtype.code != db.dtype.code:
+            out[i] = replace(d, n_over=scan_over(da, db, d.threshold or 0.0, chunk=chunk).count)
+            continue
+        for start in range(0, da.size, piece):
+            tasks.append((i, da, db, start, min(da.size, start + piece), d.threshold or 0.0))
+
+    counts: Dict[int, int] = {}
+    with _Workers(jobs if len(tasks) > 1 else 1) as workers:
+        for (i, *_rest), c in zip(tasks, workers.map(_count_task, [(t[1], t[2], t[3], t[4], chunk, t[5]) for t in tasks])):
+            counts[i] = counts.get(i, 0) + c
+    for i, c in counts.items():
+        out[i] = replace(out[i], n_over=c)
     return out
 
 

@@ -151,7 +151,7 @@ class VarTree:
         threshold: Union[str, float, Threshold, None] = "auto",
         text_dump: Union[TextDump, PathLike, None] = None,
         chunk_elements: int = DEFAULT_CHUNK,
-        jobs: int = 1,
+        jobs: Optional[int] = 1,
         on_progress: Optional[ProgressHook] = None,
     ) -> "VarTree":
         """Compare two ``--bin-io-dump`` folders and build their tree (see

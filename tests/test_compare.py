@@ -307,7 +307,10 @@ def test_bad_arguments():
         compare_folders(".", ".", chunk_elements=0)
 
 
-def test_jobs_give_the_same_result(tmp_path):
+def test_jobs_give_the_same_result(tmp_path, monkeypatch):
+    import lar_prec.compare as C
+
+    monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)  # worker processes even for small folders
     rng = np.random.default_rng(5)
     ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
     prev = ()
@@ -333,6 +336,7 @@ def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatc
     da, db = pair(tmp_path, a, b)
     one = compare_folders(da, db, jobs=1, chunk_elements=64)
     monkeypatch.setattr(C, "PIECE_ELEMENTS", 300)  # 17 pieces
+    monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)
     many = compare_folders(da, db, jobs=3, chunk_elements=64)
     x, y = one[3], many[3]
     assert (x.max_err, x.worst_index, x.max_abs_err, x.max_ulp, x.n_nonfinite, x.status, x.note) == (
@@ -340,6 +344,17 @@ def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatc
     assert x.worst_index == (33, 50) and x.status == "nonfinite"
     for f in ("mean_abs_err", "rmse", "cosine", "max_rel_err", "scale"):
         assert getattr(x, f) == pytest.approx(getattr(y, f), rel=1e-9)
+
+
+def test_worker_errors_come_back_as_lar_prec_errors(tmp_path):
+    from lar_prec.compare import _Failure
+
+    err = DumpFormatError(tmp_path / "00000b", 40, "16 data bytes", "end of file")
+    with pytest.raises(DumpFormatError, match="00000b at byte 40: expected 16 data bytes") as info:
+        _Failure(err).reraise()
+    assert info.value.path == tmp_path / "00000b"
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        _Failure(ZeroDivisionError("x")).reraise()
 
 
 def test_progress_hook_reaches_total(tmp_path):
