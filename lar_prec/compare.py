@@ -414,23 +414,23 @@ def _float_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
     """
     n = a.size
     A, B, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
-    with np.errstate(all="ignore"):
-        np.abs(a, out=A)
-        np.abs(b, out=B)
-        np.maximum(A, B, out=A)  # m = max(|a|, |b|)
-        np.subtract(a, b, out=D)  # exact for close values (Sterbenz), so the dots below are too
-        # cosine without float64 copies: a.b = a.a - a.d, b.b = a.a - 2 a.d + d.d
-        aa = float(np.dot(a, a))
-        ad = float(np.dot(a, D))
-        dd = float(np.dot(D, D))
-        np.abs(D, out=D)
-        np.divide(D, A, out=B)  # symmetric relative error; 0/0 -> NaN, skipped by fmax
-        rel = float(np.fmax.reduce(B))
-        # MegEngine's err = d / max(m, 1) is d/m where m >= 1 and d where m < 1, i.e. fmin(d/m, d):
-        # bit for bit what compare_binary_iodump computes in float32
-        np.fmin(B, D, out=B)
-        i = int(B.argmax())  # a NaN anywhere is returned first
-        e = float(B[i])
+    # callers hold np.errstate(all="ignore"): NaN/Inf and 0/0 are handled explicitly
+    np.abs(a, out=A)
+    np.abs(b, out=B)
+    np.maximum(A, B, out=A)  # m = max(|a|, |b|)
+    np.subtract(a, b, out=D)  # exact for close values (Sterbenz), so the dots below are too
+    # cosine without float64 copies: a.b = a.a - a.d, b.b = a.a - 2 a.d + d.d
+    aa = float(np.dot(a, a))
+    ad = float(np.dot(a, D))
+    dd = float(np.dot(D, D))
+    np.abs(D, out=D)
+    np.divide(D, A, out=B)  # symmetric relative error; 0/0 -> NaN, skipped by fmax
+    rel = float(np.fmax.reduce(B))
+    # MegEngine's err = d / max(m, 1) is d/m where m >= 1 and d where m < 1, i.e. fmin(d/m, d):
+    # bit for bit what compare_binary_iodump computes in float32
+    np.fmin(B, D, out=B)
+    i = int(B.argmax())  # a NaN anywhere is returned first
+    e = float(B[i])
     if not (math.isfinite(e) and math.isfinite(aa) and math.isfinite(dd)):
         # NaN/Inf somewhere, or float32 overflow: the careful path
         _mixed_chunk(acc, a, b, ia, ib, off, s, ulp_div)
@@ -493,9 +493,10 @@ def _f64_metrics(acc: _Acc, a64: np.ndarray, b64: np.ndarray, index: np.ndarray,
     """
     n = a64.size
     ds = a64 - b64
-    acc.aa += float(np.dot(a64, a64))
-    acc.ad += float(np.dot(a64, ds))
-    acc.dd += float(np.dot(ds, ds))
+    # einsum, not dot: OpenBLAS runs float64 dots of this size on extra threads that then spin
+    acc.aa += float(np.einsum("i,i->", a64, a64))
+    acc.ad += float(np.einsum("i,i->", a64, ds))
+    acc.dd += float(np.einsum("i,i->", ds, ds))
     d = np.abs(ds)
     m = np.maximum(np.abs(a64), np.abs(b64))
     err = d / np.maximum(m, 1.0)
@@ -652,7 +653,9 @@ def _identical_chunk(acc: _Acc, x: np.ndarray, start: int, s: _Scratch, ulp: boo
         if n == 0:
             return
         mag = float(np.abs(x).max())
-    sq = float(np.dot(x, x))
+    # float32 dot (one thread); a float64 BLAS dot would wake OpenBLAS's spinning threads
+    x32 = x if x.dtype == np.float32 else x.astype(np.float32)
+    sq = float(np.dot(x32, x32))
     acc.n_fin += n
     acc.aa += sq
     acc.scale = max(acc.scale, mag)
@@ -684,13 +687,13 @@ def _count_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     t = np.float32(threshold)
     k = 2 if da.dtype.name in ("Float16", "BFloat16") else 4
     count = 0
-    for _pos, va, vb in _pair_chunks(da, db, k, k, start, end, chunk, s):
-        if _same(va, vb):
-            continue
-        a, b, _ia, _ib = _float_views(va, vb, da.dtype.name, s)
-        n = a.size
-        A, B, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
-        with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):
+        for _pos, va, vb in _pair_chunks(da, db, k, k, start, end, chunk, s):
+            if _same(va, vb):
+                continue
+            a, b, _ia, _ib = _float_views(va, vb, da.dtype.name, s)
+            n = a.size
+            A, B, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
             np.abs(a, out=A)
             np.abs(b, out=B)
             np.maximum(A, B, out=A)
@@ -709,12 +712,13 @@ def _float_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     name = da.dtype.name
     itemsize = 2 if name in ("Float16", "BFloat16") else 4
     ulp_div = 1 << 16 if name == "BFloat16" else 1
-    for pos, va, vb in _pair_chunks(da, db, itemsize, itemsize, start, end, chunk, s):
-        a, b, ia, ib = _float_views(va, vb, name, s)
-        if _same(va, vb):
-            _identical_chunk(acc, a, pos, s, ulp=True)
-            continue
-        _float_chunk(acc, a, b, ia, ib, pos, s, ulp_div)
+    with np.errstate(all="ignore"):
+        for pos, va, vb in _pair_chunks(da, db, itemsize, itemsize, start, end, chunk, s):
+            a, b, ia, ib = _float_views(va, vb, name, s)
+            if _same(va, vb):
+                _identical_chunk(acc, a, pos, s, ulp=True)
+                continue
+            _float_chunk(acc, a, b, ia, ib, pos, s, ulp_div)
     return acc
 
 
@@ -739,6 +743,13 @@ def _exact_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     dta, dtb = da.dtype, db.dtype
     ka, kb = _itemsize(dta), _itemsize(dtb)
     is_float = _float_kind(dta) or _float_kind(dtb)
+    with np.errstate(all="ignore"):
+        return _exact_loop(acc, da, db, ka, kb, start, end, chunk, s, mismatch, is_float)
+
+
+def _exact_loop(acc: _Acc, da: BinaryDump, db: BinaryDump, ka: int, kb: int, start: int, end: int, chunk: int,
+                s: _Scratch, mismatch: bool, is_float: bool) -> _Acc:
+    dta, dtb = da.dtype, db.dtype
     for pos, va, vb in _pair_chunks(da, db, ka, kb, start, end, chunk, s):
         if not mismatch and _same(va, vb):
             _identical_chunk(acc, _decode(va, dta).astype(np.float64), pos, s, ulp=False)
