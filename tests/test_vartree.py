@@ -311,3 +311,22 @@ def test_read_megengine_diff_tolerates_noise_and_traceback(tmp_path):
     p.write_text("debug: failed to load cuda func\nTraceback (most recent call last):\n  File \"x\", line 1\nKeyError: 12\n")
     md = read_megengine_diff(p)
     assert md.entries == () and md.crashed == "KeyError: 12"
+
+
+@pytest.mark.megengine
+def test_wrapped_titles_with_awkward_names(tmp_path):
+    """Names with spaces, braces, 'id:' and 100-character words survive the 70-column wrap."""
+    ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+    x = np.ones(6, np.float32)
+    long = "backbone.stage4.block3.attention.query_key_value_projection_weight_" + "x" * 40
+    for g in (ga, gb):
+        g.add(3, x, opr_type="Host2DeviceCopy", name="data {grid:9, id:77}")
+    ga.add(5, x, inputs=[3], name=long)
+    gb.add(5, x * 3, inputs=[3], name=long)
+    ga.add(8, x, inputs=[5, 3], name="a-b c-d, e {f}")
+    gb.add(8, x * 2, inputs=[5, 3], name="a-b c-d, e {f}")
+    diff = _diff_txt(ga.folder, gb.folder, tmp_path / "diff.txt", 1e-3)
+    tree, md = tree_from_megengine_diff(diff)
+    assert [(e.var_id, e.inputs) for e in md.entries] == [(5, (3,)), (8, (5, 3))]
+    assert tree.root_ids() == (5,)
+    assert tree.inputs(8) == (5, 3)
