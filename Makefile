@@ -32,6 +32,7 @@ demo: $(CASES)
 	$(PY) -m cases.demo --out $(DEMO_OUT)
 
 test: $(CASES)
+	@bash scripts/ensure-chromium.sh
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
