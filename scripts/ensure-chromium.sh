@@ -11,8 +11,10 @@ fi
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "ensure-chromium: chromium not found, installing Debian package 'chromium' with apt-get"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq chromium >/dev/null
+    # A failed install must not fail `make test`: the browser tests then skip and say why.
+    if ! { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }; then
+        echo "ensure-chromium: apt-get could not install chromium; browser tests will be skipped"
+    fi
     exit 0
 fi
 
