@@ -72,8 +72,8 @@ class Proc:
     returncode: int
     seconds: float
     maxrss_mb: float                      # peak RSS of the command's process from the OS (GNU time %M)
-    tree_peak_mb: Optional[float] = None  # sampled sum of VmRSS over the process tree
-    tree_peak_anon_mb: Optional[float] = None  # same, anonymous memory only (no mapped file pages)
+    tree_peak_mb: Optional[float] = None  # sampled sum of PSS (else RSS) over the process tree
+    tree_peak_anon_mb: Optional[float] = None  # same, anonymous memory only (no file pages)
     stderr_tail: str = ""
 
 
@@ -96,24 +96,41 @@ def _descendants(root: int) -> List[int]:
     return out
 
 
-def _rss_kb(pid: int) -> Tuple[int, int]:
-    rss = anon = 0
+_HAVE_PSS = os.path.exists("/proc/self/smaps_rollup")
+
+
+def _mem_kb(pid: int) -> Tuple[int, int]:
+    """(total, anonymous) memory of one process in kB: proportional set size when the kernel
+    has smaps_rollup (pages shared between the command and its forked workers counted once),
+    else VmRSS/RssAnon (shared pages counted in every process)."""
+    total = anon = 0
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("RssAnon:"):
-                    anon = int(line.split()[1])
-    except OSError:
+        if _HAVE_PSS:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total = int(line.split()[1])
+                    elif line.startswith("Pss_Anon:"):
+                        anon = int(line.split()[1])
+        else:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total = int(line.split()[1])
+                    elif line.startswith("RssAnon:"):
+                        anon = int(line.split()[1])
+    except (OSError, ValueError, IndexError):
         pass
-    return rss, anon
+    return total, anon
+
+
+TREE_METRIC = "PSS" if _HAVE_PSS else "RSS"
 
 
 class _Sampler(threading.Thread):
-    """Polls the RSS of a process and all its descendants (worker processes count too)."""
+    """Polls the memory of a process and all its descendants (worker processes count too)."""
 
-    def __init__(self, pid: int, interval: float = 0.02) -> None:
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
         super().__init__(daemon=True)
         self.pid, self.interval = pid, interval
         self.peak_kb = self.peak_anon_kb = 0
@@ -121,12 +138,12 @@ class _Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            rss = anon = 0
+            tot = anon = 0
             for p in _descendants(self.pid)[1:]:  # [0] is the GNU time / launcher wrapper
-                r, a = _rss_kb(p)
-                rss += r
+                t, a = _mem_kb(p)
+                tot += t
                 anon += a
-            self.peak_kb = max(self.peak_kb, rss)
+            self.peak_kb = max(self.peak_kb, tot)
             self.peak_anon_kb = max(self.peak_anon_kb, anon)
             self.stop.wait(self.interval)
 
@@ -378,7 +395,7 @@ def bench_memory(pair: PairInfo, work: Path, have_lar: bool) -> Section:
         "generated_divergent": pair.n_divergent,
         "stderr_tail": ps[-1].stderr_tail[-600:] if ps[-1].returncode not in (0, 1) else "",
     }
-    # the peak is whichever OS figure is larger: the command (GNU time) or the sampled tree sum
+    # the peak is whichever OS figure is larger: the command's RSS (GNU time) or the sampled tree sum
     s.data["peak_mb"] = max(s.data["maxrss_mb"], s.data["tree_peak_mb"])
     return s
 
@@ -675,7 +692,7 @@ def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo]
     if not s.available:
         L.append(s.note + ".")
         return
-    L.append("| tool | median | GB/s | speed-up | runs (s) | peak RSS, one process | peak RSS, process tree (sampled) "
+    L.append(f"| tool | median | GB/s | speed-up | runs (s) | peak RSS, one process | peak {TREE_METRIC}, process tree (sampled) "
              "| of which anonymous | exit codes | divergent vars found |")
     L.append("|---|---|---|---|---|---|---|---|---|---|")
     labels = list(s.data.get("tools", []))
@@ -755,12 +772,12 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     else:
         d = s.data
         L.append(f"- `{d['argv']}`")
-        L.append(f"- Runs: {', '.join(f'{x:.2f}' for x in d['seconds'])} s (second run: {d['gbps_warm']:.2f} GB/s); "
+        L.append(f"- Runs: {', '.join(f'{x:.2f}' for x in d['seconds'])} s (second run: {d["gbps_warm"]:.2f} GB/s, with memory sampling); "
                  f"exit codes {', '.join(map(str, d['returncodes']))}; divergent vars found "
                  f"{d['divergent_found']} of {d['generated_divergent']} generated.")
-        L.append(f"- Peak RSS: the command's process {d['maxrss_mb']:.0f} MB; its process tree sampled every "
-                 f"20 ms {d['tree_peak_mb']:.0f} MB, of which anonymous {d['tree_peak_anon_mb']:.0f} MB "
-                 "(the rest are mapped dump pages, which the OS counts in RSS and can drop at any time).")
+        L.append(f"- Peak memory: the command's process (RSS) {d['maxrss_mb']:.0f} MB; its process tree ({TREE_METRIC}, "
+                 f"sampled every 50 ms) {d['tree_peak_mb']:.0f} MB, of which anonymous {d['tree_peak_anon_mb']:.0f} MB "
+                 "(the rest are file pages: the program and libraries, and any mapped dump pages).")
         if d.get("stderr_tail"):
             L.append(f"- failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
     L.append("")
@@ -841,10 +858,11 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
              "Int8): it raises KeyError on Bool (12) and Uint16 (13) outside its try block and aborts the whole "
              "comparison. The big pair, read by lar-prec only, also holds Bool and Uint16 variables.")
     L.append("- GB/s = bytes of both folders / median whole-process wall time.")
-    L.append(f"- Peak RSS of the command's process: {rss_method()}. The process tree (the command and any worker "
-             "processes) is also sampled from /proc every 20 ms in the warm-up and memory runs, with its anonymous part "
-             "apart: touched pages of memory-mapped dump files count in RSS although the kernel can drop them at any time. "
-             "The memory target uses the larger of the two.")
+    L.append(f"- Peak RSS of the command's process: {rss_method()}; with worker processes that is the largest single "
+             f"process. The whole process tree (the command and its workers) is also sampled from /proc every 50 ms in the "
+             f"warm-up and memory runs as the sum of {TREE_METRIC}"
+             + (" (proportional set size: pages a forked worker shares with its parent count once)" if TREE_METRIC == "PSS"
+                else "") + ", with its anonymous part apart. The memory target uses the larger of the two.")
     return "\n".join(L) + "\n"
 
 
