@@ -772,7 +772,7 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     else:
         d = s.data
         L.append(f"- `{d['argv']}`")
-        L.append(f"- Runs: {', '.join(f'{x:.2f}' for x in d['seconds'])} s (second run: {d["gbps_warm"]:.2f} GB/s, with memory sampling); "
+        L.append(f"- Runs: {', '.join(f'{x:.2f}' for x in d['seconds'])} s (second run: {d['gbps_warm']:.2f} GB/s, with memory sampling); "
                  f"exit codes {', '.join(map(str, d['returncodes']))}; divergent vars found "
                  f"{d['divergent_found']} of {d['generated_divergent']} generated.")
         L.append(f"- Peak memory: the command's process (RSS) {d['maxrss_mb']:.0f} MB; its process tree ({TREE_METRIC}, "
