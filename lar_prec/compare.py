@@ -965,10 +965,13 @@ class _Workers:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            try:
+            # forking a process that runs other threads can copy a lock another thread holds,
+            # and spawn/forkserver would re-import the caller's __main__: then use threads,
+            # which still overlap part of the numpy work
+            if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
                 ctx = multiprocessing.get_context("fork")
                 self.pool = ProcessPoolExecutor(max_workers=self.n, mp_context=ctx)
-            except ValueError:  # no fork on this platform: threads still overlap the numpy work
+            else:
                 self.pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="lar-prec")
         return self
 

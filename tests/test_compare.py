@@ -346,6 +346,27 @@ def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatc
         assert getattr(x, f) == pytest.approx(getattr(y, f), rel=1e-9)
 
 
+def test_jobs_with_other_threads_running_use_threads(tmp_path, monkeypatch):
+    """Forking a process that runs other threads is unsafe: lar-prec falls back to threads."""
+    import threading
+
+    import lar_prec.compare as C
+
+    monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(5000).astype(np.float32)
+    da, db = pair(tmp_path, a, (a * np.float32(1.001)).astype(np.float32))
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        par = compare_folders(da, db, jobs=2, chunk_elements=100)
+    finally:
+        stop.set()
+        t.join()
+    assert par.diffs == compare_folders(da, db, jobs=1, chunk_elements=100).diffs
+
+
 def test_worker_errors_come_back_as_lar_prec_errors(tmp_path):
     from lar_prec.compare import _Failure
 
