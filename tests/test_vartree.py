@@ -12,8 +12,10 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from compare_helpers import FLOAT32_CASES, GraphDump, computed_float_vars, downstream, inject_fault, pick_spread
+from lar_prec.cli import cli as main_cli
 from lar_prec.compare import VarDiff
 from lar_prec.iodump import DumpFolder
 from lar_prec.vartree import VarTree, parse, read_megengine_diff, render_csv, render_table, to_report_json, tree_from_megengine_diff, varNode
@@ -234,6 +236,9 @@ def test_not_finite_shape_mismatch_and_any_order(tmp_path):
     assert varNode.get_varNode("id::5").get_dependence_list()[0] is varNode.get_varNode(4)
     assert varNode.get_varNode("id:4").get_reference_list() == [varNode.get_varNode("id:5")]
     assert all(varNode.get_varNode(k).src_info for k in ("id:4", "id:5", "id:40", "id:41"))
+    assert varNode.get_varNode("id:30").src_info == ""  # known only as a dependence
+    with pytest.raises(KeyError, match="id:99"):
+        varNode.get_varNode("id:99")
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +290,9 @@ def test_same_roots_as_accuracy_shake_var_tree(real_pairs, tmp_path, case):
     assert list(tree.root_ids()) == theirs
     assert victim in theirs
     assert [int(k.split(":")[1]) for k in parse(diff)] == theirs
+    cli = CliRunner(mix_stderr=False).invoke(main_cli, ["tree", str(diff), "--json", "-"])
+    assert cli.exit_code == 1
+    assert [r["id"] for r in json.loads(cli.stdout)["roots"]] == theirs
     # lar-prec's own comparison of the same folders agrees
     assert VarTree.from_folders(naive, tmp_path / "faulty").root_ids() == (victim,)
 
@@ -302,6 +310,19 @@ def test_input_dumps_crash_their_tree_not_ours(lar_dump, tmp_path):
     # the same roots as lar-prec's own comparison at the same fixed threshold
     assert tree.root_ids() == VarTree.from_folders(naive, default, threshold=1e-7).root_ids()
     assert tree.root_ids()
+
+
+def test_show_src_info_prints_titles_and_message(tmp_path, capsys):
+    a = "var={id:5, shape:{2}, Float32, owner:x[4]{Elemwise}, name:x, slot:0, cpu0, s, 4, 1} owner_opr_inputs={id:3, shape:{2}, Float32, owner:h2d[2]{Host2DeviceCopy}, name:data, slot:0, cpu0, s, 4, 4}"
+    text = f"d/000005: \n{a}\n{a}\n not equal: shape=(2,) nonequal_idx=(1,) v0=1.0 v1=2.0 err=0.5\n"
+    p = tmp_path / "diff.txt"
+    p.write_text(text)
+    roots = parse(p)
+    assert list(roots) == ["id:5"]
+    roots["id:5"].show_src_info()
+    out = capsys.readouterr().out
+    assert out.count("var={id:5,") == 2 and "not equal: shape=(2,)" in out
+    assert [n.id for n in roots["id:5"].get_dependence_list()] == ["id:3"]
 
 
 def test_read_megengine_diff_tolerates_noise_and_traceback(tmp_path):
