@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import struct
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +28,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from lar_prec.iodump import (
-    DTYPES,
     HEADER_SIZE,
     MAX_NDIM,
     VarInfo,
@@ -36,8 +36,6 @@ from lar_prec.iodump import (
     dump_file_name,
     format_title,
 )
-
-import struct
 
 _HEADER = struct.Struct("<10I")
 assert _HEADER.size == HEADER_SIZE  # the benchmark writes headers itself to stream large vars
@@ -257,7 +255,7 @@ def _chunk_pair(var: _Var, storage: np.dtype, a32: np.ndarray, z: np.ndarray, fi
 
 def _write_var(var: _Var, path_a: Path, path_b: Path, pool: _Pool) -> int:
     dt = dtype_by_name(var.info.dtype)
-    assert dt.storage is not None
+    assert dt.storage is not None  # internal: the plan uses byte-addressable dtypes only
     shape = var.info.shape
     size = int(np.prod(shape))
     title = format_title(var.info, var.inputs).encode("utf-8")
