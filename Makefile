@@ -35,7 +35,7 @@ test: $(CASES)
 	@bash scripts/ensure-chromium.sh
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(CASES)
 	$(PY) bench/run.py
 
 clean:
