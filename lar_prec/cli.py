@@ -263,13 +263,17 @@ def _write_json(obj: Any, dest: str) -> None:
 
     from lar_prec.errors import UsageError
 
-    text = json.dumps(obj, indent=1, allow_nan=False)
+    # json.dump streams to the file: no second copy of a report with tens of thousands of vars
     if dest == "-":
-        click.echo(text)
+        out = click.get_text_stream("stdout")
+        json.dump(obj, out, indent=1, allow_nan=False)
+        out.write("\n")
+        out.flush()
         return
     try:
         with open(dest, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+            json.dump(obj, f, indent=1, allow_nan=False)
+            f.write("\n")
     except OSError as e:
         raise UsageError(f"cannot write the JSON report to {dest}: {e.strerror or e}") from None
 
