@@ -53,6 +53,9 @@ DEFAULT_CHUNK = 1 << 15
 #: auto threshold: at most this many gaps between var errors are tried per dtype
 MAX_CANDIDATES = 64
 
+#: with several workers, pieces of fewer values than this are compared in the main process
+SMALL_TASK_ELEMENTS = 1 << 16
+
 #: with several workers, vars are split into ranges of this many values (8 MB of float32)
 PIECE_ELEMENTS = 1 << 21
 
@@ -990,19 +993,26 @@ class _Workers:
                 self.pool = ThreadPoolExecutor(max_workers=self.n, thread_name_prefix="lar-prec")
         return self
 
-    def map(self, fn: Callable[..., object], args: Sequence[tuple]) -> Iterator[object]:
+    def map(self, fn: Callable[..., object], args: Sequence[tuple], sizes: Optional[Sequence[int]] = None) -> Iterator[object]:
+        """``fn(*a)`` for every ``a``, results in order. Tasks of fewer than
+        ``SMALL_TASK_ELEMENTS`` values (``sizes``) run here, in this process, while the
+        workers take the big ones: shipping a tiny var to a worker costs more than comparing it."""
         if self.pool is None:
             return (fn(*a) for a in args)
-        batch = max(1, len(args) // (self.n * 16))
-        results = self.pool.map(_guarded, [(fn, a) for a in args], chunksize=batch)  # type: ignore[attr-defined]
+        futures = {}
+        for i, a in enumerate(args):
+            if sizes is None or sizes[i] >= SMALL_TASK_ELEMENTS:
+                futures[i] = self.pool.submit(_guarded, (fn, a))  # type: ignore[attr-defined]
 
-        def unwrap() -> Iterator[object]:
-            for r in results:
+        def results() -> Iterator[object]:
+            for i, a in enumerate(args):
+                f = futures.pop(i, None)
+                r = f.result() if f is not None else fn(*a)
                 if isinstance(r, _Failure):
                     r.reraise()
                 yield r
 
-        return unwrap()
+        return results()
 
     def __exit__(self, *exc: object) -> None:
         if self.pool is not None:
@@ -1075,7 +1085,7 @@ def compare_folders(
     diffs: List[VarDiff] = []
     done = 0
     with _Workers(n_workers) as workers:
-        results = workers.map(_run_piece_task, tasks)
+        results = workers.map(_run_piece_task, tasks, [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks])
         for j in plans:
             parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
             diffs.append(_finish_var(j, parts))
@@ -1331,7 +1341,8 @@ def _recount(
 
     counts: Dict[int, int] = {}
     with _Workers(jobs if len(tasks) > 1 else 1) as workers:
-        for (i, *_rest), c in zip(tasks, workers.map(_count_task, [(t[1], t[2], t[3], t[4], chunk, t[5]) for t in tasks])):
+        args = [(t[1], t[2], t[3], t[4], chunk, t[5]) for t in tasks]
+        for (i, *_rest), c in zip(tasks, workers.map(_count_task, args, [t[4] - t[3] for t in tasks])):
             counts[i] = counts.get(i, 0) + c
     for i, c in counts.items():
         out[i] = _with(out[i], n_over=c)

@@ -311,11 +311,12 @@ def test_jobs_give_the_same_result(tmp_path, monkeypatch):
     import lar_prec.compare as C
 
     monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)  # worker processes even for small folders
+    monkeypatch.setattr(C, "SMALL_TASK_ELEMENTS", 400)  # the 500-value vars go to workers, the rest stay
     rng = np.random.default_rng(5)
     ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
     prev = ()
     for v in range(3, 40):
-        a = rng.standard_normal(500).astype(np.float32)
+        a = rng.standard_normal(500 if v % 2 else 300).astype(np.float32)
         ga.add(v, a, inputs=prev)
         gb.add(v, (a * (1 + 1e-3 * (v % 3 == 0))).astype(np.float32), inputs=prev)
         prev = (v,)
@@ -337,6 +338,7 @@ def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatc
     one = compare_folders(da, db, jobs=1, chunk_elements=64)
     monkeypatch.setattr(C, "PIECE_ELEMENTS", 300)  # 17 pieces
     monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(C, "SMALL_TASK_ELEMENTS", 0)
     many = compare_folders(da, db, jobs=3, chunk_elements=64)
     x, y = one[3], many[3]
     assert (x.max_err, x.worst_index, x.max_abs_err, x.max_ulp, x.n_nonfinite, x.status, x.note) == (
@@ -353,6 +355,7 @@ def test_jobs_with_other_threads_running_use_threads(tmp_path, monkeypatch):
     import lar_prec.compare as C
 
     monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(C, "SMALL_TASK_ELEMENTS", 0)
     rng = np.random.default_rng(2)
     a = rng.standard_normal(5000).astype(np.float32)
     da, db = pair(tmp_path, a, (a * np.float32(1.001)).astype(np.float32))
