@@ -29,9 +29,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.compare import (
     DEFAULT_CHUNK,
@@ -44,6 +42,9 @@ from lar_prec.compare import (
 )
 from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.iodump import TextDump, parse_title, read_text_dump
+
+if TYPE_CHECKING:  # networkx is imported on first use (VarTree.graph and graph queries)
+    import networkx as nx
 
 log = logging.getLogger(__name__)
 
@@ -106,34 +107,63 @@ class VarTree:
         self.source = source
         self._diffs: Dict[int, VarDiff] = {}
         self._order: Dict[int, int] = {}
-        g = nx.DiGraph()
+        # plain adjacency: rooting needs nothing more, and networkx (a fifth of the command's
+        # start-up) is imported only when a query or a caller asks for ``graph``
+        self._preds: Dict[int, Dict[int, Tuple[str, Optional[int]]]] = {}
+        self._succs: Dict[int, Dict[int, None]] = {}
+        self._compared: Dict[int, bool] = {}
         for i, d in enumerate(diffs):
             self._diffs[d.id] = d
             self._order[d.id] = i
-            g.add_node(d.id, compared=True)
+            self._add_node(d.id, True)
         for d in diffs:
             for k, u in enumerate(d.inputs):
-                if u not in g:
-                    g.add_node(u, compared=False)
-                if u != d.id:
-                    g.add_edge(u, d.id, kind="value", index=k)
+                self._add_node(u, False)
+                if u != d.id and u not in self._preds[d.id]:
+                    self._add_edge(u, d.id, "value", k)
         if text_dump is not None:
             td = text_dump if isinstance(text_dump, TextDump) else read_text_dump(text_dump)
             for u, v, kind in td.edges():
                 if kind not in _DATA_DEPS or u == v:
                     continue
-                for x in (u, v):
-                    if x not in g:
-                        g.add_node(x, compared=False)
-                if not g.has_edge(u, v):
-                    g.add_edge(u, v, kind=kind, index=None)
-        self.graph: nx.DiGraph = g
+                self._add_node(u, False)
+                self._add_node(v, False)
+                if u not in self._preds[v]:
+                    self._add_edge(u, v, kind, None)
+        self._graph: Optional["nx.DiGraph"] = None
         # vars known only as inputs sit just before their first consumer in execution order
-        for n in g.nodes:
+        for n in self._preds:
             if n not in self._order:
-                consumers = [self._order[c] for c in g.successors(n) if c in self._order]
+                consumers = [self._order[c] for c in self._succs[n] if c in self._order]
                 self._order[n] = (min(consumers) if consumers else len(diffs)) - 1
         self._roots: Optional[Tuple[Root, ...]] = None
+
+    def _add_node(self, n: int, compared: bool) -> None:
+        if n not in self._preds:
+            self._preds[n] = {}
+            self._succs[n] = {}
+            self._compared[n] = compared
+
+    def _add_edge(self, u: int, v: int, kind: str, index: Optional[int]) -> None:
+        self._preds[v][u] = (kind, index)
+        self._succs[u][v] = None
+
+    @property
+    def graph(self) -> "nx.DiGraph":
+        """The var DAG as a networkx DiGraph: edges input -> consumer with ``kind`` ("value",
+        or a text-dump dependency kind) and ``index`` (input position); nodes carry
+        ``compared`` (False for vars known only as inputs)."""
+        if self._graph is None:
+            import networkx as nx
+
+            g = nx.DiGraph()
+            for n, c in self._compared.items():
+                g.add_node(n, compared=c)
+            for v, preds in self._preds.items():
+                for u, (kind, index) in preds.items():
+                    g.add_edge(u, v, kind=kind, index=index)
+            self._graph = g
+        return self._graph
 
     # ------------------------------------------------------------------ builders
 
@@ -162,10 +192,10 @@ class VarTree:
     # ------------------------------------------------------------------ queries
 
     def __contains__(self, var_id: object) -> bool:
-        return var_id in self.graph
+        return var_id in self._preds
 
     def __len__(self) -> int:
-        return self.graph.number_of_nodes()
+        return len(self._preds)
 
     @property
     def diffs(self) -> Tuple[VarDiff, ...]:
@@ -173,9 +203,9 @@ class VarTree:
         return tuple(self._diffs.values())
 
     def _check(self, var_id: int) -> int:
-        if var_id not in self.graph:
-            near = sorted(self.graph.nodes, key=lambda n: abs(n - var_id))[:5] if self.graph else []
-            raise KeyError(f"var {var_id} is not in the tree ({self.graph.number_of_nodes()} vars; nearest ids: {near})")
+        if var_id not in self._preds:
+            near = sorted(self._preds, key=lambda n: abs(n - var_id))[:5]
+            raise KeyError(f"var {var_id} is not in the tree ({len(self._preds)} vars; nearest ids: {near})")
         return var_id
 
     def node(self, var_id: int) -> VarDiff:
@@ -189,7 +219,7 @@ class VarTree:
         d = self._diffs.get(var_id)
         if d is not None:
             return d
-        users = sorted(self.graph.successors(var_id))
+        users = sorted(self._succs[var_id])
         return VarDiff(
             id=var_id, name="", opr="", opr_type="", dtype="", shape=(), inputs=(), status="missing",
             note=f"not dumped on either side; known only as an input of var(s) {users}",
@@ -206,23 +236,35 @@ class VarTree:
     def inputs(self, var_id: int) -> Tuple[int, ...]:
         """Vars ``var_id`` reads (its operator's inputs), in input order when known."""
         self._check(var_id)
-        preds = list(self.graph.predecessors(var_id))
-        return tuple(sorted(preds, key=lambda u: (self.graph.edges[u, var_id].get("index") is None, self.graph.edges[u, var_id].get("index") or 0, u)))
+        preds = self._preds[var_id]
+        return tuple(sorted(preds, key=lambda u: (preds[u][1] is None, preds[u][1] or 0, u)))
 
     def consumers(self, var_id: int) -> Tuple[int, ...]:
         """Vars computed from ``var_id``, in execution order."""
         self._check(var_id)
-        return self._sorted(self.graph.successors(var_id))
+        return self._sorted(self._succs[var_id])
 
     def ancestors(self, var_id: int) -> Tuple[int, ...]:
         """Every var ``var_id`` depends on, in execution order."""
         self._check(var_id)
-        return self._sorted(nx.ancestors(self.graph, var_id))
+        return self._sorted(self._reach(var_id, self._preds))
 
     def descendants(self, var_id: int) -> Tuple[int, ...]:
         """Every var that depends on ``var_id``, in execution order."""
         self._check(var_id)
-        return self._sorted(nx.descendants(self.graph, var_id))
+        return self._sorted(self._reach(var_id, self._succs))
+
+    @staticmethod
+    def _reach(start: int, adj: Mapping[int, Mapping[int, object]]) -> set:
+        seen = set()
+        todo = [start]
+        while todo:
+            for w in adj[todo.pop()]:
+                if w not in seen:
+                    seen.add(w)
+                    todo.append(w)
+        seen.discard(start)
+        return seen
 
     def path(self, target: int, source: Optional[int] = None) -> List[int]:
         """A shortest dependency path ``source -> ... -> target``.
@@ -234,14 +276,13 @@ class VarTree:
             KeyError: unknown id, or no path from ``source`` to ``target``.
         """
         self._check(target)
+        rev = self._bfs_back(target)
         if source is not None:
             self._check(source)
-            try:
-                return [int(x) for x in nx.shortest_path(self.graph, source, target)]
-            except nx.NetworkXNoPath:
-                raise KeyError(f"var {target} does not depend on var {source}") from None
-        rev = nx.single_source_shortest_path(self.graph.reverse(copy=False), target)
-        starts = [n for n in rev if self.graph.in_degree(n) == 0 and n != target]
+            if source not in rev:
+                raise KeyError(f"var {target} does not depend on var {source}")
+            return [int(x) for x in reversed(rev[source])]
+        starts = [n for n in rev if not self._preds[n] and n != target]
         if not starts:
             return [target]
         h2d = [n for n in starts if self.node(n).opr_type == "Host2DeviceCopy"]
@@ -249,12 +290,35 @@ class VarTree:
         best = min(pool, key=lambda n: (len(rev[n]), self._order.get(n, 0), n))
         return [int(x) for x in reversed(rev[best])]
 
-    def subgraph(self, var_id: int, radius: int = 2) -> nx.DiGraph:
+    def _bfs_back(self, target: int) -> Dict[int, List[int]]:
+        """Shortest paths from every ancestor to ``target``, each as ``[target, ..., ancestor]``."""
+        paths: Dict[int, List[int]] = {target: [target]}
+        frontier = [target]
+        while frontier:
+            nxt = []
+            for v in frontier:
+                for u in sorted(self._preds[v]):
+                    if u not in paths:
+                        paths[u] = paths[v] + [u]
+                        nxt.append(u)
+            frontier = nxt
+        return paths
+
+    def subgraph(self, var_id: int, radius: int = 2) -> "nx.DiGraph":
         """The vars within ``radius`` edges of ``var_id`` (either direction), with their
         edges: the neighbourhood a report draws around a root."""
         self._check(var_id)
-        nodes = nx.ego_graph(self.graph, var_id, radius=radius, undirected=True).nodes
-        return self.graph.subgraph(nodes).copy()
+        seen = {var_id}
+        frontier = [var_id]
+        for _ in range(max(0, radius)):
+            nxt = []
+            for v in frontier:
+                for w in list(self._preds[v]) + list(self._succs[v]):
+                    if w not in seen:
+                        seen.add(w)
+                        nxt.append(w)
+            frontier = nxt
+        return self.graph.subgraph(seen).copy()
 
     # ------------------------------------------------------------------ roots
 
@@ -275,7 +339,7 @@ class VarTree:
         for d in self._diffs.values():
             if d.status == "ok":
                 continue
-            preds = list(self.graph.predecessors(d.id))
+            preds = list(self._preds[d.id])
             if any(self._blocking(u) for u in preds):
                 continue
             compared = [self._diffs[u] for u in preds if u in self._diffs and self._diffs[u].status != "missing"]
@@ -669,6 +733,29 @@ def _entry_diff(e: MegEntry, index: int, status: str) -> VarDiff:
     )
 
 
+def _topo_order(inputs: Mapping[int, Sequence[int]]) -> List[int]:
+    """Inputs before consumers, ties by smaller id; a cycle (not from a real graph) by id."""
+    import heapq
+
+    indeg = {v: len(set(us)) for v, us in inputs.items()}
+    users: Dict[int, List[int]] = {v: [] for v in inputs}
+    for v, us in inputs.items():
+        for u in set(us):
+            users[u].append(v)
+    heap = [v for v, k in indeg.items() if k == 0]
+    heapq.heapify(heap)
+    order: List[int] = []
+    while heap:
+        v = heapq.heappop(heap)
+        order.append(v)
+        for w in users[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, w)
+    order += sorted(set(inputs) - set(order))
+    return order
+
+
 def tree_from_megengine_diff(path: PathLike, text: Optional[str] = None) -> Tuple[VarTree, MegDiff]:
     """The :class:`VarTree` of a ``compare_binary_iodump`` output.
 
@@ -694,17 +781,8 @@ def tree_from_megengine_diff(path: PathLike, text: Optional[str] = None) -> Tupl
         if vid in diffs:
             d = diffs[vid]
             diffs[vid] = replace(d, note="; ".join([d.note] + notes))
-    # producers before consumers, whatever order the files were printed in
-    g = nx.DiGraph()
-    g.add_nodes_from(diffs)
-    for d in diffs.values():
-        for u in d.inputs:
-            if u in diffs and u != d.id:
-                g.add_edge(u, d.id)
-    try:
-        order = list(nx.lexicographical_topological_sort(g))
-    except nx.NetworkXUnfeasible:
-        order = sorted(diffs)
+    # producers before consumers, whatever order the files were printed in (ties: smaller id)
+    order = _topo_order({v: [u for u in d.inputs if u in diffs and u != v] for v, d in diffs.items()})
     ordered = [replace(diffs[v], index=i) for i, v in enumerate(order)]
     tree = VarTree(ordered, threshold=None, source=str(path))
     return tree, md
