@@ -24,11 +24,10 @@ import os
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+import threading
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from lar_prec.compare import Comparison, Threshold, VarDiff, compare_folders, parse_threshold
 from lar_prec.errors import AnalysisInterrupted, LarPrecError, UsageError
-from lar_prec.report import Report, exit_code, from_tree, write_html, write_json
 from lar_prec.runner import (
     LoadAndRun,
     PreparedInputs,
@@ -41,7 +40,11 @@ from lar_prec.runner import (
     resolve_load_and_run,
     run_once,
 )
-from lar_prec.vartree import VarTree
+
+if TYPE_CHECKING:  # loaded while load_and_run runs (see _prefetch_analysis_modules)
+    from lar_prec.compare import Comparison, Threshold, VarDiff
+    from lar_prec.report import Report
+    from lar_prec.vartree import VarTree
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,28 @@ CAUSE_NEITHER = ("neither algorithm choice nor a non-reproducible kernel: "
                  "look at the input, uninitialised memory or random operators")
 
 SHAKE_CONFIGS = ("default", "reproducible", "fast-run")
+
+
+_ANALYSIS_MODULES = ("lar_prec.compare", "lar_prec.vartree", "lar_prec.report", "rich.console", "rich.table")
+
+
+def _prefetch_analysis_modules() -> None:
+    """Import the comparison and report modules in the background.
+
+    The main process only waits while load_and_run runs, and these imports (numpy-heavy
+    compare, networkx, rich) are most of the analysis' own time on small models.
+    """
+
+    def load() -> None:
+        import importlib
+
+        for name in _ANALYSIS_MODULES:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # rich is optional for the library; the main thread will say so
+                pass
+
+    threading.Thread(target=load, name="lar-prec-prefetch", daemon=True).start()
 
 
 @dataclass(frozen=True)
@@ -72,6 +97,8 @@ class Analysis:
     @property
     def exit_code(self) -> int:
         """0 no divergence (no jitter), 1 divergence (jitter) found."""
+        from lar_prec.report import exit_code
+
         return exit_code(self.report)
 
 
@@ -98,6 +125,7 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
     The first failure is raised after the other runs have ended, so every run.json is
     final. Ctrl-C kills every run under way and raises AnalysisInterrupted naming the folder.
     """
+    _prefetch_analysis_modules()
     results: List[Optional[RunResult]] = [None] * len(plan)
     done = 0
     if progress:
@@ -154,6 +182,8 @@ def _prepare(model: PathLike, inputs: Union[str, Sequence[str]], out: Optional[P
 
 
 def _write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optional[Path]]:
+    from lar_prec.report import write_html, write_json
+
     json_path = adir / "report.json"
     write_json(report, json_path)
     html_path = write_html(report, adir / "report.html") if html else None
@@ -203,6 +233,8 @@ def naive_vs_default(
         RunError: a load_and_run run failed (exit 3); its folder and run.json stay on disk.
         AnalysisInterrupted: Ctrl-C (exit 130); run folders stay consistent on disk.
     """
+    from lar_prec.compare import parse_threshold
+
     parse_threshold(threshold)  # a bad value fails before anything runs
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar)
     plan = [_Planned("naive", "naive"), _Planned("default", "default")]
@@ -210,6 +242,9 @@ def naive_vs_default(
         plan.append(_Planned("default", "default-text", text_dump=True))
     runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
                      jobs=jobs, progress=progress)
+    from lar_prec.report import from_tree
+    from lar_prec.vartree import VarTree
+
     naive, default = runs[0], runs[1]
     text = runs[2].text_dump if text_dump else None
     tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=threshold, text_dump=text,  # type: ignore[arg-type]
@@ -262,6 +297,9 @@ def merge_comparisons(comparisons: Sequence[Comparison]) -> Tuple[List[VarDiff],
 
 def _jitter(dumps: Sequence[Path], threshold: Threshold, progress: Optional[Progress]) -> Tuple[VarTree, Dict[int, int]]:
     """Compare runs 2..N with run 1 and build the merged tree."""
+    from lar_prec.compare import compare_folders
+    from lar_prec.vartree import VarTree
+
     comps = []
     for k, d in enumerate(dumps[1:], start=1):
         comps.append(compare_folders(dumps[0], d, threshold=threshold, jobs=min(2, os.cpu_count() or 1)))
@@ -274,6 +312,8 @@ def _jitter(dumps: Sequence[Path], threshold: Threshold, progress: Optional[Prog
 
 def _any_difference(dumps: Sequence[Path]) -> Tuple[bool, int]:
     """Whether any run differs bitwise from the first, and in how many vars."""
+    from lar_prec.compare import Threshold
+
     if len(dumps) < 2:
         return False, 0
     tree, differing = _jitter(dumps, Threshold.fixed(0.0), None)
@@ -323,6 +363,9 @@ def shake(
         raise UsageError(f"--repeat must be at least 2 to see jitter, got {repeat}")
     if config not in SHAKE_CONFIGS:
         raise UsageError(f"shake --config must be one of {', '.join(SHAKE_CONFIGS)}, got {config!r}")
+    from lar_prec.compare import compare_folders, parse_threshold
+    from lar_prec.report import from_tree
+
     thr_spec = parse_threshold(threshold)
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar)
     common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress)
