@@ -10,6 +10,9 @@ Only the standard library: it must behave like a foreign program, not like lar-p
   folder ``FAKE_LAR_SOURCE_DUMP`` (``FAKE_LAR_SOURCE_DUMP_NAIVE`` when MGB_USE_MEGDNN_DBG=2
   and that is set) into DIR (which must exist, as for the real binary); with
   ``--io-dump FILE`` it copies ``FAKE_LAR_SOURCE_TEXT`` (or writes one line).
+* ``FAKE_LAR_JITTER_VAR``: the dump file name (e.g. ``00000b``) whose first value gets
+  pid-dependent low bits flipped, so every run differs there; not when the flag named by
+  ``FAKE_LAR_JITTER_UNLESS`` (e.g. ``--reproducible``) is in argv.
 * ``FAKE_LAR_MODE``: ``ok`` (default); ``exit1`` (message on stderr, exit 1); ``segv``
   (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
   ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s).
@@ -34,6 +37,20 @@ def flag_value(argv, name):
                 return value
             return argv[i + 1] if i + 1 < len(argv) else None
     return None
+
+
+def perturb_first_value(path):
+    """Flip low mantissa bits of the first float32 value, differently in every process:
+    a stand-in for a kernel whose result changes from run to run."""
+    import struct
+
+    with open(path, "r+b") as fh:
+        name_len = struct.unpack("<I", fh.read(4))[0]
+        offset = 40 + name_len
+        fh.seek(offset)
+        (bits,) = struct.unpack("<I", fh.read(4))
+        fh.seek(offset)
+        fh.write(struct.pack("<I", bits ^ (1 + os.getpid() % 7)))
 
 
 def main():
@@ -73,6 +90,10 @@ def main():
             names = names[: len(names) // 2]
         for name in names:
             shutil.copyfile(os.path.join(src, name), os.path.join(bin_dir, name))
+        jitter = os.environ.get("FAKE_LAR_JITTER_VAR")
+        unless = os.environ.get("FAKE_LAR_JITTER_UNLESS")
+        if jitter and not (unless and unless in argv):
+            perturb_first_value(os.path.join(bin_dir, jitter))
     text = flag_value(argv, "io_dump")
     if text is not None:
         src = os.environ.get("FAKE_LAR_SOURCE_TEXT")

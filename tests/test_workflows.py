@@ -224,3 +224,39 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, IndexError):
         return False
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("unless, cause", [("--reproducible", "non-reproducible kernel"),
+                                           ("", "neither algorithm choice nor a non-reproducible kernel")])
+def test_shake_explains_jitter_of_an_external_binary(manifest, lar_dump, tmp_path, monkeypatch, unless, cause):
+    """A stand-in binary whose conv output jitters: --reproducible removes it, or nothing does."""
+    src = lar_dump("cnn", "default")
+    folder = DumpFolder(src)
+    conv = next(v for v in folder.ids if folder.var_info(v).opr_type == "ConvolutionForward")
+    monkeypatch.setenv("FAKE_LAR_SOURCE_DUMP", str(src))
+    monkeypatch.setenv("FAKE_LAR_JITTER_VAR", folder.paths()[conv].name)
+    monkeypatch.setenv("FAKE_LAR_JITTER_UNLESS", unless or "--never-given")
+    res = invoke(["shake", *case_args(manifest["cnn"]), "--repeat", "3", "--lar", str(FAKE_LAR),
+                  "--out", str(tmp_path / "s"), "--json", str(tmp_path / "s.json"), "-q"])
+    assert res.exit_code == 1, res.stderr
+    d = json.loads((tmp_path / "s.json").read_text())
+    validate_report(d, "shake")
+    assert [r["id"] for r in d["roots"]] == [conv]
+    assert d["cause"].startswith(cause)
+    steps = d["explanation"]
+    assert [s["step"] for s in steps] == ["--reproducible"]
+    assert steps[0]["jitter"] is (not unless)
+    rep_runs = [r for r in d["runs"] if r["label"].startswith("reproducible-")]
+    assert rep_runs and all("--reproducible" in r["argv"] for r in rep_runs)
+
+
+@pytest.mark.megengine
+def test_text_dump_run_adds_dependency_edges(manifest, tmp_path):
+    res = invoke(["naive-vs-default", *case_args(manifest["mlp"]), "--text-dump", "--out", str(tmp_path / "a"),
+                  "--json", str(tmp_path / "r.json"), "-q"])
+    assert res.exit_code == 0, res.stderr
+    d = json.loads((tmp_path / "r.json").read_text())
+    assert [r["label"] for r in d["runs"]] == ["naive", "default", "default-text"]
+    text_run = json.loads((tmp_path / "a" / "default-text" / "run.json").read_text())
+    assert "--io-dump" in text_run["argv"] and Path(text_run["text_dump"]).stat().st_size > 0
