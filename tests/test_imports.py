@@ -60,3 +60,13 @@ def test_help_does_not_import_megengine():
     proc = _py(BLOCK_MEGENGINE + "import sys\nsys.argv=['lar-prec','--help']\nfrom lar_prec.cli import main\n"
                "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code)\n")
     assert "exit 0" in proc.stdout, proc.stderr[-1500:]
+
+
+def test_every_command_has_help_and_is_in_the_readme():
+    from lar_prec.cli import cli
+
+    readme = (ROOT / "README.md").read_text()
+    assert set(cli.commands) >= {"naive-vs-default", "shake", "compare", "tree", "run"}
+    for name, cmd in cli.commands.items():
+        assert (cmd.help or "").strip(), f"lar-prec {name} has no help text"
+        assert f"lar-prec {name}" in readme, f"README does not show lar-prec {name}"
