@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
+from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.errors import UsageError
 
@@ -330,8 +330,8 @@ def _flatten(v: Any) -> List[Any]:
     return [v]
 
 
-_JSON_TYPES = {"float32": np.float32, "float": np.float32, "int32": np.int32, "int": np.int32,
-               "int8": np.int8, "uint8": np.uint8}
+_JSON_TYPES = {"float32": "float32", "float": "float32", "int32": "int32", "int": "int32",
+               "int8": "int8", "uint8": "uint8"}
 
 
 def load_json_inputs(path: str) -> Dict[str, np.ndarray]:

@@ -32,9 +32,9 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
+from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.errors import LoadAndRunNotFound, RunError, RunTimeout, UsageError
 
@@ -355,6 +355,45 @@ def _random_array(shape: Tuple[int, ...], dtype: np.dtype, seed: int) -> Tuple[n
     return arr, {"kind": "random", "seed": seed, "distribution": how, "dtype": dtype.name, "shape": list(shape)}
 
 
+# .npy descr -> dtype name, for the files load_and_run can take as they are (little-endian)
+_PLAIN_NPY = {"<f4": "float32", "<i4": "int32", "<i2": "int16", "<u2": "uint16", "|i1": "int8", "|u1": "uint8",
+              "<f2": "float16"}
+
+
+def _plain_npy(path: str) -> Optional[Tuple[str, Tuple[int, ...]]]:
+    """(dtype name, shape) of an ``.npy`` file that can be handed to load_and_run byte for byte
+    (little-endian, C order, a dtype it takes, exact size), read from the header with the
+    standard library; None for anything else (numpy then reads, converts or refuses it)."""
+    import ast
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(10)
+            if len(head) < 10 or head[:6] != b"\x93NUMPY" or head[6] not in (1, 2, 3):
+                return None
+            if head[6] == 1:
+                hlen, start = struct.unpack("<H", head[8:10])[0], 10
+            else:
+                head += fh.read(2)
+                hlen, start = struct.unpack("<I", head[8:12])[0], 12
+            meta = ast.literal_eval(fh.read(hlen).decode("latin1"))
+        size = os.path.getsize(path)
+    except (OSError, ValueError, SyntaxError, struct.error, UnicodeDecodeError):
+        return None
+    if not isinstance(meta, dict) or meta.get("fortran_order") is not False:
+        return None
+    name = _PLAIN_NPY.get(meta.get("descr")) if isinstance(meta.get("descr"), str) else None
+    shape = meta.get("shape")
+    if name is None or not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        return None
+    count = 1
+    for d in shape:
+        count *= d
+    itemsize = int(meta["descr"][2:])
+    return (name, shape) if size == start + hlen + count * itemsize else None
+
+
 def prepare_inputs(
     specs: "str | Iterable[str]",
     dest_dir: PathLike,
@@ -389,11 +428,13 @@ def prepare_inputs(
         else:
             info = read_model_io(model)
             model_dtypes = {d["name"]: d["dtype"] for d in info["inputs"]}
-    arrays: List[Tuple[str, np.ndarray, str, Optional[Dict[str, Any]]]] = []
+    arrays: List[Tuple[str, Any, str, Optional[Dict[str, Any]]]] = []
     for k, (raw, it) in enumerate(parsed):
         try:
             if it.kind == "npy":
-                arrays.append((it.name, _lar.load_npy(it.text), raw, None))
+                plain = _plain_npy(it.text)
+                # A plain file is copied as it is: no numpy needed before the first run starts.
+                arrays.append((it.name, (it.text, plain) if plain else _lar.load_npy(it.text), raw, None))
             elif it.kind == "json":
                 for name, arr in _lar.load_json_inputs(it.text).items():
                     arrays.append((name, arr, raw, None))
@@ -429,8 +470,13 @@ def prepare_inputs(
         path = (dest / (_safe_file_stem(name, used) + ".npy")).resolve()
         if path.exists():
             raise UsageError(f"{path} exists; prepare inputs into a fresh folder")
-        np.save(path, np.ascontiguousarray(arr))
-        out.append(PreparedInput(name, path, sha256_file(path), raw, arr.dtype.name, tuple(arr.shape), how))
+        if isinstance(arr, tuple):  # a plain .npy file: (source path, (dtype name, shape))
+            src, (dtype_name, shape) = arr
+            shutil.copyfile(src, path)
+        else:
+            np.save(path, np.ascontiguousarray(arr))
+            dtype_name, shape = arr.dtype.name, tuple(arr.shape)
+        out.append(PreparedInput(name, path, sha256_file(path), raw, dtype_name, tuple(shape), how))
     prepared = PreparedInputs(tuple(out), dest.resolve())
     (dest / "inputs.json").write_text(json.dumps({"schema": INPUTS_SCHEMA, "inputs": prepared.to_json()}, indent=2))
     return prepared
@@ -653,8 +699,12 @@ def run_once(
     extra_flags: Sequence[str] = (),
     extra_env: Optional[Mapping[str, Optional[str]]] = None,
     label: Optional[str] = None,
+    on_started: Optional[Callable[[], None]] = None,
 ) -> RunResult:
     """Run load_and_run once in a fresh process, in a new folder under ``out_dir``.
+
+    ``on_started`` is called once the process has started (workflows use the wait for
+    background work).
 
     ``inputs`` is a PreparedInputs (or a ready ``--input`` string). The folder is
     ``out_dir/<label>`` (default: the configuration name, ``-text`` for text dumps), numbered
@@ -760,6 +810,8 @@ def run_once(
             raise err from None
         with _ACTIVE_LOCK:
             _ACTIVE.add(proc)
+        if on_started is not None:
+            on_started()
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 import os
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -63,12 +64,19 @@ SHAKE_CONFIGS = ("default", "reproducible", "fast-run")
 _ANALYSIS_MODULES = ("lar_prec.compare", "lar_prec.vartree", "lar_prec.report", "rich.console", "rich.table")
 
 
+_prefetch_started = threading.Event()
+
+
 def _prefetch_analysis_modules() -> None:
-    """Import the comparison and report modules in the background.
+    """Import the comparison and report modules in the background, once.
 
     The main process only waits while load_and_run runs, and these imports (numpy-heavy
-    compare, networkx, rich) are most of the analysis' own time on small models.
+    compare, networkx, rich) are most of the analysis' own time on small models. Started
+    when the first run has started, so it does not delay that run.
     """
+    if _prefetch_started.is_set():
+        return
+    _prefetch_started.set()
 
     def load() -> None:
         import importlib
@@ -110,6 +118,24 @@ class _Planned:
     extra_flags: Tuple[str, ...] = ()
 
 
+def _check_threshold(threshold: object) -> None:
+    """Refuse a bad threshold before any run, without importing compare (numpy) on the
+    start-up path; compare.parse_threshold applies the same rules later."""
+    if threshold is None or isinstance(threshold, (int, float)) or type(threshold).__name__ == "Threshold":
+        value = threshold if isinstance(threshold, (int, float)) else 0.0
+    elif isinstance(threshold, str):
+        if threshold.strip().lower() == "auto":
+            return
+        try:
+            value = float(threshold)
+        except ValueError:
+            raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {threshold!r}") from None
+    else:
+        raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {threshold!r}")
+    if not (value >= 0 and math.isfinite(value)):
+        raise UsageError(f"threshold must be a finite number >= 0, got {threshold!r}")
+
+
 def _check_model(model: PathLike) -> Path:
     path = Path(model)
     if not path.is_file():
@@ -125,7 +151,6 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
     The first failure is raised after the other runs have ended, so every run.json is
     final. Ctrl-C kills every run under way and raises AnalysisInterrupted naming the folder.
     """
-    _prefetch_analysis_modules()
     results: List[Optional[RunResult]] = [None] * len(plan)
     done = 0
     if progress:
@@ -134,7 +159,8 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
     def one(i: int) -> RunResult:
         p = plan[i]
         return run_once(model, prepared, p.config, adir, lar=lar, text_dump=p.text_dump, timeout=timeout,
-                        extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label)
+                        extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label,
+                        on_started=_prefetch_analysis_modules)
 
     first_error: Optional[BaseException] = None
     # One path for any ``jobs``: runs go to worker threads so the main thread stays free to
@@ -233,9 +259,7 @@ def naive_vs_default(
         RunError: a load_and_run run failed (exit 3); its folder and run.json stay on disk.
         AnalysisInterrupted: Ctrl-C (exit 130); run folders stay consistent on disk.
     """
-    from lar_prec.compare import parse_threshold
-
-    parse_threshold(threshold)  # a bad value fails before anything runs
+    _check_threshold(threshold)  # a bad value fails before anything runs
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar)
     plan = [_Planned("naive", "naive"), _Planned("default", "default")]
     if text_dump:
