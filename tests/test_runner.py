@@ -451,3 +451,26 @@ def test_keyboard_interrupt_kills_the_run_and_marks_it(fake_lar, model_file, pre
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child)
+
+
+def test_plain_npy_inputs_are_copied_byte_for_byte_and_others_converted(tmp_path):
+    """A little-endian C-order file goes to every run unchanged (no numpy round trip); a
+    big-endian or Fortran-order one is converted to what load_and_run reads."""
+    plain = tmp_path / "plain.npy"
+    np.save(plain, np.arange(12, dtype="<f4").reshape(3, 4))
+    big = tmp_path / "big.npy"
+    np.save(big, np.arange(6, dtype=">i4").reshape(2, 3))
+    fort = tmp_path / "fort.npy"
+    np.save(fort, np.asfortranarray(np.arange(6, dtype="f4").reshape(2, 3)))
+    prepared = runner.prepare_inputs([f"a:{plain}", f"b:{big}", f"c:{fort}"], tmp_path / "in")
+    by_name = {p.name: p for p in prepared.items}
+    assert by_name["a"].path.read_bytes() == plain.read_bytes()
+    assert (by_name["a"].dtype, by_name["a"].shape) == ("float32", (3, 4))
+    b = np.load(by_name["b"].path)
+    assert b.dtype == np.dtype("<i4") and b.tolist() == [[0, 1, 2], [3, 4, 5]]
+    c = np.load(by_name["c"].path)
+    assert c.flags["C_CONTIGUOUS"] and c.tolist() == [[0, 1, 2], [3, 4, 5]]
+    truncated = tmp_path / "cut.npy"
+    truncated.write_bytes(plain.read_bytes()[:-4])
+    with pytest.raises(UsageError, match="cut.npy"):
+        runner.prepare_inputs([f"a:{truncated}"], tmp_path / "in2")
