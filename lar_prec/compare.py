@@ -557,12 +557,12 @@ def _pair_chunks(
     """Read elements ``start:end`` of two dumps ``chunk`` at a time into the worker's byte
     buffers (reused: no allocation per chunk, and no file pages held: RSS stays bounded)."""
     try:
-        fa = open(da.path, "rb", buffering=0)
+        fa = open(da.file, "rb", buffering=0)
     except OSError as e:
         raise DumpFormatError(da.path, None, "a readable dump file", str(e)) from None
     try:
         try:
-            fb = open(db.path, "rb", buffering=0)
+            fb = open(db.file, "rb", buffering=0)
         except OSError as e:
             raise DumpFormatError(db.path, None, "a readable dump file", str(e)) from None
         with fb:
@@ -573,8 +573,8 @@ def _pair_chunks(
             for pos in range(start, end, chunk):
                 n = min(chunk, end - pos)
                 va, vb = ma[: n * ka], mb[: n * kb]
-                _read_exact(fa, va, da.path)
-                _read_exact(fb, vb, db.path)
+                _read_exact(fa, va, da.file)
+                _read_exact(fb, vb, db.file)
                 yield pos, va, vb
     finally:
         fa.close()
@@ -602,7 +602,7 @@ def _base_fields(da: Optional[BinaryDump], db: Optional[BinaryDump], index: int)
         opr_type=d.var.opr_type,
         dtype=d.dtype.name,
         shape=tuple(d.shape),
-        inputs=tuple(v.id for v in d.inputs),
+        inputs=d.input_ids,
         size=d.size,
         index=index,
     )
@@ -905,9 +905,9 @@ def _union_order(fa: DumpFolder, fb: DumpFolder) -> List[int]:
     """Execution order of the vars of both folders: A's order, with B-only vars placed
     right after the last of their inputs (B's own order otherwise)."""
     order = list(fa.ids)
+    if not any(v not in fa for v in fb.files()):
+        return order  # B's titles need not be read for their inputs
     only_b = [v for v in fb.ids if v not in fa]
-    if not only_b:
-        return order
     pos = {v: i for i, v in enumerate(order)}
     placed: List[Tuple[float, int, int]] = []
     for k, v in enumerate(only_b):
@@ -1068,7 +1068,7 @@ def compare_folders(
         if len(f) == 0:
             extra = f" ({len(f.stray)} other entries)" if f.stray else ""
             raise DumpFolderError(f"no binary dump files in {f.path}{extra}: expected files named like 00000b written by --bin-io-dump")
-    common = set(fa.paths()) & set(fb.paths())
+    common = set(fa.files()) & set(fb.files())
     if not common:
         raise DumpFolderError(
             f"{fa.path} and {fb.path} have no var in common ({len(fa)} and {len(fb)} vars): not dumps of the same model?"
@@ -1108,8 +1108,8 @@ def _folder_notes(fa: DumpFolder, fb: DumpFolder) -> List[str]:
             notes.append(f"{tag} ({f.path}): marked incomplete (the run did not finish)")
         if f.input_files:
             notes.append(f"{tag} ({f.path}): {len(f.input_files)} MGB_DUMP_INPUT '-inp' files not compared as vars (they repeat their input vars)")
-    only_a = len(set(fa.paths()) - set(fb.paths()))
-    only_b = len(set(fb.paths()) - set(fa.paths()))
+    only_a = len(set(fa.files()) - set(fb.files()))
+    only_b = len(set(fb.files()) - set(fa.files()))
     if only_a or only_b:
         notes.append(f"{only_a} var(s) only in A, {only_b} only in B (status 'missing')")
     return notes

@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -230,6 +230,7 @@ _DTYPE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _OPR_TYPE = re.compile(r"[A-Za-z0-9_:]*\Z")
 _OPR_ID = re.compile(r"\[(\d{1,20})\]\Z")
 _LAYOUT_DIM = re.compile(r"(\d{1,20})\((-?\d{1,20})\)\Z")
+_LAYOUT_DIMS = re.compile(r"\d{1,20}\(-?\d{1,20}\)(?:,\d{1,20}\(-?\d{1,20}\))*\Z")
 _SHAPE_DIM = re.compile(r"\s*(\d{1,20})\s*\Z")
 _NEXT_INPUT = re.compile(r" (\d+)=\{id:")
 _INP_PREFIX = re.compile(r"inp(\d{1,20}): ")
@@ -242,6 +243,10 @@ def _match_brace(s: str, pos: int) -> int:
     user text, so counting braces is safe there)."""
     if pos >= len(s) or s[pos] != "{":
         raise _TitleError(pos, "'{'", repr(s[pos : pos + 10]))
+    # the usual case, no nested brace: one find instead of a loop over characters
+    j = s.find("}", pos)
+    if j >= 0 and s.find("{", pos + 1, j) < 0:
+        return j + 1
     depth = 0
     for i in range(pos, len(s)):
         c = s[i]
@@ -260,6 +265,8 @@ def _shape_from_layout(layout: str, pos: int) -> Tuple[int, ...]:
     dims = inner.split(" ", 1)[0]  # before " Float32" or " @ format"
     if not dims:
         return ()
+    if _LAYOUT_DIMS.match(dims):  # all dims well formed: no regex per dim
+        return tuple(int(part[: part.index("(")]) for part in dims.split(","))
     shape = []
     for part in dims.split(","):
         m = _LAYOUT_DIM.match(part)
@@ -283,9 +290,59 @@ def _shape_from_shape(text: str, pos: int) -> Tuple[int, ...]:
     return tuple(dims)
 
 
-def _parse_info(s: str, pos: int, follows: Callable[[int], bool]) -> Tuple[VarInfo, int]:
+# One whole ``{id:...}`` block in one match, for the usual block (layout or shape without
+# nested braces). Owner and name are lazy and the block must be followed by what `follows`
+# accepts (the lookahead), so this finds the first owner split and then the first legal
+# ", slot:" tail, which is what the careful parser below finds as long as no ", slot:" comes
+# before the name (checked after the match; otherwise the careful parser decides).
+_FAST_INFO = (
+    r"\{id:(\d{1,20}), (layout|shape):(\{[^{}]*\}), ([A-Za-z][A-Za-z0-9_]*), owner:"
+    r"(.*?)\{([A-Za-z0-9_:]*)\}, name:(.*?)"
+    r", slot:(\d{1,20}), ([^,]*), ([sd]), (-?\d{1,20}), (-?\d{1,20})\}"
+)
+_FAST_VAR = re.compile(_FAST_INFO + "(?= owner_opr_inputs=)", re.DOTALL)
+_FAST_LAST = re.compile(_FAST_INFO + r"\Z", re.DOTALL)
+_FAST_NEXT = re.compile(_FAST_INFO + r"(?=\Z| \d+=\{id:)", re.DOTALL)
+
+
+#: shapes of layout texts seen (a model has few distinct layouts); bounded, cleared when full
+_SHAPES: Dict[str, Tuple[int, ...]] = {}
+_VARINFO_FIELDS = ("id", "name", "owner", "opr_type", "opr_id", "dtype", "shape", "layout", "slot",
+                   "comp_node", "storage", "shape_infer", "value_infer")
+
+
+def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarInfo, int]]:
+    m = fast.match(s, pos)
+    if m is None or s.find(", slot:", m.end(4), m.start(7)) >= 0:
+        return None
+    vid, kind, text, dtype, owner, opr_type, name, slot, cn, storage, si, vi = m.groups()
+    shape = _SHAPES.get(text)
+    if shape is None:
+        shape = _shape_from_layout(text, m.start(3)) if kind == "layout" else _shape_from_shape(text, m.start(3))
+        if len(_SHAPES) >= 4096:
+            _SHAPES.clear()
+        _SHAPES[text] = shape
+    mid = _OPR_ID.search(owner)
+    # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
+    # (a third of the cost of a block); nothing to check: the regex matched every field
+    info = object.__new__(VarInfo)
+    info.__dict__.update(zip(_VARINFO_FIELDS, (
+        int(vid), name, owner, opr_type, int(mid.group(1)) if mid else None, dtype, shape,
+        text if kind == "layout" else None, int(slot), cn, storage, int(si), int(vi),
+    )))
+    return info, m.end()
+
+
+def _parse_info(
+    s: str, pos: int, follows: Callable[[int], bool], fast: "Optional[re.Pattern[str]]" = None
+) -> Tuple[VarInfo, int]:
     """Parse one ``{id:...}`` block at ``pos``; ``follows(end)`` says whether what comes after
-    a candidate end is legal, so that free-text names may contain commas and braces."""
+    a candidate end is legal, so that free-text names may contain commas and braces.
+    ``fast`` is the one-regex form of the same block and rule, tried first."""
+    if fast is not None:
+        got = _fast_info(s, pos, fast)
+        if got is not None:
+            return got
     m = _INFO_HEAD.match(s, pos)
     if not m:
         raise _TitleError(pos, "'{id:<n>, layout:' or '{id:<n>, shape:'", repr(s[pos : pos + 20]))
@@ -337,7 +394,8 @@ def _parse_info(s: str, pos: int, follows: Callable[[int], bool]) -> Tuple[VarIn
     return info, mt.end()
 
 
-def _parse_title(s: str) -> Tuple[VarInfo, Tuple[VarInfo, ...], Optional[int]]:
+def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:
+    """The dumped var of a title (not its inputs): (var, where the inputs start, k)."""
     pos = 0
     input_index: Optional[int] = None
     mp = _INP_PREFIX.match(s)
@@ -347,31 +405,41 @@ def _parse_title(s: str) -> Tuple[VarInfo, Tuple[VarInfo, ...], Optional[int]]:
     if not s.startswith(_VAR_PREFIX, pos):
         raise _TitleError(pos, "'var={'", repr(s[pos : pos + 20]))
     pos += len(_VAR_PREFIX)
-    var, pos = _parse_info(s, pos, lambda e: s.startswith(_INPUTS_KEY, e))
+    var, pos = _parse_info(s, pos, lambda e: s.startswith(_INPUTS_KEY, e), _FAST_VAR)
     pos += len(_INPUTS_KEY)
     # --bin-out-dump writes "owner_opr_inputs= %s" (one extra space)
     if s.startswith(" ", pos):
         pos += 1
+    return var, pos, input_index
+
+
+def _parse_title(s: str) -> Tuple[VarInfo, Tuple[VarInfo, ...], Optional[int]]:
+    var, pos, input_index = _parse_head(s)
+    return var, _parse_inputs(s, pos), input_index
+
+
+def _parse_inputs(s: str, pos: int) -> Tuple[VarInfo, ...]:
+    """The ``owner_opr_inputs`` list that starts at ``pos``."""
     inputs: List[VarInfo] = []
     n = len(s)
     if pos == n:
-        return var, (), input_index
+        return ()
     if s.startswith("{", pos):  # exactly one input: no "0=" index
-        info, pos = _parse_info(s, pos, lambda e: e == n)
-        return var, (info,), input_index
+        info, pos = _parse_info(s, pos, lambda e: e == n, _FAST_LAST)
+        return (info,)
     k = 0
     while True:
         key = f"{k}="
         if not s.startswith(key, pos):
             raise _TitleError(pos, f"input '{key}{{' (or the end of the title)", repr(s[pos : pos + 20]))
         pos += len(key)
-        info, pos = _parse_info(s, pos, lambda e: e == n or _NEXT_INPUT.match(s, e) is not None)
+        info, pos = _parse_info(s, pos, lambda e: e == n or _NEXT_INPUT.match(s, e) is not None, _FAST_NEXT)
         inputs.append(info)
         if pos == n:
             break
         pos += 1  # the space before the next "k="
         k += 1
-    return var, tuple(inputs), input_index
+    return tuple(inputs)
 
 
 def parse_title(
@@ -397,13 +465,12 @@ def parse_title(
     try:
         return _parse_title(title)
     except _TitleError as e:
-        off = base_offset + len(title[: e.pos].encode("utf-8", "replace"))
-        raise DumpFormatError(
-            path if path is not None else "<title>",
-            off,
-            f"{e.expected} in the title",
-            e.found,
-        ) from None
+        raise _title_error(title, e, path, base_offset) from None
+
+
+def _title_error(title: str, e: _TitleError, path: Optional[PathLike], base_offset: int) -> DumpFormatError:
+    off = base_offset + len(title[: e.pos].encode("utf-8", "replace"))
+    return DumpFormatError(path if path is not None else "<title>", off, f"{e.expected} in the title", e.found)
 
 
 def contiguous_layout(shape: Sequence[int], dtype: str) -> str:
@@ -489,13 +556,16 @@ class BinaryDump:
 
     ``var`` is the dumped var (for ``-inp<k>`` files the *input* var), ``inputs`` the inputs of
     that var's owner operator as written in the title, ``input_of`` the output var whose
-    input this is (``-inp<k>`` files only, from the file name).
+    input this is (``-inp<k>`` files only, from the file name). ``file`` is the path as a
+    plain string (``path`` as a :class:`~pathlib.Path`).
+
+    The title is parsed into :class:`VarInfo` records on first use of ``var``/``inputs``
+    (its start, the var id and ``inp<k>:``, is checked when the file is read): indexing a
+    folder of tens of thousands of dumps should not build records nobody reads.
     """
 
-    path: Path
+    file: str
     title: str
-    var: VarInfo
-    inputs: Tuple[VarInfo, ...]
     input_of: Optional[int]
     input_index: Optional[int]
     dtype: DType
@@ -503,11 +573,61 @@ class BinaryDump:
     size: int
     data_offset: int
     nbytes: int
+    #: id of the dumped var (read from the start of the title)
+    var_id: int
+    _var: Optional[VarInfo] = field(default=None, repr=False, compare=False, hash=False)
+    _inputs: Optional[Tuple[VarInfo, ...]] = field(default=None, repr=False, compare=False, hash=False)
+    _inputs_at: int = field(default=-1, repr=False, compare=False, hash=False)
+
+    @property
+    def path(self) -> Path:
+        """The file as a :class:`~pathlib.Path`."""
+        return Path(self.file)
 
     @property
     def id(self) -> int:
         """Id of the dumped var."""
-        return self.var.id
+        return self.var_id
+
+    @property
+    def var(self) -> VarInfo:
+        """The dumped var's record (parsed from the title on first use).
+
+        Raises:
+            DumpFormatError: the title does not follow the grammar.
+        """
+        v = self._var
+        if v is None:
+            try:
+                v, at, _k = _parse_head(self.title)
+            except _TitleError as e:
+                raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
+            # a cache on a frozen record: the parsed form of a field it already holds
+            object.__setattr__(self, "_inputs_at", at)
+            object.__setattr__(self, "_var", v)
+        return v
+
+    @property
+    def inputs(self) -> Tuple[VarInfo, ...]:
+        """The records of the owner operator's inputs (parsed on first use).
+
+        Raises:
+            DumpFormatError: the title does not follow the grammar.
+        """
+        ins = self._inputs
+        if ins is None:
+            self.var  # noqa: B018 - parses the head, which says where the inputs start
+            try:
+                ins = _parse_inputs(self.title, self._inputs_at)
+            except _TitleError as e:
+                raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
+            object.__setattr__(self, "_inputs", ins)
+        return ins
+
+    @property
+    def input_ids(self) -> Tuple[int, ...]:
+        """Ids of :attr:`inputs`, in input order."""
+        return tuple(v.id for v in self.inputs)
 
     def _check_decodable(self) -> None:
         if self.dtype.storage is None:
@@ -564,8 +684,14 @@ def _f32_to_bf16(values: np.ndarray) -> np.ndarray:
     return rounded
 
 
-def _header_error(path: Path, offset: int, expected: str, found: str = "") -> DumpFormatError:
+def _header_error(path: PathLike, offset: int, expected: str, found: str = "") -> DumpFormatError:
     return DumpFormatError(path, offset, expected, found)
+
+
+#: the start of every title: optional "inp<k>: ", then the dumped var's id
+_TITLE_HEAD = re.compile(r"(?:inp(\d{1,20}): )?var=\{id:(\d{1,20}), (?:layout|shape):")
+#: bytes read at once: the header and a typical title in one system call
+_FIRST_READ = 4096
 
 
 def read_binary_dump(path: PathLike) -> BinaryDump:
@@ -583,78 +709,103 @@ def read_binary_dump(path: PathLike) -> BinaryDump:
         DumpFormatError: the file is not a dump; the message names file, offset, expectation.
     """
     p = Path(path)
+    d = _read_dump(str(p), p, _name_ids(p.name), strict=True)
+    return d
+
+
+def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[int]]], *, strict: bool) -> BinaryDump:
+    """:func:`read_binary_dump` for a plain path string; ``ids`` are the (var id, k) of its
+    load_and_run file name (None for other names). ``strict`` parses the whole title now;
+    otherwise only its start (var id, ``inp<k>:``) is checked here and the rest on first use
+    of ``var``/``inputs``. ``p``, the same path as a Path, is only needed for errors."""
+    where: PathLike = p if p is not None else file  # DumpFormatError makes it a Path
     try:
-        with open(p, "rb") as f:
-            file_size = os.fstat(f.fileno()).st_size
-            head = f.read(HEADER_SIZE)
-            if len(head) == 0:
-                raise _header_error(p, 0, f"a {HEADER_SIZE}-byte dump header", "an empty file")
-            if len(head) < HEADER_SIZE:
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            file_size = os.fstat(fd).st_size
+            buf = os.read(fd, _FIRST_READ)
+            if len(buf) < HEADER_SIZE:
+                if len(buf) == 0:
+                    raise _header_error(where, 0, f"a {HEADER_SIZE}-byte dump header", "an empty file")
                 raise _header_error(
-                    p, len(head), f"a {HEADER_SIZE}-byte dump header", f"a truncated header of {len(head)} bytes"
+                    where, len(buf), f"a {HEADER_SIZE}-byte dump header", f"a truncated header of {len(buf)} bytes"
                 )
-            name_len, code, max_ndim, *slots = _HEADER.unpack(head)
+            name_len, code, max_ndim, *slots = _HEADER.unpack_from(buf)
             if max_ndim != MAX_NDIM:
-                raise _header_error(p, 8, f"max_ndim = {MAX_NDIM}", str(max_ndim))
-            if code not in DTYPES:
+                raise _header_error(where, 8, f"max_ndim = {MAX_NDIM}", str(max_ndim))
+            dt = DTYPES.get(code)
+            if dt is None:
                 raise _header_error(
-                    p, 4, f"a DTypeEnum code ({', '.join(str(c) for c in DTYPES)})", f"unknown dtype code {code}"
+                    where, 4, f"a DTypeEnum code ({', '.join(str(c) for c in DTYPES)})", f"unknown dtype code {code}"
                 )
             shape_list: List[int] = []
+            size = 1
             for i, d in enumerate(slots):
                 if d == 0:
-                    rest = slots[i + 1 :]
-                    if any(rest):
+                    if any(slots[i + 1 :]):
                         raise _header_error(
-                            p, 12 + 4 * i, "shape slots after the first 0 to be 0 (zero-size vars are never dumped)",
+                            where, 12 + 4 * i, "shape slots after the first 0 to be 0 (zero-size vars are never dumped)",
                             str(tuple(slots)),
                         )
                     break
                 shape_list.append(d)
-            shape = tuple(shape_list)
+                size *= d
             if HEADER_SIZE + name_len > file_size:
                 raise _header_error(
-                    p, HEADER_SIZE, f"a title of {name_len} bytes", f"only {file_size - HEADER_SIZE} bytes left in the file"
+                    where, HEADER_SIZE, f"a title of {name_len} bytes", f"only {file_size - HEADER_SIZE} bytes left in the file"
                 )
-            raw_title = f.read(name_len)
+            raw_title = buf[HEADER_SIZE : HEADER_SIZE + name_len]
+            while len(raw_title) < name_len:
+                more = os.pread(fd, name_len - len(raw_title), HEADER_SIZE + len(raw_title))
+                if not more:
+                    break
+                raw_title += more
+        finally:
+            os.close(fd)
     except OSError as e:
-        raise DumpFormatError(p, None, "a readable dump file", str(e)) from None
+        raise DumpFormatError(where, None, "a readable dump file", str(e)) from None
     if len(raw_title) != name_len:  # the file shrank while we read it
-        raise _header_error(p, HEADER_SIZE, f"a title of {name_len} bytes", f"{len(raw_title)} bytes")
-    dt = DTYPES[code]
-    size = int(np.prod(shape, dtype=object)) if shape else 1
+        raise _header_error(where, HEADER_SIZE, f"a title of {name_len} bytes", f"{len(raw_title)} bytes")
+    shape = tuple(shape_list)
     nbytes = dt.nbytes(size)
     data_offset = HEADER_SIZE + name_len
     found = file_size - data_offset
     if found != nbytes:
         raise _header_error(
-            p,
+            where,
             data_offset,
             f"{nbytes} data bytes for shape {shape} of {dt.name}",
             f"{found} bytes",
         )
     title = raw_title.decode("utf-8", "replace")
-    var, inputs, input_index = parse_title(title, p)
+    var: Optional[VarInfo] = None
+    inputs: Optional[Tuple[VarInfo, ...]] = None
+    m = _TITLE_HEAD.match(title)
+    if strict or m is None:
+        # the whole grammar now (also what says precisely where a bad title goes wrong)
+        var, inputs, input_index = parse_title(title, where)
+        var_id = var.id
+    else:
+        input_index = int(m.group(1)) if m.group(1) is not None else None
+        var_id = int(m.group(2))
 
     input_of: Optional[int] = None
-    ids = _name_ids(p.name)
     if ids is not None:
         file_id, k = ids
+        name = os.path.basename(file)
         if k is None:
             if input_index is not None:
-                raise _header_error(p, HEADER_SIZE, f"a title without 'inp<k>: ' for a file named {p.name}", f"'inp{input_index}: '")
-            if var.id != file_id:
-                raise _header_error(p, HEADER_SIZE, f"var id {file_id} (from the file name) in the title", f"id {var.id}")
+                raise _header_error(where, HEADER_SIZE, f"a title without 'inp<k>: ' for a file named {name}", f"'inp{input_index}: '")
+            if var_id != file_id:
+                raise _header_error(where, HEADER_SIZE, f"var id {file_id} (from the file name) in the title", f"id {var_id}")
         else:
             if input_index != k:
                 found_k = "no 'inp<k>: ' prefix" if input_index is None else f"'inp{input_index}: '"
-                raise _header_error(p, HEADER_SIZE, f"title prefix 'inp{k}: ' for a file named {p.name}", found_k)
+                raise _header_error(where, HEADER_SIZE, f"title prefix 'inp{k}: ' for a file named {name}", found_k)
             input_of = file_id
     return BinaryDump(
-        path=p,
+        file=file,
         title=title,
-        var=var,
-        inputs=inputs,
         input_of=input_of,
         input_index=input_index,
         dtype=dt,
@@ -662,6 +813,9 @@ def read_binary_dump(path: PathLike) -> BinaryDump:
         size=size,
         data_offset=data_offset,
         nbytes=nbytes,
+        var_id=var_id,
+        _var=var,
+        _inputs=inputs,
     )
 
 
@@ -749,7 +903,7 @@ class DumpFolder:
             raise DumpFolderError(f"dump folder {self.path} does not exist")
         if not self.path.is_dir():
             raise DumpFolderError(f"dump folder {self.path} is not a directory")
-        files: Dict[int, Path] = {}
+        files: Dict[int, str] = {}  # plain strings: a Path per file costs more than reading it
         input_files: Dict[Tuple[int, int], Path] = {}
         stray: List[Path] = []
         incomplete = False
@@ -766,7 +920,7 @@ class DumpFolder:
             if ids is None:
                 stray.append(Path(entry.path))
             elif ids[1] is None:
-                files[ids[0]] = Path(entry.path)
+                files[ids[0]] = entry.path
             else:
                 input_files[(ids[0], ids[1])] = Path(entry.path)
         self._files = files
@@ -782,9 +936,10 @@ class DumpFolder:
         if skip_bad:
             for vid, fpath in sorted(files.items()):
                 try:
-                    self[vid]
+                    # the whole title now: a file kept here must not fail later
+                    self._cache[vid] = _read_dump(fpath, None, (vid, None), strict=True)
                 except DumpFormatError as e:
-                    self.bad[fpath] = e
+                    self.bad[Path(fpath)] = e
                     del self._files[vid]
                     log.warning("skipping malformed dump: %s", e)
 
@@ -803,7 +958,7 @@ class DumpFolder:
             path = self._files.get(var_id)
             if path is None:
                 raise KeyError(f"var {var_id} has no dump in {self.path} ({len(self._files)} vars dumped)")
-            d = read_binary_dump(path)
+            d = _read_dump(path, None, (var_id, None), strict=False)
             self._cache[var_id] = d
         return d
 
@@ -813,6 +968,10 @@ class DumpFolder:
 
     def paths(self) -> Dict[int, Path]:
         """Var id -> main dump file, without reading any file."""
+        return {v: Path(f) for v, f in self._files.items()}
+
+    def files(self) -> Dict[int, str]:
+        """Var id -> main dump file as a plain string (cheaper than :meth:`paths`)."""
         return dict(self._files)
 
     @property
@@ -851,7 +1010,7 @@ class DumpFolder:
 
     def inputs_of(self, var_id: int) -> Tuple[int, ...]:
         """Ids of the inputs of ``var_id``'s owner operator, in input order."""
-        return tuple(v.id for v in self[var_id].inputs)
+        return self[var_id].input_ids
 
     def var_info(self, var_id: int) -> VarInfo:
         """The :class:`VarInfo` of ``var_id``: from its own dump, else from the title of a

@@ -443,6 +443,39 @@ def test_writer_reader_round_trip(tmp_path, var, inputs, code, k, seed):
     assert sum(c.size for c in d.chunks(7)) == size
 
 
+def _careful_parse(title: str):
+    """parse_title with the one-regex fast path turned off (the reference for the fast one)."""
+    import lar_prec.iodump as iodump
+
+    fast = (iodump._FAST_VAR, iodump._FAST_LAST, iodump._FAST_NEXT)
+    never = __import__("re").compile(r"(?!)")
+    iodump._FAST_VAR = iodump._FAST_LAST = iodump._FAST_NEXT = never
+    try:
+        return parse_title(title)
+    except DumpFormatError as e:
+        return str(e)
+    finally:
+        iodump._FAST_VAR, iodump._FAST_LAST, iodump._FAST_NEXT = fast
+
+
+def _either(title: str):
+    try:
+        return parse_title(title)
+    except DumpFormatError as e:
+        return str(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(var=_var_infos(), inputs=st.lists(_var_infos(), max_size=4), k=st.one_of(st.none(), st.integers(0, 3)),
+       cut=st.integers(0, 400), junk=st.sampled_from(["", ", slot:0, x, s, 4, 1}", " 1={id:5, layout:{2(1) Float32}", "}, name:", "{"]))
+def test_fast_title_path_agrees_with_the_careful_parser(var, inputs, k, cut, junk):
+    # awkward names (the grammar's own punctuation) and titles spliced with grammar pieces:
+    # the fast path must give what the careful parser gives, result or error
+    title = format_title(var, inputs, input_index=k)
+    for t in (title, title[:cut] + junk + title[cut:]):
+        assert _either(t) == _careful_parse(t)
+
+
 def _check_binary_bytes(folder: Path, data: bytes, name: str = "00000b") -> None:
     """The fuzz property: a byte string is a dump (and its values read) or DumpFormatError."""
     p = folder / name
