@@ -1019,6 +1019,101 @@ class _Workers:
             self.pool.shutdown(wait=True, cancel_futures=True)  # type: ignore[attr-defined]
 
 
+def _can_fork() -> bool:
+    """Forking is safe only from a single-threaded process (a fork copies locks other
+    threads may hold), and spawn/forkserver would re-import the caller's __main__."""
+    import multiprocessing
+
+    return threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _run_shared(
+    fn: Callable[..., object], args: Sequence[tuple], n_forked: int, on_result: Optional[Callable[[int], None]] = None
+) -> List[object]:
+    """``[fn(*a) for a in args]`` on this process and ``n_forked`` forked ones.
+
+    The tasks form one list that forked workers take from the front and this process from
+    the back, one at a time under a shared lock, until they meet: every CPU stays busy, the
+    load balances itself whatever the task sizes, and only indices and small results cross
+    processes (a worker has the task list from the fork). ``on_result(i)`` is called here
+    as results arrive. Errors in a worker are re-raised here.
+    """
+    import multiprocessing
+    import queue as _queue
+
+    n = len(args)
+    if n == 0:
+        return []
+    ctx = multiprocessing.get_context("fork")
+    lock = ctx.Lock()
+    bounds = ctx.RawArray("q", [0, n])  # [next task from the front, end of the untaken tasks]
+    results: "multiprocessing.queues.Queue[object]" = ctx.Queue()
+
+    def take(front: bool) -> int:
+        with lock:
+            lo, hi = bounds[0], bounds[1]
+            if lo >= hi:
+                return -1
+            if front:
+                bounds[0] = lo + 1
+                return lo
+            bounds[1] = hi - 1
+            return hi - 1
+
+    def work() -> None:
+        try:
+            while True:
+                i = take(True)
+                if i < 0:
+                    break
+                results.put((i, _guarded((fn, args[i]))))
+        finally:
+            results.put(None)
+            results.close()
+            results.join_thread()
+
+    out: List[object] = [None] * n
+    have = [False] * n
+    procs = [ctx.Process(target=work, daemon=True) for _ in range(n_forked)]
+    finished = 0
+
+    def store(item: object, block: bool) -> None:
+        nonlocal finished
+        if item is None:
+            finished += 1
+            return
+        i, r = item  # type: ignore[misc]
+        if isinstance(r, _Failure):
+            r.reraise()
+        out[i], have[i] = r, True
+        if on_result is not None:
+            on_result(i)
+
+    try:
+        for p in procs:
+            p.start()
+        while True:
+            i = take(False)
+            if i < 0:
+                break
+            out[i], have[i] = fn(*args[i]), True
+            if on_result is not None:
+                on_result(i)
+            while True:  # what the workers finished meanwhile (keeps the pipe from filling)
+                try:
+                    store(results.get_nowait(), False)
+                except _queue.Empty:
+                    break
+        while finished < len(procs):
+            store(results.get(), True)
+    finally:
+        for p in procs:
+            if p.is_alive() and finished < len(procs):
+                p.terminate()
+            p.join()
+    return out
+
+
 def _run_piece_task(job: "_Job", k: int, chunk: int, count_over: Optional[float]) -> object:
     return _run_piece(job, k, chunk, count_over)
 
@@ -1083,15 +1178,34 @@ def compare_folders(
     plans = [_var_job(v, fa, fb, i, piece) for i, v in enumerate(order)]
     tasks = [(j, k, chunk_elements, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
     diffs: List[VarDiff] = []
-    done = 0
-    with _Workers(n_workers) as workers:
-        results = workers.map(_run_piece_task, tasks, [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks])
+    sizes = [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks]
+    if n_workers > 1 and _can_fork():
+        # byte share of each task, for progress (a var's bytes spread over its pieces)
+        share = [t[0].nbytes / len(t[0].pieces) for t in tasks]
+        progress = None
+        if on_progress is not None:
+            seen = [0.0]
+
+            def progress(i: int) -> None:
+                seen[0] += share[i]
+                on_progress(int(seen[0]), total)  # type: ignore[misc]
+
+        results: Iterator[object] = iter(_run_shared(_run_piece_task, tasks, n_workers - 1, progress))
         for j in plans:
             parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
             diffs.append(_finish_var(j, parts))
-            done += j.nbytes
-            if on_progress is not None:
-                on_progress(done, total)
+        if on_progress is not None:
+            on_progress(total, total)
+    else:
+        done = 0
+        with _Workers(n_workers) as workers:
+            results = workers.map(_run_piece_task, tasks, sizes)
+            for j in plans:
+                parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
+                diffs.append(_finish_var(j, parts))
+                done += j.nbytes
+                if on_progress is not None:
+                    on_progress(done, total)
     thr = fixed if fixed is not None else choose_threshold(diffs)
     judged = apply_threshold(diffs, thr)
     judged = _recount(fa.path, fb.path, judged, chunk_elements, folders=(fa, fb), jobs=n_workers)
@@ -1340,10 +1454,18 @@ def _recount(
             tasks.append((i, da, db, start, min(da.size, start + piece), d.threshold or 0.0))
 
     counts: Dict[int, int] = {}
-    with _Workers(jobs if len(tasks) > 1 else 1) as workers:
-        args = [(t[1], t[2], t[3], t[4], chunk, t[5]) for t in tasks]
-        for (i, *_rest), c in zip(tasks, workers.map(_count_task, args, [t[4] - t[3] for t in tasks])):
-            counts[i] = counts.get(i, 0) + c
+    args = [(t[1], t[2], t[3], t[4], chunk, t[5]) for t in tasks]
+    n = jobs if len(tasks) > 1 else 1
+    if n > 1 and _can_fork():
+        got: Iterable[object] = _run_shared(_count_task, args, n - 1)
+    else:
+        workers = _Workers(n).__enter__()
+        try:
+            got = list(workers.map(_count_task, args, [t[4] - t[3] for t in tasks]))
+        finally:
+            workers.__exit__(None, None, None)
+    for (i, *_rest), c in zip(tasks, got):
+        counts[i] = counts.get(i, 0) + c  # type: ignore[operator]
     for i, c in counts.items():
         out[i] = _with(out[i], n_over=c)
     return out

@@ -370,6 +370,23 @@ def test_jobs_with_other_threads_running_use_threads(tmp_path, monkeypatch):
     assert par.diffs == compare_folders(da, db, jobs=1, chunk_elements=100).diffs
 
 
+def _square_or_fail(i: int, fail: int) -> int:
+    if i == fail:
+        raise DumpFormatError("00000b", 40, "16 data bytes", "end of file")
+    return i * i
+
+
+def test_shared_task_list_keeps_order_and_raises_worker_errors():
+    from lar_prec.compare import _run_shared
+
+    seen = []
+    assert _run_shared(_square_or_fail, [(i, -1) for i in range(200)], 2, seen.append) == [i * i for i in range(200)]
+    assert sorted(seen) == list(range(200))
+    for fail in (0, 100, 199):  # taken by a worker (front), either, or this process (back)
+        with pytest.raises(DumpFormatError, match="00000b at byte 40"):
+            _run_shared(_square_or_fail, [(i, fail) for i in range(200)], 2)
+
+
 def test_worker_errors_come_back_as_lar_prec_errors(tmp_path):
     from lar_prec.compare import _Failure
 
