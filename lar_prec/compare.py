@@ -254,6 +254,24 @@ class VarDiff:
         return self.status in VALUE_STATUSES or (self.status == "dtype_mismatch" and self.max_err is not None)
 
 
+_VARDIFF_DEFAULTS: Dict[str, object] = {}
+
+
+def _new_diff(fields: Dict[str, object]) -> VarDiff:
+    """``VarDiff(**fields)`` without the generated ``__init__``'s per-field frozen setattr
+    (a VarDiff has 30 fields; this is per var); only for fields lar-prec computed itself."""
+    if not _VARDIFF_DEFAULTS:
+        import dataclasses
+
+        for f in dataclasses.fields(VarDiff):
+            if f.default is not dataclasses.MISSING:
+                _VARDIFF_DEFAULTS[f.name] = f.default
+    new = object.__new__(VarDiff)
+    new.__dict__.update(_VARDIFF_DEFAULTS)
+    new.__dict__.update(fields)
+    return new
+
+
 def _with(d: VarDiff, **changes: object) -> VarDiff:
     """``dataclasses.replace`` for VarDiff without re-running ``__init__`` (ten times faster,
     which matters with tens of thousands of vars); only for fields that need no checking."""
@@ -349,6 +367,29 @@ class _Scratch:
 
 
 _local = threading.local()
+
+
+class _Quiet:
+    """``np.errstate(all="ignore")`` that costs nothing inside another one on the same
+    thread: entering numpy's context manager per var was a fifth of a small var's cost.
+    NaN/Inf and 0/0 are handled explicitly by the kernels."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        depth = getattr(_local, "quiet", 0)
+        if depth == 0:
+            _local.saved_err = np.seterr(all="ignore")
+        _local.quiet = depth + 1
+
+    def __exit__(self, *exc: object) -> None:
+        depth = _local.quiet - 1
+        _local.quiet = depth
+        if depth == 0:
+            np.seterr(**_local.saved_err)
+
+
+_QUIET = _Quiet()
 
 
 def _scratch(n: int) -> _Scratch:
@@ -541,43 +582,48 @@ def _f64_metrics(acc: _Acc, a64: np.ndarray, b64: np.ndarray, index: np.ndarray,
 # ============================================================================ reading
 
 
-def _read_exact(f, buf: memoryview, path: Path) -> None:
+def _read_exact(fd: int, buf: memoryview, offset: int, path: str) -> None:
     got = 0
     n = len(buf)
     while got < n:
-        k = f.readinto(buf[got:])
+        k = os.preadv(fd, [buf[got:]], offset + got)
         if not k:
             raise DumpFormatError(path, None, f"{n} more data bytes", f"end of file after {got}")
         got += k
+
+
+def _open(d: BinaryDump) -> int:
+    try:
+        return os.open(d.file, os.O_RDONLY)
+    except OSError as e:
+        raise DumpFormatError(d.file, None, "a readable dump file", str(e)) from None
 
 
 def _pair_chunks(
     da: BinaryDump, db: BinaryDump, ka: int, kb: int, start: int, end: int, chunk: int, s: _Scratch
 ) -> Iterator[Tuple[int, memoryview, memoryview]]:
     """Read elements ``start:end`` of two dumps ``chunk`` at a time into the worker's byte
-    buffers (reused: no allocation per chunk, and no file pages held: RSS stays bounded)."""
+    buffers (reused: no allocation per chunk, and no file pages held: RSS stays bounded).
+    Plain descriptors and positioned reads: a file object per var cost more than a small var's
+    comparison."""
+    fa = _open(da)
     try:
-        fa = open(da.file, "rb", buffering=0)
-    except OSError as e:
-        raise DumpFormatError(da.path, None, "a readable dump file", str(e)) from None
-    try:
+        fb = _open(db)
         try:
-            fb = open(db.file, "rb", buffering=0)
-        except OSError as e:
-            raise DumpFormatError(db.path, None, "a readable dump file", str(e)) from None
-        with fb:
-            fa.seek(da.data_offset + start * ka)
-            fb.seek(db.data_offset + start * kb)
+            oa = da.data_offset + start * ka
+            ob = db.data_offset + start * kb
             ra, rb = s.raw(ka, kb)
             ma, mb = memoryview(ra), memoryview(rb)
             for pos in range(start, end, chunk):
                 n = min(chunk, end - pos)
                 va, vb = ma[: n * ka], mb[: n * kb]
-                _read_exact(fa, va, da.file)
-                _read_exact(fb, vb, db.file)
+                _read_exact(fa, va, oa + (pos - start) * ka, da.file)
+                _read_exact(fb, vb, ob + (pos - start) * kb, db.file)
                 yield pos, va, vb
+        finally:
+            os.close(fb)
     finally:
-        fa.close()
+        os.close(fa)
 
 
 def _same(va: memoryview, vb: memoryview) -> bool:
@@ -654,14 +700,14 @@ def _finish(acc: _Acc, base: Dict[str, object], shape: Tuple[int, ...], **extra:
         )
         fields["status"] = "nonfinite"
     fields["note"] = "; ".join(x for x in notes if x)
-    return VarDiff(**fields)  # type: ignore[arg-type]
+    return _new_diff(fields)
 
 
 def _identical_chunk(acc: _Acc, x: np.ndarray, start: int, s: _Scratch, ulp: bool) -> None:
     """A chunk whose bytes are the same on both sides: no error, but the norms still
     count for the cosine and the magnitudes for the scale."""
     n = x.size
-    with np.errstate(all="ignore"):
+    with _QUIET:
         mag = float(np.abs(x).max())
     if not math.isfinite(mag):
         # identical NaN/Inf are equal; measure the finite positions
@@ -705,7 +751,7 @@ def _count_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     t = np.float32(threshold)
     k = 2 if da.dtype.name in ("Float16", "BFloat16") else 4
     count = 0
-    with np.errstate(all="ignore"):
+    with _QUIET:
         for _pos, va, vb in _pair_chunks(da, db, k, k, start, end, chunk, s):
             if _same(va, vb):
                 continue
@@ -730,7 +776,7 @@ def _float_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     name = da.dtype.name
     itemsize = 2 if name in ("Float16", "BFloat16") else 4
     ulp_div = 1 << 16 if name == "BFloat16" else 1
-    with np.errstate(all="ignore"):
+    with _QUIET:
         for pos, va, vb in _pair_chunks(da, db, itemsize, itemsize, start, end, chunk, s):
             a, b, ia, ib = _float_views(va, vb, name, s)
             if _same(va, vb):
@@ -761,7 +807,7 @@ def _exact_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     dta, dtb = da.dtype, db.dtype
     ka, kb = _itemsize(dta), _itemsize(dtb)
     is_float = _float_kind(dta) or _float_kind(dtb)
-    with np.errstate(all="ignore"):
+    with _QUIET:
         return _exact_loop(acc, da, db, ka, kb, start, end, chunk, s, mismatch, is_float)
 
 
@@ -1062,6 +1108,7 @@ def _run_shared(
 
     def work() -> None:
         try:
+            _QUIET.__enter__()  # once for all its tasks (the process ends after them)
             while True:
                 i = take(True)
                 if i < 0:
@@ -1190,7 +1237,9 @@ def compare_folders(
                 seen[0] += share[i]
                 on_progress(int(seen[0]), total)  # type: ignore[misc]
 
-        results: Iterator[object] = iter(_run_shared(_run_piece_task, tasks, n_workers - 1, progress))
+        with _QUIET:
+            got = _run_shared(_run_piece_task, tasks, n_workers - 1, progress)
+        results: Iterator[object] = iter(got)
         for j in plans:
             parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
             diffs.append(_finish_var(j, parts))
@@ -1198,7 +1247,7 @@ def compare_folders(
             on_progress(total, total)
     else:
         done = 0
-        with _Workers(n_workers) as workers:
+        with _Workers(n_workers) as workers, _QUIET:
             results = workers.map(_run_piece_task, tasks, sizes)
             for j in plans:
                 parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
@@ -1497,15 +1546,15 @@ def scan_over(da: BinaryDump, db: BinaryDump, threshold: float, *, chunk: int = 
     first: Optional[Tuple[int, np.float32, np.float32, np.float32]] = None
     ka = 2 if da.dtype.name == "BFloat16" else da.dtype.storage.itemsize  # type: ignore[union-attr]
     kb = 2 if db.dtype.name == "BFloat16" else db.dtype.storage.itemsize  # type: ignore[union-attr]
-    with open(da.path, "rb") as fa, open(db.path, "rb") as fb:
-        fa.seek(da.data_offset)
-        fb.seek(db.data_offset)
+    fa, fb = _open(da), -1
+    try:
+        fb = _open(db)
         for start in range(0, da.size, chunk):
             n = min(chunk, da.size - start)
             ra = bytearray(n * ka)
             rb = bytearray(n * kb)
-            _read_exact(fa, memoryview(ra), da.path)
-            _read_exact(fb, memoryview(rb), db.path)
+            _read_exact(fa, memoryview(ra), da.data_offset + start * ka, da.file)
+            _read_exact(fb, memoryview(rb), db.data_offset + start * kb, db.file)
             a = _decode(memoryview(ra), da.dtype).astype(np.float32)
             b = _decode(memoryview(rb), db.dtype).astype(np.float32)
             with np.errstate(all="ignore"):
@@ -1524,6 +1573,10 @@ def scan_over(da: BinaryDump, db: BinaryDump, threshold: float, *, chunk: int = 
                 count += k
                 if stop_at_first:
                     break
+    finally:
+        os.close(fa)
+        if fb >= 0:
+            os.close(fb)
     if first is None:
         return OverScan(count, None, None, None, None)
     return OverScan(count, _unravel(first[0], tuple(da.shape)), first[1], first[2], first[3])
