@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import struct
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -326,9 +327,11 @@ def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarI
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
     # (a third of the cost of a block); nothing to check: the regex matched every field
     info = object.__new__(VarInfo)
+    # layouts, dtypes, operator types and comp nodes repeat across a model: one copy each
+    intern = sys.intern
     info.__dict__.update(zip(_VARINFO_FIELDS, (
-        int(vid), name, owner, opr_type, int(mid.group(1)) if mid else None, dtype, shape,
-        text if kind == "layout" else None, int(slot), cn, storage, int(si), int(vi),
+        int(vid), name, owner, intern(opr_type), int(mid.group(1)) if mid else None, intern(dtype), shape,
+        intern(text) if kind == "layout" else None, int(slot), intern(cn), intern(storage), int(si), int(vi),
     )))
     return info, m.end()
 
@@ -578,6 +581,7 @@ class BinaryDump:
     _var: Optional[VarInfo] = field(default=None, repr=False, compare=False, hash=False)
     _inputs: Optional[Tuple[VarInfo, ...]] = field(default=None, repr=False, compare=False, hash=False)
     _inputs_at: int = field(default=-1, repr=False, compare=False, hash=False)
+    _input_ids: Optional[Tuple[int, ...]] = field(default=None, repr=False, compare=False, hash=False)
 
     @property
     def path(self) -> Path:
@@ -626,8 +630,20 @@ class BinaryDump:
 
     @property
     def input_ids(self) -> Tuple[int, ...]:
-        """Ids of :attr:`inputs`, in input order."""
-        return tuple(v.id for v in self.inputs)
+        """Ids of :attr:`inputs`, in input order (only the ids are kept, not the records:
+        a folder of tens of thousands of vars needs the ids of all, the records of few)."""
+        ids = self._input_ids
+        if ids is None:
+            if self._inputs is not None:
+                ids = tuple(v.id for v in self._inputs)
+            else:
+                self.var  # noqa: B018 - parses the head, which says where the inputs start
+                try:
+                    ids = tuple(v.id for v in _parse_inputs(self.title, self._inputs_at))
+                except _TitleError as e:
+                    raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
+            object.__setattr__(self, "_input_ids", ids)
+        return ids
 
     def _check_decodable(self) -> None:
         if self.dtype.storage is None:
