@@ -387,6 +387,23 @@ def main() -> None:
         import os
 
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        try:
+            cli(prog_name="lar-prec")
+        except SystemExit as e:
+            if e.code is None or isinstance(e.code, int):
+                # the report is written and the workers joined: skip tearing down every
+                # module and object of a process that ends now (~40 ms of a 1 GB compare)
+                import logging
+
+                logging.shutdown()
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except (OSError, ValueError):
+                        pass
+                os._exit(e.code or 0)
+            raise
+        return
     cli(prog_name="lar-prec")
 
 
