@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml constraints.txt scripts/find-python310.sh
 	echo "installing lar-prec and pinned dependencies (first time: megengine is a ~940 MB download)"; \
 	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,test]'; \
 	touch $(STAMP)
+	@# Editable installs are not byte-compiled, and some environments set PYTHONDONTWRITEBYTECODE:
+	@# compile once so every lar-prec process (and each bundled load_and_run) starts faster.
+	@$(PY) -m compileall -q lar_prec cases >/dev/null || true
 
 venv: $(STAMP)
 
