@@ -925,7 +925,7 @@ def _var_job(var_id: int, fa: DumpFolder, fb: DumpFolder, index: int, piece: int
         where = fb.path if da is None else fa.path
         vd = VarDiff(**base, status="missing", only_in=side, note=f"only in {side.upper()} ({where})")  # type: ignore[arg-type]
         return _Job(base, done=vd, nbytes=(da or db).nbytes)  # type: ignore[union-attr]
-    if da.var.name != db.var.name:
+    if da.title != db.title and da.var.name != db.var.name:  # same title: same name, B's not parsed
         base["note"] = f"name differs: B calls it {db.var.name!r}"
     return _plan(da, db, base, piece)
 

@@ -416,6 +416,34 @@ def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:
     return var, pos, input_index
 
 
+def _input_ids_at(s: str, pos: int) -> Tuple[int, ...]:
+    """Ids of the ``owner_opr_inputs`` list at ``pos``: the blocks are delimited exactly as
+    :func:`_parse_inputs` delimits them (the same one-regex rule, the careful parser when it
+    does not apply), without building their records."""
+    n = len(s)
+    if pos == n:
+        return ()
+    if s.startswith("{", pos):
+        m = _FAST_LAST.match(s, pos)
+        if m is not None and s.find(", slot:", m.end(4), m.start(7)) < 0:
+            return (int(m.group(1)),)
+        return tuple(v.id for v in _parse_inputs(s, pos))
+    start = pos
+    ids: List[int] = []
+    k = 0
+    while True:
+        key = f"{k}="
+        m = _FAST_NEXT.match(s, pos + len(key)) if s.startswith(key, pos) else None
+        if m is None or s.find(", slot:", m.end(4), m.start(7)) >= 0:
+            return tuple(v.id for v in _parse_inputs(s, start))
+        ids.append(int(m.group(1)))
+        pos = m.end()
+        if pos == n:
+            return tuple(ids)
+        pos += 1  # the space before the next "k="
+        k += 1
+
+
 def _parse_title(s: str) -> Tuple[VarInfo, Tuple[VarInfo, ...], Optional[int]]:
     var, pos, input_index = _parse_head(s)
     return var, _parse_inputs(s, pos), input_index
@@ -631,7 +659,9 @@ class BinaryDump:
     @property
     def input_ids(self) -> Tuple[int, ...]:
         """Ids of :attr:`inputs`, in input order (only the ids are kept, not the records:
-        a folder of tens of thousands of vars needs the ids of all, the records of few)."""
+        a folder of tens of thousands of vars needs the ids of all, the records of few).
+        The blocks are delimited as for :attr:`inputs`; what is inside them (layout dims) is
+        checked when :attr:`inputs` is used."""
         ids = self._input_ids
         if ids is None:
             if self._inputs is not None:
@@ -639,7 +669,7 @@ class BinaryDump:
             else:
                 self.var  # noqa: B018 - parses the head, which says where the inputs start
                 try:
-                    ids = tuple(v.id for v in _parse_inputs(self.title, self._inputs_at))
+                    ids = _input_ids_at(self.title, self._inputs_at)
                 except _TitleError as e:
                     raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
             object.__setattr__(self, "_input_ids", ids)
