@@ -321,7 +321,8 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, fm
     NaN/Inf in other places, another shape or dtype, or exists on one side only), 2 on bad input.
     """
     from lar_prec.compare import megengine_text
-    from lar_prec.vartree import VarTree, render_csv, render_table, to_report_json
+    from lar_prec.report import render_csv, render_table, to_report_json
+    from lar_prec.vartree import VarTree
 
     tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
     if json_out is not None:
@@ -352,7 +353,8 @@ def tree_cmd(diff_txt: str, json_out: str | None) -> None:
     the text lists no failure, 1 when it does, 2 when it cannot be read.
     """
     from lar_prec.errors import DumpFormatError
-    from lar_prec.vartree import to_report_json, tree_from_megengine_diff
+    from lar_prec.report import to_report_json
+    from lar_prec.vartree import tree_from_megengine_diff
 
     tree, md = tree_from_megengine_diff(diff_txt)
     if md.crashed and not md.entries:

@@ -24,7 +24,9 @@ Example::
 """
 from __future__ import annotations
 
+import csv
 import html
+import io
 import json
 import logging
 import math
@@ -40,9 +42,9 @@ from lar_prec.errors import UsageError
 if TYPE_CHECKING:  # imported only when used: rich to render, vartree/runner to build
     from rich.console import Console
 
-    from lar_prec.compare import Comparison
+    from lar_prec.compare import Comparison, VarDiff
     from lar_prec.runner import RunResult
-    from lar_prec.vartree import VarTree
+    from lar_prec.vartree import Root, VarTree
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,10 @@ __all__ = [
     "Report",
     "auto_verdict",
     "from_tree",
+    "to_report_json",
+    "render_table",
+    "render_csv",
+    "CSV_FIELDS",
     "run_from_result",
     "fmt_err",
     "exit_code",
@@ -552,7 +558,7 @@ class Report:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Report":
         """Read a report back from :meth:`to_json` output, or from any ``lar-prec.report/1``
-        object (e.g. :func:`lar_prec.vartree.to_report_json`); ``summary`` is recomputed.
+        object (e.g. :func:`to_report_json`); ``summary`` is recomputed.
 
         Raises:
             UsageError: not a ``lar-prec.report/1`` object, or a required key is missing.
@@ -685,7 +691,7 @@ def from_tree(
 ) -> Report:
     """The :class:`Report` of a :class:`lar_prec.vartree.VarTree` (or a Comparison).
 
-    Built from :func:`lar_prec.vartree.to_report_json`, so the JSON carries every field vartree
+    Built from :func:`to_report_json`, so the JSON carries every field vartree
     writes, plus the path from a model input to each of the first ``max_paths`` roots.
 
     Args:
@@ -699,7 +705,7 @@ def from_tree(
         extra: more top-level JSON fields.
         max_paths: how many roots get a path (each costs one graph search).
     """
-    from lar_prec.vartree import VarTree, to_report_json
+    from lar_prec.vartree import VarTree
 
     if not isinstance(tree, VarTree):
         tree = VarTree.from_comparison(tree)
@@ -708,6 +714,208 @@ def from_tree(
     roots = tuple(replace(r, path=tuple(tree.path(r.id))) if k < max_paths else r for k, r in enumerate(rep.roots))
     rep = replace(rep, roots=roots, runs=rruns, cause=cause, notes=rep.notes + tuple(notes), model=model)
     return replace(rep, verdict=verdict or auto_verdict(rep))
+
+
+# ============================================================================ from a VarTree
+# The design JSON, the plain-text table and the CSV of a tree (``lar-prec compare`` and the
+# workflows build their Report from the JSON below).
+
+
+def _num(x: Optional[float]) -> Optional[float]:
+    """JSON has no NaN/Infinity: those become null."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _var_json(d: VarDiff) -> Dict[str, Any]:
+    return {
+        "id": d.id,
+        "name": d.name,
+        "opr": d.opr,
+        "opr_type": d.opr_type,
+        "dtype": d.dtype,
+        "shape": list(d.shape),
+        "inputs": list(d.inputs),
+        "status": d.status,
+        "max_err": _num(d.max_err),
+        "max_abs_err": _num(d.max_abs_err),
+        "cosine": _num(d.cosine),
+        # extras (design.md: more fields are welcome)
+        "max_rel_err": _num(d.max_rel_err),
+        "mean_abs_err": _num(d.mean_abs_err),
+        "rmse": _num(d.rmse),
+        "max_ulp": d.max_ulp,
+        "n_over": d.n_over,
+        "n_diff": d.n_diff,
+        "n_nonfinite": d.n_nonfinite,
+        "size": d.size,
+        "scale": _num(d.scale),
+        "norm_err": _num(d.norm_err),
+        "threshold": _num(d.threshold),
+        "worst_index": None if d.worst_index is None else list(d.worst_index),
+        "worst_a": _num(d.worst_a),
+        "worst_b": _num(d.worst_b),
+        "scale_unknown": d.scale_unknown,
+        "dtype_b": d.dtype_b,
+        "shape_b": None if d.shape_b is None else list(d.shape_b),
+        "only_in": d.only_in,
+        "note": d.note,
+    }
+
+
+def _root_json(r: Root) -> Dict[str, Any]:
+    return {
+        "id": r.id,
+        "name": r.name,
+        "opr": r.opr,
+        "opr_type": r.opr_type,
+        "max_err": _num(r.max_err),
+        "input_max_err": _num(r.input_max_err),
+        # extras
+        "status": r.status,
+        "dtype": r.dtype,
+        "amplification": _num(r.amplification),
+        "inputs_equal": r.amplification is not None and math.isinf(r.amplification),
+        "worst_input": r.worst_input,
+        "note": r.note,
+    }
+
+
+def to_report_json(
+    tree: Union[VarTree, Comparison],
+    *,
+    command: str = "compare",
+    runs: Sequence[Mapping[str, Any]] = (),
+    extra: Optional[Mapping[str, Any]] = None,
+) -> Dict[str, Any]:
+    """The ``lar-prec.report/1`` object of design.md for a tree (or a comparison).
+
+    Args:
+        tree: the analysed tree; a :class:`Comparison` is turned into one.
+        command: ``"naive-vs-default"``, ``"shake"``, ``"compare"`` (or ``"tree"``).
+        runs: the load_and_run runs, each with ``label``, ``dir``, ``argv``, ``returncode``,
+            ``seconds`` (empty for ``compare``).
+        extra: more top-level fields.
+
+    Returns:
+        A dict ready for ``json.dumps`` (no NaN/Infinity anywhere).
+    """
+    from lar_prec.compare import Comparison
+    from lar_prec.vartree import VarTree
+
+    if isinstance(tree, Comparison):
+        tree = VarTree.from_comparison(tree)
+    thr = tree.threshold
+    if thr is not None:
+        tj = thr.to_json()
+        tj["value"] = _num(thr.value)
+    else:
+        tj = {"value": None, "mode": "fixed", "metric": "megengine_rel"}
+    out: Dict[str, Any] = {
+        "schema": "lar-prec.report/1",
+        "command": command,
+        "threshold": tj,
+        "vars": [_var_json(d) for d in tree.diffs],
+        "roots": [_root_json(r) for r in tree.roots()],
+        "runs": [dict(r) for r in runs],
+        "counts": tree.counts(),
+        "diverged": tree.diverged,
+    }
+    cmp = tree.comparison
+    if cmp is not None:
+        out["dirs"] = {"a": str(cmp.dir_a), "b": str(cmp.dir_b)}
+        out["notes"] = list(cmp.notes)
+    if tree.source and cmp is None:
+        out["source"] = tree.source
+    if extra:
+        out.update(extra)
+    return out
+
+
+# ---------------------------------------------------------------------------- plain text and CSV
+
+
+def _g(x: Optional[float], fmt: str = "{:.3g}") -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return fmt.format(x)
+
+
+def render_table(tree: VarTree, *, all_vars: bool = False, limit: int = 40) -> str:
+    """A plain-text summary: threshold, counts, roots, then the vars that are not ok (all
+    vars with ``all_vars``), at most ``limit`` rows."""
+    lines: List[str] = []
+    thr = tree.threshold
+    if thr is not None:
+        present = []
+        for d in tree.diffs:
+            if d.dtype in ("Float32", "Float16", "BFloat16") and d.dtype not in present:
+                present.append(d.dtype)
+        per = ", ".join(f"{n} {thr.for_dtype(n):.3g}" for n in present) or f"{thr.value:.3g}"
+        lines.append(f"threshold ({thr.mode}, max_err): {per}")
+        if thr.reason:
+            lines.append(f"  why: {thr.reason}")
+    counts = tree.counts()
+    total = sum(counts.values())
+    lines.append(f"{total} vars: " + ", ".join(f"{v} {k}" for k, v in counts.items() if v))
+    if tree.comparison is not None:
+        for n in tree.comparison.notes:
+            lines.append(f"note: {n}")
+    roots = tree.roots()
+    if roots:
+        lines.append(f"roots ({len(roots)}, most likely origin first):")
+        for r in roots:
+            amp = "-" if r.amplification is None else ("inputs equal" if math.isinf(r.amplification) else f"x{r.amplification:.3g}")
+            lines.append(
+                f"  var {r.id:<6} {r.status:<14} {r.opr_type:<20} {r.name!r}  max_err={_g(r.max_err)}  "
+                f"input_max_err={_g(r.input_max_err)}  amplification={amp}" + (f"  ({r.note})" if r.note else "")
+            )
+    else:
+        lines.append("no root: every var agrees within the threshold" if not tree.diverged else "no root found")
+    rows = [d for d in tree.diffs if all_vars or d.status != "ok"]
+    if rows:
+        head = f"{'id':>6} {'status':<14} {'opr_type':<20} {'dtype':<10} {'max_err':>9} {'max_abs':>9} {'cosine':>10} {'ulp':>6} {'n_over':>8}  name"
+        lines.append(head)
+        for d in rows[:limit]:
+            lines.append(
+                f"{d.id:>6} {d.status:<14} {d.opr_type[:20]:<20} {d.dtype[:10]:<10} {_g(d.max_err):>9} {_g(d.max_abs_err):>9} "
+                f"{_g(d.cosine, '{:.7f}'):>10} {_g(d.max_ulp, '{}'):>6} {_g(d.n_over, '{}'):>8}  {d.name}"
+            )
+        if len(rows) > limit:
+            lines.append(f"... {len(rows) - limit} more (use --json for all)")
+    return "\n".join(lines) + "\n"
+
+
+CSV_FIELDS = (
+    "id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "status", "max_err", "max_abs_err", "max_rel_err",
+    "mean_abs_err", "rmse", "cosine", "max_ulp", "n_over", "threshold", "worst_index", "worst_a", "worst_b", "note",
+)
+
+
+def render_csv(tree: Union[VarTree, Comparison]) -> str:
+    """One CSV row per var (execution order), the columns of :data:`CSV_FIELDS`."""
+    diffs = tree.diffs
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for d in diffs:
+        row = []
+        for f in CSV_FIELDS:
+            v = getattr(d, f)
+            if isinstance(v, tuple):
+                v = " ".join(str(x) for x in v)
+            elif isinstance(v, float):
+                v = repr(v) if math.isfinite(v) else str(v)
+            elif v is None:
+                v = ""
+            row.append(v)
+        w.writerow(row)
+    return buf.getvalue()
+
 
 
 # ============================================================================ terminal

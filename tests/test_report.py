@@ -44,11 +44,12 @@ from lar_prec.report import (
     render_html,
     render_terminal,
     run_from_result,
+    to_report_json,
     write_html,
     write_json,
 )
 from lar_prec.runner import RunResult
-from lar_prec.vartree import VarTree, to_report_json
+from lar_prec.vartree import VarTree
 
 THRESHOLD = 1e-5
 FAULT_TYPE = "SoftmaxForward"  # corrupted by a relative 1e-3 error

@@ -18,7 +18,8 @@ from compare_helpers import FLOAT32_CASES, GraphDump, computed_float_vars, downs
 from lar_prec.cli import cli as main_cli
 from lar_prec.compare import VarDiff
 from lar_prec.iodump import DumpFolder
-from lar_prec.vartree import VarTree, parse, read_megengine_diff, render_csv, render_table, to_report_json, tree_from_megengine_diff, varNode
+from lar_prec.report import render_csv, render_table, to_report_json
+from lar_prec.vartree import VarTree, parse, read_megengine_diff, tree_from_megengine_diff, varNode
 
 PY = sys.executable
 
