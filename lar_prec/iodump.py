@@ -25,7 +25,7 @@ import struct
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -929,6 +929,34 @@ def write_binary_dump(
 # ============================================================================ dump folders
 
 
+def topological_order(inputs: Mapping[int, Iterable[int]]) -> Tuple[List[int], List[int]]:
+    """Execution order of vars given each var's input ids: inputs before their consumers,
+    ties broken by the smaller id. Inputs that are not keys, and self-edges, are ignored.
+
+    Returns the order and the ids caught in a cycle (none in a real graph); those are
+    appended to the order by id rather than lost.
+    """
+    indeg: Dict[int, int] = {v: 0 for v in inputs}
+    users: Dict[int, List[int]] = {v: [] for v in inputs}
+    for v, us in inputs.items():
+        for u in set(us):
+            if u in indeg and u != v:
+                indeg[v] += 1
+                users[u].append(v)
+    heap = [v for v, n in indeg.items() if n == 0]
+    heapq.heapify(heap)
+    order: List[int] = []
+    while heap:
+        v = heapq.heappop(heap)
+        order.append(v)
+        for w in users[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, w)
+    cyclic = sorted(set(inputs) - set(order)) if len(order) != len(indeg) else []
+    return order + cyclic, cyclic
+
+
 class DumpFolder:
     """A ``--bin-io-dump`` directory, indexed by var id and read lazily.
 
@@ -1029,29 +1057,9 @@ class DumpFolder:
         return self._ids
 
     def _order(self) -> Tuple[int, ...]:
-        present = set(self._files)
-        indeg: Dict[int, int] = {v: 0 for v in present}
-        users: Dict[int, List[int]] = {v: [] for v in present}
-        for v in present:
-            for u in set(self.inputs_of(v)):
-                if u in present and u != v:
-                    indeg[v] += 1
-                    users[u].append(v)
-        heap = [v for v, n in indeg.items() if n == 0]
-        heapq.heapify(heap)
-        order: List[int] = []
-        while heap:
-            v = heapq.heappop(heap)
-            order.append(v)
-            for w in users[v]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    heapq.heappush(heap, w)
-        if len(order) != len(present):
-            # a cycle cannot come from a real graph; keep the rest by id rather than lose it
-            left = sorted(present - set(order))
-            log.warning("%s: input relation has a cycle among vars %s; ordered by id", self.path, left[:10])
-            order.extend(left)
+        order, cyclic = topological_order({v: self.inputs_of(v) for v in self._files})
+        if cyclic:
+            log.warning("%s: input relation has a cycle among vars %s; ordered by id", self.path, cyclic[:10])
         return tuple(order)
 
     def inputs_of(self, var_id: int) -> Tuple[int, ...]:

@@ -39,7 +39,7 @@ from lar_prec.compare import (
     compare_folders,
 )
 from lar_prec.errors import DumpFormatError, UsageError
-from lar_prec.iodump import TextDump, parse_title, read_text_dump
+from lar_prec.iodump import TextDump, parse_title, read_text_dump, topological_order
 
 if TYPE_CHECKING:  # networkx is imported on first use (VarTree.graph and graph queries)
     import networkx as nx
@@ -535,29 +535,6 @@ def _entry_diff(e: MegEntry, index: int, status: str) -> VarDiff:
     )
 
 
-def _topo_order(inputs: Mapping[int, Sequence[int]]) -> List[int]:
-    """Inputs before consumers, ties by smaller id; a cycle (not from a real graph) by id."""
-    import heapq
-
-    indeg = {v: len(set(us)) for v, us in inputs.items()}
-    users: Dict[int, List[int]] = {v: [] for v in inputs}
-    for v, us in inputs.items():
-        for u in set(us):
-            users[u].append(v)
-    heap = [v for v, k in indeg.items() if k == 0]
-    heapq.heapify(heap)
-    order: List[int] = []
-    while heap:
-        v = heapq.heappop(heap)
-        order.append(v)
-        for w in users[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, w)
-    order += sorted(set(inputs) - set(order))
-    return order
-
-
 def tree_from_megengine_diff(path: PathLike, text: Optional[str] = None) -> Tuple[VarTree, MegDiff]:
     """The :class:`VarTree` of a ``compare_binary_iodump`` output.
 
@@ -584,7 +561,7 @@ def tree_from_megengine_diff(path: PathLike, text: Optional[str] = None) -> Tupl
             d = diffs[vid]
             diffs[vid] = replace(d, note="; ".join([d.note] + notes))
     # producers before consumers, whatever order the files were printed in (ties: smaller id)
-    order = _topo_order({v: [u for u in d.inputs if u in diffs and u != v] for v, d in diffs.items()})
+    order, _ = topological_order({v: d.inputs for v, d in diffs.items()})
     ordered = [replace(diffs[v], index=i) for i, v in enumerate(order)]
     tree = VarTree(ordered, threshold=None, source=str(path))
     return tree, md
