@@ -514,21 +514,11 @@ def _float_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
 def _mixed_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray, off: int, s: _Scratch, ulp_div: int) -> None:
     """A chunk with NaN/Inf (or float32 overflow): equal non-finite positions are equal,
     unequal ones are counted, metrics go over the positions finite on both sides."""
-    fa = np.isfinite(a)
-    fb = np.isfinite(b)
-    both = fa & fb
+    both = np.isfinite(a) & np.isfinite(b)
     if not both.all():
-        with np.errstate(invalid="ignore"):
-            same = (a == b) | (np.isnan(a) & np.isnan(b))
-        bad = ~both & ~same
-        nbad = int(np.count_nonzero(bad))
-        if nbad:
-            acc.n_nonfinite += nbad
-            if acc.first_nonfinite is None:
-                j = int(np.argmax(bad))
-                acc.first_nonfinite = (off + j, float(a[j]), float(b[j]))
-            if acc.count_over == 0:
-                acc.n_diff += nbad
+        nbad = _count_nonfinite(acc, a, b, both, off)
+        if nbad and acc.count_over == 0:
+            acc.n_diff += nbad
     idx = np.flatnonzero(both)
     if idx.size == 0:
         return
@@ -825,7 +815,7 @@ def _exact_loop(acc: _Acc, da: BinaryDump, db: BinaryDump, ka: int, kb: int, sta
             b64 = b.astype(np.float64)
             fin = np.isfinite(a64) & np.isfinite(b64)
             if not fin.all():
-                _mixed_nonfinite_only(acc, a64, b64, pos)
+                _count_nonfinite(acc, a64, b64, np.isfinite(a64) & np.isfinite(b64), pos)
             idx = np.flatnonzero(fin)
             _f64_metrics(acc, a64[idx], b64[idx], idx + pos, err32=True)
         else:
@@ -878,9 +868,11 @@ def _int_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, off: int, s: _Scratch) -
         acc.max_abs = max(before, exact)
 
 
-def _mixed_nonfinite_only(acc: _Acc, a: np.ndarray, b: np.ndarray, off: int) -> None:
+def _count_nonfinite(acc: _Acc, a: np.ndarray, b: np.ndarray, both: np.ndarray, off: int) -> int:
+    """Count positions that are NaN/Inf on one side, or different non-finite values (NaN at
+    the same place, or the same infinity, is equal); remember the first. ``both`` marks the
+    positions finite on both sides. Returns the count in this chunk."""
     with np.errstate(invalid="ignore"):
-        both = np.isfinite(a) & np.isfinite(b)
         same = (a == b) | (np.isnan(a) & np.isnan(b))
     bad = ~both & ~same
     nbad = int(np.count_nonzero(bad))
@@ -889,6 +881,7 @@ def _mixed_nonfinite_only(acc: _Acc, a: np.ndarray, b: np.ndarray, off: int) -> 
         if acc.first_nonfinite is None:
             j = int(np.argmax(bad))
             acc.first_nonfinite = (off + j, float(a[j]), float(b[j]))
+    return nbad
 
 
 def _compare_raw(da: BinaryDump, db: BinaryDump, base: Dict[str, object], chunk: int) -> VarDiff:
