@@ -815,7 +815,7 @@ def _exact_loop(acc: _Acc, da: BinaryDump, db: BinaryDump, ka: int, kb: int, sta
             b64 = b.astype(np.float64)
             fin = np.isfinite(a64) & np.isfinite(b64)
             if not fin.all():
-                _count_nonfinite(acc, a64, b64, np.isfinite(a64) & np.isfinite(b64), pos)
+                _count_nonfinite(acc, a64, b64, fin, pos)
             idx = np.flatnonzero(fin)
             _f64_metrics(acc, a64[idx], b64[idx], idx + pos, err32=True)
         else:
