@@ -699,6 +699,17 @@ def _pair_line(p: PairInfo) -> str:
             f"largest variable {_fmt_bytes(p.largest_var_bytes)}; {gen}")
 
 
+def _section_data(L: list, s) -> "dict | None":
+    """A section's data, or None after writing why it has none (skipped or not available)."""
+    if s is None:
+        L.append("Skipped.")
+        return None
+    if not s.available:
+        L.append(s.note + ".")
+        return None
+    return s.data
+
+
 def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo], skipped: str) -> None:
     if pair is not None:
         L.append(f"Pair: {_pair_line(pair)}.")
@@ -811,13 +822,8 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
 
     L.append("## 3. start-up")
     L.append("")
-    s = sections.get("startup")
-    if s is None:
-        L.append("Skipped.")
-    elif not s.available:
-        L.append(s.note + ".")
-    else:
-        d = s.data
+    d = _section_data(L, sections.get("startup"))
+    if d is not None:
         L.append(f"- `lar-prec --help`: median {d['help_median_s']:.3f} s over {len(d['help_seconds'])} runs "
                  f"({', '.join(f'{x:.3f}' for x in d['help_seconds'])}).")
         for label, mods in d["megengine_imported_by"].items():
@@ -829,13 +835,8 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
 
     L.append("## 4. rooting")
     L.append("")
-    s = sections.get("rooting")
-    if s is None:
-        L.append("Skipped.")
-    elif not s.available:
-        L.append(s.note + ".")
-    else:
-        d = s.data
+    d = _section_data(L, sections.get("rooting"))
+    if d is not None:
         L.append(f"- {d['n_vars']:,} variables (chain with skip connections, two divergent stretches): "
                  f"median {d['median_s']:.3f} s over 3 ({', '.join(f'{x:.3f}' for x in d['seconds'])}): "
                  f"building the tree {d['build_median_s']:.3f} s, roots() {d['roots_median_s']:.3f} s.")
@@ -846,13 +847,9 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
 
     L.append("## 5. naive-vs-default on resnet")
     L.append("")
-    s = sections.get("naive-vs-default")
-    if s is None:
-        L.append("Skipped.")
-    elif not s.available:
-        L.append(s.note + ".")
-    else:
-        d = s.data
+    nvd = sections.get("naive-vs-default")
+    d = _section_data(L, nvd)
+    if d is not None:
         L.append(f"- `{d['argv']}`")
         L.append("- analysis = whole-command wall time minus the `seconds` of its load_and_run runs in the JSON `runs`.")
         L.append("")
@@ -863,9 +860,9 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
             an = f"{r['analysis_s']:.2f}" if "analysis_s" in r else "?"
             ov = f"{100 * r['overhead']:.1f}%" if r.get("overhead") is not None else "?"
             L.append(f"| {i} | {r['wall_s']:.2f} | {rs} | {an} | {ov} | {r['rc']} |")
-        if s.note:
+        if nvd.note:
             L.append("")
-            L.append(s.note + ".")
+            L.append(nvd.note + ".")
     L.append("")
     L.append("## Notes")
     L.append("")
