@@ -319,14 +319,18 @@ def merge_comparisons(comparisons: Sequence[Comparison]) -> Tuple[List[VarDiff],
     return merged, differing
 
 
-def _jitter(dumps: Sequence[Path], threshold: Threshold, progress: Optional[Progress]) -> Tuple[VarTree, Dict[int, int]]:
-    """Compare runs 2..N with run 1 and build the merged tree."""
+def _jitter(dumps: Sequence[Path], threshold: Optional[Threshold],
+            progress: Optional[Progress]) -> Tuple[VarTree, Dict[int, int]]:
+    """Compare runs 2..N with run 1 and build the merged tree. With ``threshold`` None
+    ("auto") the first pair decides it and every other pair is held to the same one."""
     from lar_prec.compare import compare_folders
     from lar_prec.vartree import VarTree
 
     comps = []
     for k, d in enumerate(dumps[1:], start=1):
-        comps.append(compare_folders(dumps[0], d, threshold=threshold, jobs=min(2, os.cpu_count() or 1)))
+        comps.append(compare_folders(dumps[0], d, threshold=threshold if threshold is not None else "auto",
+                                     jobs=min(2, os.cpu_count() or 1)))
+        threshold = comps[0].threshold
         if progress:
             progress("compare", k, len(dumps) - 1)
     merged, differing = merge_comparisons(comps)
@@ -387,7 +391,7 @@ def shake(
         raise UsageError(f"--repeat must be at least 2 to see jitter, got {repeat}")
     if config not in SHAKE_CONFIGS:
         raise UsageError(f"shake --config must be one of {', '.join(SHAKE_CONFIGS)}, got {config!r}")
-    from lar_prec.compare import compare_folders, parse_threshold
+    from lar_prec.compare import parse_threshold
     from lar_prec.report import from_tree
 
     thr_spec = parse_threshold(threshold)
@@ -397,9 +401,8 @@ def shake(
     plan = [_Planned(config, f"{config}-{k}") for k in range(1, repeat + 1)]
     runs = _run_plan(model_path, prepared, plan, adir, **common)  # type: ignore[arg-type]
     dumps = [r.dump_dir for r in runs]
-    if thr_spec is None:  # "auto": decided on the first pair, then used for every pair
-        thr_spec = compare_folders(dumps[0], dumps[1], threshold="auto").threshold  # type: ignore[arg-type]
     tree, differing = _jitter(dumps, thr_spec, progress)  # type: ignore[arg-type]
+    thr_spec = tree.threshold
     runs_differing = max(differing.values(), default=0)
 
     cause: Optional[str] = None
