@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,22 @@ from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
 from lar_prec.iodump import DTYPES, BinaryDump, DType, DumpFolder, dtype_by_name
 
 log = logging.getLogger(__name__)
+
+
+def _load_kernel() -> Optional[object]:
+    """The one-pass C kernel (lar_prec/_kernel.c), or None: built without a C compiler, or
+    turned off with LAR_PREC_NO_KERNEL=1 (to compare the two paths). The numpy path gives the
+    same maxima, indices and counts; sums may differ in the last digits."""
+    if os.environ.get("LAR_PREC_NO_KERNEL", "") not in ("", "0"):
+        return None
+    try:
+        from lar_prec import _kernel  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _kernel
+
+
+_KERNEL = _load_kernel()
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressHook = Callable[[int, int], None]
@@ -356,6 +373,7 @@ class _Scratch:
         self._raw: Dict[Tuple[int, int], Tuple[bytearray, bytearray]] = {}
         self.f = [np.empty(n, np.float32) for _ in range(4)]
         self.i = [np.empty(n, np.int32)]
+        self.d = [np.empty(n, np.float64) for _ in range(2)]
 
     def raw(self, ka: int, kb: int) -> Tuple[bytearray, bytearray]:
         """Byte buffers holding one full chunk of items of ``ka`` and ``kb`` bytes."""
@@ -466,19 +484,27 @@ def _float_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
     """Accumulate one chunk of float32 values ``a``/``b`` (``ia``/``ib``: their raw bit
     views for ulps, None for integers cast to float32).
 
-    About 18 vectorised passes over the chunk, all into preallocated buffers.
+    About 20 vectorised passes over the chunk, all into preallocated buffers.
     """
+    if _KERNEL is not None:
+        _kernel_chunk(acc, a, b, ia, ib, off, s, ulp_div)
+        return
     n = a.size
     A, B, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
     # callers hold np.errstate(all="ignore"): NaN/Inf and 0/0 are handled explicitly
     np.abs(a, out=A)
     np.abs(b, out=B)
     np.maximum(A, B, out=A)  # m = max(|a|, |b|)
-    np.subtract(a, b, out=D)  # exact for close values (Sterbenz), so the dots below are too
-    # cosine without float64 copies: a.b = a.a - a.d, b.b = a.a - 2 a.d + d.d
-    aa = float(np.dot(a, a))
-    ad = float(np.dot(a, D))
-    dd = float(np.dot(D, D))
+    np.subtract(a, b, out=D)  # exact for close values (Sterbenz)
+    # cosine and RMSE from a.a, a.d, d.d (b.b = a.a - 2 a.d + d.d): in float64, where products
+    # of float32 are exact; float32 dots lost b.b to cancellation when b is small next to a.
+    # einsum, not dot: OpenBLAS runs float64 dots on extra threads that then spin.
+    a64, d64 = s.d[0][:n], s.d[1][:n]
+    np.copyto(a64, a)
+    np.copyto(d64, D)
+    aa = float(np.einsum("i,i->", a64, a64))
+    ad = float(np.einsum("i,i->", a64, d64))
+    dd = float(np.einsum("i,i->", d64, d64))
     np.abs(D, out=D)
     np.divide(D, A, out=B)  # symmetric relative error; 0/0 -> NaN, skipped by fmax
     rel = float(np.fmax.reduce(B))
@@ -508,6 +534,37 @@ def _float_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
     if ia is not None:
         # max_rel < 1 rules out opposite signs and zero against nonzero: the cheap ulp path
         u = _ulp_max(ia, ib, s, same_sign=rel < 1.0)
+        acc.ulp_update(u // ulp_div if ulp_div > 1 else u)
+
+
+def _kernel_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarray], ib: Optional[np.ndarray], off: int, s: _Scratch, ulp_div: int) -> None:
+    """:func:`_float_chunk` through the C kernel: the same metrics in one pass."""
+    # float32 bit views get their ulps in C; float16's int16 views are done below
+    c_ulp = ia is not None and ia.dtype == np.int32
+    r = _KERNEL.float32(a, b, c_ulp, acc.count_over, acc.max_err)  # type: ignore[union-attr]
+    if r is None:  # NaN/Inf somewhere, or float32 overflow
+        _mixed_chunk(acc, a, b, ia, ib, off, s, ulp_div)
+        return
+    e, i, rel, scale, max_abs, sum_abs, aa, ad, dd, n_over, ulp = r
+    acc.n_fin += a.size
+    if i >= 0:  # the kernel looks for the index only when e beats acc.max_err
+        acc.worst_update(e, off + i, float(a[i]), float(b[i]))
+    if scale > acc.scale:
+        acc.scale = scale
+    if max_abs > acc.max_abs:
+        acc.max_abs = max_abs
+    if rel > acc.max_rel:  # -1 when no position has a relative error
+        acc.max_rel = rel
+    acc.sum_abs += sum_abs
+    acc.aa += aa
+    acc.ad += ad
+    acc.dd += dd
+    if n_over is not None:
+        acc.n_over += n_over
+        if acc.count_over == 0:  # over 0 is exactly "differs"
+            acc.n_diff += n_over
+    if ia is not None:
+        u = ulp if c_ulp else _ulp_max(ia, ib, s, same_sign=rel < 1.0)
         acc.ulp_update(u // ulp_div if ulp_div > 1 else u)
 
 
@@ -589,27 +646,54 @@ def _open(d: BinaryDump) -> int:
         raise DumpFormatError(d.file, None, "a readable dump file", str(e)) from None
 
 
+#: bytes of one file mapped at a time: a window is unmapped before the next is mapped, so the
+#: resident pages (RSS) stay bounded whatever the size of the var
+WINDOW_BYTES = 8 << 20
+
+
+def _map(fd: int, d: BinaryDump, k: int, e0: int, e1: int) -> memoryview:
+    """The bytes of elements ``e0:e1`` of dump ``d`` (items of ``k`` bytes), memory-mapped.
+
+    Unmapped once the last view of it is dropped. The file size is checked first: a page
+    beyond the end of a file that shrank would kill the process with SIGBUS."""
+    lo, hi = d.data_offset + e0 * k, d.data_offset + e1 * k
+    size = os.fstat(fd).st_size
+    if size < hi:
+        raise DumpFormatError(d.file, None, f"a file of at least {hi} bytes", f"{size} bytes (cut short while being read?)")
+    base = lo - lo % mmap.ALLOCATIONGRANULARITY
+    m = mmap.mmap(fd, hi - base, mmap.MAP_SHARED, mmap.PROT_READ, offset=base)
+    return memoryview(m)[lo - base :]
+
+
 def _pair_chunks(
     da: BinaryDump, db: BinaryDump, ka: int, kb: int, start: int, end: int, chunk: int, s: _Scratch
 ) -> Iterator[Tuple[int, memoryview, memoryview]]:
-    """Read elements ``start:end`` of two dumps ``chunk`` at a time into the worker's byte
-    buffers (reused: no allocation per chunk, and no file pages held: RSS stays bounded).
-    Plain descriptors and positioned reads: a file object per var cost more than a small var's
-    comparison."""
+    """Elements ``start:end`` of two dumps, ``chunk`` at a time, as byte views.
+
+    One chunk (most small vars) is read with positioned reads into the worker's reused
+    buffers: mapping costs more there. Longer ranges are memory-mapped window by window and
+    handed over without a copy (measured ~30% less CPU than reading them into buffers).
+    Plain descriptors: a file object per var cost more than a small var's comparison."""
     fa = _open(da)
     try:
         fb = _open(db)
         try:
-            oa = da.data_offset + start * ka
-            ob = db.data_offset + start * kb
-            ra, rb = s.raw(ka, kb)
-            ma, mb = memoryview(ra), memoryview(rb)
-            for pos in range(start, end, chunk):
-                n = min(chunk, end - pos)
-                va, vb = ma[: n * ka], mb[: n * kb]
-                _read_exact(fa, va, oa + (pos - start) * ka, da.file)
-                _read_exact(fb, vb, ob + (pos - start) * kb, db.file)
-                yield pos, va, vb
+            if end - start <= chunk:
+                ra, rb = s.raw(ka, kb)
+                n = end - start
+                va, vb = memoryview(ra)[: n * ka], memoryview(rb)[: n * kb]
+                _read_exact(fa, va, da.data_offset + start * ka, da.file)
+                _read_exact(fb, vb, db.data_offset + start * kb, db.file)
+                yield start, va, vb
+                return
+            step = max(chunk, WINDOW_BYTES // max(ka, kb) // chunk * chunk)
+            for w0 in range(start, end, step):
+                w1 = min(end, w0 + step)
+                ma, mb = _map(fa, da, ka, w0, w1), _map(fb, db, kb, w0, w1)
+                for pos in range(w0, w1, chunk):
+                    i, j = pos - w0, min(chunk, w1 - pos)
+                    yield pos, ma[i * ka : (i + j) * ka], mb[i * kb : (i + j) * kb]
+                del ma, mb
         finally:
             os.close(fb)
     finally:
@@ -617,12 +701,16 @@ def _pair_chunks(
 
 
 def _same(va: memoryview, vb: memoryview) -> bool:
-    """True when the two chunks hold the same bytes."""
+    """True when the two chunks hold the same bytes (a memcmp that stops at the first
+    difference)."""
+    if len(va) != len(vb):
+        return False
     base_a, base_b = va.obj, vb.obj
-    if len(va) == len(base_a) and len(vb) == len(base_b):  # type: ignore[arg-type]
-        # a whole bytearray against another is a memcmp that stops at the first difference
+    if isinstance(base_a, bytearray) and len(va) == len(base_a) and len(vb) == len(base_b):
         return base_a == base_b
-    return va.tobytes() == vb.tobytes()
+    if _KERNEL is not None:
+        return _KERNEL.same(va, vb)  # type: ignore[union-attr]
+    return bytes(va) == bytes(vb)
 
 
 # ============================================================================ one var
@@ -746,6 +834,11 @@ def _count_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
             if _same(va, vb):
                 continue
             a, b, _ia, _ib = _float_views(va, vb, da.dtype.name, s)
+            if _KERNEL is not None:
+                r = _KERNEL.float32(a, b, False, threshold, math.inf)
+                if r is not None:
+                    count += r[9]
+                    continue
             n = a.size
             A, B, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
             np.abs(a, out=A)
