@@ -279,6 +279,15 @@ def _count_lar_divergent(json_path: Path) -> Optional[int]:
         return None
 
 
+def kernel_state() -> str:
+    """Whether lar-prec's C kernel is built here ("built", "not built", or "off" when
+    LAR_PREC_NO_KERNEL is set): a subprocess, so this benchmark imports no lar_prec code."""
+    if os.environ.get("LAR_PREC_NO_KERNEL", "") not in ("", "0"):
+        return "off (LAR_PREC_NO_KERNEL is set)"
+    p = subprocess.run([PY, "-c", "import lar_prec._kernel"], cwd=ROOT, capture_output=True, timeout=60)
+    return "built" if p.returncode == 0 else "not built"
+
+
 def _lar_jobs_option() -> Optional[str]:
     """The spelling of `lar-prec compare`'s parallelism option, if it has one."""
     try:
@@ -289,24 +298,30 @@ def _lar_jobs_option() -> Optional[str]:
 
 
 def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool,
-                  name: str = "compare") -> Section:
+                  name: str = "compare", variants: bool = True) -> Section:
     """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating.
 
-    `lar-prec` is the command as a user types it (its default parallelism); when it has a
-    --jobs option and the machine more than one core, `lar-prec --jobs N` is timed as well.
+    `lar-prec` is the command as a user types it (its default parallelism: every core). Also
+    timed (``variants``): `lar-prec --jobs 1` (one process) when there are several cores, and
+    lar-prec's numpy path (LAR_PREC_NO_KERNEL=1), which is what runs where the C kernel could
+    not be built.
     """
     s = Section(name)
     a, b = pair.dir_a, pair.dir_b
     mge_out = work / f"{name}-mge.txt"
-    j0, j1 = work / f"{name}-0.json", work / f"{name}-1.json"
+    j0, j1, j2 = (work / f"{name}-{i}.json" for i in range(3))
     tools: List[Tuple[str, List[str], Optional[Path]]] = []
+    envs: Dict[str, Dict[str, str]] = {}
     if have_lar:
         tools.append(("lar-prec", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j0)], j0))
-        jobs_opt = _lar_jobs_option()
-        ncpu = os.cpu_count() or 1
-        if jobs_opt and ncpu > 1:
-            tools.append((f"lar-prec {jobs_opt} {ncpu}",
-                          LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j1), jobs_opt, str(ncpu)], j1))
+        jobs_opt = _lar_jobs_option() if variants else None
+        if jobs_opt and (os.cpu_count() or 1) > 1:
+            tools.append((f"lar-prec {jobs_opt} 1",
+                          LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j1), jobs_opt, "1"], j1))
+        if variants and kernel_state() == "built":
+            numpy_path = "lar-prec, numpy path"
+            tools.append((numpy_path, LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j2)], j2))
+            envs[numpy_path] = {**os.environ, "LAR_PREC_NO_KERNEL": "1"}
     else:
         s.data["lar_note"] = "not available: `lar-prec compare` does not exist yet"
     if have_mge:
@@ -324,11 +339,11 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
     first: Dict[str, Proc] = {}
     for tool, argv, _ in tools:
         print(f"  {tool}: warm-up run", flush=True)
-        first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True)
+        first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True, env=envs.get(tool))
     for i in range(repeat):
         order = tools if i % 2 == 0 else tools[::-1]
         for tool, argv, _ in order:
-            p = run_proc(argv)
+            p = run_proc(argv, env=envs.get(tool))
             runs[tool].append(p)
             print(f"  {tool} run {i + 1}/{repeat}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
                   flush=True)
@@ -626,6 +641,7 @@ def machine_info() -> Dict[str, str]:
         "networkx": ver("networkx"),
         "megengine": ver("megengine"),
         "lar-prec": f"{ver('lar-prec')} (git {commit})",
+        "kernel": kernel_state(),
     }
 
 
@@ -769,13 +785,15 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     L.append(f"- CPU: {machine['cpu']}, {machine['cores']} cores; RAM {machine['ram']}; {machine['os']}")
     L.append(f"- Python {machine['python']}, numpy {machine['numpy']}, networkx {machine['networkx']}, "
              f"megengine {machine['megengine']}, lar-prec {machine['lar-prec']}")
+    L.append(f"- lar-prec's C kernel (lar_prec/_kernel.c): {machine.get('kernel', '?')}; "
+             "`lar-prec, numpy path` rows run with LAR_PREC_NO_KERNEL=1, as where it cannot be built.")
     L.append(f"- Options: `{' '.join(args.argv)}`")
     L.append(f"- Load average (1, 5, 15 min) at the start: {machine['load']}; at the end: {machine.get('load_end', '?')}. "
              "Other work on the machine slows both tools alike (they alternate) but lowers GB/s.")
     if machine.get("bytecode"):
         L.append(f"- Bytecode: {machine['bytecode']} (PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', 'unset')} here).")
     L.append("- Page cache: warm. Each command runs once untimed first; times are whole-process wall "
-             "clock (start-up included), medians over the repeats, the two compare tools alternating.")
+             "clock (start-up included), medians over the repeats, the compare commands alternating.")
     L.append("")
     L.append("## Targets")
     L.append("")
@@ -961,7 +979,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             pairs["many"] = get_pair(root, PairSpec(total_bytes=args.many_vars * 16_000, n_vars=args.many_vars,
                                                      divergent_share=args.divergent, seed=11), args.keep)
             print(f"  {_pair_line(pairs['many'])}", flush=True)
-            sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many")
+            sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many",
+                                             variants=False)
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
         if "startup" not in skip:
