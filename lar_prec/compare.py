@@ -12,6 +12,9 @@ single pass:
 * the worst element (largest ``max_err``): its index and both values;
 * ``scale``, the largest magnitude on either side, which the auto threshold uses.
 
+Float32 chunks go through the optional C kernel (``_kernel.c``, one pass) when it is built,
+else through numpy (about 20 passes); both give the same maxima, indices and counts.
+
 NaN at the same position on both sides (and the same infinity) counts as equal. A position
 that is non-finite on one side only, or NaN against Inf, makes the var ``nonfinite``; its
 error metrics then describe the positions that are finite on both sides.
