@@ -310,6 +310,8 @@ _FAST_NEXT = re.compile(_FAST_INFO + r"(?=\Z| \d+=\{id:)", re.DOTALL)
 _SHAPES: Dict[str, Tuple[int, ...]] = {}
 _VARINFO_FIELDS = ("id", "name", "owner", "opr_type", "opr_id", "dtype", "shape", "layout", "slot",
                    "comp_node", "storage", "shape_infer", "value_infer")
+#: the instance dict of a VarInfo built by its __init__ (key-sharing), copied per block
+_VARINFO_DICT: Dict[str, object] = VarInfo(0, "", "", "", None, "", (), None, 0, "", "s").__dict__
 
 
 def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarInfo, int]]:
@@ -327,12 +329,16 @@ def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarI
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
     # (a third of the cost of a block); nothing to check: the regex matched every field
     info = object.__new__(VarInfo)
+    # a copy of a key-sharing instance dict, overwritten key by key, stays key-sharing: a
+    # third of the size of a dict filled by update() (a folder keeps one VarInfo per var)
+    values = _VARINFO_DICT.copy()
     # layouts, dtypes, operator types and comp nodes repeat across a model: one copy each
     intern = sys.intern
-    info.__dict__.update(zip(_VARINFO_FIELDS, (
+    values.update(zip(_VARINFO_FIELDS, (  # pairs, not a dict: update() would resize (unshare) it
         int(vid), name, owner, intern(opr_type), int(mid.group(1)) if mid else None, intern(dtype), shape,
         intern(text) if kind == "layout" else None, int(slot), intern(cn), intern(storage), int(si), int(vi),
     )))
+    object.__setattr__(info, "__dict__", values)
     return info, m.end()
 
 
