@@ -1046,6 +1046,11 @@ class DumpFolder:
         for vid in self.ids:
             yield self[vid]
 
+    def forget(self, var_id: int) -> None:
+        """Drop the cached header and title of ``var_id`` (read again on next access): a
+        caller that goes once through tens of thousands of vars need not keep them all."""
+        self._cache.pop(var_id, None)
+
     def paths(self) -> Dict[int, Path]:
         """Var id -> main dump file, without reading any file."""
         return {v: Path(f) for v, f in self._files.items()}
