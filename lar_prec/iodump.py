@@ -855,20 +855,24 @@ def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[i
                 found_k = "no 'inp<k>: ' prefix" if input_index is None else f"'inp{input_index}: '"
                 raise _header_error(where, HEADER_SIZE, f"title prefix 'inp{k}: ' for a file named {name}", found_k)
             input_of = file_id
-    return BinaryDump(
-        file=file,
-        title=title,
-        input_of=input_of,
-        input_index=input_index,
-        dtype=dt,
-        shape=shape,
-        size=size,
-        data_offset=data_offset,
-        nbytes=nbytes,
-        var_id=var_id,
-        _var=var,
-        _inputs=inputs,
-    )
+    # equal shapes share one tuple (both folders of a pair, and layers of a model)
+    shape = _HEADER_SHAPES.setdefault(shape, shape)
+    if len(_HEADER_SHAPES) > 4096:
+        _HEADER_SHAPES.clear()
+    # BinaryDump(...) without its per-field frozen setattr (a quarter of reading a small
+    # dump), as for VarInfo: a copy of a key-sharing instance dict, overwritten key by key
+    d = object.__new__(BinaryDump)
+    values = _DUMP_DICT.copy()
+    values.update(zip(_DUMP_FIELDS, (file, title, input_of, input_index, dt, shape, size, data_offset, nbytes, var_id, var, inputs)))
+    object.__setattr__(d, "__dict__", values)
+    return d
+
+
+_DUMP_FIELDS = ("file", "title", "input_of", "input_index", "dtype", "shape", "size", "data_offset", "nbytes", "var_id", "_var", "_inputs")
+#: the instance dict of a BinaryDump built by its __init__ (key-sharing), copied per file
+_DUMP_DICT: Dict[str, object] = BinaryDump("", "", None, None, DTYPES[0], (), 1, HEADER_SIZE, 4, 0).__dict__
+#: shapes read from headers, one tuple per distinct shape; bounded, cleared when full
+_HEADER_SHAPES: Dict[Tuple[int, ...], Tuple[int, ...]] = {}
 
 
 def write_binary_dump(
