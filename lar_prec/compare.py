@@ -627,20 +627,26 @@ def _same(va: memoryview, vb: memoryview) -> bool:
 # ============================================================================ one var
 
 
+class _Base:
+    """Only its instance dict is used: a key-sharing dict of the base fields, copied per var."""
+
+    def __init__(self) -> None:
+        self.id = self.name = self.opr = self.opr_type = self.dtype = self.shape = self.inputs = self.size = self.index = None
+
+
+_BASE_KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "index")
+#: every job keeps its base fields until its var is compared: a copy of this key-sharing
+#: dict, overwritten key by key, is a third of the size of a dict(...) of them
+_BASE_DICT: Dict[str, object] = _Base().__dict__
+
+
 def _base_fields(da: Optional[BinaryDump], db: Optional[BinaryDump], index: int) -> Dict[str, object]:
     d = da if da is not None else db
     assert d is not None  # internal: at least one side exists
-    return dict(
-        id=d.var.id,
-        name=d.var.name,
-        opr=d.var.owner,
-        opr_type=d.var.opr_type,
-        dtype=d.dtype.name,
-        shape=tuple(d.shape),
-        inputs=d.input_ids,
-        size=d.size,
-        index=index,
-    )
+    v = d.var
+    base = _BASE_DICT.copy()
+    base.update(zip(_BASE_KEYS, (v.id, v.name, v.owner, v.opr_type, d.dtype.name, tuple(d.shape), d.input_ids, d.size, index)))
+    return base
 
 
 def _unravel(flat: int, shape: Tuple[int, ...]) -> Tuple[int, ...]:
