@@ -276,11 +276,13 @@ def _write_json(obj: Any, dest: str) -> None:
 def _dump_json(obj: Any, out: Any) -> None:
     """A report dict as JSON, one top-level key and one list item (a var, a root) per line.
 
-    Streamed item by item (no second copy of a report with tens of thousands of vars), and
-    through json's C encoder, which ``indent`` would turn off: the pure-Python one took
-    longer than comparing 20,000 small vars.
+    Streamed item by item (no second copy of a report with tens of thousands of vars; a
+    value may be an iterator, e.g. ``to_report_json(lazy_vars=True)``'s vars, made as they
+    are written), and through json's C encoder, which ``indent`` would turn off: the
+    pure-Python one took longer than comparing 20,000 small vars.
     """
     import json
+    from collections.abc import Iterator
 
     enc = json.JSONEncoder(allow_nan=False).encode
     out.write("{")
@@ -288,14 +290,22 @@ def _dump_json(obj: Any, out: Any) -> None:
     for k, v in obj.items():
         out.write(sep + " " + enc(k) + ": ")
         sep = ",\n"
-        if isinstance(v, list) and v:
-            out.write("[\n  " + ",\n  ".join(enc(x) for x in v[:1]))
-            for x in v[1:]:
+        if isinstance(v, (list, Iterator)):
+            items = iter(v)
+            first = next(items, _END)
+            if first is _END:
+                out.write("[]")
+                continue
+            out.write("[\n  " + enc(first))
+            for x in items:
                 out.write(",\n  " + enc(x))
             out.write("\n ]")
         else:
             out.write(enc(v))
     out.write("\n}\n")
+
+
+_END = object()
 
 
 @cli.command("compare")
@@ -326,7 +336,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, fm
 
     tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
     if json_out is not None:
-        _write_json(to_report_json(tree, command="compare", extra={"exit_code": int(tree.diverged)}), json_out)
+        _write_json(to_report_json(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True), json_out)
     if json_out != "-":
         if fmt == "csv":
             click.echo(render_csv(tree), nl=False)

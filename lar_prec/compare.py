@@ -274,31 +274,30 @@ class VarDiff:
         return self.status in VALUE_STATUSES or (self.status == "dtype_mismatch" and self.max_err is not None)
 
 
-_VARDIFF_DEFAULTS: Dict[str, object] = {}
+#: the instance dict of a VarDiff built by its __init__ (the first one: field order). It is
+#: key-sharing, and so is a copy of it overwritten key by key, at a third of the size of a
+#: dict filled by update() (1.2 KB): there is one VarDiff per var, tens of thousands of them
+_VARDIFF_DICT: Dict[str, object] = VarDiff(id=0, name="", opr="", opr_type="", dtype="", shape=(), inputs=(), status="").__dict__
+
+
+def _with_dict(template: Dict[str, object], changes: Dict[str, object]) -> VarDiff:
+    new = object.__new__(VarDiff)
+    values = template.copy()
+    values.update(changes.items())  # pairs, not a dict: update() would resize (unshare) it
+    object.__setattr__(new, "__dict__", values)
+    return new
 
 
 def _new_diff(fields: Dict[str, object]) -> VarDiff:
     """``VarDiff(**fields)`` without the generated ``__init__``'s per-field frozen setattr
     (a VarDiff has 30 fields; this is per var); only for fields lar-prec computed itself."""
-    if not _VARDIFF_DEFAULTS:
-        import dataclasses
-
-        for f in dataclasses.fields(VarDiff):
-            if f.default is not dataclasses.MISSING:
-                _VARDIFF_DEFAULTS[f.name] = f.default
-    new = object.__new__(VarDiff)
-    new.__dict__.update(_VARDIFF_DEFAULTS)
-    new.__dict__.update(fields)
-    return new
+    return _with_dict(_VARDIFF_DICT, fields)
 
 
 def _with(d: VarDiff, **changes: object) -> VarDiff:
     """``dataclasses.replace`` for VarDiff without re-running ``__init__`` (ten times faster,
     which matters with tens of thousands of vars); only for fields that need no checking."""
-    new = object.__new__(VarDiff)
-    new.__dict__.update(d.__dict__)
-    new.__dict__.update(changes)
-    return new
+    return _with_dict(d.__dict__, changes)
 
 
 @dataclass(frozen=True)
@@ -719,20 +718,26 @@ def _same(va: memoryview, vb: memoryview) -> bool:
 # ============================================================================ one var
 
 
+class _Base:
+    """Only its instance dict is used: a key-sharing dict of the base fields, copied per var."""
+
+    def __init__(self) -> None:
+        self.id = self.name = self.opr = self.opr_type = self.dtype = self.shape = self.inputs = self.size = self.index = None
+
+
+_BASE_KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "index")
+#: every job keeps its base fields until its var is compared: a copy of this key-sharing
+#: dict, overwritten key by key, is a third of the size of a dict(...) of them
+_BASE_DICT: Dict[str, object] = _Base().__dict__
+
+
 def _base_fields(da: Optional[BinaryDump], db: Optional[BinaryDump], index: int) -> Dict[str, object]:
     d = da if da is not None else db
     assert d is not None  # internal: at least one side exists
-    return dict(
-        id=d.var.id,
-        name=d.var.name,
-        opr=d.var.owner,
-        opr_type=d.var.opr_type,
-        dtype=d.dtype.name,
-        shape=tuple(d.shape),
-        inputs=d.input_ids,
-        size=d.size,
-        index=index,
-    )
+    v = d.var
+    base = _BASE_DICT.copy()
+    base.update(zip(_BASE_KEYS, (v.id, v.name, v.owner, v.opr_type, d.dtype.name, tuple(d.shape), d.input_ids, d.size, index)))
+    return base
 
 
 def _unravel(flat: int, shape: Tuple[int, ...]) -> Tuple[int, ...]:
@@ -1014,8 +1019,13 @@ def _var_job(var_id: int, fa: DumpFolder, fb: DumpFolder, index: int, piece: int
         where = fb.path if da is None else fa.path
         vd = VarDiff(**base, status="missing", only_in=side, note=f"only in {side.upper()} ({where})")  # type: ignore[arg-type]
         return _Job(base, done=vd, nbytes=(da or db).nbytes)  # type: ignore[union-attr]
-    if da.title != db.title and da.var.name != db.var.name:  # same title: same name, B's not parsed
-        base["note"] = f"name differs: B calls it {db.var.name!r}"
+    if da.title != db.title:
+        if da.var.name != db.var.name:  # same title: same name, B's not parsed
+            base["note"] = f"name differs: B calls it {db.var.name!r}"
+    elif db.title is not da.title:
+        # one copy of the (equal) title for both sides: the job keeps both dumps until the
+        # var is compared, and a title is most of a dump's memory
+        object.__setattr__(db, "title", da.title)
     return _plan(da, db, base, piece)
 
 
@@ -1163,7 +1173,8 @@ def _can_fork() -> bool:
 
 
 def _run_shared(
-    fn: Callable[..., object], args: Sequence[tuple], n_forked: int, on_result: Optional[Callable[[int], None]] = None
+    fn: Callable[..., object], args: Sequence[tuple], n_forked: int, on_result: Optional[Callable[[int], None]] = None,
+    sink: Optional[Callable[[int, object], None]] = None,
 ) -> List[object]:
     """``[fn(*a) for a in args]`` on this process and ``n_forked`` forked ones.
 
@@ -1171,7 +1182,9 @@ def _run_shared(
     the back, one at a time under a shared lock, until they meet: every CPU stays busy, the
     load balances itself whatever the task sizes, and only indices and small results cross
     processes (a worker has the task list from the fork). ``on_result(i)`` is called here
-    as results arrive. Errors in a worker are re-raised here.
+    as results arrive; with ``sink``, each result is handed to ``sink(i, result)`` as it
+    arrives instead of being kept (the list returned is then all None). Errors in a worker
+    are re-raised here.
     """
     import multiprocessing
     import queue as _queue
@@ -1209,9 +1222,9 @@ def _run_shared(
             results.join_thread()
 
     out: List[object] = [None] * n
-    have = [False] * n
     procs = [ctx.Process(target=work, daemon=True) for _ in range(n_forked)]
     finished = 0
+    keep: Callable[[int, object], None] = sink if sink is not None else out.__setitem__
 
     def store(item: object, block: bool) -> None:
         nonlocal finished
@@ -1221,7 +1234,7 @@ def _run_shared(
         i, r = item  # type: ignore[misc]
         if isinstance(r, _Failure):
             r.reraise()
-        out[i], have[i] = r, True
+        keep(i, r)
         if on_result is not None:
             on_result(i)
 
@@ -1232,7 +1245,7 @@ def _run_shared(
             i = take(False)
             if i < 0:
                 break
-            out[i], have[i] = fn(*args[i]), True
+            keep(i, fn(*args[i]))
             if on_result is not None:
                 on_result(i)
             while True:  # what the workers finished meanwhile (keeps the pipe from filling)
@@ -1307,46 +1320,77 @@ def compare_folders(
     notes = _folder_notes(fa, fb)
     order = _union_order(fa, fb)
     count_over = fixed.value if fixed is not None else None
-    total = sum((fa[v].nbytes if v in fa else 0) + (fb[v].nbytes if v in fb else 0) for v in order)
+    # one pass reads B's headers and plans every var. The folders forget each header as its
+    # job takes it (tens of thousands of vars: only the jobs hold dumps, until compared),
+    # except those the second pass counts again (auto threshold)
+    plans: List[_Job] = []
+    for i, v in enumerate(order):
+        j = _var_job(v, fa, fb, i, 1 << 62)
+        plans.append(j)
+        if count_over is not None or j.kind not in ("float", "mismatch"):
+            fa.forget(v)
+            fb.forget(v)
+    total = sum(j.nbytes for j in plans)
     n_workers = _workers_for(jobs, total)
-    # big vars are split only to feed several workers
-    piece = PIECE_ELEMENTS if n_workers > 1 else 1 << 62
-    plans = [_var_job(v, fa, fb, i, piece) for i, v in enumerate(order)]
+    if n_workers > 1:
+        # big vars are split only to feed several workers
+        for i, j in enumerate(plans):
+            if j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > PIECE_ELEMENTS:
+                plans[i] = _plan(j.da, j.db, j.base, PIECE_ELEMENTS)
     tasks = [(j, k, chunk_elements, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
-    diffs: List[VarDiff] = []
-    sizes = [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks]
+    diffs: List[Optional[VarDiff]] = [None] * len(plans)
+
+    def finish(i: int, parts: Sequence[object]) -> None:
+        # a compared var keeps only its VarDiff: its job lets go of the dumps (and titles)
+        j = plans[i]
+        diffs[i] = _finish_var(j, parts)
+        j.release()
+
     if n_workers > 1 and _can_fork():
         # byte share of each task, for progress (a var's bytes spread over its pieces)
         share = [t[0].nbytes / len(t[0].pieces) for t in tasks]
-        progress = None
-        if on_progress is not None:
-            seen = [0.0]
+        task_var: List[int] = []
+        for i, j in enumerate(plans):
+            if j.done is not None:
+                finish(i, [])
+            else:
+                task_var.extend([i] * len(j.pieces))
+        parts: Dict[int, List[object]] = {}
+        seen = [0.0]
 
-            def progress(i: int) -> None:
-                seen[0] += share[i]
-                on_progress(int(seen[0]), total)  # type: ignore[misc]
+        def arrived(t: int, r: object) -> None:
+            # a var is finished as soon as all its pieces are in, whichever process ran them
+            i = task_var[t]
+            got = parts.setdefault(i, [])
+            got.append((t, r))
+            if len(got) == len(plans[i].pieces):
+                del parts[i]
+                got.sort(key=lambda x: x[0])
+                finish(i, [x[1] for x in got])
+            if on_progress is not None:
+                seen[0] += share[t]
+                on_progress(int(seen[0]), total)
 
         with _QUIET:
-            got = _run_shared(_run_piece_task, tasks, n_workers - 1, progress)
-        results: Iterator[object] = iter(got)
-        for j in plans:
-            parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
-            diffs.append(_finish_var(j, parts))
+            _run_shared(_run_piece_task, tasks, n_workers - 1, sink=arrived)
         if on_progress is not None:
             on_progress(total, total)
     else:
         done = 0
+        sizes = [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks]
         with _Workers(n_workers) as workers, _QUIET:
             results = workers.map(_run_piece_task, tasks, sizes)
-            for j in plans:
-                parts = [next(results) for _ in range(len(j.pieces) if j.done is None else 0)]
-                diffs.append(_finish_var(j, parts))
+            for i, j in enumerate(plans):
+                n = len(j.pieces) if j.done is None else 0
                 done += j.nbytes
+                finish(i, [next(results) for _ in range(n)])
                 if on_progress is not None:
                     on_progress(done, total)
-    thr = fixed if fixed is not None else choose_threshold(diffs)
-    judged = apply_threshold(diffs, thr)
-    judged = _recount(fa.path, fb.path, judged, chunk_elements, folders=(fa, fb), jobs=n_workers)
+    thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
+    # judged in place: one list of VarDiffs, not two
+    for i, d in enumerate(diffs):
+        diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+    judged = _recount(fa.path, fb.path, diffs, chunk_elements, folders=(fa, fb), jobs=n_workers)  # type: ignore[arg-type]
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes), chunk_elements=chunk_elements)
 
 
@@ -1431,39 +1475,38 @@ def _infer_dtype(arr: np.ndarray) -> DType:
 def apply_threshold(diffs: Sequence[VarDiff], thr: Threshold) -> List[VarDiff]:
     """Set ``status``, ``threshold`` (and ``n_over`` where it is known without reading) of
     every value-compared var from ``thr``. Structural statuses are kept."""
-    out = []
-    for d in diffs:
-        if d.status in ("missing", "shape_mismatch"):
-            out.append(d)
-            continue
-        if d.status == "dtype_mismatch":
-            out.append(_with(d, threshold=thr.for_var(d.dtype, d.scale) if d.max_err is not None else None))
-            continue
-        dt = _dt_or_none(d.dtype)
-        if dt is not None and not _float_kind(dt):
-            # exact types: any differing element diverges, whatever the float threshold
-            status = "divergent" if (d.n_diff or 0) > 0 else "ok"
-            if d.n_nonfinite:
-                status = "nonfinite"
-            out.append(_with(d, status=status, threshold=0.0, n_over=d.n_diff))
-            continue
-        t = thr.for_var(d.dtype, d.scale)
-        # compared like compare_binary_iodump's `err > max_err`: in float32
-        t32 = float(np.float32(t))
-        status = "ok"
+    return [_judge(d, thr) for d in diffs]
+
+
+def _judge(d: VarDiff, thr: Threshold) -> VarDiff:
+    """:func:`apply_threshold` for one var."""
+    if d.status in ("missing", "shape_mismatch"):
+        return d
+    if d.status == "dtype_mismatch":
+        return _with(d, threshold=thr.for_var(d.dtype, d.scale) if d.max_err is not None else None)
+    dt = _dt_or_none(d.dtype)
+    if dt is not None and not _float_kind(dt):
+        # exact types: any differing element diverges, whatever the float threshold
+        status = "divergent" if (d.n_diff or 0) > 0 else "ok"
         if d.n_nonfinite:
             status = "nonfinite"
-        elif d.max_err is not None and d.max_err > t32:
-            status = "divergent"
+        return _with(d, status=status, threshold=0.0, n_over=d.n_diff)
+    t = thr.for_var(d.dtype, d.scale)
+    # compared like compare_binary_iodump's `err > max_err`: in float32
+    t32 = float(np.float32(t))
+    status = "ok"
+    if d.n_nonfinite:
+        status = "nonfinite"
+    elif d.max_err is not None and d.max_err > t32:
+        status = "divergent"
+    n_over = d.n_over
+    if d.max_err is None or d.max_err <= t32:
+        n_over = 0
+    elif d.n_over is not None and d.threshold == t:
         n_over = d.n_over
-        if d.max_err is None or d.max_err <= t32:
-            n_over = 0
-        elif d.n_over is not None and d.threshold == t:
-            n_over = d.n_over
-        else:
-            n_over = None  # needs a recount from the files
-        out.append(_with(d, status=status, threshold=t, n_over=n_over))
-    return out
+    else:
+        n_over = None  # needs a recount from the files
+    return _with(d, status=status, threshold=t, n_over=n_over)
 
 
 def _dt_or_none(name: str) -> Optional[DType]:
@@ -1748,6 +1791,11 @@ class _Job:
     kind: str = ""  # "float" | "exact" | "mismatch" | "raw"
     pieces: Tuple[Tuple[int, int], ...] = ()
     nbytes: int = 0
+
+    def release(self) -> None:
+        """Let go of the dumps and fields once the var is finished (its pieces stay)."""
+        self.base = {}
+        self.done = self.da = self.db = None
 
 
 def _plan(da: BinaryDump, db: BinaryDump, base: Dict[str, object], piece: int) -> _Job:

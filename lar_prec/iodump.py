@@ -310,6 +310,8 @@ _FAST_NEXT = re.compile(_FAST_INFO + r"(?=\Z| \d+=\{id:)", re.DOTALL)
 _SHAPES: Dict[str, Tuple[int, ...]] = {}
 _VARINFO_FIELDS = ("id", "name", "owner", "opr_type", "opr_id", "dtype", "shape", "layout", "slot",
                    "comp_node", "storage", "shape_infer", "value_infer")
+#: the instance dict of a VarInfo built by its __init__ (key-sharing), copied per block
+_VARINFO_DICT: Dict[str, object] = VarInfo(0, "", "", "", None, "", (), None, 0, "", "s").__dict__
 
 
 def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarInfo, int]]:
@@ -327,12 +329,16 @@ def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarI
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
     # (a third of the cost of a block); nothing to check: the regex matched every field
     info = object.__new__(VarInfo)
+    # a copy of a key-sharing instance dict, overwritten key by key, stays key-sharing: a
+    # third of the size of a dict filled by update() (a folder keeps one VarInfo per var)
+    values = _VARINFO_DICT.copy()
     # layouts, dtypes, operator types and comp nodes repeat across a model: one copy each
     intern = sys.intern
-    info.__dict__.update(zip(_VARINFO_FIELDS, (
+    values.update(zip(_VARINFO_FIELDS, (  # pairs, not a dict: update() would resize (unshare) it
         int(vid), name, owner, intern(opr_type), int(mid.group(1)) if mid else None, intern(dtype), shape,
         intern(text) if kind == "layout" else None, int(slot), intern(cn), intern(storage), int(si), int(vi),
     )))
+    object.__setattr__(info, "__dict__", values)
     return info, m.end()
 
 
@@ -849,20 +855,24 @@ def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[i
                 found_k = "no 'inp<k>: ' prefix" if input_index is None else f"'inp{input_index}: '"
                 raise _header_error(where, HEADER_SIZE, f"title prefix 'inp{k}: ' for a file named {name}", found_k)
             input_of = file_id
-    return BinaryDump(
-        file=file,
-        title=title,
-        input_of=input_of,
-        input_index=input_index,
-        dtype=dt,
-        shape=shape,
-        size=size,
-        data_offset=data_offset,
-        nbytes=nbytes,
-        var_id=var_id,
-        _var=var,
-        _inputs=inputs,
-    )
+    # equal shapes share one tuple (both folders of a pair, and layers of a model)
+    shape = _HEADER_SHAPES.setdefault(shape, shape)
+    if len(_HEADER_SHAPES) > 4096:
+        _HEADER_SHAPES.clear()
+    # BinaryDump(...) without its per-field frozen setattr (a quarter of reading a small
+    # dump), as for VarInfo: a copy of a key-sharing instance dict, overwritten key by key
+    d = object.__new__(BinaryDump)
+    values = _DUMP_DICT.copy()
+    values.update(zip(_DUMP_FIELDS, (file, title, input_of, input_index, dt, shape, size, data_offset, nbytes, var_id, var, inputs)))
+    object.__setattr__(d, "__dict__", values)
+    return d
+
+
+_DUMP_FIELDS = ("file", "title", "input_of", "input_index", "dtype", "shape", "size", "data_offset", "nbytes", "var_id", "_var", "_inputs")
+#: the instance dict of a BinaryDump built by its __init__ (key-sharing), copied per file
+_DUMP_DICT: Dict[str, object] = BinaryDump("", "", None, None, DTYPES[0], (), 1, HEADER_SIZE, 4, 0).__dict__
+#: shapes read from headers, one tuple per distinct shape; bounded, cleared when full
+_HEADER_SHAPES: Dict[Tuple[int, ...], Tuple[int, ...]] = {}
 
 
 def write_binary_dump(
@@ -1039,6 +1049,11 @@ class DumpFolder:
     def __iter__(self) -> Iterator[BinaryDump]:
         for vid in self.ids:
             yield self[vid]
+
+    def forget(self, var_id: int) -> None:
+        """Drop the cached header and title of ``var_id`` (read again on next access): a
+        caller that goes once through tens of thousands of vars need not keep them all."""
+        self._cache.pop(var_id, None)
 
     def paths(self) -> Dict[int, Path]:
         """Var id -> main dump file, without reading any file."""

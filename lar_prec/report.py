@@ -789,6 +789,7 @@ def to_report_json(
     command: str = "compare",
     runs: Sequence[Mapping[str, Any]] = (),
     extra: Optional[Mapping[str, Any]] = None,
+    lazy_vars: bool = False,
 ) -> Dict[str, Any]:
     """The ``lar-prec.report/1`` object of design.md for a tree (or a comparison).
 
@@ -798,6 +799,9 @@ def to_report_json(
         runs: the load_and_run runs, each with ``label``, ``dir``, ``argv``, ``returncode``,
             ``seconds`` (empty for ``compare``).
         extra: more top-level fields.
+        lazy_vars: ``vars`` is an iterator that makes each var's dict as it is consumed,
+            for a writer that streams them (with tens of thousands of vars, the list of
+            dicts would be the biggest object of the command); not for ``json.dumps``.
 
     Returns:
         A dict ready for ``json.dumps`` (no NaN/Infinity anywhere).
@@ -817,7 +821,7 @@ def to_report_json(
         "schema": "lar-prec.report/1",
         "command": command,
         "threshold": tj,
-        "vars": [_var_json(d) for d in tree.diffs],
+        "vars": map(_var_json, tree.diffs) if lazy_vars else [_var_json(d) for d in tree.diffs],
         "roots": [_root_json(r) for r in tree.roots()],
         "runs": [dict(r) for r in runs],
         "counts": tree.counts(),
