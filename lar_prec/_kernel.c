@@ -186,11 +186,28 @@ static void kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, i
 }
 
 /* The first index holding the largest error: one more pass, but only over a chunk whose
- * largest error beats the var's so far, which after the first few chunks is rare. */
-static Py_ssize_t first_at(const float *a, const float *b, Py_ssize_t n, float e) {
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (err1(a[i], b[i]) == e) return i;
-    return 0; /* not reached: e came from these values */
+ * largest error beats the var's so far, which after the first few chunks is rare. The same
+ * vector arithmetic as the loop, so the same float32 values. */
+CLONES
+static Py_ssize_t first_at(const float *a, const float *b, Py_ssize_t n, float target) {
+    const v8sf zero = {0}, one = zero + 1.0f;
+    Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
+    for (; i < nv; i += 8) {
+        v8sf va, vb;
+        memcpy(&va, a + i, 32);
+        memcpy(&vb, b + i, 32);
+        v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
+        v8sf m = sel(aa_ > ab_, aa_, ab_);
+        v8si hit = sel(m >= one, d / m, d) == target;
+        int64_t any[4];
+        memcpy(any, &hit, 32);
+        if (any[0] | any[1] | any[2] | any[3])
+            for (int k = 0; k < 8; k++)
+                if (hit[k]) return i + k;
+    }
+    for (; i < n; i++)
+        if (err1(a[i], b[i]) == target) return i;
+    return 0; /* not reached: target came from these values */
 }
 
 PyDoc_STRVAR(float32_doc,
