@@ -25,7 +25,6 @@ Byte and quantized vars compare exactly (quantized raw integers carry ``scale_un
 """
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import mmap
@@ -1277,15 +1276,8 @@ def _run_shared(
             on_result(i)
 
     try:
-        # objects made so far are the workers' read-only inputs: frozen, the workers' garbage
-        # collector leaves them alone instead of writing to every one, which would copy every
-        # page of this process into each worker (20,000 vars: +45 MB per worker)
-        gc.freeze()
-        try:
-            for p in procs:
-                p.start()
-        finally:
-            gc.unfreeze()
+        for p in procs:
+            p.start()
         while True:
             i = take(False)
             if i < 0:
