@@ -8,6 +8,7 @@ numpy and against MegEngine's compare_binary_iodump.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -205,3 +206,15 @@ def test_kernel_max_err_is_megengines_float32_error():
         r = C._KERNEL.float32(a, b, True, None, -1.0)
         assert r[0] == float(err.max()) and r[1] == int(err.argmax())
         assert not math.isnan(r[2])
+
+
+def test_version_says_which_compare_path_runs():
+    argv = [sys.executable, "-m", "lar_prec", "--version"]
+    on = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60,
+                        env={**os.environ, "LAR_PREC_NO_KERNEL": "0"})
+    off = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "LAR_PREC_NO_KERNEL": "1"})
+    assert on.returncode == 0 and off.returncode == 0
+    built = importlib.util.find_spec("lar_prec._kernel") is not None
+    assert ("(compare: C kernel)" in on.stdout) == built, on.stdout
+    assert "numpy path: LAR_PREC_NO_KERNEL is set" in off.stdout
