@@ -690,7 +690,13 @@ def _map(fd: int, d: BinaryDump, k: int, e0: int, e1: int) -> memoryview:
     if size < hi:
         raise DumpFormatError(d.file, None, f"a file of at least {hi} bytes", f"{size} bytes (cut short while being read?)")
     base = lo - lo % mmap.ALLOCATIONGRANULARITY
-    m = mmap.mmap(fd, hi - base, mmap.MAP_SHARED, mmap.PROT_READ, offset=base)
+    try:
+        m = mmap.mmap(fd, hi - base, mmap.MAP_SHARED, mmap.PROT_READ, offset=base)
+    except OSError:
+        # a file system that cannot map files (some FUSE mounts): read the window instead
+        buf = memoryview(bytearray(hi - lo))
+        _read_exact(fd, buf, lo, d.file)
+        return buf
     return memoryview(m)[lo - base :]
 
 

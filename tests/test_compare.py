@@ -574,3 +574,29 @@ def test_real_int_and_quantized_cases(real_pairs, tmp_path):
     d = compare_folders(naive, bad)[bvar.id]
     assert d.status == "divergent" and d.n_diff == 1
     assert d.worst_index == tuple(int(i) for i in np.unravel_index(3, vals.shape))
+
+
+# ============================================================================ reading
+
+
+def test_long_vars_are_read_window_by_window_and_without_mmap(tmp_path, monkeypatch):
+    """A var longer than a chunk is memory-mapped a window at a time; where mapping fails
+    (file systems without mmap) the same windows are read instead, with the same results."""
+    import lar_prec.compare as C
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(10_007).astype(np.float32)
+    b = (a * (1 + 1e-4 * rng.standard_normal(a.size))).astype(np.float32)
+    b[9_999] = 7.0
+    da, db = pair(tmp_path, a, b)
+    monkeypatch.setattr(C, "WINDOW_BYTES", 4096)  # several windows, and chunks across them
+    mapped = compare_folders(da, db, chunk_elements=300, threshold=1e-3)[3]
+    assert mapped.worst_index == (9_999,) and mapped.max_err == float(mge_err(a, b).max())
+
+    def no_mmap(*_a, **_k):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(C.mmap, "mmap", no_mmap)
+    read = compare_folders(da, db, chunk_elements=300, threshold=1e-3)[3]
+    assert read == mapped
+
