@@ -440,6 +440,15 @@ def bench_startup(tiny: Optional[PairInfo], repeat: int, have_lar: bool) -> Sect
     checks = {"--help": LAR + ["--help"]}
     if have_lar and tiny is not None:
         checks["compare"] = LAR + ["compare", tiny.dir_a, tiny.dir_b, "--threshold", THRESHOLD]
+        # the fixed cost of any compare (interpreter, imports, indexing, report) on a pair of a
+        # few vars: what the whole-process GB/s of section 1 pays once
+        tiny_argv = checks["compare"] + ["--json", os.devnull]
+        run_proc(tiny_argv)  # warm-up
+        tsecs = [run_proc(tiny_argv).seconds for _ in range(max(3, repeat))]
+        s.data["tiny_compare_seconds"] = tsecs
+        s.data["tiny_compare_median_s"] = _median(tsecs)
+        s.data["tiny_bytes"] = tiny.total_bytes
+        s.data["tiny_vars"] = tiny.n_vars
     imported: Dict[str, List[str]] = {}
     for label, argv in checks.items():
         p = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -844,6 +853,16 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     if d is not None:
         L.append(f"- `lar-prec --help`: median {d['help_median_s']:.3f} s over {len(d['help_seconds'])} runs "
                  f"({', '.join(f'{x:.3f}' for x in d['help_seconds'])}).")
+        if d.get("tiny_compare_median_s") is not None:
+            L.append(f"- `lar-prec compare --json` on a pair of {d['tiny_vars']} vars ({_fmt_bytes(d['tiny_bytes'])}): median "
+                     f"{d['tiny_compare_median_s']:.3f} s ({', '.join(f'{x:.3f}' for x in d['tiny_compare_seconds'])}): the fixed "
+                     "cost (interpreter, numpy and lar-prec imports, indexing, report) every compare pays once.")
+            cmp_ = sections.get("compare")
+            lar = cmp_.data.get("lar-prec") if cmp_ is not None and cmp_.available else None
+            pair = pairs.get("main")
+            if lar and lar.get("median_s") and pair is not None and lar["median_s"] > d["tiny_compare_median_s"]:
+                rate = pair.total_bytes / 1e9 / (lar["median_s"] - d["tiny_compare_median_s"])
+                L.append(f"- Section 1's main pair without that fixed cost: {rate:.2f} GB/s (the target counts the whole process).")
         for label, mods in d["megengine_imported_by"].items():
             L.append(f"- `lar-prec {label}` with PYTHONPROFILEIMPORTTIME=1 (exit code {d['import_check_rc'][label]}): "
                      + ("no megengine module imported." if not mods else f"imports {', '.join(mods)}."))
