@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
+from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
 from lar_prec.iodump import DTYPES, BinaryDump, DType, DumpFolder, dtype_by_name
@@ -86,8 +86,6 @@ _FLOAT_NAMES = ("Float32", "Float16", "BFloat16")
 _EPS = {"Float32": 2.0**-23, "Float16": 2.0**-10, "BFloat16": 2.0**-7}
 #: auto-threshold bands in units of the dtype's eps (docs/threshold.md explains the numbers)
 AUTO_BAND_EPS = {"Float32": (32.0, 80.0), "Float16": (2.0, 8.0), "BFloat16": (2.0, 8.0)}
-_INT32_MIN = np.int32(-(2**31))
-_INT16_MIN = np.int16(-(2**15))
 
 
 def _float_kind(dt: DType) -> bool:
@@ -373,9 +371,29 @@ class _Scratch:
     def __init__(self, n: int) -> None:
         self.n = n
         self._raw: Dict[Tuple[int, int], Tuple[bytearray, bytearray]] = {}
-        self.f = [np.empty(n, np.float32) for _ in range(4)]
-        self.i = [np.empty(n, np.int32)]
-        self.d = [np.empty(n, np.float64) for _ in range(2)]
+        self._arrays: Optional[Tuple[List[np.ndarray], List[np.ndarray], List[np.ndarray]]] = None
+
+    def _make(self) -> Tuple[List[np.ndarray], List[np.ndarray], List[np.ndarray]]:
+        # on first use: the C kernel's float32 path needs no numpy arrays (nor numpy)
+        n = self.n
+        self._arrays = ([np.empty(n, np.float32) for _ in range(4)], [np.empty(n, np.int32)],
+                        [np.empty(n, np.float64) for _ in range(2)])
+        return self._arrays
+
+    @property
+    def f(self) -> List[np.ndarray]:
+        """Four float32 work arrays."""
+        return (self._arrays or self._make())[0]
+
+    @property
+    def i(self) -> List[np.ndarray]:
+        """One int32 work array."""
+        return (self._arrays or self._make())[1]
+
+    @property
+    def d(self) -> List[np.ndarray]:
+        """Two float64 work arrays."""
+        return (self._arrays or self._make())[2]
 
     def raw(self, ka: int, kb: int) -> Tuple[bytearray, bytearray]:
         """Byte buffers holding one full chunk of items of ``ka`` and ``kb`` bytes."""
@@ -525,7 +543,7 @@ def _float_chunk(acc: _Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
     acc.max_abs = max(acc.max_abs, float(D.max()))
     if rel == rel:
         acc.max_rel = max(acc.max_rel, rel)
-    acc.sum_abs += float(np.add.reduce(D))
+    acc.sum_abs += float(np.add.reduce(D, dtype=np.float64))  # float32 sums overflow near FLT_MAX
     acc.aa += aa
     acc.ad += ad
     acc.dd += dd
