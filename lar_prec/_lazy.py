@@ -17,6 +17,9 @@ class LazyModule(ModuleType):
         target = self.__dict__.get("_lazy_target")
         if target is None:
             target = importlib.import_module(self.__name__)
+            # the module's names become this one's: later lookups are plain dict hits, not a
+            # call of this method (hot loops use np.* per chunk and per var)
+            self.__dict__.update({k: v for k, v in vars(target).items() if k not in ("__name__", "__spec__", "__loader__")})
             self.__dict__["_lazy_target"] = target
         return getattr(target, attr)
 

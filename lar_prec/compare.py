@@ -606,12 +606,14 @@ def _float32_kernel_range(acc: _Acc, da: BinaryDump, db: BinaryDump, start: int,
                 _kernel_add(acc, r, len(va) // 4, pos, va.cast("f"), vb.cast("f"))
                 acc.ulp_update(r[10])
                 continue
-        # identical bytes, or NaN/Inf somewhere: as on the numpy path
-        a, b, ia, ib = _float_views(va, vb, "Float32", s)
-        if same:
-            _identical_chunk(acc, a, pos, s, ulp=True)
-        else:
-            _mixed_chunk(acc, a, b, ia, ib, pos, s, 1)
+        # identical bytes, or NaN/Inf somewhere: as on the numpy path (the only numpy here:
+        # a worker comparing float32 vars need not import it)
+        with _QUIET:
+            a, b, ia, ib = _float_views(va, vb, "Float32", s)
+            if same:
+                _identical_chunk(acc, a, pos, s, ulp=True)
+            else:
+                _mixed_chunk(acc, a, b, ia, ib, pos, s, 1)
     return acc
 
 
@@ -918,9 +920,9 @@ def _float_range(da: BinaryDump, db: BinaryDump, start: int, end: int, chunk: in
     name = da.dtype.name
     itemsize = 2 if name in ("Float16", "BFloat16") else 4
     ulp_div = 1 << 16 if name == "BFloat16" else 1
+    if name == "Float32" and _KERNEL is not None:
+        return _float32_kernel_range(acc, da, db, start, end, chunk, s)
     with _QUIET:
-        if name == "Float32" and _KERNEL is not None:
-            return _float32_kernel_range(acc, da, db, start, end, chunk, s)
         for pos, va, vb in _pair_chunks(da, db, itemsize, itemsize, start, end, chunk, s):
             a, b, ia, ib = _float_views(va, vb, name, s)
             if _same(va, vb):
@@ -1244,10 +1246,11 @@ def _run_shared(
     out: List[object] = [None] * n
     keep: Callable[[int, object], None] = sink if sink is not None else out.__setitem__
     if n_forked == 0:
-        for i, a in enumerate(args):
-            keep(i, fn(*a))
-            if on_result is not None:
-                on_result(i)
+        with _QUIET:  # once, not per task
+            for i, a in enumerate(args):
+                keep(i, fn(*a))
+                if on_result is not None:
+                    on_result(i)
         return out
 
     import multiprocessing
@@ -1273,7 +1276,6 @@ def _run_shared(
 
     def work() -> None:
         try:
-            _QUIET.__enter__()  # once for all its tasks (the process ends after them)
             while True:
                 i = take(True)
                 if i < 0:
@@ -1286,6 +1288,7 @@ def _run_shared(
 
     procs = [ctx.Process(target=work, daemon=True) for _ in range(n_forked)]
     finished = 0
+    quiet = False
 
     def store(item: object, block: bool) -> None:
         nonlocal finished
@@ -1302,6 +1305,10 @@ def _run_shared(
     try:
         for p in procs:
             p.start()
+        # numpy's error state (and with it numpy, if the tasks have not needed it yet) only
+        # now: the worker already runs while this process imports it
+        _QUIET.__enter__()
+        quiet = True
         while True:
             i = take(False)
             if i < 0:
@@ -1317,6 +1324,8 @@ def _run_shared(
         while finished < len(procs):
             store(results.get(), True)
     finally:
+        if quiet:
+            _QUIET.__exit__()
         for p in procs:
             if p.is_alive() and finished < len(procs):
                 p.terminate()
@@ -1435,13 +1444,18 @@ def compare_folders(
         # workers take the big pieces, this process the small ones (and big ones from the
         # back): a worker that touched the jobs of thousands of small vars would copy most
         # of this process's pages (20,000 small vars: 150 MB for the two, not 90) for no gain
+        # With the C kernel, workers take only float32 pieces, which need no numpy: forked
+        # before this process imports numpy, they work while it does, and never import it.
         sizes = [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks]
-        order = [t for t in range(len(tasks)) if sizes[t] >= SMALL_TASK_ELEMENTS]
+        if _KERNEL is None:
+            np.seterr  # import numpy before the fork: the workers need it and inherit it
+        forked = [sizes[t] >= SMALL_TASK_ELEMENTS and (_KERNEL is None or (tasks[t][0].kind == "float" and tasks[t][0].da.dtype.name == "Float32"))
+                  for t in range(len(tasks))]
+        order = [t for t in range(len(tasks)) if forked[t]]
         n_big = len(order)
-        order += [t for t in range(len(tasks)) if sizes[t] < SMALL_TASK_ELEMENTS]
-        with _QUIET:
-            _run_shared(_run_piece_task, [tasks[t] for t in order], n_workers - 1 if n_big else 0,
-                        sink=lambda k, r: arrived(order[k], r), forked_limit=n_big)
+        order += [t for t in range(len(tasks)) if not forked[t]]
+        _run_shared(_run_piece_task, [tasks[t] for t in order], n_workers - 1 if n_big else 0,
+                    sink=lambda k, r: arrived(order[k], r), forked_limit=n_big)
         if on_progress is not None:
             on_progress(total, total)
     else:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-import numpy as np
+from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
 
@@ -72,16 +72,28 @@ _HEADER = struct.Struct("<10I")
 class DType:
     """One ``DTypeEnum`` entry of MegDNN (``load_and_run.md`` 3.4).
 
-    ``storage`` is the numpy dtype of the raw bytes in a dump, or ``None`` for sub-byte
-    types that numpy cannot address. ``bits`` is the size of one element in bits, used to
-    check a file's data size even when the values cannot be decoded.
+    ``storage`` is the numpy dtype of the raw bytes in a dump (``storage_str``, e.g. ``"<f4"``),
+    or ``None`` for sub-byte types that numpy cannot address. ``bits`` is the size of one
+    element in bits, used to check a file's data size even when the values cannot be decoded.
     """
 
     code: int
     name: str
-    storage: Optional[np.dtype]
+    storage_str: Optional[str]
     kind: str  # "float" | "int" | "bool" | "quantized" | "byte" | "lowbit" | "complex"
     bits: int = 0
+
+    @property
+    def storage(self) -> Optional[np.dtype]:
+        """The numpy dtype of the raw bytes, or None (sub-byte types). Made on first use:
+        indexing and planning a comparison need no numpy, which `lar-prec compare` then
+        imports while its worker already compares (start-up time)."""
+        if self.storage_str is None:
+            return None
+        d = _STORAGE.get(self.storage_str)
+        if d is None:
+            d = _STORAGE[self.storage_str] = np.dtype(self.storage_str)
+        return d
 
     @property
     def is_quantized(self) -> bool:
@@ -92,7 +104,7 @@ class DType:
     @property
     def decodable(self) -> bool:
         """True when :meth:`BinaryDump.array` can turn the bytes into a numpy array."""
-        return self.storage is not None
+        return self.storage_str is not None
 
     def value_dtype(self) -> np.dtype:
         """The dtype of :meth:`BinaryDump.array`: float32 for BFloat16, else ``storage``.
@@ -111,8 +123,11 @@ class DType:
         return (size * self.bits + 7) // 8
 
 
+_STORAGE: Dict[str, "np.dtype"] = {}
+
+
 def _dt(code: int, name: str, storage: Optional[str], kind: str, bits: int) -> DType:
-    return DType(code, name, None if storage is None else np.dtype(storage), kind, bits)
+    return DType(code, name, storage, kind, bits)
 
 
 #: every ``DTypeEnum`` value of MegDNN (dnn/include/megdnn/dtype.h), by code
@@ -146,18 +161,8 @@ DTYPES: Dict[int, DType] = {
 }
 _DTYPES_BY_NAME: Dict[str, DType] = {d.name.lower(): d for d in DTYPES.values()}
 
-# numpy dtype -> the DTypeEnum code a writer uses when the caller gives no dtype
-_NUMPY_TO_CODE = {
-    np.dtype(np.float32): 0,
-    np.dtype(np.uint8): 1,
-    np.dtype(np.int8): 2,
-    np.dtype(np.int16): 3,
-    np.dtype(np.int32): 4,
-    np.dtype(np.float16): 9,
-    np.dtype(np.bool_): 12,
-    np.dtype(np.uint16): 13,
-    np.dtype(np.complex64): 14,
-}
+# numpy dtype (its .str) -> the DTypeEnum code a writer uses when the caller gives no dtype
+_NUMPY_TO_CODE = {"<f4": 0, "|u1": 1, "|i1": 2, "<i2": 3, "<i4": 4, "<f2": 9, "|b1": 12, "<u2": 13, "<c8": 14}
 
 
 def dtype_by_name(name: str) -> DType:
@@ -903,7 +908,7 @@ def write_binary_dump(
     p = Path(path)
     arr = np.asarray(array)
     if dtype is None:
-        code = _NUMPY_TO_CODE.get(arr.dtype)
+        code = _NUMPY_TO_CODE.get(arr.dtype.str)
         if code is None:
             raise UsageError(f"no MegDNN dtype for numpy {arr.dtype}; pass dtype= explicitly")
         dt = DTYPES[code]
