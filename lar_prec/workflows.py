@@ -61,7 +61,8 @@ CAUSE_NEITHER = ("neither algorithm choice nor a non-reproducible kernel: "
 SHAKE_CONFIGS = ("default", "reproducible", "fast-run")
 
 
-_ANALYSIS_MODULES = ("lar_prec.compare", "lar_prec.vartree", "lar_prec.report", "rich.console", "rich.table")
+#: numpy by name: lar_prec.compare and iodump import it only on first use
+_ANALYSIS_MODULES = ("numpy", "lar_prec.compare", "lar_prec.vartree", "lar_prec.report", "rich.console", "rich.table")
 
 
 _prefetch_started = threading.Event()
