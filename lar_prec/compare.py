@@ -1448,7 +1448,7 @@ def compare_folders(
         # before this process imports numpy, they work while it does, and never import it.
         sizes = [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks]
         if _KERNEL is None:
-            np.seterr  # import numpy before the fork: the workers need it and inherit it
+            import numpy  # noqa: F401  # before the fork: the workers need it and inherit it
         forked = [sizes[t] >= SMALL_TASK_ELEMENTS and (_KERNEL is None or (tasks[t][0].kind == "float" and tasks[t][0].da.dtype.name == "Float32"))
                   for t in range(len(tasks))]
         order = [t for t in range(len(tasks)) if forked[t]]
