@@ -126,37 +126,33 @@ class DType:
 _STORAGE: Dict[str, "np.dtype"] = {}
 
 
-def _dt(code: int, name: str, storage: Optional[str], kind: str, bits: int) -> DType:
-    return DType(code, name, storage, kind, bits)
-
-
 #: every ``DTypeEnum`` value of MegDNN (dnn/include/megdnn/dtype.h), by code
 DTYPES: Dict[int, DType] = {
     d.code: d
     for d in (
-        _dt(0, "Float32", "<f4", "float", 32),
-        _dt(1, "Uint8", "u1", "int", 8),
-        _dt(2, "Int8", "i1", "int", 8),
-        _dt(3, "Int16", "<i2", "int", 16),
-        _dt(4, "Int32", "<i4", "int", 32),
-        _dt(5, "IntB1", None, "lowbit", 1),
-        _dt(6, "IntB2", None, "lowbit", 2),
-        _dt(7, "IntB4", None, "lowbit", 4),
-        _dt(8, "Byte", "u1", "byte", 8),
-        _dt(9, "Float16", "<f2", "float", 16),
-        _dt(10, "UintB4", None, "lowbit", 4),
+        DType(0, "Float32", "<f4", "float", 32),
+        DType(1, "Uint8", "u1", "int", 8),
+        DType(2, "Int8", "i1", "int", 8),
+        DType(3, "Int16", "<i2", "int", 16),
+        DType(4, "Int32", "<i4", "int", 32),
+        DType(5, "IntB1", None, "lowbit", 1),
+        DType(6, "IntB2", None, "lowbit", 2),
+        DType(7, "IntB4", None, "lowbit", 4),
+        DType(8, "Byte", "u1", "byte", 8),
+        DType(9, "Float16", "<f2", "float", 16),
+        DType(10, "UintB4", None, "lowbit", 4),
         # raw bf16 bits; BinaryDump.array() widens them to float32
-        _dt(11, "BFloat16", "<u2", "float", 16),
-        _dt(12, "Bool", "?", "bool", 8),
-        _dt(13, "Uint16", "<u2", "int", 16),
-        _dt(14, "Complex64", "<c8", "complex", 64),
-        _dt(100000, "Quantized8Asymm", "u1", "quantized", 8),
-        _dt(100001, "QuantizedS32", "<i4", "quantized", 32),
-        _dt(100002, "QuantizedS8", "i1", "quantized", 8),
-        _dt(100003, "Quantized4Asymm", None, "lowbit", 4),
-        _dt(100004, "QuantizedS4", None, "lowbit", 4),
-        _dt(100005, "QuantizedS16", "<i2", "quantized", 16),
-        _dt(100006, "QuantizedS1", None, "lowbit", 1),
+        DType(11, "BFloat16", "<u2", "float", 16),
+        DType(12, "Bool", "?", "bool", 8),
+        DType(13, "Uint16", "<u2", "int", 16),
+        DType(14, "Complex64", "<c8", "complex", 64),
+        DType(100000, "Quantized8Asymm", "u1", "quantized", 8),
+        DType(100001, "QuantizedS32", "<i4", "quantized", 32),
+        DType(100002, "QuantizedS8", "i1", "quantized", 8),
+        DType(100003, "Quantized4Asymm", None, "lowbit", 4),
+        DType(100004, "QuantizedS4", None, "lowbit", 4),
+        DType(100005, "QuantizedS16", "<i2", "quantized", 16),
+        DType(100006, "QuantizedS1", None, "lowbit", 1),
     )
 }
 _DTYPES_BY_NAME: Dict[str, DType] = {d.name.lower(): d for d in DTYPES.values()}
