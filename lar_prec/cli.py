@@ -36,22 +36,11 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _kernel_state() -> str:
-    """Which compare path runs here, for --version (importing the kernel needs no numpy)."""
-    import os
-
-    if os.environ.get("LAR_PREC_NO_KERNEL", "") not in ("", "0"):
-        return "numpy path: LAR_PREC_NO_KERNEL is set"
-    try:
-        import lar_prec._kernel  # noqa: F401
-    except ImportError:
-        return "numpy path: the C kernel was not built"
-    return "C kernel"
-
-
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(f"lar-prec {__version__} (compare: {_kernel_state()})")
+        from lar_prec.compare import kernel_state  # imports no numpy
+
+        click.echo(f"lar-prec {__version__} (compare: {kernel_state()})")
         ctx.exit()
 
 

@@ -43,11 +43,15 @@ from lar_prec.iodump import DTYPES, BinaryDump, DType, DumpFolder, dtype_by_name
 log = logging.getLogger(__name__)
 
 
+def _kernel_off() -> bool:
+    return os.environ.get("LAR_PREC_NO_KERNEL", "") not in ("", "0")
+
+
 def _load_kernel() -> Optional[object]:
     """The one-pass C kernel (lar_prec/_kernel.c), or None: built without a C compiler, or
     turned off with LAR_PREC_NO_KERNEL=1 (to compare the two paths). The numpy path gives the
     same maxima, indices and counts; sums may differ in the last digits."""
-    if os.environ.get("LAR_PREC_NO_KERNEL", "") not in ("", "0"):
+    if _kernel_off():
         return None
     try:
         from lar_prec import _kernel  # type: ignore[attr-defined]
@@ -57,6 +61,15 @@ def _load_kernel() -> Optional[object]:
 
 
 _KERNEL = _load_kernel()
+
+
+def kernel_state() -> str:
+    """Which path compares float32 here: "C kernel", or why it is the numpy path."""
+    if _KERNEL is not None:
+        return "C kernel"
+    if _kernel_off():
+        return "numpy path: LAR_PREC_NO_KERNEL is set"
+    return "numpy path: the C kernel was not built"
 
 PathLike = Union[str, "os.PathLike[str]"]
 ProgressHook = Callable[[int, int], None]
