@@ -26,6 +26,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -36,7 +37,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -280,12 +281,14 @@ def _count_lar_divergent(json_path: Path) -> Optional[int]:
 
 
 def kernel_state() -> str:
-    """Whether lar-prec's C kernel is built here ("built", "not built", or "off" when
-    LAR_PREC_NO_KERNEL is set): a subprocess, so this benchmark imports no lar_prec code."""
-    if os.environ.get("LAR_PREC_NO_KERNEL", "") not in ("", "0"):
-        return "off (LAR_PREC_NO_KERNEL is set)"
-    p = subprocess.run([PY, "-c", "import lar_prec._kernel"], cwd=ROOT, capture_output=True, timeout=60)
-    return "built" if p.returncode == 0 else "not built"
+    """Which path lar-prec compares float32 with here, as `lar-prec --version` says it
+    ("C kernel", or why it is the numpy path); "unknown" when that fails."""
+    try:
+        out = subprocess.run(LAR + ["--version"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    m = re.search(r"\(compare: (.*)\)", out)
+    return m.group(1) if m else "unknown"
 
 
 def _lar_jobs_option() -> Optional[str]:
@@ -318,7 +321,7 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
         if jobs_opt and (os.cpu_count() or 1) > 1:
             tools.append((f"lar-prec {jobs_opt} 1",
                           LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j1), jobs_opt, "1"], j1))
-        if variants and kernel_state() == "built":
+        if variants and kernel_state() == "C kernel":
             numpy_path = "lar-prec, numpy path"
             tools.append((numpy_path, LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j2)], j2))
             envs[numpy_path] = {**os.environ, "LAR_PREC_NO_KERNEL": "1"}
@@ -661,6 +664,13 @@ def _verdict(value: Optional[float], goal: float, higher_is_better: bool) -> str
     return "PASS" if ok else "FAIL"
 
 
+def _row(target: str, value: Optional[float], shown: Callable[[float], str], goal: str, limit: float,
+         higher_is_better: bool) -> Dict[str, Any]:
+    """One row of the targets table: ``shown(value)``, or "not available" without a value."""
+    return {"target": target, "value": value, "shown": shown(value) if value is not None else "not available",
+            "goal": goal, "result": _verdict(value, limit, higher_is_better)}
+
+
 def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
     """The issue's targets with the measured values and PASS/FAIL/n/a."""
     rows: List[Dict[str, Any]] = []
@@ -671,13 +681,11 @@ def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
     alt = cmp_.data[other[0]] if other else None
     alt_speed = f" (`{other[0]}`: {alt['speedup']:.1f}x)" if alt and alt.get("speedup") else ""
     alt_gbps = f" (`{other[0]}`: {alt['gbps']:.2f} GB/s)" if alt and alt.get("gbps") else ""
-    rows.append({"target": "compare: speed vs MegEngine compare_binary_iodump (main pair)",
-                 "value": speed, "shown": f"{speed:.1f}x{alt_speed}" if speed else "not available",
-                 "goal": f">= {TARGETS['speedup']:g}x", "result": _verdict(speed, TARGETS["speedup"], True)})
+    rows.append(_row("compare: speed vs MegEngine compare_binary_iodump (main pair)", speed,
+                     lambda v: f"{v:.1f}x{alt_speed}", f">= {TARGETS['speedup']:g}x", TARGETS["speedup"], True))
     gbps = lar.get("gbps") if lar else None
-    rows.append({"target": "compare: dump read throughput (main pair, whole process)",
-                 "value": gbps, "shown": f"{gbps:.2f} GB/s{alt_gbps}" if gbps else "not available",
-                 "goal": f">= {TARGETS['gbps']:g} GB/s", "result": _verdict(gbps, TARGETS["gbps"], True)})
+    rows.append(_row("compare: dump read throughput (main pair, whole process)", gbps,
+                     lambda v: f"{v:.2f} GB/s{alt_gbps}", f">= {TARGETS['gbps']:g} GB/s", TARGETS["gbps"], True))
     mem = sections.get("memory")
     peak = mem.data.get("peak_mb") if mem and mem.available else None
     if peak is None and lar:
@@ -685,14 +693,12 @@ def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
         peak = max(lar["maxrss_mb"], lar.get("tree_peak_mb") or 0.0)
     else:
         peak_note = ""
-    rows.append({"target": "compare: peak RSS (big pair)" + peak_note,
-                 "value": peak, "shown": f"{peak:.0f} MB" if peak is not None else "not available",
-                 "goal": f"< {TARGETS['peak_rss_mb']:g} MB", "result": _verdict(peak, TARGETS["peak_rss_mb"], False)})
+    rows.append(_row("compare: peak RSS (big pair)" + peak_note, peak,
+                     lambda v: f"{v:.0f} MB", f"< {TARGETS['peak_rss_mb']:g} MB", TARGETS["peak_rss_mb"], False))
     st = sections.get("startup")
     helps = st.data.get("help_median_s") if st and st.available else None
-    rows.append({"target": "`lar-prec --help` wall time", "value": helps,
-                 "shown": f"{helps:.3f} s" if helps is not None else "not available",
-                 "goal": f"< {TARGETS['help_s']:g} s", "result": _verdict(helps, TARGETS["help_s"], False)})
+    rows.append(_row("`lar-prec --help` wall time", helps, lambda v: f"{v:.3f} s", f"< {TARGETS['help_s']:g} s",
+                     TARGETS["help_s"], False))
     imp = st.data.get("megengine_imported_by") if st and st.available else None
     if imp is None:
         rows.append({"target": "no megengine import (--help, compare)", "value": None, "shown": "not available",
@@ -706,14 +712,12 @@ def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
                      "goal": "none imported", "result": "PASS" if not bad and "compare" in imp else ("FAIL" if bad else "n/a")})
     rt = sections.get("rooting")
     rs = rt.data.get("median_s") if rt and rt.available else None
-    rows.append({"target": f"rooting a graph of {rt.data.get('n_vars', ROOTING_VARS) if rt else ROOTING_VARS:,} variables",
-                 "value": rs, "shown": f"{rs:.3f} s" if rs is not None else "not available",
-                 "goal": f"< {TARGETS['rooting_s']:g} s", "result": _verdict(rs, TARGETS["rooting_s"], False)})
+    rows.append(_row(f"rooting a graph of {rt.data.get('n_vars', ROOTING_VARS) if rt else ROOTING_VARS:,} variables", rs,
+                     lambda v: f"{v:.3f} s", f"< {TARGETS['rooting_s']:g} s", TARGETS["rooting_s"], False))
     nv = sections.get("naive-vs-default")
     ov = nv.data.get("overhead_median") if nv and nv.available else None
-    rows.append({"target": "naive-vs-default (resnet): analysis time / load_and_run time", "value": ov,
-                 "shown": f"{100 * ov:.1f}%" if ov is not None else "not available",
-                 "goal": f"< {100 * TARGETS['nvd_overhead']:g}%", "result": _verdict(ov, TARGETS["nvd_overhead"], False)})
+    rows.append(_row("naive-vs-default (resnet): analysis time / load_and_run time", ov, lambda v: f"{100 * v:.1f}%",
+                     f"< {100 * TARGETS['nvd_overhead']:g}%", TARGETS["nvd_overhead"], False))
     return rows
 
 
@@ -794,8 +798,8 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     L.append(f"- CPU: {machine['cpu']}, {machine['cores']} cores; RAM {machine['ram']}; {machine['os']}")
     L.append(f"- Python {machine['python']}, numpy {machine['numpy']}, networkx {machine['networkx']}, "
              f"megengine {machine['megengine']}, lar-prec {machine['lar-prec']}")
-    L.append(f"- lar-prec's C kernel (lar_prec/_kernel.c): {machine.get('kernel', '?')}; "
-             "`lar-prec, numpy path` rows run with LAR_PREC_NO_KERNEL=1, as where it cannot be built.")
+    L.append(f"- lar-prec compares float32 with: {machine.get('kernel', '?')} (`lar-prec --version`); "
+             "`lar-prec, numpy path` rows run with LAR_PREC_NO_KERNEL=1, as where the C kernel cannot be built.")
     L.append(f"- Options: `{' '.join(args.argv)}`")
     L.append(f"- Load average (1, 5, 15 min) at the start: {machine['load']}; at the end: {machine.get('load_end', '?')}. "
              "Other work on the machine slows both tools alike (they alternate) but lowers GB/s.")
