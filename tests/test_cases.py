@@ -73,15 +73,24 @@ def test_bn_unfused_case_breaks_binary_dumps(manifest, tmp_path):
 
 @pytest.mark.megengine
 def test_fastrun_shake_case_really_shakes(manifest, tmp_path):
-    """--fast-run picks algorithms by timing; across a few runs the conv outputs differ."""
+    """--fast-run picks algorithms by timing; across a few runs the conv outputs differ.
+
+    Timing decides, so a run may repeat the first one's choices: up to ten runs, stopping at
+    the first that differs (four were once all identical in CI; usually the second differs)."""
     case = manifest["fastrun_shake"]
-    dumps = []
-    for i in range(4):
+    first = None
+    differing: set = set()
+    for i in range(10):
         out = tmp_path / f"fr{i}"
         run_lar(case.model, case.input_specs(), out, flags=("--fast-run",))
-        dumps.append({p.name: p.read_bytes() for p in out.iterdir()})
-    differing = {name for d in dumps[1:] for name in d if d[name] != dumps[0][name]}
-    assert differing, "four --fast-run runs of fastrun_shake were bitwise identical"
+        dump = {p.name: p.read_bytes() for p in out.iterdir()}
+        if first is None:
+            first = dump
+            continue
+        differing = {name for name in dump if dump[name] != first.get(name)}
+        if differing:
+            break
+    assert differing, "ten --fast-run runs of fastrun_shake were bitwise identical"
 
 
 def test_manifest_is_plain_json_without_megengine(manifest):
