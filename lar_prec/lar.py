@@ -24,7 +24,6 @@ environment; nothing here touches them. Run each configuration in a fresh proces
 """
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
@@ -38,6 +37,18 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.errors import UsageError
+# The --input grammar lives in inputspec (the runner uses it too); re-exported for callers of lar.
+from lar_prec.inputspec import (  # noqa: F401
+    NPY_DTYPES as _NPY_DTYPES,
+    InputItem,
+    check_not_empty,
+    load_json_inputs,
+    load_npy,
+    parse_literal,
+    parse_shape,
+    path_problem,
+    split_input,
+)
 
 #: exit status of every failure of the bundled runner (gflags uses 1 for flag errors too)
 EXIT_FAILURE = 1
@@ -90,8 +101,6 @@ UNSUPPORTED_FLAGS = frozenset(
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
 
-# numpy dtype <-> the dtypes megenginelite can feed (reference 4.2).
-_NPY_DTYPES = ("float32", "int32", "int16", "uint16", "int8", "uint8", "float16")
 
 
 class LarUsageError(UsageError):
@@ -125,15 +134,6 @@ class LarOptions:
     record_comp_seq: bool = False
     copy_to_host: bool = False
     lite: bool = False
-
-
-@dataclass(frozen=True)
-class InputItem:
-    """One ``--input`` item: the input name and the kind of value given for it."""
-
-    name: str
-    kind: str  # "npy" | "json" | "shape" | "literal" | "image"
-    text: str  # the item's value text (path, ``{1,3}`` or ``[1,2]``)
 
 
 # --------------------------------------------------------------------------- argv parsing
@@ -246,142 +246,6 @@ def parse_options(argv: Sequence[str]) -> LarOptions:
     return opts
 
 
-# --------------------------------------------------------------------------- --input
-
-
-def split_input(text: str) -> List[InputItem]:
-    """Split an ``--input`` string into items, like ``helpers/data_parser.cpp`` (reference 1.4).
-
-    Items are joined by ``;``; the name is the text up to the first ``:`` (``data`` when there
-    is none). The kind follows from the value: ``.npy``/``.json``/``.ppm``/``.pgm`` files,
-    ``{d0,d1}`` shape only, ``[..]`` literal data.
-    """
-    items: List[InputItem] = []
-    for raw in text.split(";"):
-        raw = raw.strip()
-        if not raw:
-            continue
-        name, sep, value = raw.partition(":")
-        if not sep:
-            name, value = "data", raw
-        name, value = name.strip(), value.strip()
-        low = value.lower()
-        if low.endswith(".npy"):
-            kind = "npy"
-        elif low.endswith(".json"):
-            kind = "json"
-        elif low.endswith((".ppm", ".pgm")):
-            kind = "image"
-        elif value.startswith("{") and value.endswith("}"):
-            kind = "shape"
-        elif value.startswith("[") and value.endswith("]"):
-            kind = "literal"
-        else:
-            raise LarUsageError(
-                f"cannot parse --input item {raw!r}: expected name:file.npy, name:file.json, "
-                "name:{d0,d1,...} (shape only) or name:[v0,v1,...] (data)"
-            )
-        if not name:
-            raise LarUsageError(f"--input item {raw!r} has an empty input name")
-        items.append(InputItem(name=name, kind=kind, text=value))
-    return items
-
-
-def parse_shape(text: str) -> Tuple[int, ...]:
-    """Parse ``{1,3,224,224}`` into a shape tuple."""
-    inner = text.strip()[1:-1]
-    parts = [p.strip() for p in inner.split(",") if p.strip()]
-    try:
-        shape = tuple(int(p) for p in parts)
-    except ValueError:
-        raise LarUsageError(f"bad shape {text!r}: expected {{d0,d1,...}} with integers") from None
-    if not shape or any(d < 0 for d in shape):
-        raise LarUsageError(f"bad shape {text!r}: expected {{d0,d1,...}} with non-negative integers")
-    return shape
-
-
-def parse_literal(text: str) -> np.ndarray:
-    """Parse ``[1,2,3]`` / ``[[1.5,2],[3,4]]``: int32 data, float32 if any ``.`` appears."""
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        raise LarUsageError(f"bad literal input {text!r}: expected [v0,v1,...] (nested for more dims)") from None
-
-    def check(v: Any) -> bool:
-        if isinstance(v, list):
-            return all(check(x) for x in v)
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    if not isinstance(value, list) or not check(value):
-        raise LarUsageError(f"bad literal input {text!r}: expected a bracketed list of numbers")
-    is_float = "." in text or any(isinstance(x, float) for x in _flatten(value))
-    try:
-        return np.array(value, dtype=np.float32 if is_float else np.int32)
-    except (ValueError, OverflowError) as exc:
-        raise LarUsageError(f"bad literal input {text!r}: {exc}") from None
-
-
-def _flatten(v: Any) -> List[Any]:
-    if isinstance(v, list):
-        out: List[Any] = []
-        for x in v:
-            out.extend(_flatten(x))
-        return out
-    return [v]
-
-
-_JSON_TYPES = {"float32": "float32", "float": "float32", "int32": "int32", "int": "int32",
-               "int8": "int8", "uint8": "uint8"}
-
-
-def load_json_inputs(path: str) -> Dict[str, np.ndarray]:
-    """Read a load_and_run ``.json`` input file: ``{name: {shape, type, raw}}``."""
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise LarUsageError(f"cannot read input file {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise LarUsageError(f"input file {path} is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise LarUsageError(f"input file {path}: expected an object {{name: {{shape, type, raw}}}}")
-    out: Dict[str, np.ndarray] = {}
-    for name, spec in data.items():
-        if not isinstance(spec, dict) or not {"shape", "raw"} <= set(spec):
-            raise LarUsageError(f"input file {path}: entry {name!r} needs \"shape\" and \"raw\"")
-        tname = str(spec.get("type", "float32"))
-        if tname not in _JSON_TYPES:
-            raise LarUsageError(f"input file {path}: entry {name!r} has unsupported type {tname!r} "
-                                f"(one of {', '.join(_JSON_TYPES)})")
-        try:
-            shape = tuple(int(d) for d in spec["shape"])
-            raw = np.asarray(spec["raw"], dtype=_JSON_TYPES[tname]).ravel()
-        except (TypeError, ValueError) as exc:
-            raise LarUsageError(f"input file {path}: entry {name!r}: {exc}") from None
-        if raw.size != int(np.prod(shape, dtype=np.int64)):
-            raise LarUsageError(f"input file {path}: entry {name!r} has {raw.size} values for shape {list(shape)}")
-        out[name] = raw.reshape(shape)
-    return out
-
-
-def load_npy(path: str) -> np.ndarray:
-    """Load an ``.npy`` input, in native byte order and C order; refuse dtypes lite cannot feed."""
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise LarUsageError(f"input file {path} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise LarUsageError(f"cannot read input file {path}: {exc}") from None
-    if arr.dtype.name not in _NPY_DTYPES:
-        raise LarUsageError(
-            f"input file {path} has dtype {arr.dtype.name}; load_and_run inputs must be one of "
-            f"{', '.join(_NPY_DTYPES)}"
-        )
-    # The real parser ignores byte order and fortran_order; converting is what the user meant.
-    arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)
-    return np.ascontiguousarray(arr)
-
-
 # --------------------------------------------------------------------------- running
 
 
@@ -471,16 +335,17 @@ def _gather_inputs(items: Sequence[InputItem], model_inputs: Dict[str, Tuple[Tup
         if item.kind == "npy":
             arrays[item.name] = (load_npy(item.text), item.text)
         elif item.kind == "shape":
-            shape = parse_shape(item.text)
             dtype = model_inputs[item.name][1]
             if dtype is None:
                 raise LarUsageError(f"input {item.name!r} has a dtype megenginelite cannot feed")
+            shape = parse_shape(item.text, dtype.itemsize)
             # load_and_run memsets shape-only inputs to byte 0x01 (reference 1.4)
             nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             arrays[item.name] = (np.frombuffer(b"\x01" * nbytes, dtype=dtype).reshape(shape), item.text)
         else:
             arrays[item.name] = (parse_literal(item.text), item.text)
     for name, (arr, src) in arrays.items():
+        check_not_empty(name, arr.shape, src)  # lite asserts (a traceback) on an empty tensor
         if name not in model_inputs:
             raise LarUsageError(
                 f"the model has no input named {name!r} (from {src}; inputs: {', '.join(model_inputs)})"
@@ -516,9 +381,9 @@ def run(opts: LarOptions) -> None:
     import gc
 
     model = Path(opts.model)
-    if not model.is_file():
-        raise LarUsageError(f"model file {opts.model} does not exist" if not model.exists()
-                            else f"model path {opts.model} is not a file")
+    problem = path_problem(model)
+    if problem:
+        raise LarUsageError(f"model file {opts.model} {problem}")
     items = split_input(opts.input)
     # Fail on a bad dump target before spending a second on import and load.
     if opts.io_dump:
@@ -640,8 +505,9 @@ def describe_model(model: str) -> Dict[str, List[Dict[str, Any]]]:
     None when lite cannot feed it. Imports megenginelite: call it in a child process when
     MGB_USE_MEGDNN_DBG matters.
     """
-    if not Path(model).is_file():
-        raise LarUsageError(f"model file {model} does not exist")
+    problem = path_problem(model)
+    if problem:
+        raise LarUsageError(f"model file {model} {problem}")
     lite = _Lite()
     net = lite.L.LiteNetwork(lite.L.LiteConfig(device_type=lite.L.LiteDeviceType.LITE_CPU))
     try:
@@ -662,7 +528,7 @@ def describe_main(argv: Sequence[str]) -> int:
     """``python -c 'from lar_prec.lar import describe_main; ...' MODEL``: describe_model as JSON on stdout."""
     try:
         sys.stdout.write(json.dumps(describe_model(argv[0])) + "\n")
-    except (LarUsageError, MegEngineError) as exc:
+    except (UsageError, MegEngineError) as exc:
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE
     return 0
@@ -697,7 +563,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         opts = parse_options(args)
         run(opts)
-    except LarUsageError as exc:
+    except UsageError as exc:  # LarUsageError and the --input grammar's InputSpecError
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE
     except MegEngineError as exc:
