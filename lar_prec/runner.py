@@ -4,7 +4,7 @@ A *run* is one process: ``load_and_run MODEL --input ... --bin-io-dump DIR --ite
 --warmup-iter 0`` plus a configuration's flags and environment. MGB_USE_MEGDNN_DBG is read once
 per process (per comp node), so configurations are never mixed in one process.
 
-Folder layout of an analysis (``new_analysis_dir``)::
+Folder layout of an analysis (:func:`new_analysis_dir`)::
 
     <analysis>/inputs/<name>.npy, inputs.json     prepared once, shared by every run
     <analysis>/<label>/run.json                   one folder per run, never reused
@@ -14,29 +14,60 @@ Folder layout of an analysis (``new_analysis_dir``)::
 
 ``run.json`` is written when the run starts (status ``running``) and rewritten when it ends,
 so a folder always says what happened to it, even after a crash of lar-prec itself.
+
+The runner's parts: this module (configurations, which load_and_run, one run in steps),
+:mod:`lar_prec.runrecord` (the run record and run.json), :mod:`lar_prec.rundirs` (folders,
+claimed atomically), :mod:`lar_prec.runinputs` (inputs, checked before any folder exists),
+:mod:`lar_prec.runproc` (child processes, Ctrl-C). Their public names are re-exported here.
 """
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
-import json
+import contextlib
 import logging
+import math
 import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
-
-from lar_prec.errors import LoadAndRunNotFound, RunError, RunTimeout, UsageError
+from lar_prec.errors import AnalysisInterrupted, LoadAndRunNotFound, RunError, RunTimeout, UsageError
+from lar_prec.inputspec import check_file, split_input_specs  # noqa: F401  (re-exported)
+from lar_prec.rundirs import CLAIM_NAME, new_analysis_dir, new_run_dir  # noqa: F401  (re-exported)
+from lar_prec.runinputs import (  # noqa: F401  (re-exported)
+    INPUTS_SCHEMA,
+    PlannedInput,
+    PreparedInput,
+    PreparedInputs,
+    plan_inputs,
+    prepare_inputs,
+    read_model_io,
+    sha256_file,
+    write_inputs,
+)
+from lar_prec.runproc import (  # noqa: F401  (re-exported)
+    KILL_GRACE_SECONDS,
+    STDERR_TAIL_LINES,
+    child_env,
+    failure_hint,
+    interrupt_active_runs,
+    interrupted,
+    kill_group,
+    last_meaningful_line,
+    read_end,
+    register,
+    reset_interrupt,
+    run_bounded,
+    signal_name,
+    tail,
+    unregister,
+)
+from lar_prec.runrecord import RUN_SCHEMA, RunResult, now_iso, read_run_json, write_run_json  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +75,11 @@ log = logging.getLogger(__name__)
 ENV_LOAD_AND_RUN = "LAR_PREC_LOAD_AND_RUN"
 #: value of --lar / LAR_PREC_LOAD_AND_RUN that forces the bundled runner
 BUNDLED = "bundled"
-RUN_SCHEMA = "lar-prec.run/1"
-INPUTS_SCHEMA = "lar-prec.inputs/1"
 DEBUG_ENV = "MGB_USE_MEGDNN_DBG"
 #: file in a dump folder that marks it incomplete (the name lar_prec.iodump looks for)
 INCOMPLETE_MARKER = ".incomplete"
-#: lines of stderr kept in run.json and in RunError
-STDERR_TAIL_LINES = 20
-#: seconds a timed-out process group gets between SIGTERM and SIGKILL
-KILL_GRACE_SECONDS = 2.0
+#: seconds ``load_and_run --version`` may take (less when the run's own timeout is shorter)
+VERSION_TIMEOUT = 10.0
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -183,8 +210,12 @@ def megengine_version() -> Optional[str]:
         return None
 
 
-def load_and_run_version(lar: LoadAndRun) -> str:
-    """What ``--version`` of an external binary prints (first line), or the bundled runner's name."""
+def load_and_run_version(lar: LoadAndRun, timeout: Optional[float] = None) -> str:
+    """What ``--version`` of an external binary prints (first line), or the bundled runner's name.
+
+    The check runs in its own process group for at most ``timeout`` (and at most
+    :data:`VERSION_TIMEOUT`) seconds; Ctrl-C kills it and raises KeyboardInterrupt.
+    """
     from lar_prec import __version__
 
     if lar.is_bundled:
@@ -192,333 +223,32 @@ def load_and_run_version(lar: LoadAndRun) -> str:
     if lar.path is None:
         return "unknown"
     if lar.path not in _VERSION_CACHE:
+        limit = VERSION_TIMEOUT if timeout is None else min(VERSION_TIMEOUT, timeout)
         try:
-            proc = subprocess.run(
-                [lar.path, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL
-            )
-            text = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
-            _VERSION_CACHE[lar.path] = text[0] if text else f"unknown (--version exit {proc.returncode})"
-        except (OSError, subprocess.SubprocessError) as exc:
-            _VERSION_CACHE[lar.path] = f"unknown ({exc.__class__.__name__})"
+            text = run_bounded([lar.path, "--version"], timeout=limit)
+        except OSError as exc:
+            text = f"unknown ({exc.strerror or exc.__class__.__name__})"
+        if text is None:
+            text = f"unknown (--version did not answer within {limit:g} s)"
+        _VERSION_CACHE[lar.path] = text.splitlines()[0] if text else "unknown (--version printed nothing)"
     return _VERSION_CACHE[lar.path]
 
 
-# --------------------------------------------------------------------------- folders
-
-
-def new_run_dir(parent: PathLike, label: str) -> Path:
-    """Create and return a fresh folder ``parent/label``, or ``label-2``, ``label-3``, ...
-
-    Never returns an existing folder: creation is the test (``mkdir`` without exist_ok).
-    """
-    parent = Path(parent)
-    parent.mkdir(parents=True, exist_ok=True)
-    safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", label) or "run"
-    n = 1
-    while True:
-        candidate = parent / (safe if n == 1 else f"{safe}-{n}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            n += 1
-
-
-def new_analysis_dir(out: "PathLike | None", command: str, default_parent: PathLike = "lar-prec-out") -> Path:
-    """The folder of a new analysis.
-
-    * ``out`` None: a new ``<default_parent>/<command>[-N]``;
-    * ``out`` missing or an empty folder: ``out`` itself;
-    * ``out`` an existing non-empty folder: a new numbered subfolder ``out/<command>[-N]``;
-    * ``out`` a file: UsageError.
-    """
-    if out is None:
-        return new_run_dir(default_parent, command)
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {out} exists and is not a folder")
-    if not path.exists():
-        try:
-            path.mkdir(parents=True)
-        except FileExistsError:  # created meanwhile by someone else: do not share it
-            return new_run_dir(path, command)
-        except OSError as exc:
-            raise UsageError(f"cannot create --out folder {out}: {exc.strerror}") from None
-        return path
-    if not any(path.iterdir()):
-        return path
-    return new_run_dir(path, command)
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-@dataclass(frozen=True)
-class PreparedInput:
-    """One model input written to an ``.npy`` file of the analysis."""
-
-    name: str
-    path: Path
-    sha256: str
-    source: str  # the user's spec item
-    dtype: str
-    shape: Tuple[int, ...]
-    generated: Optional[Dict[str, Any]] = None  # how random data was made (seed, distribution)
-
-
-@dataclass(frozen=True)
-class PreparedInputs:
-    """The inputs of an analysis, shared by all its runs."""
-
-    items: Tuple[PreparedInput, ...]
-    dir: Optional[Path]
-
-    @property
-    def input_arg(self) -> str:
-        """The ``--input`` value: ``name:path.npy`` items joined by ``;``."""
-        return ";".join(f"{i.name}:{i.path}" for i in self.items)
-
-    def to_json(self) -> List[Dict[str, Any]]:
-        """The inputs as recorded in inputs.json and run.json."""
-        return [
-            {"name": i.name, "path": str(i.path), "sha256": i.sha256, "source": i.source,
-             "dtype": i.dtype, "shape": list(i.shape), "generated": i.generated}
-            for i in self.items
-        ]
-
-
-_SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
-
-
-def sha256_file(path: PathLike) -> str:
-    """Hex sha256 of a file (cached by path, size and mtime: models are hashed once per process)."""
-    st = os.stat(path)
-    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
-    _cache = _SHA_CACHE
-    if key not in _cache:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        _cache[key] = h.hexdigest()
-    return _cache[key]
-
-
-def split_input_specs(specs: "str | Iterable[str]") -> List[str]:
-    """Flatten ``--input`` values (each may hold several ``;``-joined items) into items."""
-    if isinstance(specs, str):
-        specs = [specs]
-    items: List[str] = []
-    for spec in specs:
-        items.extend(s.strip() for s in str(spec).split(";") if s.strip())
-    return items
-
-
-def read_model_io(model: PathLike, timeout: float = 120) -> Dict[str, Any]:
-    """Input/output names, shapes and dtypes of a model, read by megenginelite in a child process.
-
-    The child keeps megengine out of this process (and its debug level out of later runs).
-    Raises UsageError when the model cannot be read.
-    """
-    code = "import sys; from lar_prec.lar import describe_main; sys.exit(describe_main(sys.argv[1:]))"
+def check_timeout(timeout: object) -> Optional[float]:
+    """A run's timeout in seconds: None (no timeout) or a finite number > 0; else UsageError."""
+    if timeout is None:
+        return None
     try:
-        proc = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True,
-                              timeout=timeout, env=_child_env({}, bundled=True), stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"reading the inputs of {model} took more than {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        msg = _last_meaningful_line(proc.stderr) or f"exit {proc.returncode}"
-        raise UsageError(f"cannot read the inputs of {model}: {msg}")
-    return json.loads(proc.stdout)
+        value = float(timeout)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(timeout, bool) or not (math.isfinite(value) and value > 0):
+        raise UsageError(f"--timeout {timeout!r}: expected a finite number of seconds > 0 "
+                         "(leave --timeout out for no timeout)")
+    return value
 
 
-def _safe_file_stem(name: str, used: set) -> str:
-    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "input"
-    candidate, n = stem, 2
-    while candidate in used:
-        candidate, n = f"{stem}-{n}", n + 1
-    used.add(candidate)
-    return candidate
-
-
-def _random_array(shape: Tuple[int, ...], dtype: np.dtype, seed: int) -> Tuple[np.ndarray, Dict[str, Any]]:
-    rng = np.random.default_rng(seed)
-    if dtype.kind == "f":
-        arr = rng.standard_normal(shape, dtype=np.float32).astype(dtype)
-        how = "standard normal"
-    elif dtype.kind in "iu":
-        hi = 10  # small non-negative values fit every integer dtype
-        arr = rng.integers(0, hi, size=shape, dtype=dtype)
-        how = f"uniform integers in [0, {hi})"
-    else:  # pragma: no cover - lar.py only reports lite-feedable dtypes
-        raise UsageError(f"cannot make random data of dtype {dtype}")
-    return arr, {"kind": "random", "seed": seed, "distribution": how, "dtype": dtype.name, "shape": list(shape)}
-
-
-# .npy descr -> dtype name, for the files load_and_run can take as they are (little-endian)
-_PLAIN_NPY = {"<f4": "float32", "<i4": "int32", "<i2": "int16", "<u2": "uint16", "|i1": "int8", "|u1": "uint8",
-              "<f2": "float16"}
-
-
-def _plain_npy(path: str) -> Optional[Tuple[str, Tuple[int, ...]]]:
-    """(dtype name, shape) of an ``.npy`` file that can be handed to load_and_run byte for byte
-    (little-endian, C order, a dtype it takes, exact size), read from the header with the
-    standard library; None for anything else (numpy then reads, converts or refuses it)."""
-    import ast
-    import struct
-
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(10)
-            if len(head) < 10 or head[:6] != b"\x93NUMPY" or head[6] not in (1, 2, 3):
-                return None
-            if head[6] == 1:
-                hlen, start = struct.unpack("<H", head[8:10])[0], 10
-            else:
-                head += fh.read(2)
-                hlen, start = struct.unpack("<I", head[8:12])[0], 12
-            meta = ast.literal_eval(fh.read(hlen).decode("latin1"))
-        size = os.path.getsize(path)
-    except (OSError, ValueError, SyntaxError, struct.error, UnicodeDecodeError):
-        return None
-    if not isinstance(meta, dict) or meta.get("fortran_order") is not False:
-        return None
-    name = _PLAIN_NPY.get(meta.get("descr")) if isinstance(meta.get("descr"), str) else None
-    shape = meta.get("shape")
-    if name is None or not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        return None
-    count = 1
-    for d in shape:
-        count *= d
-    itemsize = int(meta["descr"][2:])
-    return (name, shape) if size == start + hlen + count * itemsize else None
-
-
-def prepare_inputs(
-    specs: "str | Iterable[str]",
-    dest_dir: PathLike,
-    model: "PathLike | None" = None,
-    *,
-    seed: int = 0,
-) -> PreparedInputs:
-    """Turn the user's ``--input`` specs into ``.npy`` files in ``dest_dir``, once per analysis.
-
-    Items: ``name:file.npy`` (copied), ``name:file.json`` (load_and_run's JSON, one file per
-    entry), ``name:{1,3,8,8}`` (seeded random data; float32, or the model's input dtype when
-    ``model`` is given; the seed is recorded), ``name:[1,2,3]`` (literal data: int32, float32
-    if a ``.`` appears). A missing name means ``data``. Writes ``inputs.json`` next to the files.
-    Raises UsageError for malformed specs, missing files and duplicate names.
-    """
-    from lar_prec import lar as _lar  # numpy-only at import time
-
-    dest = Path(dest_dir)
-    items = split_input_specs(specs)
-    parsed: List[Any] = []
-    for raw in items:
-        try:
-            parsed.extend((raw, it) for it in _lar.split_input(raw))
-        except UsageError as exc:
-            raise UsageError(str(exc)) from None
-    model_dtypes: Dict[str, Optional[str]] = {}
-    if model is not None and any(it.kind == "shape" for _, it in parsed):
-        import importlib.util
-
-        if importlib.util.find_spec("megenginelite") is None:
-            log.warning("megenginelite is not installed: shape-only inputs get float32 random data")
-        else:
-            info = read_model_io(model)
-            model_dtypes = {d["name"]: d["dtype"] for d in info["inputs"]}
-    arrays: List[Tuple[str, Any, str, Optional[Dict[str, Any]]]] = []
-    for k, (raw, it) in enumerate(parsed):
-        try:
-            if it.kind == "npy":
-                plain = _plain_npy(it.text)
-                # A plain file is copied as it is: no numpy needed before the first run starts.
-                arrays.append((it.name, (it.text, plain) if plain else _lar.load_npy(it.text), raw, None))
-            elif it.kind == "json":
-                for name, arr in _lar.load_json_inputs(it.text).items():
-                    arrays.append((name, arr, raw, None))
-            elif it.kind == "shape":
-                shape = _lar.parse_shape(it.text)
-                dtype_name = model_dtypes.get(it.name) or "float32"
-                if model_dtypes and it.name not in model_dtypes:
-                    raise UsageError(f"the model has no input named {it.name!r} "
-                                     f"(inputs: {', '.join(model_dtypes)})")
-                arr, how = _random_array(shape, np.dtype(dtype_name), seed + k)
-                arrays.append((it.name, arr, raw, how))
-            elif it.kind == "literal":
-                arrays.append((it.name, _lar.parse_literal(it.text), raw, None))
-            else:
-                raise UsageError(f"--input {raw!r}: .ppm/.pgm images are not supported; convert to .npy")
-        except UsageError as exc:
-            raise UsageError(str(exc)) from None
-    seen: Dict[str, str] = {}
-    for name, _arr, raw, _ in arrays:
-        if ";" in name:
-            raise UsageError(f"input name {name!r} contains ';'")
-        if name in seen:
-            raise UsageError(f"input {name!r} is given twice ({seen[name]!r} and {raw!r})")
-        seen[name] = raw
-    if not arrays:
-        return PreparedInputs((), None)
-    if ";" in str(dest.resolve()):
-        raise UsageError(f"the inputs folder {dest} contains ';', which load_and_run's --input cannot carry")
-    dest.mkdir(parents=True, exist_ok=True)
-    out: List[PreparedInput] = []
-    used: set = set()
-    for name, arr, raw, how in arrays:
-        path = (dest / (_safe_file_stem(name, used) + ".npy")).resolve()
-        if path.exists():
-            raise UsageError(f"{path} exists; prepare inputs into a fresh folder")
-        if isinstance(arr, tuple):  # a plain .npy file: (source path, (dtype name, shape))
-            src, (dtype_name, shape) = arr
-            shutil.copyfile(src, path)
-        else:
-            np.save(path, np.ascontiguousarray(arr))
-            dtype_name, shape = arr.dtype.name, tuple(arr.shape)
-        out.append(PreparedInput(name, path, sha256_file(path), raw, dtype_name, tuple(shape), how))
-    prepared = PreparedInputs(tuple(out), dest.resolve())
-    (dest / "inputs.json").write_text(json.dumps({"schema": INPUTS_SCHEMA, "inputs": prepared.to_json()}, indent=2))
-    return prepared
-
-
-# --------------------------------------------------------------------------- one run
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What happened in one run; also stored as ``run.json`` in ``dir``."""
-
-    label: str
-    config: str
-    dir: Path
-    dump_dir: Optional[Path]
-    text_dump: Optional[Path]
-    argv: Tuple[str, ...]
-    env_changes: Tuple[Tuple[str, Optional[str]], ...]
-    returncode: Optional[int]
-    signal: Optional[str]
-    seconds: float
-    stderr_tail: str
-    incomplete: bool
-    status: str  # ok | failed | crashed | timeout | interrupted | not_started
-    error: Optional[str] = None
-
-    @property
-    def ok(self) -> bool:
-        """True when load_and_run exited 0 and its dumps are complete."""
-        return self.status == "ok"
-
-    @property
-    def dump(self) -> Optional[Path]:
-        """The dump of this run: the binary dump folder or the text dump file."""
-        return self.text_dump if self.text_dump is not None else self.dump_dir
-
-    def report_entry(self) -> Dict[str, Any]:
-        """This run as an entry of the report's ``runs`` list (design.md contract, plus status)."""
-        return {"label": self.label, "dir": str(self.dir), "argv": list(self.argv),
-                "returncode": self.returncode, "seconds": self.seconds, "config": self.config,
-                "status": self.status, "signal": self.signal}
+# --------------------------------------------------------------------------- command lines
 
 
 # Flags the runner sets itself; user flags may not redirect them.
@@ -532,6 +262,13 @@ def _flag_name(arg: str) -> Optional[str]:
     return name[2:] if name.startswith("no") and name[2:] in _RESERVED_FLAGS else name
 
 
+def check_extra_flags(extra_flags: Sequence[str]) -> None:
+    """Refuse user flags that would redirect the dumps or inputs lar-prec sets (UsageError)."""
+    for arg in extra_flags:
+        if _flag_name(arg) in _RESERVED_FLAGS:
+            raise UsageError(f"extra load_and_run flag {arg!r} conflicts with the dump and input flags lar-prec sets")
+
+
 def build_argv(
     lar: LoadAndRun,
     model: PathLike,
@@ -543,10 +280,7 @@ def build_argv(
     extra_flags: Sequence[str] = (),
 ) -> List[str]:
     """The command line of one run, in the real binary's (dash) syntax."""
-    for arg in extra_flags:
-        name = _flag_name(arg)
-        if name in _RESERVED_FLAGS:
-            raise UsageError(f"extra load_and_run flag {arg!r} conflicts with the dump and input flags lar-prec sets")
+    check_extra_flags(extra_flags)
     argv = [*lar.argv_prefix, str(model)]
     if input_arg:
         argv += ["--input", input_arg]
@@ -558,133 +292,185 @@ def build_argv(
     return argv
 
 
-def _child_env(changes: Mapping[str, Optional[str]], *, bundled: bool) -> Dict[str, str]:
-    env = dict(os.environ)
-    for k, v in changes.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    if bundled:
-        # the child must import this very lar_prec, even when it is not installed
-        root = str(Path(__file__).resolve().parent.parent)
-        parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if root not in parts:
-            env["PYTHONPATH"] = os.pathsep.join([root, *parts])
-    return env
 
 
-_SKIP_LINE = re.compile(r"^(backtrace:|/.*\.so|\s*$|\[\d+ \d\d:\d\d:\d\d .*\]\[(DEBUG|INFO)\])")
+# --------------------------------------------------------------------------- one run, in steps
 
 
-def _last_meaningful_line(stderr: str) -> str:
-    """The line of stderr that best says why a run failed (MegEngine's error, not a backtrace)."""
-    lines = [ln.rstrip() for ln in stderr.splitlines()]
-    for ln in reversed(lines):
-        s = ln.strip()
-        if re.search(r"(error|assert|terminate called|what\(\)|failed|exception)", s, re.I) and not _SKIP_LINE.match(s):
-            return s
-    for ln in reversed(lines):
-        if not _SKIP_LINE.match(ln.strip()):
-            return ln.strip()
-    return ""
-
-
-def failure_hint(stderr: str) -> Optional[str]:
-    """A fix for failures whose cause lar-prec recognises in load_and_run's stderr."""
-    if "is_contiguous" in stderr or re.search(r"dtype Byte", stderr):
-        return ("the model has a zero-size or Byte variable that load_and_run cannot dump "
-                "(an unfused BatchNorm): dump the model with optimize_for_inference=True")
-    if "dtype mismatch" in stderr or "attempt to access dtype" in stderr:
-        return "the input file's dtype must equal the model input's dtype"
-    return None
-
-
-def _tail(path: Path, lines: int = STDERR_TAIL_LINES, max_chars: int = 4000) -> str:
+def _resolve(path: PathLike) -> Path:
+    """An absolute path, symlinks resolved where they can be (a loop stays as given)."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    tail = "\n".join(text.splitlines()[-lines:])
-    return tail[-max_chars:]
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return Path(os.path.abspath(path))
 
 
-def _read_all(path: Path, limit: int = 256 * 1024) -> str:
+def _new_record(run_dir: Path, label: str, cfg: RunConfig, lar: LoadAndRun, model: PathLike,
+                inputs: "PreparedInputs | str | None", text_dump: bool, timeout: Optional[float]) -> RunResult:
+    """Step 1: the record of a run that has not started."""
+    return RunResult(
+        label=label, config=cfg.name, dir=run_dir,
+        dump_dir=None if text_dump else run_dir / "dump",
+        text_dump=run_dir / "io_dump.txt" if text_dump else None,
+        argv=(), env_changes=cfg.env, returncode=None, signal=None, seconds=0.0, stderr_tail="",
+        incomplete=True, status="not_started", config_flags=cfg.flags,
+        load_and_run={"kind": lar.kind, "path": lar.path, "source": lar.source,
+                      "argv_prefix": list(lar.argv_prefix), "version": None},
+        megengine_version=megengine_version(), model_path=str(_resolve(model)),
+        inputs=tuple(inputs.to_json()) if isinstance(inputs, PreparedInputs) else (),
+        started=now_iso(), timeout=timeout,
+    )
+
+
+def _refuse(rec: RunResult, exc: UsageError) -> UsageError:
+    """The run cannot start: record why (as far as the disk lets us) and return ``exc``."""
+    rec = replace(rec, status="not_started", error=str(exc))
+    with contextlib.suppress(UsageError):  # a full disk: the error itself says enough
+        write_run_json(rec)
+    exc.run_dir = rec.dir  # type: ignore[attr-defined]
+    exc.result = rec  # type: ignore[attr-defined]
+    return exc
+
+
+def _record_interrupt(rec: RunResult, error: str) -> None:
+    rec = replace(rec, status="interrupted", error=error)
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+        write_run_json(rec)
+    except UsageError as exc:
+        log.warning("%s", exc)
 
 
-def _write_json_atomic(path: Path, data: Dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
-    """SIGTERM the run's process group, SIGKILL what is left after a grace period, then reap.
-
-    The leader is reaped only after the group is killed: until then its pid (the group id)
-    cannot be reused, so the signals never reach an unrelated process.
-    """
+def _preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike, input_arg: str,
+               extra_flags: Sequence[str]) -> RunResult:
+    """Step 2: command line, model and input checks, hashes, ``--version``, the dump folder;
+    then run.json says ``running``. UsageError (recorded) when the run cannot start."""
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + KILL_GRACE_SECONDS
-    while time.monotonic() < deadline:
+        argv = build_argv(lar, rec.model_path, input_arg, cfg, dump_dir=rec.dump_dir, text_dump=rec.text_dump,
+                          extra_flags=extra_flags)
+        rec = replace(rec, argv=tuple(argv))
+        check_file(model, "model file")
+        for item in rec.inputs:
+            check_file(item["path"], "input file")
         try:
-            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-                break
-        except ChildProcessError:
-            break
-        time.sleep(0.05)
+            sha = sha256_file(rec.model_path)
+        except OSError as exc:
+            raise UsageError(f"cannot read model file {model}: {exc.strerror or exc}") from None
+        version = load_and_run_version(lar, rec.timeout)
+        rec = replace(rec, model_sha256=sha, load_and_run={**rec.load_and_run, "version": version})
+        if rec.dump_dir is not None:
+            try:
+                rec.dump_dir.mkdir()  # the real binary needs it to exist
+                # iodump.DumpFolder reads this marker; it goes only when the run ends well, so a
+                # folder left by a killed lar-prec is never taken for a complete dump
+                (rec.dump_dir / INCOMPLETE_MARKER).write_text("load_and_run has not finished\n")
+            except OSError as exc:
+                raise UsageError(f"cannot create the dump folder {rec.dump_dir}: {exc.strerror or exc}") from None
+        rec = replace(rec, status="running")
+        write_run_json(rec)
+    except UsageError as exc:
+        raise _refuse(rec, exc) from None
+    except KeyboardInterrupt:
+        _record_interrupt(rec, "interrupted before load_and_run started")
+        raise
+    return rec
+
+
+def _execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], None]]) -> Tuple[RunResult, bool]:
+    """Step 3: start load_and_run in its own session and wait for it (or its timeout).
+
+    Returns the record with the exit status and whether the timeout killed it. Ctrl-C (or an
+    interrupt from another thread) kills the process group, records ``interrupted`` and
+    raises KeyboardInterrupt.
+    """
+    env = child_env(dict(rec.env_changes), bundled=lar.is_bundled)
+    log.info("run %s: %s", rec.label, " ".join(shlex.quote(a) for a in rec.argv))
+    stdout_path, stderr_path = rec.dir / "stdout.txt", rec.dir / "stderr.txt"
+    timed_out = False
+    t0 = time.monotonic()
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+        out_fh, err_fh = open(stdout_path, "wb"), open(stderr_path, "wb")
+    except OSError as exc:
+        raise _refuse(rec, UsageError(f"cannot create {stdout_path.name} in {rec.dir}: {exc.strerror or exc}")) from None
+    with out_fh, err_fh:
+        try:
+            proc = subprocess.Popen(list(rec.argv), stdout=out_fh, stderr=err_fh, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+        except OSError as exc:
+            rec = replace(rec, seconds=round(time.monotonic() - t0, 3), status="failed",
+                          error=f"cannot start load_and_run {rec.argv[0]}: {exc.strerror}")
+            with contextlib.suppress(UsageError):
+                write_run_json(rec)
+            err = RunError(rec.error or "", run_dir=rec.dir, argv=rec.argv)
+            err.result = rec  # type: ignore[attr-defined]
+            raise err from None
+        try:
+            register(proc)
+            if on_started is not None:
+                on_started()
+            proc.wait(timeout=rec.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc)
+        except BaseException:  # KeyboardInterrupt and friends: never leave the run running
+            kill_group(proc)
+            _record_interrupt(_exited(rec, proc, t0, stderr_path), "interrupted; the process group was killed")
+            raise
+        finally:
+            unregister(proc)
+    rec = _exited(rec, proc, t0, stderr_path)
+    if interrupted() and (timed_out or proc.returncode != 0):
+        # another thread got Ctrl-C and killed this run's group (interrupt_active_runs)
+        _record_interrupt(rec, "interrupted; the process group was killed")
+        raise KeyboardInterrupt
+    return rec, timed_out
 
 
-def _signal_name(returncode: Optional[int]) -> Optional[str]:
-    if returncode is None or returncode >= 0:
-        return None
+def _exited(rec: RunResult, proc: "subprocess.Popen", t0: float, stderr_path: Path) -> RunResult:
+    return replace(rec, seconds=round(time.monotonic() - t0, 3), returncode=proc.returncode,
+                   signal=signal_name(proc.returncode), stderr_tail=tail(stderr_path))
+
+
+def _conclude(rec: RunResult, timed_out: bool) -> RunResult:
+    """Step 4: the final run.json; the record of a good run, or RunError / RunTimeout."""
+    if not timed_out and rec.returncode == 0:
+        rec = replace(rec, status="ok", incomplete=False)
+        if rec.dump_dir is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (rec.dump_dir / INCOMPLETE_MARKER).unlink()
+        try:
+            write_run_json(rec)
+        except UsageError as exc:  # the run is fine, its record is not on disk: an output error
+            exc.run_dir, exc.result = rec.dir, rec  # type: ignore[attr-defined]
+            raise
+        return rec
+    stderr = read_end(rec.dir / "stderr.txt")
+    # the bundled runner prefixes its errors like a program does; the message already says who failed
+    last = re.sub(r"^load_and_run: error: ", "", last_meaningful_line(stderr))
+    hint = failure_hint(stderr)
+    where = f"run {rec.label!r} ({rec.dir})"
+    if timed_out:
+        status = "timeout"
+        msg = f"load_and_run did not finish within {rec.timeout:g} s and was killed with its process group; {where}"
+    elif rec.returncode is not None and rec.returncode < 0:
+        status = "crashed"
+        msg = f"load_and_run was killed by {rec.signal} in {where}" + (f": {last}" if last else "")
+    else:
+        status = "failed"
+        msg = f"load_and_run failed (exit {rec.returncode}) in {where}: {last or 'no message on stderr'}"
+    if hint:
+        msg += f" -- hint: {hint}"
+    rec = replace(rec, status=status, error=msg, hint=hint)
+    if rec.dump_dir is not None and rec.dump_dir.is_dir():
+        with contextlib.suppress(OSError):
+            (rec.dump_dir / INCOMPLETE_MARKER).write_text(msg + "\n")
     try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
-# Runs under way in any thread. Ctrl-C reaches only the main thread, and children live in
-# their own sessions (so a terminal's SIGINT misses them): workflows that run several at
-# once call interrupt_active_runs() to kill them all and have their run.json say so.
-_ACTIVE: "set[subprocess.Popen]" = set()
-_ACTIVE_LOCK = threading.Lock()
-_INTERRUPTED = threading.Event()
-
-
-def interrupt_active_runs() -> int:
-    """Kill the process group of every run under way; returns how many there were."""
-    _INTERRUPTED.set()
-    with _ACTIVE_LOCK:
-        procs = list(_ACTIVE)
-    for proc in procs:
-        _kill_group(proc)
-    return len(procs)
-
-
-def reset_interrupt() -> None:
-    """Allow runs again after :func:`interrupt_active_runs` (for library users and tests)."""
-    _INTERRUPTED.clear()
+        write_run_json(rec)
+    except UsageError as exc:
+        msg += f" (and {exc})"
+    cls = RunTimeout if timed_out else RunError
+    err = cls(msg, run_dir=rec.dir, returncode=rec.returncode, argv=rec.argv, stderr_tail=rec.stderr_tail)
+    err.result = rec  # type: ignore[attr-defined]
+    raise err
 
 
 def run_once(
@@ -709,187 +495,27 @@ def run_once(
     ``inputs`` is a PreparedInputs (or a ready ``--input`` string). The folder is
     ``out_dir/<label>`` (default: the configuration name, ``-text`` for text dumps), numbered
     when it exists. Returns the RunResult of a successful run. Otherwise, after writing
-    run.json: UsageError (exit 2) when the model or an input file is missing, RunTimeout when
-    ``timeout`` seconds pass (the whole process group is killed), RunError (exit 3) for a
-    non-zero exit or a signal. The exception's ``result`` attribute holds the RunResult.
-    KeyboardInterrupt kills the process group, marks run.json ``interrupted`` and propagates.
+    run.json: UsageError (exit 2) when the model or an input file is missing, the timeout is
+    not a finite positive number or the folder cannot be written, RunTimeout when ``timeout``
+    seconds pass (the whole process group is killed), RunError (exit 3) for a non-zero exit or
+    a signal. The exception's ``result`` attribute holds the RunResult. KeyboardInterrupt
+    kills the process group, marks run.json ``interrupted`` and propagates.
     """
-    if _INTERRUPTED.is_set():  # queued behind runs that Ctrl-C killed: do not start
+    if interrupted():  # queued behind runs that Ctrl-C killed: do not start
         raise KeyboardInterrupt
+    timeout = check_timeout(timeout)
     cfg = get_config(config).with_extra(env=extra_env)
     lar_obj = resolve_load_and_run(lar)
     label = label or (cfg.name + ("-text" if text_dump else ""))
-    run_dir = new_run_dir(Path(out_dir).resolve(), label)
-    dump_dir = None if text_dump else run_dir / "dump"
-    text_path = run_dir / "io_dump.txt" if text_dump else None
-    if isinstance(inputs, PreparedInputs):
-        input_arg, input_records = inputs.input_arg, inputs.to_json()
-    else:
-        input_arg, input_records = inputs or "", []
-    model_path = Path(model).resolve()
-    env_changes = cfg.env_dict()
-    record: Dict[str, Any] = {
-        "schema": RUN_SCHEMA,
-        "label": label,
-        "config": {"name": cfg.name, "flags": list(cfg.flags), "env": env_changes},
-        "status": "not_started",
-        "argv": [],
-        "env_changes": env_changes,
-        "load_and_run": {"kind": lar_obj.kind, "path": lar_obj.path, "source": lar_obj.source,
-                         "argv_prefix": list(lar_obj.argv_prefix), "version": None},
-        "megengine_version": megengine_version(),
-        "model": {"path": str(model_path), "sha256": None},
-        "inputs": input_records,
-        "dump_dir": str(dump_dir) if dump_dir else None,
-        "text_dump": str(text_path) if text_path else None,
-        "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "seconds": 0.0,
-        "returncode": None,
-        "signal": None,
-        "timeout": timeout,
-        "incomplete": True,
-        "error": None,
-        "hint": None,
-        "stderr_tail": "",
-    }
-    json_path = run_dir / "run.json"
-
-    def result() -> RunResult:
-        return RunResult(
-            label=label, config=cfg.name, dir=run_dir, dump_dir=dump_dir, text_dump=text_path,
-            argv=tuple(record["argv"]), env_changes=tuple(env_changes.items()),
-            returncode=record["returncode"], signal=record["signal"], seconds=record["seconds"],
-            stderr_tail=record["stderr_tail"], incomplete=record["incomplete"], status=record["status"],
-            error=record["error"],
-        )
-
-    def refuse(exc: UsageError) -> UsageError:
-        record["error"] = str(exc)
-        _write_json_atomic(json_path, record)
-        exc.run_dir = run_dir  # type: ignore[attr-defined]
-        exc.result = result()  # type: ignore[attr-defined]
-        return exc
-
-    try:
-        argv = build_argv(lar_obj, model_path, input_arg, cfg, dump_dir=dump_dir, text_dump=text_path,
-                          extra_flags=extra_flags)
-    except UsageError as exc:
-        raise refuse(exc) from None
-    record["argv"] = argv
-    if not model_path.is_file():
-        raise refuse(UsageError(f"model file {model} does not exist")) from None
-    for rec in input_records:
-        if not Path(rec["path"]).is_file():
-            raise refuse(UsageError(f"input file {rec['path']} does not exist")) from None
-    record["model"]["sha256"] = sha256_file(model_path)
-    record["load_and_run"]["version"] = load_and_run_version(lar_obj)
-    if dump_dir is not None:
-        dump_dir.mkdir()  # the real binary needs it to exist
-        # iodump.DumpFolder reads this marker; it goes only when the run ends well, so a
-        # folder left by a killed lar-prec is never taken for a complete dump
-        (dump_dir / INCOMPLETE_MARKER).write_text("load_and_run has not finished\n")
-
-    record["status"] = "running"
-    _write_json_atomic(json_path, record)
-    env = _child_env(env_changes, bundled=lar_obj.is_bundled)
-    log.info("run %s: %s", label, " ".join(shlex.quote(a) for a in argv))
-    t0 = time.monotonic()
-    stdout_path, stderr_path = run_dir / "stdout.txt", run_dir / "stderr.txt"
-    timed_out = False
-    with open(stdout_path, "wb") as out_fh, open(stderr_path, "wb") as err_fh:
-        try:
-            proc = subprocess.Popen(argv, stdout=out_fh, stderr=err_fh, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
-        except OSError as exc:
-            record["seconds"] = round(time.monotonic() - t0, 3)
-            record["status"] = "failed"
-            record["error"] = f"cannot start load_and_run {argv[0]}: {exc.strerror}"
-            _write_json_atomic(json_path, record)
-            err = RunError(record["error"], run_dir=run_dir, argv=argv)
-            err.result = result()  # type: ignore[attr-defined]
-            raise err from None
-        with _ACTIVE_LOCK:
-            _ACTIVE.add(proc)
-        if on_started is not None:
-            on_started()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        except BaseException:  # KeyboardInterrupt and friends: never leave the run running
-            _kill_group(proc)
-            record["seconds"] = round(time.monotonic() - t0, 3)
-            record["status"] = "interrupted"
-            record["returncode"] = proc.returncode
-            record["signal"] = _signal_name(proc.returncode)
-            record["error"] = "interrupted; the process group was killed"
-            record["stderr_tail"] = _tail(stderr_path)
-            _write_json_atomic(json_path, record)
-            raise
-        finally:
-            with _ACTIVE_LOCK:
-                _ACTIVE.discard(proc)
-    record["seconds"] = round(time.monotonic() - t0, 3)
-    if _INTERRUPTED.is_set():
-        # another thread got Ctrl-C and killed this run's group (interrupt_active_runs)
-        record["returncode"] = proc.returncode
-        record["signal"] = _signal_name(proc.returncode)
-        record["status"] = "interrupted"
-        record["error"] = "interrupted; the process group was killed"
-        record["stderr_tail"] = _tail(stderr_path)
-        _write_json_atomic(json_path, record)
+    run_dir = new_run_dir(_resolve(out_dir), label, what="analysis folder")
+    rec = _new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout)
+    input_arg = inputs.input_arg if isinstance(inputs, PreparedInputs) else (inputs or "")
+    rec = _preflight(rec, lar_obj, cfg, model, input_arg, extra_flags)
+    rec, timed_out = _execute(rec, lar_obj, on_started)
+    rec = _conclude(rec, timed_out)
+    if interrupted():  # it ended well just as Ctrl-C came: its record says ok, the analysis stops
         raise KeyboardInterrupt
-    rc = proc.returncode
-    record["returncode"] = rc
-    record["signal"] = _signal_name(rc)
-    record["stderr_tail"] = _tail(stderr_path)
-    if not timed_out and rc == 0:
-        record["status"] = "ok"
-        record["incomplete"] = False
-        if dump_dir is not None:
-            (dump_dir / INCOMPLETE_MARKER).unlink()
-        _write_json_atomic(json_path, record)
-        return result()
-
-    stderr = _read_all(stderr_path)
-    # the bundled runner prefixes its errors like a program does; the message already says who failed
-    last = re.sub(r"^load_and_run: error: ", "", _last_meaningful_line(stderr))
-    hint = failure_hint(stderr)
-    record["hint"] = hint
-    where = f"run {label!r} ({run_dir})"
-    if timed_out:
-        record["status"] = "timeout"
-        msg = f"load_and_run did not finish within {timeout:g} s and was killed with its process group; {where}"
-    elif rc < 0:
-        record["status"] = "crashed"
-        msg = f"load_and_run was killed by {record['signal']} in {where}"
-        if last:
-            msg += f": {last}"
-    else:
-        record["status"] = "failed"
-        msg = f"load_and_run failed (exit {rc}) in {where}: {last or 'no message on stderr'}"
-    if hint:
-        msg += f" -- hint: {hint}"
-    record["error"] = msg
-    if dump_dir is not None and dump_dir.is_dir():
-        (dump_dir / INCOMPLETE_MARKER).write_text(msg + "\n")
-    _write_json_atomic(json_path, record)
-    cls = RunTimeout if timed_out else RunError
-    err = cls(msg, run_dir=run_dir, returncode=rc, argv=argv, stderr_tail=record["stderr_tail"])
-    err.result = result()  # type: ignore[attr-defined]
-    raise err
-
-
-def read_run_json(run_dir: PathLike) -> Dict[str, Any]:
-    """The ``run.json`` of a run folder."""
-    path = Path(run_dir) / "run.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{run_dir} has no run.json") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    return rec
 
 
 # --------------------------------------------------------------------------- one command
@@ -920,6 +546,8 @@ def split_lar_args(items: Iterable[str]) -> Tuple[str, ...]:
     return tuple(out)
 
 
+
+
 def run_single(
     model: PathLike,
     input_specs: "str | Iterable[str]",
@@ -935,23 +563,22 @@ def run_single(
 ) -> RunResult:
     """``lar-prec run``: a new analysis folder with its inputs and one run.
 
-    Input errors are recorded in the run folder's run.json before the UsageError propagates.
+    The model, the inputs, the timeout and the flags are checked before the folder is
+    claimed, so a usage error (exit 2) leaves nothing behind. Ctrl-C raises
+    AnalysisInterrupted (exit 130) naming the folder.
     """
-    cfg = get_config(config)
-    lar_obj = resolve_load_and_run(lar)
-    analysis = new_analysis_dir(out, "run")
+    analysis: Optional[Path] = None
     try:
-        prepared = prepare_inputs(input_specs, analysis / "inputs", model if Path(model).is_file() else None,
-                                  seed=seed)
-    except UsageError as exc:
-        run_dir = new_run_dir(analysis, cfg.name + ("-text" if text_dump else ""))
-        _write_json_atomic(run_dir / "run.json", {
-            "schema": RUN_SCHEMA, "label": run_dir.name, "status": "not_started", "error": str(exc),
-            "model": {"path": str(Path(model).resolve()), "sha256": None}, "input_specs": split_input_specs(input_specs),
-            "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"), "incomplete": True,
-            "argv": [], "returncode": None, "signal": None, "seconds": 0.0, "stderr_tail": "",
-        })
-        exc.run_dir = run_dir  # type: ignore[attr-defined]
-        raise
-    return run_once(model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
-                    extra_flags=extra_flags, extra_env=extra_env)
+        cfg = get_config(config)
+        timeout = check_timeout(timeout)
+        lar_obj = resolve_load_and_run(lar)
+        check_file(model, "model file")
+        check_extra_flags(extra_flags)
+        planned = plan_inputs(input_specs, model, seed=seed)
+        analysis = new_analysis_dir(out, "run")
+        prepared = write_inputs(planned, analysis / "inputs")
+        return run_once(model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
+                        extra_flags=extra_flags, extra_env=extra_env)
+    except KeyboardInterrupt:
+        where = f"; the run folder is kept in {analysis} (see its run.json)" if analysis else " before the run started"
+        raise AnalysisInterrupted(f"interrupted{where}", analysis_dir=analysis) from None

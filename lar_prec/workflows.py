@@ -33,13 +33,17 @@ from lar_prec.runner import (
     LoadAndRun,
     PreparedInputs,
     RunResult,
+    check_extra_flags,
+    check_file,
+    check_timeout,
     get_config,
     interrupt_active_runs,
     new_analysis_dir,
-    prepare_inputs,
+    plan_inputs,
     reset_interrupt,
     resolve_load_and_run,
     run_once,
+    write_inputs,
 )
 
 if TYPE_CHECKING:  # loaded while load_and_run runs (see _prefetch_analysis_modules)
@@ -138,30 +142,38 @@ def _check_threshold(threshold: object) -> None:
 
 
 def _check_model(model: PathLike) -> Path:
-    path = Path(model)
-    if not path.is_file():
-        raise UsageError(f"model file {model} does not exist" if not path.exists() else f"model {model} is not a file")
-    return path
+    return check_file(model, "model file")
 
 
 def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], adir: Path, *,
               lar: LoadAndRun, timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
-              progress: Optional[Progress]) -> List[RunResult]:
+              progress: Optional[Progress], keep_going: bool = False) -> List[RunResult]:
     """Run every planned configuration, up to ``jobs`` at once, each in a fresh process.
 
-    The first failure is raised after the other runs have ended, so every run.json is
-    final. Ctrl-C kills every run under way and raises AnalysisInterrupted naming the folder.
+    After the first failure no further run starts (runs already under way end, so every
+    run.json is final) and the failure is raised; with ``keep_going`` every run is made and
+    the first failure raised at the end. Ctrl-C kills every run under way and raises
+    AnalysisInterrupted naming the folder.
     """
     results: List[Optional[RunResult]] = [None] * len(plan)
     done = 0
+    failed = threading.Event()
     if progress:
         progress("runs", 0, len(plan))
 
-    def one(i: int) -> RunResult:
+    def one(i: int) -> Optional[RunResult]:
+        # checked by the worker itself: a queued run must not slip in while the main thread
+        # is still to learn of the failure
+        if failed.is_set() and not keep_going:
+            return None
         p = plan[i]
-        return run_once(model, prepared, p.config, adir, lar=lar, text_dump=p.text_dump, timeout=timeout,
-                        extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label,
-                        on_started=_prefetch_analysis_modules)
+        try:
+            return run_once(model, prepared, p.config, adir, lar=lar, text_dump=p.text_dump, timeout=timeout,
+                            extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label,
+                            on_started=_prefetch_analysis_modules)
+        except LarPrecError:
+            failed.set()
+            raise
 
     first_error: Optional[BaseException] = None
     # One path for any ``jobs``: runs go to worker threads so the main thread stays free to
@@ -178,8 +190,11 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
             except LarPrecError as exc:
                 if first_error is None:
                     first_error = exc
-                    for other in futures:  # queued runs are pointless now
-                        other.cancel()
+                    if not keep_going:
+                        for other in futures:  # queued runs are pointless now
+                            other.cancel()
+                continue
+            if results[i] is None:  # skipped after a failure
                 continue
             done += 1
             if progress:
@@ -200,11 +215,17 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
 
 
 def _prepare(model: PathLike, inputs: Union[str, Sequence[str]], out: Optional[PathLike], command: str,
-             seed: int, lar: Union[LoadAndRun, str, None]) -> Tuple[Path, Path, PreparedInputs, LoadAndRun]:
+             seed: int, lar: Union[LoadAndRun, str, None], timeout: Optional[float] = None,
+             extra_flags: Sequence[str] = ()) -> Tuple[Path, Path, PreparedInputs, LoadAndRun]:
+    """Check everything the user gave, then claim the analysis folder and write the inputs:
+    a usage error leaves no folder behind."""
     model_path = _check_model(model)
+    check_timeout(timeout)
+    check_extra_flags(extra_flags)
     lar_obj = resolve_load_and_run(lar)
+    planned = plan_inputs(inputs, model_path, seed=seed)
     adir = new_analysis_dir(out, command).resolve()
-    prepared = prepare_inputs(inputs, adir / "inputs", model_path, seed=seed)
+    prepared = write_inputs(planned, adir / "inputs")
     return model_path, adir, prepared, lar_obj
 
 
@@ -237,6 +258,7 @@ def naive_vs_default(
     jobs: int = 1,
     seed: int = 0,
     progress: Optional[Progress] = None,
+    keep_going: bool = False,
 ) -> Analysis:
     """Run the naive reference and the default kernels, compare every variable, find roots.
 
@@ -254,6 +276,8 @@ def naive_vs_default(
         jobs: runs at once (naive and default are independent).
         seed: seed of random data for shape-only inputs.
         progress: ``progress(stage, done, total)`` hook.
+        keep_going: make every run even after one failed (the first failure is still raised);
+            by default no run starts after a failure.
 
     Raises:
         UsageError: bad model path, inputs, threshold or flags (exit 2).
@@ -261,12 +285,13 @@ def naive_vs_default(
         AnalysisInterrupted: Ctrl-C (exit 130); run folders stay consistent on disk.
     """
     _check_threshold(threshold)  # a bad value fails before anything runs
-    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar)
+    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar, timeout,
+                                                   extra_flags)
     plan = [_Planned("naive", "naive"), _Planned("default", "default")]
     if text_dump:
         plan.append(_Planned("default", "default-text", text_dump=True))
     runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
-                     jobs=jobs, progress=progress)
+                     jobs=jobs, progress=progress, keep_going=keep_going)
     from lar_prec.report import from_tree
     from lar_prec.vartree import VarTree
 
@@ -366,6 +391,7 @@ def shake(
     html: bool = True,
     seed: int = 0,
     progress: Optional[Progress] = None,
+    keep_going: bool = False,
 ) -> Analysis:
     """Run one configuration ``repeat`` times; find where the outputs start to differ, and why.
 
@@ -396,8 +422,9 @@ def shake(
     from lar_prec.report import from_tree
 
     thr_spec = parse_threshold(threshold)
-    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar)
-    common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress)
+    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar, timeout, extra_flags)
+    common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress,
+                  keep_going=keep_going)
 
     plan = [_Planned(config, f"{config}-{k}") for k in range(1, repeat + 1)]
     runs = _run_plan(model_path, prepared, plan, adir, **common)  # type: ignore[arg-type]

@@ -158,10 +158,13 @@ def test_run_dirs_are_never_reused(tmp_path):
 def test_analysis_dir_rules(tmp_path):
     fresh = tmp_path / "fresh"
     assert runner.new_analysis_dir(fresh, "run") == fresh and fresh.is_dir()
-    assert runner.new_analysis_dir(fresh, "run") == fresh  # still empty: nothing to overwrite
-    (fresh / "x").write_text("")
+    # claimed: a second analysis never shares it, even before anything is written in it
     assert runner.new_analysis_dir(fresh, "run") == fresh / "run"
     assert runner.new_analysis_dir(fresh, "run") == fresh / "run-2"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert runner.new_analysis_dir(empty, "run") == empty  # an empty folder made beforehand is used
+    (fresh / "x").write_text("")
     with pytest.raises(UsageError, match="not a folder"):
         runner.new_analysis_dir(fresh / "x", "run")
     assert runner.new_analysis_dir(None, "shake", default_parent=tmp_path / "out") == tmp_path / "out" / "shake"
@@ -406,11 +409,11 @@ def test_cli_run_usage_errors(fake_lar, model_file, tmp_path):
     res = cli_runner.invoke(cli, ["run", str(model_file), "--input", "data:foo.txt", "--out", str(out),
                                   "--lar", str(fake_lar.path)])
     assert res.exit_code == 2 and res.stderr.startswith("Error: cannot parse --input item")
-    assert json.loads((out / "default" / "run.json").read_text())["status"] == "not_started"
+    assert not out.exists()  # input errors are found before the folder is made
     res = cli_runner.invoke(cli, ["run", str(tmp_path / "nope.mge"), "--out", str(tmp_path / "o2"),
                                   "--lar", str(fake_lar.path)])
     assert res.exit_code == 2 and "nope.mge does not exist" in res.stderr
-    assert (tmp_path / "o2" / "default" / "run.json").exists()
+    assert not (tmp_path / "o2").exists()
     res = cli_runner.invoke(cli, ["run", str(model_file), "--lar", str(tmp_path / "missing_lar")])
     assert res.exit_code == 2 and "does not exist" in res.stderr
     res = cli_runner.invoke(cli, ["run", str(model_file), "--config", "weird"])

@@ -1,0 +1,196 @@
+"""Child processes of the runner: their environment, process groups, Ctrl-C, stderr reading.
+
+Every child (a run, the ``--version`` check, the model-description helper) starts in its own
+session, so a terminal's SIGINT reaches only lar-prec; lar-prec then kills the child's whole
+process group. Children under way are registered here, so a Ctrl-C in the main thread can stop
+those started by worker threads (:func:`interrupt_active_runs`).
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Sequence
+
+#: lines of stderr kept in run.json and in RunError
+STDERR_TAIL_LINES = 20
+#: seconds a timed-out process group gets between SIGTERM and SIGKILL
+KILL_GRACE_SECONDS = 2.0
+
+
+def child_env(changes: Mapping[str, Optional[str]], *, bundled: bool) -> Dict[str, str]:
+    """This process's environment with ``changes`` (None removes a variable); for the bundled
+    runner, a PYTHONPATH that finds this very lar_prec."""
+    env = dict(os.environ)
+    for k, v in changes.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    if bundled:
+        # the child must import this very lar_prec, even when it is not installed
+        root = str(Path(__file__).resolve().parent.parent)
+        parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if root not in parts:
+            env["PYTHONPATH"] = os.pathsep.join([root, *parts])
+    return env
+
+
+def kill_group(proc: "subprocess.Popen") -> None:
+    """SIGTERM the process group of ``proc``, SIGKILL what is left after a grace period, reap.
+
+    The leader is reaped only after the group is killed: until then its pid (the group id)
+    cannot be reused, so the signals never reach an unrelated process.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + KILL_GRACE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                break
+        except ChildProcessError:
+            break
+        time.sleep(0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def signal_name(returncode: Optional[int]) -> Optional[str]:
+    """``SIGSEGV`` for a return code of -11; None for a normal exit."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+# Children under way in any thread. Ctrl-C reaches only the main thread, and children live in
+# their own sessions (so a terminal's SIGINT misses them): workflows that run several at
+# once call interrupt_active_runs() to kill them all and have their run.json say so.
+_ACTIVE: "set[subprocess.Popen]" = set()
+_ACTIVE_LOCK = threading.Lock()
+_INTERRUPTED = threading.Event()
+
+
+def interrupted() -> bool:
+    """True after :func:`interrupt_active_runs` until :func:`reset_interrupt`."""
+    return _INTERRUPTED.is_set()
+
+
+def interrupt_active_runs() -> int:
+    """Kill the process group of every child under way; returns how many there were."""
+    _INTERRUPTED.set()
+    with _ACTIVE_LOCK:
+        procs = list(_ACTIVE)
+    for proc in procs:
+        kill_group(proc)
+    return len(procs)
+
+
+def reset_interrupt() -> None:
+    """Allow runs again after :func:`interrupt_active_runs` (for library users and tests)."""
+    _INTERRUPTED.clear()
+
+
+def register(proc: "subprocess.Popen") -> None:
+    """Track ``proc`` so an interrupt can kill it; when the interrupt came first (between the
+    caller's check and the start), kill it now and raise KeyboardInterrupt."""
+    with _ACTIVE_LOCK:
+        late = _INTERRUPTED.is_set()
+        if not late:
+            _ACTIVE.add(proc)
+    if late:
+        kill_group(proc)
+        raise KeyboardInterrupt
+
+
+def unregister(proc: "subprocess.Popen") -> None:
+    """Stop tracking ``proc``."""
+    with _ACTIVE_LOCK:
+        _ACTIVE.discard(proc)
+
+
+def run_bounded(argv: Sequence[str], *, timeout: float, env: Optional[Dict[str, str]] = None) -> Optional[str]:
+    """Run a short helper command (e.g. ``load_and_run --version``) in its own process group.
+
+    Returns its stdout (stderr when stdout is empty), or None when it did not end within
+    ``timeout`` seconds (its group is then killed). Ctrl-C, or an interrupt from another
+    thread, kills the group and raises KeyboardInterrupt. OSError when it cannot start.
+    """
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True, text=True, errors="replace")
+    try:
+        register(proc)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            proc.communicate()
+            return None
+        except BaseException:  # Ctrl-C: never leave the helper running
+            kill_group(proc)
+            raise
+        finally:
+            unregister(proc)
+    finally:
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    if _INTERRUPTED.is_set():  # another thread's Ctrl-C killed it
+        raise KeyboardInterrupt
+    return out.strip() or err.strip()
+
+
+def tail(path: Path, lines: int = STDERR_TAIL_LINES, max_chars: int = 4000) -> str:
+    """The last ``lines`` lines of a file (at most ``max_chars`` characters), "" when unreadable."""
+    text = read_end(path, 64 * 1024)
+    return "\n".join(text.splitlines()[-lines:])[-max_chars:]
+
+
+def read_end(path: Path, limit: int = 256 * 1024) -> str:
+    """The last ``limit`` bytes of a file as text, "" when unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+_SKIP_LINE = re.compile(r"^(backtrace:|/.*\.so|\s*$|\[\d+ \d\d:\d\d:\d\d .*\]\[(DEBUG|INFO)\])")
+
+
+def last_meaningful_line(stderr: str) -> str:
+    """The line of stderr that best says why a run failed (MegEngine's error, not a backtrace)."""
+    lines = [ln.rstrip() for ln in stderr.splitlines()]
+    for ln in reversed(lines):
+        s = ln.strip()
+        if re.search(r"(error|assert|terminate called|what\(\)|failed|exception)", s, re.I) and not _SKIP_LINE.match(s):
+            return s
+    for ln in reversed(lines):
+        if not _SKIP_LINE.match(ln.strip()):
+            return ln.strip()
+    return ""
+
+
+def failure_hint(stderr: str) -> Optional[str]:
+    """A fix for failures whose cause lar-prec recognises in load_and_run's stderr."""
+    if "is_contiguous" in stderr or re.search(r"dtype Byte", stderr):
+        return ("the model has a zero-size or Byte variable that load_and_run cannot dump "
+                "(an unfused BatchNorm): dump the model with optimize_for_inference=True")
+    if "dtype mismatch" in stderr or "attempt to access dtype" in stderr:
+        return "the input file's dtype must equal the model input's dtype"
+    return None
