@@ -153,6 +153,8 @@ _workflow_options = [
                       "(or put them after --)."),
     click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bars or folder note on stderr."),
+    click.option("--keep-going", is_flag=True,
+                 help="Make every run even after one failed (default: no run starts after a failure)."),
 ]
 
 
@@ -171,7 +173,8 @@ def workflow_options(func: F) -> F:
 @handle_errors
 def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
                          json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
-                         lar_args: tuple, seed: int, quiet: bool, text_dump: bool, jobs: int) -> None:
+                         lar_args: tuple, seed: int, quiet: bool, keep_going: bool, text_dump: bool,
+                         jobs: int) -> None:
     """Which operator computes wrongly? Reference kernels against the default ones.
 
     Runs MODEL with MGB_USE_MEGDNN_DBG=2 (naive reference kernels) and with the default
@@ -184,7 +187,8 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     with _Progress(not quiet) as progress:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags),
-                                    text_dump=text_dump, jobs=jobs, seed=seed, progress=progress)
+                                    text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
+                                    keep_going=keep_going)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -201,7 +205,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
 @handle_errors
 def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
               json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
-              lar_args: tuple, seed: int, quiet: bool, repeat: int, config_name: str, jobs: int,
+              lar_args: tuple, seed: int, quiet: bool, keep_going: bool, repeat: int, config_name: str, jobs: int,
               no_explain: bool) -> None:
     """Does the output jitter from run to run, where does it start, and what removes it?
 
@@ -217,7 +221,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
                          lar=lar_path, timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags), seed=seed,
-                         progress=progress)
+                         progress=progress, keep_going=keep_going)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 

@@ -206,9 +206,11 @@ def plan_inputs(specs: "str | Iterable[str]", model: "PathLike | None" = None, *
     """
     inputspec.check_seed(seed)
     parsed = [(raw, it) for raw in inputspec.split_input_specs(specs) for it in inputspec.split_input(raw)]
-    for raw, it in parsed:  # before the model is read: a FIFO must never be opened
+    for raw, it in parsed:  # cheap checks before the model is read; a FIFO is never opened
         if it.kind in ("npy", "json"):
             inputspec.check_file(it.text, "input file")
+        elif it.kind == "shape":
+            inputspec.parse_shape(it.text, 1)
     dtypes = _model_dtypes(model, [it for _, it in parsed])
     planned: List[PlannedInput] = []
     for k, (raw, it) in enumerate(parsed):

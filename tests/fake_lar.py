@@ -16,6 +16,11 @@ Only the standard library: it must behave like a foreign program, not like lar-p
 * ``FAKE_LAR_MODE``: ``ok`` (default); ``exit1`` (message on stderr, exit 1); ``segv``
   (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
   ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s).
+* ``FAKE_LAR_VERSION_MODE=sleep``: ``--version`` does what ``sleep`` mode does (its child's
+  pid goes to ``FAKE_LAR_VERSION_CHILD_PID``) and ignores SIGINT, like a binary stuck in a
+  slow start.
+* A dump that cannot be written (a full disk) ends the run like the real binary: one
+  ``SystemError`` line on stderr, exit 1.
 """
 import json
 import os
@@ -53,9 +58,31 @@ def perturb_first_value(path):
         fh.write(struct.pack("<I", bits ^ (1 + os.getpid() % 7)))
 
 
+def sleep_with_child(pid_file):
+    """Start a child ``sleep 60`` (in this process group), write its pid, sleep 60 s."""
+    child = subprocess.Popen(["sleep", "60"])
+    if pid_file:
+        with open(pid_file + ".tmp", "w") as fh:
+            fh.write(str(child.pid))
+        os.replace(pid_file + ".tmp", pid_file)  # the test sees the whole pid or nothing
+    time.sleep(60)
+
+
+def copy_dump(src, dst):
+    """Copy one dump file; a failed write ends the run like the real binary's dumper."""
+    try:
+        shutil.copyfile(src, dst)
+    except OSError as exc:
+        sys.stderr.write(f"SystemError: failed to write {dst}: {exc.strerror}\n")
+        sys.exit(1)
+
+
 def main():
     argv = sys.argv[1:]
     if argv == ["--version"]:
+        if os.environ.get("FAKE_LAR_VERSION_MODE") == "sleep":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            sleep_with_child(os.environ.get("FAKE_LAR_VERSION_CHILD_PID"))
         print("load_and_run (fake) 1.13.0")
         return 0
     record = os.environ.get("FAKE_LAR_RECORD")
@@ -70,12 +97,7 @@ def main():
                          "  what():  fake load_and_run error: something went wrong\n")
         return 1
     if mode == "sleep":
-        child = subprocess.Popen(["sleep", "60"])
-        pid_file = os.environ.get("FAKE_LAR_CHILD_PID")
-        if pid_file:
-            with open(pid_file, "w") as fh:
-                fh.write(str(child.pid))
-        time.sleep(60)
+        sleep_with_child(os.environ.get("FAKE_LAR_CHILD_PID"))
         return 0
     bin_dir = flag_value(argv, "bin_io_dump")
     if bin_dir is not None:
@@ -89,7 +111,7 @@ def main():
         if mode == "segv":
             names = names[: len(names) // 2]
         for name in names:
-            shutil.copyfile(os.path.join(src, name), os.path.join(bin_dir, name))
+            copy_dump(os.path.join(src, name), os.path.join(bin_dir, name))
         jitter = os.environ.get("FAKE_LAR_JITTER_VAR")
         unless = os.environ.get("FAKE_LAR_JITTER_UNLESS")
         if jitter and not (unless and unless in argv):
@@ -98,7 +120,7 @@ def main():
     if text is not None:
         src = os.environ.get("FAKE_LAR_SOURCE_TEXT")
         if src:
-            shutil.copyfile(src, text)
+            copy_dump(src, text)
         else:
             with open(text, "w") as fh:
                 fh.write("var1 produced: name=data layout={1(1) Float32} owner_opr=data{1}[0]{Host2DeviceCopy} opr0\n")
