@@ -263,3 +263,23 @@ def test_bn_unfused_dump_fails_with_megengine_message(manifest, tmp_path):
     proc = run_lar(case.model, "--input", ";".join(case.input_specs()), "--io-dump", tmp_path / "t.txt",
                    "--iter", "1", "--warmup-iter", "0")
     assert "can not handle dtype Byte" in error_line(proc)
+
+
+@pytest.mark.megengine
+def test_inputs_lite_cannot_feed_fail_in_one_line(manifest, tmp_path):
+    """A zero-size input used to end in lite's AssertionError traceback; an absurd shape in a
+    MemoryError; a folder as model in "does not exist"."""
+    cnn = manifest["cnn"]
+    empty = tmp_path / "empty.npy"
+    np.save(empty, np.zeros((0, 3, 32, 32), np.float32))
+    line = error_line(run_lar(cnn.model, "--input", f"data:{empty}", "--iter", "1"))
+    assert str(empty) in line and "no elements" in line
+    line = error_line(run_lar(cnn.model, "--input", "data:{0,3,32,32}", "--iter", "1"))
+    assert "no elements" in line
+    line = error_line(run_lar(cnn.model, "--input", "data:{99999,99999,99999}", "--iter", "1"))
+    assert "{99999,99999,99999}" in line and "at most" in line
+    line = error_line(run_lar(tmp_path, "--iter", "1"))
+    assert "is a folder" in line
+    loop = tmp_path / "loop.mge"
+    loop.symlink_to(loop)
+    assert "symlink loop" in error_line(run_lar(loop, "--iter", "1"))
