@@ -430,6 +430,10 @@ def _exited(rec: RunResult, proc: "subprocess.Popen", t0: float, stderr_path: Pa
                    signal=signal_name(proc.returncode), stderr_tail=tail(stderr_path))
 
 
+#: the bundled runner's message for an --input name the model lacks
+_UNKNOWN_INPUT = re.compile(r"^the model has no input named ")
+
+
 def _conclude(rec: RunResult, timed_out: bool) -> RunResult:
     """Step 4: the final run.json; the record of a good run, or RunError / RunTimeout."""
     if not timed_out and rec.returncode == 0:
@@ -467,6 +471,11 @@ def _conclude(rec: RunResult, timed_out: bool) -> RunResult:
         write_run_json(rec)
     except UsageError as exc:
         msg += f" (and {exc})"
+    if rec.load_and_run.get("kind") == "bundled" and _UNKNOWN_INPUT.search(last):
+        # an input the model lacks is the user's input error (exit 2), as for shape-only inputs
+        usage = UsageError(f"{last} -- see {rec.json_path}")
+        usage.run_dir, usage.result = rec.dir, rec  # type: ignore[attr-defined]
+        raise usage
     cls = RunTimeout if timed_out else RunError
     err = cls(msg, run_dir=rec.dir, returncode=rec.returncode, argv=rec.argv, stderr_tail=rec.stderr_tail)
     err.result = rec  # type: ignore[attr-defined]
