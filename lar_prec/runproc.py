@@ -136,7 +136,10 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Optional[Dict[str, 
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_group(proc)
-            proc.communicate()
+            try:  # a child that left the group may still hold the pipes: do not wait for it
+                proc.communicate(timeout=KILL_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
             return None
         except BaseException:  # Ctrl-C: never leave the helper running
             kill_group(proc)
