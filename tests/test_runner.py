@@ -751,3 +751,25 @@ def test_first_failed_run_stops_the_analysis(fake_lar, model_file, npy_input, tm
     assert res.exit_code == 3
     assert len(fake_lar.calls()) == 3
     assert sorted(p.parent.name for p in (tmp_path / "b").glob("*/run.json")) == ["default", "naive"]
+
+
+def test_ctrl_c_during_a_run_exits_130_and_marks_it(fake_lar, model_file, npy_input, tmp_path):
+    child_pid = tmp_path / "child.pid"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAKE_LAR_MODE": "sleep", "FAKE_LAR_CHILD_PID": str(child_pid)}
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "run", str(model_file), "--input", npy_input, "--lar",
+                             str(fake_lar.path), "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_for(child_pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert_one_line_error(130, err, "interrupted", str(out))
+    info = runner.read_run_json(out / "default")
+    assert info["status"] == "interrupted" and info["returncode"] != 0 and info["incomplete"] is True
+    assert _gone(int(child_pid.read_text()))
