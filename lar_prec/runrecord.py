@@ -60,7 +60,6 @@ class RunResult:
     model_path: Optional[str] = None
     model_sha256: Optional[str] = None
     inputs: Tuple[Mapping[str, Any], ...] = ()
-    input_specs: Tuple[str, ...] = ()
     started: str = ""
     timeout: Optional[float] = None
 
@@ -102,7 +101,6 @@ class RunResult:
             "megengine_version": self.megengine_version,
             "model": {"path": self.model_path, "sha256": self.model_sha256},
             "inputs": [dict(i) for i in self.inputs],
-            "input_specs": list(self.input_specs),
             "dump_dir": str(self.dump_dir) if self.dump_dir else None,
             "text_dump": str(self.text_dump) if self.text_dump else None,
             "started": self.started,
