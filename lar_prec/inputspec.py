@@ -14,6 +14,7 @@ message naming the item or file and what was expected.
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import math
 import os
@@ -176,9 +177,9 @@ def path_problem(path: PathLike) -> Optional[str]:
     except FileNotFoundError:
         return "is a broken symlink" if os.path.islink(p) else "does not exist"
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP
+        if exc.errno == errno.ELOOP:
             return "is a symlink loop"
-        if exc.errno == 20:  # ENOTDIR: a parent is a file
+        if exc.errno == errno.ENOTDIR:
             return "does not exist (a parent is a file, not a folder)"
         return f"cannot be read ({exc.strerror})"
     if stat.S_ISDIR(st.st_mode):
