@@ -297,8 +297,11 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     from lar_prec.vartree import VarTree
 
     tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
-    # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one copy)
-    report = from_tree(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True)
+    # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
+    # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
+    # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
+    report = from_tree(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True,
+                       max_paths=50 if html_out else 0)
     _write_outputs(report, json_out, html_out)
     if json_out != "-":
         if fmt == "csv":
