@@ -65,6 +65,14 @@ def cli() -> None:
 # ---- workflow commands (naive-vs-default, shake) ----
 
 
+def _report_out() -> Any:
+    """Where the report's tables go: a rich console on a terminal (colour, wrapped to its
+    width), plain aligned text into a pipe or file (no rich import: most of a small compare's
+    start-up)."""
+    out = click.get_text_stream("stdout")
+    return _console() if out.isatty() else out
+
+
 def _console(stderr: bool = False):
     from rich.console import Console
 
@@ -118,7 +126,7 @@ def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, 
 
     _write_outputs(analysis.report, json_out, html_out)
     if json_out != "-":
-        render_terminal(analysis.report, _console())
+        render_terminal(analysis.report, _report_out())
     if not quiet:
         click.echo(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)", err=True)
     sys.exit(analysis.exit_code)
@@ -313,7 +321,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
             if missing:
                 click.echo(f"note: {len(missing)} var(s) dumped on one side only, not printed: {missing[:10]}", err=True)
         else:
-            render_terminal(report, _console(), all_vars=all_vars)
+            render_terminal(report, _report_out(), all_vars=all_vars)
     sys.exit(exit_code(report))
 
 
@@ -350,7 +358,7 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
                        extra={"exit_code": int(tree.diverged), "crashed": md.crashed, "source": diff_txt})
     _write_outputs(report, json_out, html_out)
     if json_out != "-":
-        render_terminal(report, _console())
+        render_terminal(report, _report_out())
     sys.exit(exit_code(report))
 
 

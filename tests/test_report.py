@@ -918,3 +918,31 @@ def test_compare_html_renders_in_the_browser(chromium, dumps_ab, tmp_path):
     chromium.open(tmp_path / "c.html")
     _clean_page(chromium)
     assert "Root #1: " + DumpFolder(faulty).var_info(fault).name in chromium.js("document.getElementById('cards').innerText")
+
+
+@pytest.mark.megengine
+def test_plain_text_has_the_same_tables_as_the_console(faulty_report, shake_report):
+    """Into a pipe the same sections and cells are written as plain aligned text."""
+    for rep in (faulty_report, shake_report):
+        con, buf = _console(width=250), io.StringIO()
+        render_terminal(rep, con)
+        render_terminal(rep, buf)
+        rich_lines = [" ".join(line.split()) for line in con.file.getvalue().splitlines()]
+        plain_lines = [" ".join(line.split()) for line in buf.getvalue().splitlines()]
+        # the rule under the title differs in length only; everything else is cell for cell
+        assert [x for x in rich_lines if "──" not in x] == [x for x in plain_lines if "──" not in x]
+        assert all(len(line) < 400 for line in plain_lines)
+
+
+@pytest.mark.megengine
+def test_compare_into_a_pipe_does_not_import_rich(dumps_ab):
+    import sys
+
+    naive, _, faulty, fault, _ = dumps_ab
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "lar_prec", "compare", str(naive), str(faulty),
+                        "--threshold", str(THRESHOLD)], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 1, p.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
+    assert not any(m == "rich" or m.startswith("rich.") for m in imported)
+    assert "Roots (2, most likely first)" in p.stdout and f" {fault} " in p.stdout
