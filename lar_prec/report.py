@@ -291,7 +291,7 @@ def _write_stream(report: Report, out: IO[str]) -> None:
     report with tens of thousands of vars), and through json's C encoder, which ``indent``
     would turn off: the pure-Python one took longer than comparing 20,000 small vars.
     """
-    enc = json.JSONEncoder(allow_nan=False, ensure_ascii=False).encode
+    enc = json.JSONEncoder(allow_nan=False).encode  # ASCII: safe on any stdout encoding
     out.write("{")
     sep = "\n"
     for k, v in report.json_items().items():
