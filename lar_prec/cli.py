@@ -65,6 +65,14 @@ def cli() -> None:
 # ---- workflow commands (naive-vs-default, shake) ----
 
 
+def _report_out() -> Any:
+    """Where the report's tables go: a rich console on a terminal (colour, wrapped to its
+    width), plain aligned text into a pipe or file (no rich import: most of a small compare's
+    start-up)."""
+    out = click.get_text_stream("stdout")
+    return _console() if out.isatty() else out
+
+
 def _console(stderr: bool = False):
     from rich.console import Console
 
@@ -114,19 +122,11 @@ def _lar_flags(lar_args: tuple, trailing: tuple) -> tuple:
 
 def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool) -> None:
     """Render an Analysis: terminal report, --json, --html; exit with its code."""
-    import shutil
+    from lar_prec.report import render_terminal
 
-    from lar_prec.report import render_terminal, write_json
-
-    if json_out is not None:
-        if json_out == "-":
-            write_json(analysis.report, "-", stream=sys.stdout)
-        else:
-            write_json(analysis.report, json_out)
-    if html_out is not None and analysis.html_path is not None:
-        shutil.copyfile(analysis.html_path, html_out)
+    _write_outputs(analysis.report, json_out, html_out)
     if json_out != "-":
-        render_terminal(analysis.report, _console())
+        render_terminal(analysis.report, _report_out())
     if not quiet:
         click.echo(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)", err=True)
     sys.exit(analysis.exit_code)
@@ -270,55 +270,15 @@ def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: s
 # ---- compare / tree commands ----
 
 
-def _write_json(obj: Any, dest: str) -> None:
-    """Write ``obj`` as JSON to the file ``dest`` or, for ``-``, to stdout."""
-    from lar_prec.errors import UsageError
+def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> None:
+    """--json (a file, or stdout for '-') and --html of any command: the one JSON writer and
+    the one page, both written atomically."""
+    from lar_prec.report import write_html, write_json
 
-    if dest == "-":
-        out = click.get_text_stream("stdout")
-        _dump_json(obj, out)
-        out.flush()
-        return
-    try:
-        with open(dest, "w", encoding="utf-8") as f:
-            _dump_json(obj, f)
-    except OSError as e:
-        raise UsageError(f"cannot write the JSON report to {dest}: {e.strerror or e}") from None
-
-
-def _dump_json(obj: Any, out: Any) -> None:
-    """A report dict as JSON, one top-level key and one list item (a var, a root) per line.
-
-    Streamed item by item (no second copy of a report with tens of thousands of vars; a
-    value may be an iterator, e.g. ``to_report_json(lazy_vars=True)``'s vars, made as they
-    are written), and through json's C encoder, which ``indent`` would turn off: the
-    pure-Python one took longer than comparing 20,000 small vars.
-    """
-    import json
-    from collections.abc import Iterator
-
-    enc = json.JSONEncoder(allow_nan=False).encode
-    out.write("{")
-    sep = "\n"
-    for k, v in obj.items():
-        out.write(sep + " " + enc(k) + ": ")
-        sep = ",\n"
-        if isinstance(v, (list, Iterator)):
-            items = iter(v)
-            first = next(items, _END)
-            if first is _END:
-                out.write("[]")
-                continue
-            out.write("[\n  " + enc(first))
-            for x in items:
-                out.write(",\n  " + enc(x))
-            out.write("\n ]")
-        else:
-            out.write(enc(v))
-    out.write("\n}\n")
-
-
-_END = object()
+    if json_out is not None:
+        write_json(report, json_out, stream=click.get_text_stream("stdout"))
+    if html_out is not None:
+        write_html(report, html_out)
 
 
 @cli.command("compare")
@@ -328,31 +288,36 @@ _END = object()
               help="max_err above which a var diverges: 'auto' (from the data, per dtype) or a number, "
                    "like compare_binary_iodump -e X; 0 means bitwise.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON report (design.md schema); '-' for stdout.")
+@click.option("--html", "html_out", metavar="FILE", default=None, help="Write the HTML report (one offline file).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "megengine"]), default="table", show_default=True,
-              help="stdout: a summary table, one CSV row per var, or what compare_binary_iodump prints "
+              help="stdout: the summary tables, one CSV row per var, or what compare_binary_iodump prints "
                    "(for accuracy_shake_var_tree and `lar-prec tree`).")
 @click.option("--text-dump", type=click.Path(path_type=str), default=None, help="A --io-dump text file of the same model: adds its dependency edges.")
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=None,
               help="Worker processes for big dumps (default: one per CPU; dumps under 48 MB use one).")
-@click.option("--all", "all_vars", is_flag=True, help="Table: list every var, not only those that are not ok.")
+@click.option("--all", "all_vars", is_flag=True, help="Table: list vars in execution order, ok ones too, not the most divergent.")
 @handle_errors
-def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, fmt: str, text_dump: str | None,
-                jobs: int | None, all_vars: bool) -> None:
+def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
+                text_dump: str | None, jobs: int | None, all_vars: bool) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
     NaN/Inf in other places, another shape or dtype, or exists on one side only), 2 on bad input.
     """
     from lar_prec.compare import megengine_text
-    from lar_prec.report import render_csv, render_table, to_report_json
+    from lar_prec.report import exit_code, from_tree, render_csv, render_terminal
     from lar_prec.vartree import VarTree
 
     tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
-    if json_out is not None:
-        _write_json(to_report_json(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True), json_out)
+    # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
+    # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
+    # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
+    report = from_tree(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True,
+                       max_paths=50 if html_out else 0)
+    _write_outputs(report, json_out, html_out)
     if json_out != "-":
         if fmt == "csv":
-            click.echo(render_csv(tree), nl=False)
+            click.echo(render_csv(report), nl=False)
         elif fmt == "megengine":
             for block in megengine_text(tree.comparison):  # type: ignore[arg-type]
                 click.echo(block)
@@ -360,15 +325,16 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, fm
             if missing:
                 click.echo(f"note: {len(missing)} var(s) dumped on one side only, not printed: {missing[:10]}", err=True)
         else:
-            click.echo(render_table(tree, all_vars=all_vars), nl=False)
-    sys.exit(1 if tree.diverged else 0)
+            render_terminal(report, _report_out(), all_vars=all_vars)
+    sys.exit(exit_code(report))
 
 
 @cli.command("tree")
 @click.argument("diff_txt", type=click.Path(path_type=str))
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON report; '-' for stdout.")
+@click.option("--html", "html_out", metavar="FILE", default=None, help="Write the HTML report (one offline file).")
 @handle_errors
-def tree_cmd(diff_txt: str, json_out: str | None) -> None:
+def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     """Roots of what `python -m megengine.tools.compare_binary_iodump` printed.
 
     Like accuracy_shake_var_tree, without its bugs: 'not finite' and 'shape mismatch'
@@ -376,30 +342,28 @@ def tree_cmd(diff_txt: str, json_out: str | None) -> None:
     the text lists no failure, 1 when it does, 2 when it cannot be read.
     """
     from lar_prec.errors import DumpFormatError
-    from lar_prec.report import to_report_json
+    from lar_prec.report import exit_code, from_tree, render_terminal
     from lar_prec.vartree import tree_from_megengine_diff
 
     tree, md = tree_from_megengine_diff(diff_txt)
     if md.crashed and not md.entries:
         raise DumpFormatError(diff_txt, None, "compare_binary_iodump failures", f"only a traceback ({md.crashed})")
-    if json_out is not None:
-        extra = {"exit_code": int(tree.diverged), "crashed": md.crashed, "source": diff_txt}
-        _write_json(to_report_json(tree, command="tree", extra=extra), json_out)
+    kinds: dict[str, int] = {}
+    for e in md.entries:
+        kinds[e.kind] = kinds.get(e.kind, 0) + 1
+    verdict = f"{'divergence found' if tree.diverged else 'no divergence'}: {len(tree.diffs)} differing var(s) in {diff_txt}"
+    verdict += " (" + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")" if kinds else ""
+    roots = tree.roots()
+    if roots:
+        verdict += f"; root: {roots[0].name} ({roots[0].opr_type}, var {roots[0].id})"
+        verdict += f" (+{len(roots) - 1} more)" if len(roots) > 1 else ""
+    notes = [f"compare_binary_iodump stopped with {md.crashed}; later files were not compared"] if md.crashed else []
+    report = from_tree(tree, command="tree", verdict=verdict, notes=notes,
+                       extra={"exit_code": int(tree.diverged), "crashed": md.crashed, "source": diff_txt})
+    _write_outputs(report, json_out, html_out)
     if json_out != "-":
-        n = len(tree.diffs)
-        kinds: dict[str, int] = {}
-        for e in md.entries:
-            kinds[e.kind] = kinds.get(e.kind, 0) + 1
-        click.echo(f"{n} differing var(s) in {diff_txt}" + (" (" + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")" if kinds else ""))
-        if md.crashed:
-            click.echo(f"note: compare_binary_iodump stopped with {md.crashed}; later files were not compared", err=True)
-        roots = tree.roots()
-        if roots:
-            click.echo(f"roots ({len(roots)}, most likely origin first):")
-        for r in roots:
-            click.echo(f"id:{r.id}  {r.status}  {r.opr_type}  {r.name}")
-            click.echo(f"  {r.note}")
-    sys.exit(1 if tree.diverged else 0)
+        render_terminal(report, _report_out())
+    sys.exit(exit_code(report))
 
 
 def main() -> None:

@@ -1,0 +1,481 @@
+(function () {
+'use strict';
+function fatal(msg) {
+  var f = document.getElementById('fatal');
+  f.hidden = false;
+  f.textContent = 'The report script failed: ' + msg + ' (the JSON is in the page source).';
+}
+window.addEventListener('error', function (e) { fatal(e.message || String(e)); });
+var t0 = (window.performance && performance.now) ? performance.now() : 0;
+
+var R = JSON.parse(document.getElementById('report-data').textContent);
+var SVGNS = document.getElementById('chart').namespaceURI;
+var vars = R.vars || [], roots = R.roots || [], runs = R.runs || [];
+var byId = new Map(), consumers = new Map(), rootRank = new Map();
+vars.forEach(function (v, i) { v._i = (v.exec_index === undefined || v.exec_index === null) ? i : v.exec_index; v._p = i; byId.set(v.id, v); });
+vars.forEach(function (v) { (v.inputs || []).forEach(function (u) { if (!consumers.has(u)) consumers.set(u, []); consumers.get(u).push(v.id); }); });
+roots.forEach(function (r, k) { if (!rootRank.has(r.id)) rootRank.set(r.id, k + 1); });
+var STATUS_COLOR = { ok: '#3a9a5b', divergent: '#d62d20', nonfinite: '#8e44ad', shape_mismatch: '#c67c00', dtype_mismatch: '#c67c00', missing: '#8a8a8a' };
+var STATUS_FILL = { ok: '#e3f3e8', divergent: '#fbd5d1', nonfinite: '#ead8f3', shape_mismatch: '#fbe7c6', dtype_mismatch: '#fbe7c6', missing: '#eeeeee' };
+
+function el(tag, attrs) {
+  var e = document.createElement(tag);
+  setAttrs(e, attrs);
+  for (var i = 2; i < arguments.length; i++) add(e, arguments[i]);
+  return e;
+}
+function sv(tag, attrs) {
+  var e = document.createElementNS(SVGNS, tag);
+  setAttrs(e, attrs);
+  for (var i = 2; i < arguments.length; i++) add(e, arguments[i]);
+  return e;
+}
+function setAttrs(e, attrs) {
+  if (!attrs) return;
+  Object.keys(attrs).forEach(function (k) {
+    var val = attrs[k];
+    if (val === undefined || val === null) return;
+    if (k === 'class') e.setAttribute('class', val);
+    else if (k === 'text') e.textContent = val;
+    else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), val);
+    else e.setAttribute(k, String(val));
+  });
+}
+function add(e, c) {
+  if (c === undefined || c === null) return;
+  if (Array.isArray(c)) { c.forEach(function (x) { add(e, x); }); return; }
+  e.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
+}
+function fmt(x) {
+  if (x === null || x === undefined) return '\u2014';
+  if (typeof x !== 'number') return String(x);
+  if (x === 0) return '0';
+  var a = Math.abs(x);
+  if (a >= 1e-3 && a < 1e4) return String(Number(x.toPrecision(3)));
+  return x.toExponential(2);
+}
+function shape(s) { return '(' + (s || []).join(',') + ')'; }
+function statusBadge(s) { return el('span', { 'class': 'st st-' + s, text: s }); }
+function varLink(id, label) {
+  var v = byId.get(id);
+  var text = label !== undefined ? label : (v ? v.name : 'var ' + id);
+  return el('a', { 'class': 'var', title: v ? ('var ' + id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.status + ' \u00b7 max_err ' + fmt(v.max_err)) : ('var ' + id + ' (not compared)'),
+                   onclick: function (ev) { ev.preventDefault(); select(id, true); } }, text);
+}
+function shq(s) { s = String(s); return /^[A-Za-z0-9_+=.,\/:@%^-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
+
+// ---------------------------------------------------------------- header
+function header() {
+  var bad = vars.some(function (v) { return v.status !== 'ok'; });
+  var vd = document.getElementById('verdict');
+  vd.textContent = R.verdict || (bad ? 'divergence found' : 'no divergence');
+  vd.className = 'verdict ' + (bad ? 'bad' : 'good');
+  var meta = document.getElementById('meta');
+  var th = R.threshold || {};
+  function row(k, v) { if (v === undefined || v === null || v === '') return; meta.appendChild(el('dt', null, k)); meta.appendChild(el('dd', null, v)); }
+  row('command', R.command);
+  row('model', R.model);
+  row('cause', R.cause);
+  row('threshold', fmt(th.value) + ' (' + th.mode + ', metric ' + th.metric + ')' + (th.reason ? ': ' + th.reason : ''));
+  if (th.per_dtype && Object.keys(th.per_dtype).length)
+    row('per dtype', Object.keys(th.per_dtype).map(function (k) { return k + ' ' + fmt(th.per_dtype[k]); }).join(', '));
+  var counts = {};
+  vars.forEach(function (v) { counts[v.status] = (counts[v.status] || 0) + 1; });
+  row('variables', [vars.length + ' compared: '].concat(Object.keys(counts).map(function (s) { return [statusBadge(s), ' ' + counts[s] + ' ']; })));
+  row('roots', String(roots.length));
+  var notes = document.getElementById('notes');
+  (R.notes || []).forEach(function (n) { notes.appendChild(el('li', null, n)); });
+}
+
+// ---------------------------------------------------------------- roots
+var ROOT_ROWS = 200, ROOT_CARDS = 10;
+function rootsSection() {
+  var box = document.getElementById('roots');
+  if (!roots.length) {
+    document.getElementById('cards-section').hidden = true;
+    box.appendChild(el('p', null, vars.some(function (v) { return v.status !== 'ok'; })
+      ? 'No root: every variable that is not ok has an input that is not ok (or was not compared).'
+      : 'No root: no variable diverges.'));
+    return;
+  }
+  var t = el('table', { id: 'roots-table' });
+  t.appendChild(el('thead', null, el('tr', null, ['#', 'var', 'name', 'operator', 'type', 'status', 'max_err', 'input max_err', 'amplification'].map(function (h, i) {
+    return el('th', { 'class': i === 0 || i === 1 || i >= 6 ? 'num' : null }, h); }))));
+  var tb = el('tbody');
+  var shown = Math.min(roots.length, ROOT_ROWS);
+  roots.slice(0, shown).forEach(function (r, k) {
+    var amp = r.amplification !== null && r.amplification !== undefined ? fmt(r.amplification) + '\u00d7'
+            : (r.input_max_err === 0 && r.max_err ? 'inputs exact' : '\u2014');
+    tb.appendChild(el('tr', { 'class': 'root-row' }, el('td', { 'class': 'num' }, String(k + 1)), el('td', { 'class': 'num' }, varLink(r.id, String(r.id))),
+      el('td', { 'class': 'name' }, varLink(r.id, r.name)), el('td', { 'class': 'name mono' }, r.opr), el('td', null, r.opr_type),
+      el('td', null, statusBadge(r.status || (byId.has(r.id) ? byId.get(r.id).status : 'divergent'))),
+      el('td', { 'class': 'num' }, r.max_err === null && r.status && r.status !== 'divergent' ? r.status.replace('_', ' ') : fmt(r.max_err)),
+      el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp)));
+  });
+  t.appendChild(tb);
+  box.appendChild(t);
+  if (roots.length > shown) box.appendChild(el('p', null, (roots.length - shown) + ' more roots: filter the variable table by name or id, or read the JSON.'));
+  var cards = document.getElementById('cards'), next = 0;
+  // Cards are drawn a few at a time: thousands of roots must not stall the page.
+  function more() {
+    var stop = Math.min(roots.length, next + ROOT_CARDS);
+    for (; next < stop; next++) cards.insertBefore(rootCard(roots[next], next + 1), btn);
+    btn.hidden = next >= roots.length;
+    btn.textContent = 'show ' + Math.min(ROOT_CARDS, roots.length - next) + ' more roots (' + (roots.length - next) + ' left)';
+  }
+  var btn = el('button', { type: 'button', id: 'more-roots', onclick: more });
+  cards.appendChild(btn);
+  more();
+}
+function rootCard(r, rank) {
+  var card = el('div', { 'class': 'rootcard', id: 'root-' + rank });
+  card.appendChild(el('h3', null, 'Root #' + rank + ': ', varLink(r.id, r.name), ' ', el('span', { 'class': 'mono' }, '(' + r.opr_type + ', var ' + r.id + ')')));
+  if (r.note) card.appendChild(el('p', null, r.note));
+  if (r.path && r.path.length) {
+    var p = el('div', { 'class': 'path' }, el('b', null, 'path from input: '));
+    r.path.forEach(function (id, i) {
+      var v = byId.get(id);
+      if (i) p.appendChild(el('span', null, '\u2192'));
+      p.appendChild(el('span', { 'class': 'chip' + (id === r.id ? ' is-root' : ''), style: 'border-left: 4px solid ' + (v ? STATUS_COLOR[v.status] : '#bbb') },
+        varLink(id), ' ', el('span', { 'class': 'mono' }, v ? fmt(v.max_err) : '')));
+    });
+    card.appendChild(p);
+  }
+  card.appendChild(el('div', { 'class': 'graphbox' }, neighbourhood(r, rank)));
+  return card;
+}
+
+// ---------------------------------------------------------------- neighbourhood graph
+var MAX_PER_LAYER = 10;
+function neighbourhood(r, rank) {
+  // layer: -2 inputs of inputs, -1 inputs, 0 root, +1 consumers (+2 their consumers when listed)
+  var layer = new Map([[r.id, 0]]);
+  var given = (r.neighbourhood || []).length ? new Set(r.neighbourhood) : null;
+  function inputsOf(id) { var v = byId.get(id); return v ? v.inputs || [] : []; }
+  function usersOf(id) { return consumers.get(id) || []; }
+  var frontier = [r.id];
+  for (var d = 1; d <= 2; d++) {
+    var next = [];
+    frontier.forEach(function (id) { inputsOf(id).forEach(function (u) {
+      if (!layer.has(u) && (!given || given.has(u))) { layer.set(u, -d); next.push(u); } }); });
+    frontier = next;
+  }
+  frontier = [r.id];
+  for (d = 1; d <= (given ? 2 : 1); d++) {
+    next = [];
+    frontier.forEach(function (id) { usersOf(id).forEach(function (u) {
+      if (!layer.has(u) && (!given || given.has(u))) { layer.set(u, d); next.push(u); } }); });
+    frontier = next;
+  }
+  var cols = new Map();
+  layer.forEach(function (l, id) { if (!cols.has(l)) cols.set(l, []); cols.get(l).push(id); });
+  var keys = Array.from(cols.keys()).sort(function (a, b) { return a - b; });
+  var pos = new Map(), hidden = new Map();
+  var W = 210, BW = 180, BH = 34, GAP = 44, PAD = 10;
+  var maxRows = 1;
+  keys.forEach(function (l, ci) {
+    var ids = cols.get(l).sort(function (a, b) { var va = byId.get(a), vb = byId.get(b); return (va ? va._p : 1e12) - (vb ? vb._p : 1e12) || a - b; });
+    if (ids.length > MAX_PER_LAYER) { hidden.set(ci, ids.length - MAX_PER_LAYER + 1); ids = ids.slice(0, MAX_PER_LAYER - 1); }
+    ids.forEach(function (id, ri) { pos.set(id, { x: PAD + ci * W, y: PAD + ri * GAP }); });
+    maxRows = Math.max(maxRows, ids.length + (hidden.has(ci) ? 1 : 0));
+  });
+  var width = PAD * 2 + (keys.length - 1) * W + BW, height = PAD * 2 + maxRows * GAP;
+  var svg = sv('svg', { 'class': 'graph', id: 'graph-' + rank, width: width, height: height, viewBox: '0 0 ' + width + ' ' + height });
+  var mid = 'arrow-' + rank;
+  svg.appendChild(sv('defs', null, sv('marker', { id: mid, viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
+    sv('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#999' }))));
+  pos.forEach(function (p, id) {
+    inputsOf(id).forEach(function (u) {
+      var q = pos.get(u);
+      if (!q || q.x >= p.x) return;
+      var x1 = q.x + BW, y1 = q.y + BH / 2, x2 = p.x, y2 = p.y + BH / 2, mx = (x1 + x2) / 2;
+      svg.appendChild(sv('path', { d: 'M' + x1 + ' ' + y1 + ' C' + mx + ' ' + y1 + ' ' + mx + ' ' + y2 + ' ' + x2 + ' ' + y2,
+        fill: 'none', stroke: '#999', 'stroke-width': 1.2, 'marker-end': 'url(#' + mid + ')' }));
+    });
+  });
+  pos.forEach(function (p, id) {
+    var v = byId.get(id);
+    var st = v ? v.status : 'missing';
+    var isRoot = id === r.id;
+    var g = sv('g', { 'class': 'node', transform: 'translate(' + p.x + ',' + p.y + ')', onclick: function () { select(id, true); } });
+    g.appendChild(sv('title', { text: v ? (v.name + '\nvar ' + id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.dtype + shape(v.shape) + '\n' + st + ' \u00b7 max_err ' + fmt(v.max_err)) : ('var ' + id + ' (not compared)') }));
+    g.appendChild(sv('rect', { width: BW, height: BH, rx: 5, fill: STATUS_FILL[st] || '#eee', stroke: isRoot ? '#d62d20' : (STATUS_COLOR[st] || '#999'), 'stroke-width': isRoot ? 3 : 1 }));
+    var name = v ? v.name : 'var ' + id;
+    if (name.length > 25) name = name.slice(0, 24) + '\u2026';
+    g.appendChild(sv('text', { x: 6, y: 14, text: name, 'font-weight': isRoot ? 'bold' : null }));
+    g.appendChild(sv('text', { x: 6, y: 28, fill: '#555', text: (v ? (v.opr_type.length > 14 ? v.opr_type.slice(0, 13) + '\u2026' : v.opr_type) + ' ' + fmt(v.max_err) : 'not compared') }));
+    svg.appendChild(g);
+  });
+  hidden.forEach(function (n, ci) {
+    svg.appendChild(sv('text', { x: PAD + ci * W + 6, y: PAD + (MAX_PER_LAYER - 1) * GAP + 20, fill: '#666', text: '+' + n + ' more' }));
+  });
+  return svg;
+}
+
+// ---------------------------------------------------------------- chart
+function chart() {
+  var svg = document.getElementById('chart');
+  var Wd = 1000, H = 320, L = 62, Rm = 12, T = 26, B = 40;
+  var pw = Wd - L - Rm, ph = H - T - B;
+  var n = vars.length;
+  var th = R.threshold && typeof R.threshold.value === 'number' ? R.threshold.value : null;
+  var lo = Infinity, hi = -Infinity;
+  vars.forEach(function (v) { if (typeof v.max_err === 'number' && v.max_err > 0) { lo = Math.min(lo, v.max_err); hi = Math.max(hi, v.max_err); } });
+  if (th && th > 0) { lo = Math.min(lo, th); hi = Math.max(hi, th); }
+  if (!isFinite(lo)) { lo = 1e-8; hi = 1; }
+  var l0 = Math.floor(Math.log10(lo)), l1 = Math.ceil(Math.log10(hi));
+  if (l1 <= l0) l1 = l0 + 1;
+  function X(i) { return L + (n > 1 ? i / (n - 1) : 0.5) * pw; }
+  function Y(e) {
+    if (e === null || e === undefined) return T - 12;            // no value (missing, shape mismatch): band above
+    if (e <= 0) return T + ph + 12;                               // exact: band below the axis
+    return T + ph - (Math.log10(e) - l0) / (l1 - l0) * ph;
+  }
+  svg.appendChild(sv('rect', { x: L, y: T, width: pw, height: ph, fill: '#fcfcfc', stroke: '#ccc' }));
+  var step = Math.max(1, Math.ceil((l1 - l0) / 10));
+  for (var k = l0; k <= l1; k += step) {
+    var y = Y(Math.pow(10, k));
+    svg.appendChild(sv('line', { x1: L, x2: L + pw, y1: y, y2: y, stroke: '#eee' }));
+    svg.appendChild(sv('text', { x: L - 6, y: y + 4, 'text-anchor': 'end', 'font-size': 11, fill: '#555', text: '1e' + k }));
+  }
+  svg.appendChild(sv('text', { x: L - 6, y: T + ph + 16, 'text-anchor': 'end', 'font-size': 11, fill: '#555', text: '0' }));
+  svg.appendChild(sv('text', { x: L - 6, y: T - 8, 'text-anchor': 'end', 'font-size': 11, fill: '#555', text: 'n/a' }));
+  var xt = Math.max(1, Math.round(n / 10));
+  for (var i = 0; i < n; i += xt) {
+    svg.appendChild(sv('text', { x: X(i), y: H - 8, 'text-anchor': 'middle', 'font-size': 11, fill: '#555', text: String(i) }));
+  }
+  svg.appendChild(sv('text', { x: L + pw, y: H - 22, 'text-anchor': 'end', 'font-size': 11, fill: '#888', text: 'execution order \u2192' }));
+  if (th && th > 0) {
+    var ty = Y(th);
+    svg.appendChild(sv('line', { x1: L, x2: L + pw, y1: ty, y2: ty, stroke: '#d62d20', 'stroke-dasharray': '6 4', 'stroke-width': 1 }));
+    svg.appendChild(sv('text', { x: L + 4, y: ty - 4, 'font-size': 11, fill: '#d62d20', text: 'threshold ' + fmt(th) }));
+  }
+  // One column per pixel: keep its largest ok and largest not-ok variable, so 20,000 vars
+  // draw as at most ~2 x 930 points while every spike stays visible.
+  var cols = Math.max(1, Math.floor(pw));
+  var best = new Array(cols * 2);
+  vars.forEach(function (v, p) {
+    var c = Math.min(cols - 1, Math.floor((n > 1 ? p / (n - 1) : 0.5) * (cols - 1) + 0.5));
+    var slot = c * 2 + (v.status === 'ok' ? 0 : 1);
+    var cur = best[slot];
+    var e = v.max_err === null || v.max_err === undefined ? Infinity : v.max_err;
+    if (!cur || e > (cur.max_err === null || cur.max_err === undefined ? Infinity : cur.max_err)) best[slot] = v;
+  });
+  var line = '';
+  for (var c = 0; c < cols; c++) {
+    var a = best[c * 2], b = best[c * 2 + 1];
+    var top = a && b ? ((b.max_err === null ? Infinity : b.max_err) >= (a.max_err === null ? Infinity : a.max_err) ? b : a) : (a || b);
+    if (top && typeof top.max_err === 'number') line += (line ? ' L' : 'M') + X(top._p).toFixed(1) + ' ' + Y(top.max_err).toFixed(1);
+  }
+  if (line) svg.appendChild(sv('path', { d: line, fill: 'none', stroke: '#9bb7e0', 'stroke-width': 1 }));
+  var g = sv('g', { id: 'chart-points' });
+  best.forEach(function (v) {
+    if (!v) return;
+    var ok = v.status === 'ok';
+    g.appendChild(sv('circle', { cx: X(v._p).toFixed(1), cy: Y(v.max_err).toFixed(1), r: ok ? 2 : 3.2, fill: STATUS_COLOR[v.status] || '#999', 'class': 'pt',
+      onclick: function () { select(v.id, true); } },
+      sv('title', { text: '#' + v._i + ' ' + v.name + '\nvar ' + v.id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.status + ' \u00b7 max_err ' + fmt(v.max_err) })));
+  });
+  svg.appendChild(g);
+  roots.slice(0, 30).forEach(function (r, k) {
+    var v = byId.get(r.id);
+    if (!v) return;
+    var x = X(v._p);
+    var mg = sv('g', { 'class': 'root-mark', onclick: function () { select(r.id, true); } });
+    mg.appendChild(sv('line', { x1: x, x2: x, y1: T, y2: T + ph, stroke: '#d62d20', 'stroke-width': 1, 'stroke-dasharray': '2 3' }));
+    mg.appendChild(sv('path', { d: 'M' + (x - 6) + ' ' + (T - 22) + ' L' + (x + 6) + ' ' + (T - 22) + ' L' + x + ' ' + (T - 12) + ' z', fill: '#d62d20' }));
+    mg.appendChild(sv('text', { x: x + 8, y: T - 13, 'font-size': 11, fill: '#d62d20', text: '#' + (k + 1) }));
+    mg.appendChild(sv('circle', { cx: x, cy: Y(v.max_err), r: 5, fill: 'none', stroke: '#d62d20', 'stroke-width': 2 }));
+    mg.appendChild(sv('title', { text: 'root #' + (k + 1) + ': ' + r.name + ' (var ' + r.id + ') max_err ' + fmt(r.max_err) }));
+    svg.appendChild(mg);
+  });
+  var lg = document.getElementById('chart-legend');
+  Object.keys(STATUS_COLOR).forEach(function (s) { lg.appendChild(el('span', { 'class': 'sw', style: 'background:' + STATUS_COLOR[s] })); lg.appendChild(document.createTextNode(s)); });
+  lg.appendChild(document.createTextNode('  \u00b7  red triangles: roots  \u00b7  dashed line: threshold' +
+    (R.threshold && R.threshold.scaled ? ' (each var is held to it scaled by min(1, its largest |value|), so a var below the line can still diverge)' : '') +
+    (n > cols ? '  \u00b7  ' + n + ' variables, largest error per pixel column shown' : '')));
+}
+
+// ---------------------------------------------------------------- table
+var COLS = [
+  { key: '_i', label: '#', num: true }, { key: 'id', label: 'var', num: true }, { key: 'name', label: 'name' },
+  { key: 'opr_type', label: 'type' }, { key: 'opr', label: 'operator' }, { key: 'dtype', label: 'dtype' },
+  { key: 'shape', label: 'shape' }, { key: 'status', label: 'status' }, { key: 'max_err', label: 'max_err', num: true },
+  { key: 'max_abs_err', label: 'max_abs_err', num: true }, { key: 'cosine', label: 'cosine', num: true }
+];
+['max_rel_err', 'mean_abs_err', 'rmse', 'max_ulp', 'n_over', 'runs_differing'].forEach(function (k) {
+  if (vars.some(function (v) { return v[k] !== undefined && v[k] !== null; })) COLS.push({ key: k, label: k.replace(/_/g, ' '), num: true });
+});
+if (vars.some(function (v) { return v.note; })) COLS.push({ key: 'note', label: 'note' });
+var state = { sort: '_i', dir: 1, page: 0, size: 100, filter: '', onlyBad: false, rows: vars.slice(), selected: null };
+
+function cmp(key, dir) {
+  return function (a, b) {
+    var x = a[key], y = b[key];
+    if (key === 'shape') { x = (x || []).reduce(function (s, d) { return s * d; }, 1); y = (y || []).reduce(function (s, d) { return s * d; }, 1); }
+    var xn = x === null || x === undefined, yn = y === null || y === undefined;
+    if (xn || yn) return xn && yn ? a._p - b._p : (xn ? 1 : -1);   // unknown values last either way
+    if (x < y) return -dir;
+    if (x > y) return dir;
+    return a._p - b._p;
+  };
+}
+function refilter() {
+  var q = state.filter.trim().toLowerCase();
+  var idq = /^#?\d+$/.test(q) ? Number(q.replace('#', '')) : null;
+  state.rows = vars.filter(function (v) {
+    if (state.onlyBad && v.status === 'ok') return false;
+    if (!q) return true;
+    if (idq !== null && v.id === idq) return true;
+    return v.name.toLowerCase().indexOf(q) >= 0 || v.opr.toLowerCase().indexOf(q) >= 0 ||
+           v.opr_type.toLowerCase().indexOf(q) >= 0 || v.status === q || v.dtype.toLowerCase() === q;
+  });
+  resort();
+}
+function resort() { state.rows.sort(cmp(state.sort, state.dir)); draw(); }
+function head() {
+  var tr = document.getElementById('vars-head');
+  tr.textContent = '';
+  COLS.forEach(function (c) {
+    var cls = (c.num ? 'num ' : '') + (state.sort === c.key ? (state.dir > 0 ? 'sorted-asc' : 'sorted-desc') : '');
+    tr.appendChild(el('th', { 'class': cls, 'data-key': c.key, title: 'sort by ' + c.label, onclick: function () {
+      if (state.sort === c.key) state.dir = -state.dir; else { state.sort = c.key; state.dir = c.num && c.key !== '_i' && c.key !== 'id' ? -1 : 1; }
+      state.page = 0; head(); resort(); } }, c.label));
+  });
+}
+function cell(v, c) {
+  var x = v[c.key];
+  if (c.key === 'name') return el('td', { 'class': 'name' }, varLink(v.id), rootRank.has(v.id) ? el('b', { style: 'color:#d62d20' }, '  root #' + rootRank.get(v.id)) : null);
+  if (c.key === 'status') return el('td', null, statusBadge(x));
+  if (c.key === 'shape') return el('td', { 'class': 'mono' }, shape(x));
+  if (c.key === 'opr') return el('td', { 'class': 'name mono' }, x);
+  if (c.key === 'cosine') return el('td', { 'class': 'num' }, x === null || x === undefined ? '\u2014' : x.toFixed(6));
+  if (c.num) return el('td', { 'class': 'num' }, c.key === '_i' || c.key === 'id' ? String(x) : fmt(x));
+  return el('td', null, x === undefined ? '' : x);
+}
+function draw() {
+  var pages = Math.max(1, Math.ceil(state.rows.length / state.size));
+  state.page = Math.min(state.page, pages - 1);
+  var start = state.page * state.size, slice = state.rows.slice(start, start + state.size);
+  var tb = document.getElementById('vars-body');
+  var frag = document.createDocumentFragment();
+  slice.forEach(function (v) {
+    var tr = el('tr', { 'data-id': v.id, 'class': (rootRank.has(v.id) ? 'root-row' : '') + (state.selected === v.id ? ' selected' : '') });
+    COLS.forEach(function (c) { tr.appendChild(cell(v, c)); });
+    frag.appendChild(tr);
+  });
+  tb.textContent = '';
+  tb.appendChild(frag);
+  document.getElementById('page-info').textContent = state.rows.length
+    ? 'rows ' + (start + 1) + '\u2013' + (start + slice.length) + ' of ' + state.rows.length + (state.rows.length !== vars.length ? ' (filtered from ' + vars.length + ')' : '')
+    : 'no matching variables';
+  document.getElementById('prev').disabled = state.page === 0;
+  document.getElementById('next').disabled = state.page >= pages - 1;
+}
+function table() {
+  head();
+  var timer = null;
+  document.getElementById('filter').addEventListener('input', function (e) {
+    clearTimeout(timer);
+    timer = setTimeout(function () { state.filter = e.target.value; state.page = 0; refilter(); }, 120);
+  });
+  document.getElementById('only-bad').addEventListener('change', function (e) { state.onlyBad = e.target.checked; state.page = 0; refilter(); });
+  document.getElementById('page-size').addEventListener('change', function (e) { state.size = Number(e.target.value); state.page = 0; draw(); });
+  document.getElementById('prev').addEventListener('click', function () { state.page--; draw(); });
+  document.getElementById('next').addEventListener('click', function () { state.page++; draw(); });
+  draw();
+}
+
+// ---------------------------------------------------------------- details of one var
+function select(id, scroll) {
+  state.selected = id;
+  var v = byId.get(id);
+  var sec = document.getElementById('details-section');
+  var box = document.getElementById('details');
+  sec.hidden = false;
+  box.textContent = '';
+  document.getElementById('details-title').textContent = v ? v.name + ' (var ' + id + ')' : 'var ' + id;
+  if (!v) { box.appendChild(el('p', null, 'Var ' + id + ' was not compared (not dumped in both runs).')); }
+  else {
+    var kv = el('div', { 'class': 'kv' });
+    function row(k, val) { kv.appendChild(el('div', null, k)); kv.appendChild(el('div', null, val)); }
+    row('execution position', String(v._i));
+    row('status', statusBadge(v.status));
+    if (rootRank.has(id)) row('root', '#' + rootRank.get(id));
+    row('operator', el('span', { 'class': 'mono' }, v.opr));
+    row('operator type', v.opr_type);
+    row('dtype, shape', v.dtype + ' ' + shape(v.shape));
+    Object.keys(v).forEach(function (k) {
+      if (['id', 'name', 'opr', 'opr_type', 'dtype', 'shape', 'inputs', 'status', 'exec_index', 'index'].indexOf(k) >= 0 || k[0] === '_') return;
+      var x = v[k];
+      if (x === '' || x === false) return;
+      row(k, Array.isArray(x) ? '[' + x.join(', ') + ']' : (typeof x === 'number' ? (k === 'cosine' ? x.toFixed(8) : fmt(x))
+        : (x === null ? '\u2014' : (typeof x === 'object' ? JSON.stringify(x) : String(x)))));
+    });
+    row('inputs', (v.inputs || []).length ? v.inputs.map(function (u, i) { return [i ? ', ' : '', varLink(u), ' ', el('span', { 'class': 'mono' }, byId.has(u) ? fmt(byId.get(u).max_err) : '(not compared)')]; }) : 'none (model input or constant)');
+    var us = consumers.get(id) || [];
+    row('consumers', us.length ? us.map(function (u, i) { return [i ? ', ' : '', varLink(u)]; }) : 'none (a model output)');
+    box.appendChild(kv);
+  }
+  var rows = document.querySelectorAll('#vars-body tr');
+  for (var i = 0; i < rows.length; i++) rows[i].classList.toggle('selected', Number(rows[i].getAttribute('data-id')) === id);
+  if (scroll) {
+    sec.scrollIntoView({ block: 'nearest' });
+    try { history.replaceState(null, '', '#var=' + id); } catch (e) { /* some viewers forbid it; the link is a convenience */ }
+  }
+}
+
+// ---------------------------------------------------------------- runs
+function runsSection() {
+  var box = document.getElementById('runs');
+  if (!runs.length) { box.appendChild(el('p', null, 'No runs: the dumps were compared as given.')); return; }
+  var t = el('table', { id: 'runs-table' });
+  t.appendChild(el('thead', null, el('tr', null, el('th', null, 'label'), el('th', { 'class': 'num' }, 'exit'), el('th', { 'class': 'num' }, 'seconds'), el('th', null, 'folder and command'))));
+  var tb = el('tbody');
+  runs.forEach(function (r) {
+    var keys = r.env ? Object.keys(r.env) : [];
+    var unset = keys.filter(function (k) { return r.env[k] === null; });
+    var env = (unset.length ? ['env'].concat(unset.map(function (k) { return '-u ' + shq(k); })) : [])
+      .concat(keys.filter(function (k) { return r.env[k] !== null; }).map(function (k) { return k + '=' + shq(r.env[k]); }));
+    var cmd = env.concat((r.argv || []).map(shq)).join(' ');
+    var state = r.status && r.status !== 'ok' ? ' \u2014 ' + r.status + (r.signal ? ' (' + r.signal + ')' : '') : '';
+    tb.appendChild(el('tr', null, el('td', null, r.label + (r.config && r.config !== r.label ? ' (' + r.config + ')' : ''), state ? el('b', { style: 'color:#d62d20' }, state) : null),
+      el('td', { 'class': 'num', style: r.returncode ? 'color:#d62d20;font-weight:600' : null }, String(r.returncode)),
+      el('td', { 'class': 'num' }, r.seconds === null ? '\u2014' : r.seconds.toFixed(2)),
+      el('td', null, el('div', { 'class': 'mono' }, r.dir), el('pre', { 'class': 'cmd' }, cmd))));
+  });
+  t.appendChild(tb);
+  box.appendChild(t);
+}
+
+// ---------------------------------------------------------------- deep links
+// #var=37 selects a var; q=text filters; bad=1 keeps only vars that are not ok; sort=-max_err sorts.
+function applyHash() {
+  var h = (location.hash || '').replace(/^#/, '');
+  if (!h) return;
+  var sel = null;
+  h.split('&').forEach(function (kv) {
+    var i = kv.indexOf('='), k = i < 0 ? kv : kv.slice(0, i), val = '';
+    try { val = i < 0 ? '' : decodeURIComponent(kv.slice(i + 1)); } catch (e) { return; }
+    if (k === 'q') { state.filter = val; document.getElementById('filter').value = val; }
+    else if (k === 'bad') { state.onlyBad = val !== '0'; document.getElementById('only-bad').checked = state.onlyBad; }
+    else if (k === 'sort') {
+      var key = val.replace(/^[-+]/, '');
+      if (COLS.some(function (c) { return c.key === key; })) { state.sort = key; state.dir = val.charAt(0) === '-' ? -1 : 1; }
+    }
+    else if (k === 'var' && /^\d+$/.test(val)) sel = Number(val);
+  });
+  head();
+  refilter();
+  if (sel !== null) select(sel, false);
+}
+
+header();
+rootsSection();
+chart();
+table();
+runsSection();
+applyHash();
+document.body.setAttribute('data-rendered', String(vars.length));
+if (t0 || t0 === 0) document.body.setAttribute('data-render-ms', String(Math.round(performance.now() - t0)));
+})();

@@ -1,0 +1,395 @@
+"""A :class:`~lar_prec.report.Report` for people: the one terminal renderer, and CSV.
+
+:func:`render_terminal` writes the same sections for every command (``naive-vs-default``,
+``shake``, ``compare``, ``tree``) to a rich ``Console`` the caller owns: title, verdict,
+cause, threshold and how it was chosen, status counts, the roots with their amplification,
+the path from a model input to each root, the most divergent variables (or every variable
+in execution order), the runs and the notes. This module never prints on its own.
+The sections are built once as styled lines and tables, then written either to a rich
+``Console`` (colour, wrapping to its width) or, for a pipe or a file, to a plain text stream
+(aligned columns, nothing wrapped, and rich not even imported: it is most of a small
+``compare``'s start-up). :func:`render_csv` writes one row per variable.
+"""
+from __future__ import annotations
+
+import csv
+import heapq
+import io
+import itertools
+import math
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from lar_prec.report import Report, ReportRoot, ReportVar, _records, auto_verdict, exit_code, fmt_err, var_from_diff
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lar_prec.compare import Comparison
+    from lar_prec.vartree import VarTree
+
+__all__ = ["render_terminal", "render_table", "render_csv", "CSV_FIELDS"]
+
+_STATUS_STYLE = {
+    "ok": "green",
+    "divergent": "red",
+    "nonfinite": "magenta",
+    "shape_mismatch": "yellow",
+    "dtype_mismatch": "yellow",
+    "missing": "dim",
+}
+
+#: numeric columns: right-aligned and never wrapped or cut
+_NUM: Dict[str, Any] = {"justify": "right", "no_wrap": True}
+
+Column = Tuple[str, Dict[str, Any], Callable[..., Any]]
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "(" + ",".join(str(s) for s in shape) + ")"
+
+
+def _amp_text(r: ReportRoot) -> str:
+    if r.amplification is not None and math.isfinite(r.amplification):
+        return f"{fmt_err(r.amplification)}x"
+    if r.inputs_equal or (r.input_max_err == 0 and r.max_err):
+        return "inputs exact"
+    return "—"
+
+
+def _root_err_text(err: Optional[float], status: str) -> str:
+    """A root's error; a NaN/Inf origin has no finite error, so say what it is instead."""
+    if (err is None or not math.isfinite(err)) and status != "divergent":
+        return status.replace("_", " ")
+    return fmt_err(err)
+
+
+def _err_key(v: Any) -> Tuple[int, float]:
+    """Sort key, most divergent first: not-ok before ok, unknown error (missing, NaN) as
+    infinite. Reads a ReportVar or a VarDiff (same attribute names)."""
+    err = v.max_err
+    if err is None or err != err:
+        err = math.inf
+    return (0 if v.status != "ok" else 1, -err)
+
+
+def _as_var(rec: Any) -> ReportVar:
+    return rec if isinstance(rec, ReportVar) else var_from_diff(rec)
+
+
+def _path_steps(path: Sequence[int], limit: int) -> List[Optional[int]]:
+    """The path, shortened to ``limit`` steps: the first two, ``None`` for the gap, the rest."""
+    if len(path) <= limit or limit < 4:
+        return list(path)
+    tail = limit - 3
+    return list(path[:2]) + [None] + list(path[-tail:])
+
+
+def render_terminal(report: Report, console: Union["Console", IO[str], None] = None, *, top: int = 10,
+                    path_limit: int = 10, show_runs: bool = True, all_vars: bool = False) -> None:
+    """Write the human summary of ``report`` to ``console``.
+
+    Args:
+        report: what to show.
+        console: a ``rich.console.Console`` (the caller chooses stream, colour and width;
+            None makes a default one on stdout), or a text stream for plain text.
+        top: how many roots and variables to list.
+        path_limit: longer paths are shortened to this many steps.
+        show_runs: include the table of runs.
+        all_vars: list the variables in execution order, ok ones too, instead of the most
+            divergent ones.
+    """
+    con: Any
+    if console is None:
+        from rich.console import Console
+
+        con = _RichOut(Console())
+    elif hasattr(console, "rule") and hasattr(console, "width"):
+        con = _RichOut(console)
+    else:
+        con = _PlainOut(console)  # type: ignore[arg-type]
+    narrow = con.width < 110
+    _header(report, con)
+    if report.roots:
+        _roots_table(report, con, top, narrow)
+        _root_paths(report, con, top, path_limit)
+    elif exit_code(report):
+        con.print(_text("No root found: every variable that is not ok has an input that is not ok either "
+                        "(or its inputs were not compared).", "yellow"))
+    else:
+        con.print(_text("(no root: every variable is within the threshold)", "green"))
+    if len(report.vars):
+        _vars_table(report, con, top, narrow, all_vars)
+    if show_runs and report.runs:
+        _runs_table(report, con)
+    for n in report.notes:
+        con.print(_text("Note: ", "bold yellow", n))
+
+
+class _Line:
+    """One line of styled text: (text, rich style) segments. User data stays text, never
+    markup (var names contain [ ])."""
+
+    __slots__ = ("segs",)
+
+    def __init__(self, *parts: Any) -> None:
+        self.segs: List[Tuple[str, str]] = []
+        for p in parts:
+            self.append(*(p if isinstance(p, tuple) else (p,)))
+
+    def append(self, text: Any, style: str = "") -> None:
+        self.segs.append((str(text), style or ""))
+
+    @property
+    def plain(self) -> str:
+        return "".join(t for t, _ in self.segs)
+
+
+def _cell(text: Any, style: str = "") -> _Line:
+    return _Line((text, style))
+
+
+def _text(s: str, style: str = "", *more: Any) -> _Line:
+    return _Line((s, style), *more)
+
+
+class _Table:
+    """A titled table: columns (header, rich column options) and rows of :class:`_Line`."""
+
+    def __init__(self, title: str) -> None:
+        self.title = _text(title, "bold")
+        self.columns: List[Tuple[str, Dict[str, Any]]] = []
+        self.rows: List[List[_Line]] = []
+
+    def add_column(self, head: str, **kw: Any) -> None:
+        self.columns.append((head, kw))
+
+    def add_row(self, *cells: Any) -> None:
+        self.rows.append([c if isinstance(c, _Line) else _Line(c) for c in cells])
+
+
+_table = _Table
+
+
+class _RichOut:
+    """Writes lines and tables to a rich Console."""
+
+    def __init__(self, console: "Console") -> None:
+        self.con = console
+        self.width = console.width
+
+    @staticmethod
+    def _t(line: _Line) -> Any:
+        from rich.text import Text
+
+        return Text.assemble(*line.segs)
+
+    def rule(self, line: _Line) -> None:
+        self.con.rule(self._t(line), align="left")
+
+    def print(self, line: _Line) -> None:
+        self.con.print(self._t(line))
+
+    def table(self, t: _Table) -> None:
+        from rich import box
+        from rich.table import Table
+
+        rt = Table(title=self._t(t.title), box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
+        for head, kw in t.columns:
+            rt.add_column(head, **kw)
+        for row in t.rows:
+            rt.add_row(*[self._t(c) for c in row])
+        self.con.print(rt)
+
+
+class _PlainOut:
+    """Writes lines and tables as plain text: columns aligned, nothing wrapped or cut."""
+
+    def __init__(self, stream: IO[str], width: int = 120) -> None:
+        self.stream = stream
+        self.width = width
+
+    def _w(self, text: str) -> None:
+        self.stream.write(text.replace("\n", " ").rstrip() + "\n")
+
+    def rule(self, line: _Line) -> None:
+        head = line.plain + " "
+        self._w(head + "─" * max(3, self.width - len(head)))
+
+    def print(self, line: _Line) -> None:
+        self._w(line.plain)
+
+    def table(self, t: _Table) -> None:
+        heads = [h for h, _ in t.columns]
+        cells = [[c.plain.replace("\n", " ") for c in row] for row in t.rows]
+        widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(heads)]
+        right = [kw.get("justify") == "right" for _, kw in t.columns]
+
+        def fmt(vals: Sequence[str]) -> str:
+            return " " + "   ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(vals, widths, right))
+
+        self._w(t.title.plain)
+        self._w(fmt(heads))
+        self._w("─" * (sum(widths) + 3 * (len(widths) - 1) + 2))
+        for r in cells:
+            self._w(fmt(r))
+
+
+def _header(report: Report, con: Any) -> None:
+    title = _text(f"lar-prec {report.command}", "bold")
+    if report.model:
+        title.append(f"  {report.model}", style="dim")
+    con.rule(title)
+    verdict = report.verdict or auto_verdict(report)
+    con.print(_text("Verdict: ", "bold", (verdict, "bold red" if exit_code(report) else "bold green")))
+    if report.cause:
+        con.print(_text("Cause: ", "bold", (report.cause, "yellow")))
+    th = report.threshold
+    line = _text("Threshold: ", "bold", (fmt_err(th.value), "cyan"), f" ({th.mode}, metric {th.metric})")
+    if th.reason:
+        line.append(f": {th.reason}")
+    con.print(line)
+    if th.per_dtype:
+        con.print(_text("  per dtype: " + ", ".join(f"{k} {fmt_err(v)}" for k, v in th.per_dtype.items())))
+    counts = report.status_counts()
+    con.print(_text("Variables: ", "bold", f"{len(report.vars)} compared",
+                    *[(f", {n} {s}", _STATUS_STYLE.get(s, "")) for s, n in counts.items()]))
+
+
+def _roots_table(report: Report, con: Any, top: int, narrow: bool) -> None:
+    cols: List[Column] = [
+        ("#", _NUM, lambda k, r, st: str(k)),
+        ("var", _NUM, lambda k, r, st: str(r.id)),
+        ("name", {"overflow": "fold", "ratio": 2}, lambda k, r, st: _cell(r.name, "bold")),
+        ("operator", {"overflow": "fold", "ratio": 2}, lambda k, r, st: _cell(r.opr)),
+        ("type", {"overflow": "fold", "ratio": 1}, lambda k, r, st: _cell(r.opr_type)),
+        ("status", {"no_wrap": True}, lambda k, r, st: _cell(st, _STATUS_STYLE.get(st, ""))),
+        ("max_err", _NUM, lambda k, r, st: _cell(_root_err_text(r.max_err, st), _STATUS_STYLE.get(st, "red"))),
+        ("input err" if narrow else "input max_err", _NUM, lambda k, r, st: _cell(fmt_err(r.input_max_err))),
+        ("amplif." if narrow else "amplification", _NUM, lambda k, r, st: _cell(_amp_text(r))),
+    ]
+    if narrow:  # numbers must never be cut: drop the long text columns instead
+        cols = [c for c in cols if c[0] != "operator"]
+    t = _table(f"Roots ({len(report.roots)}, most likely first)")
+    for head, kw, _ in cols:
+        t.add_column(head, **kw)
+    for k, r in enumerate(report.roots[:top], 1):
+        v = report.var(r.id) if r.status is None else None
+        st = r.status or (v.status if v is not None else "divergent")
+        t.add_row(*[get(k, r, st) for _, _, get in cols])
+    con.table(t)
+    if len(report.roots) > top:
+        con.print(_text(f"  ... {len(report.roots) - top} more roots in the JSON/HTML report", "dim"))
+    for k, r in enumerate(report.roots[:top], 1):
+        if r.note:
+            con.print(_text(f"  root #{k}: {r.note}", "yellow"))
+
+
+def _root_paths(report: Report, con: Any, top: int, path_limit: int) -> None:
+    for k, r in enumerate(report.roots[: min(top, 3)], 1):
+        if not r.path:
+            continue
+        con.print(_text(f"Path to root #{k} ", "bold", (r.name, "bold"), f" ({len(r.path)} vars, from model input):"))
+        steps = _path_steps(r.path, path_limit)
+        for step in steps:
+            if step is None:
+                con.print(_text(f"    ... {len(r.path) - len(steps) + 1} more ...", "dim"))
+                continue
+            v = report.var(step)
+            if v is None:
+                con.print(_text(f"  -> var {step} (not in this report)", "dim"))
+                continue
+            mark = "  => " if step == r.id else "  -> "
+            con.print(_text(mark, "", (v.name, "bold" if step == r.id else ""), (f"  [{v.opr_type}, var {v.id}] ", "dim"),
+                            (fmt_err(v.max_err), _STATUS_STYLE.get(v.status, ""))))
+
+
+def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool) -> None:
+    """The most divergent variables (or the first ones in execution order), at most ``top``."""
+    recs = _records(report.vars)
+    if all_vars:
+        picked = list(itertools.islice(enumerate(recs), top))
+        title, left = "Variables in execution order", len(recs) - len(picked)
+    else:  # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept
+        picked = heapq.nsmallest(top, enumerate(recs), key=lambda p: _err_key(p[1]))
+        title, left = "Most divergent variables", max(0, report.n_not_ok - len(picked))
+    rows = [(pos, _as_var(rec)) for pos, rec in picked]
+    roots = {r.id for r in report.roots}
+
+    def cos_text(p: int, v: ReportVar) -> _Line:
+        return _cell("—" if v.cosine is None or not math.isfinite(v.cosine) else f"{v.cosine:.6f}")
+
+    cols: List[Column] = [
+        ("#", _NUM, lambda p, v: str(v.exec_index if v.exec_index is not None else p)),
+        ("var", _NUM, lambda p, v: str(v.id)),
+        ("name", {"overflow": "fold", "ratio": 3},
+         lambda p, v: _cell(v.name + ("  (root)" if v.id in roots else ""), "bold" if v.id in roots else "")),
+        ("type", {"overflow": "fold", "ratio": 1}, lambda p, v: _cell(v.opr_type)),
+        ("dtype shape", {"overflow": "fold", "ratio": 1}, lambda p, v: _cell(f"{v.dtype} {_shape_text(v.shape)}")),
+        ("status", {"no_wrap": True}, lambda p, v: _cell(v.status, _STATUS_STYLE.get(v.status, ""))),
+        ("max_err", _NUM, lambda p, v: _cell(fmt_err(v.max_err), _STATUS_STYLE.get(v.status, ""))),
+        ("max_abs_err", _NUM, lambda p, v: _cell(fmt_err(v.max_abs_err))),
+        ("cosine", _NUM, cos_text),
+    ]
+    if any(getattr(rec, "runs_differing", None) is not None for rec in recs):
+        cols.append(("runs differing", _NUM,
+                     lambda p, v: _cell("—" if v.runs_differing is None else str(v.runs_differing))))
+    if narrow:
+        cols = [c for c in cols if c[0] not in ("dtype shape", "max_abs_err", "cosine")]
+    t = _table(title)
+    for head, kw, _ in cols:
+        t.add_column(head, **kw)
+    for pos, v in rows:
+        t.add_row(*[get(pos, v) for _, _, get in cols])
+    con.table(t)
+    if left > 0:
+        what = "variables" if all_vars else "variables not ok"
+        con.print(_text(f"  ... {left} more {what} in the JSON/HTML/CSV report", "dim"))
+
+
+def _runs_table(report: Report, con: Any) -> None:
+    t = _table("Runs")
+    for col, kw in (("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"}),
+                    ("folder", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for r in report.runs:
+        t.add_row(_cell(r.label), _cell(str(r.returncode), "" if r.returncode == 0 else "red"),
+                  _cell("—" if not math.isfinite(r.seconds) else f"{r.seconds:.2f}"), _cell(str(r.dir)))
+    con.table(t)
+
+
+def render_table(report: Union[Report, "VarTree"], *, all_vars: bool = False) -> str:
+    """:func:`render_terminal` as plain text, for a report or a tree."""
+    if not isinstance(report, Report):
+        from lar_prec.report import from_tree
+
+        report = from_tree(report, lazy_vars=True, max_paths=0)
+    buf = io.StringIO()
+    render_terminal(report, buf, all_vars=all_vars)
+    return buf.getvalue()
+
+
+CSV_FIELDS = (
+    "id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "status", "max_err", "max_abs_err", "max_rel_err",
+    "mean_abs_err", "rmse", "cosine", "max_ulp", "n_over", "threshold", "worst_index", "worst_a", "worst_b", "note",
+)
+
+
+def render_csv(report: Union[Report, "VarTree", "Comparison"]) -> str:
+    """One CSV row per var (execution order), the columns of :data:`CSV_FIELDS`."""
+    recs = _records(report.vars) if isinstance(report, Report) else report.diffs
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for d in recs:
+        row = []
+        for f in CSV_FIELDS:
+            v = getattr(d, f)
+            if isinstance(v, tuple):
+                v = " ".join(str(x) for x in v)
+            elif isinstance(v, float):
+                v = repr(v) if math.isfinite(v) else str(v)
+            elif v is None:
+                v = ""
+            row.append(v)
+        w.writerow(row)
+    return buf.getvalue()
