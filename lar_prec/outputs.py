@@ -37,6 +37,7 @@ def atomic_writer(path: PathLike, *, what: str = "output") -> Iterator[IO[str]]:
             yield f
             f.flush()
             os.fsync(f.fileno())
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # mkstemp makes 0600; a report is as readable as any file
         os.replace(tmp, p)
         tmp = ""
     except OSError as e:
@@ -47,6 +48,15 @@ def atomic_writer(path: PathLike, *, what: str = "output") -> Iterator[IO[str]]:
         if tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _read_umask() -> int:
+    mask = os.umask(0)  # the only way to read it; done once at import, before any thread writes
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
 
 
 def atomic_write_text(path: PathLike, text: str, *, what: str = "output") -> Path:
