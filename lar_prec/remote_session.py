@@ -1,0 +1,542 @@
+"""One analysis on one remote device: push once, run in fresh processes, pull, clean up.
+
+Use (the runner builds ``argv`` with the device's paths, in the real binary's flag syntax)::
+
+    with RemoteSession("ssh:me@board", lar="/opt/bin/load_and_run") as s:
+        model = s.push(model_path)                      # skipped when the device has it (sha256)
+        s.push_all(input_paths)
+        plan = s.new_run("naive")                       # a fresh device folder for the run
+        argv = [s.lar, model.remote, "--input", s.input_arg([("data", inp)]),
+                "--bin-io-dump", plan.dump_dir, "--iter", "1", "--warmup-iter", "0", "--cpu"]
+        res = s.run(plan, argv, {"MGB_USE_MEGDNN_DBG": "2"}, local_run_dir, timeout=600)
+        res.returncode, res.dump_dir                    # dump pulled into local_run_dir/dump
+        s.record()                                      # device facts + pushed hashes, for run.json
+
+Device layout under ``remote_dir`` (default ``~/.cache/lar-prec`` over ssh,
+``/data/local/tmp/lar-prec`` over adb)::
+
+    files/<sha256[:16]>-<name>   (+ .sha256)   pushed model and inputs, kept for later analyses
+    runs/<label>-<random>/                     one run: stdout.txt, stderr.txt, dump/, .pid
+
+A run's device folder is removed once it is pulled completely, unless ``keep_remote``.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from lar_prec.errors import UsageError
+from lar_prec.remote import (
+    AdbOptions,
+    Completed,
+    RemoteError,
+    RemoteTarget,
+    SshOptions,
+    Transport,
+    last_line,
+    make_transport,
+    q,
+    run_local,
+)
+
+#: last line of a run's wrapper on the device: its load_and_run's exit status
+RC_MARKER = "lar-prec-rc="
+#: seconds the device gives a timed-out run between SIGTERM and SIGKILL of its process group
+KILL_GRACE_SECONDS = 2
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class PushedFile:
+    """A local file and its copy on the device."""
+
+    local: Path
+    remote: str
+    sha256: str
+    size: int
+    skipped: bool  # the device already had it (same sha256)
+
+    def to_json(self) -> Dict[str, Any]:
+        """This file as recorded in run.json."""
+        return {"local": str(self.local), "remote": self.remote, "sha256": self.sha256, "size": self.size,
+                "skipped": self.skipped}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the device says about itself (recorded in run.json; shown next to verdicts)."""
+
+    transport: str
+    target: str
+    remote_dir: str
+    uname: str
+    cpu_model: Optional[str]
+    cpu_features: Tuple[str, ...]
+    android_model: Optional[str]
+    android_abi: Optional[str]
+    lar: str
+    lar_found: bool
+    lar_version: Optional[str]
+
+    def to_json(self) -> Dict[str, Any]:
+        """The device facts as a JSON object."""
+        return {"transport": self.transport, "target": self.target, "remote_dir": self.remote_dir,
+                "uname": self.uname, "cpu_model": self.cpu_model, "cpu_features": list(self.cpu_features),
+                "android_model": self.android_model, "android_abi": self.android_abi,
+                "load_and_run": {"path": self.lar, "found": self.lar_found, "version": self.lar_version}}
+
+
+@dataclass(frozen=True)
+class RemoteRunPlan:
+    """The device folders of one run: pass ``dump_dir`` (or ``text_dump``) to load_and_run."""
+
+    label: str
+    dir: str
+    dump_dir: Optional[str]
+    text_dump: Optional[str]
+
+
+@dataclass(frozen=True)
+class RemoteRunResult:
+    """One finished run on the device, its folder pulled into ``local_dir``."""
+
+    label: str
+    remote_dir: str
+    argv: Tuple[str, ...]
+    returncode: Optional[int]  # load_and_run's exit status (negative: signal); None on a timeout
+    timed_out: bool
+    seconds: float
+    local_dir: Path
+    stdout: Path
+    stderr: Path
+    dump_dir: Optional[Path]
+    text_dump: Optional[Path]
+    remote_kept: bool
+    kill_report: str = ""  # what the device said when a timed-out run was killed
+
+    def to_json(self) -> Dict[str, Any]:
+        """The remote part of this run for run.json."""
+        return {"remote_dir": self.remote_dir, "remote_kept": self.remote_kept, "timed_out": self.timed_out,
+                "kill_report": self.kill_report}
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a local file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name) or "file"
+
+
+# ------------------------------------------------------------------ device-side scripts (POSIX sh)
+
+# `set -- $(sha256sum F)` keeps the hash without cut/awk, which some boards lack
+_HASH_FN = ('h() { if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum "$1"); echo "$1"; '
+            'elif [ -f "$1.sha256" ]; then cat "$1.sha256"; fi; }')
+
+
+def run_script(plan: RemoteRunPlan, argv: Sequence[str], env: Mapping[str, Optional[str]]) -> str:
+    """The wrapper that runs ``argv`` on the device in a fresh process of its own group.
+
+    load_and_run's output goes to files in the run folder (adb before Android 7 merges the
+    streams, and a file survives a dropped connection); its pid goes to ``.pid`` so a timeout
+    can kill the group from a second connection; the last line is ``lar-prec-rc=N``.
+    """
+    lines = ["umask 022", f"mkdir -p {q(plan.dir)} || exit 3", f"cd {q(plan.dir)} || exit 3"]
+    if plan.dump_dir:
+        lines.append(f"mkdir -p {q(plan.dump_dir)} || exit 3")  # the real binary needs it to exist
+    for name, value in env.items():
+        if not _NAME.fullmatch(name):
+            raise UsageError(f"environment variable name {name!r} is not a shell name")
+        lines.append(f"unset {name}" if value is None else f"{name}={q(value)}; export {name}")
+    cmd = " ".join(q(a) for a in argv)
+    redirect = "</dev/null >stdout.txt 2>stderr.txt &"
+    lines += [
+        # setsid: the run leads its own process group, so one kill reaches all it started
+        f"if command -v setsid >/dev/null 2>&1; then setsid {cmd} {redirect}",
+        f"else {cmd} {redirect}",
+        "fi",
+        "pid=$!",
+        "echo $pid > .pid",
+        "wait $pid",
+        "rc=$?",
+        "rm -f .pid",
+        f"echo {RC_MARKER}$rc",
+    ]
+    return "\n".join(lines)
+
+
+def kill_script(run_dir: str, grace: int = KILL_GRACE_SECONDS) -> str:
+    """Kill a run's process group on the device: SIGTERM, ``grace`` seconds, SIGKILL."""
+    return "\n".join([
+        f"cd {q(run_dir)} 2>/dev/null || {{ echo 'no run folder'; exit 0; }}",
+        # the wrapper may not have written the pid yet when the timeout was short
+        "i=0; while [ ! -s .pid ] && [ $i -lt 20 ]; do sleep 1; i=$((i+4)); done",
+        "[ -s .pid ] || { echo 'no pid: the run had ended'; exit 0; }",
+        "p=$(cat .pid)",
+        "kill -TERM -$p 2>/dev/null || kill -TERM $p 2>/dev/null",
+        f"i=0; while kill -0 $p 2>/dev/null && [ $i -lt {grace * 5} ]; do sleep 1; i=$((i+5)); done",
+        "if kill -0 $p 2>/dev/null; then kill -KILL -$p 2>/dev/null || kill -KILL $p 2>/dev/null; "
+        "echo \"killed $p (SIGKILL)\"; else echo \"killed $p (SIGTERM)\"; fi",
+        "rm -f .pid",
+    ])
+
+
+def manifest_script(remote_dir: str) -> str:
+    """List ``size ./relative/path`` of every file under a folder, then an end marker."""
+    return "\n".join([
+        f"cd {q(remote_dir)} || exit 3",
+        "rm -f .pid",
+        'find . -type f | while IFS= read -r f; do echo "$(wc -c < "$f") $f"; done',
+        "echo lar-prec-manifest-end",
+    ])
+
+
+def _device_info_script(remote_dir: str, lar: str) -> str:
+    keys = "model name|Hardware|Processor|CPU part|CPU implementer|CPU architecture|flags|Features|isa|uarch"
+    return "\n".join([
+        "echo @@uname; uname -a 2>&1",
+        f"echo @@cpu; grep -E '^({keys})[[:space:]]*:' /proc/cpuinfo 2>/dev/null | sort -u",
+        "echo @@getprop; if command -v getprop >/dev/null 2>&1; then "
+        "echo \"model=$(getprop ro.product.model)\"; echo \"abi=$(getprop ro.product.cpu.abi)\"; fi",
+        f"echo @@lar; if command -v {q(lar)} >/dev/null 2>&1; then echo found; "
+        "T=; if command -v timeout >/dev/null 2>&1; then T='timeout 20'; fi; "
+        f"$T {q(lar)} --version 2>&1 </dev/null | head -n 3; else echo missing; fi",
+        "echo @@end",
+    ])
+
+
+def parse_device_info(text: str, *, transport: str, target: str, remote_dir: str, lar: str) -> DeviceInfo:
+    """A DeviceInfo from the output of the device-info script."""
+    sections: Dict[str, List[str]] = {}
+    current = ""
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = line[2:].strip()
+            sections[current] = []
+        elif current:
+            sections[current].append(line.rstrip())
+    cpu: Dict[str, str] = {}
+    features: set = set()
+    for line in sections.get("cpu", []):
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key in ("flags", "Features", "isa"):
+            features.update(value.split())
+        elif value:
+            cpu.setdefault(key, value)
+    model = next((cpu[k] for k in ("model name", "Hardware", "Processor", "uarch") if k in cpu), None)
+    if model is None and "CPU part" in cpu:
+        model = f"CPU implementer {cpu.get('CPU implementer', '?')} part {cpu['CPU part']}"
+    props = dict(ln.partition("=")[::2] for ln in sections.get("getprop", []) if "=" in ln)
+    lar_lines = sections.get("lar", [])
+    found = bool(lar_lines) and lar_lines[0] == "found"
+    version = "\n".join(ln for ln in lar_lines[1:] if ln.strip()) or None
+    return DeviceInfo(transport, target, remote_dir, "\n".join(sections.get("uname", [])).strip(), model,
+                      tuple(sorted(features)), props.get("model") or None, props.get("abi") or None, lar,
+                      found, version if found else None)
+
+
+# ------------------------------------------------------------------ the session
+
+
+class RemoteSession:
+    """Push, run and pull on one device for one analysis. Not thread-safe: use one per worker.
+
+    Args:
+        target: ``ssh:[user@]host[:port]``, ``adb[:serial]``, a RemoteTarget or a Transport.
+        lar: the load_and_run program on the device (a path, or a name on the device's PATH).
+        remote_dir: the device's working folder (default: the transport's, see the module doc).
+        keep_remote: keep each run's device folder after it was pulled.
+        transfer_timeout: seconds for one push, pull or small command.
+    """
+
+    def __init__(self, target: "str | RemoteTarget | Transport", *, lar: str = "load_and_run",
+                 remote_dir: Optional[str] = None, keep_remote: bool = False,
+                 ssh: Optional[SshOptions] = None, adb: Optional[AdbOptions] = None,
+                 transfer_timeout: float = 600) -> None:
+        self.transport = target if isinstance(target, Transport) else make_transport(target, ssh=ssh, adb=adb)
+        if not lar or any(c in lar for c in "\n\0"):
+            raise UsageError(f"--lar {lar!r}: expected the path of load_and_run on the device")
+        self.lar = lar
+        self.keep_remote = keep_remote
+        self.transfer_timeout = transfer_timeout
+        self._requested_dir = remote_dir or self.transport.default_remote_dir
+        self._dir: Optional[str] = None
+        self._pushed: Dict[Path, PushedFile] = {}
+        self._info: Optional[DeviceInfo] = None
+
+    @property
+    def target(self) -> RemoteTarget:
+        """The device."""
+        return self.transport.target
+
+    def __enter__(self) -> "RemoteSession":
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fail(self, what: str, res: Completed, **kw: Any) -> RemoteError:
+        return self.transport.fail(what, res, **kw)
+
+    def open(self) -> str:
+        """Create the device's working folder; returns its absolute path. Idempotent."""
+        if self._dir is None:
+            d = q(self._requested_dir)
+            res = self.transport.exec(f"mkdir -p {d}/files {d}/runs && cd {d} && pwd -P",
+                                      timeout=self.transfer_timeout)
+            path = last_line(res.stdout)
+            if res.returncode != 0 or not path.startswith("/"):
+                raise self._fail(f"creating the working folder {self._requested_dir}", res)
+            self._dir = path
+        return self._dir
+
+    @property
+    def remote_dir(self) -> str:
+        """The device's working folder (absolute)."""
+        return self.open()
+
+    def close(self) -> None:
+        """Remove the device's (empty) runs folder unless keep_remote; pushed files stay cached."""
+        if self._dir is not None and not self.keep_remote:
+            try:
+                self.transport.exec(f"rmdir {q(self._dir + '/runs')} 2>/dev/null; exit 0", timeout=30)
+            except RemoteError:
+                pass  # the connection is gone: nothing left to tidy that matters
+
+    # -------------------------------------------------------------- pushing
+
+    def push(self, path: Union[str, Path]) -> PushedFile:
+        """Push one file (see :meth:`push_all`)."""
+        return self.push_all([path])[0]
+
+    def push_all(self, paths: Iterable[Union[str, Path]]) -> Tuple[PushedFile, ...]:
+        """Push files into ``files/`` once: a file the device already has (same sha256, computed
+        there with sha256sum or read from a ``.sha256`` sidecar) is skipped. Each copy is
+        checked on the device after the push.
+
+        Raises UsageError for a missing local file, RemoteError when the device refuses
+        (full disk, read-only folder, lost connection) with its own message.
+        """
+        files = self.remote_dir + "/files"
+        todo: List[Tuple[Path, str, str, int]] = []
+        for p in paths:
+            local = Path(p).resolve()
+            if local in self._pushed:
+                continue
+            if not local.is_file():
+                raise UsageError(f"cannot push {p} to {self.target}: no such file")
+            digest = sha256_of(local)
+            todo.append((local, f"{digest[:16]}-{_safe(local.name)}", digest, local.stat().st_size))
+        if todo:
+            names = " ".join(q(name) for _, name, _, _ in todo)
+            res = self.transport.exec(f"cd {q(files)} || exit 3\n{_HASH_FN}\n"
+                                      f"for f in {names}; do [ -f \"$f\" ] && echo \"$(h \"$f\") $f\"; done; exit 0",
+                                      timeout=self.transfer_timeout)
+            if res.returncode != 0:
+                raise self._fail(f"listing {files}", res)
+            there = {ln.split(" ", 1)[1]: ln.split(" ", 1)[0] for ln in res.stdout.decode("utf-8", "replace")
+                     .splitlines() if " " in ln}
+            fresh = []
+            for local, name, digest, size in todo:
+                skipped = there.get(name) == digest
+                if not skipped:
+                    self.transport.push_file(local, f"{files}/{name}", timeout=self.transfer_timeout)
+                    fresh.append((name, digest))
+                self._pushed[local] = PushedFile(local, f"{files}/{name}", digest, size, skipped)
+            if fresh:
+                self._verify(files, fresh)
+        return tuple(self._pushed[Path(p).resolve()] for p in paths)
+
+    def _verify(self, files: str, fresh: Sequence[Tuple[str, str]]) -> None:
+        """Check pushed copies on the device and write their sidecars; a bad copy is removed."""
+        lines = [f"cd {q(files)} || exit 3",
+                 'v() { if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum "$1"); echo "$1"; '
+                 'else echo -; fi; }']
+        for name, digest in fresh:
+            lines.append(f"g=$(v {q(name)}); if [ \"$g\" = {digest} ] || [ \"$g\" = - ]; then "
+                         f"echo {digest} > {q(name + '.sha256')} || exit 4; else rm -f {q(name)}; "
+                         f"echo \"bad {name} $g\"; fi")
+        res = self.transport.exec("\n".join(lines), timeout=self.transfer_timeout)
+        bad = [ln for ln in res.stdout.decode("utf-8", "replace").splitlines() if ln.startswith("bad ")]
+        if res.returncode != 0 or bad:
+            for local, pf in list(self._pushed.items()):
+                if any(pf.remote.endswith("/" + name) for name, _ in fresh):
+                    del self._pushed[local]
+            detail = "; ".join(bad) or res.message()
+            raise RemoteError(f"checking the files pushed to {self.target} failed: {detail}",
+                              target=self.target.spec, device_message=detail, argv=res.argv)
+
+    def remote_path(self, local: Union[str, Path]) -> str:
+        """The device path of a pushed local file (UsageError if it was not pushed)."""
+        pf = self._pushed.get(Path(local).resolve())
+        if pf is None:
+            raise UsageError(f"{local} was not pushed to {self.target}")
+        return pf.remote
+
+    def input_arg(self, items: Iterable[Tuple[str, Union[str, Path]]]) -> str:
+        """load_and_run's ``--input`` value for (name, local path) pairs, with device paths."""
+        return ";".join(f"{name}:{self.remote_path(path)}" for name, path in items)
+
+    @property
+    def pushed(self) -> Tuple[PushedFile, ...]:
+        """Every file pushed (or found) in this session."""
+        return tuple(self._pushed.values())
+
+    # -------------------------------------------------------------- facts
+
+    def device_info(self, *, refresh: bool = False) -> DeviceInfo:
+        """uname, CPU model and features, Android model and ABI, load_and_run --version."""
+        if self._info is None or refresh:
+            res = self.transport.exec(_device_info_script(self.remote_dir, self.lar), timeout=60)
+            text = res.stdout.decode("utf-8", "replace")
+            if "@@end" not in text:
+                raise self._fail("reading the device's description", res)
+            self._info = parse_device_info(text, transport=self.target.kind, target=self.target.spec,
+                                           remote_dir=self.remote_dir, lar=self.lar)
+        return self._info
+
+    def record(self) -> Dict[str, Any]:
+        """The ``remote`` object of run.json: transport, target, device facts, pushed hashes."""
+        return {"transport": self.target.kind, "target": self.target.spec, "remote_dir": self._dir,
+                "keep_remote": self.keep_remote, "device": self._info.to_json() if self._info else None,
+                "pushed": [p.to_json() for p in self._pushed.values()]}
+
+    # -------------------------------------------------------------- runs
+
+    def new_run(self, label: str, *, text_dump: bool = False) -> RemoteRunPlan:
+        """Fresh device folders for one run (created by :meth:`run`)."""
+        d = f"{self.remote_dir}/runs/{_safe(label)}-{secrets.token_hex(4)}"
+        return RemoteRunPlan(label, d, None if text_dump else d + "/dump", d + "/io_dump.txt" if text_dump else None)
+
+    def run(self, plan: RemoteRunPlan, argv: Sequence[str], env: Optional[Mapping[str, Optional[str]]],
+            local_dir: Union[str, Path], *, timeout: Optional[float] = None) -> RemoteRunResult:
+        """Run ``argv`` on the device in a fresh process, pull its folder into ``local_dir``.
+
+        ``env`` maps a variable to its value, or to None to unset it, on top of the device's
+        login environment. ``local_dir`` receives stdout.txt, stderr.txt and dump/ (or
+        io_dump.txt), merged with what is there. The result carries load_and_run's exit status
+        whatever it is; at ``timeout`` seconds the local client is killed, then the device's
+        process group (SIGTERM, then SIGKILL), and ``timed_out`` is set.
+
+        Raises RemoteError (exit 3) with the device's message when the connection fails, the
+        binary is missing on the device, or the folder does not pull completely; files pulled
+        so far stay in ``local_dir`` and the device folder is kept.
+        """
+        local = Path(local_dir)
+        local.mkdir(parents=True, exist_ok=True)
+        script = run_script(plan, argv, env or {})
+        t0 = time.monotonic()
+        try:
+            res = run_local(self.transport.shell_argv(script), timeout=timeout, target=self.target.spec)
+        except KeyboardInterrupt:
+            self._kill(plan)
+            raise
+        seconds = round(time.monotonic() - t0, 3)
+        kill_report = self._kill(plan) if res.timed_out else ""
+        rc = self._exit_status(res)
+        if rc is None and not res.timed_out:
+            self._salvage(plan, local)
+            msg = res.message() or f"exit {res.returncode}"
+            raise RemoteError(f"the run {plan.label!r} on {self.target} ended without an exit status: {msg}",
+                              target=self.target.spec, device_message=msg, run_dir=local, argv=argv,
+                              returncode=res.returncode, kept=_files(local))
+        self._pull(plan, local)
+        if rc in (126, 127):
+            said = last_line(_read(local / "stderr.txt")) or res.message()
+            raise RemoteError(f"load_and_run {argv[0]!r} cannot be run on {self.target} (exit {rc}): {said}",
+                              target=self.target.spec, device_message=said, run_dir=local, argv=argv,
+                              returncode=rc, kept=_files(local))
+        if not self.keep_remote:
+            self._remove(plan)
+        return RemoteRunResult(
+            plan.label, plan.dir, tuple(argv), rc, res.timed_out, seconds, local, local / "stdout.txt",
+            local / "stderr.txt", local / "dump" if plan.dump_dir else None,
+            local / "io_dump.txt" if plan.text_dump else None, self.keep_remote, kill_report)
+
+    @staticmethod
+    def _exit_status(res: Completed) -> Optional[int]:
+        """load_and_run's status from the wrapper's marker; the shell reports a signal N as
+        128+N, turned into -N like subprocess does (a real exit 129..159 is not told apart)."""
+        for line in reversed(res.stdout.decode("utf-8", "replace").splitlines()):
+            if line.startswith(RC_MARKER) and line[len(RC_MARKER):].strip().isdigit():
+                rc = int(line[len(RC_MARKER):])
+                return -(rc - 128) if 128 < rc < 160 else rc
+        return None
+
+    def _kill(self, plan: RemoteRunPlan) -> str:
+        try:
+            res = self.transport.exec(kill_script(plan.dir), timeout=30 + KILL_GRACE_SECONDS)
+        except RemoteError as exc:
+            return f"could not kill the run on the device: {exc.device_message or exc}"
+        return last_line(res.stdout) or res.message()
+
+    def _salvage(self, plan: RemoteRunPlan, local: Path) -> None:
+        """Best effort after a failure: bring back whatever the device folder holds."""
+        try:
+            self._pull(plan, local, timeout=60)
+        except RemoteError:
+            pass
+
+    def _pull(self, plan: RemoteRunPlan, local: Path, timeout: Optional[float] = None) -> None:
+        """Pull the run folder and check every file arrived whole (sizes listed on the device first)."""
+        t = timeout or self.transfer_timeout
+        res = self.transport.exec(manifest_script(plan.dir), timeout=t)
+        lines = res.stdout.decode("utf-8", "replace").splitlines()
+        if res.returncode != 0 or "lar-prec-manifest-end" not in lines:
+            raise self._fail(f"listing the run folder {plan.dir}", res, run_dir=local, kept=_files(local))
+        expected: Dict[str, int] = {}
+        for ln in lines:
+            parts = ln.split(None, 1)
+            if len(parts) == 2 and parts[0].isdigit() and parts[1].startswith("./"):
+                expected[parts[1][2:]] = int(parts[0])
+        try:
+            self.transport.pull_tree(plan.dir, local, timeout=t)
+        except RemoteError as exc:
+            exc.run_dir = local
+            exc.kept = _files(local)
+            exc.args = (f"{exc}; {len(exc.kept)} files pulled so far are kept in {local}; "
+                        f"the device folder {plan.dir} is kept",)
+            raise
+        bad = []
+        for rel, size in sorted(expected.items()):
+            p = local / rel
+            got = p.stat().st_size if p.is_file() else None
+            if got != size:
+                bad.append(f"{rel}: {'missing' if got is None else f'{got} of {size} bytes'}")
+        if bad:
+            more = f" (+{len(bad) - 5} more)" if len(bad) > 5 else ""
+            raise RemoteError(
+                f"pulling {plan.dir} from {self.target} was incomplete: {len(bad)} of {len(expected)} files "
+                f"missing or short ({', '.join(bad[:5])}{more}); what arrived is kept in {local}; "
+                f"the device folder is kept", target=self.target.spec, device_message="; ".join(bad[:5]),
+                run_dir=local, kept=_files(local))
+
+    def _remove(self, plan: RemoteRunPlan) -> None:
+        try:
+            self.transport.exec(f"rm -rf {q(plan.dir)}", timeout=self.transfer_timeout)
+        except RemoteError:
+            pass  # the data is pulled; a folder left on the device is not worth failing the run
+
+
+def _files(local: Path) -> List[Path]:
+    return sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else []
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
