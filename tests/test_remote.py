@@ -1,0 +1,453 @@
+"""Remote runs for real: an OpenSSH server started here on 127.0.0.1, and a stand-in adb.
+
+The "device" runs the bundled load_and_run through a small wrapper script (the way a board
+runs its own binary); dumps pulled back must equal a local run's dump byte for byte (naive
+kernels are deterministic). sshd comes from Debian's openssh-server (``make test`` installs it
+with scripts/ensure-sshd.sh); the ssh tests skip, saying why, only when it is missing.
+"""
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from lar_prec.errors import LarPrecError, RunError, UsageError
+from lar_prec.iodump import DumpFolder
+from lar_prec.remote import (
+    AdbOptions,
+    AdbTransport,
+    RemoteError,
+    RemoteSession,
+    SshOptions,
+    SshTransport,
+    make_transport,
+    parse_target,
+)
+from lar_prec.remote_session import kill_script, run_script, RemoteRunPlan
+
+CASE = "cnn"
+NAIVE_ENV = {"MGB_USE_MEGDNN_DBG": "2"}
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_exe(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def lar_wrapper(path: Path) -> Path:
+    """The device's load_and_run: the bundled one, run by this interpreter from this checkout."""
+    return write_exe(path, f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
+
+
+def slow_wrapper(path: Path, pidfile: Path) -> Path:
+    """A load_and_run that hangs: it records its pid (kept by exec) and sleeps."""
+    return write_exe(path, f"#!/bin/sh\necho $$ > {pidfile}\necho started >&2\nexec sleep 300\n")
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def wait_gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def lar_argv(session: RemoteSession, case, plan) -> list:
+    """A naive run's command line with the device's paths, as the runner builds it."""
+    model = session.push(case.model)
+    session.push_all([p for _, p in case.inputs])
+    return [session.lar, model.remote, "--input", session.input_arg(case.inputs),
+            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", plan.dump_dir]
+
+
+def assert_same_dump(pulled: Path, local: Path) -> None:
+    names = sorted(os.listdir(local))
+    assert sorted(os.listdir(pulled)) == names
+    match, mismatch, errors = filecmp.cmpfiles(pulled, local, names, shallow=False)
+    assert mismatch == [] and errors == [], (mismatch, errors)
+    a, b = DumpFolder(pulled), DumpFolder(local)
+    assert a.ids == b.ids and len(a) > 3
+    assert not a.incomplete
+
+
+# --------------------------------------------------------------------------- sshd
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """A real OpenSSH server on 127.0.0.1:<free port>, keys made here, root by key only."""
+    if SSHD is None:
+        pytest.skip("sshd is not installed (make test runs scripts/ensure-sshd.sh: apt-get install openssh-server)")
+    if os.geteuid() != 0:
+        pytest.skip("the sshd fixture logs in as the current user and needs root to run sshd")
+    d = tmp_path_factory.mktemp("sshd")
+    for name in ("host", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True, timeout=30)
+    (d / "authorized_keys").write_text((d / "client.pub").read_text())
+    port = free_port()
+    (d / "sshd_config").write_text("\n".join([
+        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {d / 'host'}", f"PidFile {d / 'sshd.pid'}",
+        f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+        "UsePAM no", "StrictModes no", "LogLevel ERROR", "",
+    ]))
+    os.makedirs("/run/sshd", exist_ok=True)  # Debian's sshd refuses to start without it
+    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {(d / 'host.pub').read_text()}")
+    (d / "ssh_config").write_text("")  # -F: never read the user's ~/.ssh/config
+    log = open(d / "sshd.log", "wb")
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log, stderr=log,
+                            stdin=subprocess.DEVNULL)
+    opts = SshOptions(identity=str(d / "client"), config=str(d / "ssh_config"), known_hosts=str(d / "known_hosts"),
+                      strict_host_key_checking="yes", connect_timeout=5)
+    target = f"ssh:root@127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"sshd exited {proc.returncode}: {(d / 'sshd.log').read_text()[-2000:]}")
+            try:
+                if make_transport(target, ssh=opts).exec("echo up", timeout=10).stdout.strip() == b"up":
+                    break
+            except RemoteError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"sshd did not accept a login: {(d / 'sshd.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield {"target": target, "options": opts, "port": port, "dir": d}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture
+def ssh_session(sshd, tmp_path):
+    """A session on the sshd 'device' whose working folder is a fresh tmp folder."""
+    def make(lar: "Path | str", **kw) -> RemoteSession:
+        return RemoteSession(sshd["target"], lar=str(lar), remote_dir=str(tmp_path / "device"), ssh=sshd["options"],
+                             **kw)
+    return make
+
+
+# --------------------------------------------------------------------------- fake adb
+
+
+@pytest.fixture
+def fake_adb(tmp_path, monkeypatch):
+    """``adb`` on PATH is tests/fake_adb.py; device SER1's root is tmp/dev1 (SER2: tmp/dev2)."""
+    bindir = tmp_path / "bin"
+    write_exe(bindir / "adb", f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fake_adb.py'} \"$@\"\n")
+    roots = {"SER1": tmp_path / "dev1", "SER2": tmp_path / "dev2"}
+    for r in roots.values():
+        r.mkdir()
+    log = tmp_path / "adb-calls.jsonl"
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_ADB_DEVICES", ";".join(f"{s}={r}" for s, r in roots.items()))
+    monkeypatch.setenv("FAKE_ADB_LOG", str(log))
+    monkeypatch.delenv("ANDROID_SERIAL", raising=False)
+    monkeypatch.delenv("LAR_PREC_ADB", raising=False)
+
+    class Adb:
+        root = roots["SER1"]
+        remote_dir = str(roots["SER1"] / "data" / "local" / "tmp" / "lar-prec")
+
+        @staticmethod
+        def calls() -> list:
+            return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+
+        @staticmethod
+        def session(lar: "Path | str", serial: str = "SER1", **kw) -> RemoteSession:
+            return RemoteSession(f"adb:{serial}", lar=str(lar), remote_dir=Adb.remote_dir, **kw)
+
+    return Adb
+
+
+# --------------------------------------------------------------------------- targets and command lines
+
+
+@pytest.mark.parametrize("spec, kind, user, host, port, serial", [
+    ("ssh:board", "ssh", None, "board", None, None),
+    ("ssh:me@10.0.0.7:2222", "ssh", "me", "10.0.0.7", 2222, None),
+    ("ssh:root@[::1]:22", "ssh", "root", "::1", 22, None),
+    ("adb", "adb", None, None, None, None),
+    ("adb:emulator-5554", "adb", None, None, None, "emulator-5554"),
+    ("adb:192.168.1.5:5555", "adb", None, None, None, "192.168.1.5:5555"),
+])
+def test_parse_target(spec, kind, user, host, port, serial):
+    t = parse_target(spec)
+    assert (t.kind, t.user, t.host, t.port, t.serial, str(t)) == (kind, user, host, port, serial, spec)
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("ssh:", "host"), ("ssh:h:0", "port"), ("ssh:h:22x", "port"), ("ssh:-oProxyCommand=x", "host"),
+    ("ssh:[::1", "'['"), ("adb:", "serial"), ("adb:-s", "serial"), ("telnet:h", "unknown transport"),
+])
+def test_parse_target_refuses_with_exit_2(spec, says):
+    with pytest.raises(UsageError, match=r"--remote .*" + says.replace("[", r"\[")) as e:
+        parse_target(spec)
+    assert e.value.exit_code == 2 and "expected ssh:[user@]host[:port] or adb[:serial]" in str(e.value)
+
+
+def test_ssh_command_line_passes_keys_config_and_known_hosts():
+    opts = SshOptions(identity="/k/id", config="/k/cfg", known_hosts="/k/kh", connect_timeout=7)
+    argv = SshTransport(parse_target("ssh:me@h:2200"), opts).shell_argv("echo 'a b'")
+    assert argv[0] == "ssh" and argv[-3:] == ["--", "h", "sh -c 'echo '\"'\"'a b'\"'\"''"]
+    joined = " ".join(argv)
+    for part in ("-o BatchMode=yes", "-o ConnectTimeout=7", "-F /k/cfg", "-i /k/id -o IdentitiesOnly=yes",
+                 "-o UserKnownHostsFile=/k/kh", "-o StrictHostKeyChecking=accept-new", "-p 2200", "-l me"):
+        assert part in joined
+    # a user's own StrictHostKeyChecking wins over the default
+    mine = SshOptions(extra_args=("-o", "StrictHostKeyChecking=no"))
+    assert "StrictHostKeyChecking=accept-new" not in SshTransport(parse_target("ssh:h"), mine).base_argv()
+
+
+def test_ssh_options_from_env():
+    o = SshOptions.from_env({"LAR_PREC_SSH_IDENTITY": "/k", "LAR_PREC_SSH_CONFIG": "/c",
+                             "LAR_PREC_SSH_KNOWN_HOSTS": "/kh", "LAR_PREC_SSH_ARGS": "-o 'ProxyJump=a b'"})
+    assert (o.identity, o.config, o.known_hosts, o.extra_args) == ("/k", "/c", "/kh", ("-o", "ProxyJump=a b"))
+    with pytest.raises(UsageError, match="LAR_PREC_SSH_ARGS"):
+        SshOptions.from_env({"LAR_PREC_SSH_ARGS": "-o 'unclosed"})
+
+
+def test_adb_command_lines_are_what_real_adb_expects():
+    t = AdbTransport(parse_target("adb:R58M123"), AdbOptions("adb"))
+    assert t.adb_argv("push", "/l/m.mge", "/data/local/tmp/m.mge") == \
+        ["adb", "-s", "R58M123", "push", "/l/m.mge", "/data/local/tmp/m.mge"]
+    assert t.adb_argv("pull", "/data/local/tmp/d", "/l/d") == ["adb", "-s", "R58M123", "pull", "/data/local/tmp/d", "/l/d"]
+    # the whole script is ONE argument after `shell` (adb joins arguments with spaces)
+    script = "cd '/data/local/tmp/a b' && echo \"$HOME\""
+    assert t.shell_argv(script) == ["adb", "-s", "R58M123", "shell", script]
+    assert AdbTransport(parse_target("adb")).shell_argv("id") == ["adb", "shell", "id"]
+
+
+def test_run_script_quotes_argv_and_env_for_sh(tmp_path):
+    """The wrapper, run by a local sh, passes every argument through unchanged."""
+    plan = RemoteRunPlan("q", str(tmp_path / "run dir"), None, None)
+    args = ["a b", "it's", "$HOME", "*", "", "semi;colon", "new\nline"]
+    script = run_script(plan, ["sh", "-c", 'printf "%s|" "$@"; printf "%s|%s" "$V" "${GONE-unset}"', "x", *args],
+                        {"V": "v w'x", "GONE": None})
+    env = {**os.environ, "GONE": "was set"}
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, env=env)
+    assert out.stdout.strip().endswith("lar-prec-rc=0")
+    assert (tmp_path / "run dir" / "stdout.txt").read_text() == "|".join(args) + "|v w'x|unset"
+    with pytest.raises(UsageError):
+        run_script(plan, ["x"], {"A-B": "1"})
+
+
+def test_kill_script_without_a_run_is_harmless(tmp_path):
+    out = subprocess.run(["sh", "-c", kill_script(str(tmp_path / "none"))], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "no run folder" in out.stdout
+
+
+# --------------------------------------------------------------------------- ssh, for real
+
+
+def test_ssh_run_pulls_a_dump_equal_to_a_local_run(ssh_session, manifest, lar_dump, tmp_path):
+    case = manifest[CASE]
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    with ssh_session(lar) as s:
+        plan = s.new_run("naive")
+        argv = lar_argv(s, case, plan)
+        assert all(not p.skipped for p in s.pushed)
+        res = s.run(plan, argv, NAIVE_ENV, tmp_path / "local-run", timeout=300)
+        info = s.device_info()
+        record = s.record()
+    assert res.returncode == 0 and not res.timed_out and res.seconds > 0
+    assert_same_dump(res.dump_dir, lar_dump(CASE, "naive"))
+    assert res.stderr.is_file() and res.stdout.is_file()
+    assert not Path(plan.dir).exists(), "the device's run folder is cleaned up"
+    # the device describes itself, and the record is what run.json gets
+    assert "Linux" in info.uname and info.cpu_model and info.cpu_features
+    assert info.lar_found and "lar_prec.lar" in info.lar_version
+    assert info.android_model is None
+    rec = json.loads(json.dumps(record))
+    assert rec["transport"] == "ssh" and rec["target"].startswith("ssh:root@127.0.0.1:")
+    assert {p["sha256"] for p in rec["pushed"]} >= {__import__("hashlib").sha256(case.model.read_bytes()).hexdigest()}
+
+
+def test_ssh_second_analysis_skips_files_the_device_has(ssh_session, manifest, tmp_path):
+    case = manifest[CASE]
+    with ssh_session("true") as s:
+        first = s.push(case.model)
+    with ssh_session("true") as s:
+        again = s.push(case.model)
+    assert not first.skipped and again.skipped and again.remote == first.remote
+    assert Path(first.remote).read_bytes() == case.model.read_bytes()
+    # a copy changed on the device is pushed again, not trusted
+    Path(first.remote).write_bytes(b"corrupt")
+    with ssh_session("true") as s:
+        fixed = s.push(case.model)
+    assert not fixed.skipped and Path(first.remote).read_bytes() == case.model.read_bytes()
+
+
+def test_ssh_keep_remote_keeps_the_device_folder(ssh_session, tmp_path):
+    with ssh_session("sh", keep_remote=True) as s:
+        plan = s.new_run("keep")
+        res = s.run(plan, ["sh", "-c", "echo out; echo err >&2; exit 3"], {}, tmp_path / "r", timeout=60)
+    assert res.returncode == 3 and res.remote_kept
+    assert (tmp_path / "r" / "stdout.txt").read_text() == "out\n"
+    assert (tmp_path / "r" / "stderr.txt").read_text() == "err\n"
+    assert Path(plan.dir, "stdout.txt").is_file()
+
+
+def test_ssh_connection_refused_is_exit_3_with_ssh_message(sshd, tmp_path):
+    s = RemoteSession(f"ssh:root@127.0.0.1:{free_port()}", lar="x", ssh=sshd["options"])
+    with pytest.raises(RemoteError, match="Connection refused") as e:
+        s.open()
+    assert isinstance(e.value, RunError) and isinstance(e.value, LarPrecError) and e.value.exit_code == 3
+
+
+def test_ssh_missing_binary_is_exit_3_with_the_device_message(ssh_session, tmp_path):
+    missing = tmp_path / "no" / "load_and_run"
+    with ssh_session(missing) as s:
+        assert s.device_info().lar_found is False
+        plan = s.new_run("default")
+        with pytest.raises(RemoteError) as e:
+            s.run(plan, [str(missing), "model.mge"], {}, tmp_path / "r", timeout=60)
+    assert e.value.exit_code == 3 and "cannot be run" in str(e.value)
+    assert "No such file" in e.value.device_message or "not found" in e.value.device_message
+    assert (tmp_path / "r" / "stderr.txt").is_file()  # what the device said is kept
+
+
+def test_ssh_timeout_kills_the_remote_process(ssh_session, tmp_path):
+    pidfile = tmp_path / "device.pid"
+    lar = slow_wrapper(tmp_path / "device-bin" / "slow", pidfile)
+    with ssh_session(lar) as s:
+        plan = s.new_run("slow")
+        t0 = time.monotonic()
+        res = s.run(plan, [str(lar), "model.mge"], {}, tmp_path / "r", timeout=3)
+    assert res.timed_out and res.returncode is None and time.monotonic() - t0 < 30
+    pid = int(pidfile.read_text())
+    assert wait_gone(pid), f"the device's process {pid} survived the timeout"
+    assert "killed" in res.kill_report
+    assert (tmp_path / "r" / "stderr.txt").read_text() == "started\n"
+
+
+def test_ssh_full_device_disk_is_exit_3_with_the_device_message(ssh_session, manifest, tmp_path):
+    """The push's temporary file is a link to /dev/full: the device's write fails with ENOSPC."""
+    from lar_prec.remote_session import sha256_of
+
+    case = manifest[CASE]
+    files = tmp_path / "device" / "files"
+    files.mkdir(parents=True)
+    (files / f"{sha256_of(case.model)[:16]}-{case.model.name}.part").symlink_to("/dev/full")
+    with ssh_session("true") as s:
+        with pytest.raises(RemoteError, match="No space left on device") as e:
+            s.push(case.model)
+    assert e.value.exit_code == 3
+    assert not (files / f"{sha256_of(case.model)[:16]}-{case.model.name}").exists()
+
+
+# --------------------------------------------------------------------------- adb, through the stand-in
+
+
+def test_adb_run_pulls_a_dump_equal_to_a_local_run(fake_adb, manifest, lar_dump, tmp_path):
+    case = manifest[CASE]
+    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    with fake_adb.session(lar) as s:
+        plan = s.new_run("naive")
+        argv = lar_argv(s, case, plan)
+        res = s.run(plan, argv, NAIVE_ENV, tmp_path / "local-run", timeout=300)
+        info = s.device_info()
+    assert res.returncode == 0
+    assert_same_dump(res.dump_dir, lar_dump(CASE, "naive"))
+    assert not Path(plan.dir).exists()
+    assert info.transport == "adb" and info.lar_found
+    calls = fake_adb.calls()
+    assert calls and all(c[:3] == ["adb", "-s", "SER1"] for c in calls)
+    for c in calls:
+        assert c[3] in ("push", "pull", "shell")
+        assert len(c) == (6 if c[3] in ("push", "pull") else 5), c  # shell: one string
+    pushes = [c for c in calls if c[3] == "push"]
+    assert [Path(c[4]) for c in pushes] == [case.model.resolve(), *(p.resolve() for _, p in case.inputs)]
+
+
+def test_adb_without_serial_and_unknown_serial(fake_adb, monkeypatch):
+    monkeypatch.setenv("FAKE_ADB_DEVICES", f"ONLY={fake_adb.root}")
+    s = RemoteSession("adb", lar="x", remote_dir=fake_adb.remote_dir)
+    assert s.open() == fake_adb.remote_dir
+    assert fake_adb.calls()[-1][:2] == ["adb", "shell"]
+    with pytest.raises(RemoteError, match="device 'NOPE' not found") as e:
+        fake_adb.session("x", serial="NOPE").open()
+    assert e.value.exit_code == 3
+
+
+def test_adb_truncated_pull_is_exit_3_and_keeps_what_arrived(fake_adb, manifest, lar_dump, tmp_path, monkeypatch):
+    case = manifest[CASE]
+    names = sorted(os.listdir(lar_dump(CASE, "naive")))
+    victim = names[len(names) // 2]
+    monkeypatch.setenv("FAKE_ADB_TRUNCATE_ON_PULL", victim)
+    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    with fake_adb.session(lar) as s:
+        plan = s.new_run("naive")
+        with pytest.raises(RemoteError, match="incomplete") as e:
+            s.run(plan, lar_argv(s, case, plan), NAIVE_ENV, tmp_path / "r", timeout=300)
+    assert e.value.exit_code == 3 and f"dump/{victim}" in str(e.value)
+    kept = sorted(os.listdir(tmp_path / "r" / "dump"))
+    assert kept == names, "every file that arrived is kept, the short one too"
+    assert Path(plan.dir, "dump").is_dir(), "the device folder is kept for another try"
+
+
+def test_adb_pull_that_breaks_midway_keeps_the_files_pulled(fake_adb, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_ADB_FAIL_PULL_AFTER", "2")
+    with fake_adb.session("sh") as s:
+        plan = s.new_run("x")
+        script = f"for i in 1 2 3 4; do echo $i > {plan.dump_dir}/$i; done"
+        with pytest.raises(RemoteError, match="connection reset by peer") as e:
+            s.run(plan, ["sh", "-c", script], {}, tmp_path / "r", timeout=60)
+    assert len(e.value.kept) == 2 and all(p.is_file() for p in e.value.kept)
+    assert "kept" in str(e.value)
+
+
+def test_adb_timeout_kills_the_remote_process(fake_adb, tmp_path):
+    pidfile = tmp_path / "device.pid"
+    lar = slow_wrapper(fake_adb.root / "bin" / "slow", pidfile)
+    with fake_adb.session(lar) as s:
+        res = s.run(s.new_run("slow"), [str(lar)], {}, tmp_path / "r", timeout=3)
+    assert res.timed_out
+    assert wait_gone(int(pidfile.read_text()))
+
+
+def test_adb_push_outside_the_device_is_exit_3(fake_adb, tmp_path):
+    # the fake device's shell may create the folder; adb push outside the device root may not
+    s = RemoteSession("adb:SER1", lar="x", remote_dir=str(tmp_path / "elsewhere"))
+    s.open()
+    f = tmp_path / "m.mge"
+    f.write_bytes(b"x")
+    with pytest.raises(RemoteError, match="Permission denied"):
+        s.push(f)
