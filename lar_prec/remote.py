@@ -30,7 +30,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, ClassVar, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, Callable, ClassVar, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import RunError, UsageError
 
@@ -200,15 +200,16 @@ def last_line(data: "bytes | str", limit: int = 500) -> str:
     return lines[-1][:limit] if lines else ""
 
 
-def _kill_group(proc: "subprocess.Popen") -> None:
+def kill_group(proc: "subprocess.Popen") -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
 def run_local(argv: Sequence[str], *, timeout: Optional[float], stdin: "IO[bytes] | None" = None,
-              target: str = "") -> Completed:
+              target: str = "", on_start: "Optional[Callable[[subprocess.Popen], None]]" = None) -> Completed:
     """Run ssh/adb in its own process group; at the timeout the group is killed (returncode None).
 
+    ``on_start`` gets the process once it runs (to interrupt it from another thread).
     Raises RemoteError when the program itself cannot be started (not installed).
     """
     try:
@@ -217,14 +218,16 @@ def run_local(argv: Sequence[str], *, timeout: Optional[float], stdin: "IO[bytes
     except OSError as exc:
         raise RemoteError(f"cannot start {argv[0]!r} for {target}: {exc.strerror}; is it installed?",
                           target=target, argv=argv) from None
+    if on_start is not None:
+        on_start(proc)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         out, err = proc.communicate()
         return Completed(tuple(argv), None, out, err, timed_out=True)
     except BaseException:
-        _kill_group(proc)
+        kill_group(proc)
         proc.wait()
         raise
     return Completed(tuple(argv), proc.returncode, out, err)
@@ -343,7 +346,7 @@ class SshTransport(Transport):
                                         start_new_session=True)
             except OSError as exc:
                 raise RemoteError(f"cannot start {argv[0]!r}: {exc.strerror}", target=self.target.spec) from None
-            timer = threading.Timer(timeout, _kill_group, (proc,)) if timeout else None
+            timer = threading.Timer(timeout, kill_group, (proc,)) if timeout else None
             if timer:
                 timer.start()
             broken = ""
@@ -351,13 +354,13 @@ class SshTransport(Transport):
                 assert proc.stdout is not None
                 broken = _untar(proc.stdout, local_dir)
             except BaseException:
-                _kill_group(proc)
+                kill_group(proc)
                 raise
             finally:
                 if timer:
                     timer.cancel()
                 if broken:
-                    _kill_group(proc)
+                    kill_group(proc)
                 proc.wait()
             err.seek(0)
             res = Completed(tuple(argv), proc.returncode, b"", err.read())

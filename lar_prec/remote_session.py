@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from lar_prec.remote import (
     SshOptions,
     Transport,
     last_line,
+    kill_group,
     make_transport,
     q,
     run_local,
@@ -49,6 +52,7 @@ RC_MARKER = "lar-prec-rc="
 #: seconds the device gives a timed-out run between SIGTERM and SIGKILL of its process group
 KILL_GRACE_SECONDS = 2
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNREACHABLE = "could not reach the device to kill the run"
 
 
 @dataclass(frozen=True)
@@ -180,12 +184,14 @@ def kill_script(run_dir: str, grace: int = KILL_GRACE_SECONDS) -> str:
     """Kill a run's process group on the device: SIGTERM, ``grace`` seconds, SIGKILL."""
     return "\n".join([
         f"cd {q(run_dir)} 2>/dev/null || {{ echo 'no run folder'; exit 0; }}",
+        # fractional sleep where the device has it (busybox, toybox, coreutils), else 1 s
+        "nap() { sleep 0.2 2>/dev/null || sleep 1; }",
         # the wrapper may not have written the pid yet when the timeout was short
-        "i=0; while [ ! -s .pid ] && [ $i -lt 20 ]; do sleep 1; i=$((i+4)); done",
+        "i=0; while [ ! -s .pid ] && [ $i -lt 25 ]; do nap; i=$((i+1)); done",
         "[ -s .pid ] || { echo 'no pid: the run had ended'; exit 0; }",
         "p=$(cat .pid)",
         "kill -TERM -$p 2>/dev/null || kill -TERM $p 2>/dev/null",
-        f"i=0; while kill -0 $p 2>/dev/null && [ $i -lt {grace * 5} ]; do sleep 1; i=$((i+5)); done",
+        f"i=0; while kill -0 $p 2>/dev/null && [ $i -lt {grace * 5} ]; do nap; i=$((i+1)); done",
         "if kill -0 $p 2>/dev/null; then kill -KILL -$p 2>/dev/null || kill -KILL $p 2>/dev/null; "
         "echo \"killed $p (SIGKILL)\"; else echo \"killed $p (SIGTERM)\"; fi",
         "rm -f .pid",
@@ -275,6 +281,8 @@ class RemoteSession:
         self._dir: Optional[str] = None
         self._pushed: Dict[Path, PushedFile] = {}
         self._info: Optional[DeviceInfo] = None
+        self._active: Optional[Tuple[subprocess.Popen, RemoteRunPlan]] = None
+        self._interrupted = threading.Event()
 
     @property
     def target(self) -> RemoteTarget:
@@ -435,24 +443,36 @@ class RemoteSession:
         binary is missing on the device, or the folder does not pull completely; files pulled
         so far stay in ``local_dir`` and the device folder is kept.
         """
+        if self._interrupted.is_set():  # queued behind a run that Ctrl-C stopped: do not start
+            raise KeyboardInterrupt
         local = Path(local_dir)
         local.mkdir(parents=True, exist_ok=True)
         script = run_script(plan, argv, env or {})
         t0 = time.monotonic()
         try:
-            res = run_local(self.transport.shell_argv(script), timeout=timeout, target=self.target.spec)
+            res = run_local(self.transport.shell_argv(script), timeout=timeout, target=self.target.spec,
+                            on_start=lambda proc: setattr(self, "_active", (proc, plan)))
         except KeyboardInterrupt:
             self._kill(plan)
             raise
+        finally:
+            self._active = None
         seconds = round(time.monotonic() - t0, 3)
+        if self._interrupted.is_set():
+            self._kill(plan)  # interrupt() killed the client; make sure the device's run is gone too
+            self._salvage(plan, local)
+            raise KeyboardInterrupt
         kill_report = self._kill(plan) if res.timed_out else ""
         rc = self._exit_status(res)
         if rc is None and not res.timed_out:
-            self._salvage(plan, local)
+            # the connection failed or dropped: the run may still be going on the device
+            kill_report = self._kill(plan)
+            if not kill_report.startswith(_UNREACHABLE):  # the device answers again: fetch its files
+                self._salvage(plan, local)
             msg = res.message() or f"exit {res.returncode}"
-            raise RemoteError(f"the run {plan.label!r} on {self.target} ended without an exit status: {msg}",
-                              target=self.target.spec, device_message=msg, run_dir=local, argv=argv,
-                              returncode=res.returncode, kept=_files(local))
+            raise RemoteError(f"the run {plan.label!r} on {self.target} ended without an exit status "
+                              f"(connection failed or lost): {msg}", target=self.target.spec, device_message=msg,
+                              run_dir=local, argv=argv, returncode=res.returncode, kept=_files(local))
         self._pull(plan, local)
         if rc in (126, 127):
             said = last_line(_read(local / "stderr.txt")) or res.message()
@@ -465,6 +485,15 @@ class RemoteSession:
             plan.label, plan.dir, tuple(argv), rc, res.timed_out, seconds, local, local / "stdout.txt",
             local / "stderr.txt", local / "dump" if plan.dump_dir else None,
             local / "io_dump.txt" if plan.text_dump else None, self.keep_remote, kill_report)
+
+    def interrupt(self) -> None:
+        """Stop the run under way (from another thread, e.g. on Ctrl-C): its local client is
+        killed, :meth:`run` then kills the device's process group and raises KeyboardInterrupt.
+        Later runs of this session raise KeyboardInterrupt without starting."""
+        self._interrupted.set()
+        active = self._active
+        if active is not None:
+            kill_group(active[0])
 
     @staticmethod
     def _exit_status(res: Completed) -> Optional[int]:
@@ -480,7 +509,7 @@ class RemoteSession:
         try:
             res = self.transport.exec(kill_script(plan.dir), timeout=30 + KILL_GRACE_SECONDS)
         except RemoteError as exc:
-            return f"could not kill the run on the device: {exc.device_message or exc}"
+            return f"{_UNREACHABLE}: {exc.device_message or exc}"
         return last_line(res.stdout) or res.message()
 
     def _salvage(self, plan: RemoteRunPlan, local: Path) -> None:

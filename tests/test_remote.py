@@ -7,6 +7,7 @@ with scripts/ensure-sshd.sh); the ssh tests skip, saying why, only when it is mi
 """
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import json
 import os
@@ -32,7 +33,8 @@ from lar_prec.remote import (
     make_transport,
     parse_target,
 )
-from lar_prec.remote_session import kill_script, run_script, RemoteRunPlan
+from lar_prec.remote import q
+from lar_prec.remote_session import RemoteRunPlan, kill_script, parse_device_info, run_script
 
 CASE = "cnn"
 NAIVE_ENV = {"MGB_USE_MEGDNN_DBG": "2"}
@@ -75,11 +77,15 @@ def alive(pid: int) -> bool:
 
 
 def wait_gone(pid: int, seconds: float = 10) -> bool:
+    """True when ``pid`` ends within ``seconds``; otherwise it is killed here (no test leaves
+    a stray process behind) and the answer is False."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not alive(pid):
             return True
         time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, 9)
     return False
 
 
@@ -172,6 +178,9 @@ def fake_adb(tmp_path, monkeypatch):
     """``adb`` on PATH is tests/fake_adb.py; device SER1's root is tmp/dev1 (SER2: tmp/dev2)."""
     bindir = tmp_path / "bin"
     write_exe(bindir / "adb", f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fake_adb.py'} \"$@\"\n")
+    # the phone's property service, as the device's shell sees it
+    write_exe(bindir / "getprop", '#!/bin/sh\ncase "$1" in ro.product.model) echo "Pixel 7";; '
+                                  'ro.product.cpu.abi) echo arm64-v8a;; esac\n')
     roots = {"SER1": tmp_path / "dev1", "SER2": tmp_path / "dev2"}
     for r in roots.values():
         r.mkdir()
@@ -269,6 +278,40 @@ def test_run_script_quotes_argv_and_env_for_sh(tmp_path):
         run_script(plan, ["x"], {"A-B": "1"})
 
 
+def test_home_relative_remote_dir_is_expanded_by_the_device_shell(tmp_path):
+    script = f"mkdir -p {q('~/a b/c')} && cd {q('~/a b/c')} && pwd -P"
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "HOME": str(tmp_path)})
+    assert out.stdout.strip() == str((tmp_path / "a b" / "c").resolve())
+
+
+ARM_INFO = """@@uname
+Linux rk3588 5.10.110 #1 SMP aarch64 GNU/Linux
+@@cpu
+CPU architecture: 8
+CPU implementer	: 0x41
+CPU part	: 0xd05
+Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp
+Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp
+@@getprop
+@@lar
+found
+load_and_run version 1.13.0
+@@end
+"""
+
+
+def test_device_info_of_an_arm_board():
+    info = parse_device_info(ARM_INFO, transport="ssh", target="ssh:board", remote_dir="/r", lar="/opt/lar")
+    assert info.uname.startswith("Linux rk3588") and info.cpu_model == "CPU implementer 0x41 part 0xd05"
+    assert "asimddp" in info.cpu_features and "fphp" in info.cpu_features
+    assert len(info.cpu_features) == len(set(info.cpu_features))
+    assert info.android_model is None and info.lar_version == "load_and_run version 1.13.0"
+    missing = parse_device_info(ARM_INFO.replace("found\nload_and_run version 1.13.0", "missing"),
+                                transport="ssh", target="ssh:board", remote_dir="/r", lar="/opt/lar")
+    assert not missing.lar_found and missing.lar_version is None
+
+
 def test_kill_script_without_a_run_is_harmless(tmp_path):
     out = subprocess.run(["sh", "-c", kill_script(str(tmp_path / "none"))], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "no run folder" in out.stdout
@@ -358,6 +401,73 @@ def test_ssh_timeout_kills_the_remote_process(ssh_session, tmp_path):
     assert (tmp_path / "r" / "stderr.txt").read_text() == "started\n"
 
 
+def _ancestor(pid: int, comm: str) -> int:
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        if name == comm:
+            return pid
+        pid = int(rest.split()[1])
+    raise AssertionError(f"no {comm} among the ancestors")
+
+
+def test_ssh_lost_connection_is_exit_3_and_the_remote_run_is_killed(ssh_session, tmp_path):
+    """The device's sshd session process dies mid-run, as when a board's network drops."""
+    import threading
+
+    pidfile = tmp_path / "device.pid"
+    lar = slow_wrapper(tmp_path / "device-bin" / "slow", pidfile)
+    box = {}
+
+    def run():
+        with ssh_session(lar) as s:
+            try:
+                s.run(s.new_run("slow"), [str(lar)], {}, tmp_path / "r", timeout=120)
+            except RemoteError as exc:
+                box["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = int(pidfile.read_text())
+    os.kill(_ancestor(pid, "sshd"), 9)  # the session's own sshd process, not the listening server
+    worker.join(60)
+    assert not worker.is_alive()
+    err = box["error"]
+    assert err.exit_code == 3 and "connection failed or lost" in str(err)
+    assert "closed" in err.device_message or "reset" in err.device_message, err.device_message
+    assert wait_gone(pid), "the run left on the device was killed once the device answered again"
+    assert (tmp_path / "r" / "stderr.txt").read_text() == "started\n"  # pulled after reconnecting
+
+
+def test_ssh_interrupt_kills_the_remote_run(ssh_session, tmp_path):
+    import threading
+
+    pidfile = tmp_path / "device.pid"
+    lar = slow_wrapper(tmp_path / "device-bin" / "slow", pidfile)
+    s = ssh_session(lar).__enter__()
+    box = {}
+
+    def run():
+        try:
+            s.run(s.new_run("slow"), [str(lar)], {}, tmp_path / "r", timeout=120)
+        except KeyboardInterrupt:
+            box["interrupted"] = True
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    s.interrupt()
+    worker.join(60)
+    assert box.get("interrupted") and wait_gone(int(pidfile.read_text()))
+    with pytest.raises(KeyboardInterrupt):  # nothing new starts after Ctrl-C
+        s.run(s.new_run("next"), ["true"], {}, tmp_path / "r2", timeout=10)
+
+
 def test_ssh_full_device_disk_is_exit_3_with_the_device_message(ssh_session, manifest, tmp_path):
     """The push's temporary file is a link to /dev/full: the device's write fails with ENOSPC."""
     from lar_prec.remote_session import sha256_of
@@ -388,6 +498,7 @@ def test_adb_run_pulls_a_dump_equal_to_a_local_run(fake_adb, manifest, lar_dump,
     assert_same_dump(res.dump_dir, lar_dump(CASE, "naive"))
     assert not Path(plan.dir).exists()
     assert info.transport == "adb" and info.lar_found
+    assert (info.android_model, info.android_abi) == ("Pixel 7", "arm64-v8a")
     calls = fake_adb.calls()
     assert calls and all(c[:3] == ["adb", "-s", "SER1"] for c in calls)
     for c in calls:
