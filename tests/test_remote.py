@@ -312,6 +312,29 @@ def test_device_info_of_an_arm_board():
     assert not missing.lar_found and missing.lar_version is None
 
 
+def test_a_broken_tar_stream_keeps_whole_files_only(tmp_path):
+    """What the ssh pull does with a stream cut mid-file: complete files stay, no half file."""
+    import io
+    import tarfile
+
+    from lar_prec.remote import _untar
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, size in (("./dump/1", 3000), ("./dump/2", 50000), ("./stderr.txt", 10)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tf.addfile(info, io.BytesIO(os.urandom(size)))
+    data = buf.getvalue()
+    assert _untar(io.BytesIO(data), tmp_path / "whole") == ""
+    assert sorted(str(p.relative_to(tmp_path / "whole")) for p in (tmp_path / "whole").rglob("*") if p.is_file()) \
+        == ["dump/1", "dump/2", "stderr.txt"]
+    broken = _untar(io.BytesIO(data[:512 * 3 + 3000 + 20000]), tmp_path / "cut")
+    assert broken
+    files = sorted(str(p.relative_to(tmp_path / "cut")) for p in (tmp_path / "cut").rglob("*") if p.is_file())
+    assert files == ["dump/1"] and (tmp_path / "cut" / "dump" / "1").stat().st_size == 3000
+
+
 def test_kill_script_without_a_run_is_harmless(tmp_path):
     out = subprocess.run(["sh", "-c", kill_script(str(tmp_path / "none"))], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and "no run folder" in out.stdout
@@ -506,6 +529,20 @@ def test_adb_run_pulls_a_dump_equal_to_a_local_run(fake_adb, manifest, lar_dump,
         assert len(c) == (6 if c[3] in ("push", "pull") else 5), c  # shell: one string
     pushes = [c for c in calls if c[3] == "push"]
     assert [Path(c[4]) for c in pushes] == [case.model.resolve(), *(p.resolve() for _, p in case.inputs)]
+
+
+def test_adb_text_dump_run(fake_adb, manifest, lar_dump, tmp_path):
+    case = manifest[CASE]
+    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    with fake_adb.session(lar) as s:
+        plan = s.new_run("naive-text", text_dump=True)
+        model = s.push(case.model)
+        s.push_all([p for _, p in case.inputs])
+        argv = [s.lar, model.remote, "--input", s.input_arg(case.inputs), "--iter", "1", "--warmup-iter", "0",
+                "--io-dump", plan.text_dump]
+        res = s.run(plan, argv, NAIVE_ENV, tmp_path / "r", timeout=300)
+    assert res.returncode == 0 and res.dump_dir is None and not (tmp_path / "r" / "dump").exists()
+    assert res.text_dump.read_text() == lar_dump(CASE, "naive", text=True).read_text()
 
 
 def test_adb_without_serial_and_unknown_serial(fake_adb, monkeypatch):
