@@ -147,6 +147,9 @@ class SshOptions:
     strict_host_key_checking: Optional[str] = "accept-new"
     connect_timeout: int = 10
     extra_args: Tuple[str, ...] = ()
+    # One connection per session (ControlMaster), so each push, run and pull costs a channel,
+    # not a key exchange: a run is ~5 commands, and a slow board takes ~1 s per handshake.
+    multiplex: bool = True
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "SshOptions":
@@ -224,7 +227,16 @@ def run_local(argv: Sequence[str], *, timeout: Optional[float], stdin: "IO[bytes
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(proc)
-        out, err = proc.communicate()
+        try:
+            out, err = proc.communicate(timeout=3)
+        except subprocess.TimeoutExpired:
+            # a multiplexed ssh client hands its pipes to the master, which keeps them open as
+            # long as the remote command lives: stop reading instead of waiting for it
+            proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            out, err = b"", b""
         return Completed(tuple(argv), None, out, err, timed_out=True)
     except BaseException:
         kill_group(proc)
@@ -283,9 +295,13 @@ class Transport:
         """
         raise NotImplementedError  # pragma: no cover - abstract
 
+    def describe_failure(self, res: Completed) -> str:
+        """What went wrong, in the words of the device or the program when it said something."""
+        return "timed out" if res.timed_out else (res.message() or f"exit {res.returncode}, no message")
+
     def fail(self, what: str, res: Completed, **kw) -> RemoteError:
         """A RemoteError for ``what`` carrying the device's (or program's) own message."""
-        msg = "timed out" if res.timed_out else (res.message() or f"exit {res.returncode}, no message")
+        msg = self.describe_failure(res)
         return RemoteError(f"{what} on {self.target.spec} failed: {msg}", target=self.target.spec,
                            device_message=msg, argv=res.argv, returncode=res.returncode, **kw)
 
@@ -295,6 +311,8 @@ class SshTransport(Transport):
     """``ssh:[user@]host[:port]`` through OpenSSH's client."""
 
     options: SshOptions = SshOptions()
+    #: a private folder for the ControlMaster socket (set by RemoteSession when multiplexing)
+    control_dir: Optional[str] = None
     default_remote_dir: ClassVar[str] = "~/.cache/lar-prec"
 
     def base_argv(self) -> List[str]:
@@ -309,6 +327,9 @@ class SshTransport(Transport):
             argv += ["-i", o.identity, "-o", "IdentitiesOnly=yes"]
         if o.known_hosts:
             argv += ["-o", f"UserKnownHostsFile={o.known_hosts}"]
+        if self.control_dir:
+            argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_dir}/%C",
+                     "-o", "ControlPersist=60"]
         if o.strict_host_key_checking and not any("stricthostkeychecking" in a.lower() for a in o.extra_args):
             argv += ["-o", f"StrictHostKeyChecking={o.strict_host_key_checking}"]
         if t.port is not None:
@@ -317,9 +338,28 @@ class SshTransport(Transport):
             argv += ["-l", t.user]
         return argv + [*o.extra_args, "--", str(t.host)]
 
+    def _stop_pull(self, proc: "subprocess.Popen") -> None:
+        kill_group(proc)
+        # the master holds the stream's pipe (see run_local): closing it ends the stream
+        self.stop_master()
+
+    def stop_master(self) -> None:
+        """End the ControlMaster connection, if there is one (``ssh -O exit``)."""
+        if self.control_dir and os.path.isdir(self.control_dir) and os.listdir(self.control_dir):
+            argv = self.base_argv()
+            argv[-2:-2] = ["-O", "exit"]
+            with contextlib.suppress(RemoteError):
+                run_local(argv, timeout=15, target=self.target.spec)
+
     def shell_argv(self, script: str) -> List[str]:
         # ssh hands its command to the login shell, which may not be POSIX (csh, fish): say sh
         return self.base_argv() + ["sh -c " + shlex.quote(script)]
+
+    def describe_failure(self, res: Completed) -> str:
+        if res.returncode == 255 and not res.message():
+            # a multiplexed client's errors are logged by the master, whose stderr is gone
+            return "the ssh connection was lost (ssh exit 255)"
+        return super().describe_failure(res)
 
     def check_connection(self, res: Completed) -> None:
         # 255 is ssh's own failure (refused, unreachable, auth, lost); scripts here never exit 255
@@ -346,7 +386,7 @@ class SshTransport(Transport):
                                         start_new_session=True)
             except OSError as exc:
                 raise RemoteError(f"cannot start {argv[0]!r}: {exc.strerror}", target=self.target.spec) from None
-            timer = threading.Timer(timeout, kill_group, (proc,)) if timeout else None
+            timer = threading.Timer(timeout, self._stop_pull, (proc,)) if timeout else None
             if timer:
                 timer.start()
             broken = ""

@@ -22,12 +22,17 @@ A run's device folder is removed once it is pulled completely, unless ``keep_rem
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import os
 import re
+import shutil
 import secrets
 import subprocess
 import threading
+import tempfile
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -39,6 +44,7 @@ from lar_prec.remote import (
     RemoteError,
     RemoteTarget,
     SshOptions,
+    SshTransport,
     Transport,
     last_line,
     kill_group,
@@ -272,6 +278,13 @@ class RemoteSession:
                  ssh: Optional[SshOptions] = None, adb: Optional[AdbOptions] = None,
                  transfer_timeout: float = 600) -> None:
         self.transport = target if isinstance(target, Transport) else make_transport(target, ssh=ssh, adb=adb)
+        if isinstance(self.transport, SshTransport) and self.transport.options.multiplex \
+                and self.transport.control_dir is None:
+            # a short private path: a unix socket path may not exceed ~104 bytes
+            control = tempfile.mkdtemp(prefix="lpssh-", dir="/tmp" if os.path.isdir("/tmp") else None)
+            self.transport = dataclasses.replace(self.transport, control_dir=control)
+            # a session dropped without close(): end its master (else it lingers ControlPersist s)
+            weakref.finalize(self, _end_ssh_master, self.transport)
         if not lar or any(c in lar for c in "\n\0"):
             raise UsageError(f"--lar {lar!r}: expected the path of load_and_run on the device")
         self.lar = lar
@@ -317,12 +330,17 @@ class RemoteSession:
         return self.open()
 
     def close(self) -> None:
-        """Remove the device's (empty) runs folder unless keep_remote; pushed files stay cached."""
+        """Remove the device's (empty) runs folder unless keep_remote (pushed files stay cached),
+        and end the ssh master connection."""
         if self._dir is not None and not self.keep_remote:
             try:
                 self.transport.exec(f"rmdir {q(self._dir + '/runs')} 2>/dev/null; exit 0", timeout=30)
             except RemoteError:
                 pass  # the connection is gone: nothing left to tidy that matters
+        if isinstance(self.transport, SshTransport) and self.transport.control_dir:
+            _end_ssh_master(self.transport)
+            # still usable afterwards, one connection per command
+            self.transport = dataclasses.replace(self.transport, control_dir=None)
 
     # -------------------------------------------------------------- pushing
 
@@ -469,7 +487,7 @@ class RemoteSession:
             kill_report = self._kill(plan)
             if not kill_report.startswith(_UNREACHABLE):  # the device answers again: fetch its files
                 self._salvage(plan, local)
-            msg = res.message() or f"exit {res.returncode}"
+            msg = self.transport.describe_failure(res)
             raise RemoteError(f"the run {plan.label!r} on {self.target} ended without an exit status "
                               f"(connection failed or lost): {msg}", target=self.target.spec, device_message=msg,
                               run_dir=local, argv=argv, returncode=res.returncode, kept=_files(local))
@@ -494,6 +512,9 @@ class RemoteSession:
         active = self._active
         if active is not None:
             kill_group(active[0])
+            # over a multiplexed ssh the client's pipes stay open until the device's process
+            # ends, so the run is killed on the device from here, not after the client returns
+            self._kill(active[1])
 
     @staticmethod
     def _exit_status(res: Completed) -> Optional[int]:
@@ -558,6 +579,12 @@ class RemoteSession:
             self.transport.exec(f"rm -rf {q(plan.dir)}", timeout=self.transfer_timeout)
         except RemoteError:
             pass  # the data is pulled; a folder left on the device is not worth failing the run
+
+
+def _end_ssh_master(transport: SshTransport) -> None:
+    transport.stop_master()
+    if transport.control_dir:
+        shutil.rmtree(transport.control_dir, ignore_errors=True)
 
 
 def _files(local: Path) -> List[Path]:
