@@ -228,7 +228,7 @@ def run_local(argv: Sequence[str], *, timeout: Optional[float], stdin: "IO[bytes
     except subprocess.TimeoutExpired:
         kill_group(proc)
         try:
-            out, err = proc.communicate(timeout=3)
+            out, err = proc.communicate(timeout=1)
         except subprocess.TimeoutExpired:
             # a multiplexed ssh client hands its pipes to the master, which keeps them open as
             # long as the remote command lives: stop reading instead of waiting for it

@@ -483,13 +483,18 @@ class RemoteSession:
         kill_report = self._kill(plan) if res.timed_out else ""
         rc = self._exit_status(res)
         if rc is None and not res.timed_out:
-            # the connection failed or dropped: the run may still be going on the device
+            try:
+                self.transport.check_connection(res)
+                why = "the device could not start it"  # e.g. its folder cannot be made: full disk
+            except RemoteError:
+                why = "the connection failed or was lost"
+            # the run may still be going on the device
             kill_report = self._kill(plan)
             if not kill_report.startswith(_UNREACHABLE):  # the device answers again: fetch its files
                 self._salvage(plan, local)
             msg = self.transport.describe_failure(res)
             raise RemoteError(f"the run {plan.label!r} on {self.target} ended without an exit status "
-                              f"(connection failed or lost): {msg}", target=self.target.spec, device_message=msg,
+                              f"({why}): {msg}", target=self.target.spec, device_message=msg,
                               run_dir=local, argv=argv, returncode=res.returncode, kept=_files(local))
         self._pull(plan, local)
         if rc in (126, 127):

@@ -460,7 +460,7 @@ def test_ssh_lost_connection_is_exit_3_and_the_remote_run_is_killed(ssh_session,
     worker.join(60)
     assert not worker.is_alive()
     err = box["error"]
-    assert err.exit_code == 3 and "connection failed or lost" in str(err)
+    assert err.exit_code == 3 and "connection failed or was lost" in str(err)
     assert re.search("closed|reset|lost", err.device_message), err.device_message
     assert wait_gone(pid), "the run left on the device was killed once the device answered again"
     assert (tmp_path / "r" / "stderr.txt").read_text() == "started\n"  # pulled after reconnecting
@@ -515,6 +515,16 @@ def _cmdline(proc: Path) -> bytes:
         return (proc / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_ssh_run_folder_that_cannot_be_made_is_exit_3_with_the_device_message(ssh_session, tmp_path):
+    with ssh_session("true") as s:
+        plan = s.new_run("x")
+        Path(plan.dir).parent.mkdir(parents=True, exist_ok=True)
+        Path(plan.dir).write_text("a file where the run folder goes")
+        with pytest.raises(RemoteError, match="could not start it") as e:
+            s.run(plan, ["true"], {}, tmp_path / "r", timeout=60)
+    assert "File exists" in e.value.device_message or "Not a directory" in e.value.device_message
 
 
 def test_ssh_full_device_disk_is_exit_3_with_the_device_message(ssh_session, manifest, tmp_path):
