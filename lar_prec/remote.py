@@ -524,12 +524,15 @@ def make_transport(target: "RemoteTarget | str", *, ssh: Optional[SshOptions] = 
     return AdbTransport(t, adb or AdbOptions.from_env())
 
 
-# The session layer (push once, run, pull, device facts) lives in its own module; it imports
-# this one, so it is loaded last.
-from lar_prec.remote_session import (  # noqa: E402,F401  (re-exported API)
-    DeviceInfo,
-    PushedFile,
-    RemoteRunPlan,
-    RemoteRunResult,
-    RemoteSession,
-)
+# The session layer (push once, run, pull, device facts) lives in lar_prec.remote_session,
+# which imports this module: its names are re-exported lazily, so either module can be
+# imported first.
+_SESSION_NAMES = ("DeviceInfo", "PushedFile", "RemoteRunPlan", "RemoteRunResult", "RemoteSession")
+
+
+def __getattr__(name: str):
+    if name in _SESSION_NAMES:
+        from lar_prec import remote_session
+
+        return getattr(remote_session, name)
+    raise AttributeError(f"module 'lar_prec.remote' has no attribute {name!r}")

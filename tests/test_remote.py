@@ -635,3 +635,18 @@ def test_adb_push_outside_the_device_is_exit_3(fake_adb, tmp_path):
     f.write_bytes(b"x")
     with pytest.raises(RemoteError, match="Permission denied"):
         s.push(f)
+
+
+@pytest.mark.parametrize("module", ["lar_prec.remote", "lar_prec.remote_session"])
+def test_remote_modules_import_alone_without_megengine_numpy_or_click(module):
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('megengine', 'megenginelite', 'numpy', 'click'):\n"
+            "            raise ImportError('blocked: ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            f"import {module}\n"
+            "from lar_prec.remote import RemoteSession, DeviceInfo, parse_target\n"
+            "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-1500:]
