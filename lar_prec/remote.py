@@ -23,6 +23,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -391,8 +392,7 @@ class SshTransport(Transport):
                 timer.start()
             broken = ""
             try:
-                assert proc.stdout is not None
-                broken = _untar(proc.stdout, local_dir)
+                broken = _untar(proc.stdout, local_dir)  # type: ignore[arg-type]  (stdout=PIPE)
             except BaseException:
                 kill_group(proc)
                 raise
@@ -438,7 +438,8 @@ def _untar(stream: IO[bytes], local_dir: Path) -> str:
                     continue  # links and devices never belong to a dump
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 src = tf.extractfile(member)
-                assert src is not None
+                if src is None:
+                    continue
                 part = dest.with_name(dest.name + ".part")
                 with open(part, "wb") as out:
                     while True:
@@ -508,8 +509,6 @@ class AdbTransport(Transport):
                         dest.parent.mkdir(parents=True, exist_ok=True)
                         os.replace(src, dest)
         finally:
-            import shutil
-
             shutil.rmtree(staging.parent, ignore_errors=True)
         if res.returncode != 0 or res.timed_out:
             raise self.fail(f"adb pull {remote_dir}", res)

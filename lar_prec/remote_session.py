@@ -279,7 +279,9 @@ class RemoteSession:
                  transfer_timeout: float = 600) -> None:
         self.transport = target if isinstance(target, Transport) else make_transport(target, ssh=ssh, adb=adb)
         if isinstance(self.transport, SshTransport) and self.transport.options.multiplex \
-                and self.transport.control_dir is None:
+                and self.transport.control_dir is None \
+                and not any("controlmaster" in a.lower() or "controlpath" in a.lower()
+                            for a in self.transport.options.extra_args):  # the user's own multiplexing wins
             # a short private path: a unix socket path may not exceed ~104 bytes
             control = tempfile.mkdtemp(prefix="lpssh-", dir="/tmp" if os.path.isdir("/tmp") else None)
             self.transport = dataclasses.replace(self.transport, control_dir=control)
