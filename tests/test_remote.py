@@ -417,7 +417,7 @@ def test_ssh_timeout_kills_the_remote_process(ssh_session, tmp_path):
     with ssh_session(lar) as s:
         plan = s.new_run("slow")
         t0 = time.monotonic()
-        res = s.run(plan, [str(lar), "model.mge"], {}, tmp_path / "r", timeout=3)
+        res = s.run(plan, [str(lar), "model.mge"], {}, tmp_path / "r", timeout=5)
     assert res.timed_out and res.returncode is None and time.monotonic() - t0 < 30
     pid = int(pidfile.read_text())
     assert wait_gone(pid), f"the device's process {pid} survived the timeout"
@@ -622,7 +622,7 @@ def test_adb_timeout_kills_the_remote_process(fake_adb, tmp_path):
     pidfile = tmp_path / "device.pid"
     lar = slow_wrapper(fake_adb.root / "bin" / "slow", pidfile)
     with fake_adb.session(lar) as s:
-        res = s.run(s.new_run("slow"), [str(lar)], {}, tmp_path / "r", timeout=3)
+        res = s.run(s.new_run("slow"), [str(lar)], {}, tmp_path / "r", timeout=5)
     assert res.timed_out
     assert wait_gone(int(pidfile.read_text()))
 
