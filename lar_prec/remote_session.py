@@ -358,6 +358,7 @@ class RemoteSession:
         Raises UsageError for a missing local file, RemoteError when the device refuses
         (full disk, read-only folder, lost connection) with its own message.
         """
+        paths = list(paths)  # walked twice
         files = self.remote_dir + "/files"
         todo: List[Tuple[Path, str, str, int]] = []
         for p in paths:

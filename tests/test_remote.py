@@ -371,6 +371,7 @@ def test_ssh_second_analysis_skips_files_the_device_has(ssh_session, manifest, t
     case = manifest[CASE]
     with ssh_session("true") as s:
         first = s.push(case.model)
+        assert s.push_all(p for p in [case.model]) == (first,)  # a generator, already pushed
     with ssh_session("true") as s:
         again = s.push(case.model)
     assert not first.skipped and again.skipped and again.remote == first.remote
