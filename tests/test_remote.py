@@ -35,7 +35,7 @@ from lar_prec.remote import (
     parse_target,
 )
 from lar_prec.remote import q
-from lar_prec.remote_session import RemoteRunPlan, kill_script, parse_device_info, run_script
+from lar_prec.remote_scripts import RemoteRunPlan, kill_script, parse_device_info, run_script
 
 CASE = "cnn"
 NAIVE_ENV = {"MGB_USE_MEGDNN_DBG": "2"}
@@ -638,7 +638,7 @@ def test_adb_push_outside_the_device_is_exit_3(fake_adb, tmp_path):
         s.push(f)
 
 
-@pytest.mark.parametrize("module", ["lar_prec.remote", "lar_prec.remote_session"])
+@pytest.mark.parametrize("module", ["lar_prec.remote", "lar_prec.remote_session", "lar_prec.remote_scripts"])
 def test_remote_modules_import_alone_without_megengine_numpy_or_click(module):
     code = ("import sys\n"
             "class Block:\n"
