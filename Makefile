@@ -39,6 +39,7 @@ demo: $(CASES)
 
 test: $(CASES)
 	@bash scripts/ensure-chromium.sh
+	@bash scripts/ensure-sshd.sh
 	$(PY) -m pytest -q
 
 bench: $(CASES)
