@@ -3,44 +3,132 @@
 Every file lar-prec writes goes through :func:`atomic_write_text` (or :func:`atomic_writer`):
 the bytes go to a temporary file beside the target, are flushed and fsynced, and only then
 renamed over it, so a full disk or a crash leaves the earlier file whole and no half file.
+:func:`check_output_path` refuses, before anything runs, an output that cannot be written or
+that would replace one of the analysis' inputs.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
-from typing import IO, Iterator, Union
+from typing import IO, Iterable, Iterator, Optional, Union
 
 from lar_prec.errors import UsageError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+def _target(path: PathLike) -> Path:
+    """Where a write to ``path`` lands: a symlink is followed, so the link stays a link."""
+    return Path(os.path.realpath(os.fspath(path)))
+
+
+def _is_stream(p: Path) -> bool:
+    """A character device (``/dev/null``) or a FIFO: written in place, there is nothing to keep."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def check_output_path(path: PathLike, *, what: str = "output", inputs: Iterable[PathLike] = ()) -> None:
+    """Refuse, before anything runs, an output file that cannot be written or would destroy data.
+
+    ``inputs`` are every file and folder the analysis reads (model, input files, dump folders,
+    diff text, the load_and_run binary): the output may be none of them nor lie inside one.
+
+    Raises:
+        UsageError: one line naming the file and what was expected (exit 2).
+    """
+    given = os.fspath(path)
+    if given == "-":
+        return
+    p = _target(given)
+    if p.is_dir():
+        raise UsageError(f"cannot write the {what} to {given}: it is a folder, expected a file path")
+    if p.exists() and not p.is_file() and not _is_stream(p):
+        raise UsageError(f"cannot write the {what} to {given}: it is not a regular file, expected a file path")
+    for src in inputs:
+        if src is None or os.fspath(src) in ("", "-"):
+            continue
+        s = _target(src)
+        same = p == s or (p.exists() and s.exists() and os.path.samefile(p, s))
+        if same:
+            raise UsageError(f"refusing to write the {what} over {given}: it is an input of this analysis; "
+                             f"expected a new file path")
+        if s.is_dir() and s in p.parents:
+            raise UsageError(f"refusing to write the {what} to {given}: it is inside {os.fspath(src)}, an input "
+                             f"folder of this analysis; expected a path outside it")
+    if _is_stream(p):
+        return
+    parent = p.parent
+    if not parent.exists():
+        raise UsageError(f"cannot write the {what} to {given}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write the {what} to {given}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write the {what} to {given}: folder {parent} is not writable")
+
+
+def check_distinct(paths: Iterable[Optional[PathLike]], *, what: str = "outputs") -> None:
+    """Refuse two outputs of one command that are the same file (the second would replace the first)."""
+    seen: dict = {}
+    for given in paths:
+        if given is None or os.fspath(given) == "-":
+            continue
+        p = _target(given)
+        if p in seen:
+            raise UsageError(f"{what} name the same file {os.fspath(given)}; expected different paths")
+        seen[p] = os.fspath(given)
+
+
 @contextlib.contextmanager
 def atomic_writer(path: PathLike, *, what: str = "output") -> Iterator[IO[str]]:
     """A text stream whose content replaces ``path`` only when the block ends without error.
+
+    A symlink is followed (the file it points to is replaced, the link stays); a character
+    device or FIFO (``/dev/null``) is written in place.
 
     Raises:
         UsageError: the folder cannot be written, the target is a folder, or the disk is full
             (the message names the file and ``what`` it was meant to hold).
     """
-    p = Path(path)
+    p = _target(path)
     if p.is_dir():
-        raise UsageError(f"cannot write the {what} to {p}: it is a folder, expected a file path")
+        raise UsageError(f"cannot write the {what} to {path}: it is a folder, expected a file path")
+    if _is_stream(p):
+        try:
+            with open(p, "w", encoding="utf-8") as f:
+                yield f
+        except OSError as e:
+            raise UsageError(f"cannot write the {what} to {path}: {e.strerror or e}") from None
+        return
     fd = -1
     tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent or Path(".")))
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             fd = -1
             yield f
             f.flush()
             os.fsync(f.fileno())
+        if p.exists():  # keep the mode of the file replaced; mkstemp makes 0600
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, stat.S_IMODE(os.stat(p).st_mode))
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, p)
         tmp = ""
     except OSError as e:
-        raise UsageError(f"cannot write the {what} to {p}: {e.strerror or e}") from None
+        raise UsageError(f"cannot write the {what} to {path}: {e.strerror or e}") from None
     finally:
         if fd >= 0:
             os.close(fd)
@@ -54,3 +142,33 @@ def atomic_write_text(path: PathLike, text: str, *, what: str = "output") -> Pat
     with atomic_writer(path, what=what) as f:
         f.write(text)
     return Path(path)
+
+
+def atomic_copy(src: PathLike, dest: PathLike, *, what: str = "output") -> Path:
+    """Copy the text file ``src`` to ``dest`` atomically (an HTML page, a report)."""
+    with open(src, "r", encoding="utf-8") as fin, atomic_writer(dest, what=what) as fout:
+        while True:
+            chunk = fin.read(1 << 20)
+            if not chunk:
+                break
+            fout.write(chunk)
+    return Path(dest)
+
+
+def save_crash_report(exc: BaseException, argv: Iterable[str] = ()) -> Path:
+    """Save the traceback of an internal error to a new file in the temporary folder.
+
+    ``$TMPDIR/lar-prec-crash-<UTC time>-<pid>-XXXX.txt`` (``tempfile.gettempdir()``): it holds
+    the command line, the versions and the traceback. Returns its path; raises OSError when
+    no file can be made.
+    """
+    from lar_prec import __version__
+
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    fd, name = tempfile.mkstemp(prefix=f"lar-prec-crash-{stamp}-{os.getpid()}-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
+        f.write(f"lar-prec {__version__} internal error\n")
+        f.write(f"command: {' '.join(argv) or ' '.join(sys.argv)}\n")
+        f.write(f"python: {sys.version.split()[0]} on {sys.platform}\n\n")
+        f.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    return Path(name)

@@ -627,9 +627,11 @@ def write_json(report: Report, path_or_dash: Union[str, Path], *, stream: Option
         out.write(text + "\n")
         out.flush()
         return None
+    from lar_prec.outputs import atomic_write_text  # temp file + rename: a full disk keeps the old file
+
     p = Path(path_or_dash)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text + "\n", encoding="utf-8")
+    atomic_write_text(p, text + "\n", what="JSON report")
     log.info("wrote JSON report %s", p)
     return p
 
@@ -1156,9 +1158,11 @@ def write_html(report: Report, path: Union[str, Path], *, title: Optional[str] =
     Returns:
         The path written.
     """
+    from lar_prec.outputs import atomic_write_text  # temp file + rename: never a truncated page
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render_html(report, title=title), encoding="utf-8")
+    atomic_write_text(p, render_html(report, title=title), what="HTML report")
     log.info("wrote HTML report %s", p)
     return p
 
