@@ -191,11 +191,11 @@ def _check_report_outputs(json_out: str | None, html_out: str | None, inputs: li
     from lar_prec.outputs import check_distinct, check_output_path
 
     if json_out is not None:
-        check_output_path(json_out, what="JSON report", inputs=inputs)
+        check_output_path(json_out, what="JSON report", inputs=inputs, make_parents=True)
     if html_out is not None:
         if html_out == "-":
             raise UsageError("--html needs a file path, got '-'; expected e.g. --html report.html")
-        check_output_path(html_out, what="HTML report", inputs=inputs)
+        check_output_path(html_out, what="HTML report", inputs=inputs, make_parents=True)
     check_distinct([json_out, html_out], what="--json and --html")
 
 

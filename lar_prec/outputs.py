@@ -37,11 +37,14 @@ def _is_stream(p: Path) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
-def check_output_path(path: PathLike, *, what: str = "output", inputs: Iterable[PathLike] = ()) -> None:
+def check_output_path(path: PathLike, *, what: str = "output", inputs: Iterable[PathLike] = (),
+                      make_parents: bool = False) -> None:
     """Refuse, before anything runs, an output file that cannot be written or would destroy data.
 
     ``inputs`` are every file and folder the analysis reads (model, input files, dump folders,
     diff text, the load_and_run binary): the output may be none of them nor lie inside one.
+    With ``make_parents`` the writer will create missing folders: the nearest existing one
+    must then be a writable folder.
 
     Raises:
         UsageError: one line naming the file and what was expected (exit 2).
@@ -68,6 +71,8 @@ def check_output_path(path: PathLike, *, what: str = "output", inputs: Iterable[
     if _is_stream(p):
         return
     parent = p.parent
+    while make_parents and not parent.exists() and parent != parent.parent:
+        parent = parent.parent
     if not parent.exists():
         raise UsageError(f"cannot write the {what} to {given}: folder {parent} does not exist")
     if not parent.is_dir():
@@ -145,7 +150,12 @@ def atomic_write_text(path: PathLike, text: str, *, what: str = "output") -> Pat
 
 
 def atomic_copy(src: PathLike, dest: PathLike, *, what: str = "output") -> Path:
-    """Copy the text file ``src`` to ``dest`` atomically (an HTML page, a report)."""
+    """Copy the text file ``src`` to ``dest`` atomically (an HTML page, a report), making
+    missing folders."""
+    try:
+        _target(dest).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot write the {what} to {dest}: {e.strerror or e}") from None
     with open(src, "r", encoding="utf-8") as fin, atomic_writer(dest, what=what) as fout:
         while True:
             chunk = fin.read(1 << 20)
