@@ -7,7 +7,6 @@ call, renders the result and maps it to the exit codes of ``shared/design.md``:
 """
 from __future__ import annotations
 
-import io
 import os
 import sys
 from typing import Any, Callable, TypeVar
@@ -493,49 +492,6 @@ def tree_cmd(diff_txt: str, json_out: str | None) -> None:
     sys.exit(1 if tree.diverged else 0)
 
 
-class _PipeSafeStdout(io.RawIOBase):
-    """File descriptor 1 that a closed pipe cannot crash (``lar-prec compare --json - | head``).
-
-    The first write into a closed pipe points fd 1 at /dev/null and the command goes on to
-    its verdict: the output stops silently and the exit code stays the verdict's (0 or 1),
-    not click's 1 for every EPIPE, and no "Exception ignored" at interpreter exit.
-    """
-
-    def __init__(self, fd: int) -> None:
-        super().__init__()
-        self._fd = fd
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def isatty(self) -> bool:
-        return os.isatty(self._fd)
-
-    def write(self, b: Any) -> int:
-        try:
-            return os.write(self._fd, b)
-        except BrokenPipeError:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, self._fd)
-            os.close(null)
-            return len(memoryview(b))
-
-
-def _pipe_safe_stdout() -> None:
-    """Replace sys.stdout by the same text stream over :class:`_PipeSafeStdout`."""
-    old = sys.stdout
-    try:
-        fd = old.fileno()
-    except (AttributeError, OSError, ValueError):  # not a real file (embedded, captured)
-        return
-    old.flush()
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(_PipeSafeStdout(fd)), encoding=old.encoding,
-                                  errors=old.errors, line_buffering=old.line_buffering)
-
-
 def _run_cli() -> int:
     """Run the command group; every way out becomes a documented exit code.
 
@@ -555,7 +511,9 @@ def _run_cli() -> int:
 
 def main() -> None:
     """Console-script entry point."""
-    _pipe_safe_stdout()
+    from lar_prec.outputs import make_stdout_pipe_safe
+
+    make_stdout_pipe_safe()
     if len(sys.argv) > 1 and sys.argv[1] in ("compare", "tree"):
         # these own the process and run their own workers: OpenBLAS's thread pool, started
         # when numpy is imported, only burns CPU there (measured: ~0.1 s less CPU, and the

@@ -4,11 +4,14 @@ Every file lar-prec writes goes through :func:`atomic_write_text` (or :func:`ato
 the bytes go to a temporary file beside the target, are flushed and fsynced, and only then
 renamed over it, so a full disk or a crash leaves the earlier file whole and no half file.
 :func:`check_output_path` refuses, before anything runs, an output that cannot be written or
-that would replace one of the analysis' inputs.
+that would replace one of the analysis' inputs; :func:`save_crash_report` keeps the traceback
+of an internal error; :func:`make_stdout_pipe_safe` lets a closed stdout pipe end the output
+without ending the command.
 """
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import sys
@@ -16,7 +19,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Optional, Union
+from typing import IO, Any, Iterable, Iterator, Optional, Union
 
 from lar_prec.errors import UsageError
 
@@ -182,3 +185,51 @@ def save_crash_report(exc: BaseException, argv: Iterable[str] = ()) -> Path:
         f.write(f"python: {sys.version.split()[0]} on {sys.platform}\n\n")
         f.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     return Path(name)
+
+
+class PipeSafeStdout(io.RawIOBase):
+    """File descriptor 1 that a closed pipe cannot crash (``lar-prec compare --json - | head``).
+
+    The first write into a closed pipe points fd 1 at /dev/null and the command goes on to
+    its verdict: the output stops silently and the exit code stays the verdict's (0 or 1),
+    not click's 1 for every EPIPE, and no "Exception ignored" at interpreter exit.
+    """
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self._broken = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, b: Any) -> int:
+        if self._broken:
+            return len(memoryview(b))
+        try:
+            return os.write(self._fd, b)
+        except BrokenPipeError:
+            self._broken = True
+            with contextlib.suppress(OSError):  # fd 1 to /dev/null: nothing else writes into the pipe
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self._fd)
+                os.close(null)
+            return len(memoryview(b))
+
+
+def make_stdout_pipe_safe() -> None:
+    """Replace sys.stdout by the same text stream over :class:`PipeSafeStdout`."""
+    old = sys.stdout
+    try:
+        fd = old.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (embedded, captured)
+        return
+    old.flush()
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(PipeSafeStdout(fd)), encoding=old.encoding,
+                                  errors=old.errors, line_buffering=old.line_buffering)
