@@ -391,6 +391,14 @@ def _some_file(c: Ctx) -> Path:
     return c.tmp / "somefile"
 
 
+def _lar_copy(c: Ctx) -> Path:
+    """A load_and_run of the user's (a copy of the stand-in binary in the scratch folder)."""
+    dest = c.tmp / "my_lar.py"
+    if not dest.exists():
+        shutil.copy2(FAKE_LAR, dest)
+    return dest
+
+
 OUTPUTS = [
     Row("nvd-json-folder", lambda c: _nvd(c, "--json", c.tmp), 2, lambda c: [str(c.tmp)], ["folder", "expected"]),
     Row("nvd-json-under-file", lambda c: _nvd(c, "--json", _some_file(c) / "x.json"), 2, lambda c: ["somefile"],
@@ -405,6 +413,9 @@ OUTPUTS = [
                                         c.tmp], 2, lambda c: [str(c.tmp)], ["folder", "expected"]),
     Row("nvd-json-same-as-html", lambda c: _nvd(c, "--json", c.tmp / "r.x", "--html", c.tmp / "r.x"), 2,
         lambda c: ["r.x"], ["same file", "expected"]),
+    Row("nvd-html-to-stdout", lambda c: _nvd(c, "--html", "-"), 2, lambda c: ["--html"], ["file path"]),
+    Row("nvd-json-over-lar", lambda c: _nvd(c, "--lar", _lar_copy(c), "--json", _lar_copy(c)), 2,
+        lambda c: ["my_lar.py"], ["input", "expected"]),
     Row("compare-json-over-dump-file", lambda c: ["compare", c.dump_a, c.dump_b, "--json",
                                                   first_dump_file(c.dump_a)], 2,
         lambda c: [first_dump_file(c.dump_a).name], ["input", "expected"]),
