@@ -34,8 +34,6 @@ def _exit_internal(exc: BaseException) -> "None":
     The file is ``$TMPDIR/lar-prec-crash-*.txt`` (outputs.save_crash_report): the only place
     known to be writable whatever failed. LAR_PREC_TRACEBACK=1 also prints the traceback.
     """
-    import os
-
     from lar_prec.outputs import save_crash_report
 
     what = f"{type(exc).__name__}: {_one_line(str(exc))}".rstrip(": ")
@@ -170,7 +168,6 @@ def _lar_flags(lar_args: tuple, trailing: tuple) -> tuple:
 
 def _input_paths(model: str, inputs: tuple, lar_path: str | None) -> list:
     """Every existing file an analysis reads: no report may be written over one of them."""
-    import os
     import shutil
 
     paths = [model]

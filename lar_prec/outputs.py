@@ -15,9 +15,6 @@ import io
 import os
 import stat
 import sys
-import tempfile
-import time
-import traceback
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Optional, Union
 
@@ -117,6 +114,8 @@ def atomic_writer(path: PathLike, *, what: str = "output") -> Iterator[IO[str]]:
         except OSError as e:
             raise UsageError(f"cannot write the {what} to {path}: {e.strerror or e}") from None
         return
+    import tempfile  # here: every command imports this module at start-up (main)
+
     fd = -1
     tmp = ""
     try:
@@ -175,6 +174,10 @@ def save_crash_report(exc: BaseException, argv: Iterable[str] = ()) -> Path:
     the command line, the versions and the traceback. Returns its path; raises OSError when
     no file can be made.
     """
+    import tempfile
+    import time
+    import traceback
+
     from lar_prec import __version__
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
