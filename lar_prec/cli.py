@@ -2,23 +2,61 @@
 
 This is the only module that imports click. Each command parses options, makes one library
 call, renders the result and maps it to the exit codes of ``shared/design.md``:
-0 no divergence, 1 divergence found, 2 usage or input error, 3 a load_and_run run failed.
+0 no divergence, 1 divergence found, 2 usage or input error, 3 a load_and_run run failed,
+4 internal error of lar-prec (traceback saved to a file), 130 interrupted.
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Callable, TypeVar
 
 import click
 
 from lar_prec import __version__
-from lar_prec.errors import LarPrecError
+from lar_prec.errors import LarPrecError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n")[0].split())
+
+
+def _exit_interrupted() -> "None":
+    click.echo("Error: interrupted (Ctrl-C)", err=True)
+    sys.exit(130)
+
+
+def _exit_internal(exc: BaseException) -> "None":
+    """Exit 4 for a bug of lar-prec: one line, the traceback saved to a file named there.
+
+    The file is ``$TMPDIR/lar-prec-crash-*.txt`` (outputs.save_crash_report): the only place
+    known to be writable whatever failed. LAR_PREC_TRACEBACK=1 also prints the traceback.
+    """
+    from lar_prec.outputs import save_crash_report
+
+    what = f"{type(exc).__name__}: {_one_line(str(exc))}".rstrip(": ")
+    try:
+        where = f"traceback saved to {save_crash_report(exc)}"
+    except Exception as e:  # noqa: BLE001 (the disk may be what failed)
+        where = f"the traceback could not be saved ({type(e).__name__}: {_one_line(str(e))})"
+    if os.environ.get("LAR_PREC_TRACEBACK"):
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    click.echo(f"Error: internal error of lar-prec: {what}; {where}", err=True)
+    sys.exit(4)
+
+
 def handle_errors(func: F) -> F:
-    """Turn a LarPrecError into ``Error: <one line>`` on stderr and its documented exit code."""
+    """Map every way a command can end to the exit codes of ``shared/design.md``.
+
+    LarPrecError: ``Error: <one line>`` and its exit code (2 input, 3 a run failed, 130);
+    Ctrl-C: 130; any other exception is a bug of lar-prec: exit 4, one line, the traceback
+    saved to a file (never 0 or 1, which scripts read as a verdict). click's own exceptions
+    (usage errors, --help) and sys.exit pass through.
+    """
     import functools
 
     @functools.wraps(func)
@@ -26,14 +64,28 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except LarPrecError as exc:
-            msg = " ".join(str(exc).split("\n")[0].split()) or type(exc).__name__
+            msg = _one_line(str(exc)) or type(exc).__name__
             click.echo(f"Error: {msg}", err=True)
             tail = getattr(exc, "stderr_tail", "")
             if tail:
                 click.echo(tail.rstrip(), err=True)
             sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            _exit_interrupted()
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 (MemoryError too: no check named an input)
+            _exit_internal(exc)
 
     return wrapper  # type: ignore[return-value]
+
+
+class _Group(click.Group):
+    """The command group: the same error mapping as handle_errors around every command,
+    so a command or group code that forgets it still never turns a crash into 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return handle_errors(super().invoke)(ctx)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -44,7 +96,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version (and whether compare runs its C kernel) and exit.")
 def cli() -> None:
@@ -55,7 +107,9 @@ def cli() -> None:
     dumps and names the root variable where the divergence starts.
 
     Exit codes: 0 no divergence, 1 divergence found, 2 usage or input error,
-    3 a load_and_run run failed.
+    3 a load_and_run run failed, 4 internal error of lar-prec (the traceback is saved to a
+    file whose path is printed), 130 interrupted. A closed stdout pipe ends the output
+    silently and keeps the verdict's code.
     """
 
 
@@ -120,15 +174,46 @@ def _lar_flags(lar_args: tuple, trailing: tuple) -> tuple:
     return split_lar_args(lar_args) + tuple(trailing)
 
 
+def _input_paths(model: str, inputs: tuple, lar_path: str | None) -> list:
+    """Every existing file an analysis reads: no report may be written over one of them."""
+    import shutil
+
+    paths = [model]
+    for spec in inputs:
+        for item in str(spec).split(";"):
+            value = item.partition(":")[2].strip()
+            paths += [p for p in (item.strip(), value) if p and p[0] not in "{[" and os.path.exists(p)]
+    lar = lar_path or os.environ.get("LAR_PREC_LOAD_AND_RUN") or shutil.which("load_and_run")
+    if lar and lar != "bundled":
+        paths.append(shutil.which(lar) or lar)
+    return paths
+
+
+def _check_report_outputs(json_out: str | None, html_out: str | None, inputs: list, *,
+                          make_parents: bool = True) -> None:
+    """Refuse, before anything runs, --json/--html paths that cannot be written or would
+    replace an input (exit 2): an analysis that runs for minutes must not end in that."""
+    from lar_prec.outputs import check_distinct, check_output_path
+
+    if json_out is not None:
+        check_output_path(json_out, what="JSON report", inputs=inputs, make_parents=make_parents)
+    if html_out is not None:
+        if html_out == "-":
+            raise UsageError("--html needs a file path, got '-'; expected e.g. --html report.html")
+        check_output_path(html_out, what="HTML report", inputs=inputs, make_parents=make_parents)
+    check_distinct([json_out, html_out], what="--json and --html")
+
+
 def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool) -> None:
-    """Render an Analysis: terminal report, --json, --html; exit with its code."""
+    """Render an Analysis: terminal report first (the verdict survives a failing write),
+    then --json and --html, each written atomically; exit with its code."""
     from lar_prec.report import render_terminal
 
-    _write_outputs(analysis.report, json_out, html_out)
     if json_out != "-":
         render_terminal(analysis.report, _report_out())
     if not quiet:
         click.echo(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)", err=True)
+    _write_outputs(analysis.report, json_out, html_out)
     sys.exit(analysis.exit_code)
 
 
@@ -184,6 +269,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     """
     from lar_prec.workflows import naive_vs_default
 
+    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, lar_path))
     with _Progress(not quiet) as progress:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags),
@@ -217,6 +303,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     """
     from lar_prec.workflows import shake
 
+    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, lar_path))
     with _Progress(not quiet) as progress:
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
@@ -308,13 +395,13 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     from lar_prec.report import exit_code, from_tree, render_csv, render_terminal
     from lar_prec.vartree import VarTree
 
+    _check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump], make_parents=False)
     tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
     # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
     # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
     report = from_tree(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True,
                        max_paths=50 if html_out else 0)
-    _write_outputs(report, json_out, html_out)
     if json_out != "-":
         if fmt == "csv":
             click.echo(render_csv(report), nl=False)
@@ -326,6 +413,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
                 click.echo(f"note: {len(missing)} var(s) dumped on one side only, not printed: {missing[:10]}", err=True)
         else:
             render_terminal(report, _report_out(), all_vars=all_vars)
+    _write_outputs(report, json_out, html_out)  # after the table: a failing write keeps the verdict shown
     sys.exit(exit_code(report))
 
 
@@ -345,6 +433,7 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     from lar_prec.report import exit_code, from_tree, render_terminal
     from lar_prec.vartree import tree_from_megengine_diff
 
+    _check_report_outputs(json_out, html_out, [diff_txt], make_parents=False)
     tree, md = tree_from_megengine_diff(diff_txt)
     if md.crashed and not md.entries:
         raise DumpFormatError(diff_txt, None, "compare_binary_iodump failures", f"only a traceback ({md.crashed})")
@@ -360,40 +449,58 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     notes = [f"compare_binary_iodump stopped with {md.crashed}; later files were not compared"] if md.crashed else []
     report = from_tree(tree, command="tree", verdict=verdict, notes=notes,
                        extra={"exit_code": int(tree.diverged), "crashed": md.crashed, "source": diff_txt})
-    _write_outputs(report, json_out, html_out)
     if json_out != "-":
         render_terminal(report, _report_out())
+    _write_outputs(report, json_out, html_out)
     sys.exit(exit_code(report))
+
+
+def _run_cli() -> int:
+    """Run the command group; every way out becomes a documented exit code.
+
+    click's standalone mode would print "Aborted!" and exit 1 for a Ctrl-C outside a command
+    (while parsing); here it is 130 like inside one (handle_errors).
+    """
+    try:
+        rv = cli.main(prog_name="lar-prec", standalone_mode=False)
+    except click.exceptions.ClickException as e:
+        e.show()
+        return e.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("Error: interrupted (Ctrl-C)", err=True)
+        return 130
+    return rv if isinstance(rv, int) else 0
 
 
 def main() -> None:
     """Console-script entry point."""
+    from lar_prec.outputs import make_stdout_pipe_safe
+
+    make_stdout_pipe_safe()
     if len(sys.argv) > 1 and sys.argv[1] in ("compare", "tree"):
         # these own the process and run their own workers: OpenBLAS's thread pool, started
         # when numpy is imported, only burns CPU there (measured: ~0.1 s less CPU, and the
         # 1 GB compare ~10% faster on 2 cores). Float32 dots give the same bits either way.
         # Not for commands that start load_and_run, whose environment must stay the user's.
-        import os
-
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         try:
-            cli(prog_name="lar-prec")
+            code = _run_cli()
         except SystemExit as e:
-            if e.code is None or isinstance(e.code, int):
-                # the report is written and the workers joined: skip tearing down every
-                # module and object of a process that ends now (~40 ms of a 1 GB compare)
-                import logging
+            if not (e.code is None or isinstance(e.code, int)):
+                raise
+            code = e.code or 0
+        # the report is written and the workers joined: skip tearing down every module and
+        # object of a process that ends now (~40 ms of a 1 GB compare)
+        import logging
 
-                logging.shutdown()
-                for stream in (sys.stdout, sys.stderr):
-                    try:
-                        stream.flush()
-                    except (OSError, ValueError):
-                        pass
-                os._exit(e.code or 0)
-            raise
-        return
-    cli(prog_name="lar-prec")
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(_run_cli())
 
 
 if __name__ == "__main__":

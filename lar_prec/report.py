@@ -334,6 +334,7 @@ def write_json(report: Report, path_or_dash: Union[str, Path], *, stream: Option
         out.flush()
         return None
     p = Path(path_or_dash)
+    p.parent.mkdir(parents=True, exist_ok=True)
     with atomic_writer(p, what="JSON report") as f:
         _write_stream(report, f)
     log.info("wrote JSON report %s", p)

@@ -71,6 +71,7 @@ def write_html(report: Report, path: Union[str, Path], *, title: Optional[str] =
     Raises:
         UsageError: the file cannot be written (the message names it).
     """
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     p = atomic_write_text(path, render_html(report, title=title), what="HTML report")
     log.info("wrote HTML report %s", p)
     return p
