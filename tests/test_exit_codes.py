@@ -63,8 +63,8 @@ def dumps(lar_dump, tmp_path):
 @pytest.mark.megengine
 @pytest.mark.parametrize("cmd, target, exc", [
     ("compare", "lar_prec.vartree:VarTree.from_folders", "ZeroDivisionError('a bug')"),
-    ("compare", "lar_prec.report:render_table", "MemoryError()"),
-    ("tree", "lar_prec.vartree:tree_from_megengine_diff", "KeyError('a bug')"),
+    ("compare", "lar_prec.report:render_terminal", "MemoryError()"),
+    ("tree", "lar_prec.report:from_tree", "KeyError('a bug')"),
 ])
 def test_internal_error_exits_4_with_saved_traceback(dumps, tmp_path, cmd, target, exc):
     """A crash is never read as a verdict: exit 4, one line, the traceback in a file.
