@@ -231,6 +231,7 @@ def test_option_pairs_with_plain_graph_by_name(manifest, option_run, case, flags
         assert u.reason
 
 
+@pytest.mark.megengine
 def test_relayout_of_every_layout_kind_on_real_dumps(manifest, option_run):
     """Each layout kind is really met in a dump and brought back to equal the plain run."""
     wanted = {("cnn", "enable-nchw44"): "nchw4", ("cnn", "enable-nchw88"): "nchw88",
