@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from lar_prec.errors import LarPrecError, UsageError
 
@@ -222,12 +224,157 @@ def layout_format_map(model: PathLike, layout: str) -> Dict[str, str]:
         return format_map(rewritten.path)
 
 
-def formats_by_name(model: Optional[PathLike], layout: Optional[str] = None) -> Tuple[Dict[str, str], str]:
-    """Best available var-name -> format map and where it came from (``"model"``,
-    ``"rewrite"`` or ``"none"``): the rewritten model when there is one, else the plain model
-    rewritten for ``layout``, else nothing."""
-    if model is not None and layout is None:
-        return format_map(model), "model"
-    if model is not None and layout is not None:
-        return layout_format_map(model, layout), "rewrite"
-    return {}, "none"
+
+def _log(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+#: load_and_run's layout transform flags -> lar_prec.graphopts layout names
+LAYOUT_FLAGS: Dict[str, str] = {
+    "enable_nchw4": "nchw4", "enable_chwn4": "chwn4", "enable_nchw44": "nchw44",
+    "enable_nchw88": "nchw88", "enable_nchw32": "nchw32", "enable_nchw64": "nchw64",
+    "enable_nhwcd4": "nhwcd4", "enable_nchw44_dot": "nchw44_dot",
+}
+
+#: flags that need a graph rewrite (megenginelite has no option for them)
+GRAPH_FLAGS = ("enable_chwn4", "enable_ioc16", "enable_io16xc32", "enable_fuse_conv_bias_nonlinearity",
+               "enable_fuse_conv_bias_with_z", "optimize_for_inference", "fuse_grain")
+
+#: load_and_run flags that exist but cannot work on this build, with the reason
+REFUSED_FLAGS: Dict[str, str] = {
+    "enable_jit": (
+        "--enable_jit cannot work on this build: JIT (jit_level 1/2, graph_opt_level 3) needs a "
+        "compiler the MegEngine CPU wheel lacks (load fails with 'No compiler support for cpu ... "
+        "MLIR'); run a MegEngine build with JIT via --lar PATH"
+    ),
+}
+
+#: stderr line that names the rewritten model a run executed (see :func:`rewritten_models`)
+REWRITTEN_PREFIX = "lar_prec.lar: rewritten model: "
+
+
+def check_options(opts: Any) -> None:
+    """Refuse the combinations of optimisation options that cannot run, one line each.
+
+    ``opts`` is a :class:`lar_prec.lar.LarOptions`. Raises UsageError.
+    """
+    layouts = [f for f in LAYOUT_FLAGS if getattr(opts, f)]
+    if len(layouts) > 1:
+        raise UsageError(
+            f"--{layouts[0]} and --{layouts[1]} can not be used together: one layout transform at a "
+            "time (the real load_and_run silently ignores all of them; lite fails at load)"
+        )
+    if opts.layout_transform:
+        if opts.layout_transform == "cuda":
+            raise UsageError("--layout_transform cuda needs a CUDA build; this one runs on the CPU (use cpu)")
+        if opts.layout_transform != "cpu":
+            raise UsageError(f"unsupported target(got:{opts.layout_transform}) for global layout "
+                             "transform: expected cpu")
+        if layouts:
+            raise UsageError(f"--layout_transform and --{layouts[0]} can not be used together: "
+                             "the global layout transform chooses the layouts itself")
+        if opts.needs_rewrite:
+            graph = next(f for f in GRAPH_FLAGS if getattr(opts, f))
+            raise UsageError(f"--layout_transform and --{graph} can not be used together in the bundled "
+                             "runner (the global layout transform runs in megenginelite, after any rewrite)")
+    elif opts.layout_transform_dump:
+        raise UsageError("--layout_transform_dump needs --layout_transform cpu")
+    if opts.enable_ioc16 and opts.enable_io16xc32:
+        raise UsageError("--enable_ioc16 and --enable_io16xc32 can not be used together: "
+                         "fp16 compute or fp32 compute, not both")
+    if opts.record_comp_seq2 and not opts.no_sanity_check:
+        # load_and_run asserts the same (optimize_options.cpp)
+        raise UsageError("--no-sanity-check should be set before --record-comp-seq2")
+    if opts.rewritten_model and not (opts.needs_rewrite or opts.layout_transform):
+        raise UsageError("--rewritten_model is only written when an option rewrites the graph "
+                         f"({', '.join('--' + f for f in GRAPH_FLAGS)}, --layout_transform)")
+    if opts.rewritten_model and opts.layout_transform_dump:
+        raise UsageError("--rewritten_model and --layout_transform_dump name the same file; give one")
+
+
+def rewritten_model_path(opts: Any) -> Optional[str]:
+    """Where the run keeps the model it really executed when an option rewrites the graph.
+
+    ``--rewritten_model FILE`` (or ``--layout_transform_dump FILE``) when given; else beside
+    the dump: ``<bin_io_dump>.rewritten.mge`` or ``<io_dump>.rewritten.mge``; else None (the
+    model goes to a temporary file that is deleted).
+    """
+    if not (opts.needs_rewrite or opts.layout_transform):
+        return None
+    explicit = opts.rewritten_model or opts.layout_transform_dump
+    if explicit:
+        return explicit
+    dump = opts.bin_io_dump or opts.io_dump
+    if dump:
+        return dump.rstrip("/\\") + ".rewritten.mge"
+    return None
+
+
+def rewritten_models(stderr_text: str) -> List[Tuple[str, str]]:
+    """``(path, sha256)`` of every rewritten model a run of the bundled load_and_run announced.
+
+    The line is ``lar_prec.lar: rewritten model: sha256=<hex> path=<path>`` (the path last, as it
+    may contain spaces); a runner records the hash in run.json.
+    """
+    out: List[Tuple[str, str]] = []
+    for line in stderr_text.splitlines():
+        if line.startswith(REWRITTEN_PREFIX):
+            m = re.match(r"sha256=([0-9a-f]{64}) (?:\(deleted\) )?path=(.*)\Z", line[len(REWRITTEN_PREFIX):])
+            if m:
+                out.append((m.group(2), m.group(1)))
+    return out
+
+
+def announce(path: Path, *, kept: bool, what: str) -> None:
+    """Print the line :func:`rewritten_models` reads, for a model written by someone else (lite)."""
+    _log(f"model after {what} written")
+    _log(f"{REWRITTEN_PREFIX}sha256={sha256_of(path)} {'' if kept else '(deleted) '}path={path}")
+
+
+def rewrite_for(opts: Any, model: Path, target: Path, *, kept: bool) -> Path:
+    """Rewrite the model for the graph options (MegEngine's graph API) and return its path."""
+    try:
+        import logging
+
+        import megengine.logger
+
+        # an int: the function compares with logging's numbers (a name would mean DEBUG)
+        megengine.logger.set_mgb_log_level(logging.DEBUG if opts.verbose else logging.ERROR)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise UsageError(f"cannot import megengine ({exc}); the graph options need megengine==1.13.0") from None
+    rewrite = Rewrite(
+        layout=opts.layout,
+        ioc16=opts.enable_ioc16,
+        io16xc32=opts.enable_io16xc32,
+        fuse_conv_bias_nonlinearity=opts.enable_fuse_conv_bias_nonlinearity,
+        fuse_conv_bias_with_z=opts.enable_fuse_conv_bias_with_z,
+        fuse_grain=opts.fuse_grain,
+    )
+    _log(f"rewrite the graph for {rewrite.describe()} (MegEngine graph API)")
+    done = rewrite_model(model, target, rewrite)
+    _log(f"{REWRITTEN_PREFIX}sha256={done.sha256} {'' if kept else '(deleted) '}path={done.path}")
+    return done.path
+
+
+def set_lite_options(o: Any, opts: Any) -> None:
+    """The runtime options megenginelite takes (``LiteConfig.options``), before the network exists."""
+    # A layout of a rewritten model is already in the graph; chwn4 is never a lite option.
+    if opts.layout and not opts.needs_rewrite:
+        _log(f"enable {opts.layout} optimization")
+        setattr(o, f"enable_{opts.layout}", 1)
+    if opts.enable_fuse_preprocess:
+        _log("enable fuse-preprocess optimization")
+        o.fuse_preprocess = 1
+    if opts.weight_preprocess:
+        _log("enable weight-preprocess optimization")
+        o.weight_preprocess = 1
+    if opts.const_shape:
+        _log("enable const var shape")
+        o.const_shape = 1
+    if opts.no_sanity_check:
+        _log("disable var sanity check optimization")
+        o.var_sanity_check_first_run = 0
+    if opts.record_level:
+        _log(f"set record_comp_seq_level to {opts.record_level}")
+        o.comp_node_seq_record_level = opts.record_level

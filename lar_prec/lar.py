@@ -48,7 +48,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
-from lar_prec.errors import UsageError
+from lar_prec.errors import LarPrecError, UsageError
+from lar_prec import graphopts
+from lar_prec.graphopts import (  # noqa: F401  (re-exported: the runner reads these from lar)
+    GRAPH_FLAGS,
+    LAYOUT_FLAGS,
+    REFUSED_FLAGS,
+    REWRITTEN_PREFIX,
+    rewritten_model_path,
+    rewritten_models,
+)
 
 #: exit status of every failure of the bundled runner (gflags uses 1 for flag errors too)
 EXIT_FAILURE = 1
@@ -104,29 +113,6 @@ SUPPORTED_FLAGS: Dict[str, str] = {
     "no_sanity_check": _BOOL,
     "rewritten_model": _STR,  # lar-prec's own: where the rewritten model is kept
 }
-
-#: load_and_run's layout transform flags -> lar_prec.graphopts layout names
-LAYOUT_FLAGS: Dict[str, str] = {
-    "enable_nchw4": "nchw4", "enable_chwn4": "chwn4", "enable_nchw44": "nchw44",
-    "enable_nchw88": "nchw88", "enable_nchw32": "nchw32", "enable_nchw64": "nchw64",
-    "enable_nhwcd4": "nhwcd4", "enable_nchw44_dot": "nchw44_dot",
-}
-
-#: flags that need a graph rewrite (megenginelite has no option for them)
-GRAPH_FLAGS = ("enable_chwn4", "enable_ioc16", "enable_io16xc32", "enable_fuse_conv_bias_nonlinearity",
-               "enable_fuse_conv_bias_with_z", "optimize_for_inference", "fuse_grain")
-
-#: load_and_run flags that exist but cannot work on this build, with the reason
-REFUSED_FLAGS: Dict[str, str] = {
-    "enable_jit": (
-        "--enable_jit cannot work on this build: JIT (jit_level 1/2, graph_opt_level 3) needs a "
-        "compiler the MegEngine CPU wheel lacks (load fails with 'No compiler support for cpu ... "
-        "MLIR'); run a MegEngine build with JIT via --lar PATH"
-    ),
-}
-
-#: stderr line that names the rewritten model a run executed (see :func:`rewritten_models`)
-REWRITTEN_PREFIX = "lar_prec.lar: rewritten model: "
 
 # Real load_and_run 1.13 flags that the bundled runner does not implement (reference 1.3).
 UNSUPPORTED_FLAGS = frozenset(
@@ -346,44 +332,11 @@ def parse_options(argv: Sequence[str]) -> LarOptions:
         )
     if opts.fast_run_shared_batch_size and not (opts.fast_run or opts.full_run or opts.fast_run_algo_policy):
         raise LarUsageError("--fast_run_shared_batch_size needs --fast_run, --full_run or --fast_run_algo_policy")
-    _check_graph_options(opts)
+    try:
+        graphopts.check_options(opts)
+    except UsageError as exc:
+        raise LarUsageError(str(exc)) from None
     return opts
-
-
-def _check_graph_options(opts: LarOptions) -> None:
-    """Refuse the combinations of optimisation options that cannot run, one line each."""
-    layouts = [f for f in LAYOUT_FLAGS if getattr(opts, f)]
-    if len(layouts) > 1:
-        raise LarUsageError(
-            f"--{layouts[0]} and --{layouts[1]} can not be used together: one layout transform at a "
-            "time (the real load_and_run silently ignores all of them; lite fails at load)"
-        )
-    if opts.layout_transform:
-        if opts.layout_transform == "cuda":
-            raise LarUsageError("--layout_transform cuda needs a CUDA build; this one runs on the CPU (use cpu)")
-        if opts.layout_transform != "cpu":
-            raise LarUsageError(f"unsupported target(got:{opts.layout_transform}) for global layout "
-                                "transform: expected cpu")
-        if layouts:
-            raise LarUsageError(f"--layout_transform and --{layouts[0]} can not be used together: "
-                                "the global layout transform chooses the layouts itself")
-        if opts.needs_rewrite:
-            graph = next(f for f in GRAPH_FLAGS if getattr(opts, f))
-            raise LarUsageError(f"--layout_transform and --{graph} can not be used together in the bundled "
-                                "runner (the global layout transform runs in megenginelite, after any rewrite)")
-    elif opts.layout_transform_dump:
-        raise LarUsageError("--layout_transform_dump needs --layout_transform cpu")
-    if opts.enable_ioc16 and opts.enable_io16xc32:
-        raise LarUsageError("--enable_ioc16 and --enable_io16xc32 can not be used together: "
-                            "fp16 compute or fp32 compute, not both")
-    if opts.record_comp_seq2 and not opts.no_sanity_check:
-        # load_and_run asserts the same (optimize_options.cpp)
-        raise LarUsageError("--no-sanity-check should be set before --record-comp-seq2")
-    if opts.rewritten_model and not (opts.needs_rewrite or opts.layout_transform):
-        raise LarUsageError("--rewritten_model is only written when an option rewrites the graph "
-                            f"({', '.join('--' + f for f in GRAPH_FLAGS)}, --layout_transform)")
-    if opts.rewritten_model and opts.layout_transform_dump:
-        raise LarUsageError("--rewritten_model and --layout_transform_dump name the same file; give one")
 
 
 # --------------------------------------------------------------------------- --input
@@ -679,12 +632,12 @@ def run(opts: LarOptions) -> None:
         kept = rewritten_model_path(opts)
         target = Path(kept) if kept else Path(scratch) / "rewritten.mge"
         if opts.needs_rewrite:
-            model = _rewrite(opts, model, target, kept=kept is not None)
+            model = graphopts.rewrite_for(opts, model, target, kept=kept is not None)
         lite = _Lite()
         L = lite.L
         L.set_log_level(L.LiteLogLevel.DEBUG if opts.verbose else L.LiteLogLevel.WARN)
         config = L.LiteConfig(device_type=L.LiteDeviceType.LITE_CPU)
-        _set_lite_options(config.options, opts)
+        graphopts.set_lite_options(config.options, opts)
         net = L.LiteNetwork(config)
         try:
             if opts.layout_transform:
@@ -693,7 +646,7 @@ def run(opts: LarOptions) -> None:
             _configure_and_run(lite, net, opts, items, model)
             if opts.layout_transform:
                 net.dump_layout_transform_model(str(target))
-                _announce(target, kept=kept is not None, what="global layout transform")
+                graphopts.announce(target, kept=kept is not None, what="global layout transform")
         except RuntimeError as exc:
             raise MegEngineError(_megengine_message(exc)) from None
         finally:
@@ -705,98 +658,6 @@ def run(opts: LarOptions) -> None:
             L.LiteGlobal.dump_persistent_cache(opts.fast_run_algo_policy)
         except RuntimeError as exc:
             raise MegEngineError(_megengine_message(exc)) from None
-
-
-def rewritten_model_path(opts: LarOptions) -> Optional[str]:
-    """Where the run keeps the model it really executed when an option rewrites the graph.
-
-    ``--rewritten_model FILE`` (or ``--layout_transform_dump FILE``) when given; else beside
-    the dump: ``<bin_io_dump>.rewritten.mge`` or ``<io_dump>.rewritten.mge``; else None (the
-    model goes to a temporary file that is deleted).
-    """
-    if not (opts.needs_rewrite or opts.layout_transform):
-        return None
-    explicit = opts.rewritten_model or opts.layout_transform_dump
-    if explicit:
-        return explicit
-    dump = opts.bin_io_dump or opts.io_dump
-    if dump:
-        return dump.rstrip("/\\") + ".rewritten.mge"
-    return None
-
-
-def rewritten_models(stderr_text: str) -> List[Tuple[str, str]]:
-    """``(path, sha256)`` of every rewritten model a run of the bundled load_and_run announced.
-
-    The line is ``lar_prec.lar: rewritten model: sha256=<hex> path=<path>`` (the path last, as it
-    may contain spaces); a runner records the hash in run.json.
-    """
-    out: List[Tuple[str, str]] = []
-    for line in stderr_text.splitlines():
-        if line.startswith(REWRITTEN_PREFIX):
-            m = re.match(r"sha256=([0-9a-f]{64}) (?:\(deleted\) )?path=(.*)\Z", line[len(REWRITTEN_PREFIX):])
-            if m:
-                out.append((m.group(2), m.group(1)))
-    return out
-
-
-def _announce(path: Path, *, kept: bool, what: str) -> None:
-    from lar_prec.graphopts import sha256_of
-
-    _log(f"model after {what} written")
-    _log(f"{REWRITTEN_PREFIX}sha256={sha256_of(path)} {'' if kept else '(deleted) '}path={path}")
-
-
-def _rewrite(opts: LarOptions, model: Path, target: Path, *, kept: bool) -> Path:
-    """Rewrite the model for the graph options (MegEngine's graph API) and return its path."""
-    from lar_prec import graphopts
-
-    try:
-        import megengine.logger
-
-        megengine.logger.set_mgb_log_level("DEBUG" if opts.verbose else "ERROR")
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise LarUsageError(f"cannot import megengine ({exc}); the graph options need megengine==1.13.0") from None
-    rewrite = graphopts.Rewrite(
-        layout=opts.layout,
-        ioc16=opts.enable_ioc16,
-        io16xc32=opts.enable_io16xc32,
-        fuse_conv_bias_nonlinearity=opts.enable_fuse_conv_bias_nonlinearity,
-        fuse_conv_bias_with_z=opts.enable_fuse_conv_bias_with_z,
-        fuse_grain=opts.fuse_grain,
-    )
-    _log(f"rewrite the graph for {rewrite.describe()} (MegEngine graph API)")
-    try:
-        done = graphopts.rewrite_model(model, target, rewrite)
-    except graphopts.RewriteError as exc:
-        raise MegEngineError(str(exc)) from None
-    except UsageError as exc:
-        raise LarUsageError(str(exc)) from None
-    _log(f"{REWRITTEN_PREFIX}sha256={done.sha256} {'' if kept else '(deleted) '}path={done.path}")
-    return done.path
-
-
-def _set_lite_options(o: Any, opts: LarOptions) -> None:
-    """The runtime options megenginelite takes (``LiteConfig.options``), before the network exists."""
-    # A layout of a rewritten model is already in the graph; chwn4 is never a lite option.
-    if opts.layout and not opts.needs_rewrite:
-        _log(f"enable {opts.layout} optimization")
-        setattr(o, f"enable_{opts.layout}", 1)
-    if opts.enable_fuse_preprocess:
-        _log("enable fuse-preprocess optimization")
-        o.fuse_preprocess = 1
-    if opts.weight_preprocess:
-        _log("enable weight-preprocess optimization")
-        o.weight_preprocess = 1
-    if opts.const_shape:
-        _log("enable const var shape")
-        o.const_shape = 1
-    if opts.no_sanity_check:
-        _log("disable var sanity check optimization")
-        o.var_sanity_check_first_run = 0
-    if opts.record_level:
-        _log(f"set record_comp_seq_level to {opts.record_level}")
-        o.comp_node_seq_record_level = opts.record_level
 
 
 def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[InputItem], model: Path) -> None:
@@ -958,7 +819,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except LarUsageError as exc:
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE
-    except MegEngineError as exc:
+    except (MegEngineError, LarPrecError) as exc:  # LarPrecError: graphopts (rewrite refused, bad target)
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE
     except KeyboardInterrupt:

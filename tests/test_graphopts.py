@@ -307,3 +307,14 @@ def test_default_kernels_under_every_option_run_or_are_reported(option_run):
             assert DumpFolder(out.dump).ids, f"{flags}: ran but dumped nothing"
     for flag in UNCHANGED + FUSION:
         assert outcomes[(flag,)].status == "ok", (flag, outcomes[(flag,)].stderr[-1500:])
+
+
+@pytest.mark.megengine
+def test_a_rewrite_megengine_refuses_is_one_line_and_no_model(option_run):
+    """io16xc32 on a model with a Reduce: MegEngine's pass asserts; the run says so in one line."""
+    run = option_run("attention", ("enable-io16xc32",), naive=False)
+    assert run.status == "failed", run.stderr[-2000:]
+    line = [ln for ln in run.stderr.splitlines() if ln.startswith("load_and_run: error: ")]
+    assert len(line) == 1 and "Traceback" not in run.stderr
+    assert "cannot rewrite" in line[0] and "category of reduce" in line[0] or "reduce.cpp" in line[0]
+    assert not Path(str(run.dump) + ".rewritten.mge").exists() and run.rewritten is None
