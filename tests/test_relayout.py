@@ -69,3 +69,27 @@ def test_detect_prefers_format_then_layout_string_then_shape():
     assert detect((1, 4, 32, 32, 4), (1, 16, 32, 32), fmt="NHWCD4").kind == "nchw4"
     assert set(FORMAT_KIND.values()) <= {"nchw", *BLOCK}
     assert candidates((1, 4, 32, 32, 4), (1, 16, 32, 32)) == ("nchw4",)
+
+
+def test_relayout_namepair_graphopts_import_without_megengine():
+    """Analysis needs numpy only; graphopts imports megengine only when it rewrites."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('megengine', 'megenginelite'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import numpy as np\n"
+        "from lar_prec import relayout, namepair, graphopts\n"
+        "x = np.zeros((1, 2, 3, 3, 4), np.float32)\n"
+        "print(relayout.to_nchw(x, 'nchw4', (1, 8, 3, 3)).shape, namepair.strip_index('a[1]'))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert proc.stdout.strip() == "(1, 8, 3, 3) a"
