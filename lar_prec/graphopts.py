@@ -126,6 +126,9 @@ def _write_bytes_atomically(path: Path, data: bytes) -> None:
     """Temp file beside ``path``, fsync, rename: a crash never leaves half a model."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
     try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # mkstemp makes 0600; a model is as readable as any file the user writes
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -328,3 +328,24 @@ def test_a_rewrite_megengine_refuses_is_one_line_and_no_model(option_run):
     assert len(line) == 1 and "Traceback" not in run.stderr
     assert "cannot rewrite" in line[0] and "reduce" in line[0]
     assert not Path(str(run.dump) + ".rewritten.mge").exists() and run.rewritten is None
+
+
+@pytest.mark.megengine
+def test_rewritten_model_goes_where_asked_and_its_line_parses(manifest, tmp_path):
+    case = manifest["cnn"]
+    where = tmp_path / "my model.mge"  # a space: the path is the last field of the line
+    argv = [sys.executable, "-m", "lar_prec.lar", str(case.model), "--input", ";".join(case.input_specs()),
+            "--iter", "1", "--warmup-iter", "0", "--optimize-for-inference", "--rewritten-model", str(where)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    [(path, sha)] = lar.rewritten_models(proc.stderr)
+    from lar_prec.graphopts import format_map, sha256_of
+
+    assert Path(path) == where and sha256_of(where) == sha
+    assert where.stat().st_mode & 0o044  # readable like any file the user writes
+    assert "c1.Convolution" in format_map(where)  # names kept (keep_var_name=2)
+    # without a dump or a path the model is not kept, and the line says so
+    proc = subprocess.run(argv[:-2], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0 and "(deleted) path=" in proc.stderr
+    [(gone, _)] = lar.rewritten_models(proc.stderr)
+    assert not Path(gone).exists()
