@@ -155,3 +155,13 @@ def detect(dumped: Sequence[int], plain: Sequence[int], *, fmt: Optional[str] = 
     return Detection("ambiguous", "shape",
                      f"{list(dumped)} fits {' and '.join(fits)} of {list(plain)}; "
                      "the model's operator format would settle it", fits)
+
+
+def to_plain(a: "np.ndarray", plain: Sequence[int], *, fmt: Optional[str] = None,
+             layout: Optional[str] = None) -> Tuple[Optional["np.ndarray"], Detection]:
+    """:func:`detect` then :func:`to_nchw`: ``a`` in the plain layout, or None when the
+    detection is ``ambiguous`` or ``unknown`` (the Detection says why)."""
+    det = detect(a.shape, plain, fmt=fmt, layout=layout)
+    if not det.ok:
+        return None, det
+    return to_nchw(a, det.kind, plain), det

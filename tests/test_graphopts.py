@@ -28,7 +28,7 @@ from lar_prec import lar
 from lar_prec.errors import UsageError
 from lar_prec.iodump import DumpFolder
 from lar_prec.namepair import pair_by_name
-from lar_prec.relayout import OPTION_KIND, detect, to_nchw
+from lar_prec.relayout import OPTION_KIND, to_plain
 
 ROOT = Path(__file__).resolve().parent.parent
 NAIVE = {"MGB_USE_MEGDNN_DBG": "2"}
@@ -139,10 +139,9 @@ def check_pairs(plain: Path, other: Path, formats: Dict[str, str], tol: float):
     worst = 0.0
     for p in pairing.pairs:
         a, b = A[p.a].array(), B[p.b].array()
-        det = detect(b.shape, a.shape, fmt=formats.get(p.name_b), layout=B[p.b].var.layout)
-        assert det.ok, f"{p.name_a}: {det}"
+        b, det = to_plain(b, a.shape, fmt=formats.get(p.name_b), layout=B[p.b].var.layout)
+        assert b is not None, f"{p.name_a}: {det}"
         kinds.add(det.kind)
-        b = to_nchw(b, det.kind, a.shape)
         if A[p.a].var.dtype.startswith("Quantized"):
             # raw integers of the same scale: rounding may move one step
             diff = int(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))) if a.size else 0

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lar_prec.errors import UsageError
-from lar_prec.relayout import BLOCK, FORMAT_KIND, candidates, detect, packed_shape, to_nchw
+from lar_prec.relayout import BLOCK, FORMAT_KIND, candidates, detect, packed_shape, to_nchw, to_plain
 
 
 def pack(x: np.ndarray, kind: str) -> np.ndarray:
@@ -69,6 +69,10 @@ def test_detect_prefers_format_then_layout_string_then_shape():
     assert detect((1, 4, 32, 32, 4), (1, 16, 32, 32), fmt="NHWCD4").kind == "nchw4"
     assert set(FORMAT_KIND.values()) <= {"nchw", *BLOCK}
     assert candidates((1, 4, 32, 32, 4), (1, 16, 32, 32)) == ("nchw4",)
+    x = np.arange(32 * 64, dtype=np.float32).reshape(1, 32, 8, 8)
+    back, det = to_plain(pack(x, "nhwcd4"), x.shape, layout=lay)
+    np.testing.assert_array_equal(back, x)
+    assert to_plain(pack(x, "nhwcd4"), x.shape)[0] is None  # ambiguous: no guess
 
 
 def test_relayout_namepair_graphopts_import_without_megengine():
