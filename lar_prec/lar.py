@@ -17,7 +17,17 @@ Behaviour that differs from the real binary, on purpose:
 * a dtype that differs from the model input, an unknown input name, ``.npy`` files of
   unsupported dtypes, negative ``--iter`` are errors instead of silent reinterpretation,
   wrap-around or aborts; float16 ``.npy`` inputs are accepted;
-* every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr.
+* every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr;
+* optimisation options megenginelite cannot take (``--enable_chwn4``, ``--enable_ioc16``,
+  conv-bias fusion, ``--optimize_for_inference``, ``--fuse_grain``) are applied by rewriting
+  the model with MegEngine's graph API first (:mod:`lar_prec.graphopts`); the rewritten model
+  is kept beside the dump (``<dump>.rewritten.mge`` or ``--rewritten_model FILE``) and its
+  path and sha256 are printed on stderr (:func:`rewritten_models` reads that line). Layout
+  transforms go to megenginelite unless a rewrite happens anyway, then into the rewrite;
+* ``--enable_io16xc32`` (fp16 I/O, fp32 compute) is lar-prec's own: the graph API offers it,
+  load_and_run does not;
+* two layout transforms at once are refused (the real binary silently ignores both), and
+  ``--enable_jit`` is refused: JIT needs a compiler the MegEngine CPU wheel lacks.
 
 ``MGB_USE_MEGDNN_DBG`` and ``MGB_DUMP_INPUT`` are read by the C++ runtime from this process's
 environment; nothing here touches them. Run each configuration in a fresh process.
@@ -29,6 +39,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +47,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
-from lar_prec.errors import UsageError
+from lar_prec.errors import LarPrecError, UsageError
+from lar_prec import graphopts
+from lar_prec.graphopts import (  # noqa: F401  (re-exported: the runner reads these from lar)
+    GRAPH_FLAGS,
+    LAYOUT_FLAGS,
+    REFUSED_FLAGS,
+    REWRITTEN_PREFIX,
+    rewritten_model_path,
+    rewritten_models,
+)
 # The --input grammar lives in inputspec (the runner uses it too); re-exported for callers of lar.
 from lar_prec.inputspec import (  # noqa: F401
     NPY_DTYPES as _NPY_DTYPES,
@@ -78,18 +98,40 @@ SUPPORTED_FLAGS: Dict[str, str] = {
     "lite": _BOOL,
     "help": _BOOL,
     "version": _BOOL,
+    # optimisation options (reference/graph-options.md): layout transforms, one at a time
+    "enable_nchw4": _BOOL,
+    "enable_chwn4": _BOOL,
+    "enable_nchw44": _BOOL,
+    "enable_nchw88": _BOOL,
+    "enable_nchw32": _BOOL,
+    "enable_nchw64": _BOOL,
+    "enable_nhwcd4": _BOOL,
+    "enable_nchw44_dot": _BOOL,
+    "layout_transform": _STR,
+    "layout_transform_dump": _STR,
+    # fp16 and fusion: graph rewrites (lar_prec.graphopts)
+    "enable_ioc16": _BOOL,
+    "enable_io16xc32": _BOOL,  # lar-prec's own: the graph API's io16xc32, not a load_and_run flag
+    "enable_fuse_conv_bias_nonlinearity": _BOOL,
+    "enable_fuse_conv_bias_with_z": _BOOL,
+    "optimize_for_inference": _BOOL,
+    "fuse_grain": _BOOL,
+    # runtime options megenginelite takes
+    "enable_fuse_preprocess": _BOOL,
+    "weight_preprocess": _BOOL,
+    "const_shape": _BOOL,
+    "record_comp_seq2": _BOOL,
+    "no_sanity_check": _BOOL,
+    "rewritten_model": _STR,  # lar-prec's own: where the rewritten model is kept
 }
 
 # Real load_and_run 1.13 flags that the bundled runner does not implement (reference 1.3).
 UNSUPPORTED_FLAGS = frozenset(
     """
     batch_size io_dump_stdout io_dump_stderr bin_out_dump workspace_limit thread cuda
-    cpu_default multithread_default multi_thread_core_ids record_comp_seq2 const_shape
-    fake_first no_sanity_check disable_mem_opt enable_nchw4 enable_chwn4 enable_nchw44
-    enable_nchw88 enable_nchw32 enable_nchw64 enable_nhwcd4 enable_nchw44_dot enable_ioc16
-    enable_fuse_preprocess weight_preprocess enable_fuse_conv_bias_nonlinearity
-    enable_fuse_conv_bias_with_z optimize_for_inference fuse_grain enable_jit tensorrt
-    tensorrt_cache layout_transform layout_transform_dump disable_assert_throw range
+    cpu_default multithread_default multi_thread_core_ids
+    fake_first disable_mem_opt tensorrt
+    tensorrt_cache disable_assert_throw range
     check_dispatch check_var_value profile profile_host get_static_mem_info wait_gdb
     share_param_mem c_opr_lib c_opr_lib_with_param model_dump packed_model_dump
     pack_info_json pack_cache pack_info_cryption pack_model_cryption fitting
@@ -134,6 +176,46 @@ class LarOptions:
     record_comp_seq: bool = False
     copy_to_host: bool = False
     lite: bool = False
+    enable_nchw4: bool = False
+    enable_chwn4: bool = False
+    enable_nchw44: bool = False
+    enable_nchw88: bool = False
+    enable_nchw32: bool = False
+    enable_nchw64: bool = False
+    enable_nhwcd4: bool = False
+    enable_nchw44_dot: bool = False
+    layout_transform: str = ""
+    layout_transform_dump: Optional[str] = None
+    enable_ioc16: bool = False
+    enable_io16xc32: bool = False
+    enable_fuse_conv_bias_nonlinearity: bool = False
+    enable_fuse_conv_bias_with_z: bool = False
+    optimize_for_inference: bool = False
+    fuse_grain: bool = False
+    enable_fuse_preprocess: bool = False
+    weight_preprocess: bool = False
+    const_shape: bool = False
+    record_comp_seq2: bool = False
+    no_sanity_check: bool = False
+    rewritten_model: Optional[str] = None
+
+    @property
+    def layout(self) -> Optional[str]:
+        """The layout transform asked for (a lar_prec.graphopts layout name), or None."""
+        for flag, name in LAYOUT_FLAGS.items():
+            if getattr(self, flag):
+                return name
+        return None
+
+    @property
+    def needs_rewrite(self) -> bool:
+        """True when the model must be rewritten by MegEngine's graph API before the run."""
+        return any(getattr(self, f) for f in GRAPH_FLAGS)
+
+    @property
+    def record_level(self) -> int:
+        """``comp_node_seq_record_level``: 2 with --record_comp_seq2 (it wins, as in load_and_run)."""
+        return 2 if self.record_comp_seq2 else 1 if self.record_comp_seq else 0
 
 
 # --------------------------------------------------------------------------- argv parsing
@@ -170,13 +252,20 @@ def parse_argv(argv: Sequence[str]) -> Tuple[Dict[str, Any], List[str]]:
         # gflags retries a lookup with '-' replaced by '_' (reference 1.1)
         name = name.replace("-", "_")
         has_value = bool(eq)
-        if name not in SUPPORTED_FLAGS and name not in UNSUPPORTED_FLAGS and name.startswith("no"):
+        if (name not in SUPPORTED_FLAGS and name not in UNSUPPORTED_FLAGS and name not in REFUSED_FLAGS
+                and name.startswith("no")):
             negated = name[2:]
             if SUPPORTED_FLAGS.get(negated) == _BOOL and not has_value:
                 flags[negated] = False
                 continue
             if negated in UNSUPPORTED_FLAGS:
                 raise LarUsageError(_unsupported_message(negated))
+            if negated in REFUSED_FLAGS:
+                continue  # --noenable_jit asks for what this build does anyway
+        if name in REFUSED_FLAGS:
+            if has_value and value.lower() in _FALSE:
+                continue
+            raise LarUsageError(REFUSED_FLAGS[name])
         if name in UNSUPPORTED_FLAGS:
             raise LarUsageError(_unsupported_message(name))
         kind = SUPPORTED_FLAGS.get(name)
@@ -243,6 +332,10 @@ def parse_options(argv: Sequence[str]) -> LarOptions:
         )
     if opts.fast_run_shared_batch_size and not (opts.fast_run or opts.full_run or opts.fast_run_algo_policy):
         raise LarUsageError("--fast_run_shared_batch_size needs --fast_run, --full_run or --fast_run_algo_policy")
+    try:
+        graphopts.check_options(opts)
+    except UsageError as exc:
+        raise LarUsageError(str(exc)) from None
     return opts
 
 
@@ -400,21 +493,31 @@ def run(opts: LarOptions) -> None:
         except OSError as exc:
             raise LarUsageError(f"cannot create --bin_io_dump folder {opts.bin_io_dump}: {exc.strerror}") from None
 
-    lite = _Lite()
-    L = lite.L
-    L.set_log_level(L.LiteLogLevel.DEBUG if opts.verbose else L.LiteLogLevel.WARN)
-    config = L.LiteConfig(device_type=L.LiteDeviceType.LITE_CPU)
-    if opts.record_comp_seq:
-        config.options.comp_node_seq_record_level = 1
-    net = L.LiteNetwork(config)
-    try:
-        _configure_and_run(lite, net, opts, items, model)
-    except RuntimeError as exc:
-        raise MegEngineError(_megengine_message(exc)) from None
-    finally:
-        # Destroying the network closes the text dump and flushes lazy (record_comp_seq) dumps.
-        del net
-        gc.collect()
+    with tempfile.TemporaryDirectory(prefix="lar-prec-lar-") as scratch:
+        kept = rewritten_model_path(opts)
+        target = Path(kept) if kept else Path(scratch) / "rewritten.mge"
+        if opts.needs_rewrite:
+            model = graphopts.rewrite_for(opts, model, target, kept=kept is not None)
+        lite = _Lite()
+        L = lite.L
+        L.set_log_level(L.LiteLogLevel.DEBUG if opts.verbose else L.LiteLogLevel.WARN)
+        config = L.LiteConfig(device_type=L.LiteDeviceType.LITE_CPU)
+        graphopts.set_lite_options(config.options, opts)
+        net = L.LiteNetwork(config)
+        try:
+            if opts.layout_transform:
+                _log("using global layout transform optimization")
+                net.enable_global_layout_transform()
+            _configure_and_run(lite, net, opts, items, model)
+            if opts.layout_transform:
+                net.dump_layout_transform_model(str(target))
+                graphopts.announce(target, kept=kept is not None, what="global layout transform")
+        except RuntimeError as exc:
+            raise MegEngineError(_megengine_message(exc)) from None
+        finally:
+            # Destroying the network closes the text dump and flushes lazy (record_comp_seq) dumps.
+            del net
+            gc.collect()
     if opts.fast_run_algo_policy and (opts.fast_run or opts.full_run or os.path.exists(opts.fast_run_algo_policy)):
         try:
             L.LiteGlobal.dump_persistent_cache(opts.fast_run_algo_policy)
@@ -543,7 +646,23 @@ The load_and_run bundled with lar-prec (megenginelite, CPU). Flags (dash or unde
   --iter N [10]  --warmup_iter N [1]      every execution is dumped (the last one survives)
   --reproducible  --fast_run  --full_run  --fast_run_algo_policy FILE
   --binary_equal_between_batch  --fast_run_shared_batch_size N
-  --multithread N  --cpu  --model_info  --verbose  --record_comp_seq  --copy_to_host  --lite
+  --multithread N  --cpu  --model_info  --verbose  --copy_to_host  --lite
+Optimisation options (load_and_run's meaning; one layout transform at a time):
+  --enable_nchw44 | --enable_nchw88 | --enable_nhwcd4 | --enable_nchw4 | --enable_nchw32
+  --enable_nchw64 | --enable_nchw44_dot   (megenginelite runtime options)
+  --enable_chwn4  --enable_ioc16  --enable_fuse_conv_bias_nonlinearity
+  --enable_fuse_conv_bias_with_z  --optimize_for_inference  --fuse_grain
+                                          (graph rewrites with MegEngine's graph API)
+  --enable_io16xc32                       lar-prec's own: fp16 I/O, fp32 compute (graph API only;
+                                          not a load_and_run flag)
+  --layout_transform cpu [--layout_transform_dump FILE]   global layout transform
+  --enable_fuse_preprocess  --weight_preprocess  --const_shape
+  --record_comp_seq  --record_comp_seq2 (needs --no_sanity_check)  --no_sanity_check
+  --rewritten_model FILE                  lar-prec's own: keep the rewritten model here (default
+                                          <dump>.rewritten.mge beside the dump); its path and
+                                          sha256 are printed on stderr:
+                                          "lar_prec.lar: rewritten model: sha256=HEX path=PATH"
+  --enable_jit is refused: JIT needs a compiler the CPU wheel lacks.
 Environment: MGB_USE_MEGDNN_DBG=2 (naive kernels), MGB_DUMP_INPUT (binary dumps of inputs).
 Other load_and_run flags need a MegEngine build: lar-prec ... --lar PATH."""
 
@@ -566,7 +685,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as exc:  # LarUsageError and the --input grammar's InputSpecError
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE
-    except MegEngineError as exc:
+    except (MegEngineError, LarPrecError) as exc:  # LarPrecError: graphopts (rewrite refused, bad target)
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE
     except KeyboardInterrupt:

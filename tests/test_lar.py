@@ -76,8 +76,8 @@ def test_int_flags_and_defaults():
 def test_unknown_and_unsupported_flags():
     with pytest.raises(UsageError, match="unknown command line flag 'enbale_jit'"):
         lar.parse_options(["m", "--enbale-jit"])
-    with pytest.raises(UsageError, match=r"--enable_nchw44 .*does not support.*--lar PATH"):
-        lar.parse_options(["m", "--enable-nchw44"])
+    with pytest.raises(UsageError, match=r"--disable_mem_opt .*does not support.*--lar PATH"):
+        lar.parse_options(["m", "--disable-mem-opt"])
     with pytest.raises(UsageError, match=r"--bin_out_dump .*--lar PATH"):
         lar.parse_options(["m", "--bin_out_dump=d"])
 
@@ -150,7 +150,7 @@ def test_importing_lar_does_not_import_megengine():
 
 
 def test_usage_errors_exit_1_with_one_line():
-    proc = run_lar("m.mge", "--enable-nchw44")
+    proc = run_lar("m.mge", "--disable-mem-opt")
     assert proc.returncode == 1
     assert "--lar PATH" in error_line(proc)
     proc = run_lar("--version")
