@@ -312,6 +312,52 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
+@cli.command("sweep", context_settings={"ignore_unknown_options": True})
+@click.argument("model", type=click.Path(path_type=str))
+@click.argument("lar_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- LOAD_AND_RUN_FLAGS]")
+@click.option("--input", "inputs", multiple=True, metavar="SPEC",
+              help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3]; repeat or join with ';'.")
+@click.option("--options", "options", default=None, metavar="LIST",
+              help="Options to try, comma-separated (e.g. nhwcd4,ioc16,weight-preprocess). "
+                   "[default: the layouts of this CPU, ioc16, io16xc32, conv-bias fusions, weight-preprocess, "
+                   "fuse-preprocess, const-shape, record-comp-seq]")
+@click.option("-j", "--jobs", type=click.IntRange(1, 16), default=1, show_default=True, help="Runs at once.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
+              metavar="S", help="Seconds per run; a run still going is killed and its option reported as hung.")
+@click.option("--out", type=click.Path(path_type=str), default=None,
+              help="Analysis folder. [default: ./lar-prec-out/sweep-N]")
+@click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON report here ('-': stdout).")
+@click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML report here.")
+@click.option("--lar", "lar_path", metavar="PATH", default=None,
+              help="load_and_run to use ('bundled' for python -m lar_prec.lar).")
+@click.option("--lar-args", "lar_args", multiple=True, metavar="FLAGS",
+              help="Extra load_and_run flags for every run, the reference too.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars or folder note on stderr.")
+@handle_errors
+def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, jobs: int, timeout: float,
+              out: str | None, json_out: str | None, html_out: str | None, lar_path: str | None, lar_args: tuple,
+              seed: int, quiet: bool) -> None:
+    """Which load_and_run optimisation option changes the result, and where?
+
+    Runs MODEL once with the naive kernels on the plain graph (the reference), then with the
+    default kernels under each option that applies, each in its own process with --timeout.
+    Each option's dump is paired with the reference by var name, brought back to NCHW and
+    compared; an option that diverges is rerun with the naive kernels to tell "a kernel is
+    wrong under this option" from "the option changes the math". Exit code 0 no option
+    diverges, 1 an option diverges, crashes or hangs, 2 usage or input error, 3 the
+    reference run failed.
+    """
+    from lar_prec.sweep import parse_options, sweep
+
+    parse_options(options)  # a bad name fails before anything runs
+    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, lar_path))
+    with _Progress(not quiet) as progress:
+        analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
+                         extra_flags=_lar_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress)
+    _finish_analysis(analysis, json_out, html_out, quiet)
+
+
 # ---- run commands ----
 
 

@@ -260,6 +260,9 @@ class Report:
 
 def exit_code(report: Report) -> int:
     """The design.md result code: 0 when every variable is ``ok``, 1 when any is not."""
+    if report.command == "sweep" and "exit_code" in report.extra:
+        # a sweep's findings include options that crash or hang, which have no variables
+        return 1 if report.extra["exit_code"] else 0
     return 1 if report.n_not_ok else 0
 
 

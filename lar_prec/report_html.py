@@ -53,7 +53,12 @@ def render_html(report: Report, *, title: Optional[str] = None) -> str:
         "DATA": _json_for_script(report.to_json()),
     }
     # One pass over the template only, so user text that happens to contain "@@DATA@@" stays text.
-    return re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _page_file("report.html"))
+    page = re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _page_file("report.html"))
+    if report.command == "sweep":  # the option-by-variable view, static, before the common page
+        from lar_prec.report_sweep import sweep_html_section
+
+        page = page.replace("<body>", "<body>\n" + sweep_html_section(report), 1)
+    return page
 
 
 def write_html(report: Report, path: Union[str, Path], *, title: Optional[str] = None) -> Path:

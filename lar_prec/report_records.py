@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SCHEMA = "lar-prec.report/1"
 #: every value a variable's ``status`` may take (design.md)
 STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
-COMMANDS = ("naive-vs-default", "shake", "compare", "tree")
+COMMANDS = ("naive-vs-default", "shake", "compare", "tree", "sweep")
 
 Number = Union[int, float]
 

@@ -108,6 +108,11 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
     else:
         con = _PlainOut(console)  # type: ignore[arg-type]
     narrow = con.width < 110
+    if report.command == "sweep":
+        from lar_prec.report_sweep import render_sweep_terminal
+
+        render_sweep_terminal(report, con)
+        return
     _header(report, con)
     if report.roots:
         _roots_table(report, con, top, narrow)
