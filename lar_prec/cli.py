@@ -169,9 +169,24 @@ class _Progress:
 
 
 def _lar_flags(lar_args: tuple, trailing: tuple) -> tuple:
+    """--lar-args and the load_and_run flags given directly (``--enable-nhwcd4``) or after ``--``.
+
+    Commands take load_and_run's options directly (click passes options it does not know
+    through), so a misspelt lar-prec option would reach load_and_run: anything that is not a
+    load_and_run 1.13 flag is refused here, before any run (exit 2).
+    """
+    from lar_prec.lar import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS, REFUSED_FLAGS
     from lar_prec.runner import split_lar_args
 
-    return split_lar_args(lar_args) + tuple(trailing)
+    known = set(SUPPORTED_FLAGS) | set(UNSUPPORTED_FLAGS) | set(REFUSED_FLAGS)
+    for arg in trailing:
+        if not arg.startswith("-") or arg in ("-", "--"):
+            continue
+        name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
+        if name not in known and not (name.startswith("no") and name[2:] in known):
+            raise UsageError(f"no such option: {arg} (neither a lar-prec option nor a load_and_run flag; "
+                             "see --help)")
+    return split_lar_args(lar_args) + tuple(a for a in trailing if a != "--")
 
 
 def _input_paths(model: str, inputs: tuple, lar_path: str | None) -> list:
@@ -249,7 +264,7 @@ def workflow_options(func: F) -> F:
     return func
 
 
-@cli.command("naive-vs-default")
+@cli.command("naive-vs-default", context_settings={"ignore_unknown_options": True})
 @click.argument("model", type=click.Path(path_type=str))
 @click.argument("lar_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- LOAD_AND_RUN_FLAGS]")
 @workflow_options
@@ -278,7 +293,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
-@cli.command("shake")
+@cli.command("shake", context_settings={"ignore_unknown_options": True})
 @click.argument("model", type=click.Path(path_type=str))
 @click.argument("lar_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- LOAD_AND_RUN_FLAGS]")
 @workflow_options

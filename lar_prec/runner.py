@@ -426,8 +426,16 @@ def _execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], 
 
 
 def _exited(rec: RunResult, proc: "subprocess.Popen", t0: float, stderr_path: Path) -> RunResult:
+    from lar_prec.graphopts import rewritten_models  # no megengine: parses the bundled runner's line
+
+    try:
+        with open(stderr_path, "r", encoding="utf-8", errors="replace") as fh:
+            # the line comes before the run, near the start of stderr
+            rewritten = tuple(rewritten_models(fh.read(1 << 20)))
+    except OSError:
+        rewritten = ()
     return replace(rec, seconds=round(time.monotonic() - t0, 3), returncode=proc.returncode,
-                   signal=signal_name(proc.returncode), stderr_tail=tail(stderr_path))
+                   signal=signal_name(proc.returncode), stderr_tail=tail(stderr_path), rewritten_models=rewritten)
 
 
 #: the bundled runner's message for an --input name the model lacks

@@ -62,6 +62,8 @@ class RunResult:
     inputs: Tuple[Mapping[str, Any], ...] = ()
     started: str = ""
     timeout: Optional[float] = None
+    #: ``(path, sha256)`` of each model an option rewrote and the run executed (bundled runner)
+    rewritten_models: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -100,6 +102,8 @@ class RunResult:
             "load_and_run": lar,
             "megengine_version": self.megengine_version,
             "model": {"path": self.model_path, "sha256": self.model_sha256},
+            "rewritten_model": ({"path": self.rewritten_models[-1][0], "sha256": self.rewritten_models[-1][1]}
+                                if self.rewritten_models else None),
             "inputs": [dict(i) for i in self.inputs],
             "dump_dir": str(self.dump_dir) if self.dump_dir else None,
             "text_dump": str(self.text_dump) if self.text_dump else None,
