@@ -7,7 +7,8 @@ The JSON is the common report object (design.md), read this way for a sweep:
   over the options that ran, ``status`` ``divergent`` when any option exceeds its tolerance
   there, and ``options`` (an extra key) maps each option to that var's ``max_err``;
 * ``roots``: one per divergent option, where divergence starts in the option's rewritten graph
-  (``id`` is that graph's var id; ``option`` names it);
+  (``id`` is the reference graph's id of that var, as in ``vars``; ``rewritten_id`` its id in
+  the rewritten graph; ``option`` names the option);
 * ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`);
 * ``timing``: seconds in load_and_run runs and in the analysis, and their ratio.
 """
@@ -65,9 +66,9 @@ def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
                                status="divergent" if over else "ok", max_err=max(known) if known else None,
                                extra={"options": errs}))
     roots = tuple(
-        ReportRoot(id=int(o.root_id), name=o.root_name, opr="", opr_type=o.root_opr_type or "",  # type: ignore[arg-type]
+        ReportRoot(id=int(o.root_ref_id), name=o.root_name, opr="", opr_type=o.root_opr_type or "",  # type: ignore[arg-type]
                    max_err=o.root_err, input_max_err=None, note=o.cause,
-                   extra={"option": o.option, "graph": "rewritten"})
+                   extra={"option": o.option, "rewritten_id": o.root_id})
         for o in result.options if o.verdict == "diverges" and o.root_name is not None)
     timing = {"run_seconds": round(result.run_seconds, 3), "analysis_seconds": round(result.analysis_seconds, 3),
               "wall_seconds": round(result.wall_seconds, 3),

@@ -166,7 +166,8 @@ class OptionResult:
     vars_total: int = 0
     output_err: Optional[float] = None
     worst_err: Optional[float] = None
-    root_id: Optional[int] = None
+    root_id: Optional[int] = None  # var id in the option's (rewritten) graph
+    root_ref_id: Optional[int] = None  # the same var's id in the reference graph
     root_name: Optional[str] = None
     root_opr_type: Optional[str] = None
     root_err: Optional[float] = None
@@ -199,7 +200,8 @@ class OptionResult:
             "option": self.option, "flags": list(self.flags), "status": self.status, "verdict": self.verdict,
             "reason": self.reason, "tolerance": self.tolerance, "vars_paired": self.vars_paired,
             "vars_total": self.vars_total, "output_err": self.output_err, "worst_err": self.worst_err,
-            "root": None if self.root_name is None else {"id": self.root_id, "name": self.root_name,
+            "root": None if self.root_name is None else {"id": self.root_id, "reference_id": self.root_ref_id,
+                                                          "name": self.root_name,
                                                           "opr_type": self.root_opr_type, "max_err": self.root_err},
             "cause": self.cause, "naive_vs_default_err": self.naive_vs_default_err,
             "naive_vs_reference_err": self.naive_vs_reference_err, "kernel_root": self.kernel_root_name,
@@ -291,7 +293,7 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult) -> Tuple[OptionRe
         output_err=g.output_err, worst_err=g.worst, unpaired_a=g.unpaired_a, unpaired_b=g.unpaired_b,
         errors=tuple((e.name, e.max_err) for e in g.errs), run_dir=str(rec.dir), seconds=rec.seconds)
     if g.root is not None:
-        r = replace(r, root_id=g.root.b, root_name=g.root.name, root_opr_type=g.root.opr_type,
+        r = replace(r, root_id=g.root.b, root_ref_id=g.root.a, root_name=g.root.name, root_opr_type=g.root.opr_type,
                     root_err=g.root.max_err)
     notes = [e for e in g.errs if e.note]
     if notes:

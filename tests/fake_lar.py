@@ -16,6 +16,9 @@ Only the standard library: it must behave like a foreign program, not like lar-p
 * ``FAKE_LAR_MODE``: ``ok`` (default); ``exit1`` (message on stderr, exit 1); ``segv``
   (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
   ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s).
+* ``FAKE_LAR_MODE_IF_FLAG``: ``FLAG=MODE[,FLAG=MODE...]``: that mode when FLAG is in argv
+  (e.g. ``--enable-nchw88=sleep,--enable-nhwcd4=segv``), a binary that hangs or crashes
+  under one option only.
 * ``FAKE_LAR_VERSION_MODE=sleep``: ``--version`` does what ``sleep`` mode does (its child's
   pid goes to ``FAKE_LAR_VERSION_CHILD_PID``) and ignores SIGINT, like a binary stuck in a
   slow start.
@@ -91,6 +94,10 @@ def main():
         with open(record, "a") as fh:
             fh.write(json.dumps({"args": argv, "env": env}) + "\n")
     mode = os.environ.get("FAKE_LAR_MODE", "ok")
+    for item in os.environ.get("FAKE_LAR_MODE_IF_FLAG", "").split(","):
+        flag, _, flag_mode = item.partition("=")
+        if flag and flag in argv:
+            mode = flag_mode
     sys.stderr.write("load model: 1.000ms\n")
     if mode == "exit1":
         sys.stderr.write("[ERR] fake failure\nterminate called after throwing an instance of 'mgb::MegBrainError'\n"
