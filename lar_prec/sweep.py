@@ -145,6 +145,10 @@ def parse_options(spec: Union[str, Sequence[str], None]) -> Tuple[SweepOption, .
     return tuple(out)
 
 
+def _nonfinite(x: Optional[float]) -> bool:
+    return x is not None and not (x == x and abs(x) != float("inf"))
+
+
 @dataclass(frozen=True)
 class OptionResult:
     """What one option did.
@@ -200,7 +204,10 @@ class OptionResult:
             "option": self.option, "flags": list(self.flags), "status": self.status, "verdict": self.verdict,
             "reason": self.reason, "tolerance": self.tolerance, "vars_paired": self.vars_paired,
             "vars_total": self.vars_total, "output_err": self.output_err, "worst_err": self.worst_err,
+            # JSON has no Inf (null instead): these say "NaN/Inf where the reference is finite"
+            "output_nonfinite": _nonfinite(self.output_err), "worst_nonfinite": _nonfinite(self.worst_err),
             "root": None if self.root_name is None else {"id": self.root_id, "reference_id": self.root_ref_id,
+                                                          "nonfinite": _nonfinite(self.root_err),
                                                           "name": self.root_name,
                                                           "opr_type": self.root_opr_type, "max_err": self.root_err},
             "cause": self.cause, "naive_vs_default_err": self.naive_vs_default_err,
@@ -232,10 +239,19 @@ class SweepResult:
 
 
 def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
+    """(status, one short reason, record) of a run that failed; the run's folder is in the
+    option's record and the whole message in its run.json."""
+    import re
+
     rec: Optional[RunResult] = getattr(exc, "result", None)
     status = rec.status if rec is not None else "failed"
     kind = {"timeout": "hung", "crashed": "crashed"}.get(status, "load_failed")
-    return kind, str(exc).split(" -- hint:")[0], rec
+    msg = str(exc).split(" -- hint:")[0]
+    if kind == "hung" and rec is not None and rec.timeout:
+        msg = f"did not finish within {rec.timeout:g} s (killed with its process group)"
+    else:  # the run's folder is reported next to the reason: drop it from the message
+        msg = re.sub(r" in run '[^']*' \([^)]*\)", "", msg)
+    return kind, msg, rec
 
 
 def _model_oprs(ref: RunResult) -> set:

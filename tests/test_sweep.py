@@ -68,8 +68,11 @@ def test_sweep_cnn_finds_the_fp16_pooling_fault_and_passes_what_changes_nothing(
     # the default x86 fp16 max pooling is wrong, the naive one is right: a kernel, rooted at the pooling
     o = opts["ioc16"]
     assert o["verdict"] == "diverges" and o["root"]["name"] == "Pooling[0]"
-    assert o["root"]["opr_type"] == "PoolingForward" and o["root"]["max_err"] > 0.5
-    assert "kernel wrong under this option" in o["cause"] and o["naive_vs_default_err"] > 0.5
+    # its wrong values are sometimes NaN/Inf (null in JSON, flagged nonfinite), else errors near 1
+    assert o["root"]["opr_type"] == "PoolingForward"
+    assert o["root"]["nonfinite"] or o["root"]["max_err"] > 0.5
+    assert "kernel wrong under this option" in o["cause"]
+    assert o["naive_vs_default_err"] is None or o["naive_vs_default_err"] > 0.5
     assert o["naive_run_dir"] and Path(o["naive_run_dir"], "run.json").is_file()
     # worst first; the root is in the report's roots, named by option
     assert d["options"][0]["option"] == "ioc16"
