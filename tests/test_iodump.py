@@ -445,17 +445,17 @@ def test_writer_reader_round_trip(tmp_path, var, inputs, code, k, seed):
 
 def _careful_parse(title: str):
     """parse_title with the one-regex fast path turned off (the reference for the fast one)."""
-    import lar_prec.iodump as iodump
+    import lar_prec.titles as titles
 
-    fast = (iodump._FAST_VAR, iodump._FAST_LAST, iodump._FAST_NEXT)
+    fast = (titles._FAST_VAR, titles._FAST_LAST, titles._FAST_NEXT)
     never = __import__("re").compile(r"(?!)")
-    iodump._FAST_VAR = iodump._FAST_LAST = iodump._FAST_NEXT = never
+    titles._FAST_VAR = titles._FAST_LAST = titles._FAST_NEXT = never
     try:
         return parse_title(title)
     except DumpFormatError as e:
         return str(e)
     finally:
-        iodump._FAST_VAR, iodump._FAST_LAST, iodump._FAST_NEXT = fast
+        titles._FAST_VAR, titles._FAST_LAST, titles._FAST_NEXT = fast
 
 
 def _either(title: str):
