@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
 from lar_prec.errors import DumpFormatError
-from lar_prec.titles import _match_brace, _shape_from_layout, _TitleError
+from lar_prec.titles import _shape_from_layout, _TitleError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -114,7 +114,6 @@ class TextDump:
 
 
 _PRODUCED = re.compile(r"var(\d{1,20}) produced: name=")
-_PRODUCED_TAIL = re.compile(r" owner_opr=(.*)\{([A-Za-z_][A-Za-z0-9_:]*)\} opr(\d{1,20})\Z", re.DOTALL)
 _DEP = re.compile(r"  (?:\[i(\d{1,20})\])?var(\d{1,20}): (.*) ([sd])\Z", re.DOTALL)
 _DEP_SHAPE = re.compile(r" <shape dep\[([sd])\]> (.*)\Z", re.DOTALL)
 _DEP_HOST = re.compile(r" <host value\[([sd])\]> (.*)\Z", re.DOTALL)
@@ -149,32 +148,69 @@ def _parse_stats(text: str) -> Optional[TextStats]:
         return None
 
 
+_PRODUCED_END = re.compile(r"\{([A-Za-z_][A-Za-z0-9_:]*)\} opr(\d{1,20})\Z")
+_OWNER_KEY = " owner_opr="
+_LAYOUT_KEY = " layout="
+
+
+def _brace_ends(line: str) -> Dict[int, int]:
+    """Index after the matching ``}`` of every ``{`` of ``line`` (one pass with a stack); only
+    built for the rare line whose layout holds a nested brace."""
+    ends: Dict[int, int] = {}
+    stack: List[int] = []
+    for i, c in enumerate(line):
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            ends[stack.pop()] = i + 1
+    return ends
+
+
 def _parse_produced(line: str) -> Optional[Tuple[int, str, Optional[str], str, str, int]]:
-    """(id, name, layout or None, owner, opr type, opr id) of a ``produced`` line."""
+    """(id, name, layout or None, owner, opr type, opr id) of a ``produced`` line.
+
+    The name is free text, so each `` layout=`` is a candidate end of it: the first one
+    followed by a layout (or ``<invalid>``) and `` owner_opr=`` wins. Linear in the line: the
+    fixed tail ``{OprType} opr<N>`` is found once from the right, and the next ``{``/``}``
+    after a candidate are found by scans that only move forward (a line of 10,000
+    `` layout={`` took 24 s when each candidate searched to the end).
+    """
     m = _PRODUCED.match(line)
     if not m:
         return None
     start = m.end()
-    # the name is free text: try each " layout=" until a layout (or <invalid>) is followed
-    # by the owner_opr tail
-    i = line.find(" layout=", start)
-    while i >= 0:
-        p = i + len(" layout=")
+    tail = _PRODUCED_END.search(line, start)
+    if tail is None:
+        return None
+    owner_end = tail.start()
+    n = len(line)
+    nxt_close = nxt_open = -1  # next "}" / "{" at or after the current candidate
+    nested: Optional[Dict[int, int]] = None
+    i = line.find(_LAYOUT_KEY, start)
+    while 0 <= i < owner_end:
+        p = i + len(_LAYOUT_KEY)
         layout: Optional[str] = None
         end = -1
         if line.startswith("<invalid>", p):
             end = p + len("<invalid>")
-        elif line.startswith("{", p):
-            try:
-                end = _match_brace(line, p)
+        elif p < n and line[p] == "{":
+            if nxt_close < p:
+                nxt_close = line.find("}", p)
+                nxt_close = n if nxt_close < 0 else nxt_close
+            if nxt_open <= p:
+                nxt_open = line.find("{", p + 1)
+                nxt_open = n if nxt_open < 0 else nxt_open
+            if nxt_close < n and nxt_close < nxt_open:
+                end = nxt_close + 1
+            elif nxt_close < n:  # a nested brace: match it properly
+                nested = _brace_ends(line) if nested is None else nested
+                end = nested.get(p, -1)
+            if end >= 0:
                 layout = line[p:end]
-            except _TitleError:
-                end = -1
-        if end >= 0:
-            mt = _PRODUCED_TAIL.match(line, end)
-            if mt:
-                return int(m.group(1)), line[start:i], layout, mt.group(1), mt.group(2), int(mt.group(3))
-        i = line.find(" layout=", i + 1)
+        if end >= 0 and line.startswith(_OWNER_KEY, end) and end + len(_OWNER_KEY) <= owner_end:
+            owner = line[end + len(_OWNER_KEY) : owner_end]
+            return int(m.group(1)), line[start:i], layout, owner, tail.group(1), int(tail.group(2))
+        i = line.find(_LAYOUT_KEY, i + 1)
     return None
 
 
@@ -242,100 +278,114 @@ class _VarBuilder:
 def read_text_dump(path: PathLike) -> TextDump:
     """Parse a ``--io-dump`` text file (normal or lazy format, several executions).
 
-    Executions are split where a var id repeats. A file cut off in the middle (the run
-    crashed, e.g. ``can not handle dtype Byte in print_host_val`` leaves ``" val: "``) is
-    parsed up to the cut; the partial var is kept (without a value) and ``truncated`` says
-    where and what was cut. A lazy file whose ``==== recorded values`` section never came
-    (the process died) has vars without values and ``truncated`` set too.
+    Normal format: executions are split where a var id repeats. Lazy format (one
+    ``==== begin lazy value recording``, each var declared once, then one
+    ``==== recorded values`` section per flush): one execution per section, every var
+    declared so far with that section's values.
+
+    A file cut off in the middle (the run crashed, e.g. ``can not handle dtype Byte in
+    print_host_val`` leaves ``" val: "``) is parsed up to the cut; the partial var is kept
+    (without a value) and ``truncated`` says where and what was cut. So does a lazy file whose
+    values never came (the process died), and a last execution shorter than the one before
+    it. (A single execution cut exactly between two var blocks cannot be told from a
+    complete one.) Linear in the size of the file.
 
     Raises:
-        DumpFormatError: a complete line that is not part of the format (offset = its byte
-            offset; the line number is in the message).
+        DumpFormatError: the file cannot be read, or a complete line that is not part of the
+            format (offset = its byte offset; the line number is in the message).
     """
     p = Path(path)
     try:
         raw = p.read_bytes()
     except OSError as e:
         raise DumpFormatError(p, None, "a readable text dump", str(e)) from None
-    raw_lines = raw.split(b"\n")
-    ends_clean = raw_lines[-1] == b""
-    if ends_clean:
-        raw_lines.pop()
-    # byte offset of each line, for error messages
-    offsets = []
-    off = 0
-    for rl in raw_lines:
-        offsets.append(off)
-        off += len(rl) + 1
+    return _TextReader(p).read(raw)
 
-    executions: List[List[TextVar]] = []
-    current: List[TextVar] = []
-    seen: set = set()
-    cur: Optional[_VarBuilder] = None
-    lazy = False
-    lazy_values = False
-    lazy_vals: Dict[int, TextStats] = {}
-    truncated: Optional[str] = None
-    n_lines = len(raw_lines)
 
-    def finish() -> None:
-        nonlocal cur
-        if cur is not None:
-            current.append(cur.build())
-            cur = None
+class _TextReader:
+    """The state of one :func:`read_text_dump` while its lines are read, one method per
+    kind of line."""
 
-    def bad(i: int, expected: str, line: str) -> DumpFormatError:
-        return DumpFormatError(p, offsets[i], f"{expected} (line {i + 1})", repr(line[:80]))
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.executions: List[List[TextVar]] = []
+        self.current: List[TextVar] = []
+        self.seen: set = set()
+        self.cur: Optional[_VarBuilder] = None
+        self.lazy = False
+        #: lazy format: the vars declared so far (id -> var), and one value map per section
+        self.declared: Dict[int, TextVar] = {}
+        self.sections: List[Tuple[List[TextVar], Dict[int, TextStats]]] = []
+        self.in_values = False
+        self.truncated: Optional[str] = None
 
-    for i, rl in enumerate(raw_lines):
-        line = rl.decode("utf-8", "replace").rstrip("\r")
-        if i == n_lines - 1 and not ends_clean:
-            # every complete line ends with "\n": this one was cut while being written
-            if cur is not None:
-                what = "value line" if line.startswith(" val:") else "line"
-                truncated = f"line {i + 1}: {what} of var{cur.head[0]} cut off ({line[:40]!r})"
+    def read(self, raw: bytes) -> TextDump:
+        raw_lines = raw.split(b"\n")
+        ends_clean = raw_lines[-1] == b""
+        if ends_clean:
+            raw_lines.pop()
+        n_lines = len(raw_lines)
+        off = 0
+        for i, rl in enumerate(raw_lines):
+            line = rl.decode("utf-8", "replace").rstrip("\r")
+            if i == n_lines - 1 and not ends_clean:
+                # every complete line ends with "\n": this one was cut while being written
+                self._cut_line(i, line)
+                break
+            if line:
+                self._line(i, off, line)
+            off += len(rl) + 1
+        return self._result(n_lines)
+
+    def _bad(self, i: int, off: int, expected: str, line: str) -> DumpFormatError:
+        return DumpFormatError(self.path, off, f"{expected} (line {i + 1})", repr(line[:80]))
+
+    def _cut_line(self, i: int, line: str) -> None:
+        if self.cur is not None:
+            what = "value line" if line.startswith(" val:") else "line"
+            self.truncated = f"line {i + 1}: {what} of var{self.cur.head[0]} cut off ({line[:40]!r})"
+        else:
+            self.truncated = f"line {i + 1}: line cut off ({line[:40]!r})"
+
+    def _finish(self) -> None:
+        if self.cur is not None:
+            v = self.cur.build()
+            self.cur = None
+            if self.lazy:
+                self.declared.pop(v.id, None)  # a re-declared var moves to its new place
+                self.declared[v.id] = v
             else:
-                truncated = f"line {i + 1}: line cut off ({line[:40]!r})"
-            break
-        if not line:
-            continue
-        if lazy_values:
-            m = _LAZY_VAR.match(line)
-            if m:
-                st = _parse_stats(m.group(3))
-                if st is not None:
-                    lazy_vals[int(m.group(1))] = st
-                    continue
-            if _LAZY_OPR.match(line):
-                continue
-            raise bad(i, "'#<idx>: opr<id> ...' or '  var<id>: name=... [values]min=...'", line)
+                self.current.append(v)
+
+    def _line(self, i: int, off: int, line: str) -> None:
+        if self.in_values:
+            if self._value_line(line):
+                return
+            self.in_values = False  # a section ends where the next declaration starts
         if line == _LAZY_BEGIN:
-            lazy = True
-            continue
+            self._finish()
+            self.lazy = True
+            return
         if line == _LAZY_VALUES:
-            finish()
-            lazy_values = True
-            continue
+            if not self.lazy:
+                raise self._bad(i, off, f"'{_LAZY_BEGIN}' before '{_LAZY_VALUES}'", line)
+            self._finish()
+            self.in_values = True
+            self.sections.append((list(self.declared.values()), {}))
+            return
         head = _parse_produced(line)
         if head is not None:
-            finish()
-            if head[0] in seen:
-                executions.append(current)
-                current = []
-                seen = set()
-            seen.add(head[0])
-            cur = _VarBuilder(head, i + 1)
-            if head[2] is None:  # layout=<invalid>: only this line is printed
-                finish()
-            continue
+            self._produced(head, i)
+            return
+        cur = self.cur
         if cur is not None and line == " deps:" and cur.state == "produced":
             cur.state = "deps"
-            continue
+            return
         if cur is not None and cur.state == "deps":
             dep = _parse_dep(line)
             if dep is not None:
                 cur.deps.append(dep)
-                continue
+                return
             mv = _VAL.match(line)
             if mv:
                 text = mv.group(1)
@@ -343,28 +393,70 @@ def read_text_dump(path: PathLike) -> TextDump:
                 if text not in ("<see lazy value below>", "<invalid>"):
                     cur.val = _parse_stats(text)
                     if cur.val is None:
-                        raise bad(i, "'[values]min=.. max=.. mean=.. l2=.. sd=..'", line)
-                finish()
-                continue
-        raise bad(i, "a line of a 'var<id> produced:' block", line)
+                        raise self._bad(i, off, "'[values]min=.. max=.. mean=.. l2=.. sd=..'", line)
+                self._finish()
+                return
+        if self.sections and self.cur is None:
+            raise self._bad(i, off, "'#<idx>: opr<id> ...', '  var<id>: name=... [values]min=...' or a 'var<id> produced:' line", line)
+        raise self._bad(i, off, "a line of a 'var<id> produced:' block", line)
 
-    if cur is not None:
-        if truncated is None:
-            truncated = f"line {n_lines + 1}: file ended inside the block of var{cur.head[0]} (line {cur.line})"
-        finish()
-    if current:
-        executions.append(current)
-    if lazy:
-        if not lazy_values and truncated is None:
-            truncated = f"line {n_lines + 1}: lazy values never flushed (no '{_LAZY_VALUES}' section)"
-        executions = [
-            [_with_val(v, lazy_vals.get(v.id)) for v in ex] for ex in executions
-        ]
-    return TextDump(p, tuple(tuple(ex) for ex in executions), lazy, truncated)
+    def _value_line(self, line: str) -> bool:
+        """True when ``line`` belongs to a ``==== recorded values`` section (and is kept)."""
+        m = _LAZY_VAR.match(line)
+        if m:
+            st = _parse_stats(m.group(3))
+            if st is not None:
+                self.sections[-1][1][int(m.group(1))] = st
+                return True
+        return _LAZY_OPR.match(line) is not None
+
+    def _produced(self, head: Tuple[int, str, Optional[str], str, str, int], i: int) -> None:
+        self._finish()
+        if not self.lazy:
+            if head[0] in self.seen:
+                self.executions.append(self.current)
+                self.current = []
+                self.seen = set()
+            self.seen.add(head[0])
+        self.cur = _VarBuilder(head, i + 1)
+        if head[2] is None:  # layout=<invalid>: only this line is printed
+            self._finish()
+
+    def _result(self, n_lines: int) -> TextDump:
+        if self.cur is not None:
+            if self.truncated is None:
+                self.truncated = f"line {n_lines + 1}: file ended inside the block of var{self.cur.head[0]} (line {self.cur.line})"
+            self._finish()
+        if self.lazy:
+            executions = self._lazy_executions(n_lines)
+        else:
+            if self.current:
+                self.executions.append(self.current)
+            executions = self.executions
+            if len(executions) > 1 and len(executions[-1]) < len(executions[-2]) and self.truncated is None:
+                self.truncated = (
+                    f"line {n_lines + 1}: the last execution has {len(executions[-1])} of the {len(executions[-2])} "
+                    f"vars of the one before it (the file ends after var{executions[-1][-1].id})"
+                )
+        return TextDump(self.path, tuple(tuple(ex) for ex in executions), self.lazy, self.truncated)
+
+    def _lazy_executions(self, n_lines: int) -> List[List[TextVar]]:
+        executions = [[_with_val(v, vals.get(v.id)) for v in declared] for declared, vals in self.sections]
+        flushed = {v.id for declared, _ in self.sections[-1:] for v in declared}
+        late = [v for v in self.declared.values() if v.id not in flushed]
+        if late:
+            # declared after the last section (or no section at all): their values never came
+            executions.append(list(self.declared.values()))
+            if self.truncated is None:
+                if self.sections:
+                    what = f"values of {len(late)} var(s) declared after the last '{_LAZY_VALUES}' section"
+                else:
+                    what = f"lazy values never flushed (no '{_LAZY_VALUES}' section)"
+                self.truncated = f"line {n_lines + 1}: {what}"
+        return executions
 
 
 def _with_val(v: TextVar, val: Optional[TextStats]) -> TextVar:
     if val is None or v.val is not None:
         return v
     return replace(v, val=val)
-
