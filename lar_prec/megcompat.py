@@ -69,6 +69,8 @@ class MegDiff:
     entries: Tuple[MegEntry, ...]
     #: the last line of a Python traceback in the text (the tool crashed), else None
     crashed: Optional[str] = None
+    #: where the text was cut ("line N: ..."), None when it ends after a whole entry
+    truncated: Optional[str] = None
 
 
 _KINDS = (("not equal: ", "not equal", "divergent"), ("not finite: ", "not finite", "nonfinite"), ("shape mismatch: ", "shape mismatch", "shape_mismatch"))
@@ -97,78 +99,179 @@ def read_megengine_diff(path: PathLike, text: Optional[str] = None) -> MegDiff:
 
     Each failure is a ``<file>: `` line, the two titles wrapped at 70 columns (continuation
     lines indented by two spaces), then `` not equal: ...``, `` not finite: ...`` or
-    `` shape mismatch: ...``. Wrapped lines are rejoined with one space.
+    `` shape mismatch: ...``. Wrapped lines are rejoined with one space. The tool prints
+    nothing when nothing differs, so an empty file (or blank lines only) is a valid output
+    with no entry. A Python traceback (the tool crashed) sets ``crashed``; its warnings
+    (``file.py:70: RuntimeWarning: ...`` and the source line under it) are skipped.
+
+    Anything else is refused rather than read as "no difference": binary data, a file with
+    neither a failure nor a traceback (a report, an ``--io-dump`` text, a file cut before its
+    first failure: the message says where it ends), or an entry broken in the middle. A file
+    cut inside a later entry keeps the entries before it and says where it was cut in
+    ``truncated``. (A file cut exactly between two entries cannot be told from a whole one.)
+    Linear in the size of the text.
 
     Raises:
-        DumpFormatError: the file cannot be read, or a failure line has no titles before it.
+        DumpFormatError: names the file, the byte offset and line, and what was expected.
     """
     p = Path(path)
     if text is None:
         try:
-            text = p.read_text(encoding="utf-8", errors="replace")
+            raw = p.read_bytes()
         except OSError as e:
             raise DumpFormatError(p, None, "a readable compare_binary_iodump output", str(e)) from None
-    titles: List[str] = []
-    cur: Optional[List[str]] = None
-    file_path = ""
-    entries: List[MegEntry] = []
-    crashed: Optional[str] = None
-    in_tb = False
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.rstrip("\n")
+        text = _decode(p, raw)
+    else:
+        nul = text.find("\0")
+        if nul >= 0:
+            raise DumpFormatError(p, len(text[:nul].encode("utf-8", "replace")), _WHAT, "binary data (a NUL byte)")
+    return _DiffReader(p, text).read()
+
+
+#: what a compare_binary_iodump output is, for error messages
+_WHAT = "compare_binary_iodump output ('<file>: ', two var titles 'var={id:...', then ' not equal: ...')"
+_WARNING = re.compile(r"\S.*:\d{1,9}: [A-Za-z]*Warning: ")
+
+
+def _decode(p: Path, raw: bytes) -> str:
+    """The text of a compare_binary_iodump output, or the error that says it is binary."""
+    nul = raw.find(b"\0")
+    if nul >= 0:
+        raise DumpFormatError(p, nul, _WHAT, "binary data (a NUL byte)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DumpFormatError(p, e.start, _WHAT, f"binary data (byte 0x{raw[e.start]:02x} is not UTF-8 text)") from None
+
+
+class _DiffReader:
+    """The state of one :func:`read_megengine_diff` while its lines are read.
+
+    ``state`` is where the current entry is: "idle" (between entries), "file" (after the
+    ``<file>: `` line), "a"/"b" (inside the first/second title)."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.text = text
+        self.state = "idle"
+        self.file_path = ""
+        self.entry_line = 0
+        self.titles: List[List[str]] = []
+        self.entries: List[MegEntry] = []
+        self.crashed: Optional[str] = None
+        self.in_tb = False
+        self.skip_source = False
+        #: first line that is not part of the format between entries: (line number, char offset, text)
+        self.noise: Optional[Tuple[int, int, str]] = None
+        self.truncated: Optional[str] = None
+
+    def _error(self, char_off: int, expected: str, found: str) -> DumpFormatError:
+        return DumpFormatError(self.path, len(self.text[:char_off].encode("utf-8")), expected, found)
+
+    def _noise_error(self) -> DumpFormatError:
+        assert self.noise is not None
+        lineno, off, line = self.noise
+        return self._error(off, f"{_WHAT} (line {lineno})", repr(line[:60]))
+
+    def read(self) -> MegDiff:
+        lines = self.text.split("\n")
+        cut_line = lines[-1] != ""  # every line the tool prints ends with a newline
+        if not cut_line:
+            lines.pop()
+        off = 0
+        for lineno, raw in enumerate(lines, 1):
+            self._line(lineno, off, raw.rstrip("\r"))
+            off += len(raw) + 1
+        return self._finish(len(lines), cut_line)
+
+    def _line(self, lineno: int, off: int, line: str) -> None:
+        if self.in_tb or line.startswith("Traceback (most recent call last)"):
+            self._traceback(line)
+            return
+        if self.skip_source and line.startswith(" "):
+            self.skip_source = False  # the source line Python prints under a warning
+            return
+        self.skip_source = False
+        if _WARNING.match(line):
+            self.skip_source = True
+            return
+        kind = self._failure_kind(line)
+        if kind is not None:
+            self._failure(lineno, off, line, kind)
+        elif _TITLE_START.match(line) and self.state in ("file", "a"):
+            self.state = "a" if self.state == "file" else "b"
+            self.titles.append([line.strip()])
+        elif line.startswith("  ") and self.state in ("a", "b"):
+            self.titles[-1].append(line.strip())
+        elif self.state != "idle":
+            if self.noise is not None and not self.entries and self.crashed is None:
+                raise self._noise_error()  # what the file is not says more than where it broke
+            want = {"file": "the first var title 'var={id:...'", "a": "a title line or the second var title",
+                    "b": "a title line or ' not equal: ...', ' not finite: ...', ' shape mismatch: ...'"}[self.state]
+            raise self._error(off, f"{want} (line {lineno}, in the entry of {self.file_path!r} from line {self.entry_line})",
+                              repr(line[:60]))
+        elif line.endswith(": ") or line.endswith(":"):
+            self.state, self.file_path, self.entry_line, self.titles = "file", line.rstrip()[:-1], lineno, []
+        elif line.strip() and self.noise is None:
+            self.noise = (lineno, off, line)
+
+    def _traceback(self, line: str) -> None:
+        if not self.in_tb:
+            self.in_tb = True
+            self.state = "idle"  # an entry the crash interrupted is not one
+            return
+        if not line or line.startswith(" ") or line.startswith("During handling") or line.startswith("The above exception"):
+            return
         if line.startswith("Traceback (most recent call last)"):
-            in_tb = True
-            continue
-        if in_tb:
-            if line and not line.startswith(" "):
-                crashed = line.strip()
-                in_tb = False
-            continue
-        hit = None
+            return
+        self.in_tb = False
+        self.crashed = line.strip()
+        # with -s the tool stops by raising the failure: its message is the entry itself
+        rest = line.partition(": ")[2]
+        if line.startswith("AssertionError: ") and rest.rstrip().endswith(":"):
+            self.state, self.file_path, self.entry_line, self.titles = "file", rest.rstrip()[:-1], 0, []
+
+    def _failure_kind(self, line: str) -> Optional[str]:
         for marker, kind, _status in _KINDS:
-            if line.startswith(" " + marker) or (line.startswith(marker) and cur is not None):
-                hit = kind
-                break
-        if hit is not None:
-            if cur is not None:
-                titles.append(" ".join(cur))
-                cur = None
-            if len(titles) < 2:
-                raise DumpFormatError(p, None, f"two var titles before the '{hit}' line", f"line {lineno}: {line[:60]!r}")
-            ta, tb = titles[-2], titles[-1]
-            try:
-                vid, ins, k, name, opr, opr_type, dtype, shape = _title_fields(ta)
-            except (DumpFormatError, UsageError, ValueError):
-                raise DumpFormatError(p, None, "a var title with {id:N, ...}", f"line {lineno}: {ta[:60]!r}") from None
-            m = _SHAPE.search(line)
-            if not shape and m and hit == "not equal":
-                shape = tuple(int(x) for x in re.findall(r"\d+", m.group(1)))
-            entries.append(
-                MegEntry(
-                    kind=hit, path=file_path, title_a=ta, title_b=tb, message=line.strip(), var_id=vid, inputs=ins,
-                    input_index=k, name=name, opr=opr, opr_type=opr_type, dtype=dtype, shape=shape, line=lineno,
-                )
+            if line.startswith(" " + marker) or (self.state == "b" and line.startswith(marker)):
+                return kind
+        return None
+
+    def _failure(self, lineno: int, off: int, line: str, kind: str) -> None:
+        if self.state != "b":
+            raise self._error(off, f"two var titles before the '{kind}' line (line {lineno})", repr(line[:60]))
+        ta, tb = (" ".join(t) for t in self.titles[-2:])
+        try:
+            vid, ins, k, name, opr, opr_type, dtype, shape = _title_fields(ta)
+        except (DumpFormatError, UsageError, ValueError):
+            raise self._error(off, f"a var title with {{id:N, ...}} before line {lineno}", repr(ta[:60])) from None
+        m = _SHAPE.search(line)
+        if not shape and m and kind == "not equal":
+            shape = tuple(int(x) for x in re.findall(r"\d+", m.group(1)))
+        self.entries.append(
+            MegEntry(
+                kind=kind, path=self.file_path, title_a=ta, title_b=tb, message=line.strip(), var_id=vid, inputs=ins,
+                input_index=k, name=name, opr=opr, opr_type=opr_type, dtype=dtype, shape=shape, line=lineno,
             )
-            titles = []
-            file_path = ""
-            continue
-        if _TITLE_START.match(line):
-            if cur is not None:
-                titles.append(" ".join(cur))
-            cur = [line.strip()]
-            continue
-        if cur is not None and line.startswith("  "):
-            cur.append(line.strip())
-            continue
-        if line.endswith(": ") or line.endswith(":"):
-            if cur is not None:
-                titles.append(" ".join(cur))
-                cur = None
-            titles = []
-            file_path = line.rstrip()[:-1]
-            continue
-        # anything else (warnings, blank lines) is not part of an entry
-    return MegDiff(path=p, entries=tuple(entries), crashed=crashed)
+        )
+        self.state, self.file_path, self.titles = "idle", "", []
+
+    def _finish(self, n_lines: int, cut_line: bool) -> MegDiff:
+        found_any = bool(self.entries) or self.crashed is not None or self.in_tb
+        if not found_any and self.noise is not None:
+            raise self._noise_error()
+        if self.state != "idle":
+            where = f"line {n_lines}: the file ends inside the entry of {self.file_path!r}"
+            where += f" (from line {self.entry_line})" if self.entry_line else ""
+            if not found_any:
+                raise self._error(
+                    len(self.text), "' not equal: ...', ' not finite: ...' or ' shape mismatch: ...' ending an entry",
+                    f"the end of the file ({where}: cut before its first failure?)",
+                )
+            self.truncated = f"{where}, before its failure line (cut?)"
+        elif cut_line and self.text:
+            self.truncated = f"line {n_lines}: the last line has no end (the file was cut while being written?)"
+        return MegDiff(path=self.path, entries=tuple(self.entries), crashed=self.crashed, truncated=self.truncated)
 
 
 _FIRST = re.compile(r"nonequal_idx=(\([^)]*\)) v0=(\S+) v1=(\S+) err=(\S+)")
@@ -201,6 +304,9 @@ def tree_from_megengine_diff(path: PathLike, text: Optional[str] = None) -> Tupl
     and ``worst_*``). Vars are in order of first appearance.
     """
     md = read_megengine_diff(path, text)
+    if md.truncated:
+        # the command's output must say the list may be incomplete (stderr, via logging)
+        log.warning("note: %s was cut: %s; failures after the cut are not known", path, md.truncated)
     status_of = {k: s for _m, k, s in _KINDS}
     diffs: Dict[int, VarDiff] = {}
     inp_notes: Dict[int, List[str]] = {}
