@@ -17,6 +17,7 @@ Example::
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -457,6 +458,38 @@ def write_binary_dump(
 # ============================================================================ dump folders
 
 
+def _why_missing(p: Path) -> str:
+    """Why ``p`` cannot be used although its name was given: missing, a symlink loop, ..."""
+    try:
+        os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is a symlink loop"
+        if os.path.islink(p):
+            return f"is a broken symlink (to {os.readlink(p)})"
+        if e.errno == errno.ENOENT:
+            return "does not exist"
+        return f"cannot be read ({e.strerror})"
+    return "does not exist"
+
+
+def _is_file(entry: "os.DirEntry[str]") -> bool:
+    """True for a regular file (or a link to one); a directory is a stray entry; a link that
+    leads nowhere under a dump file's name is a dump that cannot be read: refused, not skipped.
+
+    Raises:
+        DumpFormatError: a symlink loop, a broken symlink or an unreadable entry.
+    """
+    try:
+        if entry.is_file():
+            return True
+        if entry.is_dir() or not entry.is_symlink():
+            return False
+    except OSError:
+        pass  # ELOOP from stat (a loop): said below
+    raise DumpFormatError(entry.path, None, "a dump file", f"an entry that {_why_missing(Path(entry.path))}")
+
+
 class DumpFolder:
     """A ``--bin-io-dump`` directory, indexed by var id and read lazily.
 
@@ -474,7 +507,7 @@ class DumpFolder:
     def __init__(self, path: PathLike, *, skip_bad: bool = False) -> None:
         self.path = Path(path)
         if not self.path.exists():
-            raise DumpFolderError(f"dump folder {self.path} does not exist")
+            raise DumpFolderError(f"dump folder {self.path} {_why_missing(self.path)}")
         if not self.path.is_dir():
             raise DumpFolderError(f"dump folder {self.path} is not a directory")
         files: Dict[int, str] = {}  # plain strings: a Path per file costs more than reading it
@@ -490,7 +523,9 @@ class DumpFolder:
             if name == INCOMPLETE_MARKER:
                 incomplete = True
                 continue
-            ids = _name_ids(name) if entry.is_file() else None
+            ids = _name_ids(name)
+            if ids is not None and not _is_file(entry):
+                ids = None
             if ids is None:
                 stray.append(Path(entry.path))
             elif ids[1] is None:
