@@ -118,6 +118,9 @@ class VarTree:
                     self._add_edge(u, d.id, "value", k)
         if text_dump is not None:
             td = text_dump if isinstance(text_dump, TextDump) else read_text_dump(text_dump)
+            if td.truncated:
+                # its edges end at the cut: say so where the command's output is read (stderr)
+                log.warning("note: text dump %s was cut (%s); only the edges before the cut are used", td.path, td.truncated)
             for u, v, kind in td.edges():
                 if kind not in _DATA_DEPS or u == v:
                     continue
