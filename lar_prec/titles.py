@@ -6,12 +6,11 @@ Grammar: ``[inp<k>: ]var={INFO} owner_opr_inputs=<INFO list>``, where an INFO bl
 <comp node>, s|d, N, N}``. Names are free text (spaces, commas, braces, non-ASCII), so a block
 is anchored on its fixed keys and its fixed tail rather than split.
 
-One parser, one rule: :func:`_parse_info` reads a block, and a candidate end is accepted
-only when ``follows(end)`` says what comes after is legal. The rule has two implementations:
-the usual block (no nested brace in the layout, no ``, slot:`` inside the name) is matched by
-one regex (``_FAST_*``, the ``follows`` rule is its lookahead), about a third of the cost of
-indexing a folder; anything else goes to the careful, character-anchored parser. Tests force
-the careful path and check both give the same result or the same error on generated titles.
+One parser: :func:`_scan_info` delimits a block, accepting a candidate end only when what
+comes after it is legal there; :func:`_parse_info` builds its record,
+:func:`_input_ids_at` only its id (what ordering a folder needs). Every step is anchored on a
+fixed key and tried once per candidate, so parsing is linear in the title (a one-regex form
+with lazy owner and name, used before, took seconds on a damaged 100 KB title).
 """
 from __future__ import annotations
 
@@ -65,9 +64,6 @@ class _TitleError(Exception):
 
 _INFO_HEAD = re.compile(r"\{id:(\d{1,20}), (layout|shape):")
 _INFO_DTYPE = re.compile(r", ([A-Za-z][A-Za-z0-9_]*), owner:")
-# the comp node string has no comma ("CompNode(\"cpu0:0\" from \"cpu0:0\")"), which keeps a
-# ", slot:" inside a var name from matching here
-_INFO_TAIL = re.compile(r", slot:(\d{1,20}), ([^,]*), ([sd]), (-?\d{1,20}), (-?\d{1,20})\}")
 # MegEngine's type names are identifiers; an empty one is accepted so that anything
 # format_title writes reads back
 _OWNER_NAME = re.compile(r"(.*?)\{([A-Za-z0-9_:]*)\}, name:(.*)\Z", re.DOTALL)
@@ -77,7 +73,6 @@ _OPR_ID = re.compile(r"\[(\d{1,20})\]\Z")
 _LAYOUT_DIM = re.compile(r"(\d{1,20})\((-?\d{1,20})\)\Z")
 _LAYOUT_DIMS = re.compile(r"\d{1,20}\(-?\d{1,20}\)(?:,\d{1,20}\(-?\d{1,20}\))*\Z")
 _SHAPE_DIM = re.compile(r"\s*(\d{1,20})\s*\Z")
-_NEXT_INPUT = re.compile(r" (\d+)=\{id:")
 _INP_PREFIX = re.compile(r"inp(\d{1,20}): ")
 _VAR_PREFIX = "var="
 _INPUTS_KEY = " owner_opr_inputs="
@@ -135,19 +130,10 @@ def _shape_from_shape(text: str, pos: int) -> Tuple[int, ...]:
     return tuple(dims)
 
 
-# One whole ``{id:...}`` block in one match, for the usual block (layout or shape without
-# nested braces). Owner and name are lazy and the block must be followed by what `follows`
-# accepts (the lookahead), so this finds the first owner split and then the first legal
-# ", slot:" tail, which is what the careful parser below finds as long as no ", slot:" comes
-# before the name (checked after the match; otherwise the careful parser decides).
-_FAST_INFO = (
-    r"\{id:(\d{1,20}), (layout|shape):(\{[^{}]*\}), ([A-Za-z][A-Za-z0-9_]*), owner:"
-    r"(.*?)\{([A-Za-z0-9_:]*)\}, name:(.*?)"
-    r", slot:(\d{1,20}), ([^,]*), ([sd]), (-?\d{1,20}), (-?\d{1,20})\}"
-)
-_FAST_VAR = re.compile(_FAST_INFO + "(?= owner_opr_inputs=)", re.DOTALL)
-_FAST_LAST = re.compile(_FAST_INFO + r"\Z", re.DOTALL)
-_FAST_NEXT = re.compile(_FAST_INFO + r"(?=\Z| \d+=\{id:)", re.DOTALL)
+# The usual head of a block in one match: a layout or shape without nested braces, then the
+# dtype. What it accepts is exactly what the step-by-step head below accepts for such a
+# layout; anything else (nested braces, or an error to locate) takes the steps.
+_HEAD = re.compile(r"\{id:(\d{1,20}), (layout|shape):(\{[^{}]*\}), ([A-Za-z][A-Za-z0-9_]*), owner:")
 
 
 #: shapes of layout texts seen (a model has few distinct layouts); bounded, cleared when full
@@ -157,21 +143,67 @@ _VARINFO_FIELDS = ("id", "name", "owner", "opr_type", "opr_id", "dtype", "shape"
 #: the instance dict of a VarInfo built by its __init__ (key-sharing), copied per block
 _VARINFO_DICT: Dict[str, object] = VarInfo(0, "", "", "", None, "", (), None, 0, "", "s").__dict__
 
+#: one block delimited by :func:`_scan_info`: id, "layout"|"shape", its text and where it
+#: starts, dtype, the owner/name match and the tail match
+_Block = Tuple[str, str, str, int, str, "re.Match[str]", "re.Match[str]"]
 
-def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarInfo, int]]:
-    m = fast.match(s, pos)
-    if m is None or s.find(", slot:", m.end(4), m.start(7)) >= 0:
-        return None
-    vid, kind, text, dtype, owner, opr_type, name, slot, cn, storage, si, vi = m.groups()
+
+# The tail that ends a block, with what must follow it in each place (the lookahead): the
+# inputs of the dumped var, the end of the title, or the next "k={id:" input. The comp node
+# string has no comma ("CompNode(\"cpu0:0\" from \"cpu0:0\")"), which keeps a ", slot:"
+# inside a var name from matching here.
+_TAIL = r", slot:(\d{1,20}), ([^,]*), ([sd]), (-?\d{1,20}), (-?\d{1,20})\}"
+_END_VAR = re.compile(_TAIL + "(?= owner_opr_inputs=)")
+_END_LAST = re.compile(_TAIL + r"\Z")
+_END_NEXT = re.compile(_TAIL + r"(?=\Z| \d+=\{id:)")
+
+
+def _scan_info(s: str, pos: int, end: "re.Pattern[str]") -> _Block:
+    """Delimit the ``{id:...}`` block at ``pos``: the one parser of a block.
+
+    Names and owners are free text, so the block ends at the first ``, slot:...}`` tail
+    followed by what ``end``'s lookahead accepts, and the owner is the shortest prefix
+    followed by ``{OprType}, name:``. Three anchored matches (head, tail search, owner/name
+    split), each linear, so a damaged title of any length is read in linear time.
+    """
+    m = _HEAD.match(s, pos)
+    if m is not None:
+        vid, kind, text, dtype = m.groups()
+        text_pos, owner_start = m.start(3), m.end()
+    else:  # nested braces, or an error to locate: step by step
+        m = _INFO_HEAD.match(s, pos)
+        if not m:
+            raise _TitleError(pos, "'{id:<n>, layout:' or '{id:<n>, shape:'", repr(s[pos : pos + 20]))
+        vid, kind = m.groups()
+        text_pos = m.end()
+        q = _match_brace(s, text_pos)
+        md = _INFO_DTYPE.match(s, q)
+        if not md:
+            raise _TitleError(q, "', <DType>, owner:'", repr(s[q : q + 30]))
+        text, dtype, owner_start = s[text_pos:q], md.group(1), md.end()
+    mt = end.search(s, owner_start)
+    if mt is None:
+        raise _TitleError(owner_start, "', slot:<n>, <CompNode>, <s|d>, <n>, <n>}' ending the var info", "none")
+    mo = _OWNER_NAME.match(s, owner_start, mt.start())
+    if not mo:
+        raise _TitleError(owner_start, "'<owner>{<OprType>}, name:<name>'", repr(s[owner_start : mt.start()][:60]))
+    return vid, kind, text, text_pos, dtype, mo, mt
+
+
+def _parse_info(s: str, pos: int, end: "re.Pattern[str]") -> Tuple[VarInfo, int]:
+    """Parse one ``{id:...}`` block at ``pos`` into its record (see :func:`_scan_info`)."""
+    vid, kind, text, text_pos, dtype, mo, mt = _scan_info(s, pos, end)
     shape = _SHAPES.get(text)
     if shape is None:
-        shape = _shape_from_layout(text, m.start(3)) if kind == "layout" else _shape_from_shape(text, m.start(3))
+        shape = _shape_from_layout(text, text_pos) if kind == "layout" else _shape_from_shape(text, text_pos)
         if len(_SHAPES) >= 4096:
             _SHAPES.clear()
         _SHAPES[text] = shape
+    owner, opr_type, name = mo.groups()
+    slot, cn, storage, si, vi = mt.groups()
     mid = _OPR_ID.search(owner)
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
-    # (a third of the cost of a block); nothing to check: the regex matched every field
+    # (a third of the cost of a block); nothing to check: the matches checked every field
     info = object.__new__(VarInfo)
     # a copy of a key-sharing instance dict, overwritten key by key, stays key-sharing: a
     # third of the size of a dict filled by update() (a folder keeps one VarInfo per var)
@@ -183,67 +215,6 @@ def _fast_info(s: str, pos: int, fast: "re.Pattern[str]") -> Optional[Tuple[VarI
         intern(text) if kind == "layout" else None, int(slot), intern(cn), intern(storage), int(si), int(vi),
     )))
     object.__setattr__(info, "__dict__", values)
-    return info, m.end()
-
-
-def _parse_info(
-    s: str, pos: int, follows: Callable[[int], bool], fast: "Optional[re.Pattern[str]]" = None
-) -> Tuple[VarInfo, int]:
-    """Parse one ``{id:...}`` block at ``pos``; ``follows(end)`` says whether what comes after
-    a candidate end is legal, so that free-text names may contain commas and braces.
-    ``fast`` is the one-regex form of the same block and rule, tried first."""
-    if fast is not None:
-        got = _fast_info(s, pos, fast)
-        if got is not None:
-            return got
-    m = _INFO_HEAD.match(s, pos)
-    if not m:
-        raise _TitleError(pos, "'{id:<n>, layout:' or '{id:<n>, shape:'", repr(s[pos : pos + 20]))
-    vid = int(m.group(1))
-    p = m.end()
-    q = _match_brace(s, p)
-    text = s[p:q]
-    if m.group(2) == "layout":
-        layout: Optional[str] = text
-        shape = _shape_from_layout(text, p)
-    else:
-        layout = None
-        shape = _shape_from_shape(text, p)
-    md = _INFO_DTYPE.match(s, q)
-    if not md:
-        raise _TitleError(q, "', <DType>, owner:'", repr(s[q : q + 30]))
-    dtype = md.group(1)
-    owner_start = md.end()
-    t = s.find(", slot:", owner_start)
-    while t >= 0:
-        mt = _INFO_TAIL.match(s, t)
-        if mt and follows(mt.end()):
-            break
-        t = s.find(", slot:", t + 1)
-    else:
-        raise _TitleError(
-            owner_start, "', slot:<n>, <CompNode>, <s|d>, <n>, <n>}' ending the var info", "none"
-        )
-    mo = _OWNER_NAME.match(s, owner_start, t)
-    if not mo:
-        raise _TitleError(owner_start, "'<owner>{<OprType>}, name:<name>'", repr(s[owner_start:t][:60]))
-    owner = mo.group(1)
-    mid = _OPR_ID.search(owner)
-    info = VarInfo(
-        id=vid,
-        name=mo.group(3),
-        owner=owner,
-        opr_type=mo.group(2),
-        opr_id=int(mid.group(1)) if mid else None,
-        dtype=dtype,
-        shape=shape,
-        layout=layout,
-        slot=int(mt.group(1)),
-        comp_node=mt.group(2),
-        storage=mt.group(3),
-        shape_infer=int(mt.group(4)),
-        value_infer=int(mt.group(5)),
-    )
     return info, mt.end()
 
 
@@ -258,7 +229,7 @@ def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:
     if not s.startswith(_VAR_PREFIX, pos):
         raise _TitleError(pos, "'var={'", repr(s[pos : pos + 20]))
     pos += len(_VAR_PREFIX)
-    var, pos = _parse_info(s, pos, lambda e: s.startswith(_INPUTS_KEY, e), _FAST_VAR)
+    var, pos = _parse_info(s, pos, _END_VAR)
     pos += len(_INPUTS_KEY)
     # --bin-out-dump writes "owner_opr_inputs= %s" (one extra space)
     if s.startswith(" ", pos):
@@ -266,32 +237,38 @@ def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:
     return var, pos, input_index
 
 
-def _input_ids_at(s: str, pos: int) -> Tuple[int, ...]:
-    """Ids of the ``owner_opr_inputs`` list at ``pos``: the blocks are delimited exactly as
-    :func:`_parse_inputs` delimits them (the same one-regex rule, the careful parser when it
-    does not apply), without building their records."""
+def _input_blocks(s: str, pos: int, parse: Callable[[str, int, "re.Pattern[str]"], Tuple[object, int]]) -> List[object]:
+    """The ``owner_opr_inputs`` list at ``pos``, each block read by ``parse`` (records, or
+    only delimited)."""
     n = len(s)
     if pos == n:
-        return ()
-    if s.startswith("{", pos):
-        m = _FAST_LAST.match(s, pos)
-        if m is not None and s.find(", slot:", m.end(4), m.start(7)) < 0:
-            return (int(m.group(1)),)
-        return tuple(v.id for v in _parse_inputs(s, pos))
-    start = pos
-    ids: List[int] = []
+        return []
+    if s.startswith("{", pos):  # exactly one input: no "0=" index
+        return [parse(s, pos, _END_LAST)[0]]
+    out: List[object] = []
     k = 0
     while True:
         key = f"{k}="
-        m = _FAST_NEXT.match(s, pos + len(key)) if s.startswith(key, pos) else None
-        if m is None or s.find(", slot:", m.end(4), m.start(7)) >= 0:
-            return tuple(v.id for v in _parse_inputs(s, start))
-        ids.append(int(m.group(1)))
-        pos = m.end()
+        if not s.startswith(key, pos):
+            raise _TitleError(pos, f"input '{key}{{' (or the end of the title)", repr(s[pos : pos + 20]))
+        got, pos = parse(s, pos + len(key), _END_NEXT)
+        out.append(got)
         if pos == n:
-            return tuple(ids)
+            return out
         pos += 1  # the space before the next "k="
         k += 1
+
+
+def _block_id(s: str, pos: int, end: "re.Pattern[str]") -> Tuple[int, int]:
+    block = _scan_info(s, pos, end)
+    return int(block[0]), block[6].end()
+
+
+def _input_ids_at(s: str, pos: int) -> Tuple[int, ...]:
+    """Ids of the ``owner_opr_inputs`` list at ``pos``, delimited exactly as
+    :func:`_parse_inputs` delimits it, without building records (a folder orders tens of
+    thousands of vars by these); the layout dims are checked when the records are read."""
+    return tuple(_input_blocks(s, pos, _block_id))  # type: ignore[arg-type]
 
 
 def _parse_title(s: str) -> Tuple[VarInfo, Tuple[VarInfo, ...], Optional[int]]:
@@ -301,26 +278,7 @@ def _parse_title(s: str) -> Tuple[VarInfo, Tuple[VarInfo, ...], Optional[int]]:
 
 def _parse_inputs(s: str, pos: int) -> Tuple[VarInfo, ...]:
     """The ``owner_opr_inputs`` list that starts at ``pos``."""
-    inputs: List[VarInfo] = []
-    n = len(s)
-    if pos == n:
-        return ()
-    if s.startswith("{", pos):  # exactly one input: no "0=" index
-        info, pos = _parse_info(s, pos, lambda e: e == n, _FAST_LAST)
-        return (info,)
-    k = 0
-    while True:
-        key = f"{k}="
-        if not s.startswith(key, pos):
-            raise _TitleError(pos, f"input '{key}{{' (or the end of the title)", repr(s[pos : pos + 20]))
-        pos += len(key)
-        info, pos = _parse_info(s, pos, lambda e: e == n or _NEXT_INPUT.match(s, e) is not None, _FAST_NEXT)
-        inputs.append(info)
-        if pos == n:
-            break
-        pos += 1  # the space before the next "k="
-        k += 1
-    return tuple(inputs)
+    return tuple(_input_blocks(s, pos, _parse_info))  # type: ignore[arg-type]
 
 
 def parse_title(
