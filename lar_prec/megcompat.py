@@ -257,7 +257,10 @@ class _DiffReader:
         self.state, self.file_path, self.titles = "idle", "", []
 
     def _finish(self, n_lines: int, cut_line: bool) -> MegDiff:
-        found_any = bool(self.entries) or self.crashed is not None or self.in_tb
+        if self.in_tb:  # the text ends inside a traceback: the tool crashed, the end is lost
+            self.crashed = "a traceback without its last line (the text was cut)"
+            self.truncated = f"line {n_lines}: the file ends inside a traceback"
+        found_any = bool(self.entries) or self.crashed is not None
         if not found_any and self.noise is not None:
             raise self._noise_error()
         if self.state != "idle":
@@ -269,7 +272,7 @@ class _DiffReader:
                     f"the end of the file ({where}: cut before its first failure?)",
                 )
             self.truncated = f"{where}, before its failure line (cut?)"
-        elif cut_line and self.text:
+        elif cut_line and self.text and self.truncated is None:
             self.truncated = f"line {n_lines}: the last line has no end (the file was cut while being written?)"
         return MegDiff(path=self.path, entries=tuple(self.entries), crashed=self.crashed, truncated=self.truncated)
 
