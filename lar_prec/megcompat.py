@@ -179,8 +179,14 @@ class _DiffReader:
         if not cut_line:
             lines.pop()
         off = 0
+        last = len(lines)
         for lineno, raw in enumerate(lines, 1):
-            self._line(lineno, off, raw.rstrip("\r"))
+            try:
+                self._line(lineno, off, raw.rstrip("\r"))
+            except DumpFormatError:
+                if not (cut_line and lineno == last):
+                    raise
+                # the line was cut while being written ("' not "): the entry is unfinished
             off += len(raw) + 1
         return self._finish(len(lines), cut_line)
 
