@@ -17,21 +17,21 @@ Example::
 """
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.dtypes import _NUMPY_TO_CODE, DTYPES, DType, _dtype_of, dtype_by_name
-from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
+from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.graph import topological_order
-from lar_prec.textdump import TextDep, TextDump, TextStats, TextVar, read_text_dump
+from lar_prec.textdump import TextDep, TextDump, TextStats, TextVar, file_kind, read_text_dump
 from lar_prec.titles import (
     HEADER_SIZE,
     VarInfo,
@@ -49,8 +49,9 @@ log = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-# The dtypes, titles, text dumps and topological_order live in their own modules
-# (dtypes.py, titles.py, textdump.py, graph.py); their names stay importable from here.
+# The dtypes, titles, text dumps, dump folders and topological_order live in their own
+# modules (dtypes.py, titles.py, textdump.py, dumpfolder.py, graph.py); their names stay
+# importable from here.
 __all__ = [
     "DType",
     "DTYPES",
@@ -254,7 +255,7 @@ def _f32_to_bf16(values: np.ndarray) -> np.ndarray:
     return rounded
 
 
-def _header_error(path: PathLike, offset: int, expected: str, found: str = "") -> DumpFormatError:
+def _header_error(path: PathLike, offset: Optional[int], expected: str, found: str = "") -> DumpFormatError:
     return DumpFormatError(path, offset, expected, found)
 
 
@@ -283,23 +284,25 @@ def read_binary_dump(path: PathLike) -> BinaryDump:
     return d
 
 
-def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[int]]], *, strict: bool) -> BinaryDump:
-    """:func:`read_binary_dump` for a plain path string; ``ids`` are the (var id, k) of its
-    load_and_run file name (None for other names). ``strict`` parses the whole title now;
-    otherwise only its start (var id, ``inp<k>:``) is checked here and the rest on first use
-    of ``var``/``inputs``. ``p``, the same path as a Path, is only needed for errors."""
-    where: PathLike = p if p is not None else file  # DumpFormatError makes it a Path
+def _read_head(file: str, where: PathLike) -> Tuple[DType, List[int], int, int, bytes]:
+    """(dtype, shape, size, file size, raw title) of a dump file: the 40-byte header checked
+    and the title read, in one system call for the usual small title.
+
+    Raises:
+        DumpFormatError: not a readable regular file, or a header that is not a dump's.
+    """
     try:
-        fd = os.open(file, os.O_RDONLY)
+        # O_NONBLOCK: a FIFO named like a dump must not hang the reader (refused below)
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
         try:
-            file_size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise _header_error(where, None, "a regular dump file", file_kind(st.st_mode))
+            file_size = st.st_size
             buf = os.read(fd, _FIRST_READ)
             if len(buf) < HEADER_SIZE:
-                if len(buf) == 0:
-                    raise _header_error(where, 0, f"a {HEADER_SIZE}-byte dump header", "an empty file")
-                raise _header_error(
-                    where, len(buf), f"a {HEADER_SIZE}-byte dump header", f"a truncated header of {len(buf)} bytes"
-                )
+                found = "an empty file" if not buf else f"a truncated header of {len(buf)} bytes"
+                raise _header_error(where, len(buf), f"a {HEADER_SIZE}-byte dump header", found)
             name_len, code, max_ndim, *slots = _HEADER.unpack_from(buf)
             if max_ndim != MAX_NDIM:
                 raise _header_error(where, 8, f"max_ndim = {MAX_NDIM}", str(max_ndim))
@@ -336,17 +339,39 @@ def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[i
         raise DumpFormatError(where, None, "a readable dump file", str(e)) from None
     if len(raw_title) != name_len:  # the file shrank while we read it
         raise _header_error(where, HEADER_SIZE, f"a title of {name_len} bytes", f"{len(raw_title)} bytes")
+    return dt, shape_list, size, file_size, raw_title
+
+
+def _input_of(where: PathLike, file: str, ids: Tuple[int, Optional[int]], input_index: Optional[int], var_id: int) -> Optional[int]:
+    """The output var an ``-inp<k>`` file belongs to (None for a main file), after checking
+    that the title agrees with the load_and_run file name."""
+    file_id, k = ids
+    name = os.path.basename(file)
+    if k is None:
+        if input_index is not None:
+            raise _header_error(where, HEADER_SIZE, f"a title without 'inp<k>: ' for a file named {name}", f"'inp{input_index}: '")
+        if var_id != file_id:
+            raise _header_error(where, HEADER_SIZE, f"var id {file_id} (from the file name) in the title", f"id {var_id}")
+        return None
+    if input_index != k:
+        found_k = "no 'inp<k>: ' prefix" if input_index is None else f"'inp{input_index}: '"
+        raise _header_error(where, HEADER_SIZE, f"title prefix 'inp{k}: ' for a file named {name}", found_k)
+    return file_id
+
+
+def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[int]]], *, strict: bool) -> BinaryDump:
+    """:func:`read_binary_dump` for a plain path string; ``ids`` are the (var id, k) of its
+    load_and_run file name (None for other names). ``strict`` parses the whole title now;
+    otherwise only its start (var id, ``inp<k>:``) is checked here and the rest on first use
+    of ``var``/``inputs``. ``p``, the same path as a Path, is only needed for errors."""
+    where: PathLike = p if p is not None else file  # DumpFormatError makes it a Path
+    dt, shape_list, size, file_size, raw_title = _read_head(file, where)
     shape = tuple(shape_list)
     nbytes = dt.nbytes(size)
-    data_offset = HEADER_SIZE + name_len
+    data_offset = HEADER_SIZE + len(raw_title)
     found = file_size - data_offset
     if found != nbytes:
-        raise _header_error(
-            where,
-            data_offset,
-            f"{nbytes} data bytes for shape {shape} of {dt.name}",
-            f"{found} bytes",
-        )
+        raise _header_error(where, data_offset, f"{nbytes} data bytes for shape {shape} of {dt.name}", f"{found} bytes")
     title = raw_title.decode("utf-8", "replace")
     var: Optional[VarInfo] = None
     inputs: Optional[Tuple[VarInfo, ...]] = None
@@ -358,21 +383,7 @@ def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[i
     else:
         input_index = int(m.group(1)) if m.group(1) is not None else None
         var_id = int(m.group(2))
-
-    input_of: Optional[int] = None
-    if ids is not None:
-        file_id, k = ids
-        name = os.path.basename(file)
-        if k is None:
-            if input_index is not None:
-                raise _header_error(where, HEADER_SIZE, f"a title without 'inp<k>: ' for a file named {name}", f"'inp{input_index}: '")
-            if var_id != file_id:
-                raise _header_error(where, HEADER_SIZE, f"var id {file_id} (from the file name) in the title", f"id {var_id}")
-        else:
-            if input_index != k:
-                found_k = "no 'inp<k>: ' prefix" if input_index is None else f"'inp{input_index}: '"
-                raise _header_error(where, HEADER_SIZE, f"title prefix 'inp{k}: ' for a file named {name}", found_k)
-            input_of = file_id
+    input_of = _input_of(where, file, ids, input_index, var_id) if ids is not None else None
     # equal shapes share one tuple (both folders of a pair, and layers of a model)
     shape = _HEADER_SHAPES.setdefault(shape, shape)
     if len(_HEADER_SHAPES) > 4096:
@@ -454,177 +465,11 @@ def write_binary_dump(
     return p
 
 
+# DumpFolder lives in dumpfolder.py, which reads its files with this module: loaded on first
+# use so that either module can be imported first
+def __getattr__(name: str) -> Any:
+    if name == "DumpFolder":
+        from lar_prec.dumpfolder import DumpFolder
 
-# ============================================================================ dump folders
-
-
-def _why_missing(p: Path) -> str:
-    """Why ``p`` cannot be used although its name was given: missing, a symlink loop, ..."""
-    try:
-        os.stat(p)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            return "is a symlink loop"
-        if os.path.islink(p):
-            return f"is a broken symlink (to {os.readlink(p)})"
-        if e.errno == errno.ENOENT:
-            return "does not exist"
-        return f"cannot be read ({e.strerror})"
-    return "does not exist"
-
-
-def _is_file(entry: "os.DirEntry[str]") -> bool:
-    """True for a regular file (or a link to one); a directory is a stray entry; a link that
-    leads nowhere under a dump file's name is a dump that cannot be read: refused, not skipped.
-
-    Raises:
-        DumpFormatError: a symlink loop, a broken symlink or an unreadable entry.
-    """
-    try:
-        if entry.is_file():
-            return True
-        if entry.is_dir() or not entry.is_symlink():
-            return False
-    except OSError:
-        pass  # ELOOP from stat (a loop): said below
-    raise DumpFormatError(entry.path, None, "a dump file", f"an entry that {_why_missing(Path(entry.path))}")
-
-
-class DumpFolder:
-    """A ``--bin-io-dump`` directory, indexed by var id and read lazily.
-
-    Creating one lists the directory only (no file is opened). Headers and titles are read
-    on first access of a var (``folder[id]``) or of :attr:`ids`, which needs every main
-    file's inputs to order them. ``-inp<k>`` files are kept apart in :attr:`input_files`;
-    anything whose name load_and_run would not write is listed in :attr:`stray` (not fatal).
-
-    A malformed main file raises :class:`DumpFormatError` when it is read (strict default:
-    silently dropping data would hide a broken run). With ``skip_bad=True`` every header is
-    read at once and malformed files are left out of the folder and listed in :attr:`bad`
-    instead, e.g. to analyse what a killed run managed to write.
-    """
-
-    def __init__(self, path: PathLike, *, skip_bad: bool = False) -> None:
-        self.path = Path(path)
-        if not self.path.exists():
-            raise DumpFolderError(f"dump folder {self.path} {_why_missing(self.path)}")
-        if not self.path.is_dir():
-            raise DumpFolderError(f"dump folder {self.path} is not a directory")
-        files: Dict[int, str] = {}  # plain strings: a Path per file costs more than reading it
-        input_files: Dict[Tuple[int, int], Path] = {}
-        stray: List[Path] = []
-        incomplete = False
-        try:
-            entries = list(os.scandir(self.path))
-        except OSError as e:
-            raise DumpFolderError(f"cannot list dump folder {self.path}: {e}") from None
-        for entry in entries:
-            name = entry.name
-            if name == INCOMPLETE_MARKER:
-                incomplete = True
-                continue
-            ids = _name_ids(name)
-            if ids is not None and not _is_file(entry):
-                ids = None
-            if ids is None:
-                stray.append(Path(entry.path))
-            elif ids[1] is None:
-                files[ids[0]] = entry.path
-            else:
-                input_files[(ids[0], ids[1])] = Path(entry.path)
-        self._files = files
-        self.input_files: Dict[Tuple[int, int], Path] = dict(sorted(input_files.items()))
-        self.stray: Tuple[Path, ...] = tuple(sorted(stray))
-        self.incomplete: bool = incomplete
-        self._cache: Dict[int, BinaryDump] = {}
-        self._ids: Optional[Tuple[int, ...]] = None
-        self._input_infos: Optional[Dict[int, VarInfo]] = None
-        self.bad: Dict[Path, DumpFormatError] = {}
-        if stray:
-            log.debug("%s: %d stray entries ignored", self.path, len(stray))
-        if skip_bad:
-            for vid, fpath in sorted(files.items()):
-                try:
-                    # the whole title now: a file kept here must not fail later
-                    self._cache[vid] = _read_dump(fpath, None, (vid, None), strict=True)
-                except DumpFormatError as e:
-                    self.bad[Path(fpath)] = e
-                    del self._files[vid]
-                    log.warning("skipping malformed dump: %s", e)
-
-    def __repr__(self) -> str:
-        return f"DumpFolder({str(self.path)!r}, {len(self._files)} vars, {len(self.input_files)} input files)"
-
-    def __len__(self) -> int:
-        return len(self._files)
-
-    def __contains__(self, var_id: object) -> bool:
-        return var_id in self._files
-
-    def __getitem__(self, var_id: int) -> BinaryDump:
-        d = self._cache.get(var_id)
-        if d is None:
-            path = self._files.get(var_id)
-            if path is None:
-                raise KeyError(f"var {var_id} has no dump in {self.path} ({len(self._files)} vars dumped)")
-            d = _read_dump(path, None, (var_id, None), strict=False)
-            self._cache[var_id] = d
-        return d
-
-    def __iter__(self) -> Iterator[BinaryDump]:
-        for vid in self.ids:
-            yield self[vid]
-
-    def forget(self, var_id: int) -> None:
-        """Drop the cached header and title of ``var_id`` (read again on next access): a
-        caller that goes once through tens of thousands of vars need not keep them all."""
-        self._cache.pop(var_id, None)
-
-    def paths(self) -> Dict[int, Path]:
-        """Var id -> main dump file, without reading any file."""
-        return {v: Path(f) for v, f in self._files.items()}
-
-    def files(self) -> Dict[int, str]:
-        """Var id -> main dump file as a plain string (cheaper than :meth:`paths`)."""
-        return dict(self._files)
-
-    @property
-    def ids(self) -> Tuple[int, ...]:
-        """Var ids of the main files in execution order: a topological order of the input
-        relation (inputs before their consumers), ties broken by the smaller id."""
-        if self._ids is None:
-            self._ids = self._order()
-        return self._ids
-
-    def _order(self) -> Tuple[int, ...]:
-        order, cyclic = topological_order({v: self.inputs_of(v) for v in self._files})
-        if cyclic:
-            log.warning("%s: input relation has a cycle among vars %s; ordered by id", self.path, cyclic[:10])
-        return tuple(order)
-
-    def inputs_of(self, var_id: int) -> Tuple[int, ...]:
-        """Ids of the inputs of ``var_id``'s owner operator, in input order."""
-        return self[var_id].input_ids
-
-    def var_info(self, var_id: int) -> VarInfo:
-        """The :class:`VarInfo` of ``var_id``: from its own dump, else from the title of a
-        dump that has it as an input (vars that were not dumped themselves)."""
-        if var_id in self._files:
-            return self[var_id].var
-        if self._input_infos is None:
-            infos: Dict[int, VarInfo] = {}
-            for vid in self.ids:
-                for v in self[vid].inputs:
-                    infos.setdefault(v.id, v)
-            self._input_infos = infos
-        if var_id in self._input_infos:
-            return self._input_infos[var_id]
-        raise KeyError(f"var {var_id} is neither dumped nor an input of a dumped var in {self.path}")
-
-    def input_dump(self, var_id: int, index: int) -> BinaryDump:
-        """The ``-inp<index>`` dump (``MGB_DUMP_INPUT``) of output var ``var_id``."""
-        path = self.input_files.get((var_id, index))
-        if path is None:
-            raise KeyError(f"no input dump {dump_file_name(var_id, index)} in {self.path}")
-        return read_binary_dump(path)
-
+        return DumpFolder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from lar_prec.compare import VarDiff
 from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.graph import topological_order
+from lar_prec.textdump import read_regular_file
 from lar_prec.titles import parse_title
 from lar_prec.vartree import VarTree
 
@@ -116,11 +117,7 @@ def read_megengine_diff(path: PathLike, text: Optional[str] = None) -> MegDiff:
     """
     p = Path(path)
     if text is None:
-        try:
-            raw = p.read_bytes()
-        except OSError as e:
-            raise DumpFormatError(p, None, "a readable compare_binary_iodump output", str(e)) from None
-        text = _decode(p, raw)
+        text = _decode(p, read_regular_file(p, "a readable compare_binary_iodump output"))
     else:
         nul = text.find("\0")
         if nul >= 0:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
@@ -295,11 +296,38 @@ def read_text_dump(path: PathLike) -> TextDump:
             format (offset = its byte offset; the line number is in the message).
     """
     p = Path(path)
+    return _TextReader(p).read(read_regular_file(p, "a readable text dump"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, for messages."""
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return "a special file"
+
+
+def read_regular_file(p: Path, what: str) -> bytes:
+    """The bytes of the regular file ``p``. A FIFO or device given by mistake is refused
+    instead of blocking the reader forever.
+
+    Raises:
+        DumpFormatError: ``p`` cannot be read or is not a regular file; ``what`` says what
+            was expected.
+    """
     try:
-        raw = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise DumpFormatError(p, None, what, f"{file_kind(mode)}, not a regular file")
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        finally:
+            os.close(fd)
     except OSError as e:
-        raise DumpFormatError(p, None, "a readable text dump", str(e)) from None
-    return _TextReader(p).read(raw)
+        raise DumpFormatError(p, None, what, e.strerror or str(e)) from None
 
 
 class _TextReader:

@@ -367,3 +367,16 @@ def test_fuzz_compare_output(tmp_path, picks, edits, cut):
         assert all(not ln.strip() or ln.startswith(" ") or _WARNING.match(ln) for ln in text.split("\n")), text
     for e in md.entries:
         assert isinstance(e.var_id, int) and e.line >= 1 and e.kind in ("not equal", "not finite", "shape mismatch")
+
+
+def test_fifos_and_folders_are_refused_not_waited_on(tmp_path):
+    """A FIFO given as a file would block the reader forever (nothing ever writes to it)."""
+    fifo = tmp_path / "00000b"
+    os.mkfifo(fifo)
+    for read in (read_binary_dump, read_text_dump, read_megengine_diff):
+        for p, kind in ((fifo, "a FIFO"), (tmp_path, "a directory")):
+            with pytest.raises(DumpFormatError, match=kind) as ei:
+                read(p)
+            assert ei.value.path == p
+    proc = lar_prec("tree", str(fifo))
+    assert_input_error(proc, fifo, "a FIFO")
