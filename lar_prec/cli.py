@@ -373,7 +373,7 @@ def tree_cmd(diff_txt: str, json_out: str | None) -> None:
     """
     from lar_prec.errors import DumpFormatError
     from lar_prec.report import to_report_json
-    from lar_prec.vartree import tree_from_megengine_diff
+    from lar_prec.megcompat import tree_from_megengine_diff
 
     tree, md = tree_from_megengine_diff(diff_txt)
     if md.crashed and not md.entries:
