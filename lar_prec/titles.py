@@ -6,11 +6,12 @@ Grammar: ``[inp<k>: ]var={INFO} owner_opr_inputs=<INFO list>``, where an INFO bl
 <comp node>, s|d, N, N}``. Names are free text (spaces, commas, braces, non-ASCII), so a block
 is anchored on its fixed keys and its fixed tail rather than split.
 
-One parser: :func:`_scan_info` delimits a block, accepting a candidate end only when what
-comes after it is legal there; :func:`_parse_info` builds its record,
+One parser: :func:`_scan_info` delimits a block (the usual block in one match, any other
+step by step, tested to agree), accepting a candidate end only when what comes after it is
+legal there; :func:`_parse_info` builds its record,
 :func:`_input_ids_at` only its id (what ordering a folder needs). Every step is anchored on a
-fixed key and tried once per candidate, so parsing is linear in the title (a one-regex form
-with lazy owner and name, used before, took seconds on a damaged 100 KB title).
+fixed key and tried once per candidate, so parsing is linear in the title (the one-match
+form used before retried every owner split and took seconds on a damaged 100 KB title).
 """
 from __future__ import annotations
 
@@ -144,8 +145,9 @@ _VARINFO_FIELDS = ("id", "name", "owner", "opr_type", "opr_id", "dtype", "shape"
 _VARINFO_DICT: Dict[str, object] = VarInfo(0, "", "", "", None, "", (), None, 0, "", "s").__dict__
 
 #: one block delimited by :func:`_scan_info`: id, "layout"|"shape", its text and where it
-#: starts, dtype, the owner/name match and the tail match
-_Block = Tuple[str, str, str, int, str, "re.Match[str]", "re.Match[str]"]
+#: starts, dtype, owner, operator type, name, slot, comp node, storage, the two infer flags,
+#: and where the block ends
+_Block = Tuple[str, str, str, int, str, str, str, str, str, str, str, str, str, int]
 
 
 # The tail that ends a block, with what must follow it in each place (the lookahead): the
@@ -153,24 +155,41 @@ _Block = Tuple[str, str, str, int, str, "re.Match[str]", "re.Match[str]"]
 # string has no comma ("CompNode(\"cpu0:0\" from \"cpu0:0\")"), which keeps a ", slot:"
 # inside a var name from matching here.
 _TAIL = r", slot:(\d{1,20}), ([^,]*), ([sd]), (-?\d{1,20}), (-?\d{1,20})\}"
-_END_VAR = re.compile(_TAIL + "(?= owner_opr_inputs=)")
-_END_LAST = re.compile(_TAIL + r"\Z")
-_END_NEXT = re.compile(_TAIL + r"(?=\Z| \d+=\{id:)")
+_FOLLOW_VAR, _FOLLOW_LAST, _FOLLOW_NEXT = "(?= owner_opr_inputs=)", r"\Z", r"(?=\Z| \d+=\{id:)"
+# The usual block in one match (a third of the cost of the steps). The owner is found by a
+# lookahead, which Python never re-enters, and matched again by \5: the shortest owner, as in
+# the steps, and no retry with a longer owner when the rest fails (a lazy owner retried every
+# split: seconds on a damaged 100 KB title). Linear: one owner, then one forward scan for
+# the first legal tail. Tests check it against the steps on generated titles.
+_FAST = (
+    r"\{id:(\d{1,20}), (layout|shape):(\{[^{}]*\}), ([A-Za-z][A-Za-z0-9_]*), owner:"
+    r"(?=(.*?)\{([A-Za-z0-9_:]*)\}, name:)\5\{\6\}, name:(.*?)" + _TAIL
+)
+#: (one-match form, tail search of the steps) for each place a block can end
+_VAR = (re.compile(_FAST + _FOLLOW_VAR, re.DOTALL), re.compile(_TAIL + _FOLLOW_VAR))
+_LAST = (re.compile(_FAST + _FOLLOW_LAST, re.DOTALL), re.compile(_TAIL + _FOLLOW_LAST))
+_NEXT = (re.compile(_FAST + _FOLLOW_NEXT, re.DOTALL), re.compile(_TAIL + _FOLLOW_NEXT))
+_Place = Tuple["re.Pattern[str]", "re.Pattern[str]"]
 
 
-def _scan_info(s: str, pos: int, end: "re.Pattern[str]") -> _Block:
+def _scan_info(s: str, pos: int, place: _Place) -> _Block:
     """Delimit the ``{id:...}`` block at ``pos``: the one parser of a block.
 
     Names and owners are free text, so the block ends at the first ``, slot:...}`` tail
-    followed by what ``end``'s lookahead accepts, and the owner is the shortest prefix
-    followed by ``{OprType}, name:``. Three anchored matches (head, tail search, owner/name
-    split), each linear, so a damaged title of any length is read in linear time.
+    followed by what may follow a block in that ``place`` (a lookahead), and the owner is the
+    shortest prefix followed by ``{OprType}, name:``. The usual block is read in one match;
+    any other (nested braces in the layout, a ``, slot:`` inside the owner, an error to
+    locate) step by step: head, tail search, owner/name split. Every step is linear, so a
+    damaged title of any length is read in linear time.
     """
+    m = place[0].match(s, pos)
+    if m is not None and s.find(", slot:", m.end(4), m.start(7)) < 0:
+        return m.groups() + (m.start(3), m.end())  # type: ignore[return-value]
     m = _HEAD.match(s, pos)
     if m is not None:
         vid, kind, text, dtype = m.groups()
         text_pos, owner_start = m.start(3), m.end()
-    else:  # nested braces, or an error to locate: step by step
+    else:  # nested braces, or an error to locate
         m = _INFO_HEAD.match(s, pos)
         if not m:
             raise _TitleError(pos, "'{id:<n>, layout:' or '{id:<n>, shape:'", repr(s[pos : pos + 20]))
@@ -181,26 +200,24 @@ def _scan_info(s: str, pos: int, end: "re.Pattern[str]") -> _Block:
         if not md:
             raise _TitleError(q, "', <DType>, owner:'", repr(s[q : q + 30]))
         text, dtype, owner_start = s[text_pos:q], md.group(1), md.end()
-    mt = end.search(s, owner_start)
+    mt = place[1].search(s, owner_start)
     if mt is None:
         raise _TitleError(owner_start, "', slot:<n>, <CompNode>, <s|d>, <n>, <n>}' ending the var info", "none")
     mo = _OWNER_NAME.match(s, owner_start, mt.start())
     if not mo:
         raise _TitleError(owner_start, "'<owner>{<OprType>}, name:<name>'", repr(s[owner_start : mt.start()][:60]))
-    return vid, kind, text, text_pos, dtype, mo, mt
+    return (vid, kind, text, dtype) + mo.groups() + mt.groups() + (text_pos, mt.end())  # type: ignore[return-value]
 
 
-def _parse_info(s: str, pos: int, end: "re.Pattern[str]") -> Tuple[VarInfo, int]:
+def _parse_info(s: str, pos: int, place: _Place) -> Tuple[VarInfo, int]:
     """Parse one ``{id:...}`` block at ``pos`` into its record (see :func:`_scan_info`)."""
-    vid, kind, text, text_pos, dtype, mo, mt = _scan_info(s, pos, end)
+    vid, kind, text, dtype, owner, opr_type, name, slot, cn, storage, si, vi, text_pos, end = _scan_info(s, pos, place)
     shape = _SHAPES.get(text)
     if shape is None:
         shape = _shape_from_layout(text, text_pos) if kind == "layout" else _shape_from_shape(text, text_pos)
         if len(_SHAPES) >= 4096:
             _SHAPES.clear()
         _SHAPES[text] = shape
-    owner, opr_type, name = mo.groups()
-    slot, cn, storage, si, vi = mt.groups()
     mid = _OPR_ID.search(owner)
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
     # (a third of the cost of a block); nothing to check: the matches checked every field
@@ -215,7 +232,7 @@ def _parse_info(s: str, pos: int, end: "re.Pattern[str]") -> Tuple[VarInfo, int]
         intern(text) if kind == "layout" else None, int(slot), intern(cn), intern(storage), int(si), int(vi),
     )))
     object.__setattr__(info, "__dict__", values)
-    return info, mt.end()
+    return info, end
 
 
 def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:
@@ -229,7 +246,7 @@ def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:
     if not s.startswith(_VAR_PREFIX, pos):
         raise _TitleError(pos, "'var={'", repr(s[pos : pos + 20]))
     pos += len(_VAR_PREFIX)
-    var, pos = _parse_info(s, pos, _END_VAR)
+    var, pos = _parse_info(s, pos, _VAR)
     pos += len(_INPUTS_KEY)
     # --bin-out-dump writes "owner_opr_inputs= %s" (one extra space)
     if s.startswith(" ", pos):
@@ -237,21 +254,21 @@ def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:
     return var, pos, input_index
 
 
-def _input_blocks(s: str, pos: int, parse: Callable[[str, int, "re.Pattern[str]"], Tuple[object, int]]) -> List[object]:
+def _input_blocks(s: str, pos: int, parse: Callable[[str, int, _Place], Tuple[object, int]]) -> List[object]:
     """The ``owner_opr_inputs`` list at ``pos``, each block read by ``parse`` (records, or
     only delimited)."""
     n = len(s)
     if pos == n:
         return []
     if s.startswith("{", pos):  # exactly one input: no "0=" index
-        return [parse(s, pos, _END_LAST)[0]]
+        return [parse(s, pos, _LAST)[0]]
     out: List[object] = []
     k = 0
     while True:
         key = f"{k}="
         if not s.startswith(key, pos):
             raise _TitleError(pos, f"input '{key}{{' (or the end of the title)", repr(s[pos : pos + 20]))
-        got, pos = parse(s, pos + len(key), _END_NEXT)
+        got, pos = parse(s, pos + len(key), _NEXT)
         out.append(got)
         if pos == n:
             return out
@@ -259,9 +276,9 @@ def _input_blocks(s: str, pos: int, parse: Callable[[str, int, "re.Pattern[str]"
         k += 1
 
 
-def _block_id(s: str, pos: int, end: "re.Pattern[str]") -> Tuple[int, int]:
-    block = _scan_info(s, pos, end)
-    return int(block[0]), block[6].end()
+def _block_id(s: str, pos: int, place: _Place) -> Tuple[int, int]:
+    block = _scan_info(s, pos, place)
+    return int(block[0]), block[13]
 
 
 def _input_ids_at(s: str, pos: int) -> Tuple[int, ...]:

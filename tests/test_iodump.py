@@ -444,17 +444,19 @@ def test_writer_reader_round_trip(tmp_path, var, inputs, code, k, seed):
 
 
 def _careful_parse(title: str):
-    """parse_title with the one-match head turned off (every head taken step by step)."""
+    """parse_title with the one-match forms turned off: every block read step by step."""
     import lar_prec.titles as titles
 
-    fast = titles._HEAD
-    titles._HEAD = __import__("re").compile(r"(?!)")
+    saved = (titles._VAR, titles._LAST, titles._NEXT, titles._HEAD)
+    never = __import__("re").compile(r"(?!)")
+    titles._VAR, titles._LAST, titles._NEXT = ((never, p[1]) for p in saved[:3])
+    titles._HEAD = never
     try:
         return parse_title(title)
     except DumpFormatError as e:
         return str(e)
     finally:
-        titles._HEAD = fast
+        titles._VAR, titles._LAST, titles._NEXT, titles._HEAD = saved
 
 
 def _either(title: str):
@@ -471,8 +473,8 @@ def test_fast_title_path_agrees_with_the_careful_parser(var, inputs, k, cut, jun
     import lar_prec.iodump as iodump
 
     # awkward names (the grammar's own punctuation) and titles spliced with grammar pieces:
-    # the one-match head must give what the step-by-step head gives, result or error, and
-    # the ids-only reading of the inputs what the full one gives
+    # the one-match form must give what the steps give, result or error, and the ids-only
+    # reading of the inputs what the full one gives
     title = format_title(var, inputs, input_index=k)
     for t in (title, title[:cut] + junk + title[cut:]):
         careful = _careful_parse(t)
