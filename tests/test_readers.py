@@ -380,3 +380,16 @@ def test_fifos_and_folders_are_refused_not_waited_on(tmp_path):
             assert ei.value.path == p
     proc = lar_prec("tree", str(fifo))
     assert_input_error(proc, fifo, "a FIFO")
+
+
+@pytest.mark.parametrize("module", ["titles", "dtypes", "textdump", "dumpfolder", "graph", "megcompat"])
+def test_reader_modules_need_no_megengine(module):
+    """Reading and rooting run on a machine without megengine; either module of an
+    import cycle broken by re-exports can be imported first."""
+    from test_imports import BLOCK_MEGENGINE
+
+    code = BLOCK_MEGENGINE + (f"import importlib; importlib.import_module('lar_prec.{module}')\n"
+                              "from lar_prec.iodump import DumpFolder, read_text_dump, topological_order\n"
+                              "from lar_prec.vartree import parse, varNode, tree_from_megengine_diff\nprint('ok')")
+    proc = subprocess.run([PY, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-1500:]
