@@ -136,7 +136,7 @@ def test_tree_accepts_the_tools_zero_difference_output(real_diff, tmp_path):
 def test_tree_reads_the_real_output_and_says_where_a_later_cut_is(real_diff, tmp_path):
     text = real_diff["diff"].read_text()
     whole = lar_prec("tree", str(real_diff["diff"]))
-    assert whole.returncode == 1 and f"id:{real_diff['victim']}" in whole.stdout and whole.stderr == ""
+    assert whole.returncode == 1 and f"var {real_diff['victim']})" in whole.stdout and whole.stderr == ""
     n_entries = text.count(" not equal: ")
     assert n_entries >= 2
     second = text.index(" not equal: ", text.index(" not equal: ") + 1)
