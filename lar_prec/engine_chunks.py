@@ -338,11 +338,14 @@ def _identical_chunk(acc: Acc, x: np.ndarray, start: int, s: _Scratch, ulp: bool
     the cosine (float64, as everywhere) and the magnitudes for the scale."""
     with QUIET:
         mag = float(np.abs(x).max())
+    first = 0
     if not math.isfinite(mag):
         # identical NaN/Inf are equal; measure the finite positions
-        x = x[np.flatnonzero(np.isfinite(x))]
-        if x.size == 0:
+        fin = np.flatnonzero(np.isfinite(x))
+        if fin.size == 0:
             return
+        first = int(fin[0])  # the worst (error 0) is the first finite position
+        x = x[fin]
         mag = float(np.abs(x).max())
     n = x.size
     x64 = s.d[0][:n] if n <= s.n else np.empty(n, np.float64)
@@ -350,7 +353,7 @@ def _identical_chunk(acc: Acc, x: np.ndarray, start: int, s: _Scratch, ulp: bool
     acc.n_fin += n
     acc.aa += metrics.sum_squares(x64)
     acc.scale = max(acc.scale, mag)
-    acc.worst_update(0.0, start, float(x[0]), float(x[0]))
+    acc.worst_update(0.0, start + first, float(x[0]), float(x[0]))
     if ulp:
         acc.ulp_update(0)
 
