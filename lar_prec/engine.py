@@ -15,14 +15,13 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec import metrics
 from lar_prec.engine_exec import DEFAULT_CHUNK, WINDOW_BYTES, EngineSettings
-from lar_prec.engine_io import Extent, open_extent, pair_chunks, read_exact, same_bytes
+from lar_prec.engine_io import Extent, open_extent, read_exact
 from lar_prec.engine_chunks import QUIET, Acc, count_range, decode, exact_range, float_range
-from lar_prec.iodump import DType
 
 
 def _kernel_off() -> bool:

@@ -212,6 +212,10 @@ def run_shared(
     Safe to call while other threads run (a progress bar's refresh thread): a worker only
     computes and puts results on its queue, and leaves with ``os._exit`` without flushing
     stdio, so no lock another thread held at the fork is ever taken in it.
+
+    Longer than 80 lines on purpose: the workers' loop, the parent's loop and the result
+    handling share the lock, the bounds and the queue through closures (a fork copies
+    them), and split into functions they would need the same state passed around.
     """
     n = len(args)
     out: List[object] = [None] * n
