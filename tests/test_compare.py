@@ -613,3 +613,23 @@ def test_long_vars_are_read_window_by_window_and_without_mmap(tmp_path, monkeypa
     read = compare_folders(da, db, chunk_elements=300, threshold=1e-3, settings=st)[3]
     assert read == mapped
 
+
+
+def test_planning_leaves_the_dump_records_alone(tmp_path):
+    """compare keeps Extents of the files, not the dumps: iodump's frozen BinaryDump records
+    are never written to (they used to get A's title to share memory)."""
+    from lar_prec.engine_plan import plan_folders
+    from lar_prec.pairing import pair_folders
+
+    ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+    for v in range(3, 30):
+        x = np.full(7, v, np.float32)
+        ga.add(v, x, inputs=(v - 1,) if v > 3 else ())
+        gb.add(v, x, inputs=(v - 1,) if v > 3 else ())
+    fa, fb = DumpFolder(ga.folder), DumpFolder(gb.folder)
+    held = {v: (fa[v], fb[v]) for v in fa.ids}
+    before = {v: (id(a.title), id(b.title), a.title, b.title) for v, (a, b) in held.items()}
+    plans, kept = plan_folders(fa, fb, pair_folders(fa, fb), keep=True)
+    assert {v: (id(a.title), id(b.title), a.title, b.title) for v, (a, b) in held.items()} == before
+    assert all(j.da is not None and j.da.file == held[j.base["id"]][0].file for j in plans)
+    assert set(kept) == set(fa.ids)  # float vars: their extents kept for an auto recount
