@@ -23,7 +23,7 @@ import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
@@ -41,7 +41,16 @@ from lar_prec.engine_exec import (
     resolve_strategy,
     run_shared,
 )
-from lar_prec.engine_plan import base_fields, finish_fields, measure_forked, measure_threaded, plan, plan_folders, run_piece
+from lar_prec.engine_plan import (
+    ProgressHook,
+    base_fields,
+    finish_fields,
+    measure_forked,
+    measure_threaded,
+    plan,
+    plan_folders,
+    run_piece,
+)
 from lar_prec.errors import UsageError
 from lar_prec.iodump import DTYPES, BinaryDump, DType, DumpFolder, dtype_by_name
 from lar_prec.pairing import Pairing, pair_folders
@@ -59,7 +68,6 @@ from lar_prec.threshold import (
 log = logging.getLogger(__name__)
 
 PathLike = Union[str, "os.PathLike[str]"]
-ProgressHook = Callable[[int, int], None]
 
 #: var statuses, in the order reports list them (design.md)
 STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")

@@ -30,13 +30,13 @@ class _Scratch:
     def _make(self) -> Tuple[List[np.ndarray], List[np.ndarray], List[np.ndarray]]:
         # on first use: the C kernel's float32 path needs no numpy arrays (nor numpy)
         n = self.n
-        self._arrays = ([np.empty(n, np.float32) for _ in range(5)], [np.empty(n, np.int32)],
+        self._arrays = ([np.empty(n, np.float32) for _ in range(4)], [np.empty(n, np.int32)],
                         [np.empty(n, np.float64) for _ in range(2)])
         return self._arrays
 
     @property
     def f(self) -> List[np.ndarray]:
-        """Five float32 work arrays (f[3] may hold a chunk's values, see _float_views)."""
+        """Four float32 work arrays (f[3] may hold a chunk's values, see _float_views)."""
         return (self._arrays or self._make())[0]
 
     @property
@@ -190,22 +190,18 @@ def _float_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarray
         return
     n = a.size
     M, E, D = s.f[0][:n], s.f[1][:n], s.f[2][:n]
-    # callers hold QUIET: NaN/Inf and 0/0 are handled explicitly
-    metrics.megengine_err_into(a, b, M, D, E)  # M = max(|a|,|b|), D = |a-b|, E = the error
+    a64, d64 = s.d[0][:n], s.d[1][:n]
+    # callers hold QUIET: NaN/Inf and 0/0 are handled explicitly. M = max(|a|,|b|), D = |a-b|,
+    # E = the error, d64 = the float32 difference a-b in float64 (as the C kernel takes it)
+    _e, rel = metrics.megengine_err_into(a, b, M, D, E, signed=d64, rel=True)
     i = int(E.argmax())  # a NaN anywhere is returned first
     e = float(E[i])
-    # the float64 sums, of the float32 difference as the C kernel takes it
-    a64, d64, T = s.d[0][:n], s.d[1][:n], s.f[4][:n]
     np.copyto(a64, a)
-    np.subtract(a, b, out=T)
-    np.copyto(d64, T)
     aa, ad, dd, sum_abs = metrics.sums(a64, d64, D)
     if not (math.isfinite(e) and math.isfinite(aa) and math.isfinite(dd)):
         # NaN/Inf somewhere, or float32 overflow: the careful path
         _mixed_chunk(acc, a, b, ia, ib, off, s, ulp_div)
         return
-    np.divide(D, M, out=T)  # symmetric relative error; 0/0 -> NaN, skipped by fmax
-    rel = float(np.fmax.reduce(T))
     acc.n_fin += n
     acc.worst_update(e, off + i, float(a[i]), float(b[i]))
     acc.scale = max(acc.scale, float(M.max()))
@@ -396,7 +392,7 @@ def count_range(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
                     count += r[9]
                     continue
             n = a.size
-            E = metrics.megengine_err_into(a, b, s.f[0][:n], s.f[2][:n], s.f[1][:n])
+            E, _r = metrics.megengine_err_into(a, b, s.f[0][:n], s.f[2][:n], s.f[1][:n])
             count += int(np.count_nonzero(E > t))
     return count
 

@@ -17,6 +17,7 @@ from lar_prec.engine_exec import EngineSettings, ThreadWorkers, run_shared
 from lar_prec.iodump import BinaryDump, DumpFolder
 from lar_prec.pairing import Pairing
 
+#: ``on_progress(done_bytes, total_bytes)``, called on the thread that runs the comparison
 ProgressHook = Callable[[int, int], None]
 
 
@@ -34,6 +35,7 @@ _BASE_DICT: Dict[str, object] = _Base().__dict__
 
 
 def base_fields(da: Optional[BinaryDump], db: Optional[BinaryDump], index: int) -> Dict[str, object]:
+    """The fields every VarDiff of this var starts from: A's header (B's for a var only in B)."""
     d = da if da is not None else db
     assert d is not None  # internal: at least one side exists
     v = d.var

@@ -51,19 +51,25 @@ def megengine_err(a: "np.ndarray", b: "np.ndarray") -> "np.ndarray":
         return np.abs(v0 - v1) / vdiv
 
 
-def megengine_err_into(a: "np.ndarray", b: "np.ndarray", m: "np.ndarray", d: "np.ndarray", out: "np.ndarray") -> "np.ndarray":
+def megengine_err_into(a: "np.ndarray", b: "np.ndarray", m: "np.ndarray", d: "np.ndarray", out: "np.ndarray",
+                       signed: "Optional[np.ndarray]" = None, rel: bool = False) -> Tuple["np.ndarray", Optional[float]]:
     """:func:`megengine_err` of float32 ``a``/``b`` into preallocated float32 buffers, the
     engine's numpy form: ``fmin(d/m, d)`` is ``d/m`` where ``m >= 1`` and ``d`` where ``m < 1``
     (there ``d/m >= d``), bit for bit the same float32 numbers. Leaves ``m = max(|a|,|b|)``,
-    ``d = |a-b|`` and ``out`` = the error; callers hold np.errstate(all="ignore")."""
+    ``d = |a-b|`` and ``out`` = the error; ``signed`` (any float dtype) gets ``a-b`` on the
+    way, and with ``rel`` the largest ``d/m`` (max_rel_err, NaN where both are 0 skipped) is
+    returned too. Callers hold np.errstate(all="ignore")."""
     np.abs(a, out=m)
     np.abs(b, out=out)
     np.maximum(m, out, out=m)
     np.subtract(a, b, out=d)  # exact for close values (Sterbenz)
+    if signed is not None:
+        np.copyto(signed, d)
     np.abs(d, out=d)
-    np.divide(d, m, out=out)  # 0/0 -> NaN where both are 0, which fmin skips
+    np.divide(d, m, out=out)  # 0/0 -> NaN where both are 0, which fmax and fmin skip
+    r = float(np.fmax.reduce(out)) if rel else None
     np.fmin(out, d, out=out)
-    return out
+    return out, r
 
 
 def sum_squares(a64: "np.ndarray") -> float:

@@ -64,10 +64,13 @@ def test_megengine_err_fast_form_is_bit_identical():
     b[::13] = -a[::13]
     n = a.size
     m, d, out = (np.empty(n, np.float32) for _ in range(3))
+    signed = np.empty(n, np.float64)
     with np.errstate(all="ignore"):
-        fast = metrics.megengine_err_into(a, b, m, d, out)
-    ref = metrics.megengine_err(a, b)
+        fast, rel = metrics.megengine_err_into(a, b, m, d, out, signed=signed, rel=True)
+        ref = metrics.megengine_err(a, b)
+        assert rel == float(np.nanmax(np.abs(a - b) / np.maximum(np.abs(a), np.abs(b))))
     assert fast.tobytes() == ref.tobytes()
+    assert signed.tobytes() == (a - b).astype(np.float64).tobytes()
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
