@@ -361,6 +361,34 @@ def _lar_jobs_option() -> Optional[str]:
     return "--jobs" if "--jobs" in text else None
 
 
+def _tool_summary(pair: PairInfo, runs: List[Proc], first: Proc, json_path: Optional[Path], mge_out: Path) -> Dict[str, Any]:
+    """One tool's row of a compare section: timings, memory, exit codes, divergent vars found."""
+    ps = runs or [first]
+    secs = [p.seconds for p in ps]
+    med = _median(secs)
+    d: Dict[str, Any] = {
+        "argv": " ".join(ps[0].argv),
+        "seconds": secs,
+        "median_s": med,
+        "gbps": pair.total_bytes / 1e9 / med if med else None,
+        "maxrss_mb": max(p.maxrss_mb for p in ps + [first]),
+        "tree_peak_mb": first.tree_peak_mb,
+        "tree_peak_anon_mb": first.tree_peak_anon_mb,
+        "returncodes": sorted({p.returncode for p in ps + [first]}),
+        "warmup_s": first.seconds,
+        "stderr_tail": first.stderr_tail[-600:] if first.returncode not in (0, 1) else "",
+        "timed_from": "repeat runs" if runs else "warm-up run only (--repeat 0)",
+    }
+    if json_path is not None:
+        d["divergent_found"] = _count_lar_divergent(json_path)
+    else:
+        try:
+            d["divergent_found"] = mge_out.read_text(errors="replace").count(" not equal: ")
+        except OSError:
+            d["divergent_found"] = None
+    return d
+
+
 def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool,
                   name: str = "compare", variants: bool = True) -> Section:
     """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating.
@@ -416,29 +444,7 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
             print(f"  {tool} run {i + 1}/{repeat}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
                   flush=True)
     for tool, _, json_path in tools:
-        ps = runs[tool] or [first[tool]]
-        secs = [p.seconds for p in ps]
-        med = _median(secs)
-        d = s.data[tool] = {
-            "argv": " ".join(ps[0].argv),
-            "seconds": secs,
-            "median_s": med,
-            "gbps": pair.total_bytes / 1e9 / med if med else None,
-            "maxrss_mb": max(p.maxrss_mb for p in ps + [first[tool]]),
-            "tree_peak_mb": first[tool].tree_peak_mb,
-            "tree_peak_anon_mb": first[tool].tree_peak_anon_mb,
-            "returncodes": sorted({p.returncode for p in ps + [first[tool]]}),
-            "warmup_s": first[tool].seconds,
-            "stderr_tail": first[tool].stderr_tail[-600:] if first[tool].returncode not in (0, 1) else "",
-            "timed_from": "repeat runs" if runs[tool] else "warm-up run only (--repeat 0)",
-        }
-        if json_path is not None:
-            d["divergent_found"] = _count_lar_divergent(json_path)
-        else:
-            try:
-                d["divergent_found"] = mge_out.read_text(errors="replace").count(" not equal: ")
-            except OSError:
-                d["divergent_found"] = None
+        s.data[tool] = _tool_summary(pair, runs[tool], first[tool], json_path, mge_out)
     s.data["generated_divergent"] = pair.n_divergent
     mge = s.data.get("megengine")
     for tool in s.data["tools"]:
