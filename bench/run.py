@@ -173,13 +173,46 @@ def rss_method() -> str:
     return "ru_maxrss from a fork+exec launcher (its own ~10 MB pre-exec RSS may be included)"
 
 
+class _Pty:
+    """A pseudo-terminal whose output a thread drains (keeping the tail): the command sees a
+    terminal on stdout and stderr, as a user's shell gives it (progress bars on)."""
+
+    def __init__(self) -> None:
+        import pty
+
+        self.master, self.slave = pty.openpty()
+        self.tail = b""
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:  # EIO once the last writer closed
+                break
+            if not data:
+                break
+            self.tail = (self.tail + data)[-3000:]
+
+    def close(self) -> str:
+        """Wait for the output to end (the command exited); its tail as text."""
+        os.close(self.slave)
+        self.thread.join(timeout=10)
+        os.close(self.master)
+        return self.tail.decode("utf-8", "replace")
+
+
 def run_proc(argv: Sequence[str], *, stdout: Optional[Path] = None, sample: bool = False,
-             timeout: float = 3600.0, env: Optional[Dict[str, str]] = None) -> Proc:
+             timeout: float = 3600.0, env: Optional[Dict[str, str]] = None, tty: bool = False) -> Proc:
     """Run ``argv`` to the end; wall time, peak RSS from the OS, optional tree sampling.
 
     stdout goes to ``stdout`` (a file) or /dev/null: MegEngine's script prints a page per
     divergent var and a terminal would slow it down; stderr is kept for error messages.
+    With ``tty`` both go to a pseudo-terminal instead: what a user at a terminal runs.
     """
+    if tty:
+        return _run_tty(argv, timeout=timeout, env=env)
     with tempfile.TemporaryDirectory() as tmp:
         rss_file = Path(tmp) / "maxrss"
         if os.access(_TIME, os.X_OK):
@@ -211,6 +244,34 @@ def run_proc(argv: Sequence[str], *, stdout: Optional[Path] = None, sample: bool
     return Proc(list(argv), p.returncode, seconds, maxrss_kb / 1024.0,
                 sampler.peak_kb / 1024.0 if sampler else None,
                 sampler.peak_anon_kb / 1024.0 if sampler else None, tail)
+
+
+def _run_tty(argv: Sequence[str], *, timeout: float, env: Optional[Dict[str, str]]) -> Proc:
+    """:func:`run_proc` with stdout and stderr on a pseudo-terminal."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rss_file = Path(tmp) / "maxrss"
+        if os.access(_TIME, os.X_OK):
+            full = [_TIME, "-f", "%M", "-o", str(rss_file), *argv]
+        else:
+            full = [PY, "-I", "-S", "-c", _LAUNCHER, str(rss_file), *argv]
+        term = _Pty()
+        env = {**(env if env is not None else os.environ), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+        t0 = time.perf_counter()
+        p = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=term.slave, stderr=term.slave, cwd=ROOT, env=env,
+                             start_new_session=True)
+        timer = threading.Timer(timeout, lambda: os.killpg(p.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            p.wait()
+        finally:
+            timer.cancel()
+        seconds = time.perf_counter() - t0
+        tail = term.close()
+        try:
+            maxrss_kb = float(rss_file.read_text().split()[-1])
+        except (OSError, ValueError, IndexError):
+            maxrss_kb = float("nan")
+    return Proc(list(argv), p.returncode, seconds, maxrss_kb / 1024.0, None, None, tail)
 
 
 def _ok(argv: Sequence[str]) -> bool:
@@ -300,23 +361,54 @@ def _lar_jobs_option() -> Optional[str]:
     return "--jobs" if "--jobs" in text else None
 
 
+def _tool_summary(pair: PairInfo, runs: List[Proc], first: Proc, json_path: Optional[Path], mge_out: Path) -> Dict[str, Any]:
+    """One tool's row of a compare section: timings, memory, exit codes, divergent vars found."""
+    ps = runs or [first]
+    secs = [p.seconds for p in ps]
+    med = _median(secs)
+    d: Dict[str, Any] = {
+        "argv": " ".join(ps[0].argv),
+        "seconds": secs,
+        "median_s": med,
+        "gbps": pair.total_bytes / 1e9 / med if med else None,
+        "maxrss_mb": max(p.maxrss_mb for p in ps + [first]),
+        "tree_peak_mb": first.tree_peak_mb,
+        "tree_peak_anon_mb": first.tree_peak_anon_mb,
+        "returncodes": sorted({p.returncode for p in ps + [first]}),
+        "warmup_s": first.seconds,
+        "stderr_tail": first.stderr_tail[-600:] if first.returncode not in (0, 1) else "",
+        "timed_from": "repeat runs" if runs else "warm-up run only (--repeat 0)",
+    }
+    if json_path is not None:
+        d["divergent_found"] = _count_lar_divergent(json_path)
+    else:
+        try:
+            d["divergent_found"] = mge_out.read_text(errors="replace").count(" not equal: ")
+        except OSError:
+            d["divergent_found"] = None
+    return d
+
+
 def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool,
                   name: str = "compare", variants: bool = True) -> Section:
     """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating.
 
-    `lar-prec` is the command as a user types it (its default parallelism: every core). Also
-    timed (``variants``): `lar-prec --jobs 1` (one process) when there are several cores, and
-    lar-prec's numpy path (LAR_PREC_NO_KERNEL=1), which is what runs where the C kernel could
-    not be built.
+    `lar-prec` is the command as a user types it (its default parallelism: every core), piped;
+    `lar-prec, terminal` the same with stdout and stderr on a pseudo-terminal, what a user at
+    a terminal gets. Also timed (``variants``): `lar-prec --jobs 1` (one process) when there
+    are several cores, and lar-prec's numpy path (LAR_PREC_NO_KERNEL=1), which is what runs
+    where the C kernel could not be built.
     """
     s = Section(name)
     a, b = pair.dir_a, pair.dir_b
     mge_out = work / f"{name}-mge.txt"
-    j0, j1, j2 = (work / f"{name}-{i}.json" for i in range(3))
+    j0, j1, j2, j3 = (work / f"{name}-{i}.json" for i in range(4))
     tools: List[Tuple[str, List[str], Optional[Path]]] = []
     envs: Dict[str, Dict[str, str]] = {}
+    ttys = {"lar-prec, terminal"}
     if have_lar:
         tools.append(("lar-prec", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j0)], j0))
+        tools.append(("lar-prec, terminal", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j3)], j3))
         jobs_opt = _lar_jobs_option() if variants else None
         if jobs_opt and (os.cpu_count() or 1) > 1:
             tools.append((f"lar-prec {jobs_opt} 1",
@@ -342,38 +434,17 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
     first: Dict[str, Proc] = {}
     for tool, argv, _ in tools:
         print(f"  {tool}: warm-up run", flush=True)
-        first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True, env=envs.get(tool))
+        first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True, env=envs.get(tool),
+                               tty=tool in ttys)
     for i in range(repeat):
         order = tools if i % 2 == 0 else tools[::-1]
         for tool, argv, _ in order:
-            p = run_proc(argv, env=envs.get(tool))
+            p = run_proc(argv, env=envs.get(tool), tty=tool in ttys)
             runs[tool].append(p)
             print(f"  {tool} run {i + 1}/{repeat}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
                   flush=True)
     for tool, _, json_path in tools:
-        ps = runs[tool] or [first[tool]]
-        secs = [p.seconds for p in ps]
-        med = _median(secs)
-        d = s.data[tool] = {
-            "argv": " ".join(ps[0].argv),
-            "seconds": secs,
-            "median_s": med,
-            "gbps": pair.total_bytes / 1e9 / med if med else None,
-            "maxrss_mb": max(p.maxrss_mb for p in ps + [first[tool]]),
-            "tree_peak_mb": first[tool].tree_peak_mb,
-            "tree_peak_anon_mb": first[tool].tree_peak_anon_mb,
-            "returncodes": sorted({p.returncode for p in ps + [first[tool]]}),
-            "warmup_s": first[tool].seconds,
-            "stderr_tail": first[tool].stderr_tail[-600:] if first[tool].returncode not in (0, 1) else "",
-            "timed_from": "repeat runs" if runs[tool] else "warm-up run only (--repeat 0)",
-        }
-        if json_path is not None:
-            d["divergent_found"] = _count_lar_divergent(json_path)
-        else:
-            try:
-                d["divergent_found"] = mge_out.read_text(errors="replace").count(" not equal: ")
-            except OSError:
-                d["divergent_found"] = None
+        s.data[tool] = _tool_summary(pair, runs[tool], first[tool], json_path, mge_out)
     s.data["generated_divergent"] = pair.n_divergent
     mge = s.data.get("megengine")
     for tool in s.data["tools"]:
@@ -521,6 +592,25 @@ def bench_rooting(n_vars: int) -> Section:
     return s
 
 
+def _nvd_row(p: Proc, out_json: Path, i: int) -> Dict[str, Any]:
+    """One naive-vs-default run: wall time, its load_and_run runs' seconds, the overhead."""
+    runs_s = None
+    try:
+        rep = json.loads(out_json.read_text())
+        runs_s = [float(r["seconds"]) for r in rep.get("runs", [])]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    row: Dict[str, Any] = {"i": i, "wall_s": p.seconds, "rc": p.returncode, "run_seconds": runs_s,
+                           "stderr_tail": p.stderr_tail[-600:] if p.returncode not in (0, 1) else ""}
+    if runs_s:
+        lar_s = sum(runs_s)
+        row["analysis_s"] = p.seconds - lar_s
+        row["overhead"] = (p.seconds - lar_s) / lar_s if lar_s > 0 else None
+    print(f"  naive-vs-default resnet {'warm-up' if i == 0 else f'run {i}'}: {p.seconds:.2f} s, rc {p.returncode}",
+          flush=True)
+    return row
+
+
 def bench_nvd(repeat: int, work: Path, warmup: bool = True) -> Section:
     """Section 5: naive-vs-default on the resnet case; overhead = wall - sum of run seconds."""
     s = Section("naive-vs-default")
@@ -549,36 +639,27 @@ def bench_nvd(repeat: int, work: Path, warmup: bool = True) -> Section:
     rows = []
     first = 0 if warmup else 1
     for i in range(first, max(1, repeat) + 1):
-        out_json = work / f"nvd-{i}.json"
-        argv = LAR + ["naive-vs-default", str(base / c["model"]), "--input", ";".join(inputs),
-                      "--json", str(out_json)]
-        for opt in ("--out", "--workdir", "--work-dir"):
-            if f"{opt} " in help_text or f"{opt}=" in help_text:
-                argv += [opt, str(work / f"nvd-runs-{i}")]
-                break
-        p = run_proc(argv)
-        runs_s = None
-        try:
-            rep = json.loads(out_json.read_text())
-            runs_s = [float(r["seconds"]) for r in rep.get("runs", [])]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        row = {"wall_s": p.seconds, "rc": p.returncode, "run_seconds": runs_s,
-               "stderr_tail": p.stderr_tail[-600:] if p.returncode not in (0, 1) else ""}
-        if runs_s:
-            lar_s = sum(runs_s)
-            row["analysis_s"] = p.seconds - lar_s
-            row["overhead"] = (p.seconds - lar_s) / lar_s if lar_s > 0 else None
-        rows.append(row)
-        print(f"  naive-vs-default resnet {'warm-up' if i == 0 else f'run {i}'}: {p.seconds:.2f} s, rc {p.returncode}",
-              flush=True)
-    timed = rows[1:] if warmup else rows
+        # piped (progress bars off) and on a terminal (progress bars on), alternating
+        for mode in (("pipe", "terminal") if i % 2 else ("terminal", "pipe")):
+            out_json = work / f"nvd-{i}-{mode}.json"
+            argv = LAR + ["naive-vs-default", str(base / c["model"]), "--input", ";".join(inputs),
+                          "--json", str(out_json)]
+            for opt in ("--out", "--workdir", "--work-dir"):
+                if f"{opt} " in help_text or f"{opt}=" in help_text:
+                    argv += [opt, str(work / f"nvd-runs-{i}-{mode}")]
+                    break
+            row = _nvd_row(run_proc(argv, tty=mode == "terminal"), out_json, i)
+            row["mode"] = mode
+            rows.append(row)
+    timed = [r for r in rows if r["i"] > 0] if warmup else rows
     s.data["argv"] = " ".join(argv)
     s.data["rows"] = timed
+    for mode, key in (("pipe", ""), ("terminal", "_terminal")):
+        mine = [r for r in timed if r["mode"] == mode]
+        s.data["overhead_median" + key] = _median([r["overhead"] for r in mine if r.get("overhead") is not None])
+        s.data["analysis_median_s" + key] = _median([r["analysis_s"] for r in mine if "analysis_s" in r])
+        s.data["wall_median_s" + key] = _median([r["wall_s"] for r in mine])
     over = [r["overhead"] for r in timed if r.get("overhead") is not None]
-    s.data["overhead_median"] = _median(over)
-    s.data["analysis_median_s"] = _median([r["analysis_s"] for r in timed if "analysis_s" in r])
-    s.data["wall_median_s"] = _median([r["wall_s"] for r in timed])
     if not over:
         s.note = "the JSON report has no per-run seconds, so the overhead cannot be computed"
     return s
@@ -894,13 +975,16 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
         L.append(f"- `{d['argv']}`")
         L.append("- analysis = whole-command wall time minus the `seconds` of its load_and_run runs in the JSON `runs`.")
         L.append("")
-        L.append("| run | wall (s) | load_and_run runs (s) | analysis (s) | overhead | exit code |")
-        L.append("|---|---|---|---|---|---|")
-        for i, r in enumerate(d["rows"], 1):
+        L.append("- pipe: stdout and stderr piped (no progress bars); terminal: on a pseudo-terminal, progress bars "
+                 "on, as a user at a terminal runs it.")
+        L.append("")
+        L.append("| run | where | wall (s) | load_and_run runs (s) | analysis (s) | overhead | exit code |")
+        L.append("|---|---|---|---|---|---|---|")
+        for r in d["rows"]:
             rs = ", ".join(f"{x:.2f}" for x in r["run_seconds"]) if r.get("run_seconds") else "?"
             an = f"{r['analysis_s']:.2f}" if "analysis_s" in r else "?"
             ov = f"{100 * r['overhead']:.1f}%" if r.get("overhead") is not None else "?"
-            L.append(f"| {i} | {r['wall_s']:.2f} | {rs} | {an} | {ov} | {r['rc']} |")
+            L.append(f"| {r.get('i', '?')} | {r.get('mode', 'pipe')} | {r['wall_s']:.2f} | {rs} | {an} | {ov} | {r['rc']} |")
         if nvd.note:
             L.append("")
             L.append(nvd.note + ".")

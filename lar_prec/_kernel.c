@@ -1,11 +1,12 @@
 /* One-pass float32 comparison kernel for lar_prec.compare (optional C extension).
  *
- * compare.py's numpy path makes ~18 passes over every chunk; this does the same metrics in
- * one pass, which is what makes `lar-prec compare` read dumps at memory speed. It is an
- * optional extension: without a C compiler lar-prec installs and uses the numpy path, which
- * gives the same results (max_err, indices, counts and maxima bit for bit; the sums through
- * float64 here, so cosine/RMSE/mean may differ in the last digits). tests/test_kernel.py checks
- * the two against each other on real dumps.
+ * The engine's numpy path (lar_prec/engine_chunks.py) makes ~20 passes over every chunk; this
+ * does the same metrics in one pass, which is what makes `lar-prec compare` read dumps at
+ * memory speed. It is an optional extension: without a C compiler lar-prec installs and uses
+ * the numpy path, which gives the same results (max_err, indices, counts and maxima bit for
+ * bit; the float64 sums of lar_prec.metrics.sums in another order, so cosine/RMSE/mean may
+ * differ in the last digits). tests/test_kernel.py checks the two against each other and
+ * tests/test_metrics.py both against the reference definitions (lar_prec/metrics.py).
  *
  * Float32 arithmetic must stay IEEE and uncontracted: max_err is bit-identical to
  * compare_binary_iodump's |a-b| / max(max(|a|,|b|), 1) in float32. setup.py builds with
@@ -21,6 +22,7 @@ typedef float v8sf __attribute__((vector_size(32)));
 typedef int32_t v8si __attribute__((vector_size(32)));
 typedef uint32_t v8su __attribute__((vector_size(32)));
 typedef double v4df __attribute__((vector_size(32)));
+typedef int64_t v4di __attribute__((vector_size(32)));
 typedef float v4sf __attribute__((vector_size(16)));
 
 /* AVX2 where the CPU has it, baseline SSE2 otherwise (chosen once at load time). */
@@ -45,6 +47,7 @@ typedef struct {
 static inline v8sf sel(v8si m, v8sf x, v8sf y) { return (v8sf)((m & (v8si)x) | (~m & (v8si)y)); }
 static inline v8si seli(v8si m, v8si x, v8si y) { return (m & x) | (~m & y); }
 static inline v8sf vabs(v8sf x) { return (v8sf)((v8si)x & 0x7fffffff); }
+static inline v4df vabsd(v4df x) { return (v4df)((v4di)x & 0x7fffffffffffffffLL); }
 
 /* Float bits -> an integer ordered like the values, -0 and +0 both 0: the ulp distance of two
  * finite floats is the difference of these (through zero for opposite signs). */
@@ -64,7 +67,6 @@ static inline float err1(float x, float y) {
     return m >= 1.0f ? d / m : d;
 }
 
-#define BLOCK 1024 /* the float32 partial sums of |a-b| are flushed to float64 this often */
 
 /* The loop, specialised by the constant flags (always inlined into the dispatching clones).
  * NaN/Inf need no test per value: they reach the float64 sums of squares (as does a float32
@@ -77,46 +79,40 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
     v8su ulp = {0};
     v4df saa = {0}, sad = {0}, sdd = {0}, sab = {0};
     Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
-    while (i < nv) {
-        Py_ssize_t end = i + BLOCK < nv ? i + BLOCK : nv;
-        v8sf pab = zero;
-        for (; i < end; i += 8) {
-            v8sf va, vb;
-            memcpy(&va, a + i, 32);
-            memcpy(&vb, b + i, 32);
-            v8sf aa_ = vabs(va), ab_ = vabs(vb);
-            v8sf d0 = va - vb;
-            v8sf d = vabs(d0);
-            /* a.a, a.d, d.d in float64: a product of two float32 is exact there, and the
-               cosine (b.b = a.a - 2 a.d + d.d) cancels badly when b is small next to a */
-            v4sf alo, ahi, dlo, dhi;
-            memcpy(&alo, &va, 16);
-            memcpy(&ahi, (const char *)&va + 16, 16);
-            memcpy(&dlo, &d0, 16);
-            memcpy(&dhi, (const char *)&d0 + 16, 16);
-            v4df xa = __builtin_convertvector(alo, v4df), ya = __builtin_convertvector(ahi, v4df);
-            v4df xd = __builtin_convertvector(dlo, v4df), yd = __builtin_convertvector(dhi, v4df);
-            saa += xa * xa + ya * ya;
-            sad += xa * xd + ya * yd;
-            sdd += xd * xd + yd * yd;
-            pab += d; /* |a-b| >= 0: no cancellation, float32 partials are close enough */
-            v8sf m = sel(aa_ > ab_, aa_, ab_);
-            scale = sel(m > scale, m, scale);
-            mabs = sel(d > mabs, d, mabs);
-            v8sf q = d / m; /* 0/0 = NaN where both are 0: never > rel, and e = d there */
-            rel = sel(q > rel, q, rel);
-            v8sf e = sel(m >= one, q, d);
-            best = sel(e > best, e, best);
-            if (count) over -= (e > thr);
-            if (want_ulp) {
-                v8si oa = ordered((v8si)va), ob = ordered((v8si)vb);
-                v8si gt = oa > ob;
-                v8su u = (v8su)seli(gt, oa, ob) - (v8su)seli(gt, ob, oa);
-                ulp = (v8su)seli((v8si)(u > ulp), (v8si)u, (v8si)ulp);
-            }
-        }
-        for (int k = 0; k < 8; k += 4) {
-            sab += (v4df){pab[k], pab[k + 1], pab[k + 2], pab[k + 3]};
+    for (; i < nv; i += 8) {
+        v8sf va, vb;
+        memcpy(&va, a + i, 32);
+        memcpy(&vb, b + i, 32);
+        v8sf aa_ = vabs(va), ab_ = vabs(vb);
+        v8sf d0 = va - vb;
+        v8sf d = vabs(d0);
+        /* a.a, a.d, d.d and sum |d| in float64 (lar_prec.metrics.sums): a product of two
+           float32 is exact there, and the cosine (b.b = a.a - 2 a.d + d.d) cancels badly
+           when b is small next to a */
+        v4sf alo, ahi, dlo, dhi;
+        memcpy(&alo, &va, 16);
+        memcpy(&ahi, (const char *)&va + 16, 16);
+        memcpy(&dlo, &d0, 16);
+        memcpy(&dhi, (const char *)&d0 + 16, 16);
+        v4df xa = __builtin_convertvector(alo, v4df), ya = __builtin_convertvector(ahi, v4df);
+        v4df xd = __builtin_convertvector(dlo, v4df), yd = __builtin_convertvector(dhi, v4df);
+        saa += xa * xa + ya * ya;
+        sad += xa * xd + ya * yd;
+        sdd += xd * xd + yd * yd;
+        sab += vabsd(xd) + vabsd(yd);
+        v8sf m = sel(aa_ > ab_, aa_, ab_);
+        scale = sel(m > scale, m, scale);
+        mabs = sel(d > mabs, d, mabs);
+        v8sf q = d / m; /* 0/0 = NaN where both are 0: never > rel, and e = d there */
+        rel = sel(q > rel, q, rel);
+        v8sf e = sel(m >= one, q, d);
+        best = sel(e > best, e, best);
+        if (count) over -= (e > thr);
+        if (want_ulp) {
+            v8si oa = ordered((v8si)va), ob = ordered((v8si)vb);
+            v8si gt = oa > ob;
+            v8su u = (v8su)seli(gt, oa, ob) - (v8su)seli(gt, ob, oa);
+            ulp = (v8su)seli((v8si)(u > ulp), (v8si)u, (v8si)ulp);
         }
     }
     float e_best = -1.0f, r_rel = -1.0f, r_scale = 0.0f, r_mabs = 0.0f;

@@ -491,8 +491,8 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     the text lists no failure, 1 when it does, 2 when it cannot be read.
     """
     from lar_prec.errors import DumpFormatError
+    from lar_prec.megcompat import tree_from_megengine_diff
     from lar_prec.report import exit_code, from_tree, render_terminal
-    from lar_prec.vartree import tree_from_megengine_diff
 
     _check_report_outputs(json_out, html_out, [diff_txt], make_parents=False)
     tree, md = tree_from_megengine_diff(diff_txt)

@@ -25,8 +25,6 @@ from conftest import ROOT
 
 FAKE_LAR = ROOT / "tests" / "fake_lar.py"
 PY = sys.executable
-RUNNER = "fixed in wip-runner"
-READER = "fixed in wip-reader"
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -198,8 +196,8 @@ DUMP_FOLDERS = [
     Row("truncated-dump", _truncated_dump, 2, lambda c: [first_dump_file(c.dump_b).name], ["expected"]),
     Row("random-bytes-dump", _random_bytes_dump, 2, lambda c: [first_dump_file(c.dump_b).name], ["expected"]),
     Row("symlink-loop-dump-file", _symlink_loop_file, 2, lambda c: ["000fff"], ["symlink", "link", "expected"],
-        xfail=READER),
-    Row("symlink-loop-folder", _symlink_loop_folder, 2, lambda c: ["loop"], ["symlink", "link"], xfail=READER),
+        ),
+    Row("symlink-loop-folder", _symlink_loop_folder, 2, lambda c: ["loop"], ["symlink", "link"]),
 ]
 
 
@@ -247,14 +245,14 @@ TEXT_INPUTS = [
     Row("tree-only-traceback", _tree_of(lambda c: b"Traceback (most recent call last):\n  File \"x\"\nKeyError: 12\n"),
         2, lambda c: ["bad.txt"], ["expected"]),
     Row("tree-random-bytes", _tree_of(lambda c: os.urandom(4096)), 2, lambda c: ["bad.txt"], ["expected"],
-        xfail=READER),
-    Row("tree-png", _tree_of(lambda c: PNG, "img.png"), 2, lambda c: ["img.png"], ["expected"], xfail=READER),
+        ),
+    Row("tree-png", _tree_of(lambda c: PNG, "img.png"), 2, lambda c: ["img.png"], ["expected"]),
     Row("tree-binary-dump", _tree_of(lambda c: first_dump_file(c.dump_a).read_bytes()), 2, lambda c: ["bad.txt"],
-        ["expected"], xfail=READER),
+        ["expected"]),
     Row("tree-report-json", _tree_of(_report_json, "report.json"), 2, lambda c: ["report.json"], ["expected"],
-        xfail=READER),
+        ),
     Row("tree-cut-output", _tree_of(_cut_diff, "cut.txt"), 2, lambda c: ["cut.txt"], ["cut", "expected"],
-        xfail=READER),
+        ),
     Row("text-dump-missing", _text_dump_missing, 2, lambda c: ["none.txt"], ["does not exist", "expected"]),
     Row("text-dump-random-bytes", _text_dump_random, 2, lambda c: ["td.txt"], ["expected"]),
 ]

@@ -99,6 +99,9 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
     if "lar-prec" in cmp_:
         assert cmp_["lar-prec"]["divergent_found"] == planted
         assert cmp_["lar-prec"]["returncodes"] == [1]  # divergence found
+        # what a user at a terminal gets is measured too, with the same result
+        assert cmp_["lar-prec, terminal"]["divergent_found"] == planted
+        assert cmp_["lar-prec, terminal"]["returncodes"] == [1]
         mem = res["sections"]["memory"]["data"]
         assert mem["divergent_found"] == mem["generated_divergent"]
         assert mem["peak_mb"] > 0
@@ -110,6 +113,7 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
         assert root["data"]["root_ids"] == root["data"]["expected_roots"]
     nvd = res["sections"]["naive-vs-default"]
     if nvd["available"]:
+        assert {row["mode"] for row in nvd["data"]["rows"]} == {"pipe", "terminal"}
         for row in nvd["data"]["rows"]:
             assert row["rc"] in (0, 1), row["stderr_tail"]
             assert len(row["run_seconds"]) == 2  # the naive and the default run

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from compare_helpers import FLOAT32_CASES, GraphDump, computed_float_vars, copy_dump, inject_fault, pick_spread, rewrite_var
 from lar_prec.compare import (
+    EngineSettings,
+    Strategy,
     Threshold,
     choose_threshold,
     compare_arrays,
@@ -25,6 +27,7 @@ from lar_prec.compare import (
     megengine_text,
     parse_threshold,
 )
+from lar_prec.engine_exec import Failure, can_fork, resolve_strategy, run_shared
 from lar_prec.errors import DumpFolderError, DumpFormatError, UsageError
 from lar_prec.iodump import DumpFolder, dump_file_name
 
@@ -307,11 +310,10 @@ def test_bad_arguments():
         compare_folders(".", ".", chunk_elements=0)
 
 
-def test_jobs_give_the_same_result(tmp_path, monkeypatch):
-    import lar_prec.compare as C
-
-    monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)  # worker processes even for small folders
-    monkeypatch.setattr(C, "SMALL_TASK_ELEMENTS", 400)  # the 500-value vars go to workers, the rest stay
+@pytest.mark.parametrize("strategy", ["fork", "thread"])
+def test_jobs_give_the_same_result(tmp_path, strategy):
+    # workers even for small folders; the 500-value vars go to workers, the rest stay
+    st = EngineSettings(parallel_min_bytes=0, small_task_elements=400, strategy=strategy)
     rng = np.random.default_rng(5)
     ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
     prev = ()
@@ -321,13 +323,11 @@ def test_jobs_give_the_same_result(tmp_path, monkeypatch):
         gb.add(v, (a * (1 + 1e-3 * (v % 3 == 0))).astype(np.float32), inputs=prev)
         prev = (v,)
     one = compare_folders(ga.folder, gb.folder, jobs=1, chunk_elements=64)
-    two = compare_folders(ga.folder, gb.folder, jobs=3, chunk_elements=64)
+    two = compare_folders(ga.folder, gb.folder, jobs=3, chunk_elements=64, settings=st)
     assert one.diffs == two.diffs
 
 
-def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatch):
-    import lar_prec.compare as C
-
+def test_big_vars_split_across_workers_give_the_same_result(tmp_path):
     rng = np.random.default_rng(9)
     a = rng.standard_normal((50, 101)).astype(np.float32)
     b = (a * (1 + rng.standard_normal(a.shape) * 1e-6)).astype(np.float32)
@@ -336,10 +336,8 @@ def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatc
     b[33, 50] = a[33, 50] * np.float32(1.5)
     da, db = pair(tmp_path, a, b)
     one = compare_folders(da, db, jobs=1, chunk_elements=64)
-    monkeypatch.setattr(C, "PIECE_ELEMENTS", 300)  # 17 pieces
-    monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(C, "SMALL_TASK_ELEMENTS", 0)
-    many = compare_folders(da, db, jobs=3, chunk_elements=64)
+    st = EngineSettings(piece_elements=300, parallel_min_bytes=0, small_task_elements=0)  # 17 pieces
+    many = compare_folders(da, db, jobs=3, chunk_elements=64, settings=st)
     x, y = one[3], many[3]
     assert (x.max_err, x.worst_index, x.max_abs_err, x.max_ulp, x.n_nonfinite, x.status, x.note) == (
         y.max_err, y.worst_index, y.max_abs_err, y.max_ulp, y.n_nonfinite, y.status, y.note)
@@ -348,26 +346,45 @@ def test_big_vars_split_across_workers_give_the_same_result(tmp_path, monkeypatc
         assert getattr(x, f) == pytest.approx(getattr(y, f), rel=1e-9)
 
 
-def test_jobs_with_other_threads_running_use_threads(tmp_path, monkeypatch):
-    """Forking a process that runs other threads is unsafe: lar-prec falls back to threads."""
+def test_strategy_is_the_same_with_other_threads_running(tmp_path):
+    """A progress bar's refresh thread (a terminal) must not change how the work runs: the
+    strategy depends on the settings, jobs and data size only, and forked workers started
+    while another thread runs give the same results."""
     import threading
 
-    import lar_prec.compare as C
-
-    monkeypatch.setattr(C, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(C, "SMALL_TASK_ELEMENTS", 0)
+    st = EngineSettings(parallel_min_bytes=0, small_task_elements=0)
+    piped = resolve_strategy(st, 2, 1 << 20)
     rng = np.random.default_rng(2)
     a = rng.standard_normal(5000).astype(np.float32)
     da, db = pair(tmp_path, a, (a * np.float32(1.001)).astype(np.float32))
     stop = threading.Event()
     t = threading.Thread(target=stop.wait)
     t.start()
+    calls = []
     try:
-        par = compare_folders(da, db, jobs=2, chunk_elements=100)
+        assert resolve_strategy(st, 2, 1 << 20) == piped
+        par = compare_folders(da, db, jobs=2, chunk_elements=100, settings=st,
+                              on_progress=lambda done, total: calls.append(threading.current_thread()))
     finally:
         stop.set()
         t.join()
+    assert piped == (2, Strategy.FORK if can_fork() else Strategy.THREAD)
+    assert calls and set(calls) == {threading.main_thread()}  # progress from the caller's thread
     assert par.diffs == compare_folders(da, db, jobs=1, chunk_elements=100).diffs
+
+
+def test_strategy_choice_and_settings_checks():
+    st = EngineSettings()
+    assert resolve_strategy(st, 1, 1 << 40) == (1, Strategy.SERIAL)
+    assert resolve_strategy(st, 4, st.parallel_min_bytes - 1) == (1, Strategy.SERIAL)
+    assert resolve_strategy(EngineSettings(strategy="thread"), 4, 1 << 40) == (4, Strategy.THREAD)
+    assert resolve_strategy(EngineSettings(strategy="serial"), 4, 1 << 40) == (1, Strategy.SERIAL)
+    with pytest.raises(UsageError, match="strategy"):
+        EngineSettings(strategy="gpu")
+    with pytest.raises(UsageError, match="chunk_elements"):
+        EngineSettings(chunk_elements=0)
+    with pytest.raises(UsageError, match="jobs"):
+        resolve_strategy(st, 0, 1)
 
 
 def _square_or_fail(i: int, fail: int) -> int:
@@ -377,25 +394,21 @@ def _square_or_fail(i: int, fail: int) -> int:
 
 
 def test_shared_task_list_keeps_order_and_raises_worker_errors():
-    from lar_prec.compare import _run_shared
-
     seen = []
-    assert _run_shared(_square_or_fail, [(i, -1) for i in range(200)], 2, seen.append) == [i * i for i in range(200)]
+    assert run_shared(_square_or_fail, [(i, -1) for i in range(200)], 2, seen.append) == [i * i for i in range(200)]
     assert sorted(seen) == list(range(200))
     for fail in (0, 100, 199):  # taken by a worker (front), either, or this process (back)
         with pytest.raises(DumpFormatError, match="00000b at byte 40"):
-            _run_shared(_square_or_fail, [(i, fail) for i in range(200)], 2)
+            run_shared(_square_or_fail, [(i, fail) for i in range(200)], 2)
 
 
 def test_worker_errors_come_back_as_lar_prec_errors(tmp_path):
-    from lar_prec.compare import _Failure
-
     err = DumpFormatError(tmp_path / "00000b", 40, "16 data bytes", "end of file")
     with pytest.raises(DumpFormatError, match="00000b at byte 40: expected 16 data bytes") as info:
-        _Failure(err).reraise()
+        Failure(err).reraise()
     assert info.value.path == tmp_path / "00000b"
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        _Failure(ZeroDivisionError("x")).reraise()
+        Failure(ZeroDivisionError("x")).reraise()
 
 
 def test_progress_hook_reaches_total(tmp_path):
@@ -582,21 +595,41 @@ def test_real_int_and_quantized_cases(real_pairs, tmp_path):
 def test_long_vars_are_read_window_by_window_and_without_mmap(tmp_path, monkeypatch):
     """A var longer than a chunk is memory-mapped a window at a time; where mapping fails
     (file systems without mmap) the same windows are read instead, with the same results."""
-    import lar_prec.compare as C
+    import mmap
 
     rng = np.random.default_rng(5)
     a = rng.standard_normal(10_007).astype(np.float32)
     b = (a * (1 + 1e-4 * rng.standard_normal(a.size))).astype(np.float32)
     b[9_999] = 7.0
     da, db = pair(tmp_path, a, b)
-    monkeypatch.setattr(C, "WINDOW_BYTES", 4096)  # several windows, and chunks across them
-    mapped = compare_folders(da, db, chunk_elements=300, threshold=1e-3)[3]
+    st = EngineSettings(window_bytes=4096)  # several windows, and chunks across them
+    mapped = compare_folders(da, db, chunk_elements=300, threshold=1e-3, settings=st)[3]
     assert mapped.worst_index == (9_999,) and mapped.max_err == float(mge_err(a, b).max())
 
     def no_mmap(*_a, **_k):
         raise OSError(19, "No such device")
 
-    monkeypatch.setattr(C.mmap, "mmap", no_mmap)
-    read = compare_folders(da, db, chunk_elements=300, threshold=1e-3)[3]
+    monkeypatch.setattr(mmap, "mmap", no_mmap)  # the file system refuses to map
+    read = compare_folders(da, db, chunk_elements=300, threshold=1e-3, settings=st)[3]
     assert read == mapped
 
+
+
+def test_planning_leaves_the_dump_records_alone(tmp_path):
+    """compare keeps Extents of the files, not the dumps: iodump's frozen BinaryDump records
+    are never written to (they used to get A's title to share memory)."""
+    from lar_prec.engine_plan import plan_folders
+    from lar_prec.pairing import pair_folders
+
+    ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+    for v in range(3, 30):
+        x = np.full(7, v, np.float32)
+        ga.add(v, x, inputs=(v - 1,) if v > 3 else ())
+        gb.add(v, x, inputs=(v - 1,) if v > 3 else ())
+    fa, fb = DumpFolder(ga.folder), DumpFolder(gb.folder)
+    held = {v: (fa[v], fb[v]) for v in fa.ids}
+    before = {v: (id(a.title), id(b.title), a.title, b.title) for v, (a, b) in held.items()}
+    plans, kept = plan_folders(fa, fb, pair_folders(fa, fb), keep=True)
+    assert {v: (id(a.title), id(b.title), a.title, b.title) for v, (a, b) in held.items()} == before
+    assert all(j.da is not None and j.da.file == held[j.base["id"]][0].file for j in plans)
+    assert set(kept) == set(fa.ids)  # float vars: their extents kept for an auto recount

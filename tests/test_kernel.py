@@ -1,10 +1,10 @@
 """The one-pass C kernel (lar_prec/_kernel.c) against compare.py's numpy path.
 
 Both paths must give the same comparison: maxima, worst index and values, ulps and counts
-bit for bit, and sums (mean abs error, RMSE, cosine) to float rounding, since the kernel
-sums in float64 where numpy sums float32 dots. The numpy path is the reference: it is
-what a machine without a C compiler runs, and test_compare.py checks it against plain
-numpy and against MegEngine's compare_binary_iodump.
+bit for bit, and sums (mean abs error, RMSE, cosine) to float rounding: both sum in float64
+(lar_prec.metrics.sums), in a different order. The numpy path is what a machine without a C
+compiler runs; test_metrics.py checks both against the reference definitions and
+test_compare.py against MegEngine's compare_binary_iodump.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compare_helpers import GraphDump, computed_float_vars, inject_fault
-from lar_prec import compare as C
-from lar_prec.compare import compare_folders
+from lar_prec.compare import EngineSettings, compare_folders
+from lar_prec.engine import KERNEL
 from lar_prec.iodump import DumpFolder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,15 +33,13 @@ EXACT = ("status", "max_err", "worst_index", "worst_a", "worst_b", "max_abs_err"
          "scale", "n_over", "n_diff", "n_nonfinite", "note")
 CLOSE = ("mean_abs_err", "rmse", "cosine")
 
-needs_kernel = pytest.mark.skipif(C._KERNEL is None, reason="lar_prec._kernel not built (or LAR_PREC_NO_KERNEL=1)")
+needs_kernel = pytest.mark.skipif(KERNEL is None, reason="lar_prec._kernel not built (or LAR_PREC_NO_KERNEL=1)")
 
 
-def both_paths(monkeypatch, dir_a: Path, dir_b: Path, **kw) -> tuple:
+def both_paths(dir_a: Path, dir_b: Path, **kw) -> tuple:
     """compare_folders through the kernel, then through the numpy path."""
     with_kernel = compare_folders(dir_a, dir_b, **kw)
-    monkeypatch.setattr(C, "_KERNEL", None)
-    with_numpy = compare_folders(dir_a, dir_b, **kw)
-    monkeypatch.undo()
+    with_numpy = compare_folders(dir_a, dir_b, settings=EngineSettings(kernel=False), **kw)
     return with_kernel, with_numpy
 
 
@@ -64,28 +62,28 @@ def test_kernel_is_built_where_make_installs():
     bench/RESULTS.md would say so, so a silent fallback here is a failure."""
     if os.environ.get("LAR_PREC_NO_KERNEL", "") not in ("", "0"):
         pytest.skip("LAR_PREC_NO_KERNEL is set")
-    assert C._KERNEL is not None, "lar_prec._kernel is not importable: was the package installed with `make venv`?"
+    assert KERNEL is not None, "lar_prec._kernel is not importable: was the package installed with `make venv`?"
 
 
 @needs_kernel
 @pytest.mark.megengine
 @pytest.mark.parametrize("case", ["cnn", "resnet", "attention", "mlp", "fp16", "int_ops", "quantized"])
-def test_real_dumps_same_on_both_paths(lar_dump, monkeypatch, case):
+def test_real_dumps_same_on_both_paths(lar_dump, case):
     naive, default = lar_dump(case, "naive"), lar_dump(case, "default")
     for thr in ("auto", 1e-6, 0.0):
-        ck, cn = both_paths(monkeypatch, naive, default, threshold=thr, chunk_elements=1000)
+        ck, cn = both_paths(naive, default, threshold=thr, chunk_elements=1000)
         assert_same(ck, cn)
 
 
 @needs_kernel
 @pytest.mark.megengine
-def test_injected_fault_same_on_both_paths(lar_dump, monkeypatch, tmp_path):
+def test_injected_fault_same_on_both_paths(lar_dump, tmp_path):
     """A real resnet dump with one var broken (and its consumers): same roots' numbers."""
     naive = lar_dump("resnet", "naive")
     victim = computed_float_vars(DumpFolder(naive))[5]
     broken = tmp_path / "b"
     inject_fault(lar_dump("resnet", "default"), broken, victim, 1e-3)
-    ck, cn = both_paths(monkeypatch, naive, broken, threshold="auto")
+    ck, cn = both_paths(naive, broken, threshold="auto")
     assert_same(ck, cn)
     assert ck[victim].status == "divergent"
 
@@ -156,12 +154,12 @@ def corner_pairs() -> List[tuple]:
 @needs_kernel
 @pytest.mark.parametrize("name,a,b", corner_pairs(), ids=[c[0] for c in corner_pairs()])
 @pytest.mark.parametrize("chunk", [5, 8, 1 << 15])
-def test_corner_values_same_on_both_paths(monkeypatch, tmp_path, name, a, b, chunk):
+def test_corner_values_same_on_both_paths(tmp_path, name, a, b, chunk):
     ga, gb = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
     ga.add(3, a)
     gb.add(3, b)
     for thr in (0.0, 1e-3, float(np.float32(0.7))):
-        ck, cn = both_paths(monkeypatch, ga.folder, gb.folder, threshold=thr, chunk_elements=chunk)
+        ck, cn = both_paths(ga.folder, gb.folder, threshold=thr, chunk_elements=chunk)
         assert_same(ck, cn)
 
 
@@ -174,24 +172,24 @@ def test_corner_values_same_on_both_paths(monkeypatch, tmp_path, name, a, b, chu
                   min_size=1, max_size=40),
     chunk=st.sampled_from([3, 8, 16, 1 << 15]),
 )
-def test_random_values_same_on_both_paths(monkeypatch, tmp_path_factory, data, chunk):
+def test_random_values_same_on_both_paths(tmp_path_factory, data, chunk):
     a = np.array([x for x, _ in data], np.float32)
     b = np.array([y for _, y in data], np.float32)
     tmp = tmp_path_factory.mktemp("k")
     ga, gb = GraphDump(tmp / "a"), GraphDump(tmp / "b")
     ga.add(3, a)
     gb.add(3, b)
-    ck, cn = both_paths(monkeypatch, ga.folder, gb.folder, threshold=0.0, chunk_elements=chunk)
+    ck, cn = both_paths(ga.folder, gb.folder, threshold=0.0, chunk_elements=chunk)
     assert_same(ck, cn)
 
 
 @needs_kernel
 def test_kernel_refuses_bad_buffers():
     with pytest.raises(ValueError, match="expected equal"):
-        C._KERNEL.float32(b"\0" * 8, b"\0" * 4, True, None, -1.0)
+        KERNEL.float32(b"\0" * 8, b"\0" * 4, True, None, -1.0)
     with pytest.raises(ValueError, match="expected equal"):
-        C._KERNEL.float32(b"", b"", True, None, -1.0)
-    assert C._KERNEL.same(b"abc", b"abc") and not C._KERNEL.same(b"abc", b"abd") and not C._KERNEL.same(b"ab", b"abc")
+        KERNEL.float32(b"", b"", True, None, -1.0)
+    assert KERNEL.same(b"abc", b"abc") and not KERNEL.same(b"abc", b"abd") and not KERNEL.same(b"ab", b"abc")
 
 
 @needs_kernel
@@ -203,7 +201,7 @@ def test_kernel_max_err_is_megengines_float32_error():
         b = (a + rng.standard_normal(777).astype(np.float32) * np.float32(scale * 1e-4)).astype(np.float32)
         with np.errstate(all="ignore"):
             err = np.abs(a - b) / np.maximum(np.maximum(np.abs(a), np.abs(b)), np.float32(1))
-        r = C._KERNEL.float32(a, b, True, None, -1.0)
+        r = KERNEL.float32(a, b, True, None, -1.0)
         assert r[0] == float(err.max()) and r[1] == int(err.argmax())
         assert not math.isnan(r[2])
 

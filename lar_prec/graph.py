@@ -1,0 +1,36 @@
+"""Small graph algorithms on var ids (plain dicts and ints; no networkx)."""
+from __future__ import annotations
+
+import heapq
+from typing import Dict, Iterable, List, Mapping, Tuple
+
+__all__ = ["topological_order"]
+
+
+def topological_order(inputs: Mapping[int, Iterable[int]]) -> Tuple[List[int], List[int]]:
+    """Execution order of vars given each var's input ids: inputs before their consumers,
+    ties broken by the smaller id. Inputs that are not keys, and self-edges, are ignored.
+
+    Returns the order and the ids caught in a cycle (none in a real graph); those are
+    appended to the order by id rather than lost.
+    """
+    indeg: Dict[int, int] = {v: 0 for v in inputs}
+    users: Dict[int, List[int]] = {v: [] for v in inputs}
+    for v, us in inputs.items():
+        for u in set(us):
+            if u in indeg and u != v:
+                indeg[v] += 1
+                users[u].append(v)
+    heap = [v for v, n in indeg.items() if n == 0]
+    heapq.heapify(heap)
+    order: List[int] = []
+    while heap:
+        v = heapq.heappop(heap)
+        order.append(v)
+        for w in users[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, w)
+    cyclic = sorted(set(inputs) - set(order)) if len(order) != len(indeg) else []
+    return order + cyclic, cyclic
+
