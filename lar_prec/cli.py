@@ -444,9 +444,13 @@ def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> N
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=None,
               help="Worker processes for big dumps (default: one per CPU; dumps under 48 MB use one).")
 @click.option("--all", "all_vars", is_flag=True, help="Table: list vars in execution order, ok ones too, not the most divergent.")
+@click.option("--pair", "pair", type=click.Choice(["auto", "id", "name"]), default="auto", show_default=True,
+              help="How vars of A and B are matched: by var id (two runs of one graph), by var name (graphs "
+                   "rewritten by different load_and_run options; B's transformed layouts are brought back to "
+                   "NCHW), or auto: id when both folders come from the same graph, else name.")
 @handle_errors
 def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
-                text_dump: str | None, jobs: int | None, all_vars: bool) -> None:
+                text_dump: str | None, jobs: int | None, all_vars: bool, pair: str) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
@@ -457,7 +461,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     from lar_prec.vartree import VarTree
 
     _check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump], make_parents=False)
-    tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
+    tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs, pairing=pair)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
     # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
     # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -198,6 +199,10 @@ class Comparison:
     #: folder-level remarks: stray files, ``-inp`` files, incomplete runs, renamed vars
     notes: Tuple[str, ...] = ()
     chunk_elements: int = DEFAULT_CHUNK
+    #: how vars were paired (``id`` or ``name``) and, by name, ``(side, id, name, reason)`` of
+    #: every var left without a partner (:class:`lar_prec.pairing.Pairing`)
+    pairing: str = "id"
+    unpaired: Tuple[Tuple[str, int, str, str], ...] = ()
     _by_id: Dict[int, VarDiff] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -344,13 +349,95 @@ def compare_folders(
 
     measure = measure_forked if strategy == Strategy.FORK else measure_threaded
     measure(plans, tasks, finish, n_workers, st, on_progress, total)
+    relaid = None
+    if paired.mode == "name":
+        relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept)  # type: ignore[arg-type]
     thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
     # judged in place: one list of VarDiffs, not two
     for i, d in enumerate(diffs):
         diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
-    judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy)  # type: ignore[arg-type]
+    try:
+        judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
+                          b_ids=dict(paired.pairs) if paired.mode == "name" else None)
+    finally:
+        if relaid is not None:
+            relaid.cleanup()
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
-                      chunk_elements=st.chunk_elements)
+                      chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired)
+
+
+def _rewritten_formats(dump_dir: Path) -> Dict[str, str]:
+    """Var name -> operator format from the model the bundled load_and_run kept beside the
+    dump (``<dump>.rewritten.mge``), or {} when there is none or it cannot be read. Loading
+    it imports MegEngine: done only for a shape that fits two layouts."""
+    model = Path(str(dump_dir).rstrip("/\\") + ".rewritten.mge")
+    if not model.is_file():
+        return {}
+    try:
+        from lar_prec.graphopts import format_map
+
+        return format_map(model)
+    except Exception as exc:  # noqa: BLE001 (no MegEngine, or a model it cannot read: stay ambiguous)
+        log.info("cannot read operator formats from %s: %s", model, exc)
+        return {}
+
+
+def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: List[Optional[VarDiff]],
+                        st: EngineSettings, count_over: Optional[float],
+                        kept: Dict[int, Tuple[Extent, Extent]]) -> "Optional[tempfile.TemporaryDirectory]":
+    """Vars paired by name across rewritten graphs, before any threshold: a var B dumped in
+    a transformed layout (NCHW44, NHWCD4, ...) is brought back to A's NCHW shape and measured
+    again (:mod:`lar_prec.relayout`; ambiguous layouts stay ``shape_mismatch``, the note says
+    why); a float var an fp16 rewrite narrowed is compared as A's dtype (the cast is exact);
+    every pair whose ids differ notes B's id. The converted B values are written to a
+    temporary folder, returned (the caller removes it) and entered in ``kept`` by A's id
+    for the second pass of an auto threshold."""
+
+    from lar_prec.iodump import read_binary_dump, write_binary_dump
+    from lar_prec.relayout import to_plain
+
+    tmp: Optional[tempfile.TemporaryDirectory] = None
+    formats: Optional[Dict[str, str]] = None
+    try:
+        for i, (ida, idb) in enumerate(paired.order):
+            d = diffs[i]
+            if d is None or ida is None or idb is None:
+                continue
+            note = f"B's var {idb}" if ida != idb else ""
+            if d.status in ("shape_mismatch", "dtype_mismatch"):
+                da, db = fa[ida], fb[idb]
+                arr, why = db.array(), []
+                if tuple(arr.shape) != tuple(da.shape):
+                    plain, det = to_plain(arr, da.shape, layout=db.var.layout)
+                    if det.kind == "ambiguous":
+                        if formats is None:
+                            formats = _rewritten_formats(fb.path)
+                        plain, det = to_plain(arr, da.shape, fmt=formats.get(db.var.name), layout=db.var.layout)
+                    arr = plain
+                    why.append(f"not relaid out: {det.reason or det.kind}" if plain is None
+                               else f"B relaid out from {det.kind} ({det.source})")
+                code = db.dtype.code
+                if arr is not None and da.dtype.name != db.dtype.name and da.dtype.kind == db.dtype.kind == "float":
+                    # an fp16 rewrite (ioc16, io16xc32): B's values widened exactly to A's dtype
+                    arr, code = arr.astype(da.dtype.value_dtype()), da.dtype.code
+                    why.append(f"B's {db.dtype.name} values compared as {da.dtype.name}")
+                if arr is not None and (tuple(arr.shape) != tuple(db.shape) or code != db.dtype.code):
+                    if tmp is None:
+                        tmp = tempfile.TemporaryDirectory(prefix="lar-prec-relayout-")
+                    path = Path(tmp.name) / f"{ida:06x}"  # the file name carries the id of the title (A's)
+                    write_binary_dump(path, arr, da.title, dtype=code)
+                    conv = read_binary_dump(path)
+                    fresh = compare_dumps(da, conv, chunk_elements=st.chunk_elements, count_over=count_over)
+                    d = _with(fresh, index=d.index)
+                    kept[ida] = (Extent.of(da), Extent.of(conv))
+                note = "; ".join([note] * bool(note) + why)
+            if note:
+                diffs[i] = _with(d, note="; ".join(x for x in (d.note, note) if x))
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    return tmp
 
 
 def _folder_notes(fa: DumpFolder, fb: DumpFolder, paired: Pairing) -> List[str]:
@@ -363,6 +450,12 @@ def _folder_notes(fa: DumpFolder, fb: DumpFolder, paired: Pairing) -> List[str]:
             notes.append(f"{tag} ({f.path}): marked incomplete (the run did not finish)")
         if f.input_files:
             notes.append(f"{tag} ({f.path}): {len(f.input_files)} MGB_DUMP_INPUT '-inp' files not compared as vars (they repeat their input vars)")
+    if paired.mode == "name":
+        for side, f in (("a", fa), ("b", fb)):
+            left = [u for u in paired.unpaired if u[0] == side]
+            if left:
+                shown = ", ".join(f"{n} ({r})" for _, _, n, r in left[:3]) + (" ..." if len(left) > 3 else "")
+                notes.append(f"paired by var name: {len(left)} var(s) of {side.upper()} ({f.path}) have no partner: {shown}")
     only_a, only_b = len(paired.only_a), len(paired.only_b)
     if only_a or only_b:
         notes.append(f"{only_a} var(s) only in A, {only_b} only in B (status 'missing')")
@@ -379,9 +472,11 @@ def _count_task(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
 def _recount(
     dir_a: Path, dir_b: Path, diffs: Sequence[VarDiff], st: EngineSettings,
     extents: Optional[Dict[int, Tuple[Extent, Extent]]] = None, jobs: int = 1, strategy: Strategy = Strategy.SERIAL,
+    b_ids: Optional[Dict[int, int]] = None,
 ) -> List[VarDiff]:
     """Fill ``n_over`` where it is unknown: count elements above each var's threshold.
-    ``extents`` (by var id) saves reading the headers again."""
+    ``extents`` (by var id) saves reading the headers again; ``b_ids`` maps A's ids to B's
+    when the vars were paired by name."""
     todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
     if not todo:
         return list(diffs)
@@ -394,7 +489,7 @@ def _recount(
         pair = (extents or {}).get(d.id)
         if pair is None:
             folders = folders or (DumpFolder(dir_a), DumpFolder(dir_b))
-            pair = (Extent.of(folders[0][d.id]), Extent.of(folders[1][d.id]))
+            pair = (Extent.of(folders[0][d.id]), Extent.of(folders[1][(b_ids or {}).get(d.id, d.id)]))
         da, db = pair
         if da.dtype.code != db.dtype.code:
             out[i] = _with(d, n_over=scan_over(da, db, d.threshold or 0.0, chunk=st.chunk_elements).count)
@@ -442,7 +537,6 @@ def compare_arrays(
     Returns:
         The :class:`VarDiff` (``opr``/``opr_type`` empty, no inputs).
     """
-    import tempfile
 
     from lar_prec.iodump import VarInfo, format_title, write_binary_dump
 

@@ -305,6 +305,8 @@ def _f64_metrics(acc: Acc, a64: np.ndarray, b64: np.ndarray, index: np.ndarray, 
     float64 value only where float32 overflows.
     """
     n = a64.size
+    if n == 0:  # a chunk with no position finite on both sides (a float16 var full of Inf)
+        return
     ds = a64 - b64
     d = np.abs(ds)
     acc.add_sums(*metrics.sums(a64, ds, d))

@@ -418,6 +418,12 @@ def from_tree(
     cmp_notes: Tuple[str, ...] = ()
     if cmp is not None:
         top["dirs"] = {"a": str(cmp.dir_a), "b": str(cmp.dir_b)}
+        mode = getattr(cmp, "pairing", "id")
+        if mode != "id":  # by name across rewritten graphs: what has no partner, and why
+            left = getattr(cmp, "unpaired", ())
+            top["pairing"] = {"mode": mode, **{f"unpaired_{side}": [{"id": i, "name": n, "reason": r}
+                                                                   for sd, i, n, r in left if sd == side]
+                                               for side in ("a", "b")}}
         cmp_notes = tuple(cmp.notes)
     elif tree.source:
         top["source"] = tree.source

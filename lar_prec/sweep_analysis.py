@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.iodump import DumpFolder
+from lar_prec.metrics import megengine_err
 from lar_prec.namepair import pair_by_name, skip_reason
 from lar_prec.relayout import to_plain
 
@@ -78,8 +79,9 @@ class GraphDiff:
 
 
 def max_err(a: "np.ndarray", b: "np.ndarray") -> float:
-    """MegEngine's metric, as compare computes it: max of ``|a-b| / max(|a|, |b|, 1)`` in
-    float32; NaN/Inf in the same places on both sides count as equal, elsewhere as inf."""
+    """MegEngine's metric (:func:`lar_prec.metrics.megengine_err`), its max over elements;
+    NaN/Inf in the same places on both sides count as equal, elsewhere as inf (compare's
+    ``nonfinite``)."""
     a = np.asarray(a, dtype=np.float32).ravel()
     b = np.asarray(b, dtype=np.float32).ravel()
     if a.size == 0:
@@ -93,9 +95,7 @@ def max_err(a: "np.ndarray", b: "np.ndarray") -> float:
         a, b = a[both], b[both]
         if a.size == 0:
             return 0.0
-    d = np.abs(a - b)
-    m = np.maximum(np.maximum(np.abs(a), np.abs(b)), np.float32(1))
-    return float((d / m).max())
+    return float(megengine_err(a, b).max())
 
 
 def _outputs(folder: DumpFolder) -> List[int]:

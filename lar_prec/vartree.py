@@ -181,10 +181,13 @@ class VarTree:
         chunk_elements: int = DEFAULT_CHUNK,
         jobs: Optional[int] = 1,
         on_progress: Optional[ProgressHook] = None,
+        pairing: str = "id",
     ) -> "VarTree":
         """Compare two ``--bin-io-dump`` folders and build their tree (see
-        :func:`~lar_prec.compare.compare_folders` for the arguments and errors)."""
-        cmp = compare_folders(dir_a, dir_b, threshold=threshold, chunk_elements=chunk_elements, jobs=jobs, on_progress=on_progress)
+        :func:`~lar_prec.compare.compare_folders` for the arguments and errors). With
+        ``pairing`` ``name`` the tree is A's graph (the reference side)."""
+        cmp = compare_folders(dir_a, dir_b, threshold=threshold, chunk_elements=chunk_elements, jobs=jobs,
+                              on_progress=on_progress, pairing=pairing)
         return cls.from_comparison(cmp, text_dump=text_dump)
 
     # ------------------------------------------------------------------ queries
