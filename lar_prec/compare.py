@@ -366,22 +366,6 @@ def compare_folders(
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired)
 
 
-def _rewritten_formats(dump_dir: Path) -> Dict[str, str]:
-    """Var name -> operator format from the model the bundled load_and_run kept beside the
-    dump (``<dump>.rewritten.mge``), or {} when there is none or it cannot be read. Loading
-    it imports MegEngine: done only for a shape that fits two layouts."""
-    model = Path(str(dump_dir).rstrip("/\\") + ".rewritten.mge")
-    if not model.is_file():
-        return {}
-    try:
-        from lar_prec.graphopts import format_map
-
-        return format_map(model)
-    except Exception as exc:  # noqa: BLE001 (no MegEngine, or a model it cannot read: stay ambiguous)
-        log.info("cannot read operator formats from %s: %s", model, exc)
-        return {}
-
-
 def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: List[Optional[VarDiff]],
                         st: EngineSettings, count_over: Optional[float],
                         kept: Dict[int, Tuple[Extent, Extent]]) -> "Optional[tempfile.TemporaryDirectory]":
@@ -393,6 +377,7 @@ def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: 
     temporary folder, returned (the caller removes it) and entered in ``kept`` by A's id
     for the second pass of an auto threshold."""
 
+    from lar_prec.graphopts import formats_beside_dump  # megengine only when a layout is ambiguous
     from lar_prec.iodump import read_binary_dump, write_binary_dump
     from lar_prec.relayout import to_plain
 
@@ -411,7 +396,7 @@ def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: 
                     plain, det = to_plain(arr, da.shape, layout=db.var.layout)
                     if det.kind == "ambiguous":
                         if formats is None:
-                            formats = _rewritten_formats(fb.path)
+                            formats = formats_beside_dump(fb.path)
                         plain, det = to_plain(arr, da.shape, fmt=formats.get(db.var.name), layout=db.var.layout)
                     arr = plain
                     why.append(f"not relaid out: {det.reason or det.kind}" if plain is None

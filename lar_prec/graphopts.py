@@ -216,6 +216,19 @@ def format_map(model: PathLike) -> Dict[str, str]:
     return out
 
 
+def formats_beside_dump(dump_dir: PathLike) -> Dict[str, str]:
+    """:func:`format_map` of the model a run of the bundled load_and_run kept beside its dump
+    (``<dump>.rewritten.mge``), or {} when there is none or it cannot be read (no MegEngine,
+    a damaged file). Imports MegEngine: call it only for a shape that fits two layouts."""
+    model = Path(str(dump_dir).rstrip("/\\") + ".rewritten.mge")
+    if not model.is_file():
+        return {}
+    try:
+        return format_map(model)
+    except (LarPrecError, ImportError, OSError):
+        return {}
+
+
 def layout_format_map(model: PathLike, layout: str) -> Dict[str, str]:
     """:func:`format_map` of ``model`` rewritten for ``layout`` (in a temporary file).
 

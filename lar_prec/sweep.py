@@ -345,7 +345,8 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     way and raises AnalysisInterrupted. The reference failing raises its RunError (exit 3).
 
     One loop drives the runs: it waits for whichever finishes, analyses it at once (while
-    the others still run) and, for an option that diverges, queues its naive run.
+    the others still run) and, for an option that diverges, queues its naive run. (Over 80
+    lines: the loop, its interrupt handling and its bookkeeping share the pending runs.)
     """
     t0 = time.monotonic()
     runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs)

@@ -16,6 +16,7 @@ Both return a frozen :class:`GraphDiff`. Reading is lazy and each var is read on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -109,7 +110,14 @@ def _outputs(folder: DumpFolder) -> List[int]:
     return [i for i in computed if i not in consumed]
 
 
-def _compare_pair(da: Any, db: Any, fmt: Optional[str]) -> Tuple[Optional[float], str]:
+@lru_cache(maxsize=8)
+def _formats(dump_dir: str) -> Mapping[str, str]:
+    from lar_prec.graphopts import formats_beside_dump
+
+    return formats_beside_dump(dump_dir)
+
+
+def _compare_pair(da: Any, db: Any, fmt: Optional[str], db_dir: Path) -> Tuple[Optional[float], str]:
     va, vb = da.var, db.var
     try:
         a, b = da.array(), db.array()
@@ -117,6 +125,8 @@ def _compare_pair(da: Any, db: Any, fmt: Optional[str]) -> Tuple[Optional[float]
         return None, f"not decodable: {exc}"
     if tuple(a.shape) != tuple(b.shape):
         plain, det = to_plain(b, a.shape, fmt=fmt, layout=vb.layout)
+        if det.kind == "ambiguous" and fmt is None:  # e.g. --layout-transform: ask the model it kept
+            plain, det = to_plain(b, a.shape, fmt=_formats(str(db_dir)).get(vb.name), layout=vb.layout)
         if plain is None:
             return None, f"layout: {det.reason or det.kind}"
         b = plain
@@ -159,7 +169,7 @@ def _diff(fa: DumpFolder, fb: DumpFolder, pairs: Iterable[Tuple[int, int, str]],
     order_b = {i: k for k, i in enumerate(fb.ids)}
     errs = []
     for a, b, name in pairs:
-        err, note = _compare_pair(fa[a], fb[b], fmt)
+        err, note = _compare_pair(fa[a], fb[b], fmt, fb.path)
         errs.append(VarErr(a, b, name, fb[b].var.opr_type, err, note))
     errs.sort(key=lambda e: order_b.get(e.b, 0))
     outs = _outputs(fa)
