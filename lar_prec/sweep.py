@@ -329,7 +329,8 @@ def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: Optional[
     math = cross_graph(ref.dump_dir, naive.dump_dir, opt.tolerance, fmt=opt.fmt)  # type: ignore[arg-type]
     causes = []
     if kernel.diverges:
-        causes.append("kernel wrong under this option")
+        first = f" (naive and default kernels first differ at {kernel.root.name})" if kernel.root else ""
+        causes.append("kernel wrong under this option" + first)
     if math.diverges:
         causes.append("option changes the math")
     cause = " and ".join(causes) or "neither alone: naive under the option agrees with both sides"
