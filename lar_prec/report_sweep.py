@@ -50,6 +50,7 @@ def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
     from lar_prec.iodump import DumpFolder
     from lar_prec.namepair import skip_reason
     from lar_prec.report import Report
+    from lar_prec.sweep_analysis import HALF_DTYPES, TOL_HALF
 
     per_option = {o.option: dict(o.errors) for o in result.options if o.status == "runs"}
     tol = {o.option: o.tolerance for o in result.options}
@@ -60,7 +61,8 @@ def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
             continue
         errs = {name: e.get(v.name) for name, e in per_option.items()}
         known = [x for x in errs.values() if x is not None]
-        over = any(x is not None and x > tol[n] for n, x in errs.items())
+        half = v.dtype in HALF_DTYPES  # float16 rounding whatever the option (as sweep_analysis)
+        over = any(x is not None and x > (max(tol[n], TOL_HALF) if half else tol[n]) for n, x in errs.items())
         vars_.append(ReportVar(id=v.id, name=v.name, opr=v.owner, opr_type=v.opr_type, dtype=v.dtype,
                                shape=tuple(v.shape), inputs=tuple(d.input_ids),
                                status="divergent" if over else "ok", max_err=max(known) if known else None,

@@ -48,7 +48,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 DEFAULT_TIMEOUT = 120.0
 #: tolerance of ``max_err`` for options that keep float32 (kernel and reassociation rounding)
 TOL_FLOAT32 = 1e-4
-#: tolerance for options that compute or store in float16 (its rounding is ~1e-3 relative)
+#: tolerance for options that compute or store in float16 (its rounding is ~1e-3 relative);
+#: the same as sweep_analysis.TOL_HALF, which float16 vars of the reference get under any option
 TOL_FLOAT16 = 1e-2
 
 

@@ -28,6 +28,11 @@ from lar_prec.relayout import to_plain
 
 PathLike = Union[str, Path]
 
+#: reference vars of these dtypes carry float16 rounding whatever the option: their
+#: tolerance is at least TOL_HALF (the sweep's fp16 tolerance)
+HALF_DTYPES = frozenset({"Float16", "BFloat16"})
+TOL_HALF = 1e-2
+
 
 @dataclass(frozen=True)
 class VarErr:
@@ -40,6 +45,11 @@ class VarErr:
     opr_type: str
     max_err: Optional[float]
     note: str = ""
+    tol: float = 0.0  # this var's tolerance (wider for a float16 var of the reference)
+
+    @property
+    def over(self) -> bool:
+        return self.max_err is not None and self.max_err > self.tol
 
 
 @dataclass(frozen=True)
@@ -73,7 +83,7 @@ class GraphDiff:
 
     @property
     def diverges(self) -> bool:
-        return any(e.max_err is not None and e.max_err > self.tol for e in self.errs)
+        return any(e.over for e in self.errs)
 
     def by_a(self) -> Dict[int, VarErr]:
         return {e.a: e for e in self.errs}
@@ -140,7 +150,7 @@ def _root(errs: Sequence[VarErr], folder_b: DumpFolder, tol: float) -> Optional[
     B's graph are all within it; None when nothing is over."""
     by_b = {e.b: e for e in errs}
     for e in errs:
-        if e.max_err is None or e.max_err <= tol:
+        if not e.over:
             continue
         seen = set()
         stack = list(folder_b.inputs_of(e.b))
@@ -152,7 +162,7 @@ def _root(errs: Sequence[VarErr], folder_b: DumpFolder, tol: float) -> Optional[
             seen.add(i)
             anc = by_b.get(i)
             if anc is not None and anc.max_err is not None:
-                if anc.max_err > tol:
+                if anc.over:
                     clean = False
                     break
                 continue
@@ -170,7 +180,8 @@ def _diff(fa: DumpFolder, fb: DumpFolder, pairs: Iterable[Tuple[int, int, str]],
     errs = []
     for a, b, name in pairs:
         err, note = _compare_pair(fa[a], fb[b], fmt, fb.path)
-        errs.append(VarErr(a, b, name, fb[b].var.opr_type, err, note))
+        tol_v = max(tol, TOL_HALF) if fa[a].var.dtype in HALF_DTYPES else tol
+        errs.append(VarErr(a, b, name, fb[b].var.opr_type, err, note, tol_v))
     errs.sort(key=lambda e: order_b.get(e.b, 0))
     outs = _outputs(fa)
     by_a = {e.a: e for e in errs}

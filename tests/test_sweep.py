@@ -102,6 +102,27 @@ def test_sweep_resnet_options_that_change_nothing_are_ok(manifest, tmp_path):
 
 
 @pytest.mark.megengine
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["attention", "multi_input", "fp16", "int_ops", "quantized"])
+def test_options_that_change_nothing_are_ok_on_every_other_case(manifest, tmp_path, case):
+    d, _ = sweep_json(tmp_path, manifest[case], NO_CHANGE, "-j", "2", expect=0)
+    for o in d["options"]:
+        assert o["status"] == "runs" and o["verdict"] == "ok" and o["vars_paired"] == o["vars_total"] > 0, o
+
+
+def test_bench_sweep_prints_the_ratio(manifest, tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "sweep.py"), "--cases", "cnn", "--options",
+                           "weight-preprocess", "--out", str(tmp_path / "b.md")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "of the runs" in proc.stdout and ("PASS" in proc.stdout or "FAIL" in proc.stdout)
+    assert "| cnn |" in (tmp_path / "b.md").read_text()
+
+
+@pytest.mark.megengine
 def test_sweep_skips_layouts_on_a_model_without_convolution(manifest, tmp_path):
     d, res = sweep_json(tmp_path, manifest["mlp"], ["nhwcd4", "weight-preprocess"], expect=0)
     o = by_option(d)["nhwcd4"]
