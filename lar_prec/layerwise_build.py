@@ -82,7 +82,7 @@ def _dtype_info(var: Any) -> Dict[str, Any]:
 
     dt = var.dtype
     if is_quantize(dt):
-        return {"dtype": dt.name, "feed_dtype": "float32", "scale": float(get_scale(dt)), "convert": True}
+        return {"dtype": dt.metadata["mgb_dtype"]["name"], "feed_dtype": "float32", "scale": float(get_scale(dt)), "convert": True}
     name = np.dtype(dt).name
     if name in FEEDABLE:
         return {"dtype": name, "feed_dtype": name, "scale": None, "convert": False}
@@ -138,19 +138,49 @@ def _plan(oprs: Sequence[Any], by_id: Dict[int, str], by_name: Dict[str, List[in
     return {"cut": cut, "measured": measured, "kept": kept, "ref": ref, "static": static}
 
 
-def _isolation_problems(oprs: Sequence[Any], plan: Dict[str, Any]) -> Dict[int, str]:
-    """Measured var id -> why its operator still reads a computed data var (not isolated)."""
+def _isolation_problems(oprs: Sequence[Any], plan: Dict[str, Any]) -> Tuple[Dict[int, str], Dict[int, List[int]]]:
+    """Which operators still read computed data vars.
+
+    Returns ``(problems, units)``: measured var id -> why its operator is not isolated, and
+    measured var id -> the vars without a reference value computed with it from cut inputs
+    (lite fuses small elemwise chains at load time, so those have no dump): their local
+    error is the error of that unit.
+    """
     cut_ids = {v.id for v in plan["cut"]}
-    out: Dict[int, str] = {}
+    memo: Dict[int, Optional[List[int]]] = {}
+
+    def unit(v: Any) -> Optional[List[int]]:
+        """The no-reference vars behind ``v`` when all of them read only cut or static vars."""
+        if v.id in cut_ids or _is_static(v, plan["static"]) or v.owner.type in SOURCE_OPRS:
+            return []
+        if plan["kept"].get(v.id) != "no reference value":
+            return None
+        if v.id not in memo:
+            memo[v.id] = None  # a cycle is not a unit
+            parts = [unit(u) for u in v.owner.inputs]
+            memo[v.id] = None if any(p is None for p in parts) else [v.id] + [k for p in parts for k in p]
+        return memo[v.id]
+
+    problems: Dict[int, str] = {}
+    units: Dict[int, List[int]] = {}
     for opr in oprs:
         if opr.type in SOURCE_OPRS:
             continue
-        bad = [f"{v.name} (id {v.id}: {plan['kept'][v.id]})" for v in opr.inputs
-               if v.id not in cut_ids and not _is_static(v, plan["static"]) and v.id in plan["kept"]]
-        if bad:
-            for v in opr.outputs:
-                out[v.id] = "reads computed " + ", ".join(bad)
-    return out
+        bad, members = [], []
+        for v in opr.inputs:
+            if v.id in cut_ids or _is_static(v, plan["static"]) or v.id not in plan["kept"]:
+                continue
+            u = unit(v)
+            if u is None:
+                bad.append(f"{v.name} (id {v.id}: {plan['kept'][v.id]})")
+            else:
+                members += u
+        for v in opr.outputs:
+            if bad:
+                problems[v.id] = "reads computed " + ", ".join(bad)
+            elif members:
+                units[v.id] = sorted(set(members))
+    return problems, units
 
 
 def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int] = None) -> Dict[str, Any]:
@@ -168,7 +198,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
     oprs = cgt.get_oprs_seq(loaded.output_vars_list, prune_reshape=False)
     by_id, by_name = _ref_ids(ref_dump)
     plan = _plan(oprs, by_id, by_name)
-    problems = _isolation_problems(oprs, plan)
+    problems, units = _isolation_problems(oprs, plan)
     measured = plan["measured"]
     if only is not None:
         owner = next((v.owner for v in measured if v.id == only), None)
@@ -194,7 +224,15 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
             cur.update(zip(others, new))
         feeds.append({"name": fname, "id": v.id, "var_name": v.name, "ref_id": plan["ref"].get(v.id),
                       "shape": [int(d) for d in v.shape], "model_input": is_input, **info})
-    outputs = {output_name(k, var.name): var for k, var in cur.items()}
+    outputs = []
+    for k, var in cur.items():
+        var.name = output_name(k, var.name)
+        info = _dtype_info(var)
+        if info["convert"] or info["feed_dtype"] is None:
+            # lite refuses Bool and quantized outputs: output a float32 copy, read var from the dump
+            var = G.apply_normal_varnode(TypeCvt(dtype=np.dtype("float32")), var)[0]
+            var.name = output_name(k, "") + ".out"
+        outputs.append(var)
     buf, _ = G.dump_graph(outputs, dump_format="FBS", keep_var_name=2)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -203,7 +241,8 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
              "opr_type": v.owner.type, "output": output_name(v.id, v.name),
              "inputs": [u.id for u in v.owner.inputs], "input_shapes": [[int(d) for d in u.shape] for u in v.owner.inputs],
              "shape": [int(d) for d in v.shape], "dtype": _dtype_info(v)["dtype"],
-             "static": v.id in plan["static"], "problem": problems.get(v.id)} for v in measured]
+             "static": v.id in plan["static"], "problem": problems.get(v.id), "unit": units.get(v.id, [])}
+            for v in measured]
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
               "feeds": list(reversed(feeds)), "measured": meas,
               "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}

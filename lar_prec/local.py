@@ -95,6 +95,9 @@ class MeasuredVar:
     dtype: str
     static: bool
     problem: Optional[str]
+    #: vars without a reference value computed together with this one (fused by lite at
+    #: load time): the local error is that of the unit
+    unit: Tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -219,11 +222,6 @@ def megengine_rel(a: "np.ndarray", b: "np.ndarray") -> float:
     return float(np.max(np.abs(a - b) / den))
 
 
-def _value(folder: DumpFolder, var_id: int, scale: Optional[float] = None) -> "np.ndarray":
-    arr = np.asarray(folder[var_id].array())
-    return arr.astype(np.float64) * scale if scale else arr
-
-
 # ============================================================================ build and run
 
 
@@ -289,7 +287,8 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
                        f["feed_dtype"], f["scale"], f["model_input"]) for f in data["feeds"])
     measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
                                  tuple(m["inputs"]), tuple(tuple(s) for s in m["input_shapes"]), tuple(m["shape"]),
-                                 m["dtype"], m["static"], m["problem"]) for m in data["measured"])
+                                 m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())))
+                     for m in data["measured"])
     return LayerwiseModel(out / "layerwise.mge", Path(data["model"]),
                           Path(data["ref_dump"]) if data["ref_dump"] else None, feeds, measured,
                           tuple((k["id"], k["reason"]) for k in data["kept"]))
@@ -332,6 +331,15 @@ def run_layerwise(lw: LayerwiseModel, inputs: str, dump_dir: PathLike, config: "
     return DumpFolder(dump)
 
 
+def _same_var(folder: DumpFolder, m: MeasuredVar) -> Optional[int]:
+    """``m``'s id in a dump of the model it was built from: the same id and name, else the
+    one var of that name (lite's load-time rewrites can renumber vars)."""
+    if m.id in folder and folder[m.id].var.name == m.name:
+        return m.id
+    ids = [d.id for d in folder if d.var.name == m.name]
+    return ids[0] if len(ids) == 1 else None
+
+
 def _outputs(folder: DumpFolder) -> Dict[int, int]:
     """Original var id -> id in a layerwise dump, from the ``.lw<id>`` output names."""
     out: Dict[int, int] = {}
@@ -372,15 +380,26 @@ def _fed(folder: DumpFolder, vid: int) -> bool:
 
 
 def _isolation(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, int]) -> CheckResult:
-    """Every measured operator reads only fed inputs, constants, feed converters or shape vars
-    (read from the layerwise run's dump titles, so it checks what really ran)."""
+    """Every measured operator reads only fed inputs, constants, feed converters or shape vars,
+    or vars of its unit (not measured, computed only from those); read from the layerwise
+    run's dump titles, so it checks what really ran."""
     memo: Dict[int, bool] = {}
+    measured_ids = set(outs.values())
+    ok_memo: Dict[int, bool] = {}
+
+    def ok(vid: int) -> bool:
+        if vid not in ok_memo:
+            ok_memo[vid] = False
+            ok_memo[vid] = _fed(folder, vid) or _static(folder, vid, memo) or (
+                vid not in measured_ids and vid in folder and all(ok(u) for u in folder.inputs_of(vid)))
+        return ok_memo[vid]
+
     failures = []
     for m in lw.measured:
         if m.id not in outs or m.static:
             continue
         for v in folder[outs[m.id]].inputs:
-            if not (_fed(folder, v.id) or _static(folder, v.id, memo)):
+            if not ok(v.id):
                 failures.append((m.id, m.problem or f"reads {v.name} computed by {v.opr_type}"))
                 break
     return CheckResult("isolation", "fail" if failures else "pass", tuple(failures))
@@ -445,8 +464,9 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         local_err = entire = None
         if m.id in outs and m.ref_id is not None:
             local_err = megengine_rel(local[outs[m.id]].array(), ref[m.ref_id].array())
-        if test is not None and m.ref_id is not None and m.id in test:
-            entire = megengine_rel(test[m.id].array(), ref[m.ref_id].array())
+        tid = _same_var(test, m) if test is not None else None
+        if tid is not None and m.ref_id is not None:
+            entire = megengine_rel(test[tid].array(), ref[m.ref_id].array())
         problem = m.problem or iso.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem))
     return LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
