@@ -207,7 +207,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
         ids = {m.id for m in measured}
         measured = [v for v in owner.outputs if v.id in ids]
         needed = {v.id for v in owner.inputs}
-        plan["cut"] = [v for v in plan["cut"] if v.id in needed or v.owner.type == "Host2DeviceCopy"]
+        plan["cut"] = [v for v in plan["cut"] if v.id in needed]
     cur = {v.id: v for v in measured}
     feeds: List[Dict[str, Any]] = []
     for v in reversed(plan["cut"]):

@@ -225,7 +225,7 @@ def megengine_rel(a: "np.ndarray", b: "np.ndarray") -> float:
 # ============================================================================ build and run
 
 
-def _python_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
+def child_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -237,7 +237,7 @@ def _python_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
     return env
 
 
-def _child(argv: Sequence[str], env: Dict[str, str], timeout: float, what: str, log_dir: Path) -> None:
+def run_child(argv: Sequence[str], env: Dict[str, str], timeout: float, what: str, log_dir: Path) -> None:
     """Run one child process; its output goes to ``log_dir``; RunError when it fails."""
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -272,8 +272,19 @@ def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_di
     argv = [sys.executable, "-m", "lar_prec.layerwise_build", str(model), str(ref_dump_folder or ""), str(out)]
     if only is not None:
         argv += ["--only", str(int(only))]
-    _child(argv, _python_env(), timeout, f"building the layerwise model of {model}", out)
+    run_child(argv, child_env(), timeout, f"building the layerwise model of {model}", out)
     return read_layerwise(out)
+
+
+def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,
+                   timeout: float = DEFAULT_TIMEOUT) -> Path:
+    """Write a copy of ``model`` with constant ``const_name`` (e.g. a conv weight) times
+    ``factor``: a fault injected by rewriting the model, so it propagates through MegEngine."""
+    out = Path(out)
+    argv = [sys.executable, "-m", "lar_prec.layerwise_build", "--scale-const", str(model), const_name,
+            repr(float(factor)), str(out)]
+    run_child(argv, child_env(), timeout, f"rewriting {model}", out.parent / (out.name + ".log"))
+    return out
 
 
 def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
@@ -327,7 +338,7 @@ def run_layerwise(lw: LayerwiseModel, inputs: str, dump_dir: PathLike, config: "
     cfg = get_config(config)
     dump = Path(dump_dir)
     argv = lar_argv(lw.path, inputs, dump, cfg)
-    _child(argv, _python_env(cfg.env_dict()), timeout, f"the layerwise model under {cfg.name}", dump.parent)
+    run_child(argv, child_env(cfg.env_dict()), timeout, f"the layerwise model under {cfg.name}", dump.parent)
     return DumpFolder(dump)
 
 
@@ -340,7 +351,7 @@ def _same_var(folder: DumpFolder, m: MeasuredVar) -> Optional[int]:
     return ids[0] if len(ids) == 1 else None
 
 
-def _outputs(folder: DumpFolder) -> Dict[int, int]:
+def output_ids(folder: DumpFolder) -> Dict[int, int]:
     """Original var id -> id in a layerwise dump, from the ``.lw<id>`` output names."""
     out: Dict[int, int] = {}
     for d in folder:
@@ -444,15 +455,15 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     cfg = get_config(test_config)
     inputs = write_feeds(lw, ref, out / "inputs-ref")
     local = run_layerwise(lw, inputs, out / "local" / "dump", cfg, timeout=timeout)
-    outs = _outputs(local)
+    outs = output_ids(local)
     results = [_isolation(lw, local, outs)]
     if checks:
         self_dump = run_layerwise(lw, inputs, out / "reference-self" / "dump", reference_config, timeout=timeout)
-        results.append(_bitwise("reference_self", lw, self_dump, _outputs(self_dump), ref, "ref"))
+        results.append(_bitwise("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
         if test is not None:
             fed = write_feeds(lw, test, out / "inputs-test", by="test")
             test_fed = run_layerwise(lw, fed, out / "test-fed" / "dump", cfg, timeout=timeout)
-            results.append(_bitwise("test_fed", lw, test_fed, _outputs(test_fed), test, "test"))
+            results.append(_bitwise("test_fed", lw, test_fed, output_ids(test_fed), test, "test"))
         else:
             results.append(CheckResult("test_fed", "skipped", note="no test dump given"))
     else:
