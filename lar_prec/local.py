@@ -390,7 +390,7 @@ def _fed(folder: DumpFolder, vid: int) -> bool:
         folder.var_info(u).opr_type == "Host2DeviceCopy" for u in folder.inputs_of(vid))
 
 
-def _isolation(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, int]) -> CheckResult:
+def isolation_check(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, int]) -> CheckResult:
     """Every measured operator reads only fed inputs, constants, feed converters or shape vars,
     or vars of its unit (not measured, computed only from those); read from the layerwise
     run's dump titles, so it checks what really ran."""
@@ -416,7 +416,7 @@ def _isolation(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, int]) 
     return CheckResult("isolation", "fail" if failures else "pass", tuple(failures))
 
 
-def _bitwise(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[int, int], want: DumpFolder,
+def bitwise_check(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[int, int], want: DumpFolder,
              want_id: str) -> CheckResult:
     """Every measured var of ``got`` has the same bytes as ``want`` (ids: ``ref_id`` or ``id``)."""
     failures = []
@@ -456,14 +456,14 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     inputs = write_feeds(lw, ref, out / "inputs-ref")
     local = run_layerwise(lw, inputs, out / "local" / "dump", cfg, timeout=timeout)
     outs = output_ids(local)
-    results = [_isolation(lw, local, outs)]
+    results = [isolation_check(lw, local, outs)]
     if checks:
         self_dump = run_layerwise(lw, inputs, out / "reference-self" / "dump", reference_config, timeout=timeout)
-        results.append(_bitwise("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
+        results.append(bitwise_check("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
         if test is not None:
             fed = write_feeds(lw, test, out / "inputs-test", by="test")
             test_fed = run_layerwise(lw, fed, out / "test-fed" / "dump", cfg, timeout=timeout)
-            results.append(_bitwise("test_fed", lw, test_fed, output_ids(test_fed), test, "test"))
+            results.append(bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test"))
         else:
             results.append(CheckResult("test_fed", "skipped", note="no test dump given"))
     else:
