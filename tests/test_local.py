@@ -189,3 +189,33 @@ def test_megengine_metric_and_nonfinite_values():
     assert megengine_rel(a, a) == 0.0
     assert megengine_rel(np.array([0.5, 4.0]), np.array([0.25, 5.0])) == 0.25
     assert megengine_rel(np.array([1.0, 2.0]), np.array([1.0, np.nan])) == math.inf
+
+
+def test_fault_of_1e_5_in_a_matmul_is_rooted(manifest, lar_dump, tmp_path):
+    case = manifest["attention"]
+    model = scale_constant(case.model, "f1.weight", 1 + 1e-5, tmp_path / "faulty.mge")
+    run_lar(model, case.input_specs(), tmp_path / "test-dump")
+    result = local_errors(model, lar_dump("attention", "naive"), "default", out_dir=tmp_path / "local",
+                          test_dump=tmp_path / "test-dump", checks=False)
+    verdict = local_roots(result)
+    assert [r.name for r in verdict.roots] == ["f1.MatrixMul"]
+    assert verdict.roots[0].margin > 3
+
+
+@pytest.mark.parametrize("case", ["fastrun_shake", "mlp"])
+def test_fast_run_noise_is_not_a_root(manifest, lar_dump, tmp_path, case):
+    result = local_errors(manifest[case].model, lar_dump(case, "naive"), "fast-run", out_dir=tmp_path,
+                          test_dump=lar_dump(case, "fast-run"))
+    assert result.check("isolation").status == "pass" and result.check("reference_self").status == "pass"
+    assert any(v.local_err for v in result.vars), "fast-run kernels differ from naive somewhere"
+    assert local_roots(result).roots == ()
+
+
+@pytest.mark.parametrize("module", ["local", "replay", "layerwise_build"])
+def test_local_modules_import_without_megengine(module):
+    block = ("import sys\nclass Block:\n    def find_spec(self, name, path=None, target=None):\n"
+             "        if name.split('.')[0] in ('megengine', 'megenginelite'):\n"
+             "            raise ImportError('blocked: ' + name)\nsys.meta_path.insert(0, Block())\n")
+    proc = subprocess.run([sys.executable, "-c", block + f"import lar_prec.{module}; print('ok')"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-1500:]
