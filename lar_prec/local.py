@@ -22,7 +22,7 @@ import math
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -416,6 +416,16 @@ def isolation_check(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, i
     return CheckResult("isolation", "fail" if failures else "pass", tuple(failures))
 
 
+#: why a test-fed check under fast-run can fail without any bug
+FAST_RUN_NOTE = ("fast-run picks algorithms by timing in every process: pin them with the test run's "
+                 "--fast-run-algo-policy cache (RunConfig.with_extra) to run the same algorithms")
+
+
+def _unpinned_fast_run(cfg: RunConfig) -> bool:
+    flags = {f.split("=")[0].lstrip("-").replace("-", "_") for f in cfg.flags}
+    return bool(flags & {"fast_run", "full_run"}) and "fast_run_algo_policy" not in flags
+
+
 def bitwise_check(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[int, int], want: DumpFolder,
              want_id: str) -> CheckResult:
     """Every measured var of ``got`` has the same bytes as ``want`` (ids: ``ref_id`` or ``id``)."""
@@ -443,7 +453,9 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     ``model`` is the model the test side ran; ``ref_dump`` the reference run's
     ``--bin-io-dump`` folder. With ``test_dump`` (the test run's dump) the accumulated error
     is reported next to the local one and the test-fed check runs. ``checks=False`` skips the
-    two extra runs of the checks (the isolation check is free).
+    two extra runs of the checks (the isolation check is free). Under ``--fast-run`` give
+    the test run's ``--fast-run-algo-policy`` cache in ``test_config`` (``with_extra``), or
+    the layerwise run may pick other algorithms than the test run did.
 
     Raises:
         UsageError: missing model or dumps; RunError: a run of the layerwise model failed.
@@ -463,7 +475,10 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         if test is not None:
             fed = write_feeds(lw, test, out / "inputs-test", by="test")
             test_fed = run_layerwise(lw, fed, out / "test-fed" / "dump", cfg, timeout=timeout)
-            results.append(bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test"))
+            check = bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test")
+            if check.failures and _unpinned_fast_run(cfg):
+                check = replace(check, note=FAST_RUN_NOTE)
+            results.append(check)
         else:
             results.append(CheckResult("test_fed", "skipped", note="no test dump given"))
     else:

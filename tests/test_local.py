@@ -219,3 +219,16 @@ def test_local_modules_import_without_megengine(module):
     proc = subprocess.run([sys.executable, "-c", block + f"import lar_prec.{module}; print('ok')"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-1500:]
+
+
+def test_fast_run_pinned_by_the_test_runs_cache_reproduces_the_test_dump(manifest, tmp_path, lar_dump):
+    from lar_prec.runner import get_config
+
+    case = manifest["fastrun_shake"]
+    cache = tmp_path / "algo.cache"
+    run_lar(case.model, case.input_specs(), tmp_path / "test", flags=("--fast-run", "--fast-run-algo-policy", str(cache)))
+    cfg = get_config("fast-run").with_extra(["--fast-run-algo-policy", str(cache)])
+    result = local_errors(case.model, lar_dump("fastrun_shake", "naive"), cfg, out_dir=tmp_path / "o",
+                          test_dump=tmp_path / "test")
+    assert [c.status for c in result.checks] == ["pass", "pass", "pass"], result.checks
+    assert local_roots(result).roots == ()
