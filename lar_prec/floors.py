@@ -38,6 +38,8 @@ ELEMWISE_ULPS = 4.0
 FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
 #: the calibrated factor is this many times the upper quartile of the run's normalised local errors
 FLOOR_QUARTILE_FACTOR = 4.0
+#: the smallest magnitude a floor is scaled by (an all-zero var still gets a floor)
+MIN_MAGNITUDE = 2.0 ** -20
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,14 @@ def _kind(m: "MeasuredVar | LocalVar") -> str:
     return "reducing" if m.opr_type in REDUCING else "elementwise"
 
 
+def _magnitude(v: "LocalVar") -> float:
+    """min(max |reference value|, 1): MegEngine's metric is absolute below 1, so rounding noise
+    of a var with small values is small in it (a var of values ~0.01 has 100x less)."""
+    if v.ref_max_abs is None or not math.isfinite(v.ref_max_abs):
+        return 1.0
+    return min(max(v.ref_max_abs, MIN_MAGNITUDE), 1.0)
+
+
 def noise_floors(result: LocalResult) -> Dict[int, float]:
     """Each measured var's noise floor of local error (MegEngine's metric).
 
@@ -103,6 +113,7 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
     ulps. Reducing operators: ``eps * sqrt(K) * s`` with K the reduction length and ``s``
     calibrated from this run: 4 x the upper quartile of ``local_err / (eps * sqrt(K))`` over
     the reducing operators, bounded to [1.5, 64] (a single fault does not move a quartile).
+    Float floors are scaled by the var's magnitude (:func:`_magnitude`).
     """
     lw = {m.id: m for m in result.layerwise.measured}
     units: Dict[int, float] = {}
@@ -110,7 +121,7 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
     for v in result.vars:
         m = lw[v.id]
         if _kind(m) == "reducing":
-            units[v.id] = EPS[m.dtype] * math.sqrt(reduction_length(m))
+            units[v.id] = EPS[m.dtype] * math.sqrt(reduction_length(m)) * _magnitude(v)
             if v.local_err is not None and math.isfinite(v.local_err):
                 ratios.append(v.local_err / units[v.id])
     spread = float(np.percentile(ratios, 75)) if ratios else 0.0
@@ -121,7 +132,7 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
         if kind == "exact":
             floors[v.id] = 0.0
         elif kind == "elementwise":
-            floors[v.id] = EPS[v.dtype] * ELEMWISE_ULPS
+            floors[v.id] = EPS[v.dtype] * ELEMWISE_ULPS * _magnitude(v)
         else:
             floors[v.id] = units[v.id] * scale
     return floors

@@ -129,6 +129,8 @@ class LocalVar:
     entire_err: Optional[float]
     isolated: bool
     problem: Optional[str] = None
+    #: max |reference value| over finite elements (None: not a float var or no reference)
+    ref_max_abs: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,14 @@ def megengine_rel(a: "np.ndarray", b: "np.ndarray") -> float:
         return 0.0
     den = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)
     return float(np.max(np.abs(a - b) / den))
+
+
+def _max_abs(a: "np.ndarray") -> Optional[float]:
+    a = np.asarray(a)
+    if a.dtype.kind != "f" or a.size == 0:
+        return None
+    finite = np.abs(a[np.isfinite(a)])
+    return float(finite.max()) if finite.size else None
 
 
 # ============================================================================ build and run
@@ -443,12 +453,15 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     rows = []
     for m in lw.measured:
         local_err = entire = None
+        scale = None
         if m.id in outs and m.ref_id is not None:
-            local_err = megengine_rel(local[outs[m.id]].array(), ref[m.ref_id].array())
+            want = ref[m.ref_id].array()
+            local_err = megengine_rel(local[outs[m.id]].array(), want)
+            scale = _max_abs(want)
         tid = _same_var(test, m) if test is not None else None
         if tid is not None and m.ref_id is not None:
             entire = megengine_rel(test[tid].array(), ref[m.ref_id].array())
         problem = m.problem or iso.get(m.id)
-        rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem))
+        rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale))
     return LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
                        Path(local.path), tuple(rows), tuple(results))

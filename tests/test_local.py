@@ -232,3 +232,28 @@ def test_fast_run_pinned_by_the_test_runs_cache_reproduces_the_test_dump(manifes
                           test_dump=tmp_path / "test")
     assert [c.status for c in result.checks] == ["pass", "pass", "pass"], result.checks
     assert local_roots(result).roots == ()
+
+
+def test_a_small_second_fault_behind_a_large_one_is_its_own_root(manifest, lar_dump, tmp_path):
+    case = manifest["resnet"]
+    once = scale_constant(case.model, "blocks.0.a.weight", 1 + 1e-3, tmp_path / "one.mge")
+    twice = scale_constant(once, "blocks.2.b.weight", 1 + 1e-5, tmp_path / "two.mge")
+    run_lar(twice, case.input_specs(), tmp_path / "test")
+    result = local_errors(twice, lar_dump("resnet", "naive"), "default", out_dir=tmp_path / "o",
+                          test_dump=tmp_path / "test", checks=False)
+    verdict = local_roots(result)
+    assert [r.name for r in verdict.roots] == ["blocks.0.a.Convolution", "blocks.2.b.Convolution"]
+    small = verdict.roots[1]
+    # seen, the second conv's error is the first fault's (1e-3 >> 1e-5); made, it is its own
+    assert small.entire_err > 1e-4 and 5e-6 < small.local_err < 2e-5
+
+
+def test_under_fast_run_a_fault_is_rooted_not_the_noisy_convolutions_before_it(manifest, lar_dump, tmp_path):
+    case = manifest["fastrun_shake"]
+    model = scale_constant(case.model, "convs.8.weight", 1 + 1e-5, tmp_path / "faulty.mge")
+    run_lar(model, case.input_specs(), tmp_path / "test", flags=("--fast-run",))
+    result = local_errors(model, lar_dump("fastrun_shake", "naive"), "fast-run", out_dir=tmp_path / "o",
+                          test_dump=tmp_path / "test", checks=False)
+    assert [r.name for r in local_roots(result).roots] == ["convs.8.Convolution"]
+    before = [v for v in result.vars if v.opr_type == "ConvolutionForward" and v.id < local_roots(result).roots[0].id]
+    assert any(v.local_err for v in before), "fast-run convolutions before the fault make noise"
