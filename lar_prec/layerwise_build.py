@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from lar_prec.outputs import atomic_write_text
+
 #: schema of layerwise.json
 SCHEMA = "lar-prec.layerwise/1"
 #: operators that compute nothing from other vars: model inputs and stored values
@@ -246,7 +248,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
               "feeds": list(reversed(feeds)), "measured": meas,
               "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}
-    (out / "layerwise.json").write_text(json.dumps(record, indent=1))
+    atomic_write_text(out / "layerwise.json", json.dumps(record, indent=1) + "\n", what="layerwise model record")
     return record
 
 
