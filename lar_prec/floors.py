@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from lar_prec._lazy import numpy as np
 
@@ -183,8 +183,39 @@ def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iter
     verdict = verdict or local_roots(result)
     for c in result.checks:
         extra = f" ({len(c.failures)} vars: " + ", ".join(f"{k}: {w}" for k, w in c.failures[:3]) + ")" \
-            if c.failures else (f" ({c.note})" if c.note else "")
-        yield f"check {c.name}: {c.status}{extra}"
+            if c.failures else ""
+        note = f"; {c.note}" if c.note else ""
+        yield f"check {c.name}: {c.status}{extra}{note}"
     for r in verdict.roots:
         yield (f"root {r.id} {r.name} [{r.opr_type}]: local {r.local_err:.3g} > floor {r.floor:.3g} "
                f"(x{r.margin:.3g})")
+
+
+def _num(x: Optional[float]) -> Optional[float]:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Dict[str, Any]:
+    """The local analysis as one JSON object (``schema: lar-prec.local/1``): every var's
+    local and accumulated error, floor and label, the roots with margin, the checks, and
+    what could not be isolated. Non-finite errors are written as null with ``nonfinite``."""
+    verdict = verdict or local_roots(result)
+    lw = result.layerwise
+    return {
+        "schema": "lar-prec.local/1", "config": result.config, "model": str(lw.source_model),
+        "layerwise_model": str(lw.path), "ref_dump": str(result.ref_dump),
+        "test_dump": str(result.test_dump) if result.test_dump else None,
+        "vars": [{"id": v.id, "name": v.name, "opr_type": v.opr_type, "dtype": v.dtype,
+                  "local_err": _num(v.local_err), "entire_err": _num(v.entire_err),
+                  "nonfinite": any(x is not None and not math.isfinite(x) for x in (v.local_err, v.entire_err)),
+                  "floor": verdict.floors.get(v.id), "label": verdict.labels.get(v.id),
+                  "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
+                  "unit": list(lw.var(v.id).unit)} for v in result.vars],
+        "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": _num(r.local_err),
+                   "floor": r.floor, "margin": _num(r.margin), "entire_err": _num(r.entire_err)}
+                  for r in verdict.roots],
+        "checks": [{"name": c.name, "status": c.status, "note": c.note,
+                    "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in result.checks],
+        "not_isolated": [{"id": k, "why": w} for k, w in lw.not_isolated.items()],
+        "kept_computed": [{"id": k, "why": w} for k, w in lw.kept],
+    }

@@ -35,7 +35,7 @@ from lar_prec.runner import RunConfig, get_config
 
 # floors and roots live in lar_prec.floors; re-exported: one import for callers
 from lar_prec.floors import (DATA_MOVEMENT, EPS, REDUCING, LocalRoot, LocalVerdict,  # noqa: F401
-                             local_roots, noise_floors, reduction_length, summary)
+                             local_json, local_roots, noise_floors, reduction_length, summary)
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -418,7 +418,8 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     ``model`` is the model the test side ran; ``ref_dump`` the reference run's
     ``--bin-io-dump`` folder. With ``test_dump`` (the test run's dump) the accumulated error
     is reported next to the local one and the test-fed check runs. ``checks=False`` skips the
-    two extra runs of the checks (the isolation check is free). Under ``--fast-run`` give
+    two extra runs of the checks (the isolation check is free). ``out_dir/local.json``
+    gets :func:`~lar_prec.floors.local_json` of the result. Under ``--fast-run`` give
     the test run's ``--fast-run-algo-policy`` cache in ``test_config`` (``with_extra``), or
     the layerwise run may pick other algorithms than the test run did.
 
@@ -463,5 +464,7 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
             entire = megengine_rel(test[tid].array(), ref[m.ref_id].array())
         problem = m.problem or iso.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale))
-    return LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
-                       Path(local.path), tuple(rows), tuple(results))
+    result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
+                         Path(local.path), tuple(rows), tuple(results))
+    atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
+    return result

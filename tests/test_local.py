@@ -92,6 +92,10 @@ def test_fault_in_one_convolution_is_the_only_local_root(fault):
     # the layerwise model of the faulty model differs from the reference run exactly there
     assert [k for k, _ in fault.check("reference_self").failures] == [root.id]
     assert fault.check("test_fed").status == "pass"
+    record = json.loads((fault.local_dump.parent.parent / "local.json").read_text())
+    assert [r["name"] for r in record["roots"]] == [root.name] and record["roots"][0]["margin"] > 50
+    labels = {v["id"]: v["label"] for v in record["vars"]}
+    assert all(labels[v.id] == "inherited" for v in downstream)
 
 
 def test_repro_folder_reproduces_the_divergence(fault, tmp_path):
