@@ -26,8 +26,8 @@ from typing import Dict, List, Optional, Sequence
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.iodump import DumpFolder
-from lar_prec.local import (DEFAULT_TIMEOUT, LocalResult, run_child, output_ids, child_env, build_layerwise,
-                            megengine_rel, write_feeds)
+from lar_prec.local import (DEFAULT_TIMEOUT, LocalResult, LocalVerdict, build_layerwise, child_env, local_roots,
+                            megengine_rel, output_ids, run_child, write_feeds)
 from lar_prec.outputs import atomic_write_text
 from lar_prec.runner import RunConfig, get_config
 
@@ -117,6 +117,15 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
     atomic_write_text(out / "repro.json", json.dumps(record, indent=1) + "\n", what="repro record")
     atomic_write_text(out / "README.md", _readme(record), what="repro README")
     return Repro(out, m.id, m.name, m.opr_type, float(row.local_err or 0.0))
+
+
+def make_repros(result: LocalResult, out_dir: "str | Path", verdict: Optional[LocalVerdict] = None, *,
+                limit: int = 10, timeout: float = DEFAULT_TIMEOUT) -> List[Repro]:
+    """A repro folder ``out_dir/repro-<id>`` for each local root (most likely first, at most
+    ``limit``: each costs a model load and a one-operator dump)."""
+    verdict = verdict or local_roots(result)
+    return [make_repro(result, r.id, Path(out_dir) / f"repro-{r.id}", timeout=timeout)
+            for r in verdict.roots[:limit]]
 
 
 def _readme(r: Dict) -> str:

@@ -21,7 +21,7 @@ from lar_prec.errors import UsageError
 from lar_prec.iodump import DumpFolder
 from lar_prec.local import (DATA_MOVEMENT, build_layerwise, isolation_check, local_errors, local_roots, megengine_rel,
                             noise_floors, reduction_length, scale_constant)
-from lar_prec.replay import make_repro, replay
+from lar_prec.replay import make_repro, make_repros, replay
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,10 @@ def test_fault_in_one_convolution_is_the_only_local_root(fault):
 
 def test_repro_folder_reproduces_the_divergence(fault, tmp_path):
     root = local_roots(fault).roots[0]
-    repro = make_repro(fault, root.id, tmp_path / "repro")
+    repros = make_repros(fault, tmp_path / "repros")
+    assert [r.var_id for r in repros] == [root.id]
+    repro = repros[0]
+    assert repro.dir == tmp_path / "repros" / f"repro-{root.id}"
     names = {p.name for p in repro.dir.iterdir()}
     assert {"model.mge", "inputs", "reference.npy", "observed.npy", "repro.json", "README.md"} <= names
     rec = json.loads((repro.dir / "repro.json").read_text())
