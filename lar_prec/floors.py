@@ -36,8 +36,9 @@ EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
 ELEMWISE_ULPS = 4.0
 #: bounds of the calibrated factor on ``eps * sqrt(reduction length)``
 FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
-#: the calibrated factor is this many times the upper quartile of the run's normalised local errors
-FLOOR_QUARTILE_FACTOR = 4.0
+#: the calibrated factor is this many times the median of the run's normalised local errors
+#: (a median: one fault among three reducing operators does not move it)
+FLOOR_MEDIAN_FACTOR = 4.0
 #: the smallest magnitude a floor is scaled by (an all-zero var still gets a floor)
 MIN_MAGNITUDE = 2.0 ** -20
 
@@ -111,8 +112,8 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
 
     Data movement and integer operators: 0 (bit-exact). Elementwise float operators: a few
     ulps. Reducing operators: ``eps * sqrt(K) * s`` with K the reduction length and ``s``
-    calibrated from this run: 4 x the upper quartile of ``local_err / (eps * sqrt(K))`` over
-    the reducing operators, bounded to [1.5, 64] (a single fault does not move a quartile).
+    calibrated from this run: 4 x the median of ``local_err / (eps * sqrt(K))``
+    over the reducing operators, bounded to [1.5, 64] (a single fault does not move a median).
     Float floors are scaled by the var's magnitude (:func:`_magnitude`).
     """
     lw = {m.id: m for m in result.layerwise.measured}
@@ -122,10 +123,11 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
         m = lw[v.id]
         if _kind(m) == "reducing":
             units[v.id] = EPS[m.dtype] * math.sqrt(reduction_length(m)) * _magnitude(v)
+            # zeros count: with few reducing operators, a median of the non-zero ones can be the fault
             if v.local_err is not None and math.isfinite(v.local_err):
                 ratios.append(v.local_err / units[v.id])
-    spread = float(np.percentile(ratios, 75)) if ratios else 0.0
-    scale = min(max(FLOOR_QUARTILE_FACTOR * spread, FLOOR_SCALE_MIN), FLOOR_SCALE_MAX)
+    spread = float(np.median(ratios)) if ratios else 0.0
+    scale = min(max(FLOOR_MEDIAN_FACTOR * spread, FLOOR_SCALE_MIN), FLOOR_SCALE_MAX)
     floors: Dict[int, float] = {}
     for v in result.vars:
         kind = _kind(lw[v.id])
