@@ -39,7 +39,7 @@ typedef struct {
     float max_rel;    /* max |a-b| / max(|a|,|b|) over positions where that is defined; -1: none */
     float scale;      /* max max(|a|,|b|) */
     float max_abs;    /* max |a-b| */
-    double sum_abs, aa, ad, dd;
+    double sum_abs, aa, ab, bb, dd;
     Py_ssize_t n_over;
     uint32_t max_ulp;
 } result_t;
@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
     v8sf best = zero - 1.0f, rel = zero - 1.0f, scale = zero, mabs = zero;
     v8si over = {0};
     v8su ulp = {0};
-    v4df saa = {0}, sad = {0}, sdd = {0}, sab = {0};
+    v4df saa = {0}, sab = {0}, sbb = {0}, sdd = {0}, sabs = {0};
     Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
     for (; i < nv; i += 8) {
         v8sf va, vb;
@@ -86,20 +86,24 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
         v8sf aa_ = vabs(va), ab_ = vabs(vb);
         v8sf d0 = va - vb;
         v8sf d = vabs(d0);
-        /* a.a, a.d, d.d and sum |d| in float64 (lar_prec.metrics.sums): a product of two
-           float32 is exact there, and the cosine (b.b = a.a - 2 a.d + d.d) cancels badly
-           when b is small next to a */
-        v4sf alo, ahi, dlo, dhi;
+        /* a.a, a.b, b.b, d.d and sum |d| in float64 (lar_prec.metrics.sums): a product of
+           two float32 is exact there; each sum is direct, since b.b or d.d derived from the
+           others cancels badly when b is small next to a, or close to it */
+        v4sf alo, ahi, blo, bhi, dlo, dhi;
         memcpy(&alo, &va, 16);
         memcpy(&ahi, (const char *)&va + 16, 16);
+        memcpy(&blo, &vb, 16);
+        memcpy(&bhi, (const char *)&vb + 16, 16);
         memcpy(&dlo, &d0, 16);
         memcpy(&dhi, (const char *)&d0 + 16, 16);
         v4df xa = __builtin_convertvector(alo, v4df), ya = __builtin_convertvector(ahi, v4df);
+        v4df xb = __builtin_convertvector(blo, v4df), yb = __builtin_convertvector(bhi, v4df);
         v4df xd = __builtin_convertvector(dlo, v4df), yd = __builtin_convertvector(dhi, v4df);
         saa += xa * xa + ya * ya;
-        sad += xa * xd + ya * yd;
+        sab += xa * xb + ya * yb;
+        sbb += xb * xb + yb * yb;
         sdd += xd * xd + yd * yd;
-        sab += vabsd(xd) + vabsd(yd);
+        sabs += vabsd(xd) + vabsd(yd);
         v8sf m = sel(aa_ > ab_, aa_, ab_);
         scale = sel(m > scale, m, scale);
         mabs = sel(d > mabs, d, mabs);
@@ -126,12 +130,13 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
         n_over += over[k];
         if (ulp[k] > r_ulp) r_ulp = ulp[k];
     }
-    double s_aa = 0, s_ad = 0, s_dd = 0, s_ab = 0;
+    double s_aa = 0, s_ab = 0, s_bb = 0, s_dd = 0, s_abs = 0;
     for (int k = 0; k < 4; k++) {
         s_aa += saa[k];
-        s_ad += sad[k];
-        s_dd += sdd[k];
         s_ab += sab[k];
+        s_bb += sbb[k];
+        s_dd += sdd[k];
+        s_abs += sabs[k];
     }
     /* the last n % 8 values, one at a time, same arithmetic */
     int tail_bad = 0;
@@ -140,9 +145,10 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
         float ax = fabsf(x), ay = fabsf(y), d0 = x - y, d = fabsf(d0);
         if (!(ax <= 3.40282347e38f) || !(d <= 3.40282347e38f)) tail_bad = 1;
         s_aa += (double)x * x;
-        s_ad += (double)x * d0;
+        s_ab += (double)x * y;
+        s_bb += (double)y * y;
         s_dd += (double)d0 * d0;
-        s_ab += (double)d;
+        s_abs += (double)d;
         float m = ax > ay ? ax : ay;
         if (m > r_scale) r_scale = m;
         if (d > r_mabs) r_mabs = d;
@@ -160,14 +166,15 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
             if (u > r_ulp) r_ulp = u;
         }
     }
-    r->bad = tail_bad || !isfinite(s_aa) || !isfinite(s_dd);
+    r->bad = tail_bad || !isfinite(s_aa) || !isfinite(s_bb) || !isfinite(s_dd);
     r->max_err = e_best;
     r->max_rel = r_rel;
     r->scale = r_scale;
     r->max_abs = r_mabs;
-    r->sum_abs = s_ab;
+    r->sum_abs = s_abs;
     r->aa = s_aa;
-    r->ad = s_ad;
+    r->ab = s_ab;
+    r->bb = s_bb;
     r->dd = s_dd;
     r->n_over = n_over;
     r->max_ulp = r_ulp;
@@ -209,7 +216,7 @@ static Py_ssize_t first_at(const float *a, const float *b, Py_ssize_t n, float t
 PyDoc_STRVAR(float32_doc,
 "float32(a, b, ulp, threshold, floor) -> tuple or None\n\n"
 "Metrics of two equal-length buffers of float32 values in one pass: (max_err, worst_index,\n"
-"max_rel (-1.0: undefined everywhere), scale, max_abs, sum_abs, aa, ad, dd, n_over, max_ulp).\n"
+"max_rel (-1.0: undefined everywhere), scale, max_abs, sum_abs, aa, ab, bb, dd, n_over, max_ulp).\n"
 "worst_index is -1 unless max_err > floor (the var's largest error so far); n_over counts\n"
 "errors above threshold (None: not counted; with 0 it is the count of differing values);\n"
 "max_ulp is None unless ulp. None when a value is NaN/Inf or float32 overflows: the caller\n"
@@ -242,8 +249,8 @@ static PyObject *py_float32(PyObject *self, PyObject *args) {
         Py_INCREF(out);
         goto done;
     }
-    out = Py_BuildValue("(dndddddddNN)", (double)r.max_err, r.worst, (double)r.max_rel, (double)r.scale,
-                        (double)r.max_abs, r.sum_abs, r.aa, r.ad, r.dd,
+    out = Py_BuildValue("(dnddddddddNN)", (double)r.max_err, r.worst, (double)r.max_rel, (double)r.scale,
+                        (double)r.max_abs, r.sum_abs, r.aa, r.ab, r.bb, r.dd,
                         count ? PyLong_FromSsize_t(r.n_over) : (Py_INCREF(Py_None), Py_None),
                         want_ulp ? PyLong_FromUnsignedLong(r.max_ulp) : (Py_INCREF(Py_None), Py_None));
 done:

@@ -68,7 +68,7 @@ def merge(accs: Sequence[Acc]) -> Acc:
             out.max_err, out.worst, out.worst_a, out.worst_b = a.max_err, a.worst, a.worst_a, a.worst_b
         out.max_abs = max(out.max_abs, a.max_abs)
         out.max_rel = max(out.max_rel, a.max_rel)
-        out.add_sums(a.aa, a.ad, a.dd, a.sum_abs)
+        out.add_sums(a.aa, a.ab, a.bb, a.dd, a.sum_abs)
         out.scale = max(out.scale, a.scale)
         if a.max_ulp is not None:
             out.ulp_update(a.max_ulp)
@@ -101,7 +101,7 @@ def acc_fields(acc: Acc, shape: Tuple[int, ...], fields: Dict[str, object]) -> D
             max_rel_err=acc.max_rel,
             mean_abs_err=acc.sum_abs / n,
             rmse=math.sqrt(acc.dd / n),
-            cosine=metrics.cosine_from_sums(acc.aa, acc.ad, acc.dd),
+            cosine=metrics.cosine_from_sums(acc.aa, acc.ab, acc.bb),
             max_ulp=acc.max_ulp,
             worst_index=unravel(acc.worst, shape),
             worst_a=acc.worst_a,

@@ -31,7 +31,7 @@ class _Scratch:
         # on first use: the C kernel's float32 path needs no numpy arrays (nor numpy)
         n = self.n
         self._arrays = ([np.empty(n, np.float32) for _ in range(4)], [np.empty(n, np.int32)],
-                        [np.empty(n, np.float64) for _ in range(2)])
+                        [np.empty(n, np.float64) for _ in range(3)])
         return self._arrays
 
     @property
@@ -46,7 +46,7 @@ class _Scratch:
 
     @property
     def d(self) -> List[np.ndarray]:
-        """Two float64 work arrays."""
+        """Three float64 work arrays."""
         return (self._arrays or self._make())[2]
 
     def raw(self, ka: int, kb: int) -> Tuple[bytearray, bytearray]:
@@ -109,9 +109,10 @@ class Acc:
         self.max_abs = 0.0
         self.max_rel = 0.0
         self.sum_abs = 0.0
-        # cosine and RMSE from three float64 sums, d = a - b: a.a, a.d, d.d (metrics.sums)
+        # cosine and RMSE from float64 sums, d = a - b: a.a, a.b, b.b, d.d (metrics.sums)
         self.aa = 0.0
-        self.ad = 0.0
+        self.ab = 0.0
+        self.bb = 0.0
         self.dd = 0.0
         self.scale = 0.0
         self.max_ulp: Optional[int] = None
@@ -127,9 +128,10 @@ class Acc:
     def ulp_update(self, u: int) -> None:
         self.max_ulp = u if self.max_ulp is None or u > self.max_ulp else self.max_ulp
 
-    def add_sums(self, aa: float, ad: float, dd: float, sum_abs: float) -> None:
+    def add_sums(self, aa: float, ab: float, bb: float, dd: float, sum_abs: float) -> None:
         self.aa += aa
-        self.ad += ad
+        self.ab += ab
+        self.bb += bb
         self.dd += dd
         self.sum_abs += sum_abs
 
@@ -197,7 +199,9 @@ def _float_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarray
     i = int(E.argmax())  # a NaN anywhere is returned first
     e = float(E[i])
     np.copyto(a64, a)
-    aa, ad, dd, sum_abs = metrics.sums(a64, d64, D)
+    b64 = s.d[2][:n]
+    np.copyto(b64, b)
+    aa, ab, bb, dd, sum_abs = metrics.sums(a64, b64, d64, D)
     if not (math.isfinite(e) and math.isfinite(aa) and math.isfinite(dd)):
         # NaN/Inf somewhere, or float32 overflow: the careful path
         _mixed_chunk(acc, a, b, ia, ib, off, s, ulp_div)
@@ -208,7 +212,7 @@ def _float_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarray
     acc.max_abs = max(acc.max_abs, float(D.max()))
     if rel == rel:
         acc.max_rel = max(acc.max_rel, rel)
-    acc.add_sums(aa, ad, dd, sum_abs)
+    acc.add_sums(aa, ab, bb, dd, sum_abs)
     if acc.count_over is not None and e > acc.count_over:
         acc.n_over += int(np.count_nonzero(E > acc.count_over))
         if acc.count_over == 0:
@@ -230,14 +234,14 @@ def _kernel_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
         return
     _kernel_add(acc, r, a.size, off, a, b)
     if ia is not None:
-        u = r[10] if c_ulp else _ulp_max(ia, ib, s, same_sign=r[2] < 1.0)
+        u = r[11] if c_ulp else _ulp_max(ia, ib, s, same_sign=r[2] < 1.0)
         acc.ulp_update(u // ulp_div if ulp_div > 1 else u)
 
 
 def _kernel_add(acc: Acc, r: tuple, n: int, off: int, a: Sequence[float], b: Sequence[float]) -> None:
     """Add one chunk's kernel result ``r`` (all but the ulps) to ``acc``; ``a``/``b`` give the
     values at the worst index."""
-    e, i, rel, scale, max_abs, sum_abs, aa, ad, dd, n_over, _ulp = r
+    e, i, rel, scale, max_abs, sum_abs, aa, ab, bb, dd, n_over, _ulp = r
     acc.n_fin += n
     if i >= 0:  # the kernel looks for the index only when e beats acc.max_err
         acc.worst_update(e, off + i, float(a[i]), float(b[i]))
@@ -247,7 +251,7 @@ def _kernel_add(acc: Acc, r: tuple, n: int, off: int, a: Sequence[float], b: Seq
         acc.max_abs = max_abs
     if rel > acc.max_rel:  # -1 when no position has a relative error
         acc.max_rel = rel
-    acc.add_sums(aa, ad, dd, sum_abs)
+    acc.add_sums(aa, ab, bb, dd, sum_abs)
     if n_over is not None:
         acc.n_over += n_over
         if acc.count_over == 0:  # over 0 is exactly "differs"
@@ -265,7 +269,7 @@ def _float32_kernel_range(acc: Acc, da: Extent, db: Extent, start: int, end: int
         r = f32(va, va if same else vb, True, acc.count_over, acc.max_err)
         if r is not None:
             _kernel_add(acc, r, len(va) // 4, pos, va.cast("f"), vb.cast("f"))
-            acc.ulp_update(r[10])
+            acc.ulp_update(r[11])
             continue
         # NaN/Inf somewhere: as on the numpy path (the only numpy here: a worker comparing
         # float32 vars need not import it)
@@ -309,7 +313,7 @@ def _f64_metrics(acc: Acc, a64: np.ndarray, b64: np.ndarray, index: np.ndarray, 
         return
     ds = a64 - b64
     d = np.abs(ds)
-    acc.add_sums(*metrics.sums(a64, ds, d))
+    acc.add_sums(*metrics.sums(a64, b64, ds, d))
     m = np.maximum(np.abs(a64), np.abs(b64))
     err = d / np.maximum(m, 1.0)
     if err32:
@@ -349,7 +353,10 @@ def _identical_chunk(acc: Acc, x: np.ndarray, start: int, s: _Scratch, ulp: bool
     x64 = s.d[0][:n] if n <= s.n else np.empty(n, np.float64)
     np.copyto(x64, x)
     acc.n_fin += n
-    acc.aa += metrics.sum_squares(x64)
+    xx = metrics.sum_squares(x64)  # identical values: a.a = a.b = b.b, d.d = 0
+    acc.aa += xx
+    acc.ab += xx
+    acc.bb += xx
     acc.scale = max(acc.scale, mag)
     acc.worst_update(0.0, start + first, float(x[0]), float(x[0]))
     if ulp:
@@ -391,7 +398,7 @@ def count_range(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
             if kernel is not None:
                 r = kernel.float32(a, b, False, threshold, math.inf)  # type: ignore[attr-defined]
                 if r is not None:
-                    count += r[9]
+                    count += r[10]  # n_over
                     continue
             n = a.size
             E, _r = metrics.megengine_err_into(a, b, s.f[0][:n], s.f[2][:n], s.f[1][:n])

@@ -78,20 +78,23 @@ def sum_squares(a64: "np.ndarray") -> float:
     return float(np.einsum("i,i->", a64, a64))
 
 
-def sums(a64: "np.ndarray", d64: "np.ndarray", absd: "Optional[np.ndarray]" = None) -> Tuple[float, float, float, float]:
-    """The float64 sums every path accumulates: (a.a, a.d, d.d, sum |d|), ``d = a - b``
-    (``absd``: ``|d|`` when the caller has it, in any float dtype; summed in float64)."""
+def sums(a64: "np.ndarray", b64: "np.ndarray", d64: "np.ndarray",
+         absd: "Optional[np.ndarray]" = None) -> Tuple[float, float, float, float, float]:
+    """The float64 sums every path accumulates: (a.a, a.b, b.b, d.d, sum |d|), ``d = a - b``
+    (``absd``: ``|d|`` when the caller has it, in any float dtype; summed in float64).
+
+    Each is summed directly: b.b taken as a.a - 2 a.d + d.d cancels to 0 (or below) when b is
+    small next to a, and d.d as a.a - 2 a.b + b.b when b is close to a."""
     if absd is None:
         absd = np.abs(d64)
-    return (sum_squares(a64), float(np.einsum("i,i->", a64, d64)), sum_squares(d64),
+    return (sum_squares(a64), float(np.einsum("i,i->", a64, b64)), sum_squares(b64), sum_squares(d64),
             float(np.add.reduce(absd, dtype=np.float64)))
 
 
-def cosine_from_sums(aa: float, ad: float, dd: float) -> Optional[float]:
-    """``a.b / (|a| |b|)`` from a.a, a.d, d.d (clamped to [-1, 1]); None when a or b is 0."""
-    bb = aa - 2 * ad + dd
+def cosine_from_sums(aa: float, ab: float, bb: float) -> Optional[float]:
+    """``a.b / (|a| |b|)`` from a.a, a.b, b.b (clamped to [-1, 1]); None when a or b is 0."""
     if aa > 0 and bb > 0:
-        return max(-1.0, min(1.0, (aa - ad) / math.sqrt(aa * bb)))
+        return max(-1.0, min(1.0, ab / math.sqrt(aa * bb)))
     return None
 
 
@@ -144,7 +147,7 @@ def reference(a: "np.ndarray", b: "np.ndarray", threshold: Optional[float] = Non
     # float32 overflow of |a-b| (values near FLT_MAX): the float64 error there
     err = np.where(np.isfinite(err), err, ad64 / np.maximum(m64, 1.0))
     k = int(err.argmax())
-    aa, ad, dd, sabs = sums(x64, d64)
+    aa, ab, bb, dd, sabs = sums(x64, y64, d64)
     n = idx.size
     with np.errstate(all="ignore"):
         rel = ad64 / m64
@@ -155,7 +158,7 @@ def reference(a: "np.ndarray", b: "np.ndarray", threshold: Optional[float] = Non
         max_abs_err=float(ad64.max()),
         max_rel_err=float(np.fmax.reduce(rel)) if not np.isnan(rel).all() else 0.0,
         mean_abs_err=sabs / n, rmse=math.sqrt(dd / n),
-        cosine=cosine_from_sums(aa, ad, dd),
+        cosine=cosine_from_sums(aa, ab, bb),
         scale=float(m64.max()),
     )
     if ulp and a.dtype in (np.float32, np.float16):

@@ -1,0 +1,223 @@
+"""Noise floors of local error per operator, and roots by local error (issue 14).
+
+An operator is a root when its local error (``lar_prec.local``) exceeds its own noise floor:
+0 for data movement and integer operators (any difference there is a bug), a few ulps for
+elementwise float operators, and ``eps * sqrt(K) * s`` for operators that sum K terms, with
+``s`` calibrated from the spread of local errors in the same run. Numpy only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from lar_prec._lazy import numpy as np
+
+if TYPE_CHECKING:  # records of lar_prec.local, which imports this module
+    from lar_prec.local import LayerwiseModel, LocalResult, LocalVar, MeasuredVar
+
+#: operators that only move, copy or select values: any local difference is a bug
+DATA_MOVEMENT = frozenset(
+    {"Reshape", "Dimshuffle", "Subtensor", "Concat", "AxisAddRemove", "Broadcast", "Copy", "Identity",
+     "IndexingMultiAxisVec", "IndexingOneHot", "GetVarShape", "Split", "SetSubtensor", "IncrSubtensor",
+     "ParamPackSplit", "ParamPackConcat", "RelayoutFormat", "MarkNoBroadcastElemwise", "TypeCvt",
+     "Host2DeviceCopy", "Device2HostCopy", "ImmutableTensor", "SharedDeviceTensor", "WarpPerspectiveBackwardData"}
+)
+#: operators that sum over a reduction axis: their floor grows with the reduction length
+REDUCING = frozenset(
+    {"ConvolutionForward", "ConvBiasForward", "Convolution3DForward", "ConvolutionBackwardData", "MatrixMul",
+     "BatchedMatrixMul", "Reduce", "PoolingForward", "AdaptivePoolingForward", "SoftmaxForward",
+     "LayerNormForward", "GroupNormForward", "BatchNormForward", "Dot", "MatrixInverse", "LocalShareForward",
+     "DeformableConvForward", "RegionRestrictedConvolutionForward"}
+)
+#: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
+EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+#: an elementwise float operator may differ by a few units in the last place (vector libm)
+ELEMWISE_ULPS = 4.0
+#: bounds of the calibrated factor on ``eps * sqrt(reduction length)``
+FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
+#: the calibrated factor is this many times the median of the run's normalised local errors
+#: (a median: one fault among three reducing operators does not move it)
+FLOOR_MEDIAN_FACTOR = 4.0
+#: the smallest magnitude a floor is scaled by (an all-zero var still gets a floor)
+MIN_MAGNITUDE = 2.0 ** -20
+
+
+@dataclass(frozen=True)
+class LocalRoot:
+    """An operator whose local error exceeds its own noise floor."""
+
+    id: int
+    name: str
+    opr_type: str
+    local_err: float
+    floor: float
+    entire_err: Optional[float]
+
+    @property
+    def margin(self) -> float:
+        """How many floors the local error is (inf for a floor of 0)."""
+        return self.local_err / self.floor if self.floor > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class LocalVerdict:
+    """Every var labelled root | inherited | noise | clean | not_isolated, and where inherited
+    error came from (the upstream roots; empty when only noise was carried)."""
+
+    roots: Tuple[LocalRoot, ...]
+    labels: Mapping[int, str]
+    inherited_from: Mapping[int, Tuple[int, ...]] = field(default_factory=dict)
+    floors: Mapping[int, float] = field(default_factory=dict)
+
+
+def reduction_length(m: MeasuredVar) -> int:
+    """How many products or terms one output element sums (1 for elementwise operators)."""
+    size = lambda s: int(np.prod(s, dtype=np.int64)) if s else 1  # noqa: E731
+    ins = m.input_shapes
+    out = m.shape
+    if not ins:
+        return 1
+    if m.opr_type.startswith(("Convolution", "ConvBias", "LocalShare", "Deformable", "RegionRestricted")) \
+            and len(ins) > 1 and len(out) > 1 and out[1]:
+        return max(1, size(ins[1]) // out[1])
+    if m.opr_type in ("MatrixMul", "BatchedMatrixMul", "Dot") and len(out) >= 1:
+        rows = size(out[:-1]) if len(out) > 1 else 1
+        return max(1, size(ins[0]) // max(rows, 1))
+    if m.opr_type in ("Reduce", "PoolingForward", "AdaptivePoolingForward"):
+        return max(1, size(ins[0]) // max(size(out), 1))
+    if m.opr_type in REDUCING:  # softmax, norms: the longest axis is a safe upper bound
+        return max(ins[0]) if ins[0] else 1
+    return 1
+
+
+def _kind(m: "MeasuredVar | LocalVar") -> str:
+    if m.opr_type in DATA_MOVEMENT:
+        return "exact"
+    if m.dtype not in EPS:
+        return "exact"  # integer and quantized arithmetic has no rounding freedom on one device
+    return "reducing" if m.opr_type in REDUCING else "elementwise"
+
+
+def _magnitude(v: "LocalVar") -> float:
+    """min(max |reference value|, 1): MegEngine's metric is absolute below 1, so rounding noise
+    of a var with small values is small in it (a var of values ~0.01 has 100x less)."""
+    if v.ref_max_abs is None or not math.isfinite(v.ref_max_abs):
+        return 1.0
+    return min(max(v.ref_max_abs, MIN_MAGNITUDE), 1.0)
+
+
+def noise_floors(result: LocalResult) -> Dict[int, float]:
+    """Each measured var's noise floor of local error (MegEngine's metric).
+
+    Data movement and integer operators: 0 (bit-exact). Elementwise float operators: a few
+    ulps. Reducing operators: ``eps * sqrt(K) * s`` with K the reduction length and ``s``
+    calibrated from this run: 4 x the median of ``local_err / (eps * sqrt(K))``
+    over the reducing operators, bounded to [1.5, 64] (a single fault does not move a median).
+    Float floors are scaled by the var's magnitude (:func:`_magnitude`).
+    """
+    lw = {m.id: m for m in result.layerwise.measured}
+    units: Dict[int, float] = {}
+    ratios = []
+    for v in result.vars:
+        m = lw[v.id]
+        if _kind(m) == "reducing":
+            units[v.id] = EPS[m.dtype] * math.sqrt(reduction_length(m)) * _magnitude(v)
+            # zeros count: with few reducing operators, a median of the non-zero ones can be the fault
+            if v.local_err is not None and math.isfinite(v.local_err):
+                ratios.append(v.local_err / units[v.id])
+    spread = float(np.median(ratios)) if ratios else 0.0
+    scale = min(max(FLOOR_MEDIAN_FACTOR * spread, FLOOR_SCALE_MIN), FLOOR_SCALE_MAX)
+    floors: Dict[int, float] = {}
+    for v in result.vars:
+        kind = _kind(lw[v.id])
+        if kind == "exact":
+            floors[v.id] = 0.0
+        elif kind == "elementwise":
+            floors[v.id] = EPS[v.dtype] * ELEMWISE_ULPS * _magnitude(v)
+        else:
+            floors[v.id] = units[v.id] * scale
+    return floors
+
+
+def _ancestors(lw: LayerwiseModel, var_id: int) -> List[int]:
+    producers = {m.id: m for m in lw.measured}
+    seen, stack = set(), list(producers[var_id].inputs) if var_id in producers else []
+    while stack:
+        k = stack.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        if k in producers:
+            stack.extend(producers[k].inputs)
+    return sorted(seen)
+
+
+def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = None) -> LocalVerdict:
+    """Label every var: ``root`` (local error above its floor), ``inherited`` (accumulated
+    error above the local one, local within the floor: with the upstream roots it came from),
+    ``noise`` (error made here, within the floor), ``clean`` (none), or ``not_isolated``. Roots are ordered by margin (local error / floor), largest first."""
+    floors = dict(floors if floors is not None else noise_floors(result))
+    labels: Dict[int, str] = {}
+    roots: List[LocalRoot] = []
+    for v in result.vars:
+        f = floors.get(v.id, 0.0)
+        if not v.isolated:
+            labels[v.id] = "not_isolated"
+        elif v.local_err is not None and v.local_err > f:
+            labels[v.id] = "root"
+            roots.append(LocalRoot(v.id, v.name, v.opr_type, v.local_err, f, v.entire_err))
+        elif v.entire_err and v.entire_err > (v.local_err or 0.0):  # its inputs carried error
+            labels[v.id] = "inherited"
+        elif v.local_err:
+            labels[v.id] = "noise"
+        else:
+            labels[v.id] = "clean"
+    root_ids = {r.id for r in roots}
+    came = {k: tuple(a for a in _ancestors(result.layerwise, k) if a in root_ids)
+            for k, lab in labels.items() if lab == "inherited"}
+    roots.sort(key=lambda r: (-r.margin, -r.local_err, r.id))
+    return LocalVerdict(tuple(roots), labels, came, floors)
+
+
+def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iterable[str]:
+    """Lines for a terminal: checks, then the roots with their floor and margin."""
+    verdict = verdict or local_roots(result)
+    for c in result.checks:
+        extra = f" ({len(c.failures)} vars: " + ", ".join(f"{k}: {w}" for k, w in c.failures[:3]) + ")" \
+            if c.failures else ""
+        note = f"; {c.note}" if c.note else ""
+        yield f"check {c.name}: {c.status}{extra}{note}"
+    for r in verdict.roots:
+        yield (f"root {r.id} {r.name} [{r.opr_type}]: local {r.local_err:.3g} > floor {r.floor:.3g} "
+               f"(x{r.margin:.3g})")
+
+
+def _num(x: Optional[float]) -> Optional[float]:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Dict[str, Any]:
+    """The local analysis as one JSON object (``schema: lar-prec.local/1``): every var's
+    local and accumulated error, floor and label, the roots with margin, the checks, and
+    what could not be isolated. Non-finite errors are written as null with ``nonfinite``."""
+    verdict = verdict or local_roots(result)
+    lw = result.layerwise
+    return {
+        "schema": "lar-prec.local/1", "config": result.config, "model": str(lw.source_model),
+        "layerwise_model": str(lw.path), "ref_dump": str(result.ref_dump),
+        "test_dump": str(result.test_dump) if result.test_dump else None,
+        "vars": [{"id": v.id, "name": v.name, "opr_type": v.opr_type, "dtype": v.dtype,
+                  "local_err": _num(v.local_err), "entire_err": _num(v.entire_err),
+                  "nonfinite": any(x is not None and not math.isfinite(x) for x in (v.local_err, v.entire_err)),
+                  "floor": verdict.floors.get(v.id), "label": verdict.labels.get(v.id),
+                  "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
+                  "unit": list(lw.var(v.id).unit)} for v in result.vars],
+        "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": _num(r.local_err),
+                   "floor": r.floor, "margin": _num(r.margin), "entire_err": _num(r.entire_err)}
+                  for r in verdict.roots],
+        "checks": [{"name": c.name, "status": c.status, "note": c.note,
+                    "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in result.checks],
+        "not_isolated": [{"id": k, "why": w} for k, w in lw.not_isolated.items()],
+        "kept_computed": [{"id": k, "why": w} for k, w in lw.kept],
+    }

@@ -1,0 +1,470 @@
+"""Local ("single") error of every operator: where error is made, not just where it is seen.
+
+The accumulated ("entire") error of a var compares the test run with the reference run; it
+mixes what the operator did with what its inputs already carried. The local error runs the
+operator under the test configuration on the reference run's exact inputs and compares its
+output with the reference output (``shared/reference/layerwise.md``):
+
+1. :func:`build_layerwise` writes one *layerwise model*: every computed var that feeds another
+   operator is replaced by a new input, every operator's output stays an output (built by
+   ``lar_prec.layerwise_build`` in a child process: this module imports no megengine);
+2. :func:`local_errors` runs it once under the test configuration fed with the reference
+   dump's values (a fresh bundled load_and_run process, ``--bin-io-dump``) and computes
+   MegEngine's metric per var, keyed by the original graph's var id, plus three checks:
+   isolation, reference self-check and test-fed check;
+3. :func:`noise_floors` and :func:`local_roots` (``lar_prec.floors``, re-exported here): an
+   operator is a root when its local error exceeds its own noise floor; everything else
+   that diverges is inherited.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from lar_prec._lazy import numpy as np
+from lar_prec.errors import RunError, RunTimeout, UsageError
+from lar_prec.iodump import DumpFolder
+from lar_prec.outputs import atomic_write_text
+from lar_prec.runner import RunConfig, get_config
+
+# floors and roots live in lar_prec.floors; re-exported: one import for callers
+from lar_prec.floors import (DATA_MOVEMENT, EPS, REDUCING, LocalRoot, LocalVerdict,  # noqa: F401
+                             local_json, local_roots, noise_floors, reduction_length, summary)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: output names of measured vars in a layerwise model end with ``.lw<original id>``
+_SUFFIX = ".lw"
+DEFAULT_TIMEOUT = 600.0
+
+
+# ============================================================================ records
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One input of a layerwise model: the original var it stands for and how it is fed."""
+
+    name: str
+    id: int
+    var_name: str
+    ref_id: Optional[int]
+    shape: Tuple[int, ...]
+    dtype: str
+    feed_dtype: str
+    scale: Optional[float]
+    model_input: bool
+
+
+@dataclass(frozen=True)
+class MeasuredVar:
+    """One operator output kept as an output of the layerwise model (original graph's id)."""
+
+    id: int
+    name: str
+    ref_id: Optional[int]
+    opr: str
+    opr_type: str
+    output: str
+    inputs: Tuple[int, ...]
+    input_shapes: Tuple[Tuple[int, ...], ...]
+    shape: Tuple[int, ...]
+    dtype: str
+    static: bool
+    problem: Optional[str]
+    #: vars without a reference value computed together with this one (fused by lite at
+    #: load time): the local error is that of the unit
+    unit: Tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class LayerwiseModel:
+    """A built layerwise model (``layerwise.mge``) and what it feeds and measures."""
+
+    path: Path
+    source_model: Path
+    ref_dump: Optional[Path]
+    feeds: Tuple[Feed, ...]
+    measured: Tuple[MeasuredVar, ...]
+    kept: Tuple[Tuple[int, str], ...]
+
+    @property
+    def not_isolated(self) -> Dict[int, str]:
+        """Measured var id -> why its operator still reads a computed data var."""
+        return {m.id: m.problem for m in self.measured if m.problem}
+
+    def var(self, var_id: int) -> MeasuredVar:
+        """The measured var with original id ``var_id``."""
+        for m in self.measured:
+            if m.id == var_id:
+                return m
+        raise KeyError(f"var {var_id} is not measured by {self.path}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One of the three checks: ``status`` pass | fail | skipped, failing var ids with why."""
+
+    name: str
+    status: str
+    failures: Tuple[Tuple[int, str], ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class LocalVar:
+    """Local and accumulated error of one var (MegEngine's metric; None when not comparable)."""
+
+    id: int
+    name: str
+    opr_type: str
+    dtype: str
+    local_err: Optional[float]
+    entire_err: Optional[float]
+    isolated: bool
+    problem: Optional[str] = None
+    #: max |reference value| over finite elements (None: not a float var or no reference)
+    ref_max_abs: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class LocalResult:
+    """The local errors of one test configuration against one reference dump."""
+
+    layerwise: LayerwiseModel
+    config: str
+    ref_dump: Path
+    test_dump: Optional[Path]
+    local_dump: Path
+    vars: Tuple[LocalVar, ...]
+    checks: Tuple[CheckResult, ...]
+
+    def by_id(self) -> Dict[int, LocalVar]:
+        """Var id -> :class:`LocalVar`."""
+        return {v.id: v for v in self.vars}
+
+    def check(self, name: str) -> CheckResult:
+        """The check called ``name`` (isolation, reference_self, test_fed)."""
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+# ============================================================================ metric
+
+
+def megengine_rel(a: "np.ndarray", b: "np.ndarray") -> float:
+    """MegEngine's metric, max of ``|a-b| / max(|a|, |b|, 1)``; NaN/Inf in the same place of
+    both is no difference, a non-finite value on one side only is ``inf``."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.size == 0:
+        return 0.0
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    both = fa & fb
+    same_nonfinite = ~fa & ~fb & ((a == b) | (np.isnan(a) & np.isnan(b)))
+    if np.any(~both & ~same_nonfinite):
+        return math.inf
+    a, b = a[both], b[both]
+    if a.size == 0:
+        return 0.0
+    den = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)
+    return float(np.max(np.abs(a - b) / den))
+
+
+def _max_abs(a: "np.ndarray") -> Optional[float]:
+    a = np.asarray(a)
+    if a.dtype.kind != "f" or a.size == 0:
+        return None
+    finite = np.abs(a[np.isfinite(a)])
+    return float(finite.max()) if finite.size else None
+
+
+# ============================================================================ build and run
+
+
+def child_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for k, v in dict(changes).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def run_child(argv: Sequence[str], env: Dict[str, str], timeout: float, what: str, log_dir: Path) -> None:
+    """Run one child process; its output goes to ``log_dir``; RunError when it fails."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RunTimeout(f"{what} ran past its timeout of {timeout:g} s", run_dir=log_dir, argv=argv) from None
+    atomic_write_text(log_dir / "stderr.txt", proc.stderr, what="stderr of " + what)
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "cuda" not in ln.lower()]
+        tail = "\n".join(lines[-5:])
+        raise RunError(f"{what} failed (exit {proc.returncode}): {lines[-1] if lines else ''}",
+                       run_dir=log_dir, returncode=proc.returncode, argv=argv, stderr_tail=tail)
+
+
+def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_dir: PathLike, *,
+                    only: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT) -> LayerwiseModel:
+    """Build the layerwise model of ``model`` into ``out_dir`` (``layerwise.mge`` + ``.json``).
+
+    Vars are cut where the reference dump has their value; with ``only`` the model keeps only
+    the operator producing var ``only`` (a one-operator repro model).
+
+    Raises:
+        UsageError: the model or the dump folder does not exist.
+        RunError: MegEngine could not load or rewrite the model (its message is kept).
+    """
+    model = Path(model)
+    if not model.is_file():
+        raise UsageError(f"model file {model} does not exist (expected a MegEngine .mge model)")
+    if ref_dump_folder is not None and not Path(ref_dump_folder).is_dir():
+        raise UsageError(f"reference dump {ref_dump_folder} is not a folder (expected a --bin-io-dump folder)")
+    out = Path(out_dir)
+    argv = [sys.executable, "-m", "lar_prec.layerwise_build", str(model), str(ref_dump_folder or ""), str(out)]
+    if only is not None:
+        argv += ["--only", str(int(only))]
+    run_child(argv, child_env(), timeout, f"building the layerwise model of {model}", out)
+    return read_layerwise(out)
+
+
+def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,
+                   timeout: float = DEFAULT_TIMEOUT) -> Path:
+    """Write a copy of ``model`` with constant ``const_name`` (e.g. a conv weight) times
+    ``factor``: a fault injected by rewriting the model, so it propagates through MegEngine."""
+    out = Path(out)
+    argv = [sys.executable, "-m", "lar_prec.layerwise_build", "--scale-const", str(model), const_name,
+            repr(float(factor)), str(out)]
+    run_child(argv, child_env(), timeout, f"rewriting {model}", out.parent / (out.name + ".log"))
+    return out
+
+
+def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
+    """Read a layerwise model written by :func:`build_layerwise`."""
+    out = Path(out_dir)
+    try:
+        data = json.loads((out / "layerwise.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{out / 'layerwise.json'}: expected a layerwise model record ({exc})") from None
+    feeds = tuple(Feed(f["name"], f["id"], f["var_name"], f["ref_id"], tuple(f["shape"]), f["dtype"],
+                       f["feed_dtype"], f["scale"], f["model_input"]) for f in data["feeds"])
+    measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
+                                 tuple(m["inputs"]), tuple(tuple(s) for s in m["input_shapes"]), tuple(m["shape"]),
+                                 m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())))
+                     for m in data["measured"])
+    return LayerwiseModel(out / "layerwise.mge", Path(data["model"]),
+                          Path(data["ref_dump"]) if data["ref_dump"] else None, feeds, measured,
+                          tuple((k["id"], k["reason"]) for k in data["kept"]))
+
+
+def write_feeds(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref") -> str:
+    """Write one ``.npy`` per feed from a dump (``by="ref"``: reference ids, ``"test"``: the
+    test model's own ids); returns the ``--input`` string. Quantized values are fed as raw x
+    scale in float32, Bool as int32 (the layerwise model converts them back)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    items = []
+    for f in lw.feeds:
+        vid = f.ref_id if by == "ref" else f.id
+        if vid is None or vid not in values:
+            raise UsageError(f"{values.path}: no dump of var {f.var_name!r} (id {vid}) to feed {f.name}")
+        arr = np.asarray(values[vid].array())
+        if f.scale:
+            arr = (arr.astype(np.float64) * f.scale).astype(np.float32)
+        arr = np.ascontiguousarray(arr.astype(f.feed_dtype).reshape(f.shape))
+        path = out / f"{f.name}.npy"
+        np.save(path, arr)
+        items.append(f"{f.name}:{path}")
+    return ";".join(items)
+
+
+def lar_argv(model: PathLike, inputs: str, dump_dir: PathLike, config: RunConfig) -> List[str]:
+    """The bundled load_and_run command line of one layerwise run."""
+    return [sys.executable, "-m", "lar_prec.lar", str(model), "--input", inputs, "--iter", "1",
+            "--warmup-iter", "0", "--bin-io-dump", str(dump_dir), *config.flags]
+
+
+def run_layerwise(lw: LayerwiseModel, inputs: str, dump_dir: PathLike, config: "str | RunConfig", *,
+                  timeout: float = DEFAULT_TIMEOUT) -> DumpFolder:
+    """Run the layerwise model once in a fresh process under ``config``; returns its dump."""
+    cfg = get_config(config)
+    dump = Path(dump_dir)
+    argv = lar_argv(lw.path, inputs, dump, cfg)
+    run_child(argv, child_env(cfg.env_dict()), timeout, f"the layerwise model under {cfg.name}", dump.parent)
+    return DumpFolder(dump)
+
+
+def _same_var(folder: DumpFolder, m: MeasuredVar) -> Optional[int]:
+    """``m``'s id in a dump of the model it was built from: the same id and name, else the
+    one var of that name (lite's load-time rewrites can renumber vars)."""
+    if m.id in folder and folder[m.id].var.name == m.name:
+        return m.id
+    ids = [d.id for d in folder if d.var.name == m.name]
+    return ids[0] if len(ids) == 1 else None
+
+
+def output_ids(folder: DumpFolder) -> Dict[int, int]:
+    """Original var id -> id in a layerwise dump, from the ``.lw<id>`` output names."""
+    out: Dict[int, int] = {}
+    for d in folder:
+        name = d.var.name
+        head, sep, tail = name.rpartition(_SUFFIX)
+        if sep and tail.isdigit():
+            out[int(tail)] = d.id
+    return out
+
+
+# ============================================================================ checks
+
+
+_STORED = ("ImmutableTensor", "SharedDeviceTensor", "MultipleDeviceTensorHolder", "VolatileSharedDeviceTensor")
+
+
+def _static(folder: DumpFolder, vid: int, memo: Dict[int, bool]) -> bool:
+    """A constant, or computed from shapes and constants alone (never from a fed input)."""
+    if vid not in memo:
+        memo[vid] = False  # a cycle is not static
+        info = folder.var_info(vid)
+        if info.opr_type in _STORED or info.opr_type == "GetVarShape":
+            memo[vid] = True
+        elif info.opr_type != "Host2DeviceCopy":
+            # not dumped: never executed, its value was inferred when the graph was compiled
+            memo[vid] = vid not in folder or all(_static(folder, u, memo) for u in folder.inputs_of(vid))
+    return memo[vid]
+
+
+def _fed(folder: DumpFolder, vid: int) -> bool:
+    """A fed input, or a feed converter (TypeCvt of a fed input)."""
+    info = folder.var_info(vid)
+    if info.opr_type == "Host2DeviceCopy":
+        return True
+    return info.opr_type == "TypeCvt" and vid in folder and all(
+        folder.var_info(u).opr_type == "Host2DeviceCopy" for u in folder.inputs_of(vid))
+
+
+def isolation_check(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, int]) -> CheckResult:
+    """Every measured operator reads only fed inputs, constants, feed converters or shape vars,
+    or vars of its unit (not measured, computed only from those); read from the layerwise
+    run's dump titles, so it checks what really ran."""
+    memo: Dict[int, bool] = {}
+    measured_ids = set(outs.values())
+    ok_memo: Dict[int, bool] = {}
+
+    def ok(vid: int) -> bool:
+        if vid not in ok_memo:
+            ok_memo[vid] = False
+            ok_memo[vid] = _fed(folder, vid) or _static(folder, vid, memo) or (
+                vid not in measured_ids and vid in folder and all(ok(u) for u in folder.inputs_of(vid)))
+        return ok_memo[vid]
+
+    failures = []
+    for m in lw.measured:
+        if m.id not in outs or m.static:
+            continue
+        for v in folder[outs[m.id]].inputs:
+            if not ok(v.id):
+                failures.append((m.id, m.problem or f"reads {v.name} computed by {v.opr_type}"))
+                break
+    return CheckResult("isolation", "fail" if failures else "pass", tuple(failures))
+
+
+#: why a test-fed check under fast-run can fail without any bug
+FAST_RUN_NOTE = ("fast-run picks algorithms by timing in every process: pin them with the test run's "
+                 "--fast-run-algo-policy cache (RunConfig.with_extra) to run the same algorithms")
+
+
+def _unpinned_fast_run(cfg: RunConfig) -> bool:
+    flags = {f.split("=")[0].lstrip("-").replace("-", "_") for f in cfg.flags}
+    return bool(flags & {"fast_run", "full_run"}) and "fast_run_algo_policy" not in flags
+
+
+def bitwise_check(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[int, int], want: DumpFolder,
+             want_id: str) -> CheckResult:
+    """Every measured var of ``got`` has the same bytes as ``want`` (ids: ``ref_id`` or ``id``)."""
+    failures = []
+    for m in lw.measured:
+        wid = m.ref_id if want_id == "ref" else m.id
+        if m.id not in outs or wid is None or wid not in want:
+            continue
+        a, b = np.asarray(got[outs[m.id]].array()), np.asarray(want[wid].array())
+        if a.shape != b.shape or a.tobytes() != b.tobytes():
+            failures.append((m.id, f"differs by {megengine_rel(a, b):.3g}" if a.shape == b.shape
+                             else f"shape {a.shape} != {b.shape}"))
+    return CheckResult(name, "fail" if failures else "pass", tuple(failures))
+
+
+# ============================================================================ local errors
+
+
+def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunConfig" = "default", *,
+                 out_dir: PathLike, test_dump: Optional[PathLike] = None, reference_config: "str | RunConfig" = "naive",
+                 checks: bool = True, layerwise: Optional[LayerwiseModel] = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> LocalResult:
+    """Local error of every operator of ``model`` under ``test_config`` against ``ref_dump``.
+
+    ``model`` is the model the test side ran; ``ref_dump`` the reference run's
+    ``--bin-io-dump`` folder. With ``test_dump`` (the test run's dump) the accumulated error
+    is reported next to the local one and the test-fed check runs. ``checks=False`` skips the
+    two extra runs of the checks (the isolation check is free). ``out_dir/local.json``
+    gets :func:`~lar_prec.floors.local_json` of the result. Under ``--fast-run`` give
+    the test run's ``--fast-run-algo-policy`` cache in ``test_config`` (``with_extra``), or
+    the layerwise run may pick other algorithms than the test run did.
+
+    Raises:
+        UsageError: missing model or dumps; RunError: a run of the layerwise model failed.
+    """
+    out = Path(out_dir)
+    ref = DumpFolder(ref_dump)
+    test = DumpFolder(test_dump) if test_dump is not None else None
+    lw = layerwise or build_layerwise(model, ref_dump, out / "layerwise")
+    cfg = get_config(test_config)
+    inputs = write_feeds(lw, ref, out / "inputs-ref")
+    local = run_layerwise(lw, inputs, out / "local" / "dump", cfg, timeout=timeout)
+    outs = output_ids(local)
+    results = [isolation_check(lw, local, outs)]
+    if checks:
+        self_dump = run_layerwise(lw, inputs, out / "reference-self" / "dump", reference_config, timeout=timeout)
+        results.append(bitwise_check("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
+        if test is not None:
+            fed = write_feeds(lw, test, out / "inputs-test", by="test")
+            test_fed = run_layerwise(lw, fed, out / "test-fed" / "dump", cfg, timeout=timeout)
+            check = bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test")
+            if check.failures and _unpinned_fast_run(cfg):
+                check = replace(check, note=FAST_RUN_NOTE)
+            results.append(check)
+        else:
+            results.append(CheckResult("test_fed", "skipped", note="no test dump given"))
+    else:
+        results += [CheckResult("reference_self", "skipped", note="checks=False"),
+                    CheckResult("test_fed", "skipped", note="checks=False")]
+    iso = dict(results[0].failures)
+    rows = []
+    for m in lw.measured:
+        local_err = entire = None
+        scale = None
+        if m.id in outs and m.ref_id is not None:
+            want = ref[m.ref_id].array()
+            local_err = megengine_rel(local[outs[m.id]].array(), want)
+            scale = _max_abs(want)
+        tid = _same_var(test, m) if test is not None else None
+        if tid is not None and m.ref_id is not None:
+            entire = megengine_rel(test[tid].array(), ref[m.ref_id].array())
+        problem = m.problem or iso.get(m.id)
+        rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale))
+    result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
+                         Path(local.path), tuple(rows), tuple(results))
+    atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
+    return result
