@@ -215,3 +215,32 @@ def test_naive_vs_default_takes_load_and_run_options_directly(manifest, tmp_path
     assert len(hashes) == 1
     res = invoke(["naive-vs-default", *case_args(manifest["cnn"]), "--enable-nhwcd5", "--out", str(tmp_path / "b")])
     assert res.exit_code == 2 and "--enable-nhwcd5" in res.stderr and not (tmp_path / "b").exists()
+
+
+@pytest.mark.megengine
+def test_ctrl_c_during_a_sweep_is_130_and_leaves_run_folders_consistent(manifest, lar_dump, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default")),
+           "FAKE_LAR_SOURCE_DUMP_NAIVE": str(lar_dump("cnn", "naive")),
+           "FAKE_LAR_MODE_IF_FLAG": "--enable-nhwcd4=sleep", "FAKE_LAR_CHILD_PID": str(tmp_path / "child.pid"),
+           "PYTHONPATH": str(ROOT)}
+    out = tmp_path / "a"
+    argv = [sys.executable, "-m", "lar_prec", "sweep", *case_args(manifest["cnn"]), "--options",
+            "nhwcd4,weight-preprocess", "-j", "2", "--lar", str(FAKE_LAR), "--out", str(out), "-q"]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not (tmp_path / "child.pid").exists():
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and str(out) in err
+    runs = {p.parent.name: json.loads(p.read_text())["status"] for p in out.glob("*/run.json")}
+    assert runs["nhwcd4"] == "interrupted" and runs["reference"] == "ok", runs
+    assert "running" not in runs.values()
