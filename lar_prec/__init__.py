@@ -27,6 +27,8 @@ _LAZY = {
     "naive_vs_default": "lar_prec.workflows",
     "shake": "lar_prec.workflows",
     "Analysis": "lar_prec.workflows",
+    "sweep": "lar_prec.sweep",
+    "SweepAnalysis": "lar_prec.sweep",
     "compare_folders": "lar_prec.compare",
     "compare_arrays": "lar_prec.compare",
     "Comparison": "lar_prec.compare",

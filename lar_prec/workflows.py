@@ -494,3 +494,8 @@ def _explain(model: Path, prepared: PreparedInputs, adir: Path, config: str, rep
         if not differ:
             return CAUSE_KERNEL, steps, more
     return CAUSE_NEITHER, steps, more
+
+
+# The third workflow, which option breaks precision, lives in its own module (runs, cross-graph
+# analysis, explanation); importable from here like the other two.
+from lar_prec.sweep import SweepAnalysis, sweep  # noqa: E402,F401
