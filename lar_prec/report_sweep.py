@@ -158,8 +158,8 @@ def sweep_html_section(report: "Report") -> str:
         '<section id="sweep"><style>#sweep table{border-collapse:collapse;margin:1em 0}'
         "#sweep td,#sweep th{border:1px solid #ccc;padding:2px 6px;font:12px monospace;text-align:right}"
         "#sweep th.var{text-align:left}#sweep .bad{background:#f8c0c0}#sweep .ok{background:#d8f0d8}"
-        "#sweep .na{color:#999}#sweep .dim{color:#888}</style>"
-        "<h2>Sweep: options</h2><table><tr><th>option</th><th>status</th><th>verdict</th><th>output err</th>"
+        "#sweep .na{color:#999}#sweep .dim{color:#888}#sweep table.opts td,#sweep table.opts th{text-align:left}</style>"
+        "<h2>Sweep: options</h2><table class=\"opts\"><tr><th>option</th><th>status</th><th>verdict</th><th>output err</th>"
         f"<th>root</th><th>cause / reason</th></tr>{summary}</table>"
         "<h2>Option by variable (max_err against the reference)</h2>"
         f"<table><tr><th class=\"var\">variable</th>{head}</tr>{''.join(rows)}</table></section>"
