@@ -5,7 +5,8 @@ The JSON is the common report object (design.md), read this way for a sweep:
 
 * ``vars``: the reference graph's computed vars in execution order; ``max_err`` is the worst
   over the options that ran, ``status`` ``divergent`` when any option exceeds its tolerance
-  there, and ``options`` (an extra key) maps each option to that var's ``max_err``;
+  there, and ``options`` (an extra key) maps each option to that var's ``max_err`` (null when
+  not compared or NaN/Inf: ``options_nonfinite`` names the options where it is NaN/Inf);
 * ``roots``: one per divergent option, where divergence starts in the option's rewritten graph
   (``id`` is the reference graph's id of that var, as in ``vars``; ``rewritten_id`` its id in
   the rewritten graph; ``option`` names the option);
@@ -15,6 +16,7 @@ The JSON is the common report object (design.md), read this way for a sweep:
 from __future__ import annotations
 
 import html as _html
+import math
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 from lar_prec.report_records import ReportRoot, ReportThreshold, ReportVar, fmt_err, run_from_result
@@ -66,7 +68,9 @@ def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
         vars_.append(ReportVar(id=v.id, name=v.name, opr=v.owner, opr_type=v.opr_type, dtype=v.dtype,
                                shape=tuple(v.shape), inputs=tuple(d.input_ids),
                                status="divergent" if over else "ok", max_err=max(known) if known else None,
-                               extra={"options": errs}))
+                               extra={"options": errs,  # JSON has no Inf: null there, named here
+                                      "options_nonfinite": [n for n, x in errs.items()
+                                                            if x is not None and not math.isfinite(x)]}))
     roots = tuple(
         ReportRoot(id=int(o.root_ref_id), name=o.root_name, opr="", opr_type=o.root_opr_type or "",  # type: ignore[arg-type]
                    max_err=o.root_err, input_max_err=None, note=o.cause,

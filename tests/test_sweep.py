@@ -80,7 +80,8 @@ def test_sweep_cnn_finds_the_fp16_pooling_fault_and_passes_what_changes_nothing(
     # the option-by-variable view: every var has every option that ran
     pool = next(v for v in d["vars"] if v["name"] == "Pooling[0]")
     assert pool["status"] == "divergent" and set(pool["options"]) == set(NO_CHANGE + ["ioc16", "nhwcd4"])
-    assert pool["options"]["weight-preprocess"] < 1e-4 < pool["options"]["ioc16"]
+    assert pool["options"]["weight-preprocess"] < 1e-4
+    assert "ioc16" in pool["options_nonfinite"] or pool["options"]["ioc16"] > 1e-2  # wrong values, or Inf
     # runs: reference, six options, the naive run under ioc16, each with its run.json
     assert sorted(r["label"] for r in d["runs"]) == sorted(["reference", *NO_CHANGE, "ioc16", "nhwcd4", "ioc16-naive"])
     rewritten = json.loads(Path(o["run_dir"], "run.json").read_text())["rewritten_model"]
