@@ -243,6 +243,13 @@ def _header(report: Report, con: Any) -> None:
     con.print(_text("Verdict: ", "bold", (verdict, "bold red" if exit_code(report) else "bold green")))
     if report.cause:
         con.print(_text("Cause: ", "bold", (report.cause, "yellow")))
+    env_diffs = report.extra.get("environment_differences") or ()
+    if env_diffs:
+        from lar_prec.runenv import format_differences
+
+        con.print(_text("Environment differs between runs:", "bold yellow"))
+        for line in format_differences(env_diffs):
+            con.print(_text("  " + line, "yellow"))
     th = report.threshold
     line = _text("Threshold: ", "bold", (fmt_err(th.value), "cyan"), f" ({th.mode}, metric {th.metric})")
     if th.reason:

@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import AnalysisInterrupted, LoadAndRunNotFound, RunError, RunTimeout, UsageError
 from lar_prec.inputspec import check_file, split_input_specs  # noqa: F401  (re-exported)
@@ -68,6 +68,9 @@ from lar_prec.runproc import (  # noqa: F401  (re-exported)
     unregister,
 )
 from lar_prec.runrecord import RUN_SCHEMA, RunResult, now_iso, read_run_json, write_run_json  # noqa: F401
+
+if TYPE_CHECKING:
+    from lar_prec.runremote import RemoteSessions, RemoteSpec
 
 log = logging.getLogger(__name__)
 
@@ -356,7 +359,11 @@ def _preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike,
         except OSError as exc:
             raise UsageError(f"cannot read model file {model}: {exc.strerror or exc}") from None
         version = load_and_run_version(lar, rec.timeout)
-        rec = replace(rec, model_sha256=sha, load_and_run={**rec.load_and_run, "version": version})
+        from lar_prec.runenv import local_environment
+
+        base_vars = [k for k, _ in CONFIGS[cfg.name].env] if cfg.name in CONFIGS else []
+        rec = replace(rec, model_sha256=sha, load_and_run={**rec.load_and_run, "version": version},
+                      environment=local_environment(lar.describe(), version, cfg.env_dict(), base_vars))
         if rec.dump_dir is not None:
             try:
                 rec.dump_dir.mkdir()  # the real binary needs it to exist
@@ -495,8 +502,13 @@ def run_once(
     extra_env: Optional[Mapping[str, Optional[str]]] = None,
     label: Optional[str] = None,
     on_started: Optional[Callable[[], None]] = None,
+    remote: "RemoteSessions | None" = None,
 ) -> RunResult:
     """Run load_and_run once in a fresh process, in a new folder under ``out_dir``.
+
+    With ``remote`` (:class:`lar_prec.runremote.RemoteSessions`) the process runs on that
+    device (``lar`` is then ignored: the sessions name the device's load_and_run) and its
+    folder is pulled into the run folder; transport failures raise RemoteError (exit 3).
 
     ``on_started`` is called once the process has started (workflows use the wait for
     background work).
@@ -514,8 +526,18 @@ def run_once(
         raise KeyboardInterrupt
     timeout = check_timeout(timeout)
     cfg = get_config(config).with_extra(env=extra_env)
-    lar_obj = resolve_load_and_run(lar)
     label = label or (cfg.name + ("-text" if text_dump else ""))
+    if remote is not None:
+        from lar_prec.runremote import run_once_remote
+
+        check_extra_flags(extra_flags)
+        run_dir = new_run_dir(_resolve(out_dir), label, what="analysis folder")
+        rec = run_once_remote(Path(model), inputs, cfg, run_dir, label, remote, text_dump=text_dump,
+                              timeout=timeout, extra_flags=extra_flags, on_started=on_started)
+        if interrupted():
+            raise KeyboardInterrupt
+        return rec
+    lar_obj = resolve_load_and_run(lar)
     run_dir = new_run_dir(_resolve(out_dir), label, what="analysis folder")
     rec = _new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout)
     input_arg = inputs.input_arg if isinstance(inputs, PreparedInputs) else (inputs or "")
@@ -569,8 +591,10 @@ def run_single(
     extra_flags: Sequence[str] = (),
     extra_env: Optional[Mapping[str, Optional[str]]] = None,
     seed: int = 0,
+    remote: "RemoteSpec | None" = None,
 ) -> RunResult:
-    """``lar-prec run``: a new analysis folder with its inputs and one run.
+    """``lar-prec run``: a new analysis folder with its inputs and one run
+    (on the device of ``remote``, a :class:`lar_prec.runremote.RemoteSpec`, when given).
 
     The model, the inputs, the timeout and the flags are checked before the folder is
     claimed, so a usage error (exit 2) leaves nothing behind. Ctrl-C raises
@@ -580,12 +604,18 @@ def run_single(
     try:
         cfg = get_config(config)
         timeout = check_timeout(timeout)
-        lar_obj = resolve_load_and_run(lar)
+        lar_obj = resolve_load_and_run(lar) if remote is None else None
         check_file(model, "model file")
         check_extra_flags(extra_flags)
         planned = plan_inputs(input_specs, model, seed=seed)
         analysis = new_analysis_dir(out, "run")
         prepared = write_inputs(planned, analysis / "inputs")
+        if remote is not None:
+            from lar_prec.runremote import open_sessions
+
+            with open_sessions(remote, Path(model), prepared) as sessions:  # type: ignore[union-attr]
+                return run_once(model, prepared, cfg, analysis, text_dump=text_dump, timeout=timeout,
+                                extra_flags=extra_flags, extra_env=extra_env, remote=sessions)
         return run_once(model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
                         extra_flags=extra_flags, extra_env=extra_env)
     except KeyboardInterrupt:

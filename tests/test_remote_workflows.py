@@ -1,0 +1,181 @@
+"""Remote runs through the CLI, for real: the sshd of tests/test_remote.py on 127.0.0.1 is the
+"device", running the bundled load_and_run through a wrapper script (a board's own binary);
+the stand-in adb of tests/fake_adb.py is a phone. Every result is checked against a local
+run of the same real case.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from test_remote import fake_adb, free_port, lar_wrapper, slow_wrapper, sshd, wait_gone  # noqa: F401  (fixtures)
+
+CASE = "cnn"
+
+
+def ssh_env(sshd) -> dict:
+    """The environment a user sets for their board: key, config and known_hosts of the test server."""
+    o = sshd["options"]
+    return {**os.environ, "PYTHONPATH": str(ROOT), "LAR_PREC_SSH_IDENTITY": o.identity,
+            "LAR_PREC_SSH_CONFIG": o.config, "LAR_PREC_SSH_KNOWN_HOSTS": o.known_hosts,
+            "LAR_PREC_LOAD_AND_RUN": "bundled"}
+
+
+def cli(args, env, timeout=400) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lar_prec", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def input_args(case) -> list:
+    return [a for name, path in case.inputs for a in ("--input", f"{name}:{path}")]
+
+
+def error_lines(stderr: str) -> list:
+    return [ln for ln in stderr.splitlines() if ln.startswith("Error:")]
+
+
+def test_naive_vs_default_over_ssh_equals_a_local_run(sshd, manifest, tmp_path):
+    case = manifest[CASE]
+    env = ssh_env(sshd)
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    device = tmp_path / "device"
+    local = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "local", "-q",
+                 "--json", tmp_path / "local.json"], env)
+    remote = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "remote", "-q",
+                  "--remote", sshd["target"], "--lar", lar, "--remote-dir", device,
+                  "--json", tmp_path / "remote.json"], env)
+    assert local.returncode in (0, 1), local.stderr
+    assert remote.returncode == local.returncode, remote.stderr
+    a, b = json.loads((tmp_path / "local.json").read_text()), json.loads((tmp_path / "remote.json").read_text())
+    assert [r["id"] for r in b["roots"]] == [r["id"] for r in a["roots"]]
+    assert [(v["id"], v["status"]) for v in b["vars"]] == [(v["id"], v["status"]) for v in a["vars"]]
+    assert b["remote"] == sshd["target"]
+    # both runs on the same device: no environment difference besides the naive switch
+    assert b["environment_differences"] == []
+    naive_run = next(r for r in b["runs"] if r["label"] == "naive")
+    assert naive_run["environment"]["host"] == sshd["target"]
+    assert naive_run["argv"][0] == str(lar) and "--bin-io-dump" in naive_run["argv"]
+    # run.json records the device, and the dump came back
+    rec = json.loads(Path(naive_run["dir"], "run.json").read_text())
+    assert rec["status"] == "ok" and rec["env_changes"] == {"MGB_USE_MEGDNN_DBG": "2"}
+    r = rec["remote"]
+    assert r["transport"] == "ssh" and r["target"] == sshd["target"]
+    assert "Linux" in r["device"]["uname"] and r["device"]["cpu_features"]
+    assert "lar_prec.lar" in r["device"]["load_and_run"]["version"]
+    assert rec["load_and_run"]["version"] == r["device"]["load_and_run"]["version"]
+    import hashlib
+    assert {p["sha256"] for p in r["pushed"]} >= {hashlib.sha256(case.model.read_bytes()).hexdigest()}
+    assert rec["model"]["sha256"] == hashlib.sha256(case.model.read_bytes()).hexdigest()
+    assert any(Path(naive_run["dir"], "dump").iterdir()) and not Path(naive_run["dir"], "dump", ".incomplete").exists()
+    # the device's run folders are cleaned up; the pushed files stay cached for the next analysis
+    assert not (device / "runs").exists() or not any((device / "runs").iterdir())
+    assert any((device / "files").iterdir())
+
+
+def test_devices_ssh_and_local_agree_per_target(sshd, manifest, tmp_path):
+    case = manifest[CASE]
+    env = ssh_env(sshd)
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    proc = cli(["devices", case.model, *input_args(case), "--out", tmp_path / "dev", "-q",
+                "--remote", f"{sshd['target']}={lar}", "--local", "--remote-dir", tmp_path / "device",
+                "--config", "naive", "--json", tmp_path / "dev.json", "--html", tmp_path / "dev.html"], env)
+    # naive on both: the same reference kernels, the same machine underneath -> no divergence
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads((tmp_path / "dev.json").read_text())
+    assert rep["command"] == "devices" and rep["reference"] == "local"
+    targets = {t["target"]: t for t in rep["targets"]}
+    assert set(targets) == {"local", sshd["target"]}
+    for t in targets.values():
+        assert not t["diverged"] and t["pairing"] == "id" and t["final_outputs"]
+        assert t["final_output_max_err"] == 0.0 and t["root"] is None
+        assert len(t["max_err_by_var"]) == len(rep["vars"])
+    assert targets["local"]["reference"] and not targets[sshd["target"]]["reference"]
+    # the two targets ran different binaries on different "hosts": the report says so
+    fields = {d["field"] for d in rep["environment_differences"]}
+    assert {"host", "load_and_run"} <= fields
+    page = (tmp_path / "dev.html").read_text()
+    assert "target-var-table" in page and sshd["target"] in page
+    assert "Environment differs between runs" in proc.stdout
+
+
+def test_devices_default_config_finds_the_same_root_as_naive_vs_default(sshd, manifest, tmp_path):
+    case = manifest[CASE]
+    env = ssh_env(sshd)
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    nvd = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "nvd", "-q",
+               "--json", tmp_path / "nvd.json"], env)
+    dev = cli(["devices", case.model, *input_args(case), "--out", tmp_path / "dev", "-q", "--lar", lar,
+               "--remote", sshd["target"], "--remote-dir", tmp_path / "device", "--json", tmp_path / "dev.json"], env)
+    assert dev.returncode == nvd.returncode, dev.stderr
+    a, b = json.loads((tmp_path / "nvd.json").read_text()), json.loads((tmp_path / "dev.json").read_text())
+    t = b["targets"][0]
+    assert t["target"] == sshd["target"] and t["diverged"] == a["diverged"]
+    assert [r["id"] for r in b["roots"]] == [r["id"] for r in a["roots"]]
+    if a["roots"]:
+        assert t["root"]["id"] == a["roots"][0]["id"]
+
+
+def test_connection_refused_is_exit_3_in_one_line(sshd, manifest, tmp_path):
+    case = manifest[CASE]
+    proc = cli(["run", case.model, *input_args(case), "--out", tmp_path / "r", "--remote",
+                f"ssh:root@127.0.0.1:{free_port()}", "--lar", "/bin/true"], ssh_env(sshd), timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    errs = error_lines(proc.stderr)
+    assert len(errs) == 1 and "Connection refused" in errs[0]
+    assert "Traceback" not in proc.stderr
+    rec = json.loads(next((tmp_path / "r").rglob("run.json")).read_text())
+    assert rec["status"] == "failed" and "Connection refused" in rec["error"]
+
+
+def test_missing_binary_on_the_device_is_exit_3(sshd, manifest, tmp_path):
+    case = manifest[CASE]
+    proc = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "a", "-q",
+                "--remote", sshd["target"], "--lar", tmp_path / "nowhere" / "load_and_run",
+                "--remote-dir", tmp_path / "device"], ssh_env(sshd), timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    errs = error_lines(proc.stderr)
+    assert len(errs) == 1 and "not found on" in errs[0] and "--lar" in errs[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_timeout_is_exit_3_and_the_device_process_is_gone(sshd, manifest, tmp_path):
+    case = manifest[CASE]
+    pidfile = tmp_path / "device.pid"
+    lar = slow_wrapper(tmp_path / "device-bin" / "slow", pidfile)
+    t0 = time.monotonic()
+    proc = cli(["run", case.model, *input_args(case), "--out", tmp_path / "r", "--remote", sshd["target"],
+                "--lar", lar, "--remote-dir", tmp_path / "device", "--timeout", "4"], ssh_env(sshd), timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert time.monotonic() - t0 < 90
+    assert len(error_lines(proc.stderr)) == 1 and "did not finish within 4 s" in proc.stderr
+    assert wait_gone(int(pidfile.read_text())), "the device's load_and_run survived the timeout"
+    rec = json.loads(next((tmp_path / "r").rglob("run.json")).read_text())
+    assert rec["status"] == "timeout" and rec["remote"]["timed_out"] and "killed" in rec["remote"]["kill_report"]
+
+
+def test_run_over_fake_adb_records_the_phone(fake_adb, manifest, lar_dump, tmp_path):
+    case = manifest[CASE]
+    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = cli(["run", case.model, *input_args(case), "--config", "naive", "--out", tmp_path / "r",
+                "--remote", "adb:SER1", "--lar", lar, "--remote-dir", fake_adb.remote_dir], env)
+    assert proc.returncode == 0, proc.stderr
+    run_dir = Path(proc.stdout.strip())
+    rec = json.loads((run_dir / "run.json").read_text())
+    dev = rec["remote"]["device"]
+    assert rec["remote"]["transport"] == "adb" and dev["android_model"] == "Pixel 7"
+    assert dev["android_abi"] == "arm64-v8a" and rec["environment"]["android_model"] == "Pixel 7"
+    # the pulled dump equals a local naive run file by file
+    local = lar_dump(CASE, "naive")
+    assert sorted(p.name for p in (run_dir / "dump").iterdir()) == sorted(os.listdir(local))
+    for name in os.listdir(local):
+        assert (run_dir / "dump" / name).read_bytes() == (local / name).read_bytes()
+    calls = [c for c in fake_adb.calls() if "-s" in c]
+    assert calls and all(c[c.index("-s") + 1] == "SER1" for c in calls)
