@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
+import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -91,10 +91,12 @@ def _same_vars(a: Any, b: Any) -> bool:
     return all(a[i].var.name == b[i].var.name and a[i].var.shape == b[i].var.shape for i in a.ids)
 
 
-def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path) -> Tuple[int, int]:
+def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path, ref_dest: Path) -> Tuple[int, int, int]:
     """Write the vars of ``other_dir`` that pair by name with ``ref_dir`` into ``dest``, under the
-    reference's var ids and titles (values brought to the reference's layout), so the two
-    compare by id. Returns (paired, written)."""
+    reference's var ids and titles (values brought to the reference's layout), and the same
+    vars of the reference into ``ref_dest`` (links), so the two compare by id and a var with
+    no partner (fused or folded away by the rewrite) is left out instead of "missing".
+    Returns (reference vars, paired, written)."""
     import numpy as np
 
     from lar_prec.iodump import DumpFolder, dump_file_name, format_title, write_binary_dump
@@ -112,6 +114,7 @@ def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path) -> Tuple[int, int]:
         if vb is not None and vb.shape == ra[s.id].var.shape:
             pairs.append((s.id, vb.id))
     dest.mkdir(parents=True, exist_ok=True)
+    ref_dest.mkdir(parents=True, exist_ok=True)
     written = 0
     for ida, idb in pairs:
         da, db = ra[ida], rb[idb]
@@ -123,36 +126,50 @@ def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path) -> Tuple[int, int]:
                     continue
             arr = np.ascontiguousarray(arr, dtype=da.array().dtype)
             write_binary_dump(dest / dump_file_name(ida), arr, format_title(da.var, da.inputs), da.var.dtype)
-            written += 1
         except (LarPrecError, ValueError, TypeError) as exc:
             log.info("devices: var %s (%s) not compared: %s", ida, da.var.name, exc)
-    return len(pairs), written
+            continue
+        src, link = da.path, ref_dest / da.path.name
+        try:
+            os.link(src, link)
+        except OSError:
+            shutil.copyfile(src, link)
+        written += 1
+    return len(infos_a), len(pairs), written
 
 
-def _compare(ref: RunResult, run: RunResult, threshold: Any, work: Path) -> Tuple[Any, str]:
-    """The VarTree of ``run`` against the reference, and how vars were paired ("id" or "name")."""
+def _compare(ref: RunResult, run: RunResult, threshold: Any, work: Path) -> Tuple[Any, Dict[str, Any]]:
+    """The VarTree of ``run`` against the reference, and how vars were paired: by ``id``, or by
+    ``name`` through two folders under ``work/by-name/<label>/`` (kept: they are what was compared)."""
     from lar_prec.iodump import DumpFolder
     from lar_prec.vartree import VarTree
 
     a, b = ref.dump_dir, run.dump_dir
     assert a is not None and b is not None
     if _same_vars(DumpFolder(a), DumpFolder(b)):
-        return VarTree.from_folders(a, b, threshold=threshold), "id"
-    dest = Path(tempfile.mkdtemp(prefix=f"{run.label}-by-name-", dir=work))
-    renamed_copy(a, b, dest)
-    return VarTree.from_folders(a, dest, threshold=threshold), "name"
+        return VarTree.from_folders(a, b, threshold=threshold), {"how": "id"}
+    base = work / "by-name" / run.label
+    n_ref, n_pairs, written = renamed_copy(a, b, base / "target", base / "reference")
+    info = {"how": "name", "dir": str(base), "reference_vars": n_ref, "paired": n_pairs, "compared": written}
+    return VarTree.from_folders(base / "reference", base / "target", threshold=threshold), info
 
 
-def _final_outputs(tree: Any) -> List[Any]:
-    """The compared vars no other var consumes: the model's outputs."""
-    used = {i for d in tree.diffs for i in d.inputs}
-    return [d for d in tree.diffs if d.id not in used]
+def final_outputs(dump_dir: Path) -> List[int]:
+    """The vars of a dump no other dumped var consumes: the model's outputs. Taken from the
+    reference's whole graph, so a var whose consumer a target fused away is not one."""
+    from lar_prec.iodump import DumpFolder
+
+    f = DumpFolder(dump_dir)
+    used = {i for vid in f.ids for i in f.inputs_of(vid)}
+    return [vid for vid in f.ids if vid not in used]
 
 
-def _target_entry(t: Target, run: RunResult, tree: Any, pairing: str, is_ref: bool) -> Dict[str, Any]:
+def _target_entry(t: Target, run: RunResult, tree: Any, pairing: Dict[str, Any], is_ref: bool,
+                  output_ids: Sequence[int]) -> Dict[str, Any]:
     from lar_prec.report_records import _finite
 
-    outs = _final_outputs(tree)
+    by_id = {d.id: d for d in tree.diffs}
+    outs = [by_id[i] for i in output_ids if i in by_id]
     errs = [d.max_err for d in outs if d.max_err is not None and math.isfinite(d.max_err)]
     roots = tree.roots()
     root = roots[0] if roots else None
@@ -161,8 +178,10 @@ def _target_entry(t: Target, run: RunResult, tree: Any, pairing: str, is_ref: bo
     verdict = (f"diverges: {len(not_ok)} of {len(tree.diffs)} variables not ok"
                + (f"; root {root.name} ({root.opr_type}, var {root.id})" if root else "")) if tree.diverged \
         else f"agrees: all {len(tree.diffs)} variables within the threshold"
-    return {"target": t.name, "label": run.label, "reference": is_ref, "run_dir": str(run.dir), "pairing": pairing,
+    return {"target": t.name, "label": run.label, "reference": is_ref, "run_dir": str(run.dir),
+            "pairing": pairing["how"], "pairing_detail": pairing,
             "verdict": verdict, "diverged": bool(tree.diverged), "final_outputs": [d.id for d in outs],
+            "final_outputs_not_compared": [i for i in output_ids if i not in by_id],
             "final_output_max_err": _finite(final),
             "root": None if root is None else {"id": int(root.id), "name": root.name, "opr_type": root.opr_type,
                                                "max_err": _finite(root.max_err)},
@@ -260,14 +279,19 @@ def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], 
     from lar_prec.report import from_tree
 
     naive = results[f"{ref.label}-naive"]
-    entries, trees = [], []
+    entries, trees, notes = [], [], []
+    outputs = final_outputs(naive.dump_dir)  # type: ignore[arg-type]
     thr = threshold
     for t in targets:
         run = results[f"{t.label}-{config}"]
         tree, pairing = _compare(naive, run, thr, adir)
         thr = tree.threshold if threshold in (None, "auto") and thr in (None, "auto") else thr
         trees.append((t, run, tree))
-        entries.append(_target_entry(t, run, tree, pairing, t.name == ref.name))
+        entries.append(_target_entry(t, run, tree, pairing, t.name == ref.name, outputs))
+        if pairing["how"] == "name":
+            notes.append(f"{t.name}: its graph differs from the reference's; {pairing['compared']} of "
+                         f"{pairing['reference_vars']} reference vars paired by name and compared, the others "
+                         f"(fused, folded or without a convertible layout) are left out")
     # the design's vars/roots: the target that diverges most
     k = max(range(len(trees)), key=lambda i: (trees[i][2].diverged, entries[i]["n_not_ok"],
                                              entries[i]["final_output_max_err"] or 0.0))
@@ -280,8 +304,8 @@ def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], 
     else:
         verdict = f"all {len(entries)} targets agree with the naive run on {ref.name} ({config})"
     runs = [naive] + [r for _t, r, _tree in trees if r is not naive]
-    env_extra, notes = W.environment_extra([r for _t, r, _tree in trees])
-    notes = [f"vars and roots are those of the target that diverges most: {worst_t.name}"] + notes
+    env_extra, env_notes = W.environment_extra([r for _t, r, _tree in trees])
+    notes = [f"vars and roots are those of the target that diverges most: {worst_t.name}"] + notes + env_notes
     extra = {"analysis_dir": str(adir), "inputs": prepared.to_json(), "config": config, "reference": ref.name,
              "shown_target": worst_t.name, "targets": entries, **env_extra}
     report = from_tree(worst_tree, command="devices", runs=runs, model=str(model_path), verdict=verdict,

@@ -42,6 +42,26 @@ def _cpuinfo() -> Tuple[Optional[str], Tuple[str, ...]]:
     return _CPUINFO
 
 
+_UNAME: Optional[str] = None
+
+
+def _uname() -> str:
+    """``uname -a`` of this machine, as a device reports its own (os.uname() lacks the OS field)."""
+    global _UNAME
+    if _UNAME is None:
+        import subprocess
+
+        try:
+            _UNAME = subprocess.run(["uname", "-a"], capture_output=True, text=True, timeout=10,
+                                    stdin=subprocess.DEVNULL).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            _UNAME = ""
+        if not _UNAME:
+            u = os.uname()
+            _UNAME = " ".join((u.sysname, u.nodename, u.release, u.version, u.machine))
+    return _UNAME
+
+
 def _mgb(env: Mapping[str, Optional[str]]) -> Dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith("MGB_") and v is not None}
 
@@ -50,11 +70,10 @@ def local_environment(lar_describe: str, lar_version: Optional[str], env_changes
                       config_vars: Iterable[str] = ()) -> Dict[str, Any]:
     """The environment of a run on this machine (its MGB_* variables: the inherited ones
     with the run's changes applied)."""
-    u = os.uname()
     model, feats = _cpuinfo()
     effective = {**{k: v for k, v in os.environ.items() if k.startswith("MGB_")}, **dict(env_changes)}
     return {"host": "local", "transport": "local",
-            "uname": " ".join((u.sysname, u.nodename, u.release, u.version, u.machine)),
+            "uname": _uname(),
             "cpu_model": model, "cpu_features": list(feats), "android_model": None, "android_abi": None,
             "load_and_run": lar_describe, "load_and_run_version": lar_version, "mgb_env": _mgb(effective),
             "config_vars": sorted(config_vars)}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from lar_prec.iodump import DumpFolder
 from test_remote import fake_adb, free_port, lar_wrapper, slow_wrapper, sshd, wait_gone  # noqa: F401  (fixtures)
 
 CASE = "cnn"
@@ -179,3 +180,47 @@ def test_run_over_fake_adb_records_the_phone(fake_adb, manifest, lar_dump, tmp_p
         assert (run_dir / "dump" / name).read_bytes() == (local / name).read_bytes()
     calls = [c for c in fake_adb.calls() if "-s" in c]
     assert calls and all(c[c.index("-s") + 1] == "SER1" for c in calls)
+
+
+def rewriting_wrapper(path: Path, flag: str) -> Path:
+    """A device's load_and_run build that rewrites the graph (fusion, a packed layout): its var
+    ids differ from the reference's, its var names do not."""
+    from test_remote import write_exe
+
+    return write_exe(path, f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\" {flag}\n")
+
+
+@pytest.mark.megengine
+def test_devices_pairs_rewritten_graphs_by_name(sshd, fake_adb, manifest, tmp_path, monkeypatch):
+    from lar_prec.devices import parse_targets, devices
+    from lar_prec.remote import SshOptions  # noqa: F401
+    from lar_prec.runremote import RemoteSpec
+
+    case = manifest[CASE]
+    fused = rewriting_wrapper(tmp_path / "device-bin" / "load_and_run", "--enable-fuse-conv-bias-nonlinearity")
+    packed = rewriting_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run", "--enable-nchw44")
+    monkeypatch.setenv("LAR_PREC_LOAD_AND_RUN", "bundled")
+    targets = parse_targets([RemoteSpec(sshd["target"], str(fused), str(tmp_path / "device"), ssh=sshd["options"]),
+                             RemoteSpec("adb:SER1", str(packed), fake_adb.remote_dir)], local=True)
+    a = devices(case.model, [f"{n}:{p}" for n, p in case.inputs], targets, out=tmp_path / "dev", html=False)
+    by = {t["target"]: t for t in a.report.extra["targets"]}
+    assert by["local"]["pairing"] == "id"
+    assert by[sshd["target"]]["pairing"] == "name" and by["adb:SER1"]["pairing"] == "name"
+    n_vars = len(by["local"]["max_err_by_var"])
+    for name in (sshd["target"], "adb:SER1"):
+        t = by[name]
+        # the model's output pairs and is compared; its error is small rounding, not a fault
+        assert t["final_outputs"] and t["final_output_max_err"] is not None and t["final_output_max_err"] < 1e-3
+        compared = [e for e in t["max_err_by_var"].values() if e is not None]
+        assert 0.5 * n_vars < len(compared) <= n_vars and t["pairing_detail"]["compared"] == len(compared)
+        # a rewrite is not a fault: nothing unpaired is reported missing, nothing diverges
+        assert not t["diverged"] and t["root"] is None, t
+    assert a.exit_code == 0 and a.report.n_not_ok == 0
+    # the model's output is the reference's, whatever each target fused away
+    assert by[sshd["target"]]["final_outputs"] == by["local"]["final_outputs"] == by["adb:SER1"]["final_outputs"]
+    # the fused convolutions have no partner on the fusing device: left out, never paired wrongly
+    ref = DumpFolder(next(r.dump_dir for r in a.runs if r.label == "local-naive"))
+    names = {str(v.var.id): v.var.name for v in ref}
+    left_out = {names[i] for i in set(names) - set(by[sshd["target"]]["max_err_by_var"])}
+    assert left_out == {"c1.Convolution", "c2.Convolution"}
+    assert any("paired by name" in n for n in a.report.notes)
