@@ -101,9 +101,32 @@ def test_devices_ssh_and_local_agree_per_target(sshd, manifest, tmp_path):
     # the two targets ran different binaries on different "hosts": the report says so
     fields = {d["field"] for d in rep["environment_differences"]}
     assert {"host", "load_and_run"} <= fields
-    page = (tmp_path / "dev.html").read_text()
-    assert "target-var-table" in page and sshd["target"] in page
     assert "Environment differs between runs" in proc.stdout
+    assert "host differs: " in proc.stdout
+    _check_devices_page(tmp_path / "dev.html", rep)
+
+
+def _check_devices_page(path: Path, rep: dict) -> None:
+    """The page draws the targets table, the target-by-variable table and the differences."""
+    from test_report import CHROMIUM, Browser
+
+    if CHROMIUM is None:
+        pytest.skip("headless chromium not installed (run scripts/ensure-chromium.sh as root)")
+    b = Browser()
+    try:
+        b.open(path)
+        assert b.js("document.body.dataset.rendered") is not None
+        assert b.js("document.getElementById('fatal').hidden") is True and b.problems() == []
+        assert b.js("document.getElementById('targets-section').hidden") is False
+        rows = b.js("document.querySelectorAll('#targets-table tbody tr').length")
+        assert rows == len(rep["targets"])
+        heads = b.js("Array.from(document.querySelectorAll('#target-var-table th')).map(t => t.textContent)")
+        assert heads == ["variable"] + [t["target"] for t in rep["targets"]]
+        assert b.js("document.querySelectorAll('#target-var-table tbody tr').length") == len(rep["vars"])
+        env = b.js("document.getElementById('envdiff').innerText")
+        assert not b.js("document.getElementById('envdiff').hidden") and "host" in env
+    finally:
+        b.close()
 
 
 def test_devices_default_config_finds_the_same_root_as_naive_vs_default(sshd, manifest, tmp_path):
@@ -224,3 +247,76 @@ def test_devices_pairs_rewritten_graphs_by_name(sshd, fake_adb, manifest, tmp_pa
     left_out = {names[i] for i in set(names) - set(by[sshd["target"]]["max_err_by_var"])}
     assert left_out == {"c1.Convolution", "c2.Convolution"}
     assert any("paired by name" in n for n in a.report.notes)
+
+
+def test_shake_over_ssh_finds_the_jitter_and_its_cause_on_the_device(sshd, manifest, lar_dump, tmp_path):
+    """A board whose load_and_run jitters in the first convolution unless --reproducible."""
+    from test_remote import write_exe
+
+    case = manifest[CASE]
+    src = lar_dump(CASE, "default")
+    folder = DumpFolder(src)
+    conv = next(v for v in folder.ids if folder.var_info(v).opr_type == "ConvolutionForward")
+    lar = write_exe(tmp_path / "device-bin" / "load_and_run", "\n".join([
+        "#!/bin/sh", f"FAKE_LAR_SOURCE_DUMP={src}", f"FAKE_LAR_JITTER_VAR={folder.paths()[conv].name}",
+        "FAKE_LAR_JITTER_UNLESS=--reproducible", "export FAKE_LAR_SOURCE_DUMP FAKE_LAR_JITTER_VAR FAKE_LAR_JITTER_UNLESS",
+        f"exec {sys.executable} {ROOT / 'tests' / 'fake_lar.py'} \"$@\"", ""]))
+    proc = cli(["shake", case.model, *input_args(case), "--repeat", "3", "--out", tmp_path / "s", "-q",
+                "--remote", sshd["target"], "--lar", lar, "--remote-dir", tmp_path / "device",
+                "--json", tmp_path / "s.json"], ssh_env(sshd))
+    assert proc.returncode == 1, proc.stderr
+    rep = json.loads((tmp_path / "s.json").read_text())
+    assert rep["cause"] == "non-reproducible kernel"
+    assert rep["roots"][0]["id"] == conv
+    assert {r["label"] for r in rep["runs"]} >= {"default-1", "default-3", "reproducible-1"}
+    assert all(r["environment"]["host"] == sshd["target"] for r in rep["runs"])
+    assert all(r["argv"][0] == str(lar) for r in rep["runs"])
+    assert "load_and_run (fake)" in rep["runs"][0]["environment"]["load_and_run_version"]
+
+
+def test_ctrl_c_stops_the_device_run_and_exits_130(sshd, manifest, tmp_path):
+    import signal
+
+    case = manifest[CASE]
+    pidfile = tmp_path / "device.pid"
+    lar = slow_wrapper(tmp_path / "device-bin" / "slow", pidfile)
+    out = tmp_path / "a"
+    proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "naive-vs-default", str(case.model), *input_args(case),
+                             "--out", str(out), "-q", "--remote", sshd["target"], "--lar", str(lar),
+                             "--remote-dir", str(tmp_path / "device")],
+                            cwd=ROOT, env=ssh_env(sshd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not pidfile.exists():
+            time.sleep(0.1)
+        assert pidfile.exists(), "the device's run did not start"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert wait_gone(int(pidfile.read_text())), "the device's load_and_run survived Ctrl-C"
+    runs = [json.loads(p.read_text()) for p in out.rglob("run.json")]
+    assert runs and {r["status"] for r in runs} <= {"interrupted", "not_started"}
+    assert any(r["status"] == "interrupted" for r in runs)
+
+
+def test_environment_differences_name_what_differs():
+    from lar_prec.runenv import environment_differences, format_differences, local_environment
+
+    here = local_environment("bundled lar_prec.lar", "v1", {"MGB_USE_MEGDNN_DBG": "2"}, ["MGB_USE_MEGDNN_DBG"])
+    same = local_environment("bundled lar_prec.lar", "v1", {"MGB_USE_MEGDNN_DBG": None}, ["MGB_USE_MEGDNN_DBG"])
+    # naive and default differ only in the variable the configuration sets on purpose
+    assert environment_differences([("naive", here), ("default", same)]) == []
+    board = {**same, "host": "ssh:board", "cpu_features": [f for f in same["cpu_features"]][1:] + ["asimd"],
+             "mgb_env": {"MGB_CONV_ALGO": "x"}, "load_and_run": "/opt/load_and_run"}
+    diffs = {d["field"]: d["values"] for d in environment_differences([("naive", here), ("board", board)])}
+    assert set(diffs) == {"host", "cpu_features", "mgb_env", "load_and_run"}
+    assert diffs["cpu_features"]["board"] == "only: asimd"
+    assert diffs["mgb_env"] == {"naive": "(none)", "board": "MGB_CONV_ALGO=x"}
+    assert any(line.startswith("cpu_features differs: ") for line in format_differences(
+        environment_differences([("naive", here), ("board", board)])))
