@@ -227,7 +227,7 @@ def devices(
     jobs: List[Tuple[Target, List[Tuple[str, str]]]] = []
     for t in targets + ([ref] if ref not in targets else []):
         plan = [("naive", f"{t.label}-naive")] if t is ref else []
-        if t in targets:
+        if t in targets and not (plan and config == "naive"):  # the reference's naive run is its run too
             plan.append((config, f"{t.label}-{config}"))
         jobs.append((t, plan))
     sessions: Dict[str, RemoteSessions] = {

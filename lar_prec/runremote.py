@@ -80,6 +80,7 @@ class RemoteSessions:
         self._local = threading.local()
         self._all: List[Any] = []
         self._lock = threading.Lock()
+        self._push_lock = threading.Lock()
         self._interrupted = False
 
     def get(self) -> Any:
@@ -99,7 +100,8 @@ class RemoteSessions:
                                   f"(give its path on the device with --lar PATH; the default is "
                                   f"{DEFAULT_REMOTE_LAR!r} on the device's PATH)",
                                   target=self.spec.target, device_message=f"{self.spec.lar}: not found")
-            s.push_all(self.files)
+            with self._push_lock:  # the first session pushes, the others find the files by hash
+                s.push_all(self.files)
         return s
 
     def interrupt(self) -> None:

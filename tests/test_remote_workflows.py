@@ -50,7 +50,7 @@ def test_naive_vs_default_over_ssh_equals_a_local_run(sshd, manifest, tmp_path):
     local = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "local", "-q",
                  "--json", tmp_path / "local.json"], env)
     remote = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "remote", "-q",
-                  "--remote", sshd["target"], "--lar", lar, "--remote-dir", device,
+                  "--remote", sshd["target"], "--lar", lar, "--remote-dir", device, "--jobs", "2",
                   "--json", tmp_path / "remote.json"], env)
     assert local.returncode in (0, 1), local.stderr
     assert remote.returncode == local.returncode, remote.stderr
@@ -78,6 +78,10 @@ def test_naive_vs_default_over_ssh_equals_a_local_run(sshd, manifest, tmp_path):
     # the device's run folders are cleaned up; the pushed files stay cached for the next analysis
     assert not (device / "runs").exists() or not any((device / "runs").iterdir())
     assert any((device / "files").iterdir())
+    # pushed once per analysis: the second worker's session found the files by hash
+    records = [json.loads(Path(r["dir"], "run.json").read_text())["remote"]["pushed"] for r in b["runs"]]
+    fresh = [p["local"] for pushed in records for p in pushed if not p["skipped"]]
+    assert sorted(fresh) == sorted({p["local"] for pushed in records for p in pushed})
 
 
 def test_devices_ssh_and_local_agree_per_target(sshd, manifest, tmp_path):
@@ -320,3 +324,42 @@ def test_environment_differences_name_what_differs():
     assert diffs["mgb_env"] == {"naive": "(none)", "board": "MGB_CONV_ALGO=x"}
     assert any(line.startswith("cpu_features differs: ") for line in format_differences(
         environment_differences([("naive", here), ("board", board)])))
+
+
+def test_full_device_disk_is_exit_3_with_the_device_message(sshd, manifest, tmp_path):
+    """The push's temporary file is a link to /dev/full: the device's write fails with ENOSPC."""
+    from lar_prec.remote_session import sha256_of
+
+    case = manifest[CASE]
+    files = tmp_path / "device" / "files"
+    files.mkdir(parents=True)
+    (files / f"{sha256_of(case.model)[:16]}-{case.model.name}.part").symlink_to("/dev/full")
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    proc = cli(["run", case.model, *input_args(case), "--out", tmp_path / "r", "--remote", sshd["target"],
+                "--lar", lar, "--remote-dir", tmp_path / "device"], ssh_env(sshd), timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    errs = error_lines(proc.stderr)
+    assert len(errs) == 1 and "No space left on device" in errs[0], proc.stderr
+    rec = json.loads(next((tmp_path / "r").rglob("run.json")).read_text())
+    assert rec["status"] == "failed" and "No space left on device" in rec["remote"]["device_message"]
+
+
+def test_truncated_pull_is_exit_3_and_keeps_what_arrived(fake_adb, manifest, lar_dump, tmp_path, monkeypatch):
+    case = manifest[CASE]
+    names = sorted(os.listdir(lar_dump(CASE, "naive")))
+    victim = names[len(names) // 2]
+    monkeypatch.setenv("FAKE_ADB_TRUNCATE_ON_PULL", victim)
+    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    proc = cli(["run", case.model, *input_args(case), "--config", "naive", "--out", tmp_path / "r",
+                "--remote", "adb:SER1", "--lar", lar, "--remote-dir", fake_adb.remote_dir],
+               {**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 3, proc.stderr
+    errs = error_lines(proc.stderr)
+    assert len(errs) == 1 and "incomplete" in errs[0] and f"dump/{victim}" in errs[0]
+    run_json = next((tmp_path / "r").rglob("run.json"))
+    rec = json.loads(run_json.read_text())
+    assert rec["status"] == "failed" and rec["incomplete"]
+    dump = run_json.parent / "dump"
+    assert set(names) <= set(os.listdir(dump)), "every file that arrived is kept"
+    # the dump is marked incomplete, so no reader takes it for a whole one
+    assert (dump / ".incomplete").exists()
