@@ -109,6 +109,8 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
         con = _PlainOut(console)  # type: ignore[arg-type]
     narrow = con.width < 110
     _header(report, con)
+    if report.extra.get("targets"):
+        _targets_table(report, con)
     if report.roots:
         _roots_table(report, con, top, narrow)
         _root_paths(report, con, top, path_limit)
@@ -351,6 +353,21 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
     if left > 0:
         what = "variables" if all_vars else "variables not ok"
         con.print(_text(f"  ... {left} more {what} in the JSON/HTML/CSV report", "dim"))
+
+
+def _targets_table(report: Report, con: Any) -> None:
+    """``devices``: each target against the reference's naive run."""
+    t = _table(f"Targets (against the naive run on {report.extra.get('reference', '?')})")
+    for col, kw in (("target", {"overflow": "fold"}), ("pairing", {}), ("final-output max_err", {"justify": "right"}),
+                    ("not ok", {"justify": "right"}), ("first root", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for e in report.extra["targets"]:
+        root = e.get("root")
+        t.add_row(_cell(e["target"] + (" (reference)" if e.get("reference") else "")), _cell(e.get("pairing", "")),
+                  _cell(fmt_err(e.get("final_output_max_err")), "red" if e.get("diverged") else "green"),
+                  _cell(str(e.get("n_not_ok", 0))),
+                  _cell(f"{root['name']} ({root['opr_type']}, var {root['id']})" if root else "—"))
+    con.table(t)
 
 
 def _runs_table(report: Report, con: Any) -> None:

@@ -107,6 +107,8 @@ def test_devices_ssh_and_local_agree_per_target(sshd, manifest, tmp_path):
     assert {"host", "load_and_run"} <= fields
     assert "Environment differs between runs" in proc.stdout
     assert "host differs: " in proc.stdout
+    table = proc.stdout.split("Targets (against the naive run on local)", 1)[1]
+    assert sshd["target"] in table and "local (reference)" in table
     _check_devices_page(tmp_path / "dev.html", rep)
 
 
