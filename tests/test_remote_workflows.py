@@ -365,3 +365,25 @@ def test_truncated_pull_is_exit_3_and_keeps_what_arrived(fake_adb, manifest, lar
     assert set(names) <= set(os.listdir(dump)), "every file that arrived is kept"
     # the dump is marked incomplete, so no reader takes it for a whole one
     assert (dump / ".incomplete").exists()
+
+
+def test_naive_vs_default_over_adb_with_a_text_dump(fake_adb, manifest, tmp_path):
+    case = manifest[CASE]
+    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LAR_PREC_LOAD_AND_RUN": "bundled"}
+    local = cli(["naive-vs-default", case.model, *input_args(case), "--text-dump", "--out", tmp_path / "l", "-q",
+                 "--json", tmp_path / "l.json"], env)
+    remote = cli(["naive-vs-default", case.model, *input_args(case), "--text-dump", "--out", tmp_path / "r", "-q",
+                  "--remote", "adb:SER1", "--lar", lar, "--remote-dir", fake_adb.remote_dir, "--keep-remote",
+                  "--json", tmp_path / "r.json"], env)
+    assert remote.returncode == local.returncode, remote.stderr
+    a, b = json.loads((tmp_path / "l.json").read_text()), json.loads((tmp_path / "r.json").read_text())
+    assert [(v["id"], v["inputs"], v["status"]) for v in b["vars"]] == [(v["id"], v["inputs"], v["status"]) for v in a["vars"]]
+    text_run = next(r for r in b["runs"] if r["label"] == "default-text")
+    assert Path(text_run["dir"], "io_dump.txt").stat().st_size > 0
+    assert "--io-dump" in text_run["argv"] and text_run["argv"][text_run["argv"].index("--io-dump") + 1].startswith(
+        fake_adb.remote_dir)
+    # --keep-remote: every run's device folder is still there
+    kept = list(Path(fake_adb.remote_dir, "runs").iterdir())
+    assert len(kept) == 3 and all((k / "stderr.txt").is_file() for k in kept)
+    assert all(r["environment"]["android_model"] == "Pixel 7" for r in b["runs"])
