@@ -294,7 +294,7 @@ def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], 
                          f"(fused, folded or without a convertible layout) are left out")
     # the design's vars/roots: the target that diverges most
     k = max(range(len(trees)), key=lambda i: (trees[i][2].diverged, entries[i]["n_not_ok"],
-                                             entries[i]["final_output_max_err"] or 0.0))
+                                             entries[i]["final_output_max_err"] or 0.0, not entries[i]["reference"]))
     worst_t, _run, worst_tree = trees[k]
     bad = [e for e in entries if e["diverged"]]
     if bad:
@@ -305,7 +305,9 @@ def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], 
         verdict = f"all {len(entries)} targets agree with the naive run on {ref.name} ({config})"
     runs = [naive] + [r for _t, r, _tree in trees if r is not naive]
     env_extra, env_notes = W.environment_extra([r for _t, r, _tree in trees])
-    notes = [f"vars and roots are those of the target that diverges most: {worst_t.name}"] + notes + env_notes
+    shown = (f"vars and roots are those of the target that diverges most: {worst_t.name}" if bad
+             else f"vars are those of target {worst_t.name}")
+    notes = [shown] + notes + env_notes
     extra = {"analysis_dir": str(adir), "inputs": prepared.to_json(), "config": config, "reference": ref.name,
              "shown_target": worst_t.name, "targets": entries, **env_extra}
     report = from_tree(worst_tree, command="devices", runs=runs, model=str(model_path), verdict=verdict,

@@ -370,14 +370,26 @@ def _targets_table(report: Report, con: Any) -> None:
     con.table(t)
 
 
+def _where(env: Any) -> str:
+    """Where a run ran, in a few words: host, then the device's model or CPU."""
+    if not isinstance(env, dict) or not env.get("host"):
+        return ""
+    what = env.get("android_model") or env.get("cpu_model") or ""
+    return f"{env['host']} ({what})" if what else str(env["host"])
+
+
 def _runs_table(report: Report, con: Any) -> None:
     t = _table("Runs")
-    for col, kw in (("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"}),
-                    ("folder", {"overflow": "fold"})):
+    where = [_where(r.extra.get("environment")) for r in report.runs]
+    cols = [("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"})]
+    cols += [("where", {"overflow": "fold"})] if any(where) else []
+    for col, kw in cols + [("folder", {"overflow": "fold"})]:
         t.add_column(col, **kw)
-    for r in report.runs:
-        t.add_row(_cell(r.label), _cell(str(r.returncode), "" if r.returncode == 0 else "red"),
-                  _cell("—" if not math.isfinite(r.seconds) else f"{r.seconds:.2f}"), _cell(str(r.dir)))
+    for r, w in zip(report.runs, where):
+        cells = [_cell(r.label), _cell(str(r.returncode), "" if r.returncode == 0 else "red"),
+                 _cell("—" if not math.isfinite(r.seconds) else f"{r.seconds:.2f}")]
+        cells += [_cell(w or "—")] if any(where) else []
+        t.add_row(*cells, _cell(str(r.dir)))
     con.table(t)
 
 

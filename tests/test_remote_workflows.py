@@ -58,6 +58,7 @@ def test_naive_vs_default_over_ssh_equals_a_local_run(sshd, manifest, tmp_path):
     assert [r["id"] for r in b["roots"]] == [r["id"] for r in a["roots"]]
     assert [(v["id"], v["status"]) for v in b["vars"]] == [(v["id"], v["status"]) for v in a["vars"]]
     assert b["remote"] == sshd["target"]
+    assert sshd["target"] in remote.stdout.split("\nRuns", 1)[1], "the terminal says where each run ran"
     # both runs on the same device: no environment difference besides the naive switch
     assert b["environment_differences"] == []
     naive_run = next(r for r in b["runs"] if r["label"] == "naive")
