@@ -388,3 +388,23 @@ def test_naive_vs_default_over_adb_with_a_text_dump(fake_adb, manifest, tmp_path
     kept = list(Path(fake_adb.remote_dir, "runs").iterdir())
     assert len(kept) == 3 and all((k / "stderr.txt").is_file() for k in kept)
     assert all(r["environment"]["android_model"] == "Pixel 7" for r in b["runs"])
+
+
+def test_devices_with_the_phone_as_reference(fake_adb, manifest, tmp_path):
+    case = manifest[CASE]
+    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LAR_PREC_LOAD_AND_RUN": "bundled"}
+    proc = cli(["devices", case.model, *input_args(case), "--local", "--remote", f"adb:SER1={lar}",
+                "--remote-dir", fake_adb.remote_dir, "--reference", "adb:SER1", "--out", tmp_path / "d", "-q",
+                "--json", "-"], env)
+    assert proc.returncode in (0, 1), proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["reference"] == "adb:SER1"
+    by = {t["target"]: t for t in rep["targets"]}
+    assert by["adb:SER1"]["reference"] and not by["local"]["reference"]
+    naive = next(r for r in rep["runs"] if r["label"] == "adb_SER1-naive")
+    assert naive["env"] == {"MGB_USE_MEGDNN_DBG": "2"} and naive["environment"]["host"] == "adb:SER1"
+    # an unknown reference is a usage error before anything runs
+    bad = cli(["devices", case.model, *input_args(case), "--local", "--reference", "adb:OTHER",
+               "--out", tmp_path / "e"], env)
+    assert bad.returncode == 2 and "--reference 'adb:OTHER'" in bad.stderr and not (tmp_path / "e").exists()
