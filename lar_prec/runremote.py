@@ -19,9 +19,9 @@ import logging
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
-from lar_prec.errors import RunError, UsageError
+from lar_prec.errors import UsageError
 from lar_prec.remote import AdbOptions, RemoteError, SshOptions, parse_target
 from lar_prec.runenv import remote_environment
 
@@ -192,4 +192,4 @@ def open_sessions(spec: Optional[RemoteSpec], model: Path, inputs: Any) -> Optio
 
 
 __all__ = ["DEFAULT_REMOTE_LAR", "RemoteSpec", "RemoteSessions", "remote_spec", "run_once_remote", "open_sessions",
-           "device_files", "RunError"]
+           "device_files"]
