@@ -62,6 +62,10 @@ class RunResult:
     inputs: Tuple[Mapping[str, Any], ...] = ()
     started: str = ""
     timeout: Optional[float] = None
+    #: where the run ran (runenv.local_environment / remote_environment): host, OS, CPU, binary, MGB_*
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    #: remote runs only: transport, target, device facts, pushed hashes, device folder (RemoteSession.record)
+    remote: Optional[Mapping[str, Any]] = None
 
     @property
     def ok(self) -> bool:
@@ -112,6 +116,8 @@ class RunResult:
             "error": self.error,
             "hint": self.hint,
             "stderr_tail": self.stderr_tail,
+            "environment": dict(self.environment),
+            "remote": None if self.remote is None else dict(self.remote),
         }
 
 
