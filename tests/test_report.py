@@ -313,10 +313,7 @@ def test_lazy_vars_write_the_same_json(dumps_ab, tmp_path):
     assert lazy.vars == eager.vars and lazy.var(fault) == eager.var(fault) and lazy.var(-5) is None
     assert lazy.status_counts() == eager.status_counts() and exit_code(lazy) == exit_code(eager) == 1
     assert read_json(write_json(lazy, tmp_path / "lazy.json")) == eager
-    a, b = _console(), _console()
-    render_terminal(lazy, a)
-    render_terminal(eager, b)
-    assert a.file.getvalue() == b.file.getvalue()
+    assert _rendered(lazy) == _rendered(eager)
 
 
 def test_one_table_describes_a_variable():
@@ -374,12 +371,17 @@ def _console(width: int = 140):
     return Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
 
 
+def _rendered(report, width: int = 140, **kw) -> str:
+    """What :func:`render_terminal` prints for ``report`` on a plain console ``width`` wide."""
+    con = _console(width)
+    render_terminal(report, con, **kw)
+    return con.file.getvalue()
+
+
 @pytest.mark.megengine
 def test_terminal_shows_verdict_threshold_roots_and_paths(faulty_report, dumps_ab, capsys):
     fault = dumps_ab[3]
-    con = _console()
-    render_terminal(faulty_report, con, top=5)
-    out = con.file.getvalue()
+    out = _rendered(faulty_report, top=5)
     root = faulty_report.var(fault)
     assert "Verdict: " + faulty_report.verdict in out
     flat = " ".join(out.split())
@@ -411,9 +413,7 @@ def test_terminal_keeps_numbers_whole_on_a_narrow_console(faulty_report, inputs)
     elif inputs == "exact":
         r = replace(r, input_max_err=0.0, amplification=None, inputs_equal=True)
     rep = replace(faulty_report, roots=(r,) + faulty_report.roots[1:])
-    con = _console(width=80)
-    render_terminal(rep, con)
-    out = con.file.getvalue()
+    out = _rendered(rep, width=80)
     row = next(line for line in out.splitlines() if f" {r.id} " in line and r.name in line)
     # the amplification is a whole number, or says the inputs were exact: never cut
     amp = fmt_err(r.amplification) + "x" if r.amplification is not None else "inputs exact"
@@ -427,9 +427,7 @@ def test_terminal_keeps_numbers_whole_on_a_narrow_console(faulty_report, inputs)
 
 @pytest.mark.megengine
 def test_terminal_clean_report_says_no_divergence(clean_report):
-    con = _console()
-    render_terminal(clean_report, con)
-    out = con.file.getvalue()
+    out = _rendered(clean_report)
     assert "Verdict: no divergence: all" in out
     assert "Roots" not in out
 
@@ -441,9 +439,7 @@ def test_terminal_escapes_markup_in_names(faulty_report):
     rep = replace(faulty_report,
                   vars=tuple(replace(v, name=hostile) if v.id == v0.id else v for v in faulty_report.vars),
                   roots=(replace(v0, name=hostile),) + faulty_report.roots[1:])
-    con = _console(width=200)
-    render_terminal(rep, con)
-    assert hostile in con.file.getvalue()
+    assert hostile in _rendered(rep, width=200)
 
 
 # ============================================================================ HTML, static checks
@@ -888,9 +884,7 @@ def shake_report(dumps_ab, lar_dump) -> Report:
 
 @pytest.mark.megengine
 def test_shake_report_shows_cause_and_runs_differing(shake_report):
-    con = _console()
-    render_terminal(shake_report, con)
-    out = con.file.getvalue()
+    out = _rendered(shake_report)
     assert "lar-prec shake" in out
     assert "Cause: neither the algorithm choice nor --reproducible explains it" in out
     assert "runs differing" in out

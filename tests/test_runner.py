@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from proc_helpers import ctrl_c, wait_gone
 from lar_prec import runner
 from lar_prec.cli import cli
 from lar_prec.errors import LoadAndRunNotFound, RunError, RunTimeout, UsageError
@@ -247,14 +248,6 @@ def test_env_variable_selects_the_binary_and_text_dump(fake_lar, model_file, pre
     assert "--bin-io-dump" not in argv
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
-
-
 def test_timeout_kills_the_process_group(fake_lar, model_file, prepared, tmp_path, monkeypatch):
     pid_file = tmp_path / "child.pid"
     monkeypatch.setenv("FAKE_LAR_MODE", "sleep")
@@ -267,11 +260,7 @@ def test_timeout_kills_the_process_group(fake_lar, model_file, prepared, tmp_pat
     info = runner.read_run_json(res.dir)
     assert info["status"] == "timeout" and info["incomplete"] is True and info["timeout"] == 1.5
     # the grandchild `sleep 60` was in the same group: it is gone too
-    child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(child)
+    assert wait_gone(int(pid_file.read_text()), 5)
 
 
 def test_failing_binary_reports_its_message(fake_lar, model_file, prepared, tmp_path, monkeypatch):
@@ -451,11 +440,7 @@ def test_keyboard_interrupt_kills_the_run_and_marks_it(fake_lar, model_file, pre
         runner.run_once(model_file, prepared, "default", tmp_path / "a", lar=str(fake_lar.path))
     info = runner.read_run_json(tmp_path / "a" / "default")
     assert info["status"] == "interrupted" and info["incomplete"] is True
-    child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(child)
+    assert wait_gone(int(pid_file.read_text()), 5)
 
 
 def test_plain_npy_inputs_are_copied_byte_for_byte_and_others_converted(tmp_path):
@@ -680,20 +665,6 @@ def test_concurrent_analyses_never_share_a_folder(fake_lar, model_file, npy_inpu
     assert len(fake_lar.calls()) == 10
 
 
-def _wait_for(path: Path, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert path.exists(), f"{path} never appeared"
-
-
-def _gone(pid: int, seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _alive(pid)
-
-
 @pytest.mark.parametrize("command", ["run", "naive-vs-default"])
 def test_ctrl_c_during_the_version_check_stops_the_analysis(fake_lar, model_file, npy_input, tmp_path, command):
     """Ctrl-C from a terminal (SIGINT to the foreground group) while `load_and_run --version`
@@ -704,25 +675,15 @@ def test_ctrl_c_during_the_version_check_stops_the_analysis(fake_lar, model_file
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "lar_prec", command, str(model_file), "--input", npy_input, "--lar",
             str(fake_lar.path), "--out", str(out), *(["-q"] if command != "run" else [])]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its own group, as a terminal's foreground job
-    try:
-        _wait_for(child_pid)
-        t0 = time.monotonic()
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 130, err
-    assert time.monotonic() - t0 < 8
+    returncode, err, seconds = ctrl_c(argv, env, child_pid)
+    assert returncode == 130, err
+    assert seconds < 8
     assert "Traceback" not in err and "interrupted" in err
     assert fake_lar.calls() == []  # no run started after the interrupt
     for record in out.rglob("run.json"):
         info = json.loads(record.read_text())
         assert info["status"] == "interrupted" and info["returncode"] is None
-    assert _gone(int(child_pid.read_text()))
+    assert wait_gone(int(child_pid.read_text()))
 
 
 def test_version_check_honours_the_timeout_and_kills_its_children(fake_lar, model_file, npy_input, tmp_path):
@@ -736,7 +697,7 @@ def test_version_check_honours_the_timeout_and_kills_its_children(fake_lar, mode
     assert elapsed < 9, elapsed  # the old fixed 10 s check alone took longer
     info = runner.read_run_json(proc.stdout.strip())
     assert info["status"] == "ok" and info["load_and_run"]["version"].startswith("unknown (--version did not answer")
-    assert _gone(int(child_pid.read_text()))
+    assert wait_gone(int(child_pid.read_text()))
 
 
 def test_first_failed_run_stops_the_analysis(fake_lar, model_file, npy_input, tmp_path, monkeypatch):
@@ -757,19 +718,10 @@ def test_ctrl_c_during_a_run_exits_130_and_marks_it(fake_lar, model_file, npy_in
     child_pid = tmp_path / "child.pid"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAKE_LAR_MODE": "sleep", "FAKE_LAR_CHILD_PID": str(child_pid)}
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "run", str(model_file), "--input", npy_input, "--lar",
-                             str(fake_lar.path), "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        _wait_for(child_pid)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 130, err
+    returncode, err, _ = ctrl_c([sys.executable, "-m", "lar_prec", "run", str(model_file), "--input", npy_input,
+                                 "--lar", str(fake_lar.path), "--out", str(out)], env, child_pid)
+    assert returncode == 130, err
     assert_one_line_error(130, err, "interrupted", str(out))
     info = runner.read_run_json(out / "default")
     assert info["status"] == "interrupted" and info["returncode"] != 0 and info["incomplete"] is True
-    assert _gone(int(child_pid.read_text()))
+    assert wait_gone(int(child_pid.read_text()))
