@@ -60,22 +60,15 @@ def _mem_kb(pid: int) -> Tuple[int, int]:
     """(total, anonymous) memory of one process in kB: proportional set size when the kernel
     has smaps_rollup (pages shared between the command and its forked workers counted once),
     else VmRSS/RssAnon (shared pages counted in every process)."""
+    name, total_key, anon_key = ("smaps_rollup", "Pss:", "Pss_Anon:") if _HAVE_PSS else ("status", "VmRSS:", "RssAnon:")
     total = anon = 0
     try:
-        if _HAVE_PSS:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total = int(line.split()[1])
-                    elif line.startswith("Pss_Anon:"):
-                        anon = int(line.split()[1])
-        else:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total = int(line.split()[1])
-                    elif line.startswith("RssAnon:"):
-                        anon = int(line.split()[1])
+        with open(f"/proc/{pid}/{name}") as f:
+            for line in f:
+                if line.startswith(total_key):
+                    total = int(line.split()[1])
+                elif line.startswith(anon_key):
+                    anon = int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return total, anon
