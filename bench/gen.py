@@ -110,8 +110,13 @@ def _shape_for(n: int, rng: np.random.Generator, dtype: str) -> Tuple[int, ...]:
     return (1, c, hw, max(1, n // (c * hw)))
 
 
-def _plan(spec: PairSpec, rng: np.random.Generator) -> List[_Var]:
-    """The variable list in execution order with shapes, dtypes, titles and divergence."""
+#: (dtype, kind, opr_type, name, owner text with {inputs}, input node indices)
+_Node = Tuple[str, str, str, str, str, Tuple[int, ...]]
+
+
+def _structure(spec: PairSpec, rng: np.random.Generator) -> List[_Node]:
+    """The operators in execution order: (dtype, kind, opr_type, name, owner text with {inputs},
+    input node indices)."""
     mix = MIXED_DTYPES_MGE if spec.megengine_compatible else MIXED_DTYPES_ALL
     n = max(2, spec.n_vars)
     dtypes = ["Float32"] * n
@@ -123,7 +128,7 @@ def _plan(spec: PairSpec, rng: np.random.Generator) -> List[_Var]:
                 dtypes[slots.pop()] = name
 
     # 1. structure: (dtype, kind, opr_type, name, owner text with {inputs}, input node indices)
-    nodes: List[Tuple[str, str, str, str, str, Tuple[int, ...]]] = []
+    nodes: List[_Node] = []
     acts: List[int] = []  # float32 nodes usable as inputs downstream
     for i in range(n):
         if len(nodes) >= n:
@@ -154,7 +159,12 @@ def _plan(spec: PairSpec, rng: np.random.Generator) -> List[_Var]:
         else:
             kind = "act" if dt == "Float16" else "int"
             nodes.append((dt, kind, "TypeCvt", f"cvt{layer}.{dt.lower()}", "TypeCvt", (prev,)))
+    return nodes
 
+
+def _sizes(spec: PairSpec, nodes: List[_Node], rng: np.random.Generator
+           ) -> Tuple[np.ndarray, Dict[int, Tuple[int, ...]]]:
+    """Elements of every node's output, and the shapes of the weights."""
     # 2. sizes: log-normal like real activations (a few big, many small), scaled to the budget;
     # weights stay small and fixed
     m = len(nodes)
@@ -175,7 +185,13 @@ def _plan(spec: PairSpec, rng: np.random.Generator) -> List[_Var]:
     elems = raw * scale
     if big is not None:
         elems[big] = spec.largest_var_bytes / 4.0
+    return elems, w_shapes
 
+
+def _plan(spec: PairSpec, rng: np.random.Generator) -> List[_Var]:
+    """The variable list in execution order with shapes, dtypes, titles and divergence."""
+    nodes = _structure(spec, rng)
+    elems, w_shapes = _sizes(spec, nodes, rng)
     # 3. VarInfos (ids: each operator takes one id and its output the next, as in MegEngine)
     out: List[_Var] = []
     for j, (dt, kind, opr_type, name, owner, ins) in enumerate(nodes):

@@ -264,17 +264,43 @@ def workflow_options(func: F) -> F:
     return func
 
 
+# ---- remote runs (issue 15): the same three options on run, naive-vs-default, shake ----
+
+_remote_options = [
+    click.option("--remote", "remote", metavar="ssh:[user@]host[:port]|adb[:serial]", default=None,
+                 help="Run load_and_run on this device; --lar is then its path on the device "
+                      "[default there: load_and_run on the device's PATH]."),
+    click.option("--remote-dir", "remote_dir", metavar="DIR", default=None,
+                 help="The device's working folder [default: ~/.cache/lar-prec over ssh, "
+                      "/data/local/tmp/lar-prec over adb]."),
+    click.option("--keep-remote", is_flag=True, help="Keep each run's folder on the device after pulling it."),
+]
+
+
+def remote_options(func: F) -> F:
+    for opt in reversed(_remote_options):
+        func = opt(func)
+    return func
+
+
+def _remote_spec(remote: str | None, lar_path: str | None, remote_dir: str | None, keep_remote: bool) -> Any:
+    from lar_prec.runremote import remote_spec
+
+    return remote_spec(remote, lar_path, remote_dir, keep_remote)
+
+
 @cli.command("naive-vs-default", context_settings={"ignore_unknown_options": True})
 @click.argument("model", type=click.Path(path_type=str))
 @click.argument("lar_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- LOAD_AND_RUN_FLAGS]")
 @workflow_options
 @click.option("--text-dump", is_flag=True, help="Also make a --io-dump run and use its dependency edges.")
 @click.option("-j", "--jobs", type=click.IntRange(1, 16), default=1, show_default=True, help="Runs at once.")
+@remote_options
 @handle_errors
 def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
                          json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
                          lar_args: tuple, seed: int, quiet: bool, keep_going: bool, text_dump: bool,
-                         jobs: int) -> None:
+                         jobs: int, remote: str | None, remote_dir: str | None, keep_remote: bool) -> None:
     """Which operator computes wrongly? Reference kernels against the default ones.
 
     Runs MODEL with MGB_USE_MEGDNN_DBG=2 (naive reference kernels) and with the default
@@ -284,12 +310,13 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     """
     from lar_prec.workflows import naive_vs_default
 
-    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, lar_path))
+    spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
+    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, None if spec else lar_path))
     with _Progress(not quiet) as progress:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags),
                                     text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
-                                    keep_going=keep_going)
+                                    keep_going=keep_going, remote=spec)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -303,11 +330,12 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
 @click.option("-j", "--jobs", type=click.IntRange(1, 16), default=1, show_default=True,
               help="Runs at once (concurrent runs disturb each other's fast-run timing).")
 @click.option("--no-explain", is_flag=True, help="Do not rerun to find the cause of jitter.")
+@remote_options
 @handle_errors
 def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
               json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
               lar_args: tuple, seed: int, quiet: bool, keep_going: bool, repeat: int, config_name: str, jobs: int,
-              no_explain: bool) -> None:
+              no_explain: bool, remote: str | None, remote_dir: str | None, keep_remote: bool) -> None:
     """Does the output jitter from run to run, where does it start, and what removes it?
 
     Runs MODEL --repeat times with one configuration, each in a fresh process. Jitter is any
@@ -318,12 +346,54 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     """
     from lar_prec.workflows import shake
 
-    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, lar_path))
+    spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
+    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, None if spec else lar_path))
     with _Progress(not quiet) as progress:
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
                          lar=lar_path, timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags), seed=seed,
-                         progress=progress, keep_going=keep_going)
+                         progress=progress, keep_going=keep_going, remote=spec)
+    _finish_analysis(analysis, json_out, html_out, quiet)
+
+
+# ---- devices (issue 15) ----
+
+
+@cli.command("devices")
+@click.argument("model", type=click.Path(path_type=str))
+@click.argument("lar_flags", nargs=-1, type=click.UNPROCESSED, metavar="[-- LOAD_AND_RUN_FLAGS]")
+@workflow_options
+@click.option("--remote", "remotes", multiple=True, metavar="TARGET[=LAR]",
+              help="A device: ssh:[user@]host[:port] or adb[:serial], optionally =PATH of its load_and_run "
+                   "(else --lar, else load_and_run on its PATH). Repeatable.")
+@click.option("--local", "local", is_flag=True, help="Also run on this machine (load_and_run from "
+              "$LAR_PREC_LOAD_AND_RUN, PATH or bundled).")
+@click.option("--reference", default="local", show_default=True, metavar="TARGET",
+              help="Whose naive run (MGB_USE_MEGDNN_DBG=2) is the reference: 'local' or a --remote target.")
+@click.option("--config", "config_name", type=click.Choice(["naive", "default", "reproducible", "fast-run"]),
+              default="default", show_default=True, help="Configuration run on every target.")
+@click.option("--remote-dir", "remote_dir", metavar="DIR", default=None, help="The devices' working folder.")
+@click.option("--keep-remote", is_flag=True, help="Keep each run's folder on the devices after pulling it.")
+@handle_errors
+def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
+                json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
+                lar_args: tuple, seed: int, quiet: bool, keep_going: bool, remotes: tuple, local: bool,
+                reference: str, config_name: str, remote_dir: str | None, keep_remote: bool) -> None:
+    """Does MODEL compute the same on several devices? One configuration on every target.
+
+    Runs --config on each target in parallel (one worker per target), compares each with the
+    naive run of --reference (default: this machine), and reports per target the final-output
+    error and the root; the HTML page adds a target-by-variable table. Targets whose graphs
+    differ pair vars by name. Exit code 0 every target agrees, 1 one diverges, 2 usage or
+    input error, 3 a run or a device failed.
+    """
+    from lar_prec.devices import devices, parse_targets
+
+    targets = parse_targets(remotes, local=local, lar=lar_path, remote_dir=remote_dir, keep_remote=keep_remote)
+    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, None))
+    analysis = devices(model, inputs, targets, reference=reference, config=config_name, out=out,
+                       threshold=threshold or "auto", lar=None, timeout=timeout,
+                       extra_flags=_lar_flags(lar_args, lar_flags), seed=seed)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -397,9 +467,11 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
 @click.option("--env", "env_items", multiple=True, metavar="NAME=VALUE",
               help="Extra environment for the run (-NAME removes a variable).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs.")
+@remote_options
 @handle_errors
 def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: str | None, lar_path: str | None,
-            timeout: float | None, lar_args: tuple, env_items: tuple, seed: int) -> None:
+            timeout: float | None, lar_args: tuple, env_items: tuple, seed: int, remote: str | None,
+            remote_dir: str | None, keep_remote: bool) -> None:
     """Run load_and_run once on MODEL and keep its dump and run.json.
 
     Prints the run folder. Exit code 0 when the run succeeded, 3 when load_and_run failed
@@ -409,7 +481,8 @@ def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: s
     from lar_prec.runner import parse_env_assignments, run_single, split_lar_args
 
     result = run_single(model, inputs, config_name, out, lar=lar_path, text_dump=text_dump, timeout=timeout,
-                        extra_flags=split_lar_args(lar_args), extra_env=parse_env_assignments(env_items), seed=seed)
+                        extra_flags=split_lar_args(lar_args), extra_env=parse_env_assignments(env_items), seed=seed,
+                        remote=_remote_spec(remote, lar_path, remote_dir, keep_remote))
     click.echo(str(result.dir))
     what = result.text_dump if result.text_dump is not None else result.dump_dir
     click.echo(f"ok: {result.config} run in {result.seconds:.2f} s; dump: {what}", err=True)

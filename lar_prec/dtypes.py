@@ -72,35 +72,42 @@ class DType:
 _STORAGE: Dict[str, "np.dtype"] = {}
 
 
+# every DTypeEnum value of MegDNN (dnn/include/megdnn/dtype.h): code, name, numpy storage
+# ("-": a packed sub-byte type with no numpy dtype), kind, bits. BFloat16 is stored as raw
+# bits; BinaryDump.array() widens them to float32.
+_TABLE = """
+     0  Float32          <f4  float      32
+     1  Uint8            u1   int         8
+     2  Int8             i1   int         8
+     3  Int16            <i2  int        16
+     4  Int32            <i4  int        32
+     5  IntB1            -    lowbit      1
+     6  IntB2            -    lowbit      2
+     7  IntB4            -    lowbit      4
+     8  Byte             u1   byte        8
+     9  Float16          <f2  float      16
+    10  UintB4           -    lowbit      4
+    11  BFloat16         <u2  float      16
+    12  Bool             ?    bool        8
+    13  Uint16           <u2  int        16
+    14  Complex64        <c8  complex    64
+100000  Quantized8Asymm  u1   quantized   8
+100001  QuantizedS32     <i4  quantized  32
+100002  QuantizedS8      i1   quantized   8
+100003  Quantized4Asymm  -    lowbit      4
+100004  QuantizedS4      -    lowbit      4
+100005  QuantizedS16     <i2  quantized  16
+100006  QuantizedS1      -    lowbit      1
+"""
+
+
+def _table_row(line: str) -> DType:
+    code, name, storage, kind, bits = line.split()
+    return DType(int(code), name, None if storage == "-" else storage, kind, int(bits))
+
+
 #: every ``DTypeEnum`` value of MegDNN (dnn/include/megdnn/dtype.h), by code
-DTYPES: Dict[int, DType] = {
-    d.code: d
-    for d in (
-        DType(0, "Float32", "<f4", "float", 32),
-        DType(1, "Uint8", "u1", "int", 8),
-        DType(2, "Int8", "i1", "int", 8),
-        DType(3, "Int16", "<i2", "int", 16),
-        DType(4, "Int32", "<i4", "int", 32),
-        DType(5, "IntB1", None, "lowbit", 1),
-        DType(6, "IntB2", None, "lowbit", 2),
-        DType(7, "IntB4", None, "lowbit", 4),
-        DType(8, "Byte", "u1", "byte", 8),
-        DType(9, "Float16", "<f2", "float", 16),
-        DType(10, "UintB4", None, "lowbit", 4),
-        # raw bf16 bits; BinaryDump.array() widens them to float32
-        DType(11, "BFloat16", "<u2", "float", 16),
-        DType(12, "Bool", "?", "bool", 8),
-        DType(13, "Uint16", "<u2", "int", 16),
-        DType(14, "Complex64", "<c8", "complex", 64),
-        DType(100000, "Quantized8Asymm", "u1", "quantized", 8),
-        DType(100001, "QuantizedS32", "<i4", "quantized", 32),
-        DType(100002, "QuantizedS8", "i1", "quantized", 8),
-        DType(100003, "Quantized4Asymm", None, "lowbit", 4),
-        DType(100004, "QuantizedS4", None, "lowbit", 4),
-        DType(100005, "QuantizedS16", "<i2", "quantized", 16),
-        DType(100006, "QuantizedS1", None, "lowbit", 1),
-    )
-}
+DTYPES: Dict[int, DType] = {d.code: d for d in map(_table_row, _TABLE.strip().splitlines())}
 _DTYPES_BY_NAME: Dict[str, DType] = {d.name.lower(): d for d in DTYPES.values()}
 
 # numpy dtype (its .str) -> the DTypeEnum code a writer uses when the caller gives no dtype

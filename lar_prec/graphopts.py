@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.runinputs import sha256_file as sha256_of  # one file hash for the whole package
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -105,15 +106,6 @@ class RewrittenModel:
     path: Path
     sha256: str
     rewrite: Rewrite
-
-
-def sha256_of(path: PathLike) -> str:
-    """Hex sha256 of a file, read in 1 MiB pieces."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _megengine_message(exc: BaseException) -> str:
@@ -373,24 +365,25 @@ def rewrite_for(opts: Any, model: Path, target: Path, *, kept: bool) -> Path:
     return done.path
 
 
+#: (flag of the parsed options, LiteConfig.options field, value set, what load_and_run prints)
+_LITE_SWITCHES = (
+    ("enable_fuse_preprocess", "fuse_preprocess", 1, "enable fuse-preprocess optimization"),
+    ("weight_preprocess", "weight_preprocess", 1, "enable weight-preprocess optimization"),
+    ("const_shape", "const_shape", 1, "enable const var shape"),
+    ("no_sanity_check", "var_sanity_check_first_run", 0, "disable var sanity check optimization"),
+)
+
+
 def set_lite_options(o: Any, opts: Any) -> None:
     """The runtime options megenginelite takes (``LiteConfig.options``), before the network exists."""
     # A layout of a rewritten model is already in the graph; chwn4 is never a lite option.
     if opts.layout and not opts.needs_rewrite:
         _log(f"enable {opts.layout} optimization")
         setattr(o, f"enable_{opts.layout}", 1)
-    if opts.enable_fuse_preprocess:
-        _log("enable fuse-preprocess optimization")
-        o.fuse_preprocess = 1
-    if opts.weight_preprocess:
-        _log("enable weight-preprocess optimization")
-        o.weight_preprocess = 1
-    if opts.const_shape:
-        _log("enable const var shape")
-        o.const_shape = 1
-    if opts.no_sanity_check:
-        _log("disable var sanity check optimization")
-        o.var_sanity_check_first_run = 0
+    for flag, option, value, message in _LITE_SWITCHES:
+        if getattr(opts, flag):
+            _log(message)
+            setattr(o, option, value)
     if opts.record_level:
         _log(f"set record_comp_seq_level to {opts.record_level}")
         o.comp_node_seq_record_level = opts.record_level

@@ -32,18 +32,8 @@ from lar_prec.dtypes import _NUMPY_TO_CODE, DTYPES, DType, _dtype_of, dtype_by_n
 from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.graph import topological_order
 from lar_prec.textdump import TextDep, TextDump, TextStats, TextVar, file_kind, read_text_dump
-from lar_prec.titles import (
-    HEADER_SIZE,
-    VarInfo,
-    _input_ids_at,
-    _parse_head,
-    _parse_inputs,
-    _title_error,
-    _TitleError,
-    contiguous_layout,
-    format_title,
-    parse_title,
-)
+from lar_prec.titles import (HEADER_SIZE, VarInfo, _input_ids_at, _parse_head, _parse_inputs, _title_error,
+                             _TitleError, contiguous_layout, format_title, parse_title)
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +136,13 @@ class BinaryDump:
         """Id of the dumped var."""
         return self.var_id
 
+    def _parse(self, parser: Any, *args: Any) -> Any:
+        """``parser(title, *args)``, its title error told as this file's DumpFormatError."""
+        try:
+            return parser(self.title, *args)
+        except _TitleError as e:
+            raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
+
     @property
     def var(self) -> VarInfo:
         """The dumped var's record (parsed from the title on first use).
@@ -155,10 +152,7 @@ class BinaryDump:
         """
         v = self._var
         if v is None:
-            try:
-                v, at, _k = _parse_head(self.title)
-            except _TitleError as e:
-                raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
+            v, at, _k = self._parse(_parse_head)
             # a cache on a frozen record: the parsed form of a field it already holds
             object.__setattr__(self, "_inputs_at", at)
             object.__setattr__(self, "_var", v)
@@ -174,10 +168,7 @@ class BinaryDump:
         ins = self._inputs
         if ins is None:
             self.var  # noqa: B018 - parses the head, which says where the inputs start
-            try:
-                ins = _parse_inputs(self.title, self._inputs_at)
-            except _TitleError as e:
-                raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
+            ins = self._parse(_parse_inputs, self._inputs_at)
             object.__setattr__(self, "_inputs", ins)
         return ins
 
@@ -193,10 +184,7 @@ class BinaryDump:
                 ids = tuple(v.id for v in self._inputs)
             else:
                 self.var  # noqa: B018 - parses the head, which says where the inputs start
-                try:
-                    ids = _input_ids_at(self.title, self._inputs_at)
-                except _TitleError as e:
-                    raise _title_error(self.title, e, self.path, HEADER_SIZE) from None
+                ids = self._parse(_input_ids_at, self._inputs_at)
             object.__setattr__(self, "_input_ids", ids)
         return ids
 

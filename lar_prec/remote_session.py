@@ -23,7 +23,6 @@ A run's device folder is removed once it is pulled completely, unless ``keep_rem
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import re
 import secrets
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
+from lar_prec.runinputs import sha256_file as sha256_of  # one file hash for the whole package
 from lar_prec.remote import (
     AdbOptions,
     Completed,
@@ -106,15 +106,6 @@ class RemoteRunResult:
         """The remote part of this run for run.json."""
         return {"remote_dir": self.remote_dir, "remote_kept": self.remote_kept, "timed_out": self.timed_out,
                 "kill_report": self.kill_report}
-
-
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a local file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _safe(name: str) -> str:

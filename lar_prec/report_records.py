@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 SCHEMA = "lar-prec.report/1"
 #: every value a variable's ``status`` may take (design.md)
 STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
-COMMANDS = ("naive-vs-default", "shake", "compare", "tree", "sweep")
+COMMANDS = ("naive-vs-default", "shake", "compare", "tree", "sweep", "devices")
 
 Number = Union[int, float]
 
@@ -489,6 +489,12 @@ def run_from_result(result: "RunResult") -> ReportRun:
         extra["text_dump"] = str(result.text_dump)
     if result.error:
         extra["error"] = result.error
+    env = getattr(result, "environment", None)
+    if env:
+        extra["environment"] = dict(env)
+    remote = getattr(result, "remote", None)
+    if remote:
+        extra["remote"] = {k: remote.get(k) for k in ("transport", "target", "remote_dir") if k in remote}
     return ReportRun(
         label=result.label,
         dir=str(result.dir),

@@ -114,6 +114,8 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
         render_sweep_terminal(report, con)
         return
     _header(report, con)
+    if report.extra.get("targets"):
+        _targets_table(report, con)
     if report.roots:
         _roots_table(report, con, top, narrow)
         _root_paths(report, con, top, path_limit)
@@ -248,6 +250,13 @@ def _header(report: Report, con: Any) -> None:
     con.print(_text("Verdict: ", "bold", (verdict, "bold red" if exit_code(report) else "bold green")))
     if report.cause:
         con.print(_text("Cause: ", "bold", (report.cause, "yellow")))
+    env_diffs = report.extra.get("environment_differences") or ()
+    if env_diffs:
+        from lar_prec.runenv import format_differences
+
+        con.print(_text("Environment differs between runs:", "bold yellow"))
+        for line in format_differences(env_diffs):
+            con.print(_text("  " + line, "yellow"))
     th = report.threshold
     line = _text("Threshold: ", "bold", (fmt_err(th.value), "cyan"), f" ({th.mode}, metric {th.metric})")
     if th.reason:
@@ -351,14 +360,41 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
         con.print(_text(f"  ... {left} more {what} in the JSON/HTML/CSV report", "dim"))
 
 
+def _targets_table(report: Report, con: Any) -> None:
+    """``devices``: each target against the reference's naive run."""
+    t = _table(f"Targets (against the naive run on {report.extra.get('reference', '?')})")
+    for col, kw in (("target", {"overflow": "fold"}), ("pairing", {}), ("final-output max_err", {"justify": "right"}),
+                    ("not ok", {"justify": "right"}), ("first root", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for e in report.extra["targets"]:
+        root = e.get("root")
+        t.add_row(_cell(e["target"] + (" (reference)" if e.get("reference") else "")), _cell(e.get("pairing", "")),
+                  _cell(fmt_err(e.get("final_output_max_err")), "red" if e.get("diverged") else "green"),
+                  _cell(str(e.get("n_not_ok", 0))),
+                  _cell(f"{root['name']} ({root['opr_type']}, var {root['id']})" if root else "—"))
+    con.table(t)
+
+
+def _where(env: Any) -> str:
+    """Where a run ran, in a few words: host, then the device's model or CPU."""
+    if not isinstance(env, dict) or not env.get("host"):
+        return ""
+    what = env.get("android_model") or env.get("cpu_model") or ""
+    return f"{env['host']} ({what})" if what else str(env["host"])
+
+
 def _runs_table(report: Report, con: Any) -> None:
     t = _table("Runs")
-    for col, kw in (("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"}),
-                    ("folder", {"overflow": "fold"})):
+    where = [_where(r.extra.get("environment")) for r in report.runs]
+    cols = [("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"})]
+    cols += [("where", {"overflow": "fold"})] if any(where) else []
+    for col, kw in cols + [("folder", {"overflow": "fold"})]:
         t.add_column(col, **kw)
-    for r in report.runs:
-        t.add_row(_cell(r.label), _cell(str(r.returncode), "" if r.returncode == 0 else "red"),
-                  _cell("—" if not math.isfinite(r.seconds) else f"{r.seconds:.2f}"), _cell(str(r.dir)))
+    for r, w in zip(report.runs, where):
+        cells = [_cell(r.label), _cell(str(r.returncode), "" if r.returncode == 0 else "red"),
+                 _cell("—" if not math.isfinite(r.seconds) else f"{r.seconds:.2f}")]
+        cells += [_cell(w or "—")] if any(where) else []
+        t.add_row(*cells, _cell(str(r.dir)))
     con.table(t)
 
 

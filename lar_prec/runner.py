@@ -16,6 +16,8 @@ Folder layout of an analysis (:func:`new_analysis_dir`)::
 so a folder always says what happened to it, even after a crash of lar-prec itself.
 
 The runner's parts: this module (configurations, which load_and_run, one run in steps),
+:mod:`lar_prec.runargv` (command lines), :mod:`lar_prec.runremote` (runs on a device, ``remote=``),
+:mod:`lar_prec.runenv` (the environment recorded per run),
 :mod:`lar_prec.runrecord` (the run record and run.json), :mod:`lar_prec.rundirs` (folders,
 claimed atomically), :mod:`lar_prec.runinputs` (inputs, checked before any folder exists),
 :mod:`lar_prec.runproc` (child processes, Ctrl-C). Their public names are re-exported here.
@@ -34,10 +36,16 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import AnalysisInterrupted, LoadAndRunNotFound, RunError, RunTimeout, UsageError
 from lar_prec.inputspec import check_file, split_input_specs  # noqa: F401  (re-exported)
+from lar_prec.runargv import (  # noqa: F401  (re-exported)
+    build_argv,
+    check_extra_flags,
+    parse_env_assignments,
+    split_lar_args,
+)
 from lar_prec.rundirs import CLAIM_NAME, new_analysis_dir, new_run_dir  # noqa: F401  (re-exported)
 from lar_prec.runinputs import (  # noqa: F401  (re-exported)
     INPUTS_SCHEMA,
@@ -68,6 +76,9 @@ from lar_prec.runproc import (  # noqa: F401  (re-exported)
     unregister,
 )
 from lar_prec.runrecord import RUN_SCHEMA, RunResult, now_iso, read_run_json, write_run_json  # noqa: F401
+
+if TYPE_CHECKING:
+    from lar_prec.runremote import RemoteSessions, RemoteSpec
 
 log = logging.getLogger(__name__)
 
@@ -248,52 +259,6 @@ def check_timeout(timeout: object) -> Optional[float]:
     return value
 
 
-# --------------------------------------------------------------------------- command lines
-
-
-# Flags the runner sets itself; user flags may not redirect them.
-_RESERVED_FLAGS = {"input", "io_dump", "bin_io_dump", "io_dump_stdout", "io_dump_stderr", "bin_out_dump"}
-
-
-def _flag_name(arg: str) -> Optional[str]:
-    if not arg.startswith("-") or arg == "-" or arg == "--":
-        return None
-    name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
-    return name[2:] if name.startswith("no") and name[2:] in _RESERVED_FLAGS else name
-
-
-def check_extra_flags(extra_flags: Sequence[str]) -> None:
-    """Refuse user flags that would redirect the dumps or inputs lar-prec sets (UsageError)."""
-    for arg in extra_flags:
-        if _flag_name(arg) in _RESERVED_FLAGS:
-            raise UsageError(f"extra load_and_run flag {arg!r} conflicts with the dump and input flags lar-prec sets")
-
-
-def build_argv(
-    lar: LoadAndRun,
-    model: PathLike,
-    input_arg: str,
-    config: RunConfig,
-    *,
-    dump_dir: Optional[Path] = None,
-    text_dump: Optional[Path] = None,
-    extra_flags: Sequence[str] = (),
-) -> List[str]:
-    """The command line of one run, in the real binary's (dash) syntax."""
-    check_extra_flags(extra_flags)
-    argv = [*lar.argv_prefix, str(model)]
-    if input_arg:
-        argv += ["--input", input_arg]
-    if text_dump is not None:
-        argv += ["--io-dump", str(text_dump)]
-    elif dump_dir is not None:
-        argv += ["--bin-io-dump", str(dump_dir)]
-    argv += ["--iter", "1", "--warmup-iter", "0", *config.flags, *extra_flags]
-    return argv
-
-
-
-
 # --------------------------------------------------------------------------- one run, in steps
 
 
@@ -356,7 +321,11 @@ def _preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike,
         except OSError as exc:
             raise UsageError(f"cannot read model file {model}: {exc.strerror or exc}") from None
         version = load_and_run_version(lar, rec.timeout)
-        rec = replace(rec, model_sha256=sha, load_and_run={**rec.load_and_run, "version": version})
+        from lar_prec.runenv import local_environment
+
+        base_vars = [k for k, _ in CONFIGS[cfg.name].env] if cfg.name in CONFIGS else []
+        rec = replace(rec, model_sha256=sha, load_and_run={**rec.load_and_run, "version": version},
+                      environment=local_environment(lar.describe(), version, cfg.env_dict(), base_vars))
         if rec.dump_dir is not None:
             try:
                 rec.dump_dir.mkdir()  # the real binary needs it to exist
@@ -503,8 +472,13 @@ def run_once(
     extra_env: Optional[Mapping[str, Optional[str]]] = None,
     label: Optional[str] = None,
     on_started: Optional[Callable[[], None]] = None,
+    remote: "RemoteSessions | None" = None,
 ) -> RunResult:
     """Run load_and_run once in a fresh process, in a new folder under ``out_dir``.
+
+    With ``remote`` (:class:`lar_prec.runremote.RemoteSessions`) the process runs on that
+    device (``lar`` is then ignored: the sessions name the device's load_and_run) and its
+    folder is pulled into the run folder; transport failures raise RemoteError (exit 3).
 
     ``on_started`` is called once the process has started (workflows use the wait for
     background work).
@@ -522,8 +496,18 @@ def run_once(
         raise KeyboardInterrupt
     timeout = check_timeout(timeout)
     cfg = get_config(config).with_extra(env=extra_env)
-    lar_obj = resolve_load_and_run(lar)
     label = label or (cfg.name + ("-text" if text_dump else ""))
+    if remote is not None:
+        from lar_prec.runremote import run_once_remote
+
+        check_extra_flags(extra_flags)
+        run_dir = new_run_dir(_resolve(out_dir), label, what="analysis folder")
+        rec = run_once_remote(Path(model), inputs, cfg, run_dir, label, remote, text_dump=text_dump,
+                              timeout=timeout, extra_flags=extra_flags, on_started=on_started)
+        if interrupted():
+            raise KeyboardInterrupt
+        return rec
+    lar_obj = resolve_load_and_run(lar)
     run_dir = new_run_dir(_resolve(out_dir), label, what="analysis folder")
     rec = _new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout)
     input_arg = inputs.input_arg if isinstance(inputs, PreparedInputs) else (inputs or "")
@@ -537,34 +521,6 @@ def run_once(
 
 # --------------------------------------------------------------------------- one command
 
-
-def parse_env_assignments(items: Iterable[str]) -> Dict[str, Optional[str]]:
-    """``NAME=VALUE`` strings into a dict; ``NAME=`` sets an empty value, ``-NAME`` removes it."""
-    env: Dict[str, Optional[str]] = {}
-    for item in items:
-        if item.startswith("-") and "=" not in item:
-            env[item[1:]] = None
-            continue
-        name, eq, value = item.partition("=")
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise UsageError(f"--env {item!r}: expected NAME=VALUE (or -NAME to remove a variable)")
-        env[name] = value
-    return env
-
-
-def split_lar_args(items: Iterable[str]) -> Tuple[str, ...]:
-    """Extra load_and_run flags given as strings (``"--multithread 2"``), split like a shell."""
-    out: List[str] = []
-    for item in items:
-        try:
-            out.extend(shlex.split(item))
-        except ValueError as exc:
-            raise UsageError(f"cannot split load_and_run flags {item!r}: {exc}") from None
-    return tuple(out)
-
-
-
-
 def run_single(
     model: PathLike,
     input_specs: "str | Iterable[str]",
@@ -577,8 +533,10 @@ def run_single(
     extra_flags: Sequence[str] = (),
     extra_env: Optional[Mapping[str, Optional[str]]] = None,
     seed: int = 0,
+    remote: "RemoteSpec | None" = None,
 ) -> RunResult:
-    """``lar-prec run``: a new analysis folder with its inputs and one run.
+    """``lar-prec run``: a new analysis folder with its inputs and one run
+    (on the device of ``remote``, a :class:`lar_prec.runremote.RemoteSpec`, when given).
 
     The model, the inputs, the timeout and the flags are checked before the folder is
     claimed, so a usage error (exit 2) leaves nothing behind. Ctrl-C raises
@@ -588,12 +546,18 @@ def run_single(
     try:
         cfg = get_config(config)
         timeout = check_timeout(timeout)
-        lar_obj = resolve_load_and_run(lar)
+        lar_obj = resolve_load_and_run(lar) if remote is None else None
         check_file(model, "model file")
         check_extra_flags(extra_flags)
         planned = plan_inputs(input_specs, model, seed=seed)
         analysis = new_analysis_dir(out, "run")
         prepared = write_inputs(planned, analysis / "inputs")
+        if remote is not None:
+            from lar_prec.runremote import open_sessions
+
+            with open_sessions(remote, Path(model), prepared) as sessions:  # type: ignore[union-attr]
+                return run_once(model, prepared, cfg, analysis, text_dump=text_dump, timeout=timeout,
+                                extra_flags=extra_flags, extra_env=extra_env, remote=sessions)
         return run_once(model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
                         extra_flags=extra_flags, extra_env=extra_env)
     except KeyboardInterrupt:

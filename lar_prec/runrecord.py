@@ -64,6 +64,10 @@ class RunResult:
     timeout: Optional[float] = None
     #: ``(path, sha256)`` of each model an option rewrote and the run executed (bundled runner)
     rewritten_models: Tuple[Tuple[str, str], ...] = ()
+    #: where the run ran (runenv.local_environment / remote_environment): host, OS, CPU, binary, MGB_*
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    #: remote runs only: transport, target, device facts, pushed hashes, device folder (RemoteSession.record)
+    remote: Optional[Mapping[str, Any]] = None
 
     @property
     def ok(self) -> bool:
@@ -116,6 +120,8 @@ class RunResult:
             "error": self.error,
             "hint": self.hint,
             "stderr_tail": self.stderr_tail,
+            "environment": dict(self.environment),
+            "remote": None if self.remote is None else dict(self.remote),
         }
 
 

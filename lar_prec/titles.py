@@ -108,13 +108,7 @@ def _shape_from_layout(layout: str, pos: int) -> Tuple[int, ...]:
         return ()
     if _LAYOUT_DIMS.match(dims):  # all dims well formed: no regex per dim
         return tuple(int(part[: part.index("(")]) for part in dims.split(","))
-    shape = []
-    for part in dims.split(","):
-        m = _LAYOUT_DIM.match(part)
-        if not m:
-            raise _TitleError(pos, "layout dims like '8(256)'", repr(part[:40]))
-        shape.append(int(m.group(1)))
-    return tuple(shape)
+    return _dims(dims, _LAYOUT_DIM, pos, "layout dims like '8(256)'", None)
 
 
 def _shape_from_shape(text: str, pos: int) -> Tuple[int, ...]:
@@ -122,13 +116,19 @@ def _shape_from_shape(text: str, pos: int) -> Tuple[int, ...]:
     inner = text[1:-1].strip()
     if not inner:
         return ()
-    dims = []
-    for part in inner.split(","):
-        m = _SHAPE_DIM.match(part)
+    return _dims(inner, _SHAPE_DIM, pos, "a shape like '{1,3,224,224}'", text)
+
+
+def _dims(text: str, dim: "re.Pattern[str]", pos: int, expected: str, shown: Optional[str]) -> Tuple[int, ...]:
+    """The first group of ``dim`` in each comma-separated part of ``text``; the error shows
+    ``shown`` (or the bad part) when a part does not match."""
+    out = []
+    for part in text.split(","):
+        m = dim.match(part)
         if not m:
-            raise _TitleError(pos, "a shape like '{1,3,224,224}'", repr(text[:40]))
-        dims.append(int(m.group(1)))
-    return tuple(dims)
+            raise _TitleError(pos, expected, repr((part if shown is None else shown)[:40]))
+        out.append(int(m.group(1)))
+    return tuple(out)
 
 
 # The usual head of a block in one match: a layout or shape without nested braces, then the

@@ -47,6 +47,7 @@ from lar_prec.runner import (
 )
 
 if TYPE_CHECKING:  # loaded while load_and_run runs (see _prefetch_analysis_modules)
+    from lar_prec.runremote import RemoteSessions, RemoteSpec
     from lar_prec.compare import Comparison, Threshold, VarDiff
     from lar_prec.report import Report
     from lar_prec.vartree import VarTree
@@ -146,14 +147,15 @@ def _check_model(model: PathLike) -> Path:
 
 
 def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], adir: Path, *,
-              lar: LoadAndRun, timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
-              progress: Optional[Progress], keep_going: bool = False) -> List[RunResult]:
+              lar: Optional[LoadAndRun], timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
+              progress: Optional[Progress], keep_going: bool = False,
+              remote: "Optional[RemoteSessions]" = None) -> List[RunResult]:
     """Run every planned configuration, up to ``jobs`` at once, each in a fresh process.
 
     After the first failure no further run starts (runs already under way end, so every
     run.json is final) and the failure is raised; with ``keep_going`` every run is made and
     the first failure raised at the end. Ctrl-C kills every run under way and raises
-    AnalysisInterrupted naming the folder.
+    AnalysisInterrupted naming the folder. With ``remote`` the runs go to that device.
     """
     results: List[Optional[RunResult]] = [None] * len(plan)
     done = 0
@@ -170,7 +172,7 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
         try:
             return run_once(model, prepared, p.config, adir, lar=lar, text_dump=p.text_dump, timeout=timeout,
                             extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label,
-                            on_started=_prefetch_analysis_modules)
+                            on_started=_prefetch_analysis_modules, remote=remote)
         except LarPrecError:
             failed.set()
             raise
@@ -203,6 +205,8 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
         for fut in futures:
             fut.cancel()
         interrupt_active_runs()
+        if remote is not None:
+            remote.interrupt()  # interrupt_active_runs does not know the device's runs
         pool.shutdown(wait=True)
         reset_interrupt()
         raise AnalysisInterrupted(
@@ -216,17 +220,41 @@ def _run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[_Planned], a
 
 def _prepare(model: PathLike, inputs: Union[str, Sequence[str]], out: Optional[PathLike], command: str,
              seed: int, lar: Union[LoadAndRun, str, None], timeout: Optional[float] = None,
-             extra_flags: Sequence[str] = ()) -> Tuple[Path, Path, PreparedInputs, LoadAndRun]:
+             extra_flags: Sequence[str] = (), remote: "Optional[RemoteSpec]" = None,
+             ) -> Tuple[Path, Path, PreparedInputs, Optional[LoadAndRun]]:
     """Check everything the user gave, then claim the analysis folder and write the inputs:
-    a usage error leaves no folder behind."""
+    a usage error leaves no folder behind. No local load_and_run is chosen for a remote analysis."""
     model_path = _check_model(model)
     check_timeout(timeout)
     check_extra_flags(extra_flags)
-    lar_obj = resolve_load_and_run(lar)
+    lar_obj = resolve_load_and_run(lar) if remote is None else None
     planned = plan_inputs(inputs, model_path, seed=seed)
     adir = new_analysis_dir(out, command).resolve()
     prepared = write_inputs(planned, adir / "inputs")
     return model_path, adir, prepared, lar_obj
+
+
+def environment_extra(runs: Sequence[RunResult]) -> Tuple[Dict[str, object], List[str]]:
+    """The report's ``environment_differences`` (and ``remote``) keys and a note for runs that
+    did not run in the same environment (CPU features, binary, MGB_* variables)."""
+    from lar_prec.runenv import environment_differences
+
+    diffs = environment_differences([(r.label, r.environment) for r in runs])
+    extra: Dict[str, object] = {"environment_differences": diffs}
+    targets = sorted({str(r.remote.get("target")) for r in runs if r.remote})
+    if targets:
+        extra["remote"] = targets[0] if len(targets) == 1 else targets
+    notes = []
+    if diffs:
+        notes.append("the runs differ in environment: " + ", ".join(d["field"] for d in diffs)
+                     + " (see environment_differences); part of a difference may come from there")
+    return extra, notes
+
+
+def _open_remote(remote: "Optional[RemoteSpec]", model: Path, prepared: PreparedInputs) -> "Optional[RemoteSessions]":
+    from lar_prec.runremote import open_sessions
+
+    return open_sessions(remote, model, prepared)
 
 
 def _write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optional[Path]]:
@@ -259,6 +287,7 @@ def naive_vs_default(
     seed: int = 0,
     progress: Optional[Progress] = None,
     keep_going: bool = False,
+    remote: "Optional[RemoteSpec]" = None,
 ) -> Analysis:
     """Run the naive reference and the default kernels, compare every variable, find roots.
 
@@ -278,6 +307,8 @@ def naive_vs_default(
         progress: ``progress(stage, done, total)`` hook.
         keep_going: make every run even after one failed (the first failure is still raised);
             by default no run starts after a failure.
+        remote: a :class:`lar_prec.runremote.RemoteSpec`: every run on that device (model and
+            inputs pushed once, dumps pulled into the run folders).
 
     Raises:
         UsageError: bad model path, inputs, threshold or flags (exit 2).
@@ -286,12 +317,17 @@ def naive_vs_default(
     """
     _check_threshold(threshold)  # a bad value fails before anything runs
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar, timeout,
-                                                   extra_flags)
+                                                   extra_flags, remote)
     plan = [_Planned("naive", "naive"), _Planned("default", "default")]
     if text_dump:
         plan.append(_Planned("default", "default-text", text_dump=True))
-    runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
-                     jobs=jobs, progress=progress, keep_going=keep_going)
+    sessions = _open_remote(remote, model_path, prepared)
+    try:
+        runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
+                         jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions)
+    finally:
+        if sessions is not None:
+            sessions.close()
     from lar_prec.report import from_tree
     from lar_prec.vartree import VarTree
 
@@ -299,12 +335,12 @@ def naive_vs_default(
     text = runs[2].text_dump if text_dump else None
     tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=threshold, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=_compare_progress(progress))
-    notes = []
-    if lar_obj.is_bundled:
+    env_extra, notes = environment_extra(runs)
+    if lar_obj is not None and lar_obj.is_bundled:
         notes.append("runs used the bundled load_and_run (megenginelite, LITE mode); var ids of a real "
                      "load_and_run in MDL mode can differ")
     report = from_tree(tree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
-                       extra={"analysis_dir": str(adir), "inputs": prepared.to_json()})
+                       extra={"analysis_dir": str(adir), "inputs": prepared.to_json(), **env_extra})
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
 
@@ -392,6 +428,7 @@ def shake(
     seed: int = 0,
     progress: Optional[Progress] = None,
     keep_going: bool = False,
+    remote: "Optional[RemoteSpec]" = None,
 ) -> Analysis:
     """Run one configuration ``repeat`` times; find where the outputs start to differ, and why.
 
@@ -422,23 +459,28 @@ def shake(
     from lar_prec.report import from_tree
 
     thr_spec = parse_threshold(threshold)
-    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar, timeout, extra_flags)
+    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar, timeout, extra_flags,
+                                                   remote)
+    sessions = _open_remote(remote, model_path, prepared)
     common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress,
-                  keep_going=keep_going)
+                  keep_going=keep_going, remote=sessions)
+    try:
+        plan = [_Planned(config, f"{config}-{k}") for k in range(1, repeat + 1)]
+        runs = _run_plan(model_path, prepared, plan, adir, **common)  # type: ignore[arg-type]
+        dumps = [r.dump_dir for r in runs]
+        tree, differing = _jitter(dumps, thr_spec, progress)  # type: ignore[arg-type]
+        thr_spec = tree.threshold
+        runs_differing = max(differing.values(), default=0)
 
-    plan = [_Planned(config, f"{config}-{k}") for k in range(1, repeat + 1)]
-    runs = _run_plan(model_path, prepared, plan, adir, **common)  # type: ignore[arg-type]
-    dumps = [r.dump_dir for r in runs]
-    tree, differing = _jitter(dumps, thr_spec, progress)  # type: ignore[arg-type]
-    thr_spec = tree.threshold
-    runs_differing = max(differing.values(), default=0)
-
-    cause: Optional[str] = None
-    steps: List[Dict[str, object]] = []
-    all_runs = list(runs)
-    if tree.diverged and explain:
-        cause, steps, more = _explain(model_path, prepared, adir, config, repeat, common)
-        all_runs += more
+        cause: Optional[str] = None
+        steps: List[Dict[str, object]] = []
+        all_runs = list(runs)
+        if tree.diverged and explain:
+            cause, steps, more = _explain(model_path, prepared, adir, config, repeat, common)
+            all_runs += more
+    finally:
+        if sessions is not None:
+            sessions.close()
 
     n_bad = sum(1 for d in tree.diffs if d.status != "ok")
     if tree.diverged:
@@ -452,10 +494,11 @@ def shake(
         verdict = f"no jitter: {repeat} {config} runs agree in all {len(tree.diffs)} variables"
         if thr_spec.value == 0:
             verdict = f"no jitter: {repeat} {config} runs are bitwise identical in all {len(tree.diffs)} variables"
+    env_extra, env_notes = environment_extra(all_runs)
     extra = {"analysis_dir": str(adir), "repeat": repeat, "config": config, "inputs": prepared.to_json(),
-             "explanation": steps}
+             "explanation": steps, **env_extra}
     report = from_tree(tree, command="shake", runs=all_runs, model=str(model_path), verdict=verdict, cause=cause,
-                       extra=extra)
+                       notes=env_notes, extra=extra)
     report = replace(report, vars=tuple(replace(v, runs_differing=differing.get(v.id, 0)) for v in report.vars))
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("shake", adir, report, tree, tuple(all_runs), json_path, html_path)
@@ -470,7 +513,10 @@ def _explain(model: Path, prepared: PreparedInputs, adir: Path, config: str, rep
     if "--fast-run" in get_config(config).flags:
         # The first pinned run profiles and writes the cache; the others load it, so every
         # algorithm choice is the same. Agreement then means the choice was the cause.
-        cache = adir / "fast-run-algo-policy.cache"
+        cache: Union[Path, str] = adir / "fast-run-algo-policy.cache"
+        sessions = common.get("remote")
+        if sessions is not None:  # the cache lives where load_and_run runs
+            cache = f"{sessions.get().remote_dir}/{adir.name}-fast-run-algo-policy.cache"  # type: ignore[attr-defined]
         flags = ("--fast-run-algo-policy", str(cache))
         first = _run_plan(model, prepared, [_Planned(config, f"{config}-pinned-1", extra_flags=flags)], adir,
                           **{**common, "jobs": 1})  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ Only the standard library: it must behave like a foreign program, not like lar-p
   and that is set) into DIR (which must exist, as for the real binary); with
   ``--io-dump FILE`` it copies ``FAKE_LAR_SOURCE_TEXT`` (or writes one line).
 * ``FAKE_LAR_JITTER_VAR``: the dump file name (e.g. ``00000b``) whose first value gets
-  pid-dependent low bits flipped, so every run differs there; not when the flag named by
+  clock-dependent low bits flipped, so every run differs there; not when the flag named by
   ``FAKE_LAR_JITTER_UNLESS`` (e.g. ``--reproducible``) is in argv.
 * ``FAKE_LAR_MODE``: ``ok`` (default); ``exit1`` (message on stderr, exit 1); ``segv``
   (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
@@ -58,7 +58,9 @@ def perturb_first_value(path):
         fh.seek(offset)
         (bits,) = struct.unpack("<I", fh.read(4))
         fh.seek(offset)
-        fh.write(struct.pack("<I", bits ^ (1 + os.getpid() % 7)))
+        # microseconds of the start time: two runs never flip the same bits (a pid modulo 7,
+        # as before, repeated across three runs about once in 50)
+        fh.write(struct.pack("<I", bits ^ (1 + time.time_ns() // 1000 % 65535)))
 
 
 def sleep_with_child(pid_file):

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from compare_helpers import computed_float_vars, copy_dump, inject_fault, pick_spread
 from conftest import ROOT
+from fuzz_helpers import fuzz_lines, mutated, read_or_refused
 from lar_prec.errors import DumpFormatError
 from lar_prec.iodump import DumpFolder, format_title, read_binary_dump, read_text_dump
 from lar_prec.megcompat import read_megengine_diff
@@ -343,25 +342,12 @@ _ENTRY = (f"d/00000b: \nvar={{id:11, shape:{{2}}, Float32, owner:conv(a,b)[10]{{
 _DIFF_LINES = _ENTRY.splitlines(keepends=True)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    picks=st.lists(st.sampled_from(_DIFF_LINES), max_size=30),
-    edits=st.lists(st.tuples(st.integers(0, 4000), st.binary(max_size=3)), max_size=4),
-    cut=st.one_of(st.none(), st.integers(0, 4000)),
-)
+@fuzz_lines(_DIFF_LINES, max_size=30, max_examples=600)
 def test_fuzz_compare_output(tmp_path, picks, edits, cut):
     """Any bytes: entries with ids, or DumpFormatError naming the file; binary data never reads."""
-    data = bytearray("".join(picks).encode())
-    for pos, ins in edits:
-        data[pos:pos + 1] = ins
-    if cut is not None:
-        del data[cut:]
-    p = tmp_path / "diff.txt"
-    p.write_bytes(bytes(data))
-    try:
-        md = read_megengine_diff(p)
-    except DumpFormatError as e:
-        assert e.path == p and str(e).startswith(str(p))
+    data = mutated(picks, edits, cut)
+    md = read_or_refused(read_megengine_diff, tmp_path / "diff.txt", data)
+    if md is None:
         return
     assert b"\0" not in data
     if not md.entries and md.crashed is None:  # read as "nothing differs": only blanks and warnings

@@ -7,15 +7,12 @@ with scripts/ensure-sshd.sh); the ssh tests skip, saying why, only when it is mi
 """
 from __future__ import annotations
 
-import contextlib
-import filecmp
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +20,6 @@ import pytest
 
 from conftest import ROOT
 from lar_prec.errors import LarPrecError, RunError, UsageError
-from lar_prec.iodump import DumpFolder
 from lar_prec.remote import (
     AdbOptions,
     AdbTransport,
@@ -31,7 +27,6 @@ from lar_prec.remote import (
     RemoteSession,
     SshOptions,
     SshTransport,
-    make_transport,
     parse_target,
 )
 from lar_prec.remote import q
@@ -39,172 +34,20 @@ from lar_prec.remote_scripts import RemoteRunPlan, kill_script, parse_device_inf
 
 CASE = "cnn"
 NAIVE_ENV = {"MGB_USE_MEGDNN_DBG": "2"}
-SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def write_exe(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    path.chmod(0o755)
-    return path
-
-
-def lar_wrapper(path: Path) -> Path:
-    """The device's load_and_run: the bundled one, run by this interpreter from this checkout."""
-    return write_exe(path, f"#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
-
-
-def slow_wrapper(path: Path, pidfile: Path) -> Path:
-    """A load_and_run that hangs: it records its pid (kept by exec) and sleeps."""
-    return write_exe(path, f"#!/bin/sh\necho $$ > {pidfile}\necho started >&2\nexec sleep 300\n")
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
-def wait_gone(pid: int, seconds: float = 10) -> bool:
-    """True when ``pid`` ends within ``seconds``; otherwise it is killed here (no test leaves
-    a stray process behind) and the answer is False."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not alive(pid):
-            return True
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, 9)
-    return False
-
-
-def lar_argv(session: RemoteSession, case, plan) -> list:
-    """A naive run's command line with the device's paths, as the runner builds it."""
-    model = session.push(case.model)
-    session.push_all([p for _, p in case.inputs])
-    return [session.lar, model.remote, "--input", session.input_arg(case.inputs),
-            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", plan.dump_dir]
-
-
-def assert_same_dump(pulled: Path, local: Path) -> None:
-    names = sorted(os.listdir(local))
-    assert sorted(os.listdir(pulled)) == names
-    match, mismatch, errors = filecmp.cmpfiles(pulled, local, names, shallow=False)
-    assert mismatch == [] and errors == [], (mismatch, errors)
-    a, b = DumpFolder(pulled), DumpFolder(local)
-    assert a.ids == b.ids and len(a) > 3
-    assert not a.incomplete
-
-
-# --------------------------------------------------------------------------- sshd
-
-
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory):
-    """A real OpenSSH server on 127.0.0.1:<free port>, keys made here, root by key only."""
-    if SSHD is None:
-        pytest.skip("sshd is not installed (make test runs scripts/ensure-sshd.sh: apt-get install openssh-server)")
-    if os.geteuid() != 0:
-        pytest.skip("the sshd fixture logs in as the current user and needs root to run sshd")
-    d = tmp_path_factory.mktemp("sshd")
-    for name in ("host", "client"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True, timeout=30)
-    (d / "authorized_keys").write_text((d / "client.pub").read_text())
-    port = free_port()
-    (d / "sshd_config").write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {d / 'host'}", f"PidFile {d / 'sshd.pid'}",
-        f"AuthorizedKeysFile {d / 'authorized_keys'}", "PermitRootLogin prohibit-password",
-        "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
-        "UsePAM no", "StrictModes no", "LogLevel ERROR", "",
-    ]))
-    os.makedirs("/run/sshd", exist_ok=True)  # Debian's sshd refuses to start without it
-    (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {(d / 'host.pub').read_text()}")
-    (d / "ssh_config").write_text("")  # -F: never read the user's ~/.ssh/config
-    log = open(d / "sshd.log", "wb")
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log, stderr=log,
-                            stdin=subprocess.DEVNULL)
-    opts = SshOptions(identity=str(d / "client"), config=str(d / "ssh_config"), known_hosts=str(d / "known_hosts"),
-                      strict_host_key_checking="yes", connect_timeout=5)
-    target = f"ssh:root@127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"sshd exited {proc.returncode}: {(d / 'sshd.log').read_text()[-2000:]}")
-            try:
-                if make_transport(target, ssh=opts).exec("echo up", timeout=10).stdout.strip() == b"up":
-                    break
-            except RemoteError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"sshd did not accept a login: {(d / 'sshd.log').read_text()[-2000:]}")
-            time.sleep(0.2)
-        yield {"target": target, "options": opts, "port": port, "dir": d}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
-@pytest.fixture
-def ssh_session(sshd, tmp_path):
-    """A session on the sshd 'device' whose working folder is a fresh tmp folder."""
-    def make(lar: "Path | str", **kw) -> RemoteSession:
-        return RemoteSession(sshd["target"], lar=str(lar), remote_dir=str(tmp_path / "device"), ssh=sshd["options"],
-                             **kw)
-    return make
-
-
-# --------------------------------------------------------------------------- fake adb
-
-
-@pytest.fixture
-def fake_adb(tmp_path, monkeypatch):
-    """``adb`` on PATH is tests/fake_adb.py; device SER1's root is tmp/dev1 (SER2: tmp/dev2)."""
-    bindir = tmp_path / "bin"
-    write_exe(bindir / "adb", f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fake_adb.py'} \"$@\"\n")
-    # the phone's property service, as the device's shell sees it
-    write_exe(bindir / "getprop", '#!/bin/sh\ncase "$1" in ro.product.model) echo "Pixel 7";; '
-                                  'ro.product.cpu.abi) echo arm64-v8a;; esac\n')
-    roots = {"SER1": tmp_path / "dev1", "SER2": tmp_path / "dev2"}
-    for r in roots.values():
-        r.mkdir()
-    log = tmp_path / "adb-calls.jsonl"
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_ADB_DEVICES", ";".join(f"{s}={r}" for s, r in roots.items()))
-    monkeypatch.setenv("FAKE_ADB_LOG", str(log))
-    monkeypatch.delenv("ANDROID_SERIAL", raising=False)
-    monkeypatch.delenv("LAR_PREC_ADB", raising=False)
-
-    class Adb:
-        root = roots["SER1"]
-        remote_dir = str(roots["SER1"] / "data" / "local" / "tmp" / "lar-prec")
-
-        @staticmethod
-        def calls() -> list:
-            return [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
-
-        @staticmethod
-        def session(lar: "Path | str", serial: str = "SER1", **kw) -> RemoteSession:
-            return RemoteSession(f"adb:{serial}", lar=str(lar), remote_dir=Adb.remote_dir, **kw)
-
-    return Adb
+from proc_helpers import alive, wait_gone  # noqa: F401  (re-exported: test_remote_workflows imports them here)
+from remote_fixtures import (  # noqa: F401  (fixtures, and helpers test_remote_workflows imports from here)
+    assert_same_dump,
+    fake_adb,
+    free_port,
+    lar_argv,
+    lar_wrapper,
+    slow_wrapper,
+    ssh_session,
+    sshd,
+    write_exe,
+)
 
 
 # --------------------------------------------------------------------------- targets and command lines
@@ -436,10 +279,18 @@ def _ancestor(pid: int, comm: str) -> int:
     raise AssertionError(f"no {comm} among the ancestors")
 
 
+def _start_until_pid(run, pidfile: Path) -> threading.Thread:
+    """``run`` started in a thread, returned once the device's run wrote its pid to ``pidfile``."""
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return worker
+
+
 def test_ssh_lost_connection_is_exit_3_and_the_remote_run_is_killed(ssh_session, tmp_path):
     """The device's sshd session process dies mid-run, as when a board's network drops."""
-    import threading
-
     pidfile = tmp_path / "device.pid"
     lar = slow_wrapper(tmp_path / "device-bin" / "slow", pidfile)
     box = {}
@@ -451,11 +302,7 @@ def test_ssh_lost_connection_is_exit_3_and_the_remote_run_is_killed(ssh_session,
             except RemoteError as exc:
                 box["error"] = exc
 
-    worker = threading.Thread(target=run)
-    worker.start()
-    deadline = time.monotonic() + 30
-    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    worker = _start_until_pid(run, pidfile)
     pid = int(pidfile.read_text())
     os.kill(_ancestor(pid, "sshd"), 9)  # the session's own sshd process, not the listening server
     worker.join(60)
@@ -468,8 +315,6 @@ def test_ssh_lost_connection_is_exit_3_and_the_remote_run_is_killed(ssh_session,
 
 
 def test_ssh_interrupt_kills_the_remote_run(ssh_session, tmp_path):
-    import threading
-
     pidfile = tmp_path / "device.pid"
     lar = slow_wrapper(tmp_path / "device-bin" / "slow", pidfile)
     s = ssh_session(lar).__enter__()
@@ -481,11 +326,7 @@ def test_ssh_interrupt_kills_the_remote_run(ssh_session, tmp_path):
         except KeyboardInterrupt:
             box["interrupted"] = True
 
-    worker = threading.Thread(target=run)
-    worker.start()
-    deadline = time.monotonic() + 30
-    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    worker = _start_until_pid(run, pidfile)
     s.interrupt()
     worker.join(60)
     try:

@@ -7,9 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
+from fuzz_helpers import fuzz_lines, mutated
 from lar_prec.errors import DumpFormatError
 from lar_prec.iodump import DumpFolder, read_text_dump
 
@@ -153,20 +152,10 @@ def test_text_dump_lazy(tmp_path):
 _TEXT_LINES = (TEXT_EXEC + LAZY + LAZY_VALUES).splitlines(keepends=True)
 
 
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    picks=st.lists(st.sampled_from(_TEXT_LINES), max_size=25),
-    edits=st.lists(st.tuples(st.integers(0, 4000), st.binary(max_size=3)), max_size=4),
-    cut=st.one_of(st.none(), st.integers(0, 4000)),
-)
+@fuzz_lines(_TEXT_LINES, max_size=25, max_examples=800)
 def test_fuzz_text_dump(tmp_path, picks, edits, cut):
-    data = bytearray("".join(picks).encode())
-    for pos, ins in edits:
-        data[pos:pos + 1] = ins
-    if cut is not None:
-        del data[cut:]
     p = tmp_path / "io.txt"
-    p.write_bytes(bytes(data))
+    p.write_bytes(mutated(picks, edits, cut))
     try:
         td = read_text_dump(p)
     except DumpFormatError as e:

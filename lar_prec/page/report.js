@@ -85,6 +85,54 @@ function header() {
   row('roots', String(roots.length));
   var notes = document.getElementById('notes');
   (R.notes || []).forEach(function (n) { notes.appendChild(el('li', null, n)); });
+  var diffs = R.environment_differences || [];
+  if (diffs.length) {
+    var box = document.getElementById('envdiff'), ul = document.getElementById('envdiff-list');
+    box.hidden = false;
+    diffs.forEach(function (d) {
+      ul.appendChild(el('li', null, el('b', null, d.field + ': '), Object.keys(d.values || {}).map(function (k) { return k + ': ' + d.values[k]; }).join('; ')));
+    });
+  }
+}
+
+// ---------------------------------------------------------------- devices: targets, and target by variable
+function targetsSection() {
+  var T = R.targets || [];
+  if (!T.length) return;
+  document.getElementById('targets-section').hidden = false;
+  var box = document.getElementById('targets');
+  var t = el('table', { id: 'targets-table' });
+  t.appendChild(el('thead', null, el('tr', null, el('th', null, 'target'), el('th', null, 'verdict'), el('th', { 'class': 'num' }, 'final-output max_err'), el('th', null, 'first root'), el('th', null, 'environment'))));
+  var tb = el('tbody');
+  T.forEach(function (x) {
+    var env = x.environment || {};
+    var root = x.root ? varLink(x.root.id, x.root.name + ' (' + x.root.opr_type + ')') : '\u2014';
+    tb.appendChild(el('tr', null, el('td', null, x.target + (x.reference ? ' (reference)' : '')), el('td', null, x.verdict || ''),
+      el('td', { 'class': 'num' }, fmt(x.final_output_max_err)), el('td', null, root),
+      el('td', null, [env.cpu_model, env.android_model, env.load_and_run_version].filter(function (v) { return v; }).join(' \u00b7 '))));
+  });
+  t.appendChild(tb);
+  box.appendChild(t);
+  // target by variable: one row per variable compared on some target, one column per target
+  var ids = [], seen = {};
+  T.forEach(function (x) { Object.keys(x.max_err_by_var || {}).forEach(function (k) { if (!seen[k]) { seen[k] = 1; ids.push(+k); } }); });
+  var order = {};
+  vars.forEach(function (v, i) { order[v.id] = i; });
+  ids.sort(function (a, b) { return (order[a] === undefined ? 1e9 + a : order[a]) - (order[b] === undefined ? 1e9 + b : order[b]); });
+  var m = el('table', { id: 'target-var-table' });
+  m.appendChild(el('thead', null, el('tr', null, [el('th', null, 'variable')].concat(T.map(function (x) { return el('th', { 'class': 'num' }, x.target); })))));
+  var mb = el('tbody');
+  var thr = (R.threshold || {}).value;
+  ids.slice(0, 2000).forEach(function (id) {
+    mb.appendChild(el('tr', null, [el('td', null, varLink(id))].concat(T.map(function (x) {
+      var e = (x.max_err_by_var || {})[id];
+      var bad = (x.not_ok || []).indexOf(id) >= 0;
+      return el('td', { 'class': 'num', style: bad ? 'color:#d62d20;font-weight:600' : null }, e === undefined ? '\u2014' : fmt(e));
+    }))));
+  });
+  m.appendChild(mb);
+  box.appendChild(el('div', { 'class': 'tablewrap' }, m));
+  if (ids.length > 2000) box.appendChild(el('p', null, (ids.length - 2000) + ' more variables in the JSON'));
 }
 
 // ---------------------------------------------------------------- roots
@@ -442,7 +490,8 @@ function runsSection() {
     tb.appendChild(el('tr', null, el('td', null, r.label + (r.config && r.config !== r.label ? ' (' + r.config + ')' : ''), state ? el('b', { style: 'color:#d62d20' }, state) : null),
       el('td', { 'class': 'num', style: r.returncode ? 'color:#d62d20;font-weight:600' : null }, String(r.returncode)),
       el('td', { 'class': 'num' }, r.seconds === null ? '\u2014' : r.seconds.toFixed(2)),
-      el('td', null, el('div', { 'class': 'mono' }, r.dir), el('pre', { 'class': 'cmd' }, cmd))));
+      el('td', null, el('div', { 'class': 'mono' }, r.dir), el('pre', { 'class': 'cmd' }, cmd),
+        r.environment ? el('div', { 'class': 'env' }, [r.environment.host, r.environment.cpu_model, r.environment.android_model, r.environment.load_and_run_version].filter(function (v) { return v; }).join(' \u00b7 ')) : null)));
   });
   t.appendChild(tb);
   box.appendChild(t);
@@ -471,6 +520,7 @@ function applyHash() {
 }
 
 header();
+targetsSection();
 rootsSection();
 chart();
 table();
