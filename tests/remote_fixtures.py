@@ -163,3 +163,12 @@ def fake_adb(tmp_path, monkeypatch):
             return RemoteSession(f"adb:{serial}", lar=str(lar), remote_dir=Adb.remote_dir, **kw)
 
     return Adb
+
+
+def truncate_a_pull(fake_adb, dump: Path, monkeypatch) -> "tuple[Path, str]":
+    """Make the fake adb cut one file (the middle one of ``dump``'s names) when it is pulled;
+    returns the device-side load_and_run wrapper to run and the name of the file cut."""
+    names = sorted(os.listdir(dump))
+    victim = names[len(names) // 2]
+    monkeypatch.setenv("FAKE_ADB_TRUNCATE_ON_PULL", victim)
+    return lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run"), victim

@@ -46,6 +46,7 @@ from remote_fixtures import (  # noqa: F401  (fixtures, and helpers test_remote_
     slow_wrapper,
     ssh_session,
     sshd,
+    truncate_a_pull,
     write_exe,
 )
 
@@ -435,17 +436,14 @@ def test_adb_without_serial_and_unknown_serial(fake_adb, monkeypatch):
 
 def test_adb_truncated_pull_is_exit_3_and_keeps_what_arrived(fake_adb, manifest, lar_dump, tmp_path, monkeypatch):
     case = manifest[CASE]
-    names = sorted(os.listdir(lar_dump(CASE, "naive")))
-    victim = names[len(names) // 2]
-    monkeypatch.setenv("FAKE_ADB_TRUNCATE_ON_PULL", victim)
-    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    lar, victim = truncate_a_pull(fake_adb, lar_dump(CASE, "naive"), monkeypatch)
     with fake_adb.session(lar) as s:
         plan = s.new_run("naive")
         with pytest.raises(RemoteError, match="incomplete") as e:
             s.run(plan, lar_argv(s, case, plan), NAIVE_ENV, tmp_path / "r", timeout=300)
     assert e.value.exit_code == 3 and f"dump/{victim}" in str(e.value)
     kept = sorted(os.listdir(tmp_path / "r" / "dump"))
-    assert kept == names, "every file that arrived is kept, the short one too"
+    assert kept == sorted(os.listdir(lar_dump(CASE, "naive"))), "every file that arrived is kept, the short one too"
     assert Path(plan.dir, "dump").is_dir(), "the device folder is kept for another try"
 
 

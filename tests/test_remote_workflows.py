@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 from lar_prec.iodump import DumpFolder
-from test_remote import fake_adb, free_port, lar_wrapper, slow_wrapper, sshd, wait_gone  # noqa: F401  (fixtures)
+from test_remote import fake_adb, free_port, lar_wrapper, slow_wrapper, sshd, truncate_a_pull, wait_gone  # noqa: F401  (fixtures)
 
 CASE = "cnn"
 
@@ -349,10 +349,7 @@ def test_full_device_disk_is_exit_3_with_the_device_message(sshd, manifest, tmp_
 
 def test_truncated_pull_is_exit_3_and_keeps_what_arrived(fake_adb, manifest, lar_dump, tmp_path, monkeypatch):
     case = manifest[CASE]
-    names = sorted(os.listdir(lar_dump(CASE, "naive")))
-    victim = names[len(names) // 2]
-    monkeypatch.setenv("FAKE_ADB_TRUNCATE_ON_PULL", victim)
-    lar = lar_wrapper(fake_adb.root / "data" / "local" / "tmp" / "load_and_run")
+    lar, victim = truncate_a_pull(fake_adb, lar_dump(CASE, "naive"), monkeypatch)
     proc = cli(["run", case.model, *input_args(case), "--config", "naive", "--out", tmp_path / "r",
                 "--remote", "adb:SER1", "--lar", lar, "--remote-dir", fake_adb.remote_dir],
                {**os.environ, "PYTHONPATH": str(ROOT)})
@@ -363,7 +360,7 @@ def test_truncated_pull_is_exit_3_and_keeps_what_arrived(fake_adb, manifest, lar
     rec = json.loads(run_json.read_text())
     assert rec["status"] == "failed" and rec["incomplete"]
     dump = run_json.parent / "dump"
-    assert set(names) <= set(os.listdir(dump)), "every file that arrived is kept"
+    assert set(os.listdir(lar_dump(CASE, "naive"))) <= set(os.listdir(dump)), "every file that arrived is kept"
     # the dump is marked incomplete, so no reader takes it for a whole one
     assert (dump / ".incomplete").exists()
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from proc_helpers import ctrl_c
 from conftest import ROOT
 from lar_prec.cli import cli
 from lar_prec.iodump import DumpFolder, read_binary_dump, write_binary_dump
@@ -221,10 +222,7 @@ def test_naive_vs_default_takes_load_and_run_options_directly(manifest, tmp_path
 @pytest.mark.megengine
 def test_ctrl_c_during_a_sweep_is_130_and_leaves_run_folders_consistent(manifest, lar_dump, tmp_path):
     import os
-    import signal
-    import subprocess
     import sys
-    import time
 
     env = {**os.environ, "FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default")),
            "FAKE_LAR_SOURCE_DUMP_NAIVE": str(lar_dump("cnn", "naive")),
@@ -233,14 +231,8 @@ def test_ctrl_c_during_a_sweep_is_130_and_leaves_run_folders_consistent(manifest
     out = tmp_path / "a"
     argv = [sys.executable, "-m", "lar_prec", "sweep", *case_args(manifest["cnn"]), "--options",
             "nhwcd4,weight-preprocess", "-j", "2", "--lar", str(FAKE_LAR), "--out", str(out), "-q"]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not (tmp_path / "child.pid").exists():
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    rc, err, _ = ctrl_c(argv, env, tmp_path / "child.pid")  # SIGINT to the group, as a terminal sends it
+    assert rc == 130, err
     assert "interrupted" in err and str(out) in err
     runs = {p.parent.name: json.loads(p.read_text())["status"] for p in out.glob("*/run.json")}
     assert runs["nhwcd4"] == "interrupted" and runs["reference"] == "ok", runs

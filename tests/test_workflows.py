@@ -4,8 +4,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,6 +12,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from proc_helpers import ctrl_c
 from conftest import ROOT
 from lar_prec.cli import cli
 from lar_prec.iodump import DumpFolder, read_binary_dump, write_binary_dump
@@ -201,14 +200,8 @@ def test_ctrl_c_during_runs_keeps_run_folders_consistent(manifest, tmp_path, mon
     out = tmp_path / "a"
     argv = [sys.executable, "-m", "lar_prec", "shake", *case_args(manifest["cnn"]), "--repeat", "2", "--jobs", "2",
             "--lar", str(FAKE_LAR), "--out", str(out), "-q"]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not (tmp_path / "child.pid").exists():
-        time.sleep(0.1)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    rc, err, _ = ctrl_c(argv, env, tmp_path / "child.pid")  # SIGINT to the group, as a terminal sends it
+    assert rc == 130, err
     assert "interrupted" in err and str(out) in err
     runs = [json.loads(p.read_text()) for p in out.glob("*/run.json")]
     assert runs and all(r["status"] == "interrupted" for r in runs), [r["status"] for r in runs]
