@@ -129,7 +129,7 @@ def _check_threshold(threshold: object) -> None:
     if threshold is None or isinstance(threshold, (int, float)) or type(threshold).__name__ == "Threshold":
         value = threshold if isinstance(threshold, (int, float)) else 0.0
     elif isinstance(threshold, str):
-        if threshold.strip().lower() == "auto":
+        if threshold.strip().lower() in ("auto", "band"):
             return
         try:
             value = float(threshold)
@@ -259,6 +259,8 @@ def naive_vs_default(
     seed: int = 0,
     progress: Optional[Progress] = None,
     keep_going: bool = False,
+    local: bool = True,
+    local_checks: bool = False,
 ) -> Analysis:
     """Run the naive reference and the default kernels, compare every variable, find roots.
 
@@ -267,7 +269,9 @@ def naive_vs_default(
         inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``).
         out: the analysis folder (a non-empty one gets a new numbered subfolder);
             default ``./lar-prec-out/naive-vs-default-N``.
-        threshold: ``"auto"`` or a number (``compare_binary_iodump -e``).
+        threshold: ``"auto"`` (roots by local error when it was measured, else the dump-only
+            band rule), ``"band"`` (the dump-only band rule always) or a number
+            (``compare_binary_iodump -e``).
         lar: load_and_run binary (default: ``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled).
         timeout: seconds before a run is killed with its process group.
         extra_flags: load_and_run flags for both runs (e.g. ``--fast-run``, layout options).
@@ -278,6 +282,10 @@ def naive_vs_default(
         progress: ``progress(stage, done, total)`` hook.
         keep_going: make every run even after one failed (the first failure is still raised);
             by default no run starts after a failure.
+        local: measure the local error of every operator after the runs (one build and one
+            run of the layerwise model, :mod:`lar_prec.localwire`); off by itself with a user
+            load_and_run (the report's notes say why).
+        local_checks: also run the reference self-check and the test-fed check (two runs more).
 
     Raises:
         UsageError: bad model path, inputs, threshold or flags (exit 2).
@@ -287,7 +295,11 @@ def naive_vs_default(
     _check_threshold(threshold)  # a bad value fails before anything runs
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar, timeout,
                                                    extra_flags)
-    plan = [_Planned("naive", "naive"), _Planned("default", "default")]
+    from lar_prec import localwire
+
+    off = localwire.off_reason(local=local, lar_bundled=lar_obj.is_bundled)
+    pin = localwire.pin_flags(extra_flags, adir) if off is None else ()
+    plan = [_Planned("naive", "naive"), _Planned("default", "default", extra_flags=pin)]
     if text_dump:
         plan.append(_Planned("default", "default-text", text_dump=True))
     runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
@@ -297,7 +309,11 @@ def naive_vs_default(
 
     naive, default = runs[0], runs[1]
     text = runs[2].text_dump if text_dump else None
-    tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=threshold, text_dump=text,  # type: ignore[arg-type]
+    la, off = _local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
+                     get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
+                     checks=local_checks, timeout=timeout)
+    cmp_thr, roots_by = localwire.roots_rule(threshold, la is not None)
+    tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=cmp_thr, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=_compare_progress(progress))
     notes = []
     if lar_obj.is_bundled:
@@ -305,8 +321,26 @@ def naive_vs_default(
                      "load_and_run in MDL mode can differ")
     report = from_tree(tree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
                        extra={"analysis_dir": str(adir), "inputs": prepared.to_json()})
+    report = localwire.apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+def _local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
+           checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
+           timeout: Optional[float] = None) -> Tuple[object, Optional[str]]:
+    """Local errors into ``adir/local`` (None and why when off or when they could not be
+    measured: the analysis by accumulated error stands either way)."""
+    if off is not None:
+        return None, off
+    from lar_prec.localwire import run_local
+
+    try:
+        return run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
+                         bitwise=bitwise, reference_config=reference_config, timeout=timeout), None  # type: ignore[arg-type]
+    except LarPrecError as exc:
+        log.warning("local error not measured: %s", exc)
+        return None, f"local error could not be measured ({type(exc).__name__}): {exc}"
 
 
 # ---------------------------------------------------------------------------------- shake
