@@ -220,9 +220,15 @@ def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, 
 _workflow_options = [
     click.option("--input", "inputs", multiple=True, metavar="SPEC",
                  help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3]; repeat or join with ';'."),
-    click.option("--threshold", default=None, metavar="auto|X",
-                 help="max_err above which a var diverges: 'auto' (from the data, per dtype) or a number "
-                      "(compare_binary_iodump -e X; 0 = bitwise)."),
+    click.option("--threshold", default=None, metavar="auto|band|X",
+                 help="'auto': roots by local error (each operator over its own noise floor) when it is "
+                      "measured, else the dump-only rule; 'band': the dump-only rule (one band per dtype) "
+                      "always; a number: max_err above which a var diverges (compare_binary_iodump -e X; "
+                      "0 = bitwise)."),
+    click.option("--no-local", is_flag=True,
+                 help="Do not measure the local error of every operator (one more build and run of the model)."),
+    click.option("--local-checks", is_flag=True,
+                 help="Also run the local reference self-check and test-fed check (two more runs)."),
     click.option("--out", type=click.Path(path_type=str), default=None,
                  help="Analysis folder (runs, inputs, report.json, report.html); a non-empty one gets a new "
                       "numbered subfolder. [default: ./lar-prec-out/<command>-N]"),
@@ -258,8 +264,8 @@ def workflow_options(func: F) -> F:
 @handle_errors
 def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
                          json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
-                         lar_args: tuple, seed: int, quiet: bool, keep_going: bool, text_dump: bool,
-                         jobs: int) -> None:
+                         lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool,
+                         local_checks: bool, text_dump: bool, jobs: int) -> None:
     """Which operator computes wrongly? Reference kernels against the default ones.
 
     Runs MODEL with MGB_USE_MEGDNN_DBG=2 (naive reference kernels) and with the default
@@ -274,7 +280,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags),
                                     text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
-                                    keep_going=keep_going)
+                                    keep_going=keep_going, local=not no_local, local_checks=local_checks)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -291,8 +297,8 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
 @handle_errors
 def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
               json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
-              lar_args: tuple, seed: int, quiet: bool, keep_going: bool, repeat: int, config_name: str, jobs: int,
-              no_explain: bool) -> None:
+              lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
+              repeat: int, config_name: str, jobs: int, no_explain: bool) -> None:
     """Does the output jitter from run to run, where does it start, and what removes it?
 
     Runs MODEL --repeat times with one configuration, each in a fresh process. Jitter is any
@@ -308,7 +314,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
                          lar=lar_path, timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags), seed=seed,
-                         progress=progress, keep_going=keep_going)
+                         progress=progress, keep_going=keep_going, local=not no_local, local_checks=local_checks)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -383,9 +389,19 @@ def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> N
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=None,
               help="Worker processes for big dumps (default: one per CPU; dumps under 48 MB use one).")
 @click.option("--all", "all_vars", is_flag=True, help="Table: list vars in execution order, ok ones too, not the most divergent.")
+@click.option("--model", "model", type=click.Path(path_type=str), default=None,
+              help="The model the B side ran (A is the reference): adds the local error of every operator and "
+                   "roots by it (--threshold auto), with a repro folder per root.")
+@click.option("--config", "local_config", type=click.Choice(["default", "reproducible", "fast-run", "naive"]),
+              default="default", show_default=True, help="With --model: the configuration B ran under.")
+@click.option("--out", "local_out", type=click.Path(path_type=str), default=None,
+              help="With --model: folder for the local analysis and repros. [default: ./lar-prec-out/compare-N]")
+@click.option("--no-local", is_flag=True, help="With --model: do not measure local error.")
+@click.option("--local-checks", is_flag=True, help="With --model: also run the two extra local checks.")
 @handle_errors
 def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
-                text_dump: str | None, jobs: int | None, all_vars: bool) -> None:
+                text_dump: str | None, jobs: int | None, all_vars: bool, model: str | None, local_config: str,
+                local_out: str | None, no_local: bool, local_checks: bool) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
@@ -395,13 +411,25 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     from lar_prec.report import exit_code, from_tree, render_csv, render_terminal
     from lar_prec.vartree import VarTree
 
+    from lar_prec.localwire import compare_local, roots_rule
+
     _check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump], make_parents=False)
-    tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs)
+    la, off = compare_local(model, dir_a, dir_b, local_config, local_out, local=not no_local,
+                            checks=local_checks) if model else (None, None)
+    cmp_thr, roots_by = roots_rule(threshold, la is not None)
+    tree = VarTree.from_folders(dir_a, dir_b, threshold=cmp_thr, text_dump=text_dump, jobs=jobs)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
     # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
     # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
     report = from_tree(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True,
                        max_paths=50 if html_out else 0)
+    if model:
+        from dataclasses import replace
+
+        from lar_prec.localwire import apply_local
+
+        report = apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
+        report = replace(report, extra={**report.extra, "exit_code": exit_code(report)})
     if json_out != "-":
         if fmt == "csv":
             click.echo(render_csv(report), nl=False)
@@ -453,6 +481,29 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
         render_terminal(report, _report_out())
     _write_outputs(report, json_out, html_out)
     sys.exit(exit_code(report))
+
+
+@cli.command("replay")
+@click.argument("repro_dir", type=click.Path(path_type=str))
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Kill a run after S seconds. [default: 600]")
+@handle_errors
+def replay_cmd(repro_dir: str, timeout: float | None) -> None:
+    """Run a repro folder (repro-<id>/ of an analysis) again and say whether it reproduces.
+
+    Runs the one-operator model under the test and the reference configuration, each in a
+    fresh bundled load_and_run, on the recorded inputs. Exit code 1 when the divergence is
+    reproduced (the test output is the recorded one, bit for bit, and differs from the
+    reference), 0 when it is not, 2 for a folder that is not a repro, 3 when a run failed.
+    """
+    from lar_prec.replay import DEFAULT_TIMEOUT, replay
+
+    r = replay(repro_dir, timeout=timeout or DEFAULT_TIMEOUT)
+    reproduced = r.reproduced and r.err > 0
+    click.echo(f"{'reproduced' if reproduced else 'NOT reproduced'}: error {r.err:.6g} (recorded {r.recorded_err:.6g}); "
+               f"test output {'identical to' if r.observed_bitwise else 'differs from'} the recorded one; reference "
+               f"{'reproduced' if r.reference_bitwise else 'differs' if r.reference_bitwise is False else 'not run'}")
+    sys.exit(1 if reproduced else 0)
 
 
 def _run_cli() -> int:

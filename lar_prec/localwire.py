@@ -110,6 +110,29 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     return LocalAnalysis(result, verdict, tuple(written), out_dir, time.monotonic() - t0, tuple(errors))
 
 
+def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional[str], *, local: bool = True,
+                  checks: bool = False) -> Tuple[Optional[LocalAnalysis], Optional[str]]:
+    """``lar-prec compare A B --model MODEL``: local error of MODEL (the model B ran, under
+    ``config``) against A's dump, in a new analysis folder. (None, why) when off or failed.
+
+    Raises:
+        UsageError: the model is not a file (before anything runs).
+    """
+    from lar_prec.runner import check_file, new_analysis_dir
+
+    model_path = check_file(model, "model file")
+    if not local:
+        return None, off_reason(local=False, lar_bundled=True)
+    adir = new_analysis_dir(out, "compare").resolve()
+    try:
+        return run_local(model_path, Path(dir_a), Path(dir_b), config, adir / "local", checks=checks), None
+    except LarPrecError as exc:
+        if exc.exit_code == 2:  # bad dump folder or model: the user's input
+            raise
+        log.warning("local error not measured: %s", exc)
+        return None, f"local error could not be measured ({type(exc).__name__}): {exc}"
+
+
 # ---------------------------------------------------------------------------------- report
 
 

@@ -426,6 +426,8 @@ def shake(
     seed: int = 0,
     progress: Optional[Progress] = None,
     keep_going: bool = False,
+    local: bool = True,
+    local_checks: bool = False,
 ) -> Analysis:
     """Run one configuration ``repeat`` times; find where the outputs start to differ, and why.
 
@@ -442,7 +444,11 @@ def shake(
         config: ``default``, ``reproducible`` or ``fast-run``.
         jobs: runs at once. Runs sharing the cores time their algorithms differently, which
             is part of what ``fast-run`` jitter is about; 1 is the conservative choice.
-        threshold: 0 (bitwise, the default), a number, or ``"auto"``.
+        threshold: 0 (bitwise, the default), a number, ``"auto"`` or ``"band"``.
+        local: when there is jitter, measure the local error of every operator: the model
+            run once more under ``config`` on run 1's values of each operator's inputs; any
+            local difference (threshold 0) or one over the operator's floor ("auto") is made
+            there. ``"auto"`` then roots by local error.
         Other arguments as :func:`naive_vs_default`.
 
     Raises:
@@ -455,8 +461,12 @@ def shake(
     from lar_prec.compare import parse_threshold
     from lar_prec.report import from_tree
 
-    thr_spec = parse_threshold(threshold)
+    from lar_prec import localwire
+
+    is_band = isinstance(threshold, str) and threshold.strip().lower() == localwire.BAND
+    thr_spec = parse_threshold("auto" if is_band else threshold)
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar, timeout, extra_flags)
+    off = localwire.off_reason(local=local, lar_bundled=lar_obj.is_bundled)
     common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress,
                   keep_going=keep_going)
 
@@ -474,10 +484,17 @@ def shake(
         cause, steps, more = _explain(model_path, prepared, adir, config, repeat, common)
         all_runs += more
 
+    la, off = (None, off or "local error not measured: no jitter") if not tree.diverged else _local(
+        model_path, dumps[0], dumps[1], get_config(config).with_extra(tuple(extra_flags)), adir, off,
+        checks=local_checks, bitwise=thr_spec.value == 0, reference_config=get_config(config).with_extra(
+            tuple(extra_flags)), timeout=timeout)
+    _, roots_by = localwire.roots_rule("band" if is_band else threshold, la is not None)
     n_bad = sum(1 for d in tree.diffs if d.status != "ok")
     if tree.diverged:
-        roots = tree.roots()
-        first = f"; first root: {roots[0].name} ({roots[0].opr_type}, var {roots[0].id})" if roots else ""
+        roots = [(r.name, r.opr_type, r.id) for r in tree.roots()]
+        if la is not None and roots_by == "local":
+            roots = [(r.name, r.opr_type, r.id) for r in la.verdict.roots]  # type: ignore[attr-defined]
+        first = f"; first root: {roots[0][0]} ({roots[0][1]}, var {roots[0][2]})" if roots else ""
         verdict = (f"jitter: {n_bad} of {len(tree.diffs)} variables differ from run 1 in up to "
                    f"{runs_differing} of {repeat - 1} runs{first}")
         if cause:
@@ -491,6 +508,9 @@ def shake(
     report = from_tree(tree, command="shake", runs=all_runs, model=str(model_path), verdict=verdict, cause=cause,
                        extra=extra)
     report = replace(report, vars=tuple(replace(v, runs_differing=differing.get(v.id, 0)) for v in report.vars))
+    report = localwire.apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
+    if la is not None and roots_by == "local":
+        report = replace(report, verdict=verdict + " [roots by local error]")
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("shake", adir, report, tree, tuple(all_runs), json_path, html_path)
 
