@@ -303,6 +303,15 @@ var COLS = [
   { key: 'shape', label: 'shape' }, { key: 'status', label: 'status' }, { key: 'max_err', label: 'max_err', num: true },
   { key: 'max_abs_err', label: 'max_abs_err', num: true }, { key: 'cosine', label: 'cosine', num: true }
 ];
+// local ("single") error next to the accumulated max_err, when lar-prec measured it
+if (vars.some(function (v) { return v.label !== undefined && v.label !== null; })) {
+  vars.forEach(function (v) {
+    var came = v.inherited_from || [];
+    v._label = v.label ? v.label + (came.length ? ' \u2190 ' + came.join(', ') : '') : null;
+  });
+  COLS.splice(9, 0, { key: 'local_err', label: 'local', num: true }, { key: 'floor', label: 'floor', num: true },
+    { key: '_label', label: 'label' });
+}
 ['max_rel_err', 'mean_abs_err', 'rmse', 'max_ulp', 'n_over', 'runs_differing'].forEach(function (k) {
   if (vars.some(function (v) { return v[k] !== undefined && v[k] !== null; })) COLS.push({ key: k, label: k.replace(/_/g, ' '), num: true });
 });
