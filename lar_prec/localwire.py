@@ -167,8 +167,10 @@ def _restatus(v: Any, la: LocalAnalysis) -> Any:
     if v.status not in ("ok", "divergent") or label is None:
         return v
     if label == "root" and v.status == "ok":
-        return replace(v, status="divergent", note=f"local error {v.extra['local_err']:.3g} above its floor "
-                                                  f"{v.extra['floor']:.3g}, though max_err is within the threshold")
+        err = v.extra.get("local_err")
+        return replace(v, status="divergent", note=f"local error {'non-finite' if err is None else format(err, '.3g')} "
+                                                  f"above its floor {v.extra.get('floor') or 0:.3g}, though max_err "
+                                                  "is within the threshold")
     if v.status == "divergent" and (label in ("noise", "clean") or (
             label == "inherited" and not v.extra.get("inherited_from") and not _ancestors_not_isolated(la, v.id))):
         return replace(v, status="ok", note=f"{label}: local error within its floor and no root upstream "
