@@ -377,8 +377,9 @@ def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> N
 @cli.command("compare")
 @click.argument("dir_a", type=click.Path(path_type=str))
 @click.argument("dir_b", type=click.Path(path_type=str))
-@click.option("--threshold", default="auto", show_default=True, metavar="auto|X",
-              help="max_err above which a var diverges: 'auto' (from the data, per dtype) or a number, "
+@click.option("--threshold", default="auto", show_default=True, metavar="auto|band|X",
+              help="max_err above which a var diverges: 'auto' (from the data, per dtype; with --model, roots "
+                   "by local error), 'band' (the dump-only rule even with --model) or a number, "
                    "like compare_binary_iodump -e X; 0 means bitwise.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON report (design.md schema); '-' for stdout.")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Write the HTML report (one offline file).")

@@ -134,9 +134,9 @@ def _check_threshold(threshold: object) -> None:
         try:
             value = float(threshold)
         except ValueError:
-            raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {threshold!r}") from None
+            raise UsageError(f"threshold must be 'auto', 'band' or a number such as 1e-3, got {threshold!r}") from None
     else:
-        raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {threshold!r}")
+        raise UsageError(f"threshold must be 'auto', 'band' or a number such as 1e-3, got {threshold!r}")
     if not (value >= 0 and math.isfinite(value)):
         raise UsageError(f"threshold must be a finite number >= 0, got {threshold!r}")
 
