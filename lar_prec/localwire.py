@@ -280,7 +280,9 @@ def apply_local(report: Any, la: Optional[LocalAnalysis], *, roots_by: str, off:
                 paths[r.id] = tuple(tree.path(r.id))
             except KeyError:  # a root not reachable from a model input: no path
                 paths[r.id] = ()
+    counts = {**{k: 0 for k in rep.extra.get("counts", {})}, **rep.status_counts()}
     rep = replace(rep, roots=_local_roots(rep, la, paths),
-                  extra={**rep.extra, "dump_roots": [r.to_json() for r in report.roots]})
+                  extra={**rep.extra, "dump_roots": [r.to_json() for r in report.roots], "counts": counts,
+                         "diverged": rep.n_not_ok > 0})
     rep = replace(rep, verdict=auto_verdict(rep) + " [roots by local error]")
     return rep

@@ -86,6 +86,7 @@ def test_a_fault_inside_the_band_is_rooted_by_local_error(faulty, lar_dump, tmp_
     assert [r["name"] for r in rep["roots"]] == [CONV]
     conv = next(v for v in rep["vars"] if v["name"] == CONV)
     assert conv["status"] == "divergent" and conv["label"] == "root"
+    assert rep["diverged"] and rep["counts"]["divergent"] == rep["summary"]["by_status"]["divergent"] >= 1
 
 
 def test_threshold_band_and_no_local_keep_the_dump_only_rule(faulty, lar_dump, tmp_path):
