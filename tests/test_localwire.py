@@ -148,3 +148,15 @@ def test_compare_model_that_does_not_exist_is_exit_2(lar_dump, tmp_path):
     d = lar_dump("cnn", "naive")
     proc = cli("compare", d, d, "--model", tmp_path / "nope.mge")
     assert proc.returncode == 2 and "nope.mge" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shake_without_jitter_says_local_error_was_not_needed(manifest, tmp_path):
+    case = manifest["cnn"]
+    proc = cli("shake", case.model, "--input", ";".join(case.input_specs()), "-q", "-n", "2", "--out", tmp_path / "a",
+               "--json", tmp_path / "a.json")
+    rep = json.loads((tmp_path / "a.json").read_text())
+    assert proc.returncode == rep["summary"]["exit_code"], proc.stderr
+    if rep["diverged"]:  # default kernels jittered on this machine: then local error was measured
+        assert rep["local"]["measured"] and all("label" in v for v in rep["vars"] if v["opr_type"] == "ConvolutionForward")
+    else:
+        assert rep["local"] == {"measured": False, "why": "local error not measured: no jitter", "roots_by": "fixed"}
