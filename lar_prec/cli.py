@@ -497,14 +497,11 @@ def replay_cmd(repro_dir: str, timeout: float | None) -> None:
     reproduced (the test output is the recorded one, bit for bit, and differs from the
     reference), 0 when it is not, 2 for a folder that is not a repro, 3 when a run failed.
     """
-    from lar_prec.replay import DEFAULT_TIMEOUT, replay
+    from lar_prec.replay import DEFAULT_TIMEOUT, replay, replay_verdict
 
-    r = replay(repro_dir, timeout=timeout or DEFAULT_TIMEOUT)
-    reproduced = r.reproduced and r.err > 0
-    click.echo(f"{'reproduced' if reproduced else 'NOT reproduced'}: error {r.err:.6g} (recorded {r.recorded_err:.6g}); "
-               f"test output {'identical to' if r.observed_bitwise else 'differs from'} the recorded one; reference "
-               f"{'reproduced' if r.reference_bitwise else 'differs' if r.reference_bitwise is False else 'not run'}")
-    sys.exit(1 if reproduced else 0)
+    code, line = replay_verdict(replay(repro_dir, timeout=timeout or DEFAULT_TIMEOUT))
+    click.echo(line)
+    sys.exit(code)
 
 
 def _run_cli() -> int:

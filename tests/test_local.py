@@ -115,8 +115,8 @@ def test_repro_folder_reproduces_the_divergence(fault, tmp_path):
     # the command line, from another folder
     proc = subprocess.run([sys.executable, "-m", "lar_prec.replay", str(repro.dir)], cwd=tmp_path, timeout=300,
                           capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "reproduced bit for bit" in proc.stdout
+    assert proc.returncode == 1, proc.stderr[-2000:]  # 1: the divergence is reproduced (as lar-prec replay)
+    assert proc.stdout.startswith("reproduced") and "reproduced bit for bit" in proc.stdout
 
 
 def test_repro_of_a_clean_operator_reproduces_the_reference_bit_for_bit(clean, tmp_path):
