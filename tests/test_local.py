@@ -230,7 +230,7 @@ def test_fast_run_noise_is_not_a_root(manifest, lar_dump, tmp_path, case):
     assert local_roots(result).roots == ()
 
 
-@pytest.mark.parametrize("module", ["local", "floors", "replay", "layerwise_build"])
+@pytest.mark.parametrize("module", ["local", "floors", "replay", "layerwise_build", "localwire"])
 def test_local_modules_import_without_megengine(module):
     block = ("import sys\nclass Block:\n    def find_spec(self, name, path=None, target=None):\n"
              "        if name.split('.')[0] in ('megengine', 'megenginelite'):\n"
