@@ -235,9 +235,15 @@ def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, 
 _workflow_options = [
     click.option("--input", "inputs", multiple=True, metavar="SPEC",
                  help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3]; repeat or join with ';'."),
-    click.option("--threshold", default=None, metavar="auto|X",
-                 help="max_err above which a var diverges: 'auto' (from the data, per dtype) or a number "
-                      "(compare_binary_iodump -e X; 0 = bitwise)."),
+    click.option("--threshold", default=None, metavar="auto|band|X",
+                 help="'auto': roots by local error (each operator over its own noise floor) when it is "
+                      "measured, else the dump-only rule; 'band': the dump-only rule (one band per dtype) "
+                      "always; a number: max_err above which a var diverges (compare_binary_iodump -e X; "
+                      "0 = bitwise)."),
+    click.option("--no-local", is_flag=True,
+                 help="Do not measure the local error of every operator (one more build and run of the model)."),
+    click.option("--local-checks", is_flag=True,
+                 help="Also run the local reference self-check and test-fed check (two more runs)."),
     click.option("--out", type=click.Path(path_type=str), default=None,
                  help="Analysis folder (runs, inputs, report.json, report.html); a non-empty one gets a new "
                       "numbered subfolder. [default: ./lar-prec-out/<command>-N]"),
@@ -299,8 +305,9 @@ def _remote_spec(remote: str | None, lar_path: str | None, remote_dir: str | Non
 @handle_errors
 def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
                          json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
-                         lar_args: tuple, seed: int, quiet: bool, keep_going: bool, text_dump: bool,
-                         jobs: int, remote: str | None, remote_dir: str | None, keep_remote: bool) -> None:
+                         lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool,
+                         local_checks: bool, text_dump: bool, jobs: int, remote: str | None, remote_dir: str | None,
+                         keep_remote: bool) -> None:
     """Which operator computes wrongly? Reference kernels against the default ones.
 
     Runs MODEL with MGB_USE_MEGDNN_DBG=2 (naive reference kernels) and with the default
@@ -316,7 +323,8 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags),
                                     text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
-                                    keep_going=keep_going, remote=spec)
+                                    keep_going=keep_going, remote=spec, local=not no_local,
+                                    local_checks=local_checks)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -334,8 +342,9 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
 @handle_errors
 def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
               json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
-              lar_args: tuple, seed: int, quiet: bool, keep_going: bool, repeat: int, config_name: str, jobs: int,
-              no_explain: bool, remote: str | None, remote_dir: str | None, keep_remote: bool) -> None:
+              lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
+              repeat: int, config_name: str, jobs: int, no_explain: bool, remote: str | None, remote_dir: str | None,
+              keep_remote: bool) -> None:
     """Does the output jitter from run to run, where does it start, and what removes it?
 
     Runs MODEL --repeat times with one configuration, each in a fresh process. Jitter is any
@@ -352,7 +361,8 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
                          lar=lar_path, timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags), seed=seed,
-                         progress=progress, keep_going=keep_going, remote=spec)
+                         progress=progress, keep_going=keep_going, remote=spec, local=not no_local,
+                         local_checks=local_checks)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -505,8 +515,9 @@ def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> N
 @cli.command("compare")
 @click.argument("dir_a", type=click.Path(path_type=str))
 @click.argument("dir_b", type=click.Path(path_type=str))
-@click.option("--threshold", default="auto", show_default=True, metavar="auto|X",
-              help="max_err above which a var diverges: 'auto' (from the data, per dtype) or a number, "
+@click.option("--threshold", default="auto", show_default=True, metavar="auto|band|X",
+              help="max_err above which a var diverges: 'auto' (from the data, per dtype; with --model, roots "
+                   "by local error), 'band' (the dump-only rule even with --model) or a number, "
                    "like compare_binary_iodump -e X; 0 means bitwise.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON report (design.md schema); '-' for stdout.")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Write the HTML report (one offline file).")
@@ -521,9 +532,19 @@ def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> N
               help="How vars of A and B are matched: by var id (two runs of one graph), by var name (graphs "
                    "rewritten by different load_and_run options; B's transformed layouts are brought back to "
                    "NCHW), or auto: id when both folders come from the same graph, else name.")
+@click.option("--model", "model", type=click.Path(path_type=str), default=None,
+              help="The model the B side ran (A is the reference): adds the local error of every operator and "
+                   "roots by it (--threshold auto), with a repro folder per root.")
+@click.option("--config", "local_config", type=click.Choice(["default", "reproducible", "fast-run", "naive"]),
+              default="default", show_default=True, help="With --model: the configuration B ran under.")
+@click.option("--out", "local_out", type=click.Path(path_type=str), default=None,
+              help="With --model: folder for the local analysis and repros. [default: ./lar-prec-out/compare-N]")
+@click.option("--no-local", is_flag=True, help="With --model: do not measure local error.")
+@click.option("--local-checks", is_flag=True, help="With --model: also run the two extra local checks.")
 @handle_errors
 def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
-                text_dump: str | None, jobs: int | None, all_vars: bool, pair: str) -> None:
+                text_dump: str | None, jobs: int | None, all_vars: bool, pair: str, model: str | None,
+                local_config: str, local_out: str | None, no_local: bool, local_checks: bool) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
@@ -533,13 +554,25 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     from lar_prec.report import exit_code, from_tree, render_csv, render_terminal
     from lar_prec.vartree import VarTree
 
+    from lar_prec.localwire import compare_local, roots_rule
+
     _check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump], make_parents=False)
-    tree = VarTree.from_folders(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs, pairing=pair)
+    la, off = compare_local(model, dir_a, dir_b, local_config, local_out, local=not no_local,
+                            checks=local_checks) if model else (None, None)
+    cmp_thr, roots_by = roots_rule(threshold, la is not None)
+    tree = VarTree.from_folders(dir_a, dir_b, threshold=cmp_thr, text_dump=text_dump, jobs=jobs, pairing=pair)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
     # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
     # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
     report = from_tree(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True,
                        max_paths=50 if html_out else 0)
+    if model:
+        from dataclasses import replace
+
+        from lar_prec.localwire import apply_local
+
+        report = apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
+        report = replace(report, extra={**report.extra, "exit_code": exit_code(report)})
     if json_out != "-":
         if fmt == "csv":
             click.echo(render_csv(report), nl=False)
@@ -591,6 +624,26 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
         render_terminal(report, _report_out())
     _write_outputs(report, json_out, html_out)
     sys.exit(exit_code(report))
+
+
+@cli.command("replay")
+@click.argument("repro_dir", type=click.Path(path_type=str))
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Kill a run after S seconds. [default: 600]")
+@handle_errors
+def replay_cmd(repro_dir: str, timeout: float | None) -> None:
+    """Run a repro folder (repro-<id>/ of an analysis) again and say whether it reproduces.
+
+    Runs the one-operator model under the test and the reference configuration, each in a
+    fresh bundled load_and_run, on the recorded inputs. Exit code 1 when the divergence is
+    reproduced (the test output is the recorded one, bit for bit, and differs from the
+    reference), 0 when it is not, 2 for a folder that is not a repro, 3 when a run failed.
+    """
+    from lar_prec.replay import DEFAULT_TIMEOUT, replay, replay_verdict
+
+    code, line = replay_verdict(replay(repro_dir, timeout=timeout or DEFAULT_TIMEOUT))
+    click.echo(line)
+    sys.exit(code)
 
 
 def _run_cli() -> int:

@@ -150,8 +150,9 @@ Run inside this folder:
     {r['test']['commands']['load_and_run']}
     {r['reference']['commands']['load_and_run']}
 
-The output is the var named `{v['output']}` in the dump. `python -m lar_prec.replay .` runs
-both and says whether the divergence is reproduced.
+The output is the var named `{v['output']}` in the dump. `lar-prec replay .` (or
+`python -m lar_prec.replay .`) runs both and says whether the divergence is reproduced: exit
+1 when it is, 0 when it is not.
 """
 
 
@@ -192,9 +193,21 @@ def _run(d: Path, rec: Dict, side: str, timeout: float) -> "np.ndarray":
     return np.asarray(folder[outs[rec["var"]["id"]]].array())
 
 
+def replay_verdict(r: ReplayResult) -> "tuple[int, str]":
+    """(exit code, one line) of a replay: 1 when the divergence is reproduced (the test
+    output is the recorded one bit for bit and differs from the reference), 0 when not."""
+    reproduced = r.reproduced and r.err > 0
+    head = ("reproduced" if reproduced else "no divergence to reproduce" if r.reproduced
+            else "NOT reproduced")
+    ref = ("reproduced" if r.reference_bitwise else "differs" if r.reference_bitwise is False else "not run")
+    return (1 if reproduced else 0), (
+        f"{head}: error {r.err:.6g} (recorded {r.recorded_err:.6g}); test output "
+        f"{'reproduced bit for bit' if r.observed_bitwise else 'differs from the recorded one'}; reference {ref}")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m lar_prec.replay DIR``: 0 when the divergence is reproduced, 1 when not,
-    2 for a folder that is not a repro, 3 when a run failed."""
+    """``python -m lar_prec.replay DIR`` (as ``lar-prec replay DIR``): 1 when the divergence
+    is reproduced, 0 when not, 2 for a folder that is not a repro, 3 when a run failed."""
     args: List[str] = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         sys.stderr.write("usage: python -m lar_prec.replay REPRO_DIR\n")
@@ -204,10 +217,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except LarPrecError as exc:
         sys.stderr.write(f"Error: {exc}\n")
         return exc.exit_code
-    sys.stdout.write(f"error {r.err:.6g} (recorded {r.recorded_err:.6g}); observed output "
-                     f"{'reproduced bit for bit' if r.observed_bitwise else 'NOT reproduced'}; reference "
-                     f"{'reproduced' if r.reference_bitwise else 'differs' if r.reference_bitwise is False else 'not run'}\n")
-    return 0 if r.reproduced else 1
+    code, line = replay_verdict(r)
+    sys.stdout.write(line + "\n")
+    return code
 
 
 if __name__ == "__main__":

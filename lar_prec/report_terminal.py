@@ -317,6 +317,15 @@ def _root_paths(report: Report, con: Any, top: int, path_limit: int) -> None:
                             (fmt_err(v.max_err), _STATUS_STYLE.get(v.status, ""))))
 
 
+def _label_text(v: ReportVar) -> str:
+    """Local label of a var: root, inherited (<- the roots it came from), noise, clean..."""
+    label = v.extra.get("label")
+    if label is None:
+        return "—"
+    came = v.extra.get("inherited_from") or ()
+    return f"{label} <- {','.join(map(str, came[:3]))}{'...' if len(came) > 3 else ''}" if came else str(label)
+
+
 def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool) -> None:
     """The most divergent variables (or the first ones in execution order), at most ``top``."""
     recs = _records(report.vars)
@@ -344,6 +353,10 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
         ("max_abs_err", _NUM, lambda p, v: _cell(fmt_err(v.max_abs_err))),
         ("cosine", _NUM, cos_text),
     ]
+    if report.extra.get("local", {}).get("measured"):  # local ("single") next to accumulated max_err
+        cols.insert(7, ("local", _NUM, lambda p, v: _cell(fmt_err(v.extra.get("local_err")) if "label" in v.extra
+                                                         else "—", "red" if v.extra.get("label") == "root" else "")))
+        cols.insert(8, ("label", {"no_wrap": True}, lambda p, v: _cell(_label_text(v))))
     if any(getattr(rec, "runs_differing", None) is not None for rec in recs):
         cols.append(("runs differing", _NUM,
                      lambda p, v: _cell("—" if v.runs_differing is None else str(v.runs_differing))))

@@ -136,7 +136,7 @@ def parse_threshold(spec: Union[str, float, Threshold, None]) -> Optional[Thresh
         try:
             value = float(s)
         except ValueError:
-            raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {spec!r}") from None
+            raise UsageError(f"threshold must be 'auto', 'band' or a number such as 1e-3, got {spec!r}") from None
         return Threshold.fixed(value)
     return Threshold.fixed(float(spec))
 

@@ -130,14 +130,14 @@ def _check_threshold(threshold: object) -> None:
     if threshold is None or isinstance(threshold, (int, float)) or type(threshold).__name__ == "Threshold":
         value = threshold if isinstance(threshold, (int, float)) else 0.0
     elif isinstance(threshold, str):
-        if threshold.strip().lower() == "auto":
+        if threshold.strip().lower() in ("auto", "band"):
             return
         try:
             value = float(threshold)
         except ValueError:
-            raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {threshold!r}") from None
+            raise UsageError(f"threshold must be 'auto', 'band' or a number such as 1e-3, got {threshold!r}") from None
     else:
-        raise UsageError(f"threshold must be 'auto' or a number such as 1e-3, got {threshold!r}")
+        raise UsageError(f"threshold must be 'auto', 'band' or a number such as 1e-3, got {threshold!r}")
     if not (value >= 0 and math.isfinite(value)):
         raise UsageError(f"threshold must be a finite number >= 0, got {threshold!r}")
 
@@ -288,6 +288,8 @@ def naive_vs_default(
     progress: Optional[Progress] = None,
     keep_going: bool = False,
     remote: "Optional[RemoteSpec]" = None,
+    local: bool = True,
+    local_checks: bool = False,
 ) -> Analysis:
     """Run the naive reference and the default kernels, compare every variable, find roots.
 
@@ -296,7 +298,9 @@ def naive_vs_default(
         inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``).
         out: the analysis folder (a non-empty one gets a new numbered subfolder);
             default ``./lar-prec-out/naive-vs-default-N``.
-        threshold: ``"auto"`` or a number (``compare_binary_iodump -e``).
+        threshold: ``"auto"`` (roots by local error when it was measured, else the dump-only
+            band rule), ``"band"`` (the dump-only band rule always) or a number
+            (``compare_binary_iodump -e``).
         lar: load_and_run binary (default: ``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled).
         timeout: seconds before a run is killed with its process group.
         extra_flags: load_and_run flags for both runs (e.g. ``--fast-run``, layout options).
@@ -309,6 +313,10 @@ def naive_vs_default(
             by default no run starts after a failure.
         remote: a :class:`lar_prec.runremote.RemoteSpec`: every run on that device (model and
             inputs pushed once, dumps pulled into the run folders).
+        local: measure the local error of every operator after the runs (one build and one
+            run of the layerwise model, :mod:`lar_prec.localwire`); off by itself with a user
+            load_and_run (the report's notes say why).
+        local_checks: also run the reference self-check and the test-fed check (two runs more).
 
     Raises:
         UsageError: bad model path, inputs, threshold or flags (exit 2).
@@ -318,7 +326,12 @@ def naive_vs_default(
     _check_threshold(threshold)  # a bad value fails before anything runs
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "naive-vs-default", seed, lar, timeout,
                                                    extra_flags, remote)
-    plan = [_Planned("naive", "naive"), _Planned("default", "default")]
+    from lar_prec import localwire
+
+    off = localwire.off_reason(local=local, lar_bundled=lar_obj is not None and lar_obj.is_bundled,
+                               remote=remote is not None)
+    pin = localwire.pin_flags(extra_flags, adir) if off is None else ()
+    plan = [_Planned("naive", "naive"), _Planned("default", "default", extra_flags=pin)]
     if text_dump:
         plan.append(_Planned("default", "default-text", text_dump=True))
     sessions = _open_remote(remote, model_path, prepared)
@@ -333,7 +346,11 @@ def naive_vs_default(
 
     naive, default = runs[0], runs[1]
     text = runs[2].text_dump if text_dump else None
-    tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=threshold, text_dump=text,  # type: ignore[arg-type]
+    la, off = _local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
+                     get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
+                     checks=local_checks, timeout=timeout)
+    cmp_thr, roots_by = localwire.roots_rule(threshold, la is not None)
+    tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=cmp_thr, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=_compare_progress(progress))
     env_extra, notes = environment_extra(runs)
     if lar_obj is not None and lar_obj.is_bundled:
@@ -341,8 +358,26 @@ def naive_vs_default(
                      "load_and_run in MDL mode can differ")
     report = from_tree(tree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
                        extra={"analysis_dir": str(adir), "inputs": prepared.to_json(), **env_extra})
+    report = localwire.apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+def _local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
+           checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
+           timeout: Optional[float] = None) -> Tuple[object, Optional[str]]:
+    """Local errors into ``adir/local`` (None and why when off or when they could not be
+    measured: the analysis by accumulated error stands either way)."""
+    if off is not None:
+        return None, off
+    from lar_prec.localwire import run_local
+
+    try:
+        return run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
+                         bitwise=bitwise, reference_config=reference_config, timeout=timeout), None  # type: ignore[arg-type]
+    except LarPrecError as exc:
+        log.warning("local error not measured: %s", exc)
+        return None, f"local error could not be measured ({type(exc).__name__}): {exc}"
 
 
 # ---------------------------------------------------------------------------------- shake
@@ -429,6 +464,8 @@ def shake(
     progress: Optional[Progress] = None,
     keep_going: bool = False,
     remote: "Optional[RemoteSpec]" = None,
+    local: bool = True,
+    local_checks: bool = False,
 ) -> Analysis:
     """Run one configuration ``repeat`` times; find where the outputs start to differ, and why.
 
@@ -445,7 +482,11 @@ def shake(
         config: ``default``, ``reproducible`` or ``fast-run``.
         jobs: runs at once. Runs sharing the cores time their algorithms differently, which
             is part of what ``fast-run`` jitter is about; 1 is the conservative choice.
-        threshold: 0 (bitwise, the default), a number, or ``"auto"``.
+        threshold: 0 (bitwise, the default), a number, ``"auto"`` or ``"band"``.
+        local: when there is jitter, measure the local error of every operator: the model
+            run once more under ``config`` on run 1's values of each operator's inputs; any
+            local difference (threshold 0) or one over the operator's floor ("auto") is made
+            there. ``"auto"`` then roots by local error.
         Other arguments as :func:`naive_vs_default`.
 
     Raises:
@@ -458,9 +499,14 @@ def shake(
     from lar_prec.compare import parse_threshold
     from lar_prec.report import from_tree
 
-    thr_spec = parse_threshold(threshold)
+    from lar_prec import localwire
+
+    is_band = isinstance(threshold, str) and threshold.strip().lower() == localwire.BAND
+    thr_spec = parse_threshold("auto" if is_band else threshold)
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar, timeout, extra_flags,
                                                    remote)
+    off = localwire.off_reason(local=local, lar_bundled=lar_obj is not None and lar_obj.is_bundled,
+                               remote=remote is not None)
     sessions = _open_remote(remote, model_path, prepared)
     common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress,
                   keep_going=keep_going, remote=sessions)
@@ -482,10 +528,17 @@ def shake(
         if sessions is not None:
             sessions.close()
 
+    la, off = (None, off or "local error not measured: no jitter") if not tree.diverged else _local(
+        model_path, dumps[0], dumps[1], get_config(config).with_extra(tuple(extra_flags)), adir, off,
+        checks=local_checks, bitwise=thr_spec.value == 0, reference_config=get_config(config).with_extra(
+            tuple(extra_flags)), timeout=timeout)
+    _, roots_by = localwire.roots_rule("band" if is_band else threshold, la is not None)
     n_bad = sum(1 for d in tree.diffs if d.status != "ok")
     if tree.diverged:
-        roots = tree.roots()
-        first = f"; first root: {roots[0].name} ({roots[0].opr_type}, var {roots[0].id})" if roots else ""
+        roots = [(r.name, r.opr_type, r.id) for r in tree.roots()]
+        if la is not None and roots_by == "local":
+            roots = [(r.name, r.opr_type, r.id) for r in la.verdict.roots]  # type: ignore[attr-defined]
+        first = f"; first root: {roots[0][0]} ({roots[0][1]}, var {roots[0][2]})" if roots else ""
         verdict = (f"jitter: {n_bad} of {len(tree.diffs)} variables differ from run 1 in up to "
                    f"{runs_differing} of {repeat - 1} runs{first}")
         if cause:
@@ -500,6 +553,9 @@ def shake(
     report = from_tree(tree, command="shake", runs=all_runs, model=str(model_path), verdict=verdict, cause=cause,
                        notes=env_notes, extra=extra)
     report = replace(report, vars=tuple(replace(v, runs_differing=differing.get(v.id, 0)) for v in report.vars))
+    report = localwire.apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
+    if la is not None and roots_by == "local":
+        report = replace(report, verdict=verdict + " [roots by local error]")
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("shake", adir, report, tree, tuple(all_runs), json_path, html_path)
 

@@ -115,8 +115,8 @@ def test_repro_folder_reproduces_the_divergence(fault, tmp_path):
     # the command line, from another folder
     proc = subprocess.run([sys.executable, "-m", "lar_prec.replay", str(repro.dir)], cwd=tmp_path, timeout=300,
                           capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "reproduced bit for bit" in proc.stdout
+    assert proc.returncode == 1, proc.stderr[-2000:]  # 1: the divergence is reproduced (as lar-prec replay)
+    assert proc.stdout.startswith("reproduced") and "reproduced bit for bit" in proc.stdout
 
 
 def test_repro_of_a_clean_operator_reproduces_the_reference_bit_for_bit(clean, tmp_path):
@@ -209,16 +209,28 @@ def test_fault_of_1e_5_in_a_matmul_is_rooted(manifest, lar_dump, tmp_path):
     assert verdict.roots[0].margin > 3
 
 
+def _pinned_fast_run(model, inputs, dump):
+    """A --fast-run test run writing its algorithm cache; the config that replays it."""
+    from lar_prec.runner import get_config
+
+    cache = dump.parent / (dump.name + "-algo.cache")
+    run_lar(model, inputs, dump, flags=("--fast-run", "--fast-run-algo-policy", str(cache)))
+    return get_config("fast-run").with_extra(["--fast-run-algo-policy", str(cache)])
+
+
 @pytest.mark.parametrize("case", ["fastrun_shake", "mlp"])
 def test_fast_run_noise_is_not_a_root(manifest, lar_dump, tmp_path, case):
-    result = local_errors(manifest[case].model, lar_dump(case, "naive"), "fast-run", out_dir=tmp_path,
-                          test_dump=lar_dump(case, "fast-run"))
+    # the layerwise run replays the test run's algorithm choices (its --fast-run-algo-policy
+    # cache), as naive-vs-default does: unpinned, it profiled again and could pick others
+    cfg = _pinned_fast_run(manifest[case].model, manifest[case].input_specs(), tmp_path / "test")
+    result = local_errors(manifest[case].model, lar_dump(case, "naive"), cfg, out_dir=tmp_path / "o",
+                          test_dump=tmp_path / "test")
     assert result.check("isolation").status == "pass" and result.check("reference_self").status == "pass"
     assert any(v.local_err for v in result.vars), "fast-run kernels differ from naive somewhere"
     assert local_roots(result).roots == ()
 
 
-@pytest.mark.parametrize("module", ["local", "floors", "replay", "layerwise_build"])
+@pytest.mark.parametrize("module", ["local", "floors", "replay", "layerwise_build", "localwire"])
 def test_local_modules_import_without_megengine(module):
     block = ("import sys\nclass Block:\n    def find_spec(self, name, path=None, target=None):\n"
              "        if name.split('.')[0] in ('megengine', 'megenginelite'):\n"
@@ -258,8 +270,8 @@ def test_a_small_second_fault_behind_a_large_one_is_its_own_root(manifest, lar_d
 def test_under_fast_run_a_fault_is_rooted_not_the_noisy_convolutions_before_it(manifest, lar_dump, tmp_path):
     case = manifest["fastrun_shake"]
     model = scale_constant(case.model, "convs.8.weight", 1 + 1e-5, tmp_path / "faulty.mge")
-    run_lar(model, case.input_specs(), tmp_path / "test", flags=("--fast-run",))
-    result = local_errors(model, lar_dump("fastrun_shake", "naive"), "fast-run", out_dir=tmp_path / "o",
+    cfg = _pinned_fast_run(model, case.input_specs(), tmp_path / "test")
+    result = local_errors(model, lar_dump("fastrun_shake", "naive"), cfg, out_dir=tmp_path / "o",
                           test_dump=tmp_path / "test", checks=False)
     assert [r.name for r in local_roots(result).roots] == ["convs.8.Convolution"]
     before = [v for v in result.vars if v.opr_type == "ConvolutionForward" and v.id < local_roots(result).roots[0].id]

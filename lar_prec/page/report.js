@@ -147,7 +147,11 @@ function rootsSection() {
     return;
   }
   var t = el('table', { id: 'roots-table' });
-  t.appendChild(el('thead', null, el('tr', null, ['#', 'var', 'name', 'operator', 'type', 'status', 'max_err', 'input max_err', 'amplification'].map(function (h, i) {
+  // roots by local error: each with its local error, its own floor and the margin
+  var byLocal = roots.some(function (r) { return r.rule === 'local'; });
+  var heads = ['#', 'var', 'name', 'operator', 'type', 'status', 'max_err', 'input max_err', 'amplification'];
+  if (byLocal) heads = heads.concat(['local', 'floor', 'margin']);
+  t.appendChild(el('thead', null, el('tr', null, heads.map(function (h, i) {
     return el('th', { 'class': i === 0 || i === 1 || i >= 6 ? 'num' : null }, h); }))));
   var tb = el('tbody');
   var shown = Math.min(roots.length, ROOT_ROWS);
@@ -158,7 +162,9 @@ function rootsSection() {
       el('td', { 'class': 'name' }, varLink(r.id, r.name)), el('td', { 'class': 'name mono' }, r.opr), el('td', null, r.opr_type),
       el('td', null, statusBadge(r.status || (byId.has(r.id) ? byId.get(r.id).status : 'divergent'))),
       el('td', { 'class': 'num' }, r.max_err === null && r.status && r.status !== 'divergent' ? r.status.replace('_', ' ') : fmt(r.max_err)),
-      el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp)));
+      el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp),
+      byLocal ? [el('td', { 'class': 'num' }, fmt(r.local_err)), el('td', { 'class': 'num' }, fmt(r.floor)),
+        el('td', { 'class': 'num' }, r.margin === null || r.margin === undefined ? '\u2014' : fmt(r.margin) + '\u00d7')] : null));
   });
   t.appendChild(tb);
   box.appendChild(t);
@@ -351,6 +357,15 @@ var COLS = [
   { key: 'shape', label: 'shape' }, { key: 'status', label: 'status' }, { key: 'max_err', label: 'max_err', num: true },
   { key: 'max_abs_err', label: 'max_abs_err', num: true }, { key: 'cosine', label: 'cosine', num: true }
 ];
+// local ("single") error next to the accumulated max_err, when lar-prec measured it
+if (vars.some(function (v) { return v.label !== undefined && v.label !== null; })) {
+  vars.forEach(function (v) {
+    var came = v.inherited_from || [];
+    v._label = v.label ? v.label + (came.length ? ' \u2190 ' + came.join(', ') : '') : null;
+  });
+  COLS.splice(9, 0, { key: 'local_err', label: 'local', num: true }, { key: 'floor', label: 'floor', num: true },
+    { key: '_label', label: 'label' });
+}
 ['max_rel_err', 'mean_abs_err', 'rmse', 'max_ulp', 'n_over', 'runs_differing'].forEach(function (k) {
   if (vars.some(function (v) { return v[k] !== undefined && v[k] !== null; })) COLS.push({ key: k, label: k.replace(/_/g, ' '), num: true });
 });

@@ -1,0 +1,142 @@
+"""Fault-finding benchmark of roots by local error (issue 14): anyone can run it.
+
+    PYTHONPATH=. .venv/bin/python bench/faults.py                  # all sites, all sizes
+    PYTHONPATH=. .venv/bin/python bench/faults.py --trials 1       # one weight per case (~5 min)
+
+For each case (cnn, resnet, mlp, attention) and each of up to ``--trials`` weight constants,
+a copy of the model gets that constant times (1 + size), so the error really propagates
+through MegEngine (``lar_prec.local.scale_constant``); the faulty model runs under the default
+kernels and its local errors are measured against the naive run of the unchanged model. A
+trial is *found* when the first local root is the operator reading the faulted constant.
+Sizes: 1e-3, 1e-4, 1e-5, 3e-6, and "3x floor": the size that should give that operator a
+local error of 3x its clean floor (3 floor / min(1, max |output|)).
+False alarms: local roots on clean pairs, naive against default, fast-run (pinned by the test
+run's --fast-run-algo-policy cache, as naive-vs-default does) and reproducible.
+Prints one line per trial and the tables at the end; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lar_prec.iodump import DumpFolder  # noqa: E402
+from lar_prec.local import LocalResult, local_errors, local_roots, scale_constant  # noqa: E402
+from lar_prec.runner import get_config  # noqa: E402
+
+CASES = ("cnn", "resnet", "mlp", "attention")
+SIZES = (1e-3, 1e-4, 1e-5, 3e-6)
+
+
+def run(model: Path, inputs: List[str], out: Path, cfg, cwd: Path) -> Path:
+    """One bundled load_and_run run with a binary dump (a fresh process)."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for k, v in cfg.env:
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    argv = [sys.executable, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs), "--iter", "1",
+            "--warmup-iter", "0", "--bin-io-dump", str(out), *cfg.flags]
+    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, timeout=600)
+    return out
+
+
+def weights(ref: DumpFolder) -> List[Tuple[str, int]]:
+    """(constant name, id of the operator reading it) for every dumped weight constant."""
+    consts = {d.id: d.var.name for d in ref if d.var.opr_type == "ImmutableTensor" and d.var.name.endswith(".weight")}
+    out: Dict[str, int] = {}
+    for d in ref:  # one site per constant: a multi-output operator reads it once per output
+        for i in ref.inputs_of(d.id):
+            if i in consts and consts[i] not in out:
+                out[consts[i]] = d.id
+    return list(out.items())
+
+
+def found(result: LocalResult, target: int) -> Tuple[bool, str]:
+    v = local_roots(result)
+    if not v.roots:
+        return False, "no root"
+    r = v.roots[0]
+    lw = result.layerwise
+    same_opr = lw.var(r.id).opr == lw.var(target).opr  # any output of the faulted operator
+    return same_opr, f"root {r.name} local {r.local_err:.3g} floor {r.floor:.3g} x{r.margin:.3g}"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=0, help="weights per case (0: all)")
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = ap.parse_args(argv)
+    manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
+    cases = {c["name"]: c for c in manifest["cases"]}
+    build = ROOT / "cases" / "build"
+    work = Path(tempfile.mkdtemp(prefix="lar-prec-faults-"))
+    t0 = time.monotonic()
+    hits: Dict[str, List[bool]] = {}
+    alarms: Dict[str, List[int]] = {}
+    for name in args.cases.split(","):
+        case = cases[name]
+        model, inputs = build / case["model"], case["inputs"]
+        base = work / name
+        ref = run(model, inputs, base / "naive", get_config("naive"), build)
+        # clean pairs: false alarms
+        for cfg_name in ("default", "fast-run", "reproducible"):
+            cfg = get_config(cfg_name)
+            if cfg_name == "fast-run":
+                cfg = cfg.with_extra(["--fast-run-algo-policy", str(base / "algo.cache")])
+            test = run(model, inputs, base / f"clean-{cfg_name}", cfg, build)
+            res = local_errors(model, ref, cfg, out_dir=base / f"local-clean-{cfg_name}", test_dump=test, checks=False)
+            n = len(local_roots(res).roots)
+            alarms.setdefault(cfg_name, []).append(n)
+            print(f"{name:10s} clean {cfg_name:12s} local roots: {n}", flush=True)
+            if cfg_name == "default":
+                clean = res
+        sites = weights(DumpFolder(ref))
+        if args.trials:
+            sites = sites[: args.trials]
+        floors = local_roots(clean).floors
+        by_id = clean.by_id()
+        for const, target in sites:
+            tv = by_id.get(target)
+            mag = min(1.0, tv.ref_max_abs or 1.0) if tv is not None else 1.0
+            three = 3 * floors.get(target, 0.0) / mag
+            for label, size in [(f"{s:g}", s) for s in SIZES] + [("3x floor", three)]:
+                if size <= 0:
+                    continue
+                d = base / f"{const}-{size:g}"
+                faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
+                test = run(faulty, inputs, d / "test", get_config("default"), build)
+                res = local_errors(faulty, ref, "default", out_dir=d / "local", test_dump=test, checks=False)
+                ok, why = found(res, target)
+                hits.setdefault(label, []).append(ok)
+                print(f"{name:10s} {const:22s} {label:9s} (x{1 + size:.7g}) {'FOUND' if ok else 'missed'}: {why}",
+                      flush=True)
+    print(f"\nfaults found (first local root is the faulted operator), {time.monotonic() - t0:.0f} s:")
+    for label, hs in hits.items():
+        print(f"  {label:9s} {sum(hs)}/{len(hs)}")
+    print("false alarms (clean pairs with a local root), per configuration:")
+    for cfg_name, ns in alarms.items():
+        print(f"  {cfg_name:12s} {sum(1 for n in ns if n)}/{len(ns)}")
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"work folder: {work}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Local error wired into the CLI (issue 14): real runs of real cases, faults injected by
+rewriting the model (``local.scale_constant``), so the error really propagates.
+
+The reference (A) is always the naive run of the unchanged case; the test side (B) is the
+faulty model under the default kernels: ``lar-prec compare A B --model FAULTY``.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_lar
+from lar_prec.local import scale_constant
+
+CONV = "c2.Convolution"
+
+
+def cli(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lar_prec", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def faulty(manifest, tmp_path_factory):
+    """``faulty(size)`` -> (model, default dump) of cnn with c2.weight x (1 + size)."""
+    cache = {}
+
+    def make(size: float):
+        if size not in cache:
+            base = tmp_path_factory.mktemp(f"cnn-fault-{size:g}")
+            model = scale_constant(manifest["cnn"].model, "c2.weight", 1 + size, base / "faulty.mge")
+            run_lar(model, manifest["cnn"].input_specs(), base / "dump")
+            cache[size] = (model, base / "dump")
+        return cache[size]
+
+    return make
+
+
+def _compare(lar_dump, model, dump, out, *extra):
+    json_path = Path(out).with_suffix(".json")
+    proc = cli("compare", lar_dump("cnn", "naive"), dump, "--model", model, "--out", out, "--json", json_path, *extra)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc, json.loads(json_path.read_text())
+
+
+def test_conv_fault_is_the_local_root_downstream_inherited_and_the_repro_reproduces(faulty, lar_dump, tmp_path):
+    model, dump = faulty(1e-4)
+    proc, rep = _compare(lar_dump, model, dump, tmp_path / "a")
+    assert proc.returncode == 1
+    root = rep["roots"][0]
+    assert root["name"] == CONV and root["rule"] == "local"
+    assert root["local_err"] > root["floor"] > 0 and root["margin"] == pytest.approx(root["local_err"] / root["floor"])
+    assert len(rep["roots"]) == 1, rep["roots"]
+    by_name = {v["name"]: v for v in rep["vars"]}
+    conv = by_name[CONV]
+    assert conv["label"] == "root" and conv["local_err"] > 5e-5
+    # everything after the conv carries its error but makes none of it
+    for name in ("RELU[1]", "Pooling[1]", "fc.ADD", "Softmax"):
+        assert by_name[name]["label"] == "inherited", by_name[name]
+        assert by_name[name]["inherited_from"] == [conv["id"]]
+        assert by_name[name]["status"] == "divergent"
+    # both columns in the JSON: accumulated max_err and local local_err, with floor and label
+    assert all({"local_err", "floor", "label", "inherited_from"} <= set(v) for v in rep["vars"]
+               if v["opr_type"] in ("ConvolutionForward", "Elemwise", "PoolingForward"))
+    assert rep["local"]["measured"] and rep["local"]["roots_by"] == "local"
+    assert rep["local"]["not_isolated"] == []
+    # the terminal table shows the local column
+    assert "local" in proc.stdout and "inherited <- " in proc.stdout
+    repro = tmp_path / "a" / f"repro-{conv['id']}"
+    assert rep["local"]["repros"] == [str(repro)]
+    assert (repro / "model.mge").is_file() and (repro / "README.md").is_file()
+    replay = cli("replay", repro)
+    assert replay.returncode == 1, replay.stdout + replay.stderr
+    assert replay.stdout.startswith("reproduced")
+
+
+def test_a_fault_inside_the_band_is_rooted_by_local_error(faulty, lar_dump, tmp_path):
+    # 5e-6 of the conv weight: inside the 32..80 ulp band of the dump-only rule
+    model, dump = faulty(5e-6)
+    proc, rep = _compare(lar_dump, model, dump, tmp_path / "a")
+    assert proc.returncode == 1, proc.stdout
+    assert [r["name"] for r in rep["roots"]] == [CONV]
+    conv = next(v for v in rep["vars"] if v["name"] == CONV)
+    assert conv["status"] == "divergent" and conv["label"] == "root"
+    assert rep["diverged"] and rep["counts"]["divergent"] == rep["summary"]["by_status"]["divergent"] >= 1
+
+
+def test_threshold_band_and_no_local_keep_the_dump_only_rule(faulty, lar_dump, tmp_path):
+    model, dump = faulty(1e-4)
+    _, band = _compare(lar_dump, model, dump, tmp_path / "band", "--threshold", "band")
+    _, off = _compare(lar_dump, model, dump, tmp_path / "off", "--no-local")
+    plain = cli("compare", lar_dump("cnn", "naive"), dump, "--json", tmp_path / "plain.json")
+    plain_rep = json.loads((tmp_path / "plain.json").read_text())
+    assert [r["id"] for r in band["roots"]] == [r["id"] for r in off["roots"]] == [r["id"] for r in plain_rep["roots"]]
+    assert plain.returncode == 1
+    assert band["local"]["roots_by"] == "band" and band["local"]["measured"]
+    assert "local_err" in next(v for v in band["vars"] if v["name"] == CONV)  # columns still there
+    assert off["local"] == {"measured": False, "why": "local error not measured (--no-local)", "roots_by": "band"}
+    assert not any("local_err" in v for v in off["vars"])
+    assert "local error not measured (--no-local)" in off["notes"]
+
+
+def test_naive_vs_default_measures_local_error_and_no_local_turns_it_off(manifest, tmp_path):
+    case = manifest["cnn"]
+    args = ["naive-vs-default", case.model, "--input", ";".join(case.input_specs()), "-q"]
+    on = cli(*args, "--out", tmp_path / "on", "--json", tmp_path / "on.json")
+    off = cli(*args, "--out", tmp_path / "off", "--json", tmp_path / "off.json", "--no-local")
+    rep_on, rep_off = (json.loads((tmp_path / f"{k}.json").read_text()) for k in ("on", "off"))
+    assert on.returncode == rep_on["summary"]["exit_code"], on.stderr
+    assert off.returncode == rep_off["summary"]["exit_code"], off.stderr
+    assert rep_on["local"]["measured"] and rep_on["local"]["config"] == "default"
+    convs = [v for v in rep_on["vars"] if v["opr_type"] == "ConvolutionForward"]
+    assert convs and all(v["label"] in ("noise", "clean", "inherited") and v["local_err"] is not None for v in convs)
+    moves = [v for v in rep_on["vars"] if v["opr_type"] in ("Reshape", "Dimshuffle")]
+    assert moves and all(v["local_err"] == 0.0 and v["floor"] == 0.0 for v in moves)
+    # the same runs without local error: no local columns, a note why
+    assert not rep_off["local"]["measured"] and not any("label" in v for v in rep_off["vars"])
+    # clean pair: no local root (a false alarm would name one)
+    assert [r for r in rep_on["roots"] if r.get("rule") == "local"] == []
+    assert (tmp_path / "on" / "local" / "local.json").is_file()
+
+
+def test_a_user_load_and_run_turns_local_error_off_and_says_why(manifest, tmp_path):
+    # a user --lar binary: a script that runs the bundled load_and_run (a real MegEngine run)
+    lar = tmp_path / "my_load_and_run"
+    lar.write_text(f"#!/bin/sh\nexec {sys.executable} -m lar_prec.lar \"$@\"\n")
+    lar.chmod(0o755)
+    case = manifest["cnn"]
+    proc = cli("naive-vs-default", case.model, "--input", ";".join(case.input_specs()), "-q", "--out", tmp_path / "a",
+               "--json", tmp_path / "a.json", "--lar", lar)
+    assert proc.returncode in (0, 1), proc.stderr
+    rep = json.loads((tmp_path / "a.json").read_text())
+    assert not rep["local"]["measured"] and "--lar" in rep["local"]["why"]
+    assert any("--lar" in n for n in rep["notes"])
+
+
+def test_replay_of_a_folder_that_is_not_a_repro_is_exit_2(tmp_path):
+    proc = cli("replay", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: ") and "repro.json" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_compare_model_that_does_not_exist_is_exit_2(lar_dump, tmp_path):
+    d = lar_dump("cnn", "naive")
+    proc = cli("compare", d, d, "--model", tmp_path / "nope.mge")
+    assert proc.returncode == 2 and "nope.mge" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_shake_without_jitter_says_local_error_was_not_needed(manifest, tmp_path):
+    case = manifest["cnn"]
+    proc = cli("shake", case.model, "--input", ";".join(case.input_specs()), "-q", "-n", "2", "--out", tmp_path / "a",
+               "--json", tmp_path / "a.json")
+    rep = json.loads((tmp_path / "a.json").read_text())
+    assert proc.returncode == rep["summary"]["exit_code"], proc.stderr
+    if rep["diverged"]:  # default kernels jittered on this machine: then local error was measured
+        assert rep["local"]["measured"] and all("label" in v for v in rep["vars"] if v["opr_type"] == "ConvolutionForward")
+    else:
+        assert rep["local"] == {"measured": False, "why": "local error not measured: no jitter", "roots_by": "fixed"}
