@@ -14,7 +14,8 @@ from typing import Any, Callable, TypeVar
 import click
 
 from lar_prec import __version__
-from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.clisupport import Progress, check_report_outputs, console, input_paths, pass_through_flags
+from lar_prec.errors import LarPrecError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -124,99 +125,7 @@ def _report_out() -> Any:
     width), plain aligned text into a pipe or file (no rich import: most of a small compare's
     start-up)."""
     out = click.get_text_stream("stdout")
-    return _console() if out.isatty() else out
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    import shutil
-
-    # Piped output gets a readable width instead of rich's 80 columns.
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else max(120, shutil.get_terminal_size((120, 24)).columns)
-    return Console(stderr=stderr, soft_wrap=False, width=width)
-
-
-class _Progress:
-    """Rich progress bars on a terminal for runs and comparison; nothing otherwise."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self._bar = None
-        self._tasks: dict = {}
-
-    def __enter__(self) -> "_Progress":
-        if self.enabled:
-            from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), console=_console(stderr=True), transient=True)
-            self._bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if self._bar is None:
-            return
-        label = {"runs": "load_and_run runs", "compare": "comparing dumps"}.get(stage, stage)
-        if stage not in self._tasks:
-            self._tasks[stage] = self._bar.add_task(label, total=max(total, 1))
-        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1))
-
-
-def _lar_flags(lar_args: tuple, trailing: tuple) -> tuple:
-    """--lar-args and the load_and_run flags given directly (``--enable-nhwcd4``) or after ``--``.
-
-    Commands take load_and_run's options directly (click passes options it does not know
-    through), so a misspelt lar-prec option would reach load_and_run: anything that is not a
-    load_and_run 1.13 flag is refused here, before any run (exit 2).
-    """
-    from lar_prec.lar import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS, REFUSED_FLAGS
-    from lar_prec.runner import split_lar_args
-
-    known = set(SUPPORTED_FLAGS) | set(UNSUPPORTED_FLAGS) | set(REFUSED_FLAGS)
-    for arg in trailing:
-        if not arg.startswith("-") or arg in ("-", "--"):
-            continue
-        name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
-        if name not in known and not (name.startswith("no") and name[2:] in known):
-            raise UsageError(f"no such option: {arg} (neither a lar-prec option nor a load_and_run flag; "
-                             "see --help)")
-    return split_lar_args(lar_args) + tuple(a for a in trailing if a != "--")
-
-
-def _input_paths(model: str, inputs: tuple, lar_path: str | None) -> list:
-    """Every existing file an analysis reads: no report may be written over one of them."""
-    import shutil
-
-    paths = [model]
-    for spec in inputs:
-        for item in str(spec).split(";"):
-            value = item.partition(":")[2].strip()
-            paths += [p for p in (item.strip(), value) if p and p[0] not in "{[" and os.path.exists(p)]
-    lar = lar_path or os.environ.get("LAR_PREC_LOAD_AND_RUN") or shutil.which("load_and_run")
-    if lar and lar != "bundled":
-        paths.append(shutil.which(lar) or lar)
-    return paths
-
-
-def _check_report_outputs(json_out: str | None, html_out: str | None, inputs: list, *,
-                          make_parents: bool = True) -> None:
-    """Refuse, before anything runs, --json/--html paths that cannot be written or would
-    replace an input (exit 2): an analysis that runs for minutes must not end in that."""
-    from lar_prec.outputs import check_distinct, check_output_path
-
-    if json_out is not None:
-        check_output_path(json_out, what="JSON report", inputs=inputs, make_parents=make_parents)
-    if html_out is not None:
-        if html_out == "-":
-            raise UsageError("--html needs a file path, got '-'; expected e.g. --html report.html")
-        check_output_path(html_out, what="HTML report", inputs=inputs, make_parents=make_parents)
-    check_distinct([json_out, html_out], what="--json and --html")
+    return console() if out.isatty() else out
 
 
 def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool) -> None:
@@ -318,10 +227,10 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     from lar_prec.workflows import naive_vs_default
 
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
-    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, None if spec else lar_path))
-    with _Progress(not quiet) as progress:
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
+    with Progress(not quiet) as progress:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
-                                    timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags),
+                                    timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
                                     text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
                                     keep_going=keep_going, remote=spec, local=not no_local,
                                     local_checks=local_checks)
@@ -356,11 +265,11 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     from lar_prec.workflows import shake
 
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
-    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, None if spec else lar_path))
-    with _Progress(not quiet) as progress:
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
+    with Progress(not quiet) as progress:
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
-                         lar=lar_path, timeout=timeout, extra_flags=_lar_flags(lar_args, lar_flags), seed=seed,
+                         lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
                          progress=progress, keep_going=keep_going, remote=spec, local=not no_local,
                          local_checks=local_checks)
     _finish_analysis(analysis, json_out, html_out, quiet)
@@ -400,10 +309,10 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     from lar_prec.devices import devices, parse_targets
 
     targets = parse_targets(remotes, local=local, lar=lar_path, remote_dir=remote_dir, keep_remote=keep_remote)
-    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, None))
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None))
     analysis = devices(model, inputs, targets, reference=reference, config=config_name, out=out,
                        threshold=threshold or "auto", lar=None, timeout=timeout,
-                       extra_flags=_lar_flags(lar_args, lar_flags), seed=seed)
+                       extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -446,10 +355,10 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     from lar_prec.sweep import parse_options, sweep
 
     parse_options(options)  # a bad name fails before anything runs
-    _check_report_outputs(json_out, html_out, _input_paths(model, inputs, lar_path))
-    with _Progress(not quiet) as progress:
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path))
+    with Progress(not quiet) as progress:
         analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
-                         extra_flags=_lar_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress)
+                         extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 
@@ -556,7 +465,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
 
     from lar_prec.localwire import compare_local, roots_rule
 
-    _check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump], make_parents=False)
+    check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump], make_parents=False)
     la, off = compare_local(model, dir_a, dir_b, local_config, local_out, local=not no_local,
                             checks=local_checks) if model else (None, None)
     cmp_thr, roots_by = roots_rule(threshold, la is not None)
@@ -604,7 +513,7 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     from lar_prec.megcompat import tree_from_megengine_diff
     from lar_prec.report import exit_code, from_tree, render_terminal
 
-    _check_report_outputs(json_out, html_out, [diff_txt], make_parents=False)
+    check_report_outputs(json_out, html_out, [diff_txt], make_parents=False)
     tree, md = tree_from_megengine_diff(diff_txt)
     if md.crashed and not md.entries:
         raise DumpFormatError(diff_txt, None, "compare_binary_iodump failures", f"only a traceback ({md.crashed})")

@@ -294,6 +294,9 @@ def compare_folders(
 ) -> Comparison:
     """Compare every var of two ``--bin-io-dump`` folders.
 
+    (Over 80 lines for its argument documentation; the work is in pairing, planning and the
+    engine it calls in order.)
+
     Args:
         dir_a: the reference folder (e.g. the naive run).
         dir_b: the folder compared against it.

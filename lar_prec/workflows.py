@@ -28,6 +28,7 @@ from pathlib import Path
 import threading
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from lar_prec.jitter import any_difference, jitter, merge_comparisons, shake_verdict  # noqa: F401  (merge_comparisons: public here before)
 from lar_prec.errors import AnalysisInterrupted, LarPrecError, UsageError
 from lar_prec.runner import (
     LoadAndRun,
@@ -293,6 +294,9 @@ def naive_vs_default(
 ) -> Analysis:
     """Run the naive reference and the default kernels, compare every variable, find roots.
 
+    (Over 80 lines for its argument list and their documentation; the body is the analysis in
+    its order: prepare, run, local error, compare, report.)
+
     Args:
         model: the ``.mge`` model.
         inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``).
@@ -383,69 +387,6 @@ def _local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: P
 # ---------------------------------------------------------------------------------- shake
 
 
-def _differs(d: VarDiff) -> bool:
-    """True when the two runs differ at all in this var (whatever the threshold)."""
-    return d.status != "ok" or bool(d.max_err) or bool(d.n_diff) or bool(d.n_nonfinite)
-
-
-def _err_key(d: VarDiff) -> float:
-    return -1.0 if d.max_err is None else float(d.max_err)
-
-
-def merge_comparisons(comparisons: Sequence[Comparison]) -> Tuple[List[VarDiff], Dict[int, int]]:
-    """Fold the comparisons of runs 2..N against run 1 into one diff per var.
-
-    A var takes the comparison where it is worst (a non-ok status first, then the largest
-    ``max_err``), so its ``max_err`` is its largest difference from run 1 over all runs.
-    Also returns, per var, how many runs differ from run 1 at all.
-    """
-    order: List[int] = []
-    seen = set()
-    for c in comparisons:
-        for d in c.diffs:
-            if d.id not in seen:
-                seen.add(d.id)
-                order.append(d.id)
-    merged: List[VarDiff] = []
-    differing: Dict[int, int] = {}
-    for index, vid in enumerate(order):
-        cands = [c[vid] for c in comparisons if vid in c]
-        worst = max(cands, key=lambda d: (d.status != "ok", _err_key(d)))
-        merged.append(replace(worst, index=index))
-        differing[vid] = sum(1 for d in cands if _differs(d))
-    return merged, differing
-
-
-def _jitter(dumps: Sequence[Path], threshold: Optional[Threshold],
-            progress: Optional[Progress]) -> Tuple[VarTree, Dict[int, int]]:
-    """Compare runs 2..N with run 1 and build the merged tree. With ``threshold`` None
-    ("auto") the first pair decides it and every other pair is held to the same one."""
-    from lar_prec.compare import compare_folders
-    from lar_prec.vartree import VarTree
-
-    comps = []
-    for k, d in enumerate(dumps[1:], start=1):
-        comps.append(compare_folders(dumps[0], d, threshold=threshold if threshold is not None else "auto",
-                                     jobs=min(2, os.cpu_count() or 1)))
-        threshold = comps[0].threshold
-        if progress:
-            progress("compare", k, len(dumps) - 1)
-    merged, differing = merge_comparisons(comps)
-    tree = VarTree(merged, threshold=threshold, source=f"{len(dumps)} runs against {dumps[0]}")
-    return tree, differing
-
-
-def _any_difference(dumps: Sequence[Path]) -> Tuple[bool, int]:
-    """Whether any run differs bitwise from the first, and in how many vars."""
-    from lar_prec.compare import Threshold
-
-    if len(dumps) < 2:
-        return False, 0
-    tree, differing = _jitter(dumps, Threshold.fixed(0.0), None)
-    n = sum(1 for v in differing.values() if v)
-    return n > 0, n
-
-
 def shake(
     model: PathLike,
     inputs: Union[str, Sequence[str]],
@@ -468,6 +409,9 @@ def shake(
     local_checks: bool = False,
 ) -> Analysis:
     """Run one configuration ``repeat`` times; find where the outputs start to differ, and why.
+
+    (Over 80 lines for its argument list and their documentation; the steps are in
+    :func:`_shake_runs`, :func:`_local` and :func:`lar_prec.jitter.shake_verdict`.)
 
     Jitter is any difference from run 1: the default threshold is bitwise equality (0). Roots
     are the first variables that differ while their inputs are equal. With ``explain`` and
@@ -511,42 +455,23 @@ def shake(
     common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress,
                   keep_going=keep_going, remote=sessions)
     try:
-        plan = [_Planned(config, f"{config}-{k}") for k in range(1, repeat + 1)]
-        runs = _run_plan(model_path, prepared, plan, adir, **common)  # type: ignore[arg-type]
-        dumps = [r.dump_dir for r in runs]
-        tree, differing = _jitter(dumps, thr_spec, progress)  # type: ignore[arg-type]
-        thr_spec = tree.threshold
-        runs_differing = max(differing.values(), default=0)
-
-        cause: Optional[str] = None
-        steps: List[Dict[str, object]] = []
-        all_runs = list(runs)
-        if tree.diverged and explain:
-            cause, steps, more = _explain(model_path, prepared, adir, config, repeat, common)
-            all_runs += more
+        runs, dumps, tree, differing, cause, steps, all_runs = _shake_runs(
+            model_path, prepared, adir, config, repeat, thr_spec, explain, common, progress)
     finally:
         if sessions is not None:
             sessions.close()
+    thr_spec = tree.threshold
+    runs_differing = max(differing.values(), default=0)
 
     la, off = (None, off or "local error not measured: no jitter") if not tree.diverged else _local(
         model_path, dumps[0], dumps[1], get_config(config).with_extra(tuple(extra_flags)), adir, off,
         checks=local_checks, bitwise=thr_spec.value == 0, reference_config=get_config(config).with_extra(
             tuple(extra_flags)), timeout=timeout)
     _, roots_by = localwire.roots_rule("band" if is_band else threshold, la is not None)
-    n_bad = sum(1 for d in tree.diffs if d.status != "ok")
-    if tree.diverged:
-        roots = [(r.name, r.opr_type, r.id) for r in tree.roots()]
-        if la is not None and roots_by == "local":
-            roots = [(r.name, r.opr_type, r.id) for r in la.verdict.roots]  # type: ignore[attr-defined]
-        first = f"; first root: {roots[0][0]} ({roots[0][1]}, var {roots[0][2]})" if roots else ""
-        verdict = (f"jitter: {n_bad} of {len(tree.diffs)} variables differ from run 1 in up to "
-                   f"{runs_differing} of {repeat - 1} runs{first}")
-        if cause:
-            verdict += f"; cause: {cause}"
-    else:
-        verdict = f"no jitter: {repeat} {config} runs agree in all {len(tree.diffs)} variables"
-        if thr_spec.value == 0:
-            verdict = f"no jitter: {repeat} {config} runs are bitwise identical in all {len(tree.diffs)} variables"
+    roots = [(r.name, r.opr_type, r.id) for r in tree.roots()] if tree.diverged else []
+    if tree.diverged and la is not None and roots_by == "local":
+        roots = [(r.name, r.opr_type, r.id) for r in la.verdict.roots]  # type: ignore[attr-defined]
+    verdict = shake_verdict(tree, roots, runs_differing, repeat, config, cause, bitwise=thr_spec.value == 0)
     env_extra, env_notes = environment_extra(all_runs)
     extra = {"analysis_dir": str(adir), "repeat": repeat, "config": config, "inputs": prepared.to_json(),
              "explanation": steps, **env_extra}
@@ -558,6 +483,24 @@ def shake(
         report = replace(report, verdict=verdict + " [roots by local error]")
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("shake", adir, report, tree, tuple(all_runs), json_path, html_path)
+
+
+def _shake_runs(model_path: Path, prepared: PreparedInputs, adir: Path, config: str, repeat: int,
+                thr_spec: Optional[Threshold], explain: bool, common: Dict[str, object],
+                progress: Optional[Progress]) -> tuple:
+    """shake's runs, their comparison with run 1 and, with jitter and ``explain``, the reruns
+    that tell its cause; returns (runs, dumps, tree, differing, cause, steps, all runs)."""
+    plan = [_Planned(config, f"{config}-{k}") for k in range(1, repeat + 1)]
+    runs = _run_plan(model_path, prepared, plan, adir, **common)  # type: ignore[arg-type]
+    dumps = [r.dump_dir for r in runs]
+    tree, differing = jitter(dumps, thr_spec, progress)  # type: ignore[arg-type]
+    cause: Optional[str] = None
+    steps: List[Dict[str, object]] = []
+    all_runs = list(runs)
+    if tree.diverged and explain:
+        cause, steps, more = _explain(model_path, prepared, adir, config, repeat, common)
+        all_runs += more
+    return runs, dumps, tree, differing, cause, steps, all_runs
 
 
 def _explain(model: Path, prepared: PreparedInputs, adir: Path, config: str, repeat: int,
@@ -580,7 +523,7 @@ def _explain(model: Path, prepared: PreparedInputs, adir: Path, config: str, rep
                                            for k in range(2, n + 1)], adir, **common)  # type: ignore[arg-type]
         pinned = first + rest
         more += pinned
-        differ, nvars = _any_difference([r.dump_dir for r in pinned])  # type: ignore[misc]
+        differ, nvars = any_difference([r.dump_dir for r in pinned])  # type: ignore[misc]
         steps.append({"step": "fast-run with algorithm choices pinned by --fast-run-algo-policy",
                       "cache": str(cache), "runs": [r.label for r in pinned], "jitter": differ,
                       "vars_differing": nvars})
@@ -590,7 +533,7 @@ def _explain(model: Path, prepared: PreparedInputs, adir: Path, config: str, rep
         rep = _run_plan(model, prepared, [_Planned("reproducible", f"reproducible-{k}") for k in range(1, n + 1)],
                         adir, **common)  # type: ignore[arg-type]
         more += rep
-        differ, nvars = _any_difference([r.dump_dir for r in rep])  # type: ignore[misc]
+        differ, nvars = any_difference([r.dump_dir for r in rep])  # type: ignore[misc]
         steps.append({"step": "--reproducible", "runs": [r.label for r in rep], "jitter": differ,
                       "vars_differing": nvars})
         if not differ:

@@ -1,0 +1,105 @@
+"""What the command line needs besides click: progress bars, the load_and_run flags a command
+passes through, and the checks of --json/--html before anything runs.
+
+Kept apart from ``cli.py`` (the only module that imports click) so that module stays thin.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from lar_prec.errors import UsageError
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich Console for stdout (or stderr); a readable width when piped."""
+    from rich.console import Console
+
+    import shutil
+
+    # Piped output gets a readable width instead of rich's 80 columns.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else max(120, shutil.get_terminal_size((120, 24)).columns)
+    return Console(stderr=stderr, soft_wrap=False, width=width)
+
+
+class Progress:
+    """Rich progress bars on a terminal for runs and comparison; nothing otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self._bar = None
+        self._tasks: dict = {}
+
+    def __enter__(self) -> "Progress":
+        if self.enabled:
+            from rich.progress import BarColumn, Progress as Bars, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+            self._bar = Bars(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                                 TimeElapsedColumn(), console=console(stderr=True), transient=True)
+            self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self._bar is None:
+            return
+        label = {"runs": "load_and_run runs", "compare": "comparing dumps"}.get(stage, stage)
+        if stage not in self._tasks:
+            self._tasks[stage] = self._bar.add_task(label, total=max(total, 1))
+        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1))
+
+
+def pass_through_flags(lar_args: tuple, trailing: tuple) -> tuple:
+    """--lar-args and the load_and_run flags given directly (``--enable-nhwcd4``) or after ``--``.
+
+    Commands take load_and_run's options directly (click passes options it does not know
+    through), so a misspelt lar-prec option would reach load_and_run: anything that is not a
+    load_and_run 1.13 flag is refused here, before any run (exit 2).
+    """
+    from lar_prec.lar import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS, REFUSED_FLAGS
+    from lar_prec.runner import split_lar_args
+
+    known = set(SUPPORTED_FLAGS) | set(UNSUPPORTED_FLAGS) | set(REFUSED_FLAGS)
+    for arg in trailing:
+        if not arg.startswith("-") or arg in ("-", "--"):
+            continue
+        name = arg.lstrip("-").split("=", 1)[0].replace("-", "_")
+        if name not in known and not (name.startswith("no") and name[2:] in known):
+            raise UsageError(f"no such option: {arg} (neither a lar-prec option nor a load_and_run flag; "
+                             "see --help)")
+    return split_lar_args(lar_args) + tuple(a for a in trailing if a != "--")
+
+
+def input_paths(model: str, inputs: tuple, lar_path: str | None) -> list:
+    """Every existing file an analysis reads: no report may be written over one of them."""
+    import shutil
+
+    paths = [model]
+    for spec in inputs:
+        for item in str(spec).split(";"):
+            value = item.partition(":")[2].strip()
+            paths += [p for p in (item.strip(), value) if p and p[0] not in "{[" and os.path.exists(p)]
+    lar = lar_path or os.environ.get("LAR_PREC_LOAD_AND_RUN") or shutil.which("load_and_run")
+    if lar and lar != "bundled":
+        paths.append(shutil.which(lar) or lar)
+    return paths
+
+
+def check_report_outputs(json_out: str | None, html_out: str | None, inputs: list, *,
+                          make_parents: bool = True) -> None:
+    """Refuse, before anything runs, --json/--html paths that cannot be written or would
+    replace an input (exit 2): an analysis that runs for minutes must not end in that."""
+    from lar_prec.outputs import check_distinct, check_output_path
+
+    if json_out is not None:
+        check_output_path(json_out, what="JSON report", inputs=inputs, make_parents=make_parents)
+    if html_out is not None:
+        if html_out == "-":
+            raise UsageError("--html needs a file path, got '-'; expected e.g. --html report.html")
+        check_output_path(html_out, what="HTML report", inputs=inputs, make_parents=make_parents)
+    check_distinct([json_out, html_out], what="--json and --html")
