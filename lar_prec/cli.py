@@ -338,10 +338,11 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
               help="Extra load_and_run flags for every run, the reference too.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or folder note on stderr.")
+@remote_options
 @handle_errors
 def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, jobs: int, timeout: float,
               out: str | None, json_out: str | None, html_out: str | None, lar_path: str | None, lar_args: tuple,
-              seed: int, quiet: bool) -> None:
+              seed: int, quiet: bool, remote: str | None, remote_dir: str | None, keep_remote: bool) -> None:
     """Which load_and_run optimisation option changes the result, and where?
 
     Runs MODEL once with the naive kernels on the plain graph (the reference), then with the
@@ -355,10 +356,12 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     from lar_prec.sweep import parse_options, sweep
 
     parse_options(options)  # a bad name fails before anything runs
-    check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path))
+    spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
     with Progress(not quiet) as progress:
         analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
-                         extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress)
+                         extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress,
+                         remote=spec)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 

@@ -272,8 +272,8 @@ class _Runner:
     """Runs of one sweep: a thread pool, each run a fresh process; failures become results."""
 
     def __init__(self, model: Path, prepared: PreparedInputs, adir: Path, lar: LoadAndRun,
-                 timeout: float, extra_flags: Sequence[str], jobs: int) -> None:
-        self.model, self.prepared, self.adir, self.lar = model, prepared, adir, lar
+                 timeout: float, extra_flags: Sequence[str], jobs: int, remote: Any = None) -> None:
+        self.model, self.prepared, self.adir, self.lar, self.remote = model, prepared, adir, lar, remote
         self.timeout, self.extra_flags = timeout, tuple(extra_flags)
         self.pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lar-prec-sweep")
         self.runs: List[RunResult] = []
@@ -288,7 +288,7 @@ class _Runner:
         error: Optional[LarPrecError] = None
         try:
             rec = run_once(self.model, self.prepared, config, self.adir, lar=self.lar, timeout=self.timeout,
-                           extra_flags=self.extra_flags + flags, label=label)
+                           extra_flags=self.extra_flags + flags, label=label, remote=self.remote)
             status, msg = "runs", ""
         except (RunError, UsageError) as exc:
             status, msg, found = _run_status(exc)
@@ -341,7 +341,7 @@ def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: Optional[
 
 def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequence[SweepOption], *,
               lar: LoadAndRun, timeout: float, extra_flags: Sequence[str] = (), jobs: int = 1,
-              progress: Optional[Callable[[str, int, int], None]] = None) -> SweepResult:
+              progress: Optional[Callable[[str, int, int], None]] = None, remote: Any = None) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
     :func:`lar_prec.workflows.sweep` for the whole workflow). Ctrl-C kills every run under
     way and raises AnalysisInterrupted. The reference failing raises its RunError (exit 3).
@@ -351,7 +351,7 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     lines: the loop, its interrupt handling and its bookkeeping share the pending runs.)
     """
     t0 = time.monotonic()
-    runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs)
+    runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
     analysis = 0.0
     try:
         ref_rec, status, msg, error = runner.submit("naive", "reference", ()).result()
@@ -444,6 +444,7 @@ def sweep(
     html: bool = True,
     seed: int = 0,
     progress: Optional[Callable[[str, int, int], None]] = None,
+    remote: Any = None,
 ) -> SweepAnalysis:
     """Run the reference once and every option that applies; compare, root and explain.
 
@@ -456,19 +457,27 @@ def sweep(
         timeout: seconds per run (a hang at load is a finding: the run is killed).
         extra_flags: load_and_run flags for every run, the reference too.
         jobs: runs at once.
+        remote: a :class:`lar_prec.runremote.RemoteSpec`: every run on that device (model and
+            inputs pushed once, dumps pulled back; the analysis runs here).
 
     Raises:
         UsageError: bad model, inputs, options or flags (exit 2).
         RunError: the reference run failed (exit 3); options failing are findings.
         AnalysisInterrupted: Ctrl-C (exit 130).
     """
-    from lar_prec.workflows import _prepare, _write_reports
+    from lar_prec.workflows import _open_remote, _prepare, _write_reports
 
     opts = parse_options(options)
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "sweep", seed, lar, timeout, extra_flags)
-    result = run_sweep(model_path, prepared, adir, opts, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
-                       jobs=jobs, progress=progress)
+    model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "sweep", seed, lar, timeout, extra_flags,
+                                                   remote)
+    sessions = _open_remote(remote, model_path, prepared)
+    try:
+        result = run_sweep(model_path, prepared, adir, opts, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
+                           jobs=jobs, progress=progress, remote=sessions)
+    finally:
+        if sessions is not None:
+            sessions.close()
     from lar_prec.report_sweep import sweep_report
 
     report = sweep_report(result, model=str(model_path), extra={"analysis_dir": str(adir),

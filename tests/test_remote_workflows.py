@@ -405,3 +405,22 @@ def test_devices_with_the_phone_as_reference(fake_adb, manifest, tmp_path):
     bad = cli(["devices", case.model, *input_args(case), "--local", "--reference", "adb:OTHER",
                "--out", tmp_path / "e"], env)
     assert bad.returncode == 2 and "--reference 'adb:OTHER'" in bad.stderr and not (tmp_path / "e").exists()
+
+
+def test_sweep_over_ssh_runs_every_option_on_the_device(sshd, manifest, tmp_path):
+    """sweep --remote: the reference and each option run on the board, the analysis here."""
+    case = manifest[CASE]
+    env = ssh_env(sshd)
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    proc = cli(["sweep", case.model, *input_args(case), "--options", "weight-preprocess,const-shape",
+                "--out", tmp_path / "s", "-q", "--remote", sshd["target"], "--lar", lar,
+                "--remote-dir", tmp_path / "device", "--json", tmp_path / "s.json"], env)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads((tmp_path / "s.json").read_text())
+    assert rep["command"] == "sweep"
+    assert {o["option"] for o in rep["options"]} >= {"weight-preprocess", "const-shape"}
+    assert all(o["status"] == "runs" and o["verdict"] == "ok" for o in rep["options"]), rep["options"]
+    for run in rep["runs"]:
+        rec = json.loads(Path(run["dir"], "run.json").read_text())
+        assert rec["status"] == "ok" and rec["remote"]["target"] == sshd["target"], run["label"]
+        assert rec["argv"][0] == str(lar)
