@@ -30,6 +30,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.iodump import DumpFolder
+from lar_prec.metrics import max_megengine_err
 from lar_prec.outputs import atomic_write_text
 from lar_prec.runner import RunConfig, get_config
 
@@ -160,23 +161,8 @@ class LocalResult:
 # ============================================================================ metric
 
 
-def megengine_rel(a: "np.ndarray", b: "np.ndarray") -> float:
-    """MegEngine's metric, max of ``|a-b| / max(|a|, |b|, 1)``; NaN/Inf in the same place of
-    both is no difference, a non-finite value on one side only is ``inf``."""
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    if a.size == 0:
-        return 0.0
-    fa, fb = np.isfinite(a), np.isfinite(b)
-    both = fa & fb
-    same_nonfinite = ~fa & ~fb & ((a == b) | (np.isnan(a) & np.isnan(b)))
-    if np.any(~both & ~same_nonfinite):
-        return math.inf
-    a, b = a[both], b[both]
-    if a.size == 0:
-        return 0.0
-    den = np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)
-    return float(np.max(np.abs(a - b) / den))
+#: MegEngine's metric over two whole tensors (one definition, in lar_prec.metrics)
+megengine_rel = max_megengine_err
 
 
 def _max_abs(a: "np.ndarray") -> Optional[float]:

@@ -51,6 +51,34 @@ def megengine_err(a: "np.ndarray", b: "np.ndarray") -> "np.ndarray":
         return np.abs(v0 - v1) / vdiv
 
 
+def max_megengine_err(a: "np.ndarray", b: "np.ndarray") -> float:
+    """The largest :func:`megengine_err` of two whole tensors (one var's ``max_err``).
+
+    NaN/Inf in the same place on both sides is no difference; a NaN/Inf on one side only (or a
+    different one) makes it ``inf`` (compare's ``nonfinite``). Float values of up to 32 bits are
+    compared in float32, as compare_binary_iodump does; wider values and integers in float64,
+    so that two different large integers never round to the same float."""
+    a = np.asarray(a).ravel()
+    b = np.asarray(b).ravel()
+    narrow = a.dtype.kind == "f" and b.dtype.kind == "f" and max(a.dtype.itemsize, b.dtype.itemsize) <= 4
+    a = a.astype(np.float32 if narrow else np.float64, copy=False)
+    b = b.astype(np.float32 if narrow else np.float64, copy=False)
+    if a.size == 0:
+        return 0.0
+    fa, fb = np.isfinite(a), np.isfinite(b)
+    both = fa & fb
+    if not both.all():
+        same = ~fa & ~fb & ((a == b) | (np.isnan(a) & np.isnan(b)))
+        if not (both | same).all():
+            return math.inf
+        a, b = a[both], b[both]
+        if a.size == 0:
+            return 0.0
+    if narrow:
+        return float(megengine_err(a, b).max())
+    return float((np.abs(a - b) / np.maximum(np.maximum(np.abs(a), np.abs(b)), 1.0)).max())
+
+
 def megengine_err_into(a: "np.ndarray", b: "np.ndarray", m: "np.ndarray", d: "np.ndarray", out: "np.ndarray",
                        signed: "Optional[np.ndarray]" = None, rel: bool = False) -> Tuple["np.ndarray", Optional[float]]:
     """:func:`megengine_err` of float32 ``a``/``b`` into preallocated float32 buffers, the

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.iodump import DumpFolder
-from lar_prec.metrics import megengine_err
+from lar_prec.metrics import max_megengine_err
 from lar_prec.namepair import pair_by_name, skip_reason
 from lar_prec.relayout import to_plain
 
@@ -89,24 +89,8 @@ class GraphDiff:
         return {e.a: e for e in self.errs}
 
 
-def max_err(a: "np.ndarray", b: "np.ndarray") -> float:
-    """MegEngine's metric (:func:`lar_prec.metrics.megengine_err`), its max over elements;
-    NaN/Inf in the same places on both sides count as equal, elsewhere as inf (compare's
-    ``nonfinite``)."""
-    a = np.asarray(a, dtype=np.float32).ravel()
-    b = np.asarray(b, dtype=np.float32).ravel()
-    if a.size == 0:
-        return 0.0
-    fa, fb = np.isfinite(a), np.isfinite(b)
-    both = fa & fb
-    if not both.all():
-        same = ~fa & ~fb & ((a == b) | (np.isnan(a) & np.isnan(b)))
-        if not (both | same).all():
-            return float("inf")
-        a, b = a[both], b[both]
-        if a.size == 0:
-            return 0.0
-    return float(megengine_err(a, b).max())
+#: MegEngine's metric over two whole tensors (one definition, in lar_prec.metrics)
+max_err = max_megengine_err
 
 
 def _outputs(folder: DumpFolder) -> List[int]:

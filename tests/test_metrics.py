@@ -143,3 +143,18 @@ def test_pairing_by_id_is_its_own_stage(tmp_path):
         pair_folders(DumpFolder(ga.folder), DumpFolder(gb.folder), mode="fuzzy")
     with pytest.raises(UsageError, match="pairing mode"):
         compare_folders(ga.folder, gb.folder, pairing="fuzzy")
+
+
+def test_max_megengine_err_of_whole_tensors():
+    """One var's max_err (what local error and the sweep use) from the element-wise definition:
+    NaN/Inf in the same place is no difference, on one side only it is inf; integers too big for
+    float32 still differ."""
+    a = np.array([1.0, 2.0, 0.5, np.nan, np.inf], np.float32)
+    b = np.array([1.0, 2.5, 0.5, np.nan, np.inf], np.float32)
+    assert metrics.max_megengine_err(a, b) == float(metrics.megengine_err(a[:3], b[:3]).max()) == float(np.float32(0.2))
+    b[4] = -np.inf
+    assert metrics.max_megengine_err(a, b) == float("inf")
+    assert metrics.max_megengine_err(np.array([np.nan], np.float32), np.array([np.nan], np.float32)) == 0.0
+    big = np.array([2**24 + 1], np.int32)
+    assert metrics.max_megengine_err(big, big - 1) > 0  # equal once cast to float32
+    assert metrics.max_megengine_err(np.zeros(0, np.float32), np.zeros(0, np.float32)) == 0.0
