@@ -243,6 +243,36 @@ def _fields_from_json(d: Mapping[str, Any], table: Tuple[Tuple[str, str, bool, s
 # ============================================================================ records
 
 
+class _TableRecord:
+    """JSON of a record whose fields a table describes (``_TABLE``, ``_REQUIRED``, ``_WHAT``):
+    one ``to_json``/``from_json`` for vars and roots."""
+
+    _TABLE: Tuple[Tuple[str, str, bool, str], ...] = ()
+    _REQUIRED: Tuple[str, ...] = ()
+    _WHAT = "record"
+
+    def to_json(self) -> Dict[str, Any]:
+        """The design.md object: the table's keys in its order, then ``extra`` (flat)."""
+        return _fields_json(self, self._TABLE)
+
+    @classmethod
+    def _check(cls, d: Mapping[str, Any], where: str) -> None:
+        """Checks beyond the table's types (none by default)."""
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Any:
+        """Inverse of :meth:`to_json` (NaN written as null comes back as None; unknown keys
+        go to ``extra``).
+
+        Raises:
+            UsageError: a required key is missing or has the wrong type.
+        """
+        where = f"{cls._WHAT} {d.get('id', '?')}" if isinstance(d, Mapping) else cls._WHAT
+        kw = _fields_from_json(d, cls._TABLE, cls._REQUIRED, where)
+        cls._check(d, where)
+        return cls(**kw)  # type: ignore[call-arg]
+
+
 @dataclass(frozen=True)
 class ReportThreshold:
     """The threshold on ``max_err`` that separates ``ok`` from ``divergent``.
@@ -290,7 +320,7 @@ class ReportThreshold:
 
 
 @dataclass(frozen=True)
-class ReportVar:
+class ReportVar(_TableRecord):
     """One compared variable, in execution order: the fields of :data:`VAR_FIELDS`
     (meanings there), in its order, then ``extra`` (further keys, written flat in the JSON).
 
@@ -336,22 +366,13 @@ class ReportVar:
         """True when the variable is within the threshold."""
         return self.status == "ok"
 
-    def to_json(self) -> Dict[str, Any]:
-        """The design.md ``vars[]`` object (keys of :data:`VAR_FIELDS`, then ``extra``)."""
-        return _fields_json(self, VAR_FIELDS)
+    _TABLE, _REQUIRED, _WHAT = VAR_FIELDS, _VAR_REQUIRED, "var"
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "ReportVar":
-        """Inverse of :meth:`to_json` (NaN written as null comes back as None).
-
-        Raises:
-            UsageError: a required key is missing or has the wrong type.
-        """
-        where = f"var {d.get('id', '?')}" if isinstance(d, Mapping) else "var"
+    def _check(cls, d: Mapping[str, Any], where: str) -> None:
         status = str(_req(d, "status", where))
         if status not in STATUSES:
             raise UsageError(f"report JSON: {where} has status {status!r}; expected one of {', '.join(STATUSES)}")
-        return cls(**_fields_from_json(d, VAR_FIELDS, _VAR_REQUIRED, where))
 
 
 def var_from_diff(d: "VarDiff") -> ReportVar:
@@ -361,7 +382,7 @@ def var_from_diff(d: "VarDiff") -> ReportVar:
 
 
 @dataclass(frozen=True)
-class ReportRoot:
+class ReportRoot(_TableRecord):
     """A variable where divergence starts: not ``ok`` while every input it depends on is ``ok``.
 
     Fields as :data:`ROOT_FIELDS`. ``amplification`` is None when unknown or when the inputs
@@ -385,19 +406,7 @@ class ReportRoot:
     note: Optional[str] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> Dict[str, Any]:
-        """The design.md ``roots[]`` object (+ amplification, path, neighbourhood, ...)."""
-        return _fields_json(self, ROOT_FIELDS)
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "ReportRoot":
-        """Inverse of :meth:`to_json`; unknown keys go to ``extra``.
-
-        Raises:
-            UsageError: a required key is missing or has the wrong type.
-        """
-        where = f"root {d.get('id', '?')}" if isinstance(d, Mapping) else "root"
-        return cls(**_fields_from_json(d, ROOT_FIELDS, _ROOT_REQUIRED, where))
+    _TABLE, _REQUIRED, _WHAT = ROOT_FIELDS, _ROOT_REQUIRED, "root"
 
 
 def root_from_tree(r: "Root", path: Sequence[int] = ()) -> ReportRoot:
