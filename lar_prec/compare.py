@@ -53,6 +53,7 @@ from lar_prec.engine_plan import (
     run_piece,
 )
 from lar_prec.errors import UsageError
+from lar_prec.records import VarKey
 from lar_prec.iodump import DTYPES, BinaryDump, DType, DumpFolder, dtype_by_name
 from lar_prec.pairing import Pairing, pair_folders
 from lar_prec.threshold import (
@@ -89,7 +90,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class VarDiff:
+class VarDiff(VarKey):
     """The comparison of one var between folder A and folder B.
 
     Metrics are None when they do not apply (missing var, shape mismatch, undecodable
@@ -100,14 +101,6 @@ class VarDiff:
     ids of its owner operator's inputs.
     """
 
-    id: int
-    name: str
-    opr: str
-    opr_type: str
-    dtype: str
-    shape: Tuple[int, ...]
-    inputs: Tuple[int, ...]
-    status: str
     max_err: Optional[float] = None
     max_abs_err: Optional[float] = None
     max_rel_err: Optional[float] = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
+from lar_prec.records import VarKey
 
 if TYPE_CHECKING:
     from lar_prec.compare import VarDiff
@@ -320,21 +321,13 @@ class ReportThreshold:
 
 
 @dataclass(frozen=True)
-class ReportVar(_TableRecord):
+class ReportVar(VarKey, _TableRecord):
     """One compared variable, in execution order: the fields of :data:`VAR_FIELDS`
     (meanings there), in its order, then ``extra`` (further keys, written flat in the JSON).
 
     NaN and Inf never appear: they are None, as in the JSON.
     """
 
-    id: int
-    name: str
-    opr: str
-    opr_type: str
-    dtype: str
-    shape: Tuple[int, ...]
-    inputs: Tuple[int, ...]
-    status: str
     max_err: Optional[float]
     max_abs_err: Optional[float] = None
     cosine: Optional[float] = None

@@ -1,0 +1,25 @@
+"""The record every stage shares: what identifies one compared variable.
+
+compare's :class:`~lar_prec.compare.VarDiff` and the report's
+:class:`~lar_prec.report_records.ReportVar` both start with these fields, in this order (the
+design's JSON ``vars[]`` keys), so a variable is described once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+
+@dataclass(frozen=True)
+class VarKey:
+    """A compared variable: its id, names, dtype and shape (A's when the sides differ), the var
+    ids of its owner operator's inputs, and its status (one of compare's ``STATUSES``)."""
+
+    id: int
+    name: str
+    opr: str
+    opr_type: str
+    dtype: str
+    shape: Tuple[int, ...]
+    inputs: Tuple[int, ...]
+    status: str
