@@ -15,7 +15,7 @@ import click
 
 from lar_prec import __version__
 from lar_prec.clisupport import Progress, check_report_outputs, console, input_paths, pass_through_flags
-from lar_prec.errors import LarPrecError
+from lar_prec.errors import LarPrecError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -296,8 +296,9 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
 @handle_errors
 def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
                 json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
-                lar_args: tuple, seed: int, quiet: bool, keep_going: bool, remotes: tuple, local: bool,
-                reference: str, config_name: str, remote_dir: str | None, keep_remote: bool) -> None:
+                lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
+                remotes: tuple, local: bool, reference: str, config_name: str, remote_dir: str | None,
+                keep_remote: bool) -> None:
     """Does MODEL compute the same on several devices? One configuration on every target.
 
     Runs --config on each target in parallel (one worker per target), compares each with the
@@ -307,6 +308,10 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     input error, 3 a run or a device failed.
     """
     from lar_prec.devices import devices, parse_targets
+
+    if local_checks:  # --no-local is accepted (nothing to turn off): devices measures no local error
+        raise UsageError("devices does not measure local error; --local-checks applies to naive-vs-default, "
+                         "shake and compare --model")
 
     targets = parse_targets(remotes, local=local, lar=lar_path, remote_dir=remote_dir, keep_remote=keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None))
