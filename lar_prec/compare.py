@@ -69,7 +69,7 @@ from lar_prec.threshold import (
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: var statuses, in the order reports list them (design.md)
 STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")

@@ -32,7 +32,7 @@ from lar_prec.runremote import RemoteSessions, RemoteSpec, device_files
 log = logging.getLogger(__name__)
 
 LOCAL = "local"
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 
 @dataclass(frozen=True)

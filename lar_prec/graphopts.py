@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.runinputs import sha256_file as sha256_of  # one file hash for the whole package
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: layout transform flag (load_and_run spelling, without ``enable_``) -> graph API keyword
 LAYOUT_KWARGS: Dict[str, str] = {

@@ -27,7 +27,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.errors import UsageError
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: numpy dtypes megenginelite can feed (reference 4.2)
 NPY_DTYPES = ("float32", "int32", "int16", "uint16", "int8", "uint8", "float16")

@@ -37,7 +37,7 @@ from lar_prec.titles import (HEADER_SIZE, VarInfo, _input_ids_at, _parse_head, _
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 # The dtypes, titles, text dumps, dump folders and topological_order live in their own
 # modules (dtypes.py, titles.py, textdump.py, dumpfolder.py, graph.py); their names stay

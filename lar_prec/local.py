@@ -38,7 +38,7 @@ from lar_prec.runner import RunConfig, get_config
 from lar_prec.floors import (DATA_MOVEMENT, EPS, REDUCING, LocalRoot, LocalVerdict,  # noqa: F401
                              local_json, local_roots, noise_floors, reduction_length, summary)
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: output names of measured vars in a layerwise model end with ``.lw<original id>``
 _SUFFIX = ".lw"

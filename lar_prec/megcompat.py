@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, Path]
+from lar_prec.records import PathLike  # noqa: E402
 
 __all__ = ["MegDiff", "MegEntry", "megengine_text", "parse", "read_megengine_diff", "tree_from_megengine_diff", "varNode"]
 

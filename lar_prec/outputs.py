@@ -20,7 +20,7 @@ from typing import IO, Any, Iterable, Iterator, Optional, Union
 
 from lar_prec.errors import UsageError
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 
 def _target(path: PathLike) -> Path:

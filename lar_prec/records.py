@@ -6,8 +6,12 @@ design's JSON ``vars[]`` keys), so a variable is described once.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Tuple, Union
+
+#: a file or folder argument: str or any os.PathLike (one alias for the package)
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from typing import IO, Callable, ClassVar, List, Mapping, Optional, Sequence, Tu
 
 from lar_prec.errors import RunError, UsageError
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: environment variables read by :meth:`SshOptions.from_env` / :meth:`AdbOptions.from_env`
 ENV_SSH = "LAR_PREC_SSH"  # the ssh program

@@ -451,7 +451,17 @@ def to_report_json(tree: Union["VarTree", "Comparison"], *, command: str = "comp
     return rep.json_items() if lazy_vars else rep.to_json()
 
 
-# The renderers live in their own modules; re-exported so ``lar_prec.report`` stays the one
-# place to import a report's whole API from (they import this module, hence at the end).
-from lar_prec.report_html import render_html, write_html  # noqa: E402
-from lar_prec.report_terminal import CSV_FIELDS, render_csv, render_table, render_terminal  # noqa: E402
+# The renderers live in their own modules, which import this one; re-exported on first use so
+# ``lar_prec.report`` stays the one place to import a report's whole API from, whichever
+# module is imported first.
+_RENDERERS = {"render_html": "lar_prec.report_html", "write_html": "lar_prec.report_html",
+              "CSV_FIELDS": "lar_prec.report_terminal", "render_csv": "lar_prec.report_terminal",
+              "render_table": "lar_prec.report_terminal", "render_terminal": "lar_prec.report_terminal"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENDERERS:
+        import importlib
+
+        return getattr(importlib.import_module(_RENDERERS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

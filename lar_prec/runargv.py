@@ -17,7 +17,7 @@ from lar_prec.errors import UsageError
 if TYPE_CHECKING:
     from lar_prec.runner import LoadAndRun, RunConfig
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 
 # --------------------------------------------------------------------------- command lines

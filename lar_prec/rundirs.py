@@ -15,7 +15,7 @@ from typing import Union
 
 from lar_prec.errors import UsageError
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: file that marks a folder as claimed by one analysis (written once, never rewritten)
 CLAIM_NAME = ".lar-prec-analysis"

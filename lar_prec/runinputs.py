@@ -30,7 +30,7 @@ from lar_prec.runproc import child_env, last_meaningful_line
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 INPUTS_SCHEMA = "lar-prec.inputs/1"
 #: seconds the model-description helper may take
 DESCRIBE_TIMEOUT = 120.0

@@ -92,7 +92,7 @@ INCOMPLETE_MARKER = ".incomplete"
 #: seconds ``load_and_run --version`` may take (less when the run's own timeout is shorter)
 VERSION_TIMEOUT = 10.0
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 
 # --------------------------------------------------------------------------- configurations

@@ -18,7 +18,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_write_text
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 RUN_SCHEMA = "lar-prec.run/1"
 RUN_JSON = "run.json"

@@ -42,7 +42,7 @@ from lar_prec.runner import (
     run_once,
 )
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: seconds a run may take in a sweep unless told otherwise (some options hang at load)
 DEFAULT_TIMEOUT = 120.0

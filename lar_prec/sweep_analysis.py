@@ -26,7 +26,7 @@ from lar_prec.metrics import max_megengine_err
 from lar_prec.namepair import pair_by_name, skip_reason
 from lar_prec.relayout import to_plain
 
-PathLike = Union[str, Path]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: reference vars of these dtypes carry float16 rounding whatever the option: their
 #: tolerance is at least TOL_HALF (the sweep's fp16 tolerance)

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple, Union
 from lar_prec.errors import DumpFormatError
 from lar_prec.titles import _shape_from_layout, _TitleError
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 __all__ = ["TextDep", "TextStats", "TextVar", "TextDump", "read_text_dump"]
 

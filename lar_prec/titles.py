@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import DumpFormatError, UsageError
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: bytes before the title: name_len, dtype, max_ndim, shape[7], all uint32 little-endian
 HEADER_SIZE = 40

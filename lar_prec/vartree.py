@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # networkx is imported on first use (VarTree.graph and graph 
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, Path]
+from lar_prec.records import PathLike  # noqa: E402
 
 #: statuses that say the values (or their shape/dtype) differ; ``missing`` ranks after them
 _VALUE_PROBLEMS = ("divergent", "nonfinite", "shape_mismatch", "dtype_mismatch")

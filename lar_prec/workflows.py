@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # loaded while load_and_run runs (see _prefetch_analysis_modu
 
 log = logging.getLogger(__name__)
 
-PathLike = Union[str, "os.PathLike[str]"]
+from lar_prec.records import PathLike  # noqa: E402
 #: ``progress(stage, done, total)``: stage is ``"runs"`` or ``"compare"``
 Progress = Callable[[str, int, int], None]
 
