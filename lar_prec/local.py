@@ -32,6 +32,7 @@ from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.iodump import DumpFolder
 from lar_prec.metrics import max_megengine_err
 from lar_prec.outputs import atomic_write_text
+from lar_prec import runproc
 from lar_prec.runner import RunConfig, get_config
 
 # floors and roots live in lar_prec.floors; re-exported: one import for callers
@@ -177,15 +178,8 @@ def _max_abs(a: "np.ndarray") -> Optional[float]:
 
 
 def child_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    for k, v in dict(changes).items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    return env
+    """The environment of a layerwise child: the runner's, for the bundled load_and_run."""
+    return runproc.child_env(dict(changes), bundled=True)
 
 
 def run_child(argv: Sequence[str], env: Dict[str, str], timeout: float, what: str, log_dir: Path) -> None:
