@@ -458,10 +458,14 @@ def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> N
               help="With --model: folder for the local analysis and repros. [default: ./lar-prec-out/compare-N]")
 @click.option("--no-local", is_flag=True, help="With --model: do not measure local error.")
 @click.option("--local-checks", is_flag=True, help="With --model: also run the two extra local checks.")
+@click.option("--fast-run-algo-policy", "algo_policy", type=click.Path(path_type=str), default=None, metavar="CACHE",
+              help="With --model: the algorithm cache B's fast-run wrote (load_and_run --fast-run-algo-policy); "
+                   "the layerwise run replays B's algorithm choices.")
 @handle_errors
 def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
                 text_dump: str | None, jobs: int | None, all_vars: bool, pair: str, model: str | None,
-                local_config: str, local_out: str | None, no_local: bool, local_checks: bool) -> None:
+                local_config: str, local_out: str | None, no_local: bool, local_checks: bool,
+                algo_policy: str | None) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
@@ -473,9 +477,11 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
 
     from lar_prec.localwire import compare_local, roots_rule
 
-    check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump], make_parents=False)
+    if algo_policy is not None and not model:
+        raise UsageError("--fast-run-algo-policy needs --model (it is replayed by the layerwise run of the model)")
+    check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump, algo_policy], make_parents=False)
     la, off = compare_local(model, dir_a, dir_b, local_config, local_out, local=not no_local,
-                            checks=local_checks) if model else (None, None)
+                            checks=local_checks, algo_policy=algo_policy) if model else (None, None)
     cmp_thr, roots_by = roots_rule(threshold, la is not None)
     tree = VarTree.from_folders(dir_a, dir_b, threshold=cmp_thr, text_dump=text_dump, jobs=jobs, pairing=pair)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one

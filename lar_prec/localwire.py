@@ -111,21 +111,30 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
 
 
 def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional[str], *, local: bool = True,
-                  checks: bool = False) -> Tuple[Optional[LocalAnalysis], Optional[str]]:
+                  checks: bool = False, algo_policy: Optional[str] = None,
+                  ) -> Tuple[Optional[LocalAnalysis], Optional[str]]:
     """``lar-prec compare A B --model MODEL``: local error of MODEL (the model B ran, under
     ``config``) against A's dump, in a new analysis folder. (None, why) when off or failed.
 
+    ``algo_policy``: the ``--fast-run-algo-policy`` cache B's run wrote; the layerwise run
+    replays its algorithm choices (without it a fast-run layerwise run profiles again and can
+    pick other algorithms than B did).
+
     Raises:
-        UsageError: the model is not a file (before anything runs).
+        UsageError: the model or the cache is not a file (before anything runs).
     """
     from lar_prec.runner import check_file, new_analysis_dir
 
     model_path = check_file(model, "model file")
+    cfg: "str | RunConfig" = config
+    if algo_policy is not None:
+        cache = check_file(algo_policy, "--fast-run-algo-policy cache")
+        cfg = get_config(config).with_extra(["--fast-run-algo-policy", str(cache.resolve())])
     if not local:
         return None, off_reason(local=False, lar_bundled=True)
     adir = new_analysis_dir(out, "compare").resolve()
     try:
-        return run_local(model_path, Path(dir_a), Path(dir_b), config, adir / "local", checks=checks), None
+        return run_local(model_path, Path(dir_a), Path(dir_b), cfg, adir / "local", checks=checks), None
     except LarPrecError as exc:
         if exc.exit_code == 2:  # bad dump folder or model: the user's input
             raise

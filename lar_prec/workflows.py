@@ -335,12 +335,14 @@ def naive_vs_default(
     off = localwire.off_reason(local=local, lar_bundled=lar_obj is not None and lar_obj.is_bundled,
                                remote=remote is not None)
     pin = localwire.pin_flags(extra_flags, adir) if off is None else ()
-    plan = [_Planned("naive", "naive"), _Planned("default", "default", extra_flags=pin)]
+    naive_flags, dropped = reference_flags(extra_flags)
+    plan = [_Planned("naive", "naive", extra_flags=naive_flags),
+            _Planned("default", "default", extra_flags=tuple(extra_flags) + pin)]
     if text_dump:
-        plan.append(_Planned("default", "default-text", text_dump=True))
+        plan.append(_Planned("default", "default-text", text_dump=True, extra_flags=tuple(extra_flags)))
     sessions = _open_remote(remote, model_path, prepared)
     try:
-        runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
+        runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=(),
                          jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions)
     finally:
         if sessions is not None:
@@ -357,6 +359,10 @@ def naive_vs_default(
     tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=cmp_thr, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=_compare_progress(progress))
     env_extra, notes = environment_extra(runs)
+    if dropped:
+        notes.append(f"the naive reference ran without {' '.join(dropped)}: its reference kernels need no "
+                     "algorithm choice (and MGB_USE_MEGDNN_DBG=2 refuses fast-run profiling); the default run kept them")
+        env_extra["naive_dropped_flags"] = list(dropped)
     if lar_obj is not None and lar_obj.is_bundled:
         notes.append("runs used the bundled load_and_run (megenginelite, LITE mode); var ids of a real "
                      "load_and_run in MDL mode can differ")
@@ -365,6 +371,32 @@ def naive_vs_default(
     report = localwire.apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
     json_path, html_path = _write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+#: load_and_run flags that choose algorithms (profiling, or a cache of a profile's choices):
+#: meaningless for the naive reference, and fatal there (MegDNN's check_attribute assertion)
+_ALGO_CHOICE_FLAGS = {"fast_run": False, "full_run": False, "fast_run_algo_policy": True,
+                      "fast_run_shared_batch_size": True}  # name -> takes a value
+
+
+def reference_flags(flags: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """(flags for the naive reference run, the algorithm-choice flags dropped from them)."""
+    kept: List[str] = []
+    dropped: List[str] = []
+    it = iter(flags)
+    for f in it:
+        name, has_value = f.lstrip("-").replace("-", "_"), "=" in f
+        name = name.split("=", 1)[0]
+        base = name[2:] if name.startswith("no") and name[2:] in _ALGO_CHOICE_FLAGS else name
+        if not f.startswith("-") or base not in _ALGO_CHOICE_FLAGS:
+            kept.append(f)
+            continue
+        dropped.append(f)
+        if _ALGO_CHOICE_FLAGS[base] and not has_value and base == name:  # --flag VALUE: the value goes too
+            value = next(it, None)
+            if value is not None:
+                dropped.append(value)
+    return tuple(kept), tuple(dropped)
 
 
 def _local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
