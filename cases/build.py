@@ -236,6 +236,33 @@ def case_fastrun_shake(rng):
     return net, net, {"data": rng.randn(1, 8, 20, 20).astype("float32")}, {}
 
 
+def case_amplify(rng):
+    mge, F, M, _ = _mge()
+    # A batched matmul that amplifies its input's error ~9x (issue 14): a = x + shift has
+    # values ~2 that cancel in a @ b (b is zero-mean along the reduction axis), so c = shift @ b
+    # carries shift's relative error in full while a shows a tenth of it. The second output is
+    # an unrelated branch for faults elsewhere: relu(z + other_shift) + w with w ~ 20 shows a
+    # tenth of that branch's error (an error the band rule sees but cannot root).
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.shift = mge.Parameter(rng.uniform(-0.2, 0.2, size=(32,)).astype("float32"))
+            self.other_shift = mge.Parameter(rng.uniform(-0.2, 0.2, size=(8,)).astype("float32"))
+
+        def forward(self, x, b, z, w):
+            c = F.matmul(x + self.shift, b)  # (2,16,32) @ (2,32,16): BatchedMatrixMul
+            return F.relu(c), F.relu(z + self.other_shift) + w
+
+    net = Net()
+    b = rng.randn(2, 32, 16)
+    inputs = {"x": rng.uniform(2.0, 2.5, size=(2, 16, 1)).astype("float32"),
+              "b": (b - b.mean(axis=1, keepdims=True)).astype("float32"),
+              "z": rng.uniform(2.0, 2.5, size=(4, 8)).astype("float32"),
+              "w": rng.uniform(18.0, 22.0, size=(4, 8)).astype("float32")}
+    return net, net, inputs, {}
+
+
 def case_bn_unfused(rng):
     _, F, M, _ = _mge()
 
@@ -263,6 +290,7 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
     ("quantized", case_quantized, "int8 quantized conv-relu and conv (QuantizedS8/S32 inside, float32 IO)",
      {"dtype": "float32", "note": "quantized values are dumped as raw integers; the scale is not in the dump"}),
     ("fastrun_shake", case_fastrun_shake, "14 small convolutions of different shapes; --fast-run picks algorithms by timing, so runs can differ", {}),
+    ("amplify", case_amplify, "a batched matmul that amplifies its input's error ~9x (cancellation), and an unrelated branch", {}),
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
      {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
 ]

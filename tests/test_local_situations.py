@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_lar
+from lar_prec.local import scale_constant
 from lar_prec.workflows import reference_flags
 
 
@@ -83,3 +84,82 @@ def test_compare_missing_algorithm_cache_is_exit_2_naming_it(manifest, lar_dump,
     assert not (tmp_path / "o").exists()  # refused before any folder or run
     alone = cli("compare", d, d, "--fast-run-algo-policy", tmp_path / "nope.cache")
     assert alone.returncode == 2 and "--model" in alone.stderr
+
+
+# ------------------------------------------------------------------ the amplifying batched matmul
+
+# cases/build.py "amplify": ADD[0] = x + shift (values ~2) feeds a batched matmul whose reduction
+# cancels x, so the matmul's output carries shift's relative error ~11x larger than ADD[0] does
+ADD, BMM, UNRELATED = "ADD[0]", "BatchedMatrixMul", "RELU[1]"
+BAND_LOW, BAND_HIGH = 32 * 2.0**-23, 80 * 2.0**-23  # threshold.AUTO_BAND_EPS for Float32
+SHIFT_FAULT = 3.6e-5  # puts ADD[0]'s error at ~85% of the band's low end
+
+
+@pytest.fixture(scope="module")
+def amplified(manifest, tmp_path_factory):
+    """``amplified(other)`` -> (model, default dump): amplify with shift x (1 + SHIFT_FAULT) and,
+    when ``other``, the unrelated other_shift x (1 + other) too."""
+    cache = {}
+
+    def make(other: float = 0.0):
+        if other not in cache:
+            case = manifest["amplify"]
+            base = tmp_path_factory.mktemp(f"amplify-{other:g}")
+            model = scale_constant(case.model, "shift", 1 + SHIFT_FAULT, base / "faulty.mge")
+            if other:
+                model = scale_constant(model, "other_shift", 1 + other, base / "faulty2.mge")
+            run_lar(model, case.input_specs(), base / "dump")
+            cache[other] = (model, base / "dump")
+        return cache[other]
+
+    return make
+
+
+def _compare_amplify(lar_dump, model, dump, out: Path, *extra):
+    proc = cli("compare", lar_dump("amplify", "naive"), dump, "--model", model, "--out", out, "--json",
+               out.with_suffix(".json"), *extra)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rep = json.loads(out.with_suffix(".json").read_text())
+    return rep, {v["name"]: v for v in rep["vars"]}
+
+
+def test_an_amplifying_batched_matmul_is_not_named_for_its_inputs_fault(amplified, lar_dump, tmp_path):
+    model, dump = amplified()
+    rep, by_name = _compare_amplify(lar_dump, model, dump, tmp_path / "auto")
+    add, bmm = by_name[ADD], by_name[BMM]
+    assert bmm["opr_type"] == "BatchedMatrixMul" and bmm["inputs"][0] == add["id"]
+    # the situation of issue 14: the faulty var's accumulated error just under the band, the
+    # matmul's far over it
+    assert 0.75 * BAND_LOW < add["max_err"] < BAND_LOW, add["max_err"]
+    assert bmm["max_err"] > 2 * BAND_HIGH and bmm["max_err"] / add["max_err"] > 6
+    # by local error: the ADD makes it, the matmul only carries it
+    assert [r["name"] for r in rep["roots"]] == [ADD] and rep["roots"][0]["rule"] == "local"
+    assert add["label"] == "root" and add["local_err"] > 3 * add["floor"]
+    assert bmm["label"] == "inherited" and bmm["inherited_from"] == [add["id"]]
+    assert bmm["local_err"] <= bmm["floor"]
+    # the old dump-only band rule names the matmul (the rule is a function of the errors above)
+    band, _ = _compare_amplify(lar_dump, model, dump, tmp_path / "band", "--threshold", "band")
+    assert [r["name"] for r in band["roots"]] == [BMM]
+
+
+# ------------------------------------------------------------------ the swinging threshold
+
+
+def test_the_band_threshold_swings_with_unrelated_error_but_the_local_verdict_does_not(amplified, lar_dump,
+                                                                                     tmp_path):
+    # the same fault twice: alone, then with an unrelated fault in the other branch whose
+    # downstream var lands inside the band
+    alone, alone_vars = _compare_amplify(lar_dump, *amplified(), tmp_path / "alone")
+    other, other_vars = _compare_amplify(lar_dump, *amplified(8e-4), tmp_path / "other")
+    band_alone, _ = _compare_amplify(lar_dump, *amplified(), tmp_path / "band-alone", "--threshold", "band")
+    band_other, _ = _compare_amplify(lar_dump, *amplified(8e-4), tmp_path / "band-other", "--threshold", "band")
+    t_alone, t_other = band_alone["threshold"]["value"], band_other["threshold"]["value"]
+    assert BAND_LOW <= t_other < BAND_HIGH and t_alone / t_other > 1.5, (t_alone, t_other)
+    assert [v["name"] for v in other["vars"] if v.get("label") == "inherited" and v["inherited_from"] ==
+            [other_vars[UNRELATED]["id"]] and BAND_LOW < v["max_err"] < BAND_HIGH], "no unrelated error in the band"
+    # the faulty operator: a root in both, same local error, its floor within a small factor
+    a, b = alone_vars[ADD], other_vars[ADD]
+    assert a["label"] == b["label"] == "root" and a["local_err"] == b["local_err"]
+    assert 0.5 < a["floor"] / b["floor"] < 2 and a["margin"] > 3 and b["margin"] > 3
+    assert ADD in [r["name"] for r in alone["roots"]] and ADD in [r["name"] for r in other["roots"]]
+    assert alone_vars[BMM]["label"] == other_vars[BMM]["label"] == "inherited"
