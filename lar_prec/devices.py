@@ -224,6 +224,7 @@ def devices(
     targets = list(targets)
     ref = _reference(targets, reference)
     model_path, adir, prepared, lar_obj = W._prepare(model, inputs, out, "devices", seed, lar, timeout, extra_flags)
+    naive_flags, dropped = W.reference_flags(extra_flags)
     jobs: List[Tuple[Target, List[Tuple[str, str]]]] = []
     for t in targets + ([ref] if ref not in targets else []):
         plan = [("naive", f"{t.label}-naive")] if t is ref else []
@@ -239,7 +240,9 @@ def devices(
     def work(t: Target, plan: List[Tuple[str, str]]) -> None:
         for cfg, label in plan:
             try:
-                r = run_once(model_path, prepared, cfg, adir, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
+                # the naive reference makes no algorithm choice (and refuses fast-run profiling)
+                flags = naive_flags if cfg == "naive" else tuple(extra_flags)
+                r = run_once(model_path, prepared, cfg, adir, lar=lar_obj, timeout=timeout, extra_flags=flags,
                              label=label, remote=sessions.get(t.name))
             except LarPrecError as exc:
                 with lock:
@@ -267,11 +270,11 @@ def devices(
             s.close()
     if errors:
         raise errors[0]
-    return _report(model_path, adir, prepared, targets, ref, config, results, threshold, html)
+    return _report(model_path, adir, prepared, targets, ref, config, results, threshold, html, dropped)
 
 
 def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], ref: Target, config: str,
-            results: Dict[str, RunResult], threshold: Any, html: bool) -> Any:
+            results: Dict[str, RunResult], threshold: Any, html: bool, dropped: Sequence[str] = ()) -> Any:
     """Compare every target with the reference and write report.json / report.html."""
     from dataclasses import replace
 
@@ -307,6 +310,9 @@ def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], 
     env_extra, env_notes = W.environment_extra([r for _t, r, _tree in trees])
     shown = (f"vars and roots are those of the target that diverges most: {worst_t.name}" if bad
              else f"vars are those of target {worst_t.name}")
+    if dropped:
+        notes.append(f"the naive reference ran without {' '.join(dropped)} (reference kernels need no algorithm "
+                     "choice); the targets kept them")
     notes = [shown] + notes + env_notes
     extra = {"analysis_dir": str(adir), "inputs": prepared.to_json(), "config": config, "reference": ref.name,
              "shown_target": worst_t.name, "targets": entries, **env_extra}

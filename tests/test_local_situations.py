@@ -163,3 +163,16 @@ def test_the_band_threshold_swings_with_unrelated_error_but_the_local_verdict_do
     assert 0.5 < a["floor"] / b["floor"] < 2 and a["margin"] > 3 and b["margin"] > 3
     assert ADD in [r["name"] for r in alone["roots"]] and ADD in [r["name"] for r in other["roots"]]
     assert alone_vars[BMM]["label"] == other_vars[BMM]["label"] == "inherited"
+
+
+def test_devices_naive_reference_drops_fast_run_too(manifest, tmp_path):
+    # the same rule for devices' naive reference (it failed like naive-vs-default's did)
+    case = manifest["fastrun_shake"]
+    proc = cli("devices", case.model, "--input", ";".join(case.input_specs()), "--local", "-q", "--out",
+               tmp_path / "d", "--json", tmp_path / "d.json", "--", "--fast-run")
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    rep = json.loads((tmp_path / "d.json").read_text())
+    argvs = {r["label"]: r["argv"] for r in rep["runs"]}
+    assert [("--fast-run" in a) for k, a in sorted(argvs.items())] == [
+        "naive" not in k for k in sorted(argvs)], argvs
+    assert any("naive reference ran without --fast-run" in n for n in rep["notes"])
