@@ -176,3 +176,15 @@ def test_devices_naive_reference_drops_fast_run_too(manifest, tmp_path):
     assert [("--fast-run" in a) for k, a in sorted(argvs.items())] == [
         "naive" not in k for k in sorted(argvs)], argvs
     assert any("naive reference ran without --fast-run" in n for n in rep["notes"])
+
+
+def test_the_amplify_case_is_clean_on_any_cpu(manifest, lar_dump, tmp_path):
+    # its matmul is exact by construction (coarse grids), so the amplifying test above cannot
+    # depend on which kernel this CPU picks: naive and default agree bit for bit, no root
+    proc = cli("compare", lar_dump("amplify", "naive"), lar_dump("amplify", "default"), "--model",
+               manifest["amplify"].model, "--out", tmp_path / "o", "--json", tmp_path / "o.json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rep = json.loads((tmp_path / "o.json").read_text())
+    by_name = {v["name"]: v for v in rep["vars"]}
+    assert by_name[BMM]["max_err"] == 0.0 and by_name[BMM]["local_err"] == 0.0
+    assert rep["roots"] == [] and rep["local"]["measured"]
