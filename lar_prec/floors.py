@@ -41,6 +41,16 @@ FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
 FLOOR_MEDIAN_FACTOR = 4.0
 #: the smallest magnitude a floor is scaled by (an all-zero var still gets a floor)
 MIN_MAGNITUDE = 2.0 ** -20
+#: extra floor factor of a Winograd convolution F(m, r) by output tile m (its transforms
+#: round several more times, and their error follows the inputs' size, not the output's).
+#: Measured on fastrun_shake with each algorithm forced through the fast-run cache, in units
+#: of eps*sqrt(K)*magnitude: direct and im2col <= 0.7, F(2,3) <= 0.8, F(4,3) <= 1.2,
+#: F(6,3) 2.1-3.5 and 27.7 on the first convolution (raw inputs, outputs cancelling).
+#: The calibrated scale is >= 1.5 (2.45 there), so these keep every measured case under
+#: 0.7 of its floor.
+WINOGRAD_FACTOR = ((2, 1.5), (4, 4.0), (6, 16.0))
+#: a Winograd tile beyond the table (or an unknown spelling)
+WINOGRAD_FACTOR_LARGE = 32.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,20 @@ def _magnitude(v: "LocalVar") -> float:
     return min(max(v.ref_max_abs, MIN_MAGNITUDE), 1.0)
 
 
+def algorithm_factor(algorithms: Iterable[str]) -> float:
+    """How much wider an operator's floor is for the algorithms it may have run (the worst)."""
+    from lar_prec.algocache import winograd_tile
+
+    worst = 1.0
+    for name in algorithms:
+        m = winograd_tile(name)
+        if m is None:
+            continue
+        f = next((f for tile, f in WINOGRAD_FACTOR if m <= tile), WINOGRAD_FACTOR_LARGE)
+        worst = max(worst, f)
+    return worst
+
+
 def noise_floors(result: LocalResult) -> Dict[int, float]:
     """Each measured var's noise floor of local error (MegEngine's metric).
 
@@ -114,7 +138,9 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
     ulps. Reducing operators: ``eps * sqrt(K) * s`` with K the reduction length and ``s``
     calibrated from this run: 4 x the median of ``local_err / (eps * sqrt(K))``
     over the reducing operators, bounded to [1.5, 64] (a single fault does not move a median).
-    Float floors are scaled by the var's magnitude (:func:`_magnitude`).
+    Float floors are scaled by the var's magnitude (:func:`_magnitude`). An operator that ran
+    a Winograd algorithm (``result.algorithms``, read from the fast-run cache) gets
+    :func:`algorithm_factor` more, before and after calibration.
     """
     lw = {m.id: m for m in result.layerwise.measured}
     units: Dict[int, float] = {}
@@ -122,7 +148,8 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
     for v in result.vars:
         m = lw[v.id]
         if _kind(m) == "reducing":
-            units[v.id] = EPS[m.dtype] * math.sqrt(reduction_length(m)) * _magnitude(v)
+            units[v.id] = (EPS[m.dtype] * math.sqrt(reduction_length(m)) * _magnitude(v)
+                           * algorithm_factor(result.algorithms.get(v.id, ())))
             # zeros count: with few reducing operators, a median of the non-zero ones can be the fault
             if v.local_err is not None and math.isfinite(v.local_err):
                 ratios.append(v.local_err / units[v.id])
@@ -212,6 +239,7 @@ def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> D
                   "nonfinite": any(x is not None and not math.isfinite(x) for x in (v.local_err, v.entire_err)),
                   "floor": verdict.floors.get(v.id), "label": verdict.labels.get(v.id),
                   "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
+                  "algorithm": list(result.algorithms.get(v.id, ())),
                   "unit": list(lw.var(v.id).unit)} for v in result.vars],
         "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": _num(r.local_err),
                    "floor": r.floor, "margin": _num(r.margin), "entire_err": _num(r.entire_err)}

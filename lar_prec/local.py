@@ -23,7 +23,7 @@ import math
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -146,6 +146,9 @@ class LocalResult:
     local_dump: Path
     vars: Tuple[LocalVar, ...]
     checks: Tuple[CheckResult, ...]
+    #: var id -> the algorithm(s) its operator ran under fast-run (from the algorithm cache;
+    #: several when the cache cannot tell two operators apart); empty otherwise
+    algorithms: Mapping[int, Tuple[str, ...]] = field(default_factory=dict)
 
     def by_id(self) -> Dict[int, LocalVar]:
         """Var id -> :class:`LocalVar`."""
@@ -366,9 +369,43 @@ FAST_RUN_NOTE = ("fast-run picks algorithms by timing in every process: pin them
                  "--fast-run-algo-policy cache (RunConfig.with_extra) to run the same algorithms")
 
 
+def _flag_names(cfg: RunConfig) -> set:
+    return {f.split("=")[0].lstrip("-").replace("-", "_") for f in cfg.flags}
+
+
 def _unpinned_fast_run(cfg: RunConfig) -> bool:
-    flags = {f.split("=")[0].lstrip("-").replace("-", "_") for f in cfg.flags}
+    flags = _flag_names(cfg)
     return bool(flags & {"fast_run", "full_run"}) and "fast_run_algo_policy" not in flags
+
+
+#: what an unpinned fast-run 3x3 convolution may have run: assume Winograd F(6, 3)
+MAYBE_WINOGRAD = "WINOGRAD:unknown (fast-run without an algorithm cache):0:6:0:3"
+
+
+def algorithms_run(lw: LayerwiseModel, cfg: RunConfig) -> Dict[int, Tuple[str, ...]]:
+    """Var id -> the algorithms the layerwise run took under fast-run: read from its
+    ``--fast-run-algo-policy`` cache; unpinned, every 3x3 stride-1 convolution may be Winograd."""
+    flags = list(cfg.flags)
+    names = _flag_names(cfg)
+    if not names & {"fast_run", "full_run"}:
+        return {}
+    if "fast_run_algo_policy" not in names:
+        return {m.id: (MAYBE_WINOGRAD,) for m in lw.measured
+                if m.opr_type in ("ConvolutionForward", "ConvBiasForward") and len(m.input_shapes) > 1
+                and tuple(m.input_shapes[1][-2:]) == (3, 3)}
+    from lar_prec.algocache import chosen_algorithms, read_algo_cache
+
+    path = None
+    for i, f in enumerate(flags):
+        if f.startswith("--fast-run-algo-policy="):
+            path = f.split("=", 1)[1]
+        elif f == "--fast-run-algo-policy" and i + 1 < len(flags):
+            path = flags[i + 1]
+    if not path or not Path(path).is_file():
+        return {}
+    entries = read_algo_cache(path)
+    return chosen_algorithms(entries, [(m.id, m.opr_type, m.input_shapes, m.shape) for m in lw.measured],
+                             reproducible="reproducible" in names)
 
 
 def bitwise_check(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[int, int], want: DumpFolder,
@@ -444,7 +481,12 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
             entire = megengine_rel(test[tid].array(), ref[m.ref_id].array())
         problem = m.problem or iso.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale))
+    try:
+        algorithms = algorithms_run(lw, cfg)
+    except UsageError as exc:  # an unreadable cache: floors without it, and say so
+        algorithms = {}
+        results.append(CheckResult("algorithm_cache", "fail", note=str(exc)))
     result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
-                         Path(local.path), tuple(rows), tuple(results))
+                         Path(local.path), tuple(rows), tuple(results), algorithms)
     atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
     return result

@@ -1,0 +1,127 @@
+"""Which algorithm fast-run ran, read from its real algorithm cache, and the noise floors
+that follow from it: a Winograd convolution rounds more than a direct one (issue 14's "no
+false alarm on clean fast-run pairs").
+
+Which algorithm fast-run picks depends on timing and on the CPU, so the Winograd tests do not
+wait for fast-run to pick it: they reorder a real cache (a format corner, written from a
+real file) so that each convolution's Winograd candidate comes first, which a run reading the
+cache then takes.
+"""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from conftest import run_lar
+from lar_prec.algocache import chosen_algorithms, read_algo_cache, winograd_tile
+from lar_prec.errors import UsageError
+from lar_prec.floors import algorithm_factor
+from lar_prec.local import build_layerwise, local_errors, local_roots, noise_floors, scale_constant
+from lar_prec.runner import get_config
+
+CASE = "fastrun_shake"
+
+
+def _u32(b: bytes, p: int) -> int:
+    return struct.unpack_from("<I", b, p)[0]
+
+
+def _blob(b: bytes) -> bytes:
+    return struct.pack("<I", len(b)) + b
+
+
+def prefer(src: Path, dst: Path, word: str) -> Path:
+    """Copy of the cache ``src`` where, for every operator, algorithms naming ``word`` come first."""
+    data, out, p = src.read_bytes(), b"", 0
+    ncat = _u32(data, p); p += 4
+    out += struct.pack("<I", ncat)
+    for _ in range(ncat):
+        n = _u32(data, p); out += data[p:p + 4 + n]; p += 4 + n
+        count = _u32(data, p); out += data[p:p + 4]; p += 4
+        for _ in range(count):
+            n = _u32(data, p); out += data[p:p + 4 + n]; p += 4 + n  # key, as it is
+            n = _u32(data, p); value = data[p + 4:p + 4 + n]; p += 4 + n
+            q, results = 4, []
+            for _ in range(_u32(value, 0)):
+                a = _u32(value, q); desc = value[q:q + 4 + a]; q += 4 + a
+                b = _u32(value, q); info = value[q:q + 4 + b]; q += 4 + b
+                results.append((desc, info))
+            results.sort(key=lambda r: word.encode() not in r[0])  # stable: the rest keep their order
+            out += _blob(struct.pack("<I", len(results)) + b"".join(d + i for d, i in results))
+    assert p == len(data)
+    dst.write_bytes(out)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def fast_run(manifest, tmp_path_factory):
+    """A real --fast-run run of fastrun_shake with its algorithm cache, and its layerwise model."""
+    base = tmp_path_factory.mktemp("algocache")
+    case = manifest[CASE]
+    cache = base / "algo.cache"
+    run_lar(case.model, case.input_specs(), base / "test", flags=("--fast-run", "--fast-run-algo-policy", str(cache)))
+    return case, cache, base
+
+
+def test_every_convolution_of_a_real_cache_is_matched_to_the_algorithm_it_ran(fast_run, lar_dump):
+    case, cache, base = fast_run
+    entries = read_algo_cache(cache)
+    assert entries and all(e.results for e in entries)
+    for e in entries:  # fastest first: what a run reading the cache takes
+        times = [r.seconds for r in e.results if r.seconds is not None]
+        assert times == sorted(times) and e.chosen() is e.results[0]
+    lw = build_layerwise(case.model, lar_dump(CASE, "naive"), base / "lw")
+    convs = [m for m in lw.measured if m.opr_type == "ConvolutionForward"]
+    got = chosen_algorithms(entries, [(m.id, m.opr_type, m.input_shapes, m.shape) for m in convs])
+    assert set(got) == {m.id for m in convs}
+    names = {e.results[0].name for e in entries}
+    assert all(set(v) <= names for v in got.values())
+
+
+def test_winograd_tiles_and_floor_factors():
+    assert winograd_tile("CONVOLUTION_DEFAULT_WINOGRAD:FB_GI_F32_MK4_4x8:4:6:32:3") == 6
+    assert winograd_tile("CONVOLUTION_DEFAULT_WINOGRAD:FB_GI_F32_MK4_4x8:4:2:8:3") == 2
+    assert winograd_tile("CONVOLUTION_DEFAULT_IM2COLMATMUL:X86_F32_6x16:96") is None
+    f2, f4, f6 = (algorithm_factor([f"WINOGRAD:X:4:{m}:8:3"]) for m in (2, 4, 6))
+    assert algorithm_factor(["CONVOLUTION_DEFAULT_F32DIRECT"]) == 1.0 <= f2 < f4 < f6
+    assert algorithm_factor(["CONVOLUTION_DEFAULT_F32DIRECT", "WINOGRAD:X:4:6:8:3"]) == f6  # the worst
+
+
+def test_a_cut_or_foreign_cache_names_the_file(fast_run, tmp_path):
+    _, cache, _ = fast_run
+    cut = tmp_path / "cut.cache"
+    cut.write_bytes(cache.read_bytes()[:-7])
+    with pytest.raises(UsageError, match=str(cut)):
+        read_algo_cache(cut)
+    foreign = tmp_path / "foreign.cache"
+    foreign.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    with pytest.raises(UsageError, match=str(foreign)):
+        read_algo_cache(foreign)
+    with pytest.raises(UsageError, match="missing.cache"):
+        read_algo_cache(tmp_path / "missing.cache")
+
+
+def test_winograd_convolutions_are_no_false_alarm_and_a_fault_in_one_is_still_rooted(fast_run, lar_dump, tmp_path):
+    case, cache, base = fast_run
+    wino = prefer(cache, tmp_path / "winograd.cache", "WINOGRAD")
+    cfg = get_config("fast-run").with_extra(["--fast-run-algo-policy", str(wino)])
+    lw = build_layerwise(case.model, lar_dump(CASE, "naive"), tmp_path / "lw")
+    clean = local_errors(case.model, lar_dump(CASE, "naive"), cfg, out_dir=tmp_path / "clean", layerwise=lw,
+                         checks=False)
+    winograd = {k for k, v in clean.algorithms.items() if any(winograd_tile(n) for n in v)}
+    assert winograd, "the reordered cache makes some convolution run Winograd"
+    assert local_roots(clean).roots == (), [(r.name, r.local_err, r.floor) for r in local_roots(clean).roots]
+    # the same local errors judged without knowing the algorithm: the floors are narrower
+    from dataclasses import replace
+
+    blind = noise_floors(replace(clean, algorithms={}))
+    assert all(blind[k] < noise_floors(clean)[k] for k in winograd)
+
+    target = next(m for m in lw.measured if m.id in winograd)
+    weight = target.name.rsplit(".", 1)[0] + ".weight"
+    faulty = scale_constant(case.model, weight, 1 + 1e-3, tmp_path / "faulty.mge")
+    lw_f = build_layerwise(faulty, lar_dump(CASE, "naive"), tmp_path / "lw-faulty")
+    res = local_errors(faulty, lar_dump(CASE, "naive"), cfg, out_dir=tmp_path / "faulty", layerwise=lw_f, checks=False)
+    assert [r.name for r in local_roots(res).roots] == [target.name]
