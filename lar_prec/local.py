@@ -384,25 +384,24 @@ MAYBE_WINOGRAD = "WINOGRAD:unknown (fast-run without an algorithm cache):0:6:0:3
 
 def algorithms_run(lw: LayerwiseModel, cfg: RunConfig) -> Dict[int, Tuple[str, ...]]:
     """Var id -> the algorithms the layerwise run took under fast-run: read from its
-    ``--fast-run-algo-policy`` cache; unpinned, every 3x3 stride-1 convolution may be Winograd."""
+    ``--fast-run-algo-policy`` cache; unpinned (or with the cache on a device), every 3x3
+    convolution may have run Winograd."""
     flags = list(cfg.flags)
     names = _flag_names(cfg)
     if not names & {"fast_run", "full_run"}:
         return {}
-    if "fast_run_algo_policy" not in names:
-        return {m.id: (MAYBE_WINOGRAD,) for m in lw.measured
-                if m.opr_type in ("ConvolutionForward", "ConvBiasForward") and len(m.input_shapes) > 1
-                and tuple(m.input_shapes[1][-2:]) == (3, 3)}
-    from lar_prec.algocache import chosen_algorithms, read_algo_cache
-
     path = None
     for i, f in enumerate(flags):
         if f.startswith("--fast-run-algo-policy="):
             path = f.split("=", 1)[1]
         elif f == "--fast-run-algo-policy" and i + 1 < len(flags):
             path = flags[i + 1]
-    if not path or not Path(path).is_file():
-        return {}
+    if not path or not Path(path).is_file():  # unpinned, or a cache on a device: unknown
+        return {m.id: (MAYBE_WINOGRAD,) for m in lw.measured
+                if m.opr_type in ("ConvolutionForward", "ConvBiasForward") and len(m.input_shapes) > 1
+                and tuple(m.input_shapes[1][-2:]) == (3, 3)}
+    from lar_prec.algocache import chosen_algorithms, read_algo_cache
+
     entries = read_algo_cache(path)
     return chosen_algorithms(entries, [(m.id, m.opr_type, m.input_shapes, m.shape) for m in lw.measured],
                              reproducible="reproducible" in names)
