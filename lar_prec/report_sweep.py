@@ -74,14 +74,16 @@ def _margin(m: float) -> str:
     return "inf, floor 0" if not math.isfinite(m) else f"{m:.3g}"
 
 
-def local_text(o: Mapping[str, Any]) -> str:
+def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
     """One option's local error in a few words (terminal and HTML): its top local root and
-    margin, "none" with how many were measured, or why it was not measured."""
+    margin, "none" with how many were measured, or why it was not measured (cut at ``limit``
+    characters: the whole reason is in the JSON and the HTML)."""
     loc = o.get("local")
     if not loc:
         return ""
     if not loc["measured"]:
-        return "not measured" + (": " + loc["why"].split(": ", 1)[-1] if loc.get("why") else "")
+        text = "not measured" + (": " + loc["why"].split(": ", 1)[-1] if loc.get("why") else "")
+        return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
     missing = f", {len(loc['not_measured'])} not measured" if loc["not_measured"] else ""
     if not loc["roots"]:
         return f"none ({loc['n_measured']} measured{missing})"
@@ -178,15 +180,13 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
             "green" if verdict == "ok" else "yellow")
         root = o.get("root")
         root_text = f"{root['name']} ({root['opr_type']}, var {root['id']}, {fmt_err(root['max_err'])})" if root else ""
-        if root and o.get("root_rule") == "local":
-            root_text += " by local error"
         paired = f"{o['vars_paired']}/{o['vars_total']}" if o["status"] == "runs" else ""
         why = o.get("cause") or o.get("reason") or ""
         t.add_row(_cell(o["option"], "bold"), _cell(STATUS_TEXT.get(o["status"], o["status"]),
                                                     "" if o["status"] in ("runs", "skipped") else "red"),
                   _cell(paired), _cell(fmt_err(o.get("output_err")) if o["status"] == "runs" else ""),
                   _cell(fmt_err(o["tolerance"])), _cell(verdict, style), _cell(root_text),
-                  _cell(local_text(o), "red" if (o.get("local") or {}).get("roots") else ""), _cell(why))
+                  _cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""), _cell(why))
     con.table(t)
     tm = report.extra.get("timing") or {}
     if tm:
