@@ -171,6 +171,11 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
         problem = m.problem or iso_why.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, err, entire.get(m.name), problem is None, problem,
                              _max_abs(ref[m.ref_id].array())))
+    if not rows:  # nothing to judge by: the option keeps its dump-only verdict
+        first = f" (first: {missing[0][0]}: {missing[0][1]})" if missing else ""
+        return OptionLocal(False, why="local error could not be measured: no operator's output was comparable "
+                                      f"under this option{first}", not_measured=tuple(missing), compute_dtype=cdt,
+                           dir=str(out_dir), seconds=time.monotonic() - t0)
     result = LocalResult(lw, "default " + " ".join(flags), prep.ref_dump, None, Path(dump.path), tuple(rows),
                          (iso, CheckResult("reference_self", "skipped", note="sweep: isolation only"),
                           CheckResult("test_fed", "skipped", note="sweep: isolation only")))
