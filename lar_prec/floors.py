@@ -146,8 +146,9 @@ def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Di
     floors: Dict[int, float] = {}
     for v in result.vars:
         kind = _kind(lw[v.id])
-        if kind == "exact" and compute_dtype and v.dtype in EPS:  # moves values rounded to compute_dtype
-            floors[v.id] = max(_eps(v.dtype, compute_dtype) * _magnitude(v), SUBNORMAL_STEP.get(compute_dtype, 0.0))
+        if kind == "exact" and v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
+            # moves values rounded to the coarser compute_dtype on their way in
+            floors[v.id] = max(_eps(v.dtype, compute_dtype) * _magnitude(v), SUBNORMAL_STEP.get(compute_dtype or "", 0.0))
         elif kind == "exact":
             floors[v.id] = 0.0
         elif kind == "elementwise":
