@@ -89,3 +89,22 @@ def test_layerwise_run_failing_or_hanging_under_one_option_leaves_a_note_and_the
     assert fine["local"]["measured"] and fine["local"]["roots"] == [] and fine["root_rule"] == "local"
     assert set(next(iter(d["vars"]))["local"]) == {"weight-preprocess"}
     assert "not measured" in res.stdout
+
+
+@pytest.mark.megengine
+def test_ctrl_c_while_layerwise_runs_are_under_way_is_130(manifest, tmp_path):
+    import os
+    import sys
+
+    from conftest import ROOT
+    from proc_helpers import ctrl_c
+    from test_sweep import case_args
+
+    out = tmp_path / "a"
+    argv = [sys.executable, "-m", "lar_prec", "sweep", *case_args(manifest["cnn"]), "--options",
+            "weight-preprocess,const-shape,record-comp-seq,fuse-preprocess", "-j", "2", "--out", str(out), "-q"]
+    # the folder of the layerwise run under weight-preprocess appears as that run starts
+    rc, err, seconds = ctrl_c(argv, {**os.environ, "PYTHONPATH": str(ROOT)}, out / "local" / "weight-preprocess")
+    assert rc == 130, err
+    assert "interrupted" in err and str(out) in err and seconds < 30
+    assert not (out / "report.json").exists()
