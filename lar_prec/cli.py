@@ -343,18 +343,24 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
               help="Extra load_and_run flags for every run, the reference too.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or folder note on stderr.")
+@click.option("--no-local", is_flag=True,
+              help="Do not measure the local error of every operator under each option (one build of the "
+                   "layerwise model, one run of it per option).")
 @remote_options
 @handle_errors
 def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, jobs: int, timeout: float,
               out: str | None, json_out: str | None, html_out: str | None, lar_path: str | None, lar_args: tuple,
-              seed: int, quiet: bool, remote: str | None, remote_dir: str | None, keep_remote: bool) -> None:
+              seed: int, quiet: bool, no_local: bool, remote: str | None, remote_dir: str | None,
+              keep_remote: bool) -> None:
     """Which load_and_run optimisation option changes the result, and where?
 
     Runs MODEL once with the naive kernels on the plain graph (the reference), then with the
     default kernels under each option that applies, each in its own process with --timeout.
     Each option's dump is paired with the reference by var name, brought back to NCHW and
     compared; an option that diverges is rerun with the naive kernels to tell "a kernel is
-    wrong under this option" from "the option changes the math". Exit code 0 no option
+    wrong under this option" from "the option changes the math". Unless --no-local, the
+    layerwise model is built once and run under each option on the reference's values: an
+    operator whose local error exceeds its floor is the option's root. Exit code 0 no option
     diverges, 1 an option diverges, crashes or hangs, 2 usage or input error, 3 the
     reference run failed.
     """
@@ -366,7 +372,7 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     with Progress(not quiet) as progress:
         analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
                          extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress,
-                         remote=spec)
+                         remote=spec, local=not no_local)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 

@@ -32,6 +32,8 @@ REDUCING = frozenset(
 )
 #: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
 EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+#: the smallest step of a dtype (its subnormal spacing): below it rounding is absolute
+SUBNORMAL_STEP = {"float16": 2.0 ** -24}
 #: an elementwise float operator may differ by a few units in the last place (vector libm)
 ELEMWISE_ULPS = 4.0
 #: bounds of the calibrated factor on ``eps * sqrt(reduction length)``
@@ -131,7 +133,14 @@ def algorithm_factor(algorithms: Iterable[str]) -> float:
     return worst
 
 
-def noise_floors(result: LocalResult) -> Dict[int, float]:
+def _eps(dtype: str, compute_dtype: Optional[str]) -> float:
+    """The rounding unit a float var is computed with: its own dtype's, or the coarser one of
+    ``compute_dtype`` (an option that computes in float16 changes the arithmetic)."""
+    own = EPS[dtype]
+    return max(own, EPS[compute_dtype]) if compute_dtype else own
+
+
+def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Dict[int, float]:
     """Each measured var's noise floor of local error (MegEngine's metric).
 
     Data movement and integer operators: 0 (bit-exact). Elementwise float operators: a few
@@ -141,14 +150,20 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
     Float floors are scaled by the var's magnitude (:func:`_magnitude`). An operator that ran
     a Winograd algorithm (``result.algorithms``, read from the fast-run cache) gets
     :func:`algorithm_factor` more, before and after calibration.
+
+    ``compute_dtype`` (``"float16"`` for sweep's ioc16/io16xc32): float vars are computed in
+    that dtype from inputs rounded to it, so every float floor uses its eps, and data movement
+    of float values gets one ulp of it (the rounding of its fed input) instead of 0.
     """
+    if compute_dtype is not None and compute_dtype not in EPS:
+        raise ValueError(f"compute_dtype {compute_dtype!r}: expected one of {', '.join(EPS)}")
     lw = {m.id: m for m in result.layerwise.measured}
     units: Dict[int, float] = {}
     ratios = []
     for v in result.vars:
         m = lw[v.id]
         if _kind(m) == "reducing":
-            units[v.id] = (EPS[m.dtype] * math.sqrt(reduction_length(m)) * _magnitude(v)
+            units[v.id] = (_eps(m.dtype, compute_dtype) * math.sqrt(reduction_length(m)) * _magnitude(v)
                            * algorithm_factor(result.algorithms.get(v.id, ())))
             # zeros count: with few reducing operators, a median of the non-zero ones can be the fault
             if v.local_err is not None and math.isfinite(v.local_err):
@@ -158,10 +173,13 @@ def noise_floors(result: LocalResult) -> Dict[int, float]:
     floors: Dict[int, float] = {}
     for v in result.vars:
         kind = _kind(lw[v.id])
-        if kind == "exact":
+        if kind == "exact" and v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
+            # moves values rounded to the coarser compute_dtype on their way in
+            floors[v.id] = max(_eps(v.dtype, compute_dtype) * _magnitude(v), SUBNORMAL_STEP.get(compute_dtype or "", 0.0))
+        elif kind == "exact":
             floors[v.id] = 0.0
         elif kind == "elementwise":
-            floors[v.id] = EPS[v.dtype] * ELEMWISE_ULPS * _magnitude(v)
+            floors[v.id] = _eps(v.dtype, compute_dtype) * ELEMWISE_ULPS * _magnitude(v)
         else:
             floors[v.id] = units[v.id] * scale
     return floors

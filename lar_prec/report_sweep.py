@@ -4,14 +4,20 @@ its terminal table and its option-by-variable HTML view.
 The JSON is the common report object (design.md), read this way for a sweep:
 
 * ``vars``: the reference graph's computed vars in execution order; ``max_err`` is the worst
-  over the options that ran, ``status`` ``divergent`` when any option exceeds its tolerance
-  there, and ``options`` (an extra key) maps each option to that var's ``max_err`` (null when
-  not compared or NaN/Inf: ``options_nonfinite`` names the options where it is NaN/Inf);
-* ``roots``: one per divergent option, where divergence starts in the option's rewritten graph
-  (``id`` is the reference graph's id of that var, as in ``vars``; ``rewritten_id`` its id in
-  the rewritten graph; ``option`` names the option);
-* ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`);
-* ``timing``: seconds in load_and_run runs and in the analysis, and their ratio.
+  over the options that ran, ``status`` ``divergent`` when an option diverges there (by local
+  error: a local root of the option, or past the tolerance under an option that has one; by
+  the dumps alone: past the option's tolerance), and ``options`` (an extra key) maps each
+  option to that var's ``max_err`` (null when not compared or NaN/Inf: ``options_nonfinite``
+  names the options where it is NaN/Inf); ``local`` maps each option whose local error was
+  measured to that var's local error (null: NaN/Inf, or not measured under that option);
+* ``roots``: one per divergent option, its local root when local error was measured, else
+  where divergence starts in the option's rewritten graph (``id`` is the reference graph's id
+  of that var, as in ``vars``; ``rewritten_id`` its id in the rewritten graph; ``option`` names
+  the option; ``rule`` ``local`` or ``dump``; ``local_err``, ``floor``, ``margin`` for local);
+* ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`),
+  with ``local`` (measured, why, roots with floor and margin, not_measured) and ``dump_root``;
+* ``local`` (extra, top level): whether local error was measured and, if not, why;
+* ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios.
 """
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ from lar_prec.report_records import ReportRoot, ReportThreshold, ReportVar, fmt_
 
 if TYPE_CHECKING:
     from lar_prec.report import Report
-    from lar_prec.sweep import SweepResult
+    from lar_prec.sweep import OptionResult, SweepResult
 
 STATUS_TEXT = {"runs": "runs", "load_failed": "load failed", "crashed": "crashed (signal)",
                "hung": "hung (timed out)", "skipped": "skipped"}
@@ -43,7 +49,49 @@ def _verdict(result: "SweepResult") -> str:
         parts.append(f"no option diverges: {len(ran)} option(s) ran within tolerance")
     if broken:
         parts.append(", ".join(f"{o.option} {STATUS_TEXT[o.status]}" for o in broken))
-    return "; ".join(parts)
+    by_local = any(o.root_rule == "local" for o in opts)
+    return "; ".join(parts) + (" [roots by local error]" if by_local else "")
+
+
+def _finite(x: Optional[float]) -> Optional[float]:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _root(o: "OptionResult") -> ReportRoot:
+    """The report root of a divergent option: its top local root, or its dump-only root."""
+    extra: Dict[str, Any] = {"option": o.option, "rewritten_id": o.root_id, "rule": o.root_rule}
+    note = o.cause
+    if o.root_rule == "local" and o.local is not None and o.local.roots:
+        r = o.local.roots[0]
+        extra.update(local_err=_finite(r.local_err), floor=r.floor, margin=_finite(r.margin))
+        text = f"local error {fmt_err(r.local_err)} > its floor {fmt_err(r.floor)} (x{_margin(r.margin)})"
+        note = f"{text}; {note}" if note else text
+    return ReportRoot(id=int(o.root_ref_id), name=o.root_name or "", opr="", opr_type=o.root_opr_type or "",  # type: ignore[arg-type]
+                      max_err=o.root_err, input_max_err=None, note=note, extra=extra)
+
+
+def _margin(m: float) -> str:
+    return "inf, floor 0" if not math.isfinite(m) else f"{m:.3g}"
+
+
+def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
+    """One option's local error in a few words (terminal and HTML): its top local root and
+    margin, "none" with how many were measured, or why it was not measured (cut at ``limit``
+    characters: the whole reason is in the JSON and the HTML)."""
+    loc = o.get("local")
+    if not loc:
+        return ""
+    if not loc["measured"]:
+        text = "not measured" + (": " + loc["why"].split(": ", 1)[-1] if loc.get("why") else "")
+        return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+    missing = f", {len(loc['not_measured'])} not measured" if loc["not_measured"] else ""
+    if not loc["roots"]:
+        return f"none ({loc['n_measured']} measured{missing})"
+    r = loc["roots"][0]
+    err = "NaN/Inf" if r.get("nonfinite") else fmt_err(r["local_err"])
+    more = f" +{len(loc['roots']) - 1} more" if len(loc["roots"]) > 1 else ""
+    margin = "inf, floor 0" if r["margin"] is None else f"{r['margin']:.3g}"
+    return f"{r['name']} ({r['opr_type']}) local {err} > floor {fmt_err(r['floor'])}, x{margin}{more}{missing}"
 
 
 def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
@@ -54,7 +102,11 @@ def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
     from lar_prec.report import Report
     from lar_prec.sweep_analysis import HALF_DTYPES, TOL_HALF
 
-    per_option = {o.option: dict(o.errors) for o in result.options if o.status == "runs"}
+    ran = [o for o in result.options if o.status == "runs"]
+    per_option = {o.option: dict(o.errors) for o in ran}
+    local = {o.option: dict(o.local.errors) for o in ran if o.local is not None and o.local.measured}
+    local_roots = {o.option: {r.name for r in o.local.roots} for o in ran if o.option in local}  # type: ignore[union-attr]
+    diverges = {o.option for o in ran if o.verdict == "diverges"}
     tol = {o.option: o.tolerance for o in result.options}
     vars_: List[ReportVar] = []
     for d in DumpFolder(result.reference.dump_dir):  # type: ignore[arg-type]
@@ -64,24 +116,34 @@ def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
         errs = {name: e.get(v.name) for name, e in per_option.items()}
         known = [x for x in errs.values() if x is not None]
         half = v.dtype in HALF_DTYPES  # float16 rounding whatever the option (as sweep_analysis)
-        over = any(x is not None and x > (max(tol[n], TOL_HALF) if half else tol[n]) for n, x in errs.items())
+
+        def over(n: str, x: Optional[float]) -> bool:
+            past = x is not None and x > (max(tol[n], TOL_HALF) if half else tol[n])
+            if n in local:  # by local error: a root, or past the tolerance downstream of one
+                return v.name in local_roots[n] or (past and n in diverges)
+            return past
+
+        vextra: Dict[str, Any] = {"options": errs,  # JSON has no Inf: null there, named here
+                                  "options_nonfinite": [n for n, x in errs.items()
+                                                        if x is not None and not math.isfinite(x)]}
+        if local:
+            vextra["local"] = {n: _finite(e.get(v.name)) for n, e in local.items()}
         vars_.append(ReportVar(id=v.id, name=v.name, opr=v.owner, opr_type=v.opr_type, dtype=v.dtype,
                                shape=tuple(v.shape), inputs=tuple(d.input_ids),
-                               status="divergent" if over else "ok", max_err=max(known) if known else None,
-                               extra={"options": errs,  # JSON has no Inf: null there, named here
-                                      "options_nonfinite": [n for n, x in errs.items()
-                                                            if x is not None and not math.isfinite(x)]}))
-    roots = tuple(
-        ReportRoot(id=int(o.root_ref_id), name=o.root_name, opr="", opr_type=o.root_opr_type or "",  # type: ignore[arg-type]
-                   max_err=o.root_err, input_max_err=None, note=o.cause,
-                   extra={"option": o.option, "rewritten_id": o.root_id})
-        for o in result.options if o.verdict == "diverges" and o.root_name is not None)
+                               status="divergent" if any(over(n, x) for n, x in errs.items()) else "ok",
+                               max_err=max(known) if known else None, extra=vextra))
+    roots = tuple(_root(o) for o in result.options if o.verdict == "diverges" and o.root_name is not None)
     timing = {"run_seconds": round(result.run_seconds, 3), "analysis_seconds": round(result.analysis_seconds, 3),
               "wall_seconds": round(result.wall_seconds, 3),
               "analysis_over_runs": (round(result.analysis_seconds / result.run_seconds, 4)
-                                     if result.run_seconds else None)}
+                                     if result.run_seconds else None),
+              "local_seconds": round(result.local_seconds, 3),
+              "local_over_runs": (round(result.local_seconds / result.run_seconds, 4)
+                                  if result.run_seconds else None)}
     top: Dict[str, Any] = {"options": [o.to_json() for o in result.options], "timing": timing,
                            "reference": {"dir": str(result.reference.dir), "config": "naive, plain graph"},
+                           "local": {"measured": bool(local), "why": result.local_off,
+                                     "roots_by": "local" if local else "dump"},
                            "exit_code": result.exit_code}
     top.update(extra or {})
     thr = ReportThreshold(value=min(tol.values()) if tol else 0.0, mode="fixed",
@@ -109,7 +171,8 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
     t = _table("Options (worst first)")
     for col, kw in (("option", {}), ("status", {}), ("paired", {"justify": "right"}),
                     ("output err", {"justify": "right"}), ("tol", {"justify": "right"}), ("verdict", {}),
-                    ("root (rewritten graph)", {"overflow": "fold"}), ("cause / reason", {"overflow": "fold"})):
+                    ("root", {"overflow": "fold"}), ("local root (margin)", {"overflow": "fold"}),
+                    ("cause / reason", {"overflow": "fold"})):
         t.add_column(col, **kw)
     for o in report.extra.get("options", ()):
         verdict = o.get("verdict") or "—"
@@ -122,23 +185,35 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
         t.add_row(_cell(o["option"], "bold"), _cell(STATUS_TEXT.get(o["status"], o["status"]),
                                                     "" if o["status"] in ("runs", "skipped") else "red"),
                   _cell(paired), _cell(fmt_err(o.get("output_err")) if o["status"] == "runs" else ""),
-                  _cell(fmt_err(o["tolerance"])), _cell(verdict, style), _cell(root_text), _cell(why))
+                  _cell(fmt_err(o["tolerance"])), _cell(verdict, style), _cell(root_text),
+                  _cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""), _cell(why))
     con.table(t)
     tm = report.extra.get("timing") or {}
     if tm:
         ratio = tm.get("analysis_over_runs")
+        lratio = tm.get("local_over_runs")
+        local_part = (f", local error {tm['local_seconds']:.2f} s ({lratio:.1%} of the runs)"
+                      if tm.get("local_seconds") and lratio is not None else "")
         con.print(_text("Time: ", "bold", f"runs {tm['run_seconds']:.2f} s (summed), analysis "
                         f"{tm['analysis_seconds']:.2f} s" + (f" ({ratio:.1%} of the runs)" if ratio is not None else "")
-                        + f", wall {tm['wall_seconds']:.2f} s"))
+                        + local_part + f", wall {tm['wall_seconds']:.2f} s"))
+    loc = report.extra.get("local") or {}
+    if loc and not loc.get("measured") and loc.get("why"):
+        con.print(_text("Local error: ", "bold", str(loc["why"])))
     if report.extra.get("analysis_dir"):
         con.print(_text("Folder: ", "bold", str(report.extra["analysis_dir"])))
 
 
-def _cell_html(err: Optional[float], tol: float) -> str:
+def _cell_html(err: Optional[float], tol: float, local: Any = False, root: bool = False) -> str:
+    """One cell: accumulated error, and under it the local error when it was measured
+    (``local`` False: not measured under that option; None: not comparable). Red above the
+    tolerance, or at a local root."""
+    loc = "" if local is False else (f'<br><span class="dim">local {_html.escape(fmt_err(local))}</span>'
+                                     if local is not None else '<br><span class="dim">local —</span>')
     if err is None:
-        return '<td class="na">—</td>'
-    cls = "bad" if err > tol else "ok"
-    return f'<td class="{cls}">{_html.escape(fmt_err(err))}</td>'
+        return f'<td class="{"bad" if root else "na"}">—{loc}</td>'
+    cls = "bad" if err > tol or root else "ok"
+    return f'<td class="{cls}">{_html.escape(fmt_err(err))}{loc}</td>'
 
 
 def sweep_html_section(report: "Report") -> str:
@@ -147,15 +222,22 @@ def sweep_html_section(report: "Report") -> str:
     options = [o for o in report.extra.get("options", ()) if o["status"] == "runs"]
     head = "".join(f"<th>{_html.escape(o['option'])}</th>" for o in options)
     rows = []
+    roots = {o["option"]: {r["name"] for r in o["local"]["roots"]} for o in options
+             if o.get("local") and o["local"]["measured"]}
     for v in report.vars:
         errs = v.extra.get("options", {}) if v.extra else {}
-        cells = "".join(_cell_html(errs.get(o["option"]), o["tolerance"]) for o in options)
+        local = v.extra.get("local", {}) if v.extra else {}
+        cells = "".join(_cell_html(errs.get(o["option"]), o["tolerance"],
+                                   local.get(o["option"]) if o["option"] in local else False,
+                                   v.name in roots.get(o["option"], ()))
+                        for o in options)
         rows.append(f"<tr><th class=\"var\">{_html.escape(v.name)} <span class=\"dim\">"
                     f"{_html.escape(v.opr_type)}</span></th>{cells}</tr>")
     summary = "".join(
         f"<tr><td>{_html.escape(o['option'])}</td><td>{_html.escape(STATUS_TEXT.get(o['status'], o['status']))}</td>"
         f"<td>{_html.escape(o.get('verdict') or '—')}</td><td>{_html.escape(fmt_err(o.get('output_err')))}</td>"
         f"<td>{_html.escape((o.get('root') or {}).get('name') or '')}</td>"
+        f"<td>{_html.escape(local_text(o))}</td>"
         f"<td>{_html.escape(o.get('cause') or o.get('reason') or '')}</td></tr>"
         for o in report.extra.get("options", ()))
     return (
@@ -164,7 +246,8 @@ def sweep_html_section(report: "Report") -> str:
         "#sweep th.var{text-align:left}#sweep .bad{background:#f8c0c0}#sweep .ok{background:#d8f0d8}"
         "#sweep .na{color:#999}#sweep .dim{color:#888}#sweep table.opts td,#sweep table.opts th{text-align:left}</style>"
         "<h2>Sweep: options</h2><table class=\"opts\"><tr><th>option</th><th>status</th><th>verdict</th><th>output err</th>"
-        f"<th>root</th><th>cause / reason</th></tr>{summary}</table>"
-        "<h2>Option by variable (max_err against the reference)</h2>"
+        f"<th>root</th><th>local root (margin)</th><th>cause / reason</th></tr>{summary}</table>"
+        "<h2>Option by variable (max_err against the reference; under it the local error, the operator "
+        "run under the option on the reference's inputs)</h2>"
         f"<table><tr><th class=\"var\">variable</th>{head}</tr>{''.join(rows)}</table></section>"
     )

@@ -13,6 +13,13 @@
    graph, so their dump pairs with the default one by id): naive-under-option against
    default-under-option differing means *a kernel is wrong under this option*;
    naive-under-option already differing from the reference means *the option changes the math*.
+5. **Local error** (:mod:`lar_prec.sweep_local`, unless ``local=False``, a user ``--lar`` or
+   ``--remote``): the layerwise model of the plain model is built once from the reference dump
+   and run under each option that ran, fed with the reference's values; an operator whose
+   local error exceeds its floor (float16 floors under the fp16 options) is a local root. The
+   option's verdict and root then come from local error: a local root makes it diverge and is
+   its root; none makes it ok even where accumulated error drifted (the dump-only root is kept
+   as ``dump_root``).
 
 Example::
 
@@ -43,6 +50,7 @@ from lar_prec.runner import (
 )
 
 from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.sweep_local import OptionLocal, SweepLayerwise  # noqa: E402
 
 #: seconds a run may take in a sweep unless told otherwise (some options hang at load)
 DEFAULT_TIMEOUT = 120.0
@@ -75,6 +83,11 @@ class SweepOption:
     @property
     def tolerance(self) -> float:
         return TOL_FLOAT16 if self.fp16 else TOL_FLOAT32
+
+    @property
+    def compute_dtype(self) -> Optional[str]:
+        """The dtype float operators compute in under this option (None: the model's own)."""
+        return "float16" if self.fp16 else None
 
 
 def _layout(name: str, fmt: Optional[str]) -> SweepOption:
@@ -159,6 +172,10 @@ class OptionResult:
     None (did not run). ``cause``: for a divergent option, ``kernel wrong under this option``,
     ``option changes the math``, both joined by ``and``, or why it could not be told.
     ``errors``: reference var name -> max_err (the option-by-variable view).
+    ``local``: local error under the option (:class:`lar_prec.sweep_local.OptionLocal`; None
+    when the option did not run). ``root_rule``: ``local`` when the root and verdict come from
+    local error, ``dump`` when from the dumps alone; ``dump_root`` keeps the dump-only root
+    (id in the rewritten graph, reference id, name, operator type, max_err).
     """
 
     option: str
@@ -186,6 +203,9 @@ class OptionResult:
     run_dir: Optional[str] = None
     naive_run_dir: Optional[str] = None
     seconds: float = 0.0
+    local: Optional[OptionLocal] = None
+    root_rule: str = "dump"
+    dump_root: Optional[Tuple[Optional[int], Optional[int], str, str, Optional[float]]] = None
 
     @property
     def finding(self) -> bool:
@@ -201,6 +221,7 @@ class OptionResult:
         return rank, -float(err)
 
     def to_json(self) -> Dict[str, Any]:
+        dr = self.dump_root
         return {
             "option": self.option, "flags": list(self.flags), "status": self.status, "verdict": self.verdict,
             "reason": self.reason, "tolerance": self.tolerance, "vars_paired": self.vars_paired,
@@ -216,7 +237,10 @@ class OptionResult:
             "unpaired_reference": [{"id": i, "name": n, "reason": r} for i, n, r in self.unpaired_a],
             "unpaired_option": [{"id": i, "name": n, "reason": r} for i, n, r in self.unpaired_b],
             "errors": {n: e for n, e in self.errors}, "run_dir": self.run_dir,
-            "naive_run_dir": self.naive_run_dir, "seconds": self.seconds,
+            "naive_run_dir": self.naive_run_dir, "seconds": self.seconds, "root_rule": self.root_rule,
+            "dump_root": None if dr is None else {"id": dr[0], "reference_id": dr[1], "name": dr[2],
+                                                  "opr_type": dr[3], "max_err": dr[4], "nonfinite": _nonfinite(dr[4])},
+            "local": None if self.local is None else self.local.to_json(),
         }
 
 
@@ -232,6 +256,10 @@ class SweepResult:
     run_seconds: float
     analysis_seconds: float
     wall_seconds: float
+    #: seconds in building and running the layerwise model (0 when local error is off)
+    local_seconds: float = 0.0
+    #: why local error was not measured in this sweep (None: it was, per option)
+    local_off: Optional[str] = None
 
     @property
     def exit_code(self) -> int:
@@ -339,16 +367,83 @@ def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: Optional[
                    kernel_root_name=kernel.root.name if kernel.root else None, naive_run_dir=str(naive.dir))
 
 
+def _with_local(r: OptionResult, loc: OptionLocal) -> OptionResult:
+    """The option's root and verdict by local error when it was measured: a local root makes
+    the option diverge and is its root; no local root makes it ok, unless the dump-only root
+    is an operator local error did not measure (then the dump's verdict stands, with why)."""
+    dump_root = None if r.root_name is None else (r.root_id, r.root_ref_id, r.root_name, r.root_opr_type or "",
+                                                  r.root_err)
+    r = replace(r, local=loc, dump_root=dump_root)
+    if not loc.measured:
+        return r
+    if loc.roots:
+        top = loc.roots[0]
+        errs = dict(r.errors)
+        return replace(r, verdict="diverges", root_rule="local", root_id=_rewritten_id(r.run_dir, top.name),
+                       root_ref_id=top.id, root_name=top.name, root_opr_type=top.opr_type,
+                       root_err=errs.get(top.name, top.entire_err))
+    if r.verdict != "diverges":
+        return replace(r, root_rule="local")
+    if r.root_name is not None and r.root_name not in loc.measured_names():
+        why = dict(loc.not_measured).get(r.root_name, "not measured")
+        return replace(r, reason=_join(r.reason, f"kept diverging by the dumps: local error did not measure "
+                                                  f"its root {r.root_name} ({why})"))
+    return replace(r, verdict="ok", root_rule="local", root_id=None, root_ref_id=None, root_name=None,
+                   root_opr_type=None, root_err=None, cause=None,
+                   reason=_join(r.reason, "accumulated error drifts past the tolerance "
+                                          f"({'at ' + dump_root[2] if dump_root else 'somewhere'}) but every "
+                                          "operator's local error is within its floor"))
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def _rewritten_id(run_dir: Optional[str], name: str) -> Optional[int]:
+    """The id of var ``name`` in an option's (rewritten) dump, when one var has that name."""
+    from lar_prec.iodump import DumpFolder
+
+    if run_dir is None:
+        return None
+    try:
+        ids = [d.id for d in DumpFolder(Path(run_dir) / "dump") if d.var.name == name]
+    except LarPrecError:
+        return None
+    return ids[0] if len(ids) == 1 else None
+
+
+def _prepare_local(model: Path, ref: RunResult, adir: Path, timeout: float) -> Tuple[Optional[SweepLayerwise], str]:
+    from lar_prec.sweep_local import prepare
+
+    try:
+        return prepare(model, Path(ref.dump_dir), adir / "local", timeout=timeout), ""  # type: ignore[arg-type]
+    except LarPrecError as exc:
+        return None, f"local error could not be measured: building the layerwise model failed: {exc}"
+
+
+def _measure_local(prep: SweepLayerwise, opt: SweepOption, r: OptionResult, adir: Path, extra_flags: Sequence[str],
+                   timeout: float) -> OptionLocal:
+    from lar_prec.sweep_local import measure_option
+
+    # the option's flags exactly as its run got them: the sweep's extra flags, then the option's
+    return measure_option(prep, tuple(extra_flags) + opt.flags, adir / "local" / opt.name, fmt=opt.fmt,
+                          compute_dtype=opt.compute_dtype, entire=dict(r.errors), timeout=timeout)
+
+
 def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequence[SweepOption], *,
               lar: LoadAndRun, timeout: float, extra_flags: Sequence[str] = (), jobs: int = 1,
-              progress: Optional[Callable[[str, int, int], None]] = None, remote: Any = None) -> SweepResult:
+              progress: Optional[Callable[[str, int, int], None]] = None, remote: Any = None,
+              local_off: Optional[str] = None) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
     :func:`lar_prec.workflows.sweep` for the whole workflow). Ctrl-C kills every run under
     way and raises AnalysisInterrupted. The reference failing raises its RunError (exit 3).
 
     One loop drives the runs: it waits for whichever finishes, analyses it at once (while
-    the others still run) and, for an option that diverges, queues its naive run. (Over 80
-    lines: the loop, its interrupt handling and its bookkeeping share the pending runs.)
+    the others still run) and, for an option that diverges, queues its naive run. With local
+    error on (``local_off`` None) the layerwise model is built once after the reference, in the
+    same pool, and run under each option that ran; an option with a local root also gets its
+    naive run. (Over 80 lines: the loop, its interrupt handling and its bookkeeping share the
+    pending runs.)
     """
     t0 = time.monotonic()
     runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
@@ -360,7 +455,9 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
         ta = time.monotonic()
         oprs = _model_oprs(ref_rec)  # type: ignore[arg-type]
         results: Dict[str, OptionResult] = {}
-        pending: Dict[Future, Tuple[str, SweepOption]] = {}
+        pending: Dict[Future, Tuple[str, Optional[SweepOption]]] = {}
+        if local_off is None:  # first in the pool's queue: ready before most options finish
+            pending[runner.pool.submit(_prepare_local, model, ref_rec, adir, timeout)] = ("build", None)
         for opt in options:
             why = _applies(opt, oprs)
             if why:
@@ -370,26 +467,62 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
         analysis += time.monotonic() - ta
         total, done = len(pending), 0
         defaults: Dict[str, RunResult] = {}
+        locals_: Dict[str, OptionLocal] = {}
+        naive_queued: set = set()
+        prep: Optional[SweepLayerwise] = None
+        build_done = local_off is not None
+        waiting: List[SweepOption] = []  # options that ran before the layerwise model was built
+
+        def queue_local(o: SweepOption) -> None:
+            nonlocal total
+            pending[runner.pool.submit(_measure_local, prep, o, results[o.name], adir, extra_flags, timeout)] = (
+                "local", o)
+            total += 1
+
+        def queue_naive(o: SweepOption) -> None:
+            nonlocal total
+            naive_queued.add(o.name)
+            pending[runner.submit("naive", f"{o.name}-naive", o.flags)] = ("naive", o)
+            total += 1
+
         if progress:
             progress("runs", 0, total)
         while pending:
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
                 kind, opt = pending.pop(fut)
-                rec, status, msg, _err = fut.result()
                 ta = time.monotonic()
-                if kind == "default":
+                if kind == "build":
+                    prep, local_off = fut.result()
+                    local_off = local_off or None
+                    build_done = True
+                    for o in waiting if prep is not None else ():
+                        queue_local(o)
+                    waiting.clear()
+                elif kind == "local":
+                    assert opt is not None
+                    locals_[opt.name] = loc = fut.result()
+                    if loc.roots and opt.name not in naive_queued:  # tell kernel from math for it too
+                        queue_naive(opt)
+                elif kind == "default":
+                    assert opt is not None
+                    rec, status, msg, _err = fut.result()
                     if status != "runs":
                         results[opt.name] = OptionResult(opt.name, opt.flags, status, opt.tolerance, reason=msg,
                                                          run_dir=str(rec.dir), seconds=rec.seconds)
                     else:
                         r, _g = _analyse(opt, ref_rec, rec)  # type: ignore[arg-type]
                         results[opt.name] = r
+                        defaults[opt.name] = rec  # type: ignore[assignment]
                         if r.verdict == "diverges":
-                            defaults[opt.name] = rec  # type: ignore[assignment]
-                            pending[runner.submit("naive", f"{opt.name}-naive", opt.flags)] = ("naive", opt)
-                            total += 1
+                            queue_naive(opt)
+                        if prep is not None:
+                            queue_local(opt)
+                        elif not build_done:
+                            waiting.append(opt)
                 else:
+                    assert opt is not None
+                    rec, status, msg, _err = fut.result()
                     results[opt.name] = _explain(opt, results[opt.name], ref_rec, rec, defaults[opt.name],
                                                  status, msg)
                 analysis += time.monotonic() - ta
@@ -408,12 +541,18 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     from lar_prec.iodump import DumpFolder
     from lar_prec.namepair import skip_reason
 
+    ta = time.monotonic()
+    for name in defaults:
+        why = local_off or "local error not measured"
+        results[name] = _with_local(results[name], locals_.get(name) or OptionLocal(False, why=why))
+    analysis += time.monotonic() - ta
     names = tuple(d.var.name for d in DumpFolder(ref_rec.dump_dir) if not skip_reason(d.var))  # type: ignore[arg-type]
     ordered = sorted((results[o.name] for o in options), key=lambda r: r.severity())
     runs = sorted(runner.runs, key=lambda r: r.started)
+    local_seconds = (prep.seconds if prep is not None else 0.0) + sum(x.seconds for x in locals_.values())
     return SweepResult(ref_rec, tuple(ordered), tuple(runs), names,  # type: ignore[arg-type]
                        run_seconds=sum(r.seconds for r in runs), analysis_seconds=analysis,
-                       wall_seconds=time.monotonic() - t0)
+                       wall_seconds=time.monotonic() - t0, local_seconds=local_seconds, local_off=local_off)
 
 
 @dataclass(frozen=True)
@@ -445,6 +584,7 @@ def sweep(
     seed: int = 0,
     progress: Optional[Callable[[str, int, int], None]] = None,
     remote: Any = None,
+    local: bool = True,
 ) -> SweepAnalysis:
     """Run the reference once and every option that applies; compare, root and explain.
 
@@ -459,6 +599,9 @@ def sweep(
         jobs: runs at once.
         remote: a :class:`lar_prec.runremote.RemoteSpec`: every run on that device (model and
             inputs pushed once, dumps pulled back; the analysis runs here).
+        local: measure the local error of every operator under each option that ran (the
+            layerwise model built once, run once per option: :mod:`lar_prec.sweep_local`);
+            off by itself with a user ``--lar`` or ``remote`` (the report says why).
 
     Raises:
         UsageError: bad model, inputs, options or flags (exit 2).
@@ -471,10 +614,14 @@ def sweep(
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "sweep", seed, lar, timeout, extra_flags,
                                                    remote)
+    from lar_prec.localwire import off_reason
+
+    # one function runs the layerwise model (sweep_local.run_option_layerwise): bundled, local
+    off = off_reason(local=local, lar_bundled=lar_obj is not None and lar_obj.is_bundled, remote=remote is not None)
     sessions = _open_remote(remote, model_path, prepared)
     try:
         result = run_sweep(model_path, prepared, adir, opts, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
-                           jobs=jobs, progress=progress, remote=sessions)
+                           jobs=jobs, progress=progress, remote=sessions, local_off=off)
     finally:
         if sessions is not None:
             sessions.close()

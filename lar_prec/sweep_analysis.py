@@ -111,7 +111,7 @@ def _formats(dump_dir: str) -> Mapping[str, str]:
     return formats_beside_dump(dump_dir)
 
 
-def _compare_pair(da: Any, db: Any, fmt: Optional[str], db_dir: Path) -> Tuple[Optional[float], str]:
+def compare_pair(da: Any, db: Any, fmt: Optional[str], db_dir: Path) -> Tuple[Optional[float], str]:
     va, vb = da.var, db.var
     try:
         a, b = da.array(), db.array()
@@ -163,7 +163,7 @@ def _diff(fa: DumpFolder, fb: DumpFolder, pairs: Iterable[Tuple[int, int, str]],
     order_b = {i: k for k, i in enumerate(fb.ids)}
     errs = []
     for a, b, name in pairs:
-        err, note = _compare_pair(fa[a], fb[b], fmt, fb.path)
+        err, note = compare_pair(fa[a], fb[b], fmt, fb.path)
         tol_v = max(tol, TOL_HALF) if fa[a].var.dtype in HALF_DTYPES else tol
         errs.append(VarErr(a, b, name, fb[b].var.opr_type, err, note, tol_v))
     errs.sort(key=lambda e: order_b.get(e.b, 0))

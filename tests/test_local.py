@@ -142,6 +142,23 @@ def test_floors_exact_for_data_movement_and_growing_with_reduction_length(clean)
     assert reduction_length(lw[mm.id]) == 2048
 
 
+def test_float16_compute_dtype_widens_every_float_floor(clean):
+    # sweep's ioc16/io16xc32: float operators compute in float16 from inputs rounded to it
+    result = clean("cnn")
+    f32, f16 = noise_floors(result), noise_floors(result, compute_dtype="float16")
+    for v in result.vars:
+        assert f16[v.id] >= f32[v.id]
+        if v.opr_type in DATA_MOVEMENT:  # exact in float32; one float16 ulp of the rounded input
+            assert f32[v.id] == 0.0 and 0.0 < f16[v.id] <= 2.0 ** -10
+        elif v.opr_type == "Elemwise":
+            assert f16[v.id] == pytest.approx(f32[v.id] * 2.0 ** 13)
+    conv = [v.id for v in result.vars if v.opr_type == "ConvolutionForward"]
+    assert all(f16[i] > 100 * f32[i] for i in conv)
+    assert noise_floors(result, compute_dtype="float32") == f32
+    with pytest.raises(ValueError, match="float64"):
+        noise_floors(result, compute_dtype="float64")
+
+
 def test_vars_without_reference_value_form_a_unit_with_their_consumer(manifest, lar_dump, tmp_path):
     # a reference dump without Pooling[0]'s value (as when lite fuses it away): the pooling
     # stays computed from the fed RELU[0], and c2.Convolution's local error is the unit's

@@ -424,3 +424,6 @@ def test_sweep_over_ssh_runs_every_option_on_the_device(sshd, manifest, tmp_path
         rec = json.loads(Path(run["dir"], "run.json").read_text())
         assert rec["status"] == "ok" and rec["remote"]["target"] == sshd["target"], run["label"]
         assert rec["argv"][0] == str(lar)
+    # the layerwise model runs only here (for now): local error off, and the report says why
+    assert rep["local"]["measured"] is False and "--remote" in rep["local"]["why"]
+    assert all(o["local"]["measured"] is False and o["root_rule"] == "dump" for o in rep["options"])

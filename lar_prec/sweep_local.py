@@ -1,0 +1,194 @@
+"""Local error of every operator under each option of a sweep (issue 14).
+
+A sweep's reference is the naive run of the plain model. :func:`prepare` builds the
+layerwise model (:mod:`lar_prec.local`) once from the plain model and the reference dump and
+writes the reference's values as its inputs; :func:`measure_option` then runs it under one
+option (default kernels plus the option's load_and_run flags, exactly as the option's run got
+them) and compares each operator's output with the reference's. Floors are those of the
+arithmetic the option imposes (float16 under ``ioc16``/``io16xc32``:
+:func:`lar_prec.floors.noise_floors` with ``compute_dtype``).
+
+The option's rewrite applies to the layerwise model as to the plain one: layouts put relayouts
+around convolutions (brought back with :func:`lar_prec.sweep_analysis.compare_pair`), fp16
+options add TypeCvts (the ``.lw<id>`` output names stay on the conversion back to float32).
+An operator whose output is missing or not comparable is *not measured under this option*,
+with the reason; a layerwise run that fails or hangs leaves the option unmeasured, with why.
+
+Numpy only: the build and the runs are child processes.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from lar_prec.errors import LarPrecError, RunTimeout
+from lar_prec.floors import local_json, local_roots, noise_floors
+from lar_prec.iodump import DumpFolder
+from lar_prec.local import (CheckResult, LayerwiseModel, LocalResult, LocalVar, build_layerwise, isolation_check,
+                            output_ids, run_layerwise, write_feeds)
+from lar_prec.outputs import atomic_write_text
+from lar_prec.runner import get_config
+
+
+@dataclass(frozen=True)
+class SweepLocalRoot:
+    """An operator whose local error under an option exceeds its floor (reference graph id)."""
+
+    id: int
+    name: str
+    opr_type: str
+    local_err: float
+    floor: float
+    entire_err: Optional[float]
+
+    @property
+    def margin(self) -> float:
+        return self.local_err / self.floor if self.floor > 0 else math.inf
+
+
+def _num(x: Optional[float]) -> Optional[float]:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+@dataclass(frozen=True)
+class OptionLocal:
+    """Local error under one option. ``measured`` False: ``why``. ``roots`` most likely first;
+    ``not_measured``/``not_isolated``: (reference var name, why); ``errors``: name -> local error."""
+
+    measured: bool
+    why: str = ""
+    roots: Tuple[SweepLocalRoot, ...] = ()
+    not_measured: Tuple[Tuple[str, str], ...] = ()
+    not_isolated: Tuple[Tuple[str, str], ...] = ()
+    errors: Tuple[Tuple[str, Optional[float]], ...] = ()
+    floors: Tuple[Tuple[str, float], ...] = ()
+    compute_dtype: str = "float32"
+    dir: Optional[str] = None
+    seconds: float = 0.0
+
+    def measured_names(self) -> frozenset:
+        return frozenset(n for n, e in self.errors if e is not None)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "measured": self.measured, "why": self.why or None, "compute_dtype": self.compute_dtype,
+            "n_measured": len(self.measured_names()),
+            "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": _num(r.local_err),
+                       "nonfinite": not math.isfinite(r.local_err), "floor": r.floor, "margin": _num(r.margin),
+                       "entire_err": _num(r.entire_err)} for r in self.roots],
+            "not_measured": [{"name": n, "why": w} for n, w in self.not_measured],
+            "not_isolated": [{"name": n, "why": w} for n, w in self.not_isolated],
+            "dir": self.dir, "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass(frozen=True)
+class SweepLayerwise:
+    """The layerwise model of a sweep's plain model, and the reference's values as its inputs."""
+
+    layerwise: LayerwiseModel
+    inputs: str
+    ref_dump: Path
+    dir: Path
+    seconds: float
+
+
+def prepare(model: Path, ref_dump: Path, out_dir: Path, *, timeout: float) -> SweepLayerwise:
+    """Build the layerwise model once and write its inputs (the reference's values).
+
+    Raises:
+        LarPrecError: the build failed (the sweep reports local error as not measured).
+    """
+    t0 = time.monotonic()
+    lw = build_layerwise(model, ref_dump, out_dir / "layerwise", timeout=timeout)
+    inputs = write_feeds(lw, DumpFolder(ref_dump), out_dir / "inputs-ref")
+    return SweepLayerwise(lw, inputs, Path(ref_dump), out_dir, time.monotonic() - t0)
+
+
+def run_option_layerwise(prep: SweepLayerwise, flags: Sequence[str], dump_dir: Path, *,
+                         timeout: float) -> DumpFolder:
+    """The one place the layerwise model runs under an option: the bundled load_and_run, here,
+    default kernels plus ``flags`` (the sweep's extra flags and the option's)."""
+    cfg = get_config("default").with_extra(tuple(flags))
+    return run_layerwise(prep.layerwise, prep.inputs, dump_dir, cfg, timeout=timeout)
+
+
+#: longest load_and_run message kept in an option's row (the whole stderr is in its folder)
+WHY_CHARS = 200
+
+
+def _failure(exc: LarPrecError, out_dir: Path) -> str:
+    """One line: why the layerwise run under an option gave no local error."""
+    if isinstance(exc, RunTimeout):
+        return f"local error could not be measured: the layerwise model hung under this option ({exc})"
+    msg = str(exc).split(" -- hint:")[0]
+    head, sep, tail = msg.partition("failed ")  # "the layerwise model under default failed (exit 1): ..."
+    msg = tail if sep else msg
+    if len(msg) > WHY_CHARS:
+        msg = msg[:WHY_CHARS] + "..."
+    return f"local error could not be measured: the layerwise model failed under this option {msg} (see {out_dir})"
+
+
+def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *, fmt: Optional[str],
+                   compute_dtype: Optional[str], entire: Mapping[str, Optional[float]],
+                   timeout: float) -> OptionLocal:
+    """Local error of every operator under one option's flags, into ``out_dir``; never raises
+    for a failed or hung run (``measured`` False and why). ``entire``: the option's accumulated
+    error per reference var name (labels "inherited" with it)."""
+    t0 = time.monotonic()
+    cdt = compute_dtype or "float32"
+    try:
+        dump = run_option_layerwise(prep, flags, out_dir / "dump", timeout=timeout)
+    except LarPrecError as exc:
+        return OptionLocal(False, why=_failure(exc, out_dir), compute_dtype=cdt, dir=str(out_dir),
+                           seconds=time.monotonic() - t0)
+    from lar_prec.local import _max_abs
+    from lar_prec.sweep_analysis import compare_pair
+
+    lw = prep.layerwise
+    ref = DumpFolder(prep.ref_dump)
+    outs = output_ids(dump)
+    iso = isolation_check(lw, dump, outs)
+    iso_why = dict(iso.failures)
+    rows: List[LocalVar] = []
+    missing: List[Tuple[str, str]] = []
+    for m in lw.measured:
+        if m.ref_id is None or m.ref_id not in ref:
+            missing.append((m.name, "no reference value"))
+            continue
+        if m.id not in outs:
+            missing.append((m.name, "its output is not in the layerwise run's dump under this option "
+                                    "(the rewrite fused or renamed it)"))
+            continue
+        err, note = compare_pair(ref[m.ref_id], dump[outs[m.id]], fmt, dump.path)
+        if err is None:
+            missing.append((m.name, f"not comparable under this option: {note}"))
+            continue
+        problem = m.problem or iso_why.get(m.id)
+        rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, err, entire.get(m.name), problem is None, problem,
+                             _max_abs(ref[m.ref_id].array())))
+    if not rows:  # nothing to judge by: the option keeps its dump-only verdict
+        first = f" (first: {missing[0][0]}: {missing[0][1]})" if missing else ""
+        return OptionLocal(False, why="local error could not be measured: no operator's output was comparable "
+                                      f"under this option{first}", not_measured=tuple(missing), compute_dtype=cdt,
+                           dir=str(out_dir), seconds=time.monotonic() - t0)
+    result = LocalResult(lw, "default " + " ".join(flags), prep.ref_dump, None, Path(dump.path), tuple(rows),
+                         (iso, CheckResult("reference_self", "skipped", note="sweep: isolation only"),
+                          CheckResult("test_fed", "skipped", note="sweep: isolation only")))
+    floors = noise_floors(result, compute_dtype)
+    verdict = local_roots(result, floors)
+    ref_id = {m.id: m.ref_id for m in lw.measured}
+    record = local_json(result, verdict)
+    record["not_measured"] = [{"name": n, "why": w} for n, w in missing]
+    record["compute_dtype"] = cdt
+    atomic_write_text(out_dir / "local.json", json.dumps(record, indent=1) + "\n", what="local error record")
+    return OptionLocal(
+        True, roots=tuple(SweepLocalRoot(int(ref_id[r.id] if ref_id[r.id] is not None else r.id), r.name, r.opr_type,
+                                         r.local_err, r.floor, r.entire_err) for r in verdict.roots),
+        not_measured=tuple(missing), not_isolated=tuple((v.name, v.problem or "") for v in rows if not v.isolated),
+        errors=tuple((v.name, v.local_err) for v in rows), floors=tuple((v.name, floors[v.id]) for v in rows),
+        compute_dtype=cdt, dir=str(out_dir), seconds=time.monotonic() - t0)
