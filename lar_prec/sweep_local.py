@@ -26,28 +26,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import LarPrecError, RunTimeout
-from lar_prec.floors import local_json, local_roots, noise_floors
+from lar_prec.floors import LocalRoot, local_json, local_roots, noise_floors
 from lar_prec.iodump import DumpFolder
 from lar_prec.local import (CheckResult, LayerwiseModel, LocalResult, LocalVar, build_layerwise, isolation_check,
                             output_ids, run_layerwise, write_feeds)
 from lar_prec.outputs import atomic_write_text
 from lar_prec.runner import get_config
-
-
-@dataclass(frozen=True)
-class SweepLocalRoot:
-    """An operator whose local error under an option exceeds its floor (reference graph id)."""
-
-    id: int
-    name: str
-    opr_type: str
-    local_err: float
-    floor: float
-    entire_err: Optional[float]
-
-    @property
-    def margin(self) -> float:
-        return self.local_err / self.floor if self.floor > 0 else math.inf
 
 
 def _num(x: Optional[float]) -> Optional[float]:
@@ -61,7 +45,7 @@ class OptionLocal:
 
     measured: bool
     why: str = ""
-    roots: Tuple[SweepLocalRoot, ...] = ()
+    roots: Tuple[LocalRoot, ...] = ()
     not_measured: Tuple[Tuple[str, str], ...] = ()
     not_isolated: Tuple[Tuple[str, str], ...] = ()
     errors: Tuple[Tuple[str, Optional[float]], ...] = ()
@@ -187,7 +171,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
     record["compute_dtype"] = cdt
     atomic_write_text(out_dir / "local.json", json.dumps(record, indent=1) + "\n", what="local error record")
     return OptionLocal(
-        True, roots=tuple(SweepLocalRoot(int(ref_id[r.id] if ref_id[r.id] is not None else r.id), r.name, r.opr_type,
+        True, roots=tuple(LocalRoot(int(ref_id[r.id] if ref_id[r.id] is not None else r.id), r.name, r.opr_type,
                                          r.local_err, r.floor, r.entire_err) for r in verdict.roots),
         not_measured=tuple(missing), not_isolated=tuple((v.name, v.problem or "") for v in rows if not v.isolated),
         errors=tuple((v.name, v.local_err) for v in rows), floors=tuple((v.name, floors[v.id]) for v in rows),
