@@ -9,7 +9,8 @@ output with the reference output (``shared/reference/layerwise.md``):
    operator is replaced by a new input, every operator's output stays an output (built by
    ``lar_prec.layerwise_build`` in a child process: this module imports no megengine);
 2. :func:`local_errors` runs it once under the test configuration fed with the reference
-   dump's values (a fresh bundled load_and_run process, ``--bin-io-dump``) and computes
+   dump's values (:func:`run_layerwise`: a run of the runner, with the test run's
+   load_and_run, on its device for ``--remote``, ``--bin-io-dump``) and computes
    MegEngine's metric per var, keyed by the original graph's var id, plus three checks:
    isolation, reference self-check and test-fed check;
 3. :func:`noise_floors` and :func:`local_roots` (``lar_prec.floors``, re-exported here): an
@@ -18,14 +19,14 @@ output with the reference output (``shared/reference/layerwise.md``):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError
@@ -33,7 +34,8 @@ from lar_prec.iodump import DumpFolder
 from lar_prec.metrics import max_megengine_err
 from lar_prec.outputs import atomic_write_text
 from lar_prec import runproc
-from lar_prec.runner import RunConfig, get_config
+from lar_prec.runner import (LoadAndRun, PreparedInput, PreparedInputs, RunConfig, RunResult, bundled_load_and_run,
+                             get_config, run_once, sha256_file)
 
 # floors and roots live in lar_prec.floors; re-exported: one import for callers
 from lar_prec.floors import (DATA_MOVEMENT, EPS, REDUCING, LocalRoot, LocalVerdict,  # noqa: F401
@@ -149,6 +151,8 @@ class LocalResult:
     #: var id -> the algorithm(s) its operator ran under fast-run (from the algorithm cache;
     #: several when the cache cannot tell two operators apart); empty otherwise
     algorithms: Mapping[int, Tuple[str, ...]] = field(default_factory=dict)
+    #: the layerwise runs (local, then the checks'), each with its folder and run.json
+    runs: Tuple[RunResult, ...] = ()
 
     def by_id(self) -> Dict[int, LocalVar]:
         """Var id -> :class:`LocalVar`."""
@@ -185,19 +189,32 @@ def child_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
     return runproc.child_env(dict(changes), bundled=True)
 
 
-def run_child(argv: Sequence[str], env: Dict[str, str], timeout: float, what: str, log_dir: Path) -> None:
-    """Run one child process; its output goes to ``log_dir``; RunError when it fails."""
+def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float], what: str, log_dir: Path) -> None:
+    """Run one helper child (a build, a rewrite) in its own process group; its output goes to
+    ``log_dir`` (stdout.txt, stderr.txt). On its timeout, on Ctrl-C or on another thread's
+    interrupt its whole group is killed (``runproc.run_logged``), as for a run.
+
+    Raises:
+        RunTimeout: past ``timeout`` seconds; RunError: it failed or could not start.
+        KeyboardInterrupt: Ctrl-C (the group is killed first).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
+    err_path = log_dir / "stderr.txt"
     try:
-        proc = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise RunTimeout(f"{what} ran past its timeout of {timeout:g} s", run_dir=log_dir, argv=argv) from None
-    atomic_write_text(log_dir / "stderr.txt", proc.stderr, what="stderr of " + what)
-    if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and "cuda" not in ln.lower()]
+        rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt",
+                                stderr_path=err_path)
+    except OSError as exc:
+        raise RunError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}", run_dir=log_dir, argv=argv) from None
+    if rc is None:
+        raise RunTimeout(f"{what} ran past its timeout of {timeout:g} s and was killed with its process group",
+                         run_dir=log_dir, argv=argv)
+    if rc != 0:
+        stderr = runproc.read_end(err_path)
+        lines = [ln for ln in stderr.splitlines() if ln.strip() and "cuda" not in ln.lower()]
         tail = "\n".join(lines[-5:])
-        raise RunError(f"{what} failed (exit {proc.returncode}): {lines[-1] if lines else ''}",
-                       run_dir=log_dir, returncode=proc.returncode, argv=argv, stderr_tail=tail)
+        how = f"was killed by {runproc.signal_name(rc)}" if rc < 0 else f"failed (exit {rc})"
+        raise RunError(f"{what} {how}: {lines[-1] if lines else ''}",
+                       run_dir=log_dir, returncode=rc, argv=argv, stderr_tail=tail)
 
 
 def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_dir: PathLike, *,
@@ -253,10 +270,11 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
                           tuple((k["id"], k["reason"]) for k in data["kept"]))
 
 
-def write_feeds(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref") -> str:
+def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref") -> PreparedInputs:
     """Write one ``.npy`` per feed from a dump (``by="ref"``: reference ids, ``"test"``: the
-    test model's own ids); returns the ``--input`` string. Quantized values are fed as raw x
-    scale in float32, Bool as int32 (the layerwise model converts them back)."""
+    test model's own ids); returns them as the runner's inputs (hashed: a device gets them
+    pushed by hash). Quantized values are fed as raw x scale in float32, Bool as int32 (the
+    layerwise model converts them back)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     items = []
@@ -270,24 +288,62 @@ def write_feeds(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by
         arr = np.ascontiguousarray(arr.astype(f.feed_dtype).reshape(f.shape))
         path = out / f"{f.name}.npy"
         np.save(path, arr)
-        items.append(f"{f.name}:{path}")
-    return ";".join(items)
+        items.append(PreparedInput(f.name, path, sha256_file(path), f"{by} dump var {vid} ({f.var_name})",
+                                   str(arr.dtype), tuple(arr.shape)))
+    return PreparedInputs(tuple(items), out)
 
 
-def lar_argv(model: PathLike, inputs: str, dump_dir: PathLike, config: RunConfig) -> List[str]:
-    """The bundled load_and_run command line of one layerwise run."""
-    return [sys.executable, "-m", "lar_prec.lar", str(model), "--input", inputs, "--iter", "1",
-            "--warmup-iter", "0", "--bin-io-dump", str(dump_dir), *config.flags]
+def write_feeds(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref") -> str:
+    """:func:`feed_inputs` as a ``--input`` string."""
+    return feed_inputs(lw, values, out_dir, by=by).input_arg
 
 
-def run_layerwise(lw: LayerwiseModel, inputs: str, dump_dir: PathLike, config: "str | RunConfig", *,
-                  timeout: float = DEFAULT_TIMEOUT) -> DumpFolder:
-    """Run the layerwise model once in a fresh process under ``config``; returns its dump."""
-    cfg = get_config(config)
+def _layerwise_run(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir: PathLike,
+                   config: "str | RunConfig", *, lar: "LoadAndRun | str | None", remote: Any,
+                   timeout: Optional[float]) -> RunResult:
+    """The one way a layerwise model runs: :func:`lar_prec.runner.run_once`, so it gets the
+    test run's binary, flags, environment, timeout, process-group kill, Ctrl-C handling and
+    run.json. ``dump_dir``'s parent is the run folder (its name the label)."""
     dump = Path(dump_dir)
-    argv = lar_argv(lw.path, inputs, dump, cfg)
-    run_child(argv, child_env(cfg.env_dict()), timeout, f"the layerwise model under {cfg.name}", dump.parent)
-    return DumpFolder(dump)
+    with _device(remote, [lw.path, *getattr(inputs, "items", ())]) as sessions:
+        return run_once(lw.path, inputs, config, dump.parent.parent, label=dump.parent.name,
+                        lar=lar or bundled_load_and_run(), timeout=timeout, remote=sessions)
+
+
+def run_layerwise(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir: PathLike,
+                  config: "str | RunConfig", *, lar: "LoadAndRun | str | None" = None, remote: Any = None,
+                  timeout: Optional[float] = DEFAULT_TIMEOUT) -> DumpFolder:
+    """Run the layerwise model once in a fresh process under ``config``; returns its dump.
+
+    It runs where the test run ran: ``lar`` is that run's load_and_run (default: the bundled
+    one); ``remote`` a :class:`~lar_prec.runremote.RemoteSpec` (a session set of its own is
+    opened, the model and the feeds are pushed by hash, and removed from the device at the
+    end unless ``keep_remote``) or an open :class:`~lar_prec.runremote.RemoteSessions`. The
+    run folder is ``dump_dir``'s parent, with its run.json. ``inputs``: :func:`feed_inputs`
+    (a ready ``--input`` string works locally only).
+
+    Raises:
+        RunError / RunTimeout / RemoteError (exit 3): the run failed; UsageError (exit 2).
+    """
+    rec = _layerwise_run(lw, inputs, dump_dir, config, lar=lar, remote=remote, timeout=timeout)
+    return DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _device(remote: Any, files: Sequence[Any]) -> Iterator[Any]:
+    """The session set of a layerwise run: None locally, the caller's open RemoteSessions,
+    or a transient one for a RemoteSpec (its pushed files removed on close)."""
+    if remote is None:
+        yield None
+        return
+    from lar_prec.runremote import RemoteSessions, RemoteSpec
+
+    if not isinstance(remote, RemoteSpec):
+        yield remote
+        return
+    paths = [getattr(f, "path", f) for f in files]
+    with RemoteSessions(remote, paths, transient=True) as sessions:
+        yield sessions
 
 
 def _same_var(folder: DumpFolder, m: MeasuredVar) -> Optional[int]:
@@ -428,7 +484,8 @@ def bitwise_check(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[
 def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunConfig" = "default", *,
                  out_dir: PathLike, test_dump: Optional[PathLike] = None, reference_config: "str | RunConfig" = "naive",
                  checks: bool = True, layerwise: Optional[LayerwiseModel] = None,
-                 timeout: float = DEFAULT_TIMEOUT) -> LocalResult:
+                 timeout: Optional[float] = DEFAULT_TIMEOUT, lar: "LoadAndRun | str | None" = None,
+                 remote: Any = None) -> LocalResult:
     """Local error of every operator of ``model`` under ``test_config`` against ``ref_dump``.
 
     ``model`` is the model the test side ran; ``ref_dump`` the reference run's
@@ -439,6 +496,11 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     the test run's ``--fast-run-algo-policy`` cache in ``test_config`` (``with_extra``), or
     the layerwise run may pick other algorithms than the test run did.
 
+    The build is local (it needs megengine); the runs go where the test run went: ``lar``
+    (its load_and_run, default the bundled one) or ``remote`` (a RemoteSpec: one session set
+    for all runs of this call, see :func:`run_layerwise`). The reference self-check runs the
+    same binary under ``reference_config``.
+
     Raises:
         UsageError: missing model or dumps; RunError: a run of the layerwise model failed.
     """
@@ -447,25 +509,32 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     test = DumpFolder(test_dump) if test_dump is not None else None
     lw = layerwise or build_layerwise(model, ref_dump, out / "layerwise")
     cfg = get_config(test_config)
-    inputs = write_feeds(lw, ref, out / "inputs-ref")
-    local = run_layerwise(lw, inputs, out / "local" / "dump", cfg, timeout=timeout)
-    outs = output_ids(local)
-    results = [isolation_check(lw, local, outs)]
-    if checks:
-        self_dump = run_layerwise(lw, inputs, out / "reference-self" / "dump", reference_config, timeout=timeout)
-        results.append(bitwise_check("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
-        if test is not None:
-            fed = write_feeds(lw, test, out / "inputs-test", by="test")
-            test_fed = run_layerwise(lw, fed, out / "test-fed" / "dump", cfg, timeout=timeout)
-            check = bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test")
-            if check.failures and _unpinned_fast_run(cfg):
-                check = replace(check, note=FAST_RUN_NOTE)
-            results.append(check)
+    inputs = feed_inputs(lw, ref, out / "inputs-ref")
+    runs: List[RunResult] = []
+    with _device(remote, [lw.path]) as sessions:
+        def run(feeds: PreparedInputs, label: str, config: "str | RunConfig") -> DumpFolder:
+            rec = _layerwise_run(lw, feeds, out / label / "dump", config, lar=lar, remote=sessions, timeout=timeout)
+            runs.append(rec)
+            return DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
+
+        local = run(inputs, "local", cfg)
+        outs = output_ids(local)
+        results = [isolation_check(lw, local, outs)]
+        if checks:
+            self_dump = run(inputs, "reference-self", reference_config)
+            results.append(bitwise_check("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
+            if test is not None:
+                fed = feed_inputs(lw, test, out / "inputs-test", by="test")
+                test_fed = run(fed, "test-fed", cfg)
+                check = bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test")
+                if check.failures and _unpinned_fast_run(cfg):
+                    check = replace(check, note=FAST_RUN_NOTE)
+                results.append(check)
+            else:
+                results.append(CheckResult("test_fed", "skipped", note="no test dump given"))
         else:
-            results.append(CheckResult("test_fed", "skipped", note="no test dump given"))
-    else:
-        results += [CheckResult("reference_self", "skipped", note="checks=False"),
-                    CheckResult("test_fed", "skipped", note="checks=False")]
+            results += [CheckResult("reference_self", "skipped", note="checks=False"),
+                        CheckResult("test_fed", "skipped", note="checks=False")]
     iso = dict(results[0].failures)
     rows = []
     for m in lw.measured:
@@ -486,6 +555,6 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         algorithms = {}
         results.append(CheckResult("algorithm_cache", "fail", note=str(exc)))
     result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
-                         Path(local.path), tuple(rows), tuple(results), algorithms)
+                         Path(local.path), tuple(rows), tuple(results), algorithms, tuple(runs))
     atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
     return result

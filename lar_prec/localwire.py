@@ -51,15 +51,12 @@ class LocalAnalysis:
     repro_errors: Tuple[str, ...] = ()
 
 
-def off_reason(*, local: bool, lar_bundled: bool, remote: bool = False) -> Optional[str]:
-    """Why local error is not measured in this analysis (None: it is)."""
+def off_reason(*, local: bool, lar_bundled: bool = True, remote: bool = False) -> Optional[str]:
+    """Why local error is not measured in this analysis (None: it is). The layerwise model
+    runs where the test run ran (its ``--lar`` binary, its ``--remote`` device), so only
+    ``--no-local`` turns it off; ``lar_bundled`` and ``remote`` are kept for callers."""
     if not local:
         return "local error not measured (--no-local)"
-    if remote:
-        return "local error not measured: runs were remote (--remote), the layerwise model runs only locally"
-    if not lar_bundled:
-        return ("local error not measured: runs used a user load_and_run (--lar), whose var ids the bundled "
-                "layerwise run cannot promise to match; use --lar bundled to measure it")
     return None
 
 
@@ -68,24 +65,30 @@ def is_fast_run(flags: Sequence[str]) -> bool:
     return bool(names & {"fast_run", "full_run"})
 
 
-def pin_flags(flags: Sequence[str], adir: Path) -> Tuple[str, ...]:
+def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[str, ...]:
     """Extra flags for the *test* run so its fast-run algorithm choices can be replayed by the
-    layerwise run: a ``--fast-run-algo-policy`` cache in the analysis folder (none when the
-    run is not fast-run or the user gave a cache already)."""
+    layerwise run: a ``--fast-run-algo-policy`` cache in the analysis folder, or on the device
+    for a remote analysis (``sessions``: its RemoteSessions), where both runs read it (none
+    when the run is not fast-run or the user gave a cache already)."""
     names = {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
     if not is_fast_run(flags) or "fast_run_algo_policy" in names:
         return ()
+    if sessions is not None:  # the cache lives where load_and_run runs
+        return ("--fast-run-algo-policy", f"{sessions.get().remote_dir}/{adir.name}-{ALGO_CACHE}")
     return ("--fast-run-algo-policy", str(adir / ALGO_CACHE))
 
 
 def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_config: "str | RunConfig",
               out_dir: Path, *, reference_config: "str | RunConfig" = "naive", checks: bool = False,
-              repros: bool = True, bitwise: bool = False, timeout: Optional[float] = None) -> LocalAnalysis:
+              repros: bool = True, bitwise: bool = False, timeout: Optional[float] = None,
+              lar: Any = None, remote: Any = None) -> LocalAnalysis:
     """Local error of ``model`` under ``test_config`` against ``ref_dump``, into ``out_dir``.
 
     Costs one build of the layerwise model and one run of it (``checks`` adds the reference
     self-check and test-fed runs; each repro a one-operator build). ``bitwise``: every local
     difference is a root (floors 0), for jitter where the reference is the same configuration.
+    ``lar`` (the test run's LoadAndRun) and ``remote`` (its RemoteSpec): where the layerwise
+    runs go (:func:`lar_prec.local.run_layerwise`); the build and the repros stay local.
 
     Raises:
         LarPrecError: the build or the run failed (callers turn it into a report note).
@@ -93,7 +96,7 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     t0 = time.monotonic()
     tmo = timeout or DEFAULT_TIMEOUT
     result = local_errors(model, ref_dump, test_config, out_dir=out_dir, test_dump=test_dump,
-                          reference_config=reference_config, checks=checks, timeout=tmo)
+                          reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote)
     floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result)
     verdict = local_roots(result, floors)
     written: List[Path] = []
@@ -220,6 +223,10 @@ def local_summary(la: LocalAnalysis, roots_by: str) -> Dict[str, Any]:
         "not_isolated": [{"id": k, "name": by_id[k].name if k in by_id else None, "why": w}
                          for k, w in lw.not_isolated.items()],
         "repros": [str(p) for p in la.repros],
+        # where the layerwise model ran: the test run's binary (and device)
+        "runs": [{"label": r.label, "dir": str(r.dir), "argv": list(r.argv), "returncode": r.returncode,
+                  "seconds": r.seconds, "load_and_run": r.load_and_run.get("path") or r.load_and_run.get("kind"),
+                  **({"remote": r.remote.get("target")} if r.remote else {})} for r in res.runs],
     }
 
 

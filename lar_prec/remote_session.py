@@ -261,6 +261,17 @@ class RemoteSession:
             raise RemoteError(f"checking the files pushed to {self.target} failed: {detail}",
                               target=self.target.spec, device_message=detail, argv=res.argv)
 
+    def remove_pushed(self) -> None:
+        """Remove every file this session pushed (or found) from the device's ``files/``, with
+        its sidecar (for files made for one analysis only). RemoteError when the device fails."""
+        if not self._pushed:
+            return
+        names = " ".join(q(p.remote) + " " + q(p.remote + ".sha256") for p in self._pushed.values())
+        res = self.transport.exec(f"rm -f {names}", timeout=self.transfer_timeout)
+        if res.returncode != 0:
+            raise self._fail("removing pushed files", res)
+        self._pushed.clear()
+
     def remote_path(self, local: Union[str, Path]) -> str:
         """The device path of a pushed local file (UsageError if it was not pushed)."""
         pf = self._pushed.get(Path(local).resolve())

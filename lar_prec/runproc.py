@@ -155,6 +155,35 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Optional[Dict[str, 
     return out.strip() or err.strip()
 
 
+def run_logged(argv: Sequence[str], *, env: Optional[Dict[str, str]], timeout: Optional[float],
+               stdout_path: Path, stderr_path: Path) -> Optional[int]:
+    """Run a helper child (the layerwise build, a model rewrite, a repro run) in its own
+    process group, its output into two files, like a run but without a run folder.
+
+    Returns its exit status (negative: a signal), or None when ``timeout`` seconds passed
+    (its group is then killed). Ctrl-C, or an interrupt from another thread, kills the group
+    and raises KeyboardInterrupt. OSError when it cannot start.
+    """
+    with open(stdout_path, "wb") as out_fh, open(stderr_path, "wb") as err_fh:
+        proc = subprocess.Popen(list(argv), stdout=out_fh, stderr=err_fh, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True)
+        try:
+            register(proc)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                return None
+            except BaseException:  # Ctrl-C: never leave the helper (or its children) running
+                kill_group(proc)
+                raise
+        finally:
+            unregister(proc)
+    if _INTERRUPTED.is_set() and proc.returncode != 0:  # another thread's Ctrl-C killed it
+        raise KeyboardInterrupt
+    return proc.returncode
+
+
 def tail(path: Path, lines: int = STDERR_TAIL_LINES, max_chars: int = 4000) -> str:
     """The last ``lines`` lines of a file (at most ``max_chars`` characters), "" when unreadable."""
     text = read_end(path, 64 * 1024)

@@ -74,9 +74,12 @@ class RemoteSessions:
     run under way (Ctrl-C); :meth:`close` ends them all.
     """
 
-    def __init__(self, spec: RemoteSpec, files: Sequence[Path] = ()) -> None:
+    def __init__(self, spec: RemoteSpec, files: Sequence[Path] = (), *, transient: bool = False) -> None:
         self.spec = spec
         self.files = [Path(f) for f in files]
+        #: files made for this analysis only (a layerwise model, its feeds): :meth:`close`
+        #: removes what was pushed from the device, unless keep_remote
+        self.transient = transient
         self._local = threading.local()
         self._all: List[Any] = []
         self._lock = threading.Lock()
@@ -114,9 +117,14 @@ class RemoteSessions:
                 s.interrupt()
 
     def close(self) -> None:
-        """Close every session (runs folders tidied unless keep_remote, ssh masters ended)."""
+        """Close every session (runs folders tidied unless keep_remote, ssh masters ended;
+        a transient set's pushed files removed unless keep_remote)."""
         with self._lock:
             sessions, self._all = list(self._all), []
+        if self.transient and not self.spec.keep_remote:
+            for s in sessions:
+                with contextlib.suppress(Exception):  # the analysis stands; a leftover file does no harm
+                    s.remove_pushed()
         for s in sessions:
             with contextlib.suppress(Exception):
                 s.close()
@@ -145,6 +153,9 @@ def run_once_remote(model: Path, inputs: Any, cfg: Any, run_dir: Path, label: st
         R.check_file(model, "model file")
         s = sessions.get()
         items = [(i.name, i.path) for i in inputs.items] if isinstance(inputs, PreparedInputs) else []
+        # files not among the session set's own (a layerwise run's feeds): pushed by hash now;
+        # a no-op for files already pushed
+        s.push_all([model, *(p for _, p in items)])
         plan = s.new_run(label, text_dump=text_dump)
         argv = R.build_argv(lar, s.remote_path(model), s.input_arg(items), cfg, dump_dir=plan.dump_dir,
                             text_dump=plan.text_dump, extra_flags=extra_flags)

@@ -318,8 +318,9 @@ def naive_vs_default(
         remote: a :class:`lar_prec.runremote.RemoteSpec`: every run on that device (model and
             inputs pushed once, dumps pulled into the run folders).
         local: measure the local error of every operator after the runs (one build and one
-            run of the layerwise model, :mod:`lar_prec.localwire`); off by itself with a user
-            load_and_run (the report's notes say why).
+            run of the layerwise model, :mod:`lar_prec.localwire`); the layerwise model runs
+            with the same load_and_run (``lar``) or on the same device (``remote``) as the
+            default run. When it cannot run there, the report's notes say why.
         local_checks: also run the reference self-check and the test-fed check (two runs more).
 
     Raises:
@@ -332,16 +333,15 @@ def naive_vs_default(
                                                    extra_flags, remote)
     from lar_prec import localwire
 
-    off = localwire.off_reason(local=local, lar_bundled=lar_obj is not None and lar_obj.is_bundled,
-                               remote=remote is not None)
-    pin = localwire.pin_flags(extra_flags, adir) if off is None else ()
+    off = localwire.off_reason(local=local)
     naive_flags, dropped = reference_flags(extra_flags)
-    plan = [_Planned("naive", "naive", extra_flags=naive_flags),
-            _Planned("default", "default", extra_flags=tuple(extra_flags) + pin)]
-    if text_dump:
-        plan.append(_Planned("default", "default-text", text_dump=True, extra_flags=tuple(extra_flags)))
     sessions = _open_remote(remote, model_path, prepared)
     try:
+        pin = localwire.pin_flags(extra_flags, adir, sessions) if off is None else ()
+        plan = [_Planned("naive", "naive", extra_flags=naive_flags),
+                _Planned("default", "default", extra_flags=tuple(extra_flags) + pin)]
+        if text_dump:
+            plan.append(_Planned("default", "default-text", text_dump=True, extra_flags=tuple(extra_flags)))
         runs = _run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=(),
                          jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions)
     finally:
@@ -354,7 +354,7 @@ def naive_vs_default(
     text = runs[2].text_dump if text_dump else None
     la, off = _local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
                      get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
-                     checks=local_checks, timeout=timeout)
+                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote)
     cmp_thr, roots_by = localwire.roots_rule(threshold, la is not None)
     tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=cmp_thr, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=_compare_progress(progress))
@@ -401,19 +401,31 @@ def reference_flags(flags: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, .
 
 def _local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
            checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
-           timeout: Optional[float] = None) -> Tuple[object, Optional[str]]:
+           timeout: Optional[float] = None, lar: Optional[LoadAndRun] = None,
+           remote: "Optional[RemoteSpec]" = None) -> Tuple[object, Optional[str]]:
     """Local errors into ``adir/local`` (None and why when off or when they could not be
-    measured: the analysis by accumulated error stands either way)."""
+    measured: the analysis by accumulated error stands either way). The layerwise runs go
+    where the test run went: ``lar`` (its binary) or ``remote`` (its device)."""
     if off is not None:
         return None, off
     from lar_prec.localwire import run_local
 
     try:
         return run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
-                         bitwise=bitwise, reference_config=reference_config, timeout=timeout), None  # type: ignore[arg-type]
+                         bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
+                         lar=lar, remote=remote), None
+    except AnalysisInterrupted:
+        raise
     except LarPrecError as exc:
+        # e.g. a user's load_and_run that cannot run the layerwise model (an old binary, a
+        # flag it lacks): a note, and the exit code of the analysis without local error
+        where = (f" on {remote.target}" if remote is not None else
+                 f" with {lar.describe()}" if lar is not None and not lar.is_bundled else "")
         log.warning("local error not measured: %s", exc)
-        return None, f"local error could not be measured ({type(exc).__name__}): {exc}"
+        return None, f"local error could not be measured{where} ({type(exc).__name__}): {exc}"
+    except KeyboardInterrupt:
+        raise AnalysisInterrupted(f"interrupted while measuring local error; every run folder is kept in {adir}",
+                                  analysis_dir=adir) from None
 
 
 # ---------------------------------------------------------------------------------- shake
@@ -481,8 +493,7 @@ def shake(
     thr_spec = parse_threshold("auto" if is_band else threshold)
     model_path, adir, prepared, lar_obj = _prepare(model, inputs, out, "shake", seed, lar, timeout, extra_flags,
                                                    remote)
-    off = localwire.off_reason(local=local, lar_bundled=lar_obj is not None and lar_obj.is_bundled,
-                               remote=remote is not None)
+    off = localwire.off_reason(local=local)
     sessions = _open_remote(remote, model_path, prepared)
     common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress,
                   keep_going=keep_going, remote=sessions)
@@ -498,7 +509,7 @@ def shake(
     la, off = (None, off or "local error not measured: no jitter") if not tree.diverged else _local(
         model_path, dumps[0], dumps[1], get_config(config).with_extra(tuple(extra_flags)), adir, off,
         checks=local_checks, bitwise=thr_spec.value == 0, reference_config=get_config(config).with_extra(
-            tuple(extra_flags)), timeout=timeout)
+            tuple(extra_flags)), timeout=timeout, lar=lar_obj, remote=remote)
     _, roots_by = localwire.roots_rule("band" if is_band else threshold, la is not None)
     roots = [(r.name, r.opr_type, r.id) for r in tree.roots()] if tree.diverged else []
     if tree.diverged and la is not None and roots_by == "local":
