@@ -124,18 +124,62 @@ def test_naive_vs_default_measures_local_error_and_no_local_turns_it_off(manifes
     assert (tmp_path / "on" / "local" / "local.json").is_file()
 
 
-def test_a_user_load_and_run_turns_local_error_off_and_says_why(manifest, tmp_path):
-    # a user --lar binary: a script that runs the bundled load_and_run (a real MegEngine run)
-    lar = tmp_path / "my_load_and_run"
-    lar.write_text(f"#!/bin/sh\nexec {sys.executable} -m lar_prec.lar \"$@\"\n")
-    lar.chmod(0o755)
-    case = manifest["cnn"]
-    proc = cli("naive-vs-default", case.model, "--input", ";".join(case.input_specs()), "-q", "--out", tmp_path / "a",
-               "--json", tmp_path / "a.json", "--lar", lar)
+def user_lar(path: Path, **env: str) -> Path:
+    """A user's load_and_run: tests/wrapped_lar.py (the bundled one, really run) with its
+    ``WRAPPED_LAR_*`` settings baked in, as a board's binary has its bugs built in."""
+    sets = " ".join(f"{k}={v}" for k, v in env.items())
+    path.write_text(f"#!/bin/sh\n{sets} PYTHONPATH={ROOT} exec {sys.executable} {ROOT / 'tests' / 'wrapped_lar.py'} \"$@\"\n")
+    path.chmod(0o755)
+    return path
+
+
+def _nvd(case, out: Path, *extra) -> "tuple[subprocess.CompletedProcess, dict]":
+    proc = cli("naive-vs-default", case.model, "--input", ";".join(case.input_specs()), "-q", "--out", out,
+               "--json", out.with_suffix(".json"), *extra)
     assert proc.returncode in (0, 1), proc.stderr
-    rep = json.loads((tmp_path / "a.json").read_text())
-    assert not rep["local"]["measured"] and "--lar" in rep["local"]["why"]
-    assert any("--lar" in n for n in rep["notes"])
+    return proc, json.loads(out.with_suffix(".json").read_text())
+
+
+def test_a_user_load_and_run_measures_local_error_with_that_binary_and_roots_its_fault(manifest, tmp_path):
+    # the user's binary computes c2 1e-4 off under its default kernels (naive ones are right)
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4")
+    proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar, "--local-checks")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert rep["local"]["measured"] and rep["local"]["roots_by"] == "local"
+    assert [(r["name"], r["rule"]) for r in rep["roots"]] == [(CONV, "local")]
+    by_name = {v["name"]: v for v in rep["vars"]}
+    assert by_name[CONV]["label"] == "root" and by_name[CONV]["local_err"] > 5e-5
+    assert by_name["Softmax"]["label"] == "inherited" and by_name["Softmax"]["inherited_from"] == [by_name[CONV]["id"]]
+    # every layerwise run went through the user's binary, with the run's environment and a run.json
+    runs = rep["local"]["runs"]
+    assert [r["label"] for r in runs] == ["local", "reference-self", "test-fed"]
+    assert all(r["argv"][0] == str(lar) and r["load_and_run"] == str(lar) and r["returncode"] == 0 for r in runs)
+    rec = json.loads(Path(runs[0]["dir"], "run.json").read_text())
+    assert rec["status"] == "ok" and rec["load_and_run"]["version"] == "load_and_run (wrapped) 1.13.0"
+    assert rec["env_changes"] == {"MGB_USE_MEGDNN_DBG": None}
+    assert json.loads(Path(runs[1]["dir"], "run.json").read_text())["env_changes"] == {"MGB_USE_MEGDNN_DBG": "2"}
+    # the checks hold with the user's binary: its naive kernels reproduce the reference, and
+    # fed with its own default values the layerwise model reproduces its default run
+    assert {c["name"]: c["status"] for c in rep["local"]["checks"]} == {
+        "isolation": "pass", "reference_self": "pass", "test_fed": "pass"}
+    assert not any("local error" in n and "not" in n for n in rep["notes"])
+
+
+def test_a_user_load_and_run_that_cannot_run_the_layerwise_model_leaves_a_note_and_the_usual_exit(manifest, tmp_path):
+    lar = user_lar(tmp_path / "old_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4", WRAPPED_LAR_REFUSE="layerwise")
+    proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar)
+    off_proc, off = _nvd(manifest["cnn"], tmp_path / "off", "--lar", lar, "--no-local")
+    # the exit code and roots of the analysis without local error
+    assert proc.returncode == off_proc.returncode == 1, proc.stderr
+    assert [r["id"] for r in rep["roots"]] == [r["id"] for r in off["roots"]] and rep["roots"]
+    assert "Traceback" not in proc.stderr
+    why = rep["local"]["why"]
+    assert not rep["local"]["measured"] and why.startswith(f"local error could not be measured with {lar}")
+    assert "unsupported model format" in why and why in rep["notes"]
+    assert not any("local_err" in v for v in rep["vars"])
+    # the failed layerwise run kept its folder and run.json, like any failed run
+    rec = json.loads((tmp_path / "a" / "local" / "local" / "run.json").read_text())
+    assert rec["status"] == "failed" and rec["returncode"] == 1 and rec["argv"][0] == str(lar)
 
 
 def test_replay_of_a_folder_that_is_not_a_repro_is_exit_2(tmp_path):

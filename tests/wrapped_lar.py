@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""A stand-in for a user's own load_and_run build that really runs models: a wrapper around
+the bundled one (``python -m lar_prec.lar``), for the tests of local error with ``--lar`` and
+``--remote``. Only the standard library here; MegEngine runs in the children.
+
+* ``--version``: prints ``load_and_run (wrapped) 1.13.0``.
+* ``WRAPPED_LAR_FAULT=NAME:SIZE`` (e.g. ``c2.weight:1e-4``): a binary whose default kernels
+  are wrong for one layer. Unless ``MGB_USE_MEGDNN_DBG=2`` (the naive reference kernels), the
+  model it is given (the user's model or a layerwise model: both keep the weight's name) is
+  run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.layerwise_build
+  --scale-const``; under naive kernels it is rewritten with a factor of 1, so both sides run
+  the same re-dumped graph (same var ids, same weight alignment).
+* ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
+  1, MegEngine's style of message) on any model whose path contains TEXT.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv == ["--version"]:
+        print("load_and_run (wrapped) 1.13.0")
+        return 0
+    model = argv[0] if argv and not argv[0].startswith("-") else None
+    refuse = os.environ.get("WRAPPED_LAR_REFUSE")
+    if model and refuse and refuse in model:
+        sys.stderr.write(f"[ERR] MegBrainError: load model {model}: unsupported model format for this build\n")
+        return 1
+    fault = os.environ.get("WRAPPED_LAR_FAULT")
+    tmp = None
+    try:
+        if model and fault:
+            name, _, size = fault.rpartition(":")
+            factor = 1.0 if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" else 1.0 + float(size)
+            tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
+            rewritten = os.path.join(tmp, "model.mge")
+            proc = subprocess.run([sys.executable, "-m", "lar_prec.layerwise_build", "--scale-const", model, name,
+                                   repr(factor), rewritten], capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.stderr.write(proc.stderr)
+                return 1
+            argv = [rewritten] + argv[1:]
+        return subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
