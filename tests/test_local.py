@@ -293,3 +293,59 @@ def test_under_fast_run_a_fault_is_rooted_not_the_noisy_convolutions_before_it(m
     assert [r.name for r in local_roots(result).roots] == ["convs.8.Convolution"]
     before = [v for v in result.vars if v.opr_type == "ConvolutionForward" and v.id < local_roots(result).roots[0].id]
     assert any(v.local_err for v in before), "fast-run convolutions before the fault make noise"
+
+
+# ---------------------------------------------------------------------------------- helper children
+
+
+def _group_child(tmp_path: Path) -> "tuple[list, Path]":
+    """A helper child that leaves a grandchild in its process group (like a build that forks)."""
+    pid = tmp_path / "grandchild.pid"
+    return ["sh", "-c", f"sleep 60 & echo $! > {pid}.tmp && mv {pid}.tmp {pid}; wait"], pid
+
+
+def test_run_child_kills_its_process_group_on_timeout(tmp_path):
+    from lar_prec.errors import RunTimeout
+    from lar_prec.local import child_env, run_child
+    from proc_helpers import wait_for, wait_gone
+
+    argv, pid = _group_child(tmp_path)
+    with pytest.raises(RunTimeout, match="timeout of 1 s"):
+        run_child(argv, child_env(), 1.0, "a helper", tmp_path / "log")
+    wait_for(pid, 5)
+    assert wait_gone(int(pid.read_text()), 5), "the grandchild survived the timeout"
+    assert (tmp_path / "log" / "stderr.txt").is_file()
+
+
+def test_run_child_is_stopped_by_an_interrupt_with_its_group(tmp_path):
+    import threading
+
+    from lar_prec.local import child_env, run_child
+    from lar_prec.runproc import interrupt_active_runs, reset_interrupt
+    from proc_helpers import wait_for, wait_gone
+
+    argv, pid = _group_child(tmp_path)
+
+    def ctrl_c() -> None:  # what a workflow's main thread does on Ctrl-C
+        wait_for(pid, 10)
+        interrupt_active_runs()
+
+    t = threading.Thread(target=ctrl_c)
+    t.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_child(argv, child_env(), 60.0, "a helper", tmp_path / "log")
+    finally:
+        t.join()
+        reset_interrupt()
+    assert wait_gone(int(pid.read_text()), 5), "the grandchild survived the interrupt"
+
+
+def test_run_child_failure_is_a_run_error_with_the_last_line(tmp_path):
+    from lar_prec.errors import RunError
+    from lar_prec.local import child_env, run_child
+
+    with pytest.raises(RunError, match=r"failed \(exit 3\): boom") as info:
+        run_child(["sh", "-c", "echo noise >&2; echo boom >&2; exit 3"], child_env(), 10.0, "a helper",
+                  tmp_path / "log")
+    assert info.value.run_dir == tmp_path / "log"

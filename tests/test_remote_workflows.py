@@ -85,6 +85,48 @@ def test_naive_vs_default_over_ssh_equals_a_local_run(sshd, manifest, tmp_path):
     assert sorted(fresh) == sorted({p["local"] for pushed in records for p in pushed})
 
 
+def test_naive_vs_default_over_ssh_measures_local_error_on_the_device(sshd, manifest, tmp_path):
+    """The board's load_and_run computes c2 1e-4 off under its default kernels
+    (tests/wrapped_lar.py): the layerwise model runs there too, and roots the fault."""
+    from test_remote import write_exe
+
+    case = manifest[CASE]
+    lar = write_exe(tmp_path / "device-bin" / "load_and_run",
+                    f"#!/bin/sh\nWRAPPED_LAR_FAULT=c2.weight:1e-4 PYTHONPATH={ROOT} "
+                    f"exec {sys.executable} {ROOT / 'tests' / 'wrapped_lar.py'} \"$@\"\n")
+    device = tmp_path / "device"
+    proc = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "a", "-q",
+                "--remote", sshd["target"], "--lar", lar, "--remote-dir", device, "--json", tmp_path / "a.json"],
+               ssh_env(sshd))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rep = json.loads((tmp_path / "a.json").read_text())
+    assert rep["local"]["measured"], rep["local"]
+    assert [(r["name"], r["rule"]) for r in rep["roots"]] == [("c2.Convolution", "local")]
+    conv = next(v for v in rep["vars"] if v["name"] == "c2.Convolution")
+    assert conv["label"] == "root" and conv["local_err"] > 5e-5
+    assert "local" in proc.stdout and "inherited <- " in proc.stdout  # the local columns in the terminal
+    # the layerwise run went to the device: its binary, the pushed layerwise model and feeds
+    (run,) = rep["local"]["runs"]
+    assert run["remote"] == sshd["target"] and run["argv"][0] == str(lar)
+    rec = json.loads(Path(run["dir"], "run.json").read_text())
+    assert rec["status"] == "ok" and rec["remote"]["target"] == sshd["target"]
+    pushed = {Path(p["local"]).name: p for p in rec["remote"]["pushed"]}
+    feeds = sorted(Path(rep["local"]["dir"], "inputs-ref").glob("*.npy"))
+    assert feeds and {"layerwise.mge", *(f.name for f in feeds)} <= set(pushed)
+    model_arg = run["argv"][1]
+    assert model_arg == pushed["layerwise.mge"]["remote"] and model_arg.startswith(str(device))
+    assert all(item.split(":", 1)[1].startswith(str(device / "files"))
+               for item in run["argv"][run["argv"].index("--input") + 1].split(";"))
+    assert any(Path(run["dir"], "dump").iterdir())
+    # the device is clean: no run folder, and the layerwise files (made for this analysis only)
+    # are gone; the model and inputs stay cached as before
+    assert not (device / "runs").exists() or not any((device / "runs").iterdir())
+    left = {p.name for p in (device / "files").iterdir()}
+    assert not any("layerwise" in n for n in left) and not any(p["remote"].endswith(n) for n in left
+                                                               for k, p in pushed.items() if k != "layerwise.mge")
+    assert any(n.endswith("-model.mge") for n in left)
+
+
 def test_devices_ssh_and_local_agree_per_target(sshd, manifest, tmp_path):
     case = manifest[CASE]
     env = ssh_env(sshd)
@@ -383,7 +425,9 @@ def test_naive_vs_default_over_adb_with_a_text_dump(fake_adb, manifest, tmp_path
         fake_adb.remote_dir)
     # --keep-remote: every run's device folder is still there
     kept = list(Path(fake_adb.remote_dir, "runs").iterdir())
-    assert len(kept) == 3 and all((k / "stderr.txt").is_file() for k in kept)
+    assert len(kept) == 3 + 1 and all((k / "stderr.txt").is_file() for k in kept)  # + the layerwise run
+    assert b["local"]["measured"] and b["local"]["runs"][0]["remote"] == "adb:SER1"
+    assert any(p.name.endswith("-layerwise.mge") for p in Path(fake_adb.remote_dir, "files").iterdir())
     assert all(r["environment"]["android_model"] == "Pixel 7" for r in b["runs"])
 
 
