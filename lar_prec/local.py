@@ -519,6 +519,10 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
 
         local = run(inputs, "local", cfg)
         outs = output_ids(local)
+        if lw.measured and not outs:  # e.g. a binary that dumped something else: no local error to read
+            raise RunError(f"the dump of the layerwise run ({local.path}) holds none of the layerwise model's "
+                           f"outputs (names ending in {_SUFFIX}<id>): {runs[-1].load_and_run.get('path') or 'load_and_run'} "
+                           "did not run the layerwise model as given", run_dir=runs[-1].dir)
         results = [isolation_check(lw, local, outs)]
         if checks:
             self_dump = run(inputs, "reference-self", reference_config)

@@ -109,6 +109,7 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
                                   "output": m.output, "shape": list(m.shape), "dtype": m.dtype},
         "local_err": row.local_err, "entire_err": row.entire_err, "inputs": inputs,
         "source_model": str(lw.source_model), "ref_dump": str(result.ref_dump),
+        "observed_with": _observed_with(result),
         "test": {"name": test_cfg.name, "flags": list(test_cfg.flags), "env": [list(e) for e in test_cfg.env],
                  "commands": _commands(inputs, test_cfg, "dump-test")},
         "reference": {"name": ref_cfg.name, "flags": list(ref_cfg.flags), "env": [list(e) for e in ref_cfg.env],
@@ -117,6 +118,15 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
     atomic_write_text(out / "repro.json", json.dumps(record, indent=1) + "\n", what="repro record")
     atomic_write_text(out / "README.md", _readme(record), what="repro README")
     return Repro(out, m.id, m.name, m.opr_type, float(row.local_err or 0.0))
+
+
+def _observed_with(result: LocalResult) -> Optional[str]:
+    """The load_and_run (and device) that gave ``observed.npy``: the layerwise run's."""
+    if not result.runs:
+        return None
+    run = result.runs[0]
+    lar = run.load_and_run.get("path") or "bundled lar_prec.lar"
+    return f"{lar} on {run.remote['target']}" if run.remote else str(lar)
 
 
 def make_repros(result: LocalResult, out_dir: "str | Path", verdict: Optional[LocalVerdict] = None, *,
@@ -139,6 +149,8 @@ Under `{r['test']['name']}`, this operator alone, fed with the reference run's e
 {r['entire_err'] if r['entire_err'] is None else format(r['entire_err'], '.6g')}.
 
 Source model: `{r['source_model']}`; reference dump: `{r['ref_dump']}`.
+`observed.npy` came from {r.get('observed_with') or 'the bundled load_and_run'}; `lar-prec replay`
+runs the bundled one, so a divergence made by another binary reproduces with its command below.
 
 Run inside this folder:
 

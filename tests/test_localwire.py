@@ -204,3 +204,21 @@ def test_shake_without_jitter_says_local_error_was_not_needed(manifest, tmp_path
         assert rep["local"]["measured"] and all("label" in v for v in rep["vars"] if v["opr_type"] == "ConvolutionForward")
     else:
         assert rep["local"] == {"measured": False, "why": "local error not measured: no jitter", "roots_by": "fixed"}
+
+
+def test_shake_with_a_user_load_and_run_measures_local_error_with_that_binary(manifest, tmp_path):
+    # the user's binary: c2's default kernel jitters from process to process, unless --reproducible
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_JITTER="c2.weight:1e-5")
+    case = manifest["cnn"]
+    proc = cli("shake", case.model, "--input", ";".join(case.input_specs()), "-q", "-n", "2", "--lar", lar,
+               "--out", tmp_path / "s", "--json", tmp_path / "s.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rep = json.loads((tmp_path / "s.json").read_text())
+    assert rep["cause"] == "non-reproducible kernel"
+    assert rep["local"]["measured"], rep["local"]
+    by_name = {v["name"]: v for v in rep["vars"]}
+    # made in c2 alone (run once more by the user's binary on run 1's inputs), carried downstream
+    assert by_name[CONV]["label"] == "root" and by_name[CONV]["local_err"] > 0
+    assert by_name["c1.Convolution"]["local_err"] == 0.0
+    assert by_name["Softmax"]["label"] == "inherited" and by_name["Softmax"]["inherited_from"] == [by_name[CONV]["id"]]
+    assert [r["argv"][0] for r in rep["local"]["runs"]] == [str(lar)]

@@ -321,6 +321,10 @@ def test_shake_over_ssh_finds_the_jitter_and_its_cause_on_the_device(sshd, manif
     assert all(r["environment"]["host"] == sshd["target"] for r in rep["runs"])
     assert all(r["argv"][0] == str(lar) for r in rep["runs"])
     assert "load_and_run (fake)" in rep["runs"][0]["environment"]["load_and_run_version"]
+    # the fake copies a fixed dump whatever model it is given: no local error to read, and
+    # the report says so instead of showing columns of nothing
+    assert not rep["local"]["measured"] and "holds none of the layerwise model's outputs" in rep["local"]["why"]
+    assert rep["local"]["why"].startswith(f"local error could not be measured on {sshd['target']}")
 
 
 def test_ctrl_c_stops_the_device_run_and_exits_130(sshd, manifest, tmp_path):

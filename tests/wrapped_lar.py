@@ -10,10 +10,14 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.layerwise_build
   --scale-const``; under naive kernels it is rewritten with a factor of 1, so both sides run
   the same re-dumped graph (same var ids, same weight alignment).
+* ``WRAPPED_LAR_JITTER=NAME:SIZE``: a default kernel that jitters: as the fault, with a
+  factor 1 + SIZE x (a random number in [0.5, 1.5), new in every process), unless
+  ``--reproducible`` is in argv.
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -30,12 +34,15 @@ def main():
     if model and refuse and refuse in model:
         sys.stderr.write(f"[ERR] MegBrainError: load model {model}: unsupported model format for this build\n")
         return 1
-    fault = os.environ.get("WRAPPED_LAR_FAULT")
+    fault = os.environ.get("WRAPPED_LAR_FAULT") or os.environ.get("WRAPPED_LAR_JITTER")
     tmp = None
     try:
         if model and fault:
             name, _, size = fault.rpartition(":")
-            factor = 1.0 if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" else 1.0 + float(size)
+            step = float(size)
+            if not os.environ.get("WRAPPED_LAR_FAULT"):  # jitter: a new factor in every process
+                step *= 0.0 if "--reproducible" in argv else 0.5 + random.random()
+            factor = 1.0 if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" else 1.0 + step
             tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
             rewritten = os.path.join(tmp, "model.mge")
             proc = subprocess.run([sys.executable, "-m", "lar_prec.layerwise_build", "--scale-const", model, name,
