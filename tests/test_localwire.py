@@ -222,3 +222,42 @@ def test_shake_with_a_user_load_and_run_measures_local_error_with_that_binary(ma
     assert by_name["c1.Convolution"]["local_err"] == 0.0
     assert by_name["Softmax"]["label"] == "inherited" and by_name["Softmax"]["inherited_from"] == [by_name[CONV]["id"]]
     assert [r["argv"][0] for r in rep["local"]["runs"]] == [str(lar)]
+
+
+def test_a_layerwise_run_past_the_timeout_is_killed_with_its_group_and_leaves_a_note(manifest, tmp_path):
+    from proc_helpers import wait_gone
+
+    pid = tmp_path / "hang.pid"
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_HANG="layerwise", WRAPPED_LAR_HANG_PID=str(pid))
+    proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar, "--timeout", "15")
+    assert proc.returncode == rep["summary"]["exit_code"], proc.stderr
+    assert not rep["local"]["measured"] and "RunTimeout" in rep["local"]["why"] and "15 s" in rep["local"]["why"]
+    assert wait_gone(int(pid.read_text()), 5), "the layerwise run's child survived its timeout"
+    rec = json.loads((tmp_path / "a" / "local" / "local" / "run.json").read_text())
+    assert rec["status"] == "timeout" and rec["timeout"] == 15
+
+
+def test_ctrl_c_during_the_layerwise_run_kills_it_and_exits_130(manifest, tmp_path):
+    import signal
+
+    from proc_helpers import wait_for, wait_gone
+
+    pid = tmp_path / "hang.pid"
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_HANG="layerwise", WRAPPED_LAR_HANG_PID=str(pid))
+    case = manifest["cnn"]
+    out = tmp_path / "a"
+    proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "naive-vs-default", str(case.model), "--input",
+                             ";".join(case.input_specs()), "-q", "--out", str(out), "--lar", str(lar)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(pid, 120)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted while measuring local error" in err and "Traceback" not in err
+    assert wait_gone(int(pid.read_text()), 5), "the layerwise run's child survived Ctrl-C"
+    assert json.loads((out / "local" / "local" / "run.json").read_text())["status"] == "interrupted"

@@ -13,6 +13,8 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_JITTER=NAME:SIZE``: a default kernel that jitters: as the fault, with a
   factor 1 + SIZE x (a random number in [0.5, 1.5), new in every process), unless
   ``--reproducible`` is in argv.
+* ``WRAPPED_LAR_HANG=TEXT``: on a model whose path contains TEXT it hangs, with a child
+  ``sleep`` in its process group whose pid goes to ``WRAPPED_LAR_HANG_PID``.
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
@@ -33,6 +35,16 @@ def main():
     refuse = os.environ.get("WRAPPED_LAR_REFUSE")
     if model and refuse and refuse in model:
         sys.stderr.write(f"[ERR] MegBrainError: load model {model}: unsupported model format for this build\n")
+        return 1
+    hang = os.environ.get("WRAPPED_LAR_HANG")
+    if model and hang and hang in model:
+        pid_file = os.environ.get("WRAPPED_LAR_HANG_PID")
+        child = subprocess.Popen(["sleep", "300"])  # in this process group, like a worker thread's process
+        if pid_file:
+            with open(pid_file + ".tmp", "w") as fh:
+                fh.write(str(child.pid))
+            os.replace(pid_file + ".tmp", pid_file)
+        child.wait()
         return 1
     fault = os.environ.get("WRAPPED_LAR_FAULT") or os.environ.get("WRAPPED_LAR_JITTER")
     tmp = None
