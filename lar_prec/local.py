@@ -305,6 +305,9 @@ def _layerwise_run(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir:
     test run's binary, flags, environment, timeout, process-group kill, Ctrl-C handling and
     run.json. ``dump_dir``'s parent is the run folder (its name the label)."""
     dump = Path(dump_dir)
+    if remote is not None and not isinstance(inputs, PreparedInputs):
+        # the device needs the feed files themselves (pushed by hash), not local paths
+        raise UsageError("a layerwise run on a device takes its inputs from feed_inputs(), not an --input string")
     with _device(remote, [lw.path, *getattr(inputs, "items", ())]) as sessions:
         return run_once(lw.path, inputs, config, dump.parent.parent, label=dump.parent.name,
                         lar=lar or bundled_load_and_run(), timeout=timeout, remote=sessions)
