@@ -127,6 +127,27 @@ def test_naive_vs_default_over_ssh_measures_local_error_on_the_device(sshd, mani
     assert any(n.endswith("-model.mge") for n in left)
 
 
+def test_fast_run_over_ssh_pins_the_algorithms_on_the_device_for_the_layerwise_run(sshd, manifest, tmp_path):
+    case = manifest["mlp"]  # its naive run takes --fast-run (convolutions refuse it under the naive kernels)
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    device = tmp_path / "device"
+    proc = cli(["naive-vs-default", case.model, *input_args(case), "--out", tmp_path / "a", "-q", "--fast-run",
+                "--local-checks", "--remote", sshd["target"], "--lar", lar, "--remote-dir", device,
+                "--json", tmp_path / "a.json"], ssh_env(sshd))
+    assert proc.returncode in (0, 1), proc.stderr
+    rep = json.loads((tmp_path / "a.json").read_text())
+    assert rep["local"]["measured"], rep["local"]
+    default = next(r for r in rep["runs"] if r["label"] == "default")
+    cache = default["argv"][default["argv"].index("--fast-run-algo-policy") + 1]
+    # the cache is a device path, written by the default run and read by the layerwise runs there
+    assert cache.startswith(str(device)) and Path(cache).is_file()
+    for run in rep["local"]["runs"]:
+        if run["label"] != "reference-self":
+            assert run["argv"][run["argv"].index("--fast-run-algo-policy") + 1] == cache
+    # so the layerwise model fed with the default run's values reproduces it bit for bit
+    assert {c["name"]: c["status"] for c in rep["local"]["checks"]}["test_fed"] == "pass"
+
+
 def test_devices_ssh_and_local_agree_per_target(sshd, manifest, tmp_path):
     case = manifest[CASE]
     env = ssh_env(sshd)
