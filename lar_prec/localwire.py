@@ -152,19 +152,33 @@ def _num(x: Optional[float]) -> Optional[float]:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
+def report_ids(la: LocalAnalysis) -> Tuple[Dict[int, int], Dict[int, int]]:
+    """(report id -> local id, local id -> report id). The report's vars carry the reference
+    dump's ids; local error is keyed by the ids of the graph MegEngine loaded for the build.
+    They agree with the bundled load_and_run, not always with another binary (a real
+    load_and_run in MDL mode): each measured var's ``ref_id`` links the two."""
+    measured = la.result.layerwise.measured
+    to_local = {m.ref_id: m.id for m in measured if m.ref_id is not None}
+    to_report = {m.id: m.ref_id for m in measured if m.ref_id is not None}
+    for m in measured:  # no reference value (none in the report either): its own id, unless taken
+        if m.ref_id is None:
+            to_report[m.id] = m.id
+            to_local.setdefault(m.id, m.id)
+    return to_local, to_report
+
+
 def _ancestors_not_isolated(la: LocalAnalysis, var_id: int) -> bool:
     from lar_prec.floors import _ancestors
 
     return any(la.verdict.labels.get(a) == "not_isolated" for a in _ancestors(la.result.layerwise, var_id))
 
 
-def _var_extra(la: LocalAnalysis, vid: int) -> Dict[str, Any]:
-    lv = la.result.by_id().get(vid)
-    if lv is None:
-        return {}
+def _var_extra(la: LocalAnalysis, lv: Any, to_report: Mapping[int, int]) -> Dict[str, Any]:
+    """The local keys of the report var measured as ``lv`` (a LocalVar, local ids)."""
+    vid = lv.id
     floor = la.verdict.floors.get(vid)
     d: Dict[str, Any] = {"local_err": _num(lv.local_err), "floor": _num(floor), "label": la.verdict.labels.get(vid),
-                         "inherited_from": list(la.verdict.inherited_from.get(vid, ()))}
+                         "inherited_from": [to_report.get(k, k) for k in la.verdict.inherited_from.get(vid, ())]}
     if d["label"] == "root" and floor:
         d["margin"] = _num(lv.local_err / floor) if lv.local_err is not None else None
     if lv.problem:
@@ -172,7 +186,7 @@ def _var_extra(la: LocalAnalysis, vid: int) -> Dict[str, Any]:
     return d
 
 
-def _restatus(v: Any, la: LocalAnalysis) -> Any:
+def _restatus(v: Any, la: LocalAnalysis, local_id: int) -> Any:
     """A var's status by local error: a root diverges; noise, or error inherited from no root
     (and from nothing unmeasured), is ok. Other statuses (nonfinite, missing, ...) stay."""
     label = v.extra.get("label")
@@ -184,18 +198,19 @@ def _restatus(v: Any, la: LocalAnalysis) -> Any:
                                                   f"above its floor {v.extra.get('floor') or 0:.3g}, though max_err "
                                                   "is within the threshold")
     if v.status == "divergent" and (label in ("noise", "clean") or (
-            label == "inherited" and not v.extra.get("inherited_from") and not _ancestors_not_isolated(la, v.id))):
+            label == "inherited" and not v.extra.get("inherited_from") and not _ancestors_not_isolated(la, local_id))):
         return replace(v, status="ok", note=f"{label}: local error within its floor and no root upstream "
                                             "(divergent by max_err alone)")
     return v
 
 
-def _local_roots(report: Any, la: LocalAnalysis, paths: Mapping[int, Tuple[int, ...]]) -> Tuple[Any, ...]:
+def _local_roots(report: Any, la: LocalAnalysis, paths: Mapping[int, Tuple[int, ...]],
+                 to_report: Mapping[int, int]) -> Tuple[Any, ...]:
     from lar_prec.report import ReportRoot
 
     out = []
     for r in la.verdict.roots:
-        v = report.var(r.id)
+        v = report.var(to_report.get(r.id, r.id))
         if v is None:
             continue
         ins = [report.var(u) for u in v.inputs]
@@ -220,7 +235,7 @@ def local_summary(la: LocalAnalysis, roots_by: str) -> Dict[str, Any]:
         "seconds": round(la.seconds, 3), "n_vars": len(res.vars), "n_roots": len(la.verdict.roots),
         "checks": [{"name": c.name, "status": c.status, "note": c.note,
                     "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in res.checks],
-        "not_isolated": [{"id": k, "name": by_id[k].name if k in by_id else None, "why": w}
+        "not_isolated": [{"id": report_ids(la)[1].get(k, k), "name": by_id[k].name if k in by_id else None, "why": w}
                          for k, w in lw.not_isolated.items()],
         "repros": [str(p) for p in la.repros],
         # where the layerwise model ran: the test run's binary (and device)
@@ -273,31 +288,34 @@ def apply_local(report: Any, la: Optional[LocalAnalysis], *, roots_by: str, off:
         why = off or "local error not measured"
         return replace(report, notes=tuple(report.notes) + (why,),
                        extra={**report.extra, "local": {"measured": False, "why": why, "roots_by": roots_by}})
+    to_local, to_report = report_ids(la)
+    measured = la.result.by_id()
     vars_ = []
     for v in report.vars:
-        extra = _var_extra(la, v.id)
-        if extra:
-            v = replace(v, extra={**v.extra, **extra})
+        lv = measured.get(to_local.get(v.id, -1))
+        if lv is not None:
+            v = replace(v, extra={**v.extra, **_var_extra(la, lv, to_report)})
             if roots_by == "local":
-                v = _restatus(v, la)
+                v = _restatus(v, la, lv.id)
         vars_.append(v)
     rep = replace(report, vars=tuple(vars_), notes=tuple(report.notes) + tuple(notes_for(la)),
                   extra={**report.extra, "local": local_summary(la, roots_by),
                          "threshold_roots_by": roots_by})
     if roots_by != "local":
         return rep
-    paths: Dict[int, Tuple[int, ...]] = {}
+    paths: Dict[int, Tuple[int, ...]] = {}  # by report id
     for r in la.verdict.roots[:50]:
-        old = next((o for o in report.roots if o.id == r.id), None)
+        rid = to_report.get(r.id, r.id)
+        old = next((o for o in report.roots if o.id == rid), None)
         if old is not None:
-            paths[r.id] = tuple(old.path)
+            paths[rid] = tuple(old.path)
         elif tree is not None:
             try:
-                paths[r.id] = tuple(tree.path(r.id))
+                paths[rid] = tuple(tree.path(rid))
             except KeyError:  # a root not reachable from a model input: no path
-                paths[r.id] = ()
+                paths[rid] = ()
     counts = {**{k: 0 for k in rep.extra.get("counts", {})}, **rep.status_counts()}
-    rep = replace(rep, roots=_local_roots(rep, la, paths),
+    rep = replace(rep, roots=_local_roots(rep, la, paths, to_report),
                   extra={**rep.extra, "dump_roots": [r.to_json() for r in report.roots], "counts": counts,
                          "diverged": rep.n_not_ok > 0})
     rep = replace(rep, verdict=auto_verdict(rep) + " [roots by local error]")

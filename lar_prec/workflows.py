@@ -472,7 +472,8 @@ def shake(
             is part of what ``fast-run`` jitter is about; 1 is the conservative choice.
         threshold: 0 (bitwise, the default), a number, ``"auto"`` or ``"band"``.
         local: when there is jitter, measure the local error of every operator: the model
-            run once more under ``config`` on run 1's values of each operator's inputs; any
+            run once more under ``config`` (with the same ``lar`` binary, on the same
+            ``remote`` device) on run 1's values of each operator's inputs; any
             local difference (threshold 0) or one over the operator's floor ("auto") is made
             there. ``"auto"`` then roots by local error.
         Other arguments as :func:`naive_vs_default`.
@@ -513,7 +514,8 @@ def shake(
     _, roots_by = localwire.roots_rule("band" if is_band else threshold, la is not None)
     roots = [(r.name, r.opr_type, r.id) for r in tree.roots()] if tree.diverged else []
     if tree.diverged and la is not None and roots_by == "local":
-        roots = [(r.name, r.opr_type, r.id) for r in la.verdict.roots]  # type: ignore[attr-defined]
+        to_report = localwire.report_ids(la)[1]  # type: ignore[arg-type]
+        roots = [(r.name, r.opr_type, to_report.get(r.id, r.id)) for r in la.verdict.roots]  # type: ignore[attr-defined]
     verdict = shake_verdict(tree, roots, runs_differing, repeat, config, cause, bitwise=thr_spec.value == 0)
     env_extra, env_notes = environment_extra(all_runs)
     extra = {"analysis_dir": str(adir), "repeat": repeat, "config": config, "inputs": prepared.to_json(),

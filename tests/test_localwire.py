@@ -261,3 +261,19 @@ def test_ctrl_c_during_the_layerwise_run_kills_it_and_exits_130(manifest, tmp_pa
     assert "interrupted while measuring local error" in err and "Traceback" not in err
     assert wait_gone(int(pid.read_text()), 5), "the layerwise run's child survived Ctrl-C"
     assert json.loads((out / "local" / "local" / "run.json").read_text())["status"] == "interrupted"
+
+
+def test_local_columns_follow_the_reference_dump_ids_of_a_binary_that_numbers_vars_differently(manifest, tmp_path):
+    # a real load_and_run in MDL mode may number vars unlike the graph MegEngine loads in
+    # Python for the build: the local error of each operator must land on its own var
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4", WRAPPED_LAR_RENUMBER="1000")
+    proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    by_name = {v["name"]: v for v in rep["vars"]}
+    conv = by_name[CONV]
+    assert conv["id"] >= 1000 and rep["local"]["measured"]
+    assert [(r["id"], r["name"], r["rule"]) for r in rep["roots"]] == [(conv["id"], CONV, "local")]
+    assert conv["label"] == "root" and conv["local_err"] > 5e-5
+    assert by_name["Softmax"]["label"] == "inherited" and by_name["Softmax"]["inherited_from"] == [conv["id"]]
+    moves = [v for v in rep["vars"] if v["opr_type"] in ("Reshape", "Dimshuffle")]
+    assert moves and all(v["local_err"] == 0.0 for v in moves)

@@ -15,6 +15,9 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   ``--reproducible`` is in argv.
 * ``WRAPPED_LAR_HANG=TEXT``: on a model whose path contains TEXT it hangs, with a child
   ``sleep`` in its process group whose pid goes to ``WRAPPED_LAR_HANG_PID``.
+* ``WRAPPED_LAR_RENUMBER=OFFSET``: its dumps number vars differently from the graph MegEngine
+  loads in Python (as a real load_and_run in MDL mode may): every var id in the
+  ``--bin-io-dump`` folder (file names and titles) is shifted by OFFSET.
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
@@ -24,6 +27,31 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+
+#: shifts every var id of a dump folder (run in a child: this script imports no lar_prec)
+RENUMBER = """
+import dataclasses, os, sys
+from lar_prec.iodump import dump_file_name, read_binary_dump, write_binary_dump
+from lar_prec.titles import format_title
+folder, k = sys.argv[1], int(sys.argv[2])
+shift = lambda v: dataclasses.replace(v, id=v.id + k)
+for name in sorted(n for n in os.listdir(folder) if not n.startswith(".")):  # not lar-prec's marker
+    path = os.path.join(folder, name)
+    d = read_binary_dump(path)
+    title = format_title(shift(d.var), [shift(u) for u in d.inputs])
+    write_binary_dump(os.path.join(folder, dump_file_name(d.var.id + k)), d.array(), title, d.var.dtype)
+    os.remove(path)
+"""
+
+
+def flag_value(argv, name):
+    """The value of flag ``name`` (underscore form) in gflags syntax, or None."""
+    for i, arg in enumerate(argv):
+        body, eq, value = arg.lstrip("-").partition("=")
+        if arg.startswith("-") and body.replace("-", "_") == name:
+            return value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return None
 
 
 def main():
@@ -63,7 +91,12 @@ def main():
                 sys.stderr.write(proc.stderr)
                 return 1
             argv = [rewritten] + argv[1:]
-        return subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
+        rc = subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
+        offset = os.environ.get("WRAPPED_LAR_RENUMBER")
+        dump = flag_value(argv, "bin_io_dump")
+        if rc == 0 and offset and dump:
+            rc = subprocess.run([sys.executable, "-c", RENUMBER, dump, offset]).returncode
+        return rc
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
