@@ -52,11 +52,20 @@ class LocalAnalysis:
 
 
 def off_reason(*, local: bool, lar_bundled: bool = True, remote: bool = False) -> Optional[str]:
-    """Why local error is not measured in this analysis (None: it is). The layerwise model
-    runs where the test run ran (its ``--lar`` binary, its ``--remote`` device), so only
-    ``--no-local`` turns it off; ``lar_bundled`` and ``remote`` are kept for callers."""
+    """Why local error is not measured in this analysis (None: it is).
+
+    naive-vs-default and shake run the layerwise model where the test run ran (its ``--lar``
+    binary, its ``--remote`` device: :func:`lar_prec.local.run_layerwise`), so only
+    ``--no-local`` turns it off there. ``lar_bundled=False`` / ``remote=True`` are for a
+    caller whose layerwise runs are still bundled and local (sweep: its runs would not be
+    the test runs' binary or device)."""
     if not local:
         return "local error not measured (--no-local)"
+    if remote:
+        return "local error not measured: runs were remote (--remote), the layerwise model runs only locally"
+    if not lar_bundled:
+        return ("local error not measured: runs used a user load_and_run (--lar), whose var ids the bundled "
+                "layerwise run cannot promise to match; use --lar bundled to measure it")
     return None
 
 
