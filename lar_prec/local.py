@@ -322,8 +322,9 @@ def run_layerwise(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir: 
     one); ``remote`` a :class:`~lar_prec.runremote.RemoteSpec` (a session set of its own is
     opened, the model and the feeds are pushed by hash, and removed from the device at the
     end unless ``keep_remote``) or an open :class:`~lar_prec.runremote.RemoteSessions`. The
-    run folder is ``dump_dir``'s parent, with its run.json. ``inputs``: :func:`feed_inputs`
-    (a ready ``--input`` string works locally only).
+    run folder is ``dump_dir``'s parent, with its run.json (numbered ``-2``, ... when that
+    folder exists: use the returned folder's path). ``inputs``: :func:`feed_inputs` (a ready
+    ``--input`` string works locally only).
 
     Raises:
         RunError / RunTimeout / RemoteError (exit 3): the run failed; UsageError (exit 2).
