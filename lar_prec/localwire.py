@@ -51,22 +51,11 @@ class LocalAnalysis:
     repro_errors: Tuple[str, ...] = ()
 
 
-def off_reason(*, local: bool, lar_bundled: bool = True, remote: bool = False) -> Optional[str]:
-    """Why local error is not measured in this analysis (None: it is).
-
-    naive-vs-default and shake run the layerwise model where the test run ran (its ``--lar``
-    binary, its ``--remote`` device: :func:`lar_prec.local.run_layerwise`), so only
-    ``--no-local`` turns it off there. ``lar_bundled=False`` / ``remote=True`` are for a
-    caller whose layerwise runs are still bundled and local (sweep: its runs would not be
-    the test runs' binary or device)."""
-    if not local:
-        return "local error not measured (--no-local)"
-    if remote:
-        return "local error not measured: runs were remote (--remote), the layerwise model runs only locally"
-    if not lar_bundled:
-        return ("local error not measured: runs used a user load_and_run (--lar), whose var ids the bundled "
-                "layerwise run cannot promise to match; use --lar bundled to measure it")
-    return None
+def off_reason(*, local: bool) -> Optional[str]:
+    """Why local error is not measured in this analysis (None: it is). The layerwise model runs
+    where the test run ran (its ``--lar`` binary, its ``--remote`` device:
+    :func:`lar_prec.local.run_layerwise`), so only ``--no-local`` turns it off."""
+    return None if local else "local error not measured (--no-local)"
 
 
 def is_fast_run(flags: Sequence[str]) -> bool:
@@ -143,7 +132,7 @@ def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional
         cache = check_file(algo_policy, "--fast-run-algo-policy cache")
         cfg = get_config(config).with_extra(["--fast-run-algo-policy", str(cache.resolve())])
     if not local:
-        return None, off_reason(local=False, lar_bundled=True)
+        return None, off_reason(local=False)
     adir = new_analysis_dir(out, "compare").resolve()
     try:
         return run_local(model_path, Path(dir_a), Path(dir_b), cfg, adir / "local", checks=checks), None

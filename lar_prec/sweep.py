@@ -13,9 +13,10 @@
    graph, so their dump pairs with the default one by id): naive-under-option against
    default-under-option differing means *a kernel is wrong under this option*;
    naive-under-option already differing from the reference means *the option changes the math*.
-5. **Local error** (:mod:`lar_prec.sweep_local`, unless ``local=False``, a user ``--lar`` or
-   ``--remote``): the layerwise model of the plain model is built once from the reference dump
-   and run under each option that ran, fed with the reference's values; an operator whose
+5. **Local error** (:mod:`lar_prec.sweep_local`, unless ``local=False``): the layerwise model
+   of the plain model is built once (here) from the reference dump and run under each option
+   that ran, where the options ran (the sweep's ``--lar``, its ``--remote`` device), fed with
+   the reference's values; an operator whose
    local error exceeds its floor (float16 floors under the fp16 options) is a local root. The
    option's verdict and root then come from local error: a local root makes it diverge and is
    its root; none makes it ok even where accumulated error drifted (the dump-only root is kept
@@ -412,11 +413,13 @@ def _rewritten_id(run_dir: Optional[str], name: str) -> Optional[int]:
     return ids[0] if len(ids) == 1 else None
 
 
-def _prepare_local(model: Path, ref: RunResult, adir: Path, timeout: float) -> Tuple[Optional[SweepLayerwise], str]:
+def _prepare_local(model: Path, ref: RunResult, adir: Path, timeout: float, lar: Any = None,
+                   remote: Any = None) -> Tuple[Optional[SweepLayerwise], str]:
     from lar_prec.sweep_local import prepare
 
     try:
-        return prepare(model, Path(ref.dump_dir), adir / "local", timeout=timeout), ""  # type: ignore[arg-type]
+        return prepare(model, Path(ref.dump_dir), adir / "local", timeout=timeout,  # type: ignore[arg-type]
+                       lar=lar, remote=remote), ""
     except LarPrecError as exc:
         return None, f"local error could not be measured: building the layerwise model failed: {exc}"
 
@@ -457,7 +460,8 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
         results: Dict[str, OptionResult] = {}
         pending: Dict[Future, Tuple[str, Optional[SweepOption]]] = {}
         if local_off is None:  # first in the pool's queue: ready before most options finish
-            pending[runner.pool.submit(_prepare_local, model, ref_rec, adir, timeout)] = ("build", None)
+            pending[runner.pool.submit(_prepare_local, model, ref_rec, adir, timeout, lar,
+                                       None if remote is None else remote.spec)] = ("build", None)
         for opt in options:
             why = _applies(opt, oprs)
             if why:
@@ -600,8 +604,8 @@ def sweep(
         remote: a :class:`lar_prec.runremote.RemoteSpec`: every run on that device (model and
             inputs pushed once, dumps pulled back; the analysis runs here).
         local: measure the local error of every operator under each option that ran (the
-            layerwise model built once, run once per option: :mod:`lar_prec.sweep_local`);
-            off by itself with a user ``--lar`` or ``remote`` (the report says why).
+            layerwise model built once, run once per option where the options ran:
+            :mod:`lar_prec.sweep_local`).
 
     Raises:
         UsageError: bad model, inputs, options or flags (exit 2).
@@ -616,8 +620,8 @@ def sweep(
                                                    remote)
     from lar_prec.localwire import off_reason
 
-    # one function runs the layerwise model (sweep_local.run_option_layerwise): bundled, local
-    off = off_reason(local=local, lar_bundled=lar_obj is not None and lar_obj.is_bundled, remote=remote is not None)
+    # the layerwise model runs where the options ran (sweep_local.run_option_layerwise)
+    off = off_reason(local=local)
     sessions = _open_remote(remote, model_path, prepared)
     try:
         result = run_sweep(model_path, prepared, adir, opts, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,

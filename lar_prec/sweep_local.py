@@ -29,7 +29,7 @@ from lar_prec.errors import LarPrecError, RunTimeout
 from lar_prec.floors import LocalRoot, local_json, local_roots, noise_floors
 from lar_prec.iodump import DumpFolder
 from lar_prec.local import (CheckResult, LayerwiseModel, LocalResult, LocalVar, build_layerwise, isolation_check,
-                            output_ids, run_layerwise, write_feeds)
+                            feed_inputs, output_ids, run_layerwise)
 from lar_prec.outputs import atomic_write_text
 from lar_prec.runner import get_config
 
@@ -75,30 +75,37 @@ class SweepLayerwise:
     """The layerwise model of a sweep's plain model, and the reference's values as its inputs."""
 
     layerwise: LayerwiseModel
-    inputs: str
+    inputs: Any  # PreparedInputs: hashed, so a device gets them pushed
     ref_dump: Path
     dir: Path
     seconds: float
+    #: where the option runs ran: their load_and_run (None: bundled) and device (a RemoteSpec)
+    lar: Any = None
+    remote: Any = None
 
 
-def prepare(model: Path, ref_dump: Path, out_dir: Path, *, timeout: float) -> SweepLayerwise:
-    """Build the layerwise model once and write its inputs (the reference's values).
+def prepare(model: Path, ref_dump: Path, out_dir: Path, *, timeout: float, lar: Any = None,
+            remote: Any = None) -> SweepLayerwise:
+    """Build the layerwise model once (here: it needs MegEngine) and write its inputs (the
+    reference's values); its runs go to ``lar`` / ``remote`` like the option runs.
 
     Raises:
         LarPrecError: the build failed (the sweep reports local error as not measured).
     """
     t0 = time.monotonic()
     lw = build_layerwise(model, ref_dump, out_dir / "layerwise", timeout=timeout)
-    inputs = write_feeds(lw, DumpFolder(ref_dump), out_dir / "inputs-ref")
-    return SweepLayerwise(lw, inputs, Path(ref_dump), out_dir, time.monotonic() - t0)
+    inputs = feed_inputs(lw, DumpFolder(ref_dump), out_dir / "inputs-ref")
+    return SweepLayerwise(lw, inputs, Path(ref_dump), out_dir, time.monotonic() - t0, lar, remote)
 
 
 def run_option_layerwise(prep: SweepLayerwise, flags: Sequence[str], dump_dir: Path, *,
                          timeout: float) -> DumpFolder:
-    """The one place the layerwise model runs under an option: the bundled load_and_run, here,
-    default kernels plus ``flags`` (the sweep's extra flags and the option's)."""
+    """The one place the layerwise model runs under an option: where the option runs ran (the
+    sweep's load_and_run, its device: a RemoteSpec gets the layerwise files pushed and removed
+    after), default kernels plus ``flags`` (the sweep's extra flags and the option's)."""
     cfg = get_config("default").with_extra(tuple(flags))
-    return run_layerwise(prep.layerwise, prep.inputs, dump_dir, cfg, timeout=timeout)
+    return run_layerwise(prep.layerwise, prep.inputs, dump_dir, cfg, lar=prep.lar, remote=prep.remote,
+                         timeout=timeout)
 
 
 #: longest load_and_run message kept in an option's row (the whole stderr is in its folder)

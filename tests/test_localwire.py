@@ -165,6 +165,23 @@ def test_a_user_load_and_run_measures_local_error_with_that_binary_and_roots_its
     assert not any("local error" in n and "not" in n for n in rep["notes"])
 
 
+def test_sweep_with_a_user_load_and_run_measures_local_error_with_that_binary(manifest, tmp_path):
+    # the same faulty binary under sweep: each option's layerwise run goes through it too
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4")
+    case = manifest["cnn"]
+    proc = cli("sweep", case.model, "--input", ";".join(case.input_specs()), "-q", "--options",
+               "weight-preprocess,fuse-preprocess", "--lar", lar, "--out", tmp_path / "s", "--json", tmp_path / "s.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rep = json.loads((tmp_path / "s.json").read_text())
+    assert rep["local"]["measured"] is not False, rep["local"]
+    for o in rep["options"]:
+        assert o["local"]["measured"], o["local"]
+        assert o["verdict"] == "diverges" and o["root_rule"] == "local", o
+        assert [r["name"] for r in o["local"]["roots"]][:1] == [CONV], o["local"]["roots"]
+        run = json.loads(next(Path(o["local"]["dir"]).rglob("run.json")).read_text())
+        assert run["argv"][0] == str(lar) and run["status"] == "ok"
+
+
 def test_a_user_load_and_run_that_cannot_run_the_layerwise_model_leaves_a_note_and_the_usual_exit(manifest, tmp_path):
     lar = user_lar(tmp_path / "old_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4", WRAPPED_LAR_REFUSE="layerwise")
     proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar)

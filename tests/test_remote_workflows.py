@@ -493,6 +493,8 @@ def test_sweep_over_ssh_runs_every_option_on_the_device(sshd, manifest, tmp_path
         rec = json.loads(Path(run["dir"], "run.json").read_text())
         assert rec["status"] == "ok" and rec["remote"]["target"] == sshd["target"], run["label"]
         assert rec["argv"][0] == str(lar)
-    # the layerwise model runs only here (for now): local error off, and the report says why
-    assert rep["local"]["measured"] is False and "--remote" in rep["local"]["why"]
-    assert all(o["local"]["measured"] is False and o["root_rule"] == "dump" for o in rep["options"])
+    # each option's layerwise run went to the device too: local error measured there, no false alarm
+    for o in rep["options"]:
+        assert o["local"]["measured"] and o["root_rule"] == "local" and o["local"]["roots"] == [], o["local"]
+        run = json.loads(next(Path(o["local"]["dir"]).rglob("run.json")).read_text())
+        assert run["status"] == "ok" and run["remote"]["target"] == sshd["target"] and run["argv"][0] == str(lar)
