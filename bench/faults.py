@@ -12,6 +12,10 @@ Sizes: 1e-3, 1e-4, 1e-5, 3e-6, and "3x floor": the size that should give that op
 local error of 3x its clean floor (3 floor / min(1, max |output|)).
 False alarms: local roots on clean pairs, naive against default, fast-run (pinned by the test
 run's --fast-run-algo-policy cache, as naive-vs-default does) and reproducible.
+``--winograd`` adds fast-run with Winograd forced: the test run's cache reordered so that
+every convolution runs its Winograd F(2,3), F(4,3) or F(6,3) candidate where it has one
+(``lar_prec.algocache.prefer_algorithms``), clean (false alarms) and with faults of 1e-3,
+1e-4 and 1e-5 in each convolution that runs Winograd (found/trials).
 Prints one line per trial and the tables at the end; nothing is asserted.
 """
 from __future__ import annotations
@@ -30,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lar_prec.iodump import DumpFolder  # noqa: E402
-from lar_prec.local import LocalResult, local_errors, local_roots, scale_constant  # noqa: E402
+from lar_prec.algocache import prefer_algorithms, winograd_tile  # noqa: E402
+from lar_prec.local import LocalResult, build_layerwise, local_errors, local_roots, scale_constant  # noqa: E402
 from lar_prec.runner import get_config  # noqa: E402
 
 CASES = ("cnn", "resnet", "mlp", "attention")
@@ -78,6 +83,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--trials", type=int, default=0, help="weights per case (0: all)")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--winograd", default="",
+                    help="cases to run with Winograd forced under fast-run (e.g. fastrun_shake,resnet)")
     args = ap.parse_args(argv)
     manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
     cases = {c["name"]: c for c in manifest["cases"]}
@@ -123,6 +130,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 hits.setdefault(label, []).append(ok)
                 print(f"{name:10s} {const:22s} {label:9s} (x{1 + size:.7g}) {'FOUND' if ok else 'missed'}: {why}",
                       flush=True)
+    for name in filter(None, args.winograd.split(",")):
+        winograd(cases[name], build, work / f"winograd-{name}", hits, alarms)
     print(f"\nfaults found (first local root is the faulted operator), {time.monotonic() - t0:.0f} s:")
     for label, hs in hits.items():
         print(f"  {label:9s} {sum(hs)}/{len(hs)}")
@@ -136,6 +145,37 @@ def main(argv: Optional[List[str]] = None) -> int:
     else:
         print(f"work folder: {work}")
     return 0
+
+
+WINOGRAD_TILES = (":4:2:", ":4:4:", ":4:6:")  # F(2,3), F(4,3), F(6,3) of MegEngine's MK4 names
+
+
+def winograd(case: dict, build: Path, base: Path, hits: Dict[str, List[bool]], alarms: Dict[str, List[int]]) -> None:
+    """Fast-run with each Winograd tile forced: false alarms on the clean model, and faults in
+    every convolution that runs Winograd."""
+    model, inputs, name = build / case["model"], case["inputs"], case["name"]
+    ref = run(model, inputs, base / "naive", get_config("naive"), build)
+    cache = base / "algo.cache"
+    run(model, inputs, base / "profile", get_config("fast-run").with_extra(["--fast-run-algo-policy", str(cache)]), build)
+    lw = build_layerwise(model, ref, base / "lw")
+    for tile in WINOGRAD_TILES:
+        forced = prefer_algorithms(cache, base / f"forced{tile.strip(':').replace(':', '-')}.cache", tile)
+        cfg = get_config("fast-run").with_extra(["--fast-run-algo-policy", str(forced)])
+        label = f"fast-run F({tile.split(':')[2]},3)"
+        clean = local_errors(model, ref, cfg, out_dir=base / f"clean{tile}", layerwise=lw, checks=False)
+        wino = [k for k, v in clean.algorithms.items() if any(winograd_tile(a) for a in v)]
+        n = len(local_roots(clean).roots)
+        alarms.setdefault(label, []).append(n)
+        print(f"{name:10s} clean {label:16s} {len(wino)} Winograd convolution(s), local roots: {n}", flush=True)
+        for target in wino:
+            const = lw.var(target).name.rsplit(".", 1)[0] + ".weight"
+            for size in (1e-3, 1e-4, 1e-5):
+                d = base / f"{const}-{tile.strip(':')}-{size:g}"
+                faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
+                res = local_errors(faulty, ref, cfg, out_dir=d / "local", checks=False)
+                ok, why = found(res, target)
+                hits.setdefault(f"{size:g} {label}", []).append(ok)
+                print(f"{name:10s} {const:22s} {size:g} {label}: {'FOUND' if ok else 'missed'}: {why}", flush=True)
 
 
 if __name__ == "__main__":

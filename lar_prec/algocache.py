@@ -145,6 +145,55 @@ def read_algo_cache(path: PathLike) -> Tuple[CacheEntry, ...]:
     return tuple(out)
 
 
+def prefer_algorithms(src: PathLike, dst: PathLike, word: str) -> Path:
+    """Write a copy of the cache ``src`` to ``dst`` where, for every operator, the algorithms
+    whose name contains ``word`` come first (the others keep their order): a run reading it
+    takes that algorithm wherever the operator has one, e.g. ``"WINOGRAD"`` or ``":4:6:"``
+    (Winograd F(6, 3)). For measuring what an algorithm family does to precision.
+
+    Raises:
+        UsageError: ``src`` is not such a cache.
+    """
+    read_algo_cache(src)  # checks the whole file first: one clear error, then trusted offsets
+    data, out, p = Path(src).read_bytes(), bytearray(), 0
+
+    def take(n: int) -> bytes:
+        nonlocal p
+        b = data[p:p + n]
+        p += n
+        return b
+
+    def u32() -> int:
+        return struct.unpack("<I", take(4))[0]
+
+    def blob() -> bytes:
+        n = u32()
+        return struct.pack("<I", n) + take(n)
+
+    ncat = u32()
+    out += struct.pack("<I", ncat)
+    for _ in range(ncat):
+        out += blob()
+        count = u32()
+        out += struct.pack("<I", count)
+        for _ in range(count):
+            out += blob()  # the key, as it is
+            value = blob()[4:]
+            q, results = 4, []
+            for _ in range(struct.unpack_from("<I", value, 0)[0]):
+                a = struct.unpack_from("<I", value, q)[0]
+                desc = value[q:q + 4 + a]
+                q += 4 + a
+                b = struct.unpack_from("<I", value, q)[0]
+                results.append((desc, value[q:q + 4 + b]))
+                q += 4 + b
+            results.sort(key=lambda r: word.encode() not in r[0])  # stable
+            body = struct.pack("<I", len(results)) + b"".join(d + i for d, i in results)
+            out += struct.pack("<I", len(body)) + body
+    Path(dst).write_bytes(bytes(out))
+    return Path(dst)
+
+
 def _nonempty(shapes: Iterable[Sequence[int]]) -> Tuple[Tuple[int, ...], ...]:
     return tuple(tuple(s) for s in shapes if len(s) and all(d > 0 for d in s))
 
@@ -189,4 +238,5 @@ def winograd_tile(name: str) -> Optional[int]:
         return 8  # an unknown spelling: assume a large tile (a wider floor, not a false alarm)
 
 
-__all__ = ["ProfiledAlgo", "CacheEntry", "read_algo_cache", "chosen_algorithms", "winograd_tile", "REPRODUCIBLE"]
+__all__ = ["ProfiledAlgo", "CacheEntry", "read_algo_cache", "chosen_algorithms", "prefer_algorithms", "winograd_tile",
+           "REPRODUCIBLE"]

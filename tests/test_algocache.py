@@ -3,56 +3,23 @@ that follow from it: a Winograd convolution rounds more than a direct one (issue
 false alarm on clean fast-run pairs").
 
 Which algorithm fast-run picks depends on timing and on the CPU, so the Winograd tests do not
-wait for fast-run to pick it: they reorder a real cache (a format corner, written from a
-real file) so that each convolution's Winograd candidate comes first, which a run reading the
-cache then takes.
+wait for fast-run to pick it: they reorder a real cache (``prefer_algorithms``) so that each
+convolution's Winograd candidate comes first, which a run reading the cache then takes.
 """
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pytest
 
 from conftest import run_lar
-from lar_prec.algocache import chosen_algorithms, read_algo_cache, winograd_tile
+from lar_prec.algocache import chosen_algorithms, prefer_algorithms, read_algo_cache, winograd_tile
 from lar_prec.errors import UsageError
 from lar_prec.floors import algorithm_factor
 from lar_prec.local import build_layerwise, local_errors, local_roots, noise_floors, scale_constant
 from lar_prec.runner import get_config
 
 CASE = "fastrun_shake"
-
-
-def _u32(b: bytes, p: int) -> int:
-    return struct.unpack_from("<I", b, p)[0]
-
-
-def _blob(b: bytes) -> bytes:
-    return struct.pack("<I", len(b)) + b
-
-
-def prefer(src: Path, dst: Path, word: str) -> Path:
-    """Copy of the cache ``src`` where, for every operator, algorithms naming ``word`` come first."""
-    data, out, p = src.read_bytes(), b"", 0
-    ncat = _u32(data, p); p += 4
-    out += struct.pack("<I", ncat)
-    for _ in range(ncat):
-        n = _u32(data, p); out += data[p:p + 4 + n]; p += 4 + n
-        count = _u32(data, p); out += data[p:p + 4]; p += 4
-        for _ in range(count):
-            n = _u32(data, p); out += data[p:p + 4 + n]; p += 4 + n  # key, as it is
-            n = _u32(data, p); value = data[p + 4:p + 4 + n]; p += 4 + n
-            q, results = 4, []
-            for _ in range(_u32(value, 0)):
-                a = _u32(value, q); desc = value[q:q + 4 + a]; q += 4 + a
-                b = _u32(value, q); info = value[q:q + 4 + b]; q += 4 + b
-                results.append((desc, info))
-            results.sort(key=lambda r: word.encode() not in r[0])  # stable: the rest keep their order
-            out += _blob(struct.pack("<I", len(results)) + b"".join(d + i for d, i in results))
-    assert p == len(data)
-    dst.write_bytes(out)
-    return dst
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +56,18 @@ def test_winograd_tiles_and_floor_factors():
     assert algorithm_factor(["CONVOLUTION_DEFAULT_F32DIRECT", "WINOGRAD:X:4:6:8:3"]) == f6  # the worst
 
 
+def test_a_reordered_cache_keeps_every_entry_and_puts_the_preferred_algorithm_first(fast_run, tmp_path):
+    _, cache, _ = fast_run
+    before = read_algo_cache(cache)
+    after = read_algo_cache(prefer_algorithms(cache, tmp_path / "w.cache", "WINOGRAD"))
+    assert [(e.category, e.key) for e in before] == [(e.category, e.key) for e in after]
+    for b, a in zip(before, after):
+        assert sorted(r.name for r in b.results) == sorted(r.name for r in a.results)
+        has = [r.name for r in b.results if "WINOGRAD" in r.name]
+        assert a.chosen().name == (has[0] if has else b.chosen().name)
+    assert read_algo_cache(prefer_algorithms(cache, tmp_path / "same.cache", "NO SUCH ALGORITHM")) == before
+
+
 def test_a_cut_or_foreign_cache_names_the_file(fast_run, tmp_path):
     _, cache, _ = fast_run
     cut = tmp_path / "cut.cache"
@@ -105,7 +84,7 @@ def test_a_cut_or_foreign_cache_names_the_file(fast_run, tmp_path):
 
 def test_winograd_convolutions_are_no_false_alarm_and_a_fault_in_one_is_still_rooted(fast_run, lar_dump, tmp_path):
     case, cache, base = fast_run
-    wino = prefer(cache, tmp_path / "winograd.cache", "WINOGRAD")
+    wino = prefer_algorithms(cache, tmp_path / "winograd.cache", "WINOGRAD")
     cfg = get_config("fast-run").with_extra(["--fast-run-algo-policy", str(wino)])
     lw = build_layerwise(case.model, lar_dump(CASE, "naive"), tmp_path / "lw")
     clean = local_errors(case.model, lar_dump(CASE, "naive"), cfg, out_dir=tmp_path / "clean", layerwise=lw,
