@@ -467,11 +467,14 @@ def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> N
 @click.option("--fast-run-algo-policy", "algo_policy", type=click.Path(path_type=str), default=None, metavar="CACHE",
               help="With --model: the algorithm cache B's fast-run wrote (load_and_run --fast-run-algo-policy); "
                    "the layerwise run replays B's algorithm choices.")
+@click.option("--lar", "lar_path", metavar="PATH", default=None,
+              help="With --model: the load_and_run B ran, for the layerwise run ('bundled' for python -m "
+                   "lar_prec.lar). [default: bundled]")
 @handle_errors
 def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
                 text_dump: str | None, jobs: int | None, all_vars: bool, pair: str, model: str | None,
                 local_config: str, local_out: str | None, no_local: bool, local_checks: bool,
-                algo_policy: str | None) -> None:
+                algo_policy: str | None, lar_path: str | None) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
@@ -485,9 +488,12 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
 
     if algo_policy is not None and not model:
         raise UsageError("--fast-run-algo-policy needs --model (it is replayed by the layerwise run of the model)")
-    check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump, algo_policy], make_parents=False)
+    if lar_path is not None and not model:
+        raise UsageError("--lar needs --model (compare runs nothing else: the binary runs the layerwise model)")
+    check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump, algo_policy,
+                                              lar_path if lar_path != "bundled" else None], make_parents=False)
     la, off = compare_local(model, dir_a, dir_b, local_config, local_out, local=not no_local,
-                            checks=local_checks, algo_policy=algo_policy) if model else (None, None)
+                            checks=local_checks, algo_policy=algo_policy, lar=lar_path) if model else (None, None)
     cmp_thr, roots_by = roots_rule(threshold, la is not None)
     tree = VarTree.from_folders(dir_a, dir_b, threshold=cmp_thr, text_dump=text_dump, jobs=jobs, pairing=pair)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one

@@ -112,21 +112,23 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
 
 
 def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional[str], *, local: bool = True,
-                  checks: bool = False, algo_policy: Optional[str] = None,
+                  checks: bool = False, algo_policy: Optional[str] = None, lar: Optional[str] = None,
                   ) -> Tuple[Optional[LocalAnalysis], Optional[str]]:
     """``lar-prec compare A B --model MODEL``: local error of MODEL (the model B ran, under
     ``config``) against A's dump, in a new analysis folder. (None, why) when off or failed.
 
     ``algo_policy``: the ``--fast-run-algo-policy`` cache B's run wrote; the layerwise run
     replays its algorithm choices (without it a fast-run layerwise run profiles again and can
-    pick other algorithms than B did).
+    pick other algorithms than B did). ``lar``: the load_and_run B ran (default: bundled),
+    which runs the layerwise model.
 
     Raises:
-        UsageError: the model or the cache is not a file (before anything runs).
+        UsageError: the model, the cache or the binary is not there (before anything runs).
     """
-    from lar_prec.runner import check_file, new_analysis_dir
+    from lar_prec.runner import check_file, new_analysis_dir, resolve_load_and_run
 
     model_path = check_file(model, "model file")
+    lar_obj = resolve_load_and_run(lar) if lar is not None else None
     cfg: "str | RunConfig" = config
     if algo_policy is not None:
         cache = check_file(algo_policy, "--fast-run-algo-policy cache")
@@ -135,7 +137,7 @@ def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional
         return None, off_reason(local=False)
     adir = new_analysis_dir(out, "compare").resolve()
     try:
-        return run_local(model_path, Path(dir_a), Path(dir_b), cfg, adir / "local", checks=checks), None
+        return run_local(model_path, Path(dir_a), Path(dir_b), cfg, adir / "local", checks=checks, lar=lar_obj), None
     except LarPrecError as exc:
         if exc.exit_code == 2:  # bad dump folder or model: the user's input
             raise

@@ -182,6 +182,30 @@ def test_sweep_with_a_user_load_and_run_measures_local_error_with_that_binary(ma
         assert run["argv"][0] == str(lar) and run["status"] == "ok"
 
 
+def test_compare_model_with_the_binary_b_ran_measures_local_error_with_it(manifest, lar_dump, tmp_path):
+    case = manifest["cnn"]
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4")
+    b = tmp_path / "b"
+    b.mkdir()
+    run = subprocess.run([str(lar), case.model, "--input", ";".join(case.input_specs()), "--iter", "1",
+                          "--bin-io-dump", str(b)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-1500:]
+    a = lar_dump("cnn", "naive")
+    proc = cli("compare", a, b, "--model", case.model, "--lar", lar, "--out", tmp_path / "c", "--json", tmp_path / "c.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rep = json.loads((tmp_path / "c.json").read_text())
+    assert rep["local"]["measured"] and [(r["name"], r["rule"]) for r in rep["roots"]] == [(CONV, "local")]
+    assert all(r["argv"][0] == str(lar) for r in rep["local"]["runs"])
+    # the bundled binary computes c2 right: the same dumps then show the fault as inherited from nothing
+    bundled = cli("compare", a, b, "--model", case.model, "--out", tmp_path / "d", "--json", tmp_path / "d.json")
+    rep_b = json.loads((tmp_path / "d.json").read_text())
+    assert bundled.returncode in (0, 1) and CONV not in [r["name"] for r in rep_b["roots"]]
+    # --lar is for the layerwise run: without --model, or a binary that is not there, is exit 2
+    for argv in (("--lar", lar), ("--model", case.model, "--lar", tmp_path / "nope")):
+        bad = cli("compare", a, b, *argv, "--out", tmp_path / "e")
+        assert bad.returncode == 2 and bad.stderr.startswith("Error: ") and "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_a_user_load_and_run_that_cannot_run_the_layerwise_model_leaves_a_note_and_the_usual_exit(manifest, tmp_path):
     lar = user_lar(tmp_path / "old_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4", WRAPPED_LAR_REFUSE="layerwise")
     proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar)
