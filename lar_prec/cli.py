@@ -565,18 +565,20 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
 @click.argument("repro_dir", type=click.Path(path_type=str))
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Kill a run after S seconds. [default: 600]")
+@click.option("--lar", "lar_path", metavar="PATH", default=None,
+              help="The load_and_run whose output is in question (the test side). [default: bundled]")
 @handle_errors
-def replay_cmd(repro_dir: str, timeout: float | None) -> None:
+def replay_cmd(repro_dir: str, timeout: float | None, lar_path: str | None) -> None:
     """Run a repro folder (repro-<id>/ of an analysis) again and say whether it reproduces.
 
     Runs the one-operator model under the test and the reference configuration, each in a
-    fresh bundled load_and_run, on the recorded inputs. Exit code 1 when the divergence is
+    fresh load_and_run (the test side's: --lar), on the recorded inputs. Exit code 1 when the divergence is
     reproduced (the test output is the recorded one, bit for bit, and differs from the
     reference), 0 when it is not, 2 for a folder that is not a repro, 3 when a run failed.
     """
     from lar_prec.replay import DEFAULT_TIMEOUT, replay, replay_verdict
 
-    code, line = replay_verdict(replay(repro_dir, timeout=timeout or DEFAULT_TIMEOUT))
+    code, line = replay_verdict(replay(repro_dir, timeout=timeout or DEFAULT_TIMEOUT, lar=lar_path))
     click.echo(line)
     sys.exit(code)
 

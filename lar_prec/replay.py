@@ -149,8 +149,9 @@ Under `{r['test']['name']}`, this operator alone, fed with the reference run's e
 {r['entire_err'] if r['entire_err'] is None else format(r['entire_err'], '.6g')}.
 
 Source model: `{r['source_model']}`; reference dump: `{r['ref_dump']}`.
-`observed.npy` came from {r.get('observed_with') or 'the bundled load_and_run'}; `lar-prec replay`
-runs the bundled one, so a divergence made by another binary reproduces with its command below.
+`observed.npy` came from {r.get('observed_with') or 'the bundled load_and_run'}; `lar-prec replay .`
+runs the bundled one, `lar-prec replay . --lar PATH` runs PATH for the test side (a divergence
+made by another binary reproduces there, or with its command below).
 
 Run inside this folder:
 
@@ -168,8 +169,11 @@ The output is the var named `{v['output']}` in the dump. `lar-prec replay .` (or
 """
 
 
-def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = DEFAULT_TIMEOUT) -> ReplayResult:
-    """Run a repro folder again (bundled load_and_run, fresh processes) and compare.
+def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = DEFAULT_TIMEOUT,
+           lar: "str | None" = None) -> ReplayResult:
+    """Run a repro folder again (fresh processes) and compare. ``lar``: the load_and_run of
+    the test side (the binary whose kernels are in question; default: the bundled one); the
+    reference side always runs the bundled one's naive kernels.
 
     Raises:
         UsageError: ``repro_dir`` is not a repro folder; RunError: a run failed.
@@ -181,7 +185,12 @@ def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = 
         raise UsageError(f"{d / 'repro.json'}: expected a lar-prec repro record ({exc})") from None
     want = np.load(d / "reference.npy")
     seen = np.load(d / "observed.npy")
-    test = _run(d, rec, "test", timeout)
+    prefix = None
+    if lar is not None:
+        from lar_prec.runner import resolve_load_and_run
+
+        prefix = resolve_load_and_run(lar).argv_prefix
+    test = _run(d, rec, "test", timeout, prefix)
     ref_bitwise = None
     if reference:
         got_ref = _run(d, rec, "reference", timeout)
@@ -190,12 +199,12 @@ def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = 
                         test.shape == seen.shape and test.tobytes() == seen.tobytes(), ref_bitwise)
 
 
-def _run(d: Path, rec: Dict, side: str, timeout: float) -> "np.ndarray":
+def _run(d: Path, rec: Dict, side: str, timeout: float, prefix: "Optional[Sequence[str]]" = None) -> "np.ndarray":
     cfg = RunConfig(rec[side]["name"], tuple(rec[side]["flags"]), tuple((k, v) for k, v in rec[side]["env"]))
     dump = d / f"dump-{side}"
     shutil.rmtree(dump, ignore_errors=True)
     items = ";".join(f"{it.split(':', 1)[0]}:{d / it.split(':', 1)[1]}" for it in rec["inputs"].split(";"))
-    argv = [sys.executable, "-m", "lar_prec.lar", str(d / "model.mge"), "--input", items, "--iter", "1",
+    argv = [*(prefix or (sys.executable, "-m", "lar_prec.lar")), str(d / "model.mge"), "--input", items, "--iter", "1",
             "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
     run_child(argv, child_env(cfg.env_dict()), timeout, f"the repro in {d} under {cfg.name}", d / f"log-{side}")
     folder = DumpFolder(dump)

@@ -182,6 +182,20 @@ def test_sweep_with_a_user_load_and_run_measures_local_error_with_that_binary(ma
         assert run["argv"][0] == str(lar) and run["status"] == "ok"
 
 
+def test_a_repro_of_a_user_binarys_fault_replays_with_that_binary(manifest, tmp_path):
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4")
+    proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar)
+    assert proc.returncode == 1 and [r["name"] for r in rep["roots"]] == [CONV], proc.stderr
+    repro = Path(rep["local"]["repros"][0])
+    again = cli("replay", repro, "--lar", lar)
+    assert again.returncode == 1 and again.stdout.startswith("reproduced"), again.stdout + again.stderr
+    # the bundled binary's kernels are right: the divergence is the user binary's, not reproduced here
+    bundled = cli("replay", repro)
+    assert bundled.returncode == 0 and "differs from the recorded one" in bundled.stdout, bundled.stdout
+    missing = cli("replay", repro, "--lar", tmp_path / "nope")
+    assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+
+
 def test_compare_model_with_the_binary_b_ran_measures_local_error_with_it(manifest, lar_dump, tmp_path):
     case = manifest["cnn"]
     lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4")
