@@ -103,11 +103,15 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
         from lar_prec.replay import make_repro
 
         for r in verdict.roots[:10]:  # each costs a model load and a one-operator dump
+            # named by the report's id (the reference dump's), which a binary numbering vars
+            # unlike MegEngine's Python graph does not share with the layerwise model
+            rid = result.layerwise.var(r.id).ref_id
+            rid = r.id if rid is None else rid
             try:
-                written.append(make_repro(result, r.id, out_dir.parent / f"repro-{r.id}",
+                written.append(make_repro(result, r.id, out_dir.parent / f"repro-{rid}",
                                           reference_config=reference_config, timeout=tmo).dir)
             except LarPrecError as exc:  # the analysis stands without it; say so
-                errors.append(f"repro of var {r.id} not written: {exc}")
+                errors.append(f"repro of var {rid} not written: {exc}")
     return LocalAnalysis(result, verdict, tuple(written), out_dir, time.monotonic() - t0, tuple(errors))
 
 

@@ -332,3 +332,5 @@ def test_local_columns_follow_the_reference_dump_ids_of_a_binary_that_numbers_va
     assert by_name["Softmax"]["label"] == "inherited" and by_name["Softmax"]["inherited_from"] == [conv["id"]]
     moves = [v for v in rep["vars"] if v["opr_type"] in ("Reshape", "Dimshuffle")]
     assert moves and all(v["local_err"] == 0.0 for v in moves)
+    # its repro folder carries the report's id, as the root does
+    assert [Path(d).name for d in rep["local"]["repros"]] == [f"repro-{conv['id']}"]
