@@ -15,7 +15,8 @@ run's --fast-run-algo-policy cache, as naive-vs-default does) and reproducible.
 ``--winograd`` adds fast-run with Winograd forced: the test run's cache reordered so that
 every convolution runs its Winograd F(2,3), F(4,3) or F(6,3) candidate where it has one
 (``lar_prec.algocache.prefer_algorithms``), clean (false alarms) and with faults of 1e-3,
-1e-4 and 1e-5 in each convolution that runs Winograd (found/trials).
+1e-4, 1e-5, 3x its floor and 3x its own clean noise in each convolution that runs Winograd
+(found/trials).
 Prints one line per trial and the tables at the end; nothing is asserted.
 """
 from __future__ import annotations
@@ -167,15 +168,27 @@ def winograd(case: dict, build: Path, base: Path, hits: Dict[str, List[bool]], a
         n = len(local_roots(clean).roots)
         alarms.setdefault(label, []).append(n)
         print(f"{name:10s} clean {label:16s} {len(wino)} Winograd convolution(s), local roots: {n}", flush=True)
+        by_id = clean.by_id()
         for target in wino:
             const = lw.var(target).name.rsplit(".", 1)[0] + ".weight"
-            for size in (1e-3, 1e-4, 1e-5):
+            # 3x noise: a weight fault of 3x the relative error this Winograd convolution makes
+            # on its own (its clean local error over its output's size, as the metric divides)
+            # 3x floor: as for the default kernels (the floor includes the Winograd factor)
+            tv = by_id[target]
+            mag = min(1.0, tv.ref_max_abs or 1.0)
+            noise = (tv.local_err or 0.0) / mag
+            three = 3 * local_roots(clean).floors.get(target, 0.0) / mag
+            for size_label, size in [(f"{s:g}", s) for s in (1e-3, 1e-4, 1e-5)] + [("3x floor", three),
+                                                                                 ("3x noise", 3 * noise)]:
+                if size <= 0:
+                    continue
                 d = base / f"{const}-{tile.strip(':')}-{size:g}"
                 faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
                 res = local_errors(faulty, ref, cfg, out_dir=d / "local", checks=False)
                 ok, why = found(res, target)
-                hits.setdefault(f"{size:g} {label}", []).append(ok)
-                print(f"{name:10s} {const:22s} {size:g} {label}: {'FOUND' if ok else 'missed'}: {why}", flush=True)
+                hits.setdefault(f"{size_label} {label}", []).append(ok)
+                print(f"{name:10s} {const:22s} {size_label} ({size:.3g}) {label}: {'FOUND' if ok else 'missed'}: {why}",
+                      flush=True)
 
 
 if __name__ == "__main__":
