@@ -572,9 +572,10 @@ def replay_cmd(repro_dir: str, timeout: float | None, lar_path: str | None) -> N
     """Run a repro folder (repro-<id>/ of an analysis) again and say whether it reproduces.
 
     Runs the one-operator model under the test and the reference configuration, each in a
-    fresh load_and_run (the test side's: --lar), on the recorded inputs. Exit code 1 when the divergence is
-    reproduced (the test output is the recorded one, bit for bit, and differs from the
-    reference), 0 when it is not, 2 for a folder that is not a repro, 3 when a run failed.
+    fresh load_and_run (the test side's: --lar), on the recorded inputs. Exit code 1 when the
+    divergence is reproduced (the test output is the recorded one bit for bit, or at least
+    half the recorded error away from the reference: "not bit for bit"), 0 when it is not,
+    2 for a folder that is not a repro, 3 when a run failed.
     """
     from lar_prec.replay import DEFAULT_TIMEOUT, replay, replay_verdict
 

@@ -81,11 +81,15 @@ def _commands(inputs: str, cfg: RunConfig, out: str) -> Dict[str, str]:
 
 
 def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
-               reference_config: "str | RunConfig" = "naive", timeout: float = DEFAULT_TIMEOUT) -> Repro:
-    """Write the repro folder of var ``var_id`` of ``result`` into ``out_dir``.
+               reference_config: "str | RunConfig" = "naive", timeout: float = DEFAULT_TIMEOUT,
+               test_config: "RunConfig | None" = None) -> Repro:
+    """Write the repro folder of var ``var_id`` of ``result`` into ``out_dir``. ``test_config``:
+    the configuration the layerwise run had, when ``result.config`` is only its description
+    (sweep: default kernels plus an option's flags).
 
     Raises:
-        UsageError: the var was not measured, or ``out_dir`` exists and is not empty.
+        UsageError: the var was not measured, its observed output is not in the reference's
+        shape (an option's layout), or ``out_dir`` exists and is not empty.
     """
     lw = result.layerwise
     m = lw.var(var_id)
@@ -100,10 +104,16 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
     ref = DumpFolder(result.ref_dump)
     write_feeds(one, ref, out / "inputs")
     inputs = ";".join(f"{f.name}:inputs/{f.name}.npy" for f in one.feeds)
-    np.save(out / "reference.npy", np.asarray(ref[m.ref_id].array()))
+    want = np.asarray(ref[m.ref_id].array())
     local = DumpFolder(result.local_dump)
-    np.save(out / "observed.npy", np.asarray(local[output_ids(local)[var_id]].array()))
-    test_cfg, ref_cfg = get_config(result.config), get_config(reference_config)
+    seen = np.asarray(local[output_ids(local)[var_id]].array())
+    if seen.shape != want.shape:  # replay compares element by element: no relayout there
+        shutil.rmtree(out, ignore_errors=True)
+        raise UsageError(f"the observed output of var {var_id} has shape {seen.shape}, the reference's "
+                         f"{want.shape} (another layout): no repro")
+    np.save(out / "reference.npy", want)
+    np.save(out / "observed.npy", seen)
+    test_cfg, ref_cfg = test_config or get_config(result.config), get_config(reference_config)
     record = {
         "schema": SCHEMA, "var": {"id": m.id, "name": m.name, "opr": m.opr, "opr_type": m.opr_type,
                                   "output": m.output, "shape": list(m.shape), "dtype": m.dtype},
@@ -216,10 +226,15 @@ def _run(d: Path, rec: Dict, side: str, timeout: float, prefix: "Optional[Sequen
 
 def replay_verdict(r: ReplayResult) -> "tuple[int, str]":
     """(exit code, one line) of a replay: 1 when the divergence is reproduced (the test
-    output is the recorded one bit for bit and differs from the reference), 0 when not."""
+    output is the recorded one bit for bit and differs from the reference, or is not bit for
+    bit but at least half the recorded error away from it), 0 when not."""
     reproduced = r.reproduced and r.err > 0
-    head = ("reproduced" if reproduced else "no divergence to reproduce" if r.reproduced
-            else "NOT reproduced")
+    # not bit for bit but the same divergence (a graph-rewriting option sees the one-operator
+    # graph, not the layerwise one): reproduced, and said so
+    close = not r.reproduced and r.recorded_err > 0 and r.err >= r.recorded_err / 2
+    head = ("reproduced" if reproduced else "reproduced, not bit for bit" if close
+            else "no divergence to reproduce" if r.reproduced else "NOT reproduced")
+    reproduced = reproduced or close
     ref = ("reproduced" if r.reference_bitwise else "differs" if r.reference_bitwise is False else "not run")
     return (1 if reproduced else 0), (
         f"{head}: error {r.err:.6g} (recorded {r.recorded_err:.6g}); test output "

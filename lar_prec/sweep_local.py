@@ -53,6 +53,9 @@ class OptionLocal:
     compute_dtype: str = "float32"
     dir: Optional[str] = None
     seconds: float = 0.0
+    #: repro folders of the roots (``lar-prec replay``), and why any was not written
+    repros: Tuple[str, ...] = ()
+    repro_errors: Tuple[str, ...] = ()
 
     def measured_names(self) -> frozenset:
         return frozenset(n for n, e in self.errors if e is not None)
@@ -67,6 +70,7 @@ class OptionLocal:
             "not_measured": [{"name": n, "why": w} for n, w in self.not_measured],
             "not_isolated": [{"name": n, "why": w} for n, w in self.not_isolated],
             "dir": self.dir, "seconds": round(self.seconds, 3),
+            "repros": list(self.repros), "repro_errors": list(self.repro_errors),
         }
 
 
@@ -173,6 +177,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
     floors = noise_floors(result, compute_dtype)
     verdict = local_roots(result, floors)
     ref_id = {m.id: m.ref_id for m in lw.measured}
+    repros, repro_errors = _repros(result, verdict, flags, out_dir, ref_id, timeout)
     record = local_json(result, verdict)
     record["not_measured"] = [{"name": n, "why": w} for n, w in missing]
     record["compute_dtype"] = cdt
@@ -182,4 +187,29 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
                                          r.local_err, r.floor, r.entire_err) for r in verdict.roots),
         not_measured=tuple(missing), not_isolated=tuple((v.name, v.problem or "") for v in rows if not v.isolated),
         errors=tuple((v.name, v.local_err) for v in rows), floors=tuple((v.name, floors[v.id]) for v in rows),
-        compute_dtype=cdt, dir=str(out_dir), seconds=time.monotonic() - t0)
+        compute_dtype=cdt, dir=str(out_dir), seconds=time.monotonic() - t0, repros=repros,
+        repro_errors=repro_errors)
+
+
+#: repro folders per option (each costs a model load and a one-operator dump)
+REPROS_PER_OPTION = 3
+
+
+def _repros(result: LocalResult, verdict: Any, flags: Sequence[str], out_dir: Path, ref_id: Mapping[int, Any],
+            timeout: float) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """A repro folder per local root of the option (``out_dir/repro-<reference id>``): the
+    one-operator model under default kernels plus the option's flags; never raises."""
+    from lar_prec.replay import make_repro
+
+    written: List[str] = []
+    errors: List[str] = []
+    cfg = get_config("default").with_extra(tuple(flags))
+    for r in verdict.roots[:REPROS_PER_OPTION]:
+        rid = ref_id.get(r.id)
+        rid = r.id if rid is None else rid
+        try:
+            written.append(str(make_repro(result, r.id, out_dir / f"repro-{rid}", test_config=cfg,
+                                          timeout=timeout).dir))
+        except LarPrecError as exc:  # the sweep stands without it; say so
+            errors.append(f"repro of {r.name} not written: {exc}")
+    return tuple(written), tuple(errors)

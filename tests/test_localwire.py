@@ -180,6 +180,13 @@ def test_sweep_with_a_user_load_and_run_measures_local_error_with_that_binary(ma
         assert [r["name"] for r in o["local"]["roots"]][:1] == [CONV], o["local"]["roots"]
         run = json.loads(next(Path(o["local"]["dir"]).rglob("run.json")).read_text())
         assert run["argv"][0] == str(lar) and run["status"] == "ok"
+        # a repro per root, under the option's flags; it reproduces with the binary that made it
+        assert o["local"]["repro_errors"] == [] and len(o["local"]["repros"]) == len(o["local"]["roots"][:3])
+        repro = Path(o["local"]["repros"][0])
+        rec = json.loads((repro / "repro.json").read_text())
+        assert rec["var"]["name"] == CONV and all(f in rec["test"]["flags"] for f in o["flags"]), rec["test"]
+        again = cli("replay", repro, "--lar", lar)
+        assert again.returncode == 1 and again.stdout.startswith("reproduced"), again.stdout + again.stderr
 
 
 def test_a_repro_of_a_user_binarys_fault_replays_with_that_binary(manifest, tmp_path):

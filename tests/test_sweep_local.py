@@ -47,6 +47,16 @@ def test_fp16_options_get_float16_floors_and_their_local_roots_match_the_kernel_
         for r in loc["roots"]:
             assert r["nonfinite"] or r["local_err"] > r["floor"] > 0
         assert (o["verdict"] == "diverges") == bool(roots)
+        # each root has a repro under the option's flags, and it reproduces
+        assert len(loc["repros"]) + len(loc["repro_errors"]) == len(roots[:sweep_local.REPROS_PER_OPTION])
+        if loc["repros"]:
+            from lar_prec.replay import replay, replay_verdict
+
+            # the one-operator model under a graph-rewriting option need not be the layerwise
+            # run bit for bit (the rewrite sees another graph), but its divergence must be there
+            r = replay(loc["repros"][0])
+            assert r.reference_bitwise and r.err > loc["roots"][0]["floor"], r
+            assert replay_verdict(r)[0] == 1 and replay_verdict(r)[1].startswith("reproduced"), replay_verdict(r)
     assert d["exit_code"] == int(any(o["verdict"] == "diverges" for o in d["options"]))
 
 
