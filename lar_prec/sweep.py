@@ -436,7 +436,7 @@ def _measure_local(prep: SweepLayerwise, opt: SweepOption, r: OptionResult, adir
 def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequence[SweepOption], *,
               lar: LoadAndRun, timeout: float, extra_flags: Sequence[str] = (), jobs: int = 1,
               progress: Optional[Callable[[str, int, int], None]] = None, remote: Any = None,
-              local_off: Optional[str] = None) -> SweepResult:
+              local_off: Optional[str] = None, layerwise_remote: Any = None) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
     :func:`lar_prec.workflows.sweep` for the whole workflow). Ctrl-C kills every run under
     way and raises AnalysisInterrupted. The reference failing raises its RunError (exit 3).
@@ -445,8 +445,10 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     the others still run) and, for an option that diverges, queues its naive run. With local
     error on (``local_off`` None) the layerwise model is built once after the reference, in the
     same pool, and run under each option that ran; an option with a local root also gets its
-    naive run. (Over 80 lines: the loop, its interrupt handling and its bookkeeping share the
-    pending runs.)
+    naive run. ``layerwise_remote``: for a device, the one RemoteSessions every layerwise run
+    of the sweep shares (its files are removed when the caller closes it, not after each
+    option: options run at once would lose them mid-run). (Over 80 lines: the loop, its
+    interrupt handling and its bookkeeping share the pending runs.)
     """
     t0 = time.monotonic()
     runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
@@ -461,7 +463,7 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
         pending: Dict[Future, Tuple[str, Optional[SweepOption]]] = {}
         if local_off is None:  # first in the pool's queue: ready before most options finish
             pending[runner.pool.submit(_prepare_local, model, ref_rec, adir, timeout, lar,
-                                       None if remote is None else remote.spec)] = ("build", None)
+                                       layerwise_remote)] = ("build", None)
         for opt in options:
             why = _applies(opt, oprs)
             if why:
@@ -612,6 +614,7 @@ def sweep(
         RunError: the reference run failed (exit 3); options failing are findings.
         AnalysisInterrupted: Ctrl-C (exit 130).
     """
+    from lar_prec.runremote import RemoteSessions
     from lar_prec.workflows import _open_remote, _prepare, _write_reports
 
     opts = parse_options(options)
@@ -623,12 +626,16 @@ def sweep(
     # the layerwise model runs where the options ran (sweep_local.run_option_layerwise)
     off = off_reason(local=local)
     sessions = _open_remote(remote, model_path, prepared)
+    # the layerwise files go to the device once for all options, and are removed at the end
+    lw_sessions = RemoteSessions(remote, transient=True) if remote is not None and off is None else None
     try:
         result = run_sweep(model_path, prepared, adir, opts, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
-                           jobs=jobs, progress=progress, remote=sessions, local_off=off)
+                           jobs=jobs, progress=progress, remote=sessions, local_off=off,
+                           layerwise_remote=lw_sessions)
     finally:
-        if sessions is not None:
-            sessions.close()
+        for s in (sessions, lw_sessions):
+            if s is not None:
+                s.close()
     from lar_prec.report_sweep import sweep_report
 
     report = sweep_report(result, model=str(model_path), extra={"analysis_dir": str(adir),

@@ -83,7 +83,8 @@ class SweepLayerwise:
     ref_dump: Path
     dir: Path
     seconds: float
-    #: where the option runs ran: their load_and_run (None: bundled) and device (a RemoteSpec)
+    #: where the option runs ran: their load_and_run (None: bundled) and device (the sweep's
+    #: RemoteSessions for layerwise files, shared by every option)
     lar: Any = None
     remote: Any = None
 
@@ -105,8 +106,8 @@ def prepare(model: Path, ref_dump: Path, out_dir: Path, *, timeout: float, lar: 
 def run_option_layerwise(prep: SweepLayerwise, flags: Sequence[str], dump_dir: Path, *,
                          timeout: float) -> DumpFolder:
     """The one place the layerwise model runs under an option: where the option runs ran (the
-    sweep's load_and_run, its device: a RemoteSpec gets the layerwise files pushed and removed
-    after), default kernels plus ``flags`` (the sweep's extra flags and the option's)."""
+    sweep's load_and_run, its device: the files are pushed once and removed when the sweep
+    closes the sessions), default kernels plus ``flags`` (the sweep's extra flags and the option's)."""
     cfg = get_config("default").with_extra(tuple(flags))
     return run_layerwise(prep.layerwise, prep.inputs, dump_dir, cfg, lar=prep.lar, remote=prep.remote,
                          timeout=timeout)

@@ -483,7 +483,7 @@ def test_sweep_over_ssh_runs_every_option_on_the_device(sshd, manifest, tmp_path
     lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
     proc = cli(["sweep", case.model, *input_args(case), "--options", "weight-preprocess,const-shape",
                 "--out", tmp_path / "s", "-q", "--remote", sshd["target"], "--lar", lar,
-                "--remote-dir", tmp_path / "device", "--json", tmp_path / "s.json"], env)
+                "--remote-dir", tmp_path / "device", "--json", tmp_path / "s.json", "-j", "2"], env)
     assert proc.returncode == 0, proc.stderr
     rep = json.loads((tmp_path / "s.json").read_text())
     assert rep["command"] == "sweep"
@@ -498,3 +498,5 @@ def test_sweep_over_ssh_runs_every_option_on_the_device(sshd, manifest, tmp_path
         assert o["local"]["measured"] and o["root_rule"] == "local" and o["local"]["roots"] == [], o["local"]
         run = json.loads(next(Path(o["local"]["dir"]).rglob("run.json")).read_text())
         assert run["status"] == "ok" and run["remote"]["target"] == sshd["target"] and run["argv"][0] == str(lar)
+    # the layerwise model was pushed for all options at once (two ran together) and removed at the end
+    assert not [f.name for f in (tmp_path / "device" / "files").iterdir() if "layerwise" in f.name]
