@@ -429,13 +429,29 @@ FAST_RUN_NOTE = ("fast-run picks algorithms by timing in every process: pin them
                  "--fast-run-algo-policy cache (RunConfig.with_extra) to run the same algorithms")
 
 
-def _flag_names(cfg: RunConfig) -> set:
-    return {f.split("=")[0].lstrip("-").replace("-", "_") for f in cfg.flags}
+def flag_names(flags: Sequence[str]) -> set:
+    """load_and_run flag names in one spelling: ``--fast-run``/``--fast_run=x`` -> ``fast_run``."""
+    return {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
+
+
+def is_fast_run(flags: Sequence[str]) -> bool:
+    """The flags make load_and_run choose algorithms by profiling."""
+    return bool(flag_names(flags) & {"fast_run", "full_run"})
+
+
+def algo_cache_flag(flags: Sequence[str]) -> Optional[str]:
+    """The ``--fast-run-algo-policy`` value of ``flags`` (None: not given)."""
+    path = None
+    for i, f in enumerate(flags):
+        if f.startswith("--fast-run-algo-policy="):
+            path = f.split("=", 1)[1]
+        elif f == "--fast-run-algo-policy" and i + 1 < len(flags):
+            path = flags[i + 1]
+    return path
 
 
 def _unpinned_fast_run(cfg: RunConfig) -> bool:
-    flags = _flag_names(cfg)
-    return bool(flags & {"fast_run", "full_run"}) and "fast_run_algo_policy" not in flags
+    return is_fast_run(cfg.flags) and "fast_run_algo_policy" not in flag_names(cfg.flags)
 
 
 #: what an unpinned fast-run 3x3 convolution may have run: assume Winograd F(6, 3)
@@ -446,16 +462,9 @@ def algorithms_run(lw: LayerwiseModel, cfg: RunConfig) -> Dict[int, Tuple[str, .
     """Var id -> the algorithms the layerwise run took under fast-run: read from its
     ``--fast-run-algo-policy`` cache; unpinned (or with the cache on a device), every 3x3
     convolution may have run Winograd."""
-    flags = list(cfg.flags)
-    names = _flag_names(cfg)
-    if not names & {"fast_run", "full_run"}:
+    if not is_fast_run(cfg.flags):
         return {}
-    path = None
-    for i, f in enumerate(flags):
-        if f.startswith("--fast-run-algo-policy="):
-            path = f.split("=", 1)[1]
-        elif f == "--fast-run-algo-policy" and i + 1 < len(flags):
-            path = flags[i + 1]
+    path = algo_cache_flag(cfg.flags)
     if not path or not Path(path).is_file():  # unpinned, or a cache on a device: unknown
         return {m.id: (MAYBE_WINOGRAD,) for m in lw.measured
                 if m.opr_type in ("ConvolutionForward", "ConvBiasForward") and len(m.input_shapes) > 1
@@ -464,7 +473,7 @@ def algorithms_run(lw: LayerwiseModel, cfg: RunConfig) -> Dict[int, Tuple[str, .
 
     entries = read_algo_cache(path)
     return chosen_algorithms(entries, [(m.id, m.opr_type, m.input_shapes, m.shape) for m in lw.measured],
-                             reproducible="reproducible" in names)
+                             reproducible="reproducible" in flag_names(cfg.flags))
 
 
 def bitwise_check(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[int, int], want: DumpFolder,

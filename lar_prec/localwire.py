@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import LarPrecError
-from lar_prec.local import DEFAULT_TIMEOUT, LocalResult, LocalVerdict, local_errors, local_roots, noise_floors
+from lar_prec.local import (DEFAULT_TIMEOUT, LocalResult, LocalVerdict, flag_names, is_fast_run, local_errors,
+                            local_roots, noise_floors)
 from lar_prec.runner import RunConfig, get_config
 
 log = logging.getLogger(__name__)
@@ -58,18 +59,12 @@ def off_reason(*, local: bool) -> Optional[str]:
     return None if local else "local error not measured (--no-local)"
 
 
-def is_fast_run(flags: Sequence[str]) -> bool:
-    names = {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
-    return bool(names & {"fast_run", "full_run"})
-
-
 def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[str, ...]:
     """Extra flags for the *test* run so its fast-run algorithm choices can be replayed by the
     layerwise run: a ``--fast-run-algo-policy`` cache in the analysis folder, or on the device
     for a remote analysis (``sessions``: its RemoteSessions), where both runs read it (none
     when the run is not fast-run or the user gave a cache already)."""
-    names = {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
-    if not is_fast_run(flags) or "fast_run_algo_policy" in names:
+    if not is_fast_run(flags) or "fast_run_algo_policy" in flag_names(flags):
         return ()
     if sessions is not None:  # the cache lives where load_and_run runs
         return ("--fast-run-algo-policy", f"{sessions.get().remote_dir}/{adir.name}-{ALGO_CACHE}")
