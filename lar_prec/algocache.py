@@ -20,9 +20,10 @@ Nothing here imports numpy or megengine.
 """
 from __future__ import annotations
 
+import itertools
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -41,6 +42,8 @@ class ProfiledAlgo:
     attribute: int
     seconds: Optional[float]
     workspace: Optional[int]
+    #: its two records as in the file (what :func:`prefer_algorithms` writes back)
+    raw: bytes = field(default=b"", repr=False)
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class CacheEntry:
     shapes: Tuple[Tuple[int, ...], ...]
     key: bytes
     results: Tuple[ProfiledAlgo, ...]
+    #: the category's bytes as in the file
+    raw_category: bytes = field(default=b"", repr=False)
 
     def chosen(self, reproducible: bool = False) -> Optional[ProfiledAlgo]:
         """The algorithm a run reading the cache takes (None: none allowed)."""
@@ -97,6 +102,7 @@ def _results(value: bytes, path: Path) -> Tuple[ProfiledAlgo, ...]:
     r = _Reader(value, path)
     out = []
     for _ in range(r.u32()):
+        start = r.pos
         desc = _Reader(r.blob(), path)
         desc.u32(), desc.u32(), desc.u32()  # handle type, algo type, (unused)
         name = desc.blob().decode("utf-8", "replace")
@@ -107,7 +113,7 @@ def _results(value: bytes, path: Path) -> Tuple[ProfiledAlgo, ...]:
             attr = 0
         secs = _float(info[1]) if len(info) > 1 else None
         work = int(info[2]) if len(info) > 2 and info[2].isdigit() else None
-        out.append(ProfiledAlgo(name, attr, secs, work))
+        out.append(ProfiledAlgo(name, attr, secs, work, value[start:r.pos]))
     return tuple(out)
 
 
@@ -133,16 +139,25 @@ def read_algo_cache(path: PathLike) -> Tuple[CacheEntry, ...]:
     out: List[CacheEntry] = []
     try:
         for _ in range(r.u32()):
-            category = r.blob().decode("utf-8", "replace")
+            raw_category = r.blob()
+            category = raw_category.decode("utf-8", "replace")
             for _ in range(r.u32()):
                 key, value = r.blob(), r.blob()
-                out.append(CacheEntry(category, _shapes(key), key, _results(value, p)))
+                out.append(CacheEntry(category, _shapes(key), key, _results(value, p), raw_category))
     except UnicodeDecodeError:
         raise UsageError(f"{p}: not a MegEngine fast-run algorithm cache") from None
     if r.pos != len(data):
         raise UsageError(f"{p}: {len(data) - r.pos} bytes after the last record "
                          "(expected a MegEngine fast-run algorithm cache)")
     return tuple(out)
+
+
+def _u32(n: int) -> bytes:
+    return struct.pack("<I", n)
+
+
+def _blob(b: bytes) -> bytes:
+    return _u32(len(b)) + b
 
 
 def prefer_algorithms(src: PathLike, dst: PathLike, word: str) -> Path:
@@ -154,42 +169,15 @@ def prefer_algorithms(src: PathLike, dst: PathLike, word: str) -> Path:
     Raises:
         UsageError: ``src`` is not such a cache.
     """
-    read_algo_cache(src)  # checks the whole file first: one clear error, then trusted offsets
-    data, out, p = Path(src).read_bytes(), bytearray(), 0
-
-    def take(n: int) -> bytes:
-        nonlocal p
-        b = data[p:p + n]
-        p += n
-        return b
-
-    def u32() -> int:
-        return struct.unpack("<I", take(4))[0]
-
-    def blob() -> bytes:
-        n = u32()
-        return struct.pack("<I", n) + take(n)
-
-    ncat = u32()
-    out += struct.pack("<I", ncat)
-    for _ in range(ncat):
-        out += blob()
-        count = u32()
-        out += struct.pack("<I", count)
-        for _ in range(count):
-            out += blob()  # the key, as it is
-            value = blob()[4:]
-            q, results = 4, []
-            for _ in range(struct.unpack_from("<I", value, 0)[0]):
-                a = struct.unpack_from("<I", value, q)[0]
-                desc = value[q:q + 4 + a]
-                q += 4 + a
-                b = struct.unpack_from("<I", value, q)[0]
-                results.append((desc, value[q:q + 4 + b]))
-                q += 4 + b
-            results.sort(key=lambda r: word.encode() not in r[0])  # stable
-            body = struct.pack("<I", len(results)) + b"".join(d + i for d, i in results)
-            out += struct.pack("<I", len(body)) + body
+    out = bytearray()
+    # entries of one category are consecutive in the file: write them back in its order
+    groups = [list(g) for _, g in itertools.groupby(read_algo_cache(src), key=lambda e: e.raw_category)]
+    out += _u32(len(groups))
+    for group in groups:
+        out += _blob(group[0].raw_category) + _u32(len(group))
+        for e in group:
+            results = sorted(e.results, key=lambda r: word not in r.name)  # stable
+            out += _blob(e.key) + _blob(_u32(len(results)) + b"".join(r.raw for r in results))
     Path(dst).write_bytes(bytes(out))
     return Path(dst)
 
