@@ -311,8 +311,7 @@ def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], 
     shown = (f"vars and roots are those of the target that diverges most: {worst_t.name}" if bad
              else f"vars are those of target {worst_t.name}")
     if dropped:
-        notes.append(f"the naive reference ran without {' '.join(dropped)} (reference kernels need no algorithm "
-                     "choice); the targets kept them")
+        notes.append(W.dropped_note(dropped, "the targets"))
     notes = [shown] + notes + env_notes
     extra = {"analysis_dir": str(adir), "inputs": prepared.to_json(), "config": config, "reference": ref.name,
              "shown_target": worst_t.name, "targets": entries, **env_extra}

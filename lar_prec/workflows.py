@@ -360,8 +360,7 @@ def naive_vs_default(
                                 jobs=min(2, os.cpu_count() or 1), on_progress=_compare_progress(progress))
     env_extra, notes = environment_extra(runs)
     if dropped:
-        notes.append(f"the naive reference ran without {' '.join(dropped)}: its reference kernels need no "
-                     "algorithm choice (and MGB_USE_MEGDNN_DBG=2 refuses fast-run profiling); the default run kept them")
+        notes.append(dropped_note(dropped, "the default run"))
         env_extra["naive_dropped_flags"] = list(dropped)
     if lar_obj is not None and lar_obj.is_bundled:
         notes.append("runs used the bundled load_and_run (megenginelite, LITE mode); var ids of a real "
@@ -397,6 +396,12 @@ def reference_flags(flags: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, .
             if value is not None:
                 dropped.append(value)
     return tuple(kept), tuple(dropped)
+
+
+def dropped_note(dropped: Sequence[str], kept_by: str) -> str:
+    """The report note for the flags :func:`reference_flags` took from the naive reference."""
+    return (f"the naive reference ran without {' '.join(dropped)}: its reference kernels need no algorithm "
+            f"choice (and MGB_USE_MEGDNN_DBG=2 refuses fast-run profiling); {kept_by} kept them")
 
 
 def _local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
