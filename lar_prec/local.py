@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError

@@ -92,21 +92,13 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
                           reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote)
     floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result)
     verdict = local_roots(result, floors)
-    written: List[Path] = []
     errors: List[str] = []
+    written: List[Path] = []
     if repros and verdict.roots:
-        from lar_prec.replay import make_repro
+        from lar_prec.replay import make_repros
 
-        for r in verdict.roots[:10]:  # each costs a model load and a one-operator dump
-            # named by the report's id (the reference dump's), which a binary numbering vars
-            # unlike MegEngine's Python graph does not share with the layerwise model
-            rid = result.layerwise.var(r.id).ref_id
-            rid = r.id if rid is None else rid
-            try:
-                written.append(make_repro(result, r.id, out_dir.parent / f"repro-{rid}",
-                                          reference_config=reference_config, timeout=tmo).dir)
-            except LarPrecError as exc:  # the analysis stands without it; say so
-                errors.append(f"repro of var {rid} not written: {exc}")
+        written = [r.dir for r in make_repros(result, out_dir.parent, verdict, reference_config=reference_config,
+                                              timeout=tmo, errors=errors)]
     return LocalAnalysis(result, verdict, tuple(written), out_dir, time.monotonic() - t0, tuple(errors))
 
 

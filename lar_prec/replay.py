@@ -140,12 +140,26 @@ def _observed_with(result: LocalResult) -> Optional[str]:
 
 
 def make_repros(result: LocalResult, out_dir: "str | Path", verdict: Optional[LocalVerdict] = None, *,
-                limit: int = 10, timeout: float = DEFAULT_TIMEOUT) -> List[Repro]:
+                limit: int = 10, timeout: float = DEFAULT_TIMEOUT, reference_config: "str | RunConfig" = "naive",
+                test_config: "RunConfig | None" = None, errors: Optional[List[str]] = None) -> List[Repro]:
     """A repro folder ``out_dir/repro-<id>`` for each local root (most likely first, at most
-    ``limit``: each costs a model load and a one-operator dump)."""
+    ``limit``: each costs a model load and a one-operator dump). ``<id>`` is the report's id
+    (the reference dump's), which a binary numbering vars unlike MegEngine's Python graph does
+    not share with the layerwise model. With ``errors`` a repro that cannot be written is a
+    line there (the analysis stands without it), not an exception."""
     verdict = verdict or local_roots(result)
-    return [make_repro(result, r.id, Path(out_dir) / f"repro-{r.id}", timeout=timeout)
-            for r in verdict.roots[:limit]]
+    written: List[Repro] = []
+    for r in verdict.roots[:limit]:
+        rid = result.layerwise.var(r.id).ref_id
+        rid = r.id if rid is None else rid
+        try:
+            written.append(make_repro(result, r.id, Path(out_dir) / f"repro-{rid}", timeout=timeout,
+                                      reference_config=reference_config, test_config=test_config))
+        except LarPrecError as exc:
+            if errors is None:
+                raise
+            errors.append(f"repro of var {rid} ({r.name}) not written: {exc}")
+    return written
 
 
 def _readme(r: Dict) -> str:

@@ -31,7 +31,6 @@ Example::
 """
 from __future__ import annotations
 
-import os
 import platform
 import threading
 import time

@@ -178,7 +178,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
     floors = noise_floors(result, compute_dtype)
     verdict = local_roots(result, floors)
     ref_id = {m.id: m.ref_id for m in lw.measured}
-    repros, repro_errors = _repros(result, verdict, flags, out_dir, ref_id, timeout)
+    repros, repro_errors = _repros(result, verdict, flags, out_dir, timeout)
     record = local_json(result, verdict)
     record["not_measured"] = [{"name": n, "why": w} for n, w in missing]
     record["compute_dtype"] = cdt
@@ -196,21 +196,13 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
 REPROS_PER_OPTION = 3
 
 
-def _repros(result: LocalResult, verdict: Any, flags: Sequence[str], out_dir: Path, ref_id: Mapping[int, Any],
+def _repros(result: LocalResult, verdict: Any, flags: Sequence[str], out_dir: Path,
             timeout: float) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """A repro folder per local root of the option (``out_dir/repro-<reference id>``): the
     one-operator model under default kernels plus the option's flags; never raises."""
-    from lar_prec.replay import make_repro
+    from lar_prec.replay import make_repros
 
-    written: List[str] = []
     errors: List[str] = []
-    cfg = get_config("default").with_extra(tuple(flags))
-    for r in verdict.roots[:REPROS_PER_OPTION]:
-        rid = ref_id.get(r.id)
-        rid = r.id if rid is None else rid
-        try:
-            written.append(str(make_repro(result, r.id, out_dir / f"repro-{rid}", test_config=cfg,
-                                          timeout=timeout).dir))
-        except LarPrecError as exc:  # the sweep stands without it; say so
-            errors.append(f"repro of {r.name} not written: {exc}")
-    return tuple(written), tuple(errors)
+    written = make_repros(result, out_dir, verdict, limit=REPROS_PER_OPTION, timeout=timeout,
+                          test_config=get_config("default").with_extra(tuple(flags)), errors=errors)
+    return tuple(str(r.dir) for r in written), tuple(errors)
