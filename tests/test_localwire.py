@@ -300,26 +300,17 @@ def test_a_layerwise_run_past_the_timeout_is_killed_with_its_group_and_leaves_a_
 
 
 def test_ctrl_c_during_the_layerwise_run_kills_it_and_exits_130(manifest, tmp_path):
-    import signal
+    import os
 
-    from proc_helpers import wait_for, wait_gone
+    from proc_helpers import ctrl_c, wait_gone
 
     pid = tmp_path / "hang.pid"
     lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_HANG="layerwise", WRAPPED_LAR_HANG_PID=str(pid))
     case = manifest["cnn"]
     out = tmp_path / "a"
-    proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "naive-vs-default", str(case.model), "--input",
-                             ";".join(case.input_specs()), "-q", "--out", str(out), "--lar", str(lar)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(pid, 120)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+    rc, err, _ = ctrl_c([sys.executable, "-m", "lar_prec", "naive-vs-default", str(case.model), "--input",
+                         ";".join(case.input_specs()), "-q", "--out", str(out), "--lar", str(lar)], os.environ, pid)
+    assert rc == 130, err
     assert "interrupted while measuring local error" in err and "Traceback" not in err
     assert wait_gone(int(pid.read_text()), 5), "the layerwise run's child survived Ctrl-C"
     assert json.loads((out / "local" / "local" / "run.json").read_text())["status"] == "interrupted"
