@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from lar_prec._lazy import numpy as np
+from lar_prec.records import json_number
 
 if TYPE_CHECKING:  # records of lar_prec.local, which imports this module
     from lar_prec.local import LayerwiseModel, LocalResult, LocalVar, MeasuredVar
@@ -240,9 +241,6 @@ def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iter
                f"(x{r.margin:.3g})")
 
 
-def _num(x: Optional[float]) -> Optional[float]:
-    return None if x is None or not math.isfinite(x) else float(x)
-
 
 def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Dict[str, Any]:
     """The local analysis as one JSON object (``schema: lar-prec.local/1``): every var's
@@ -255,14 +253,14 @@ def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> D
         "layerwise_model": str(lw.path), "ref_dump": str(result.ref_dump),
         "test_dump": str(result.test_dump) if result.test_dump else None,
         "vars": [{"id": v.id, "name": v.name, "opr_type": v.opr_type, "dtype": v.dtype,
-                  "local_err": _num(v.local_err), "entire_err": _num(v.entire_err),
+                  "local_err": json_number(v.local_err), "entire_err": json_number(v.entire_err),
                   "nonfinite": any(x is not None and not math.isfinite(x) for x in (v.local_err, v.entire_err)),
                   "floor": verdict.floors.get(v.id), "label": verdict.labels.get(v.id),
                   "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
                   "algorithm": list(result.algorithms.get(v.id, ())),
                   "unit": list(lw.var(v.id).unit)} for v in result.vars],
-        "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": _num(r.local_err),
-                   "floor": r.floor, "margin": _num(r.margin), "entire_err": _num(r.entire_err)}
+        "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": json_number(r.local_err),
+                   "floor": r.floor, "margin": json_number(r.margin), "entire_err": json_number(r.entire_err)}
                   for r in verdict.roots],
         "checks": [{"name": c.name, "status": c.status, "note": c.note,
                     "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in result.checks],

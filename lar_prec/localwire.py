@@ -20,7 +20,6 @@ Nothing here imports megengine: the build and the runs are child processes.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +29,7 @@ from lar_prec.errors import LarPrecError
 from lar_prec.local import (DEFAULT_TIMEOUT, LocalResult, LocalVerdict, flag_names, is_fast_run, local_errors,
                             local_roots, noise_floors)
 from lar_prec.runner import RunConfig, get_config
+from lar_prec.records import json_number
 
 log = logging.getLogger(__name__)
 
@@ -139,9 +139,6 @@ def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional
 # ---------------------------------------------------------------------------------- report
 
 
-def _num(x: Optional[float]) -> Optional[float]:
-    return None if x is None or not math.isfinite(x) else float(x)
-
 
 def report_ids(la: LocalAnalysis) -> Tuple[Dict[int, int], Dict[int, int]]:
     """(report id -> local id, local id -> report id). The report's vars carry the reference
@@ -168,10 +165,11 @@ def _var_extra(la: LocalAnalysis, lv: Any, to_report: Mapping[int, int]) -> Dict
     """The local keys of the report var measured as ``lv`` (a LocalVar, local ids)."""
     vid = lv.id
     floor = la.verdict.floors.get(vid)
-    d: Dict[str, Any] = {"local_err": _num(lv.local_err), "floor": _num(floor), "label": la.verdict.labels.get(vid),
+    d: Dict[str, Any] = {"local_err": json_number(lv.local_err), "floor": json_number(floor),
+                         "label": la.verdict.labels.get(vid),
                          "inherited_from": [to_report.get(k, k) for k in la.verdict.inherited_from.get(vid, ())]}
     if d["label"] == "root" and floor:
-        d["margin"] = _num(lv.local_err / floor) if lv.local_err is not None else None
+        d["margin"] = json_number(lv.local_err / floor) if lv.local_err is not None else None
     if lv.problem:
         d["not_isolated_why"] = lv.problem
     return d
@@ -210,10 +208,11 @@ def _local_roots(report: Any, la: LocalAnalysis, paths: Mapping[int, Tuple[int, 
         amp = v.max_err / in_max if v.max_err is not None and in_max else None
         out.append(ReportRoot(
             id=v.id, name=v.name, opr=v.opr, opr_type=v.opr_type, max_err=v.max_err, input_max_err=in_max,
-            amplification=_num(amp), path=paths.get(v.id, ()), status=v.status, dtype=v.dtype,
+            amplification=json_number(amp), path=paths.get(v.id, ()), status=v.status, dtype=v.dtype,
             inputs_equal=bool(ins) and in_max == 0,
             note=f"local error {r.local_err:.3g} > its floor {r.floor:.3g} (x{r.margin:.3g})",
-            extra={"rule": "local", "local_err": _num(r.local_err), "floor": _num(r.floor), "margin": _num(r.margin)}))
+            extra={"rule": "local", "local_err": json_number(r.local_err), "floor": json_number(r.floor),
+                   "margin": json_number(r.margin)}))
     return tuple(out)
 
 

@@ -6,9 +6,10 @@ design's JSON ``vars[]`` keys), so a variable is described once.
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
-from typing import Tuple, Union
+from typing import Optional, Tuple, Union
 
 #: a file or folder argument: str or any os.PathLike (one alias for the package)
 PathLike = Union[str, "os.PathLike[str]"]
@@ -27,3 +28,8 @@ class VarKey:
     shape: Tuple[int, ...]
     inputs: Tuple[int, ...]
     status: str
+
+
+def json_number(x: Optional[float]) -> Optional[float]:
+    """A number for JSON, which has no NaN or Inf: None for those and for None."""
+    return None if x is None or not math.isfinite(x) else float(x)

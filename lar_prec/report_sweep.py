@@ -26,6 +26,7 @@ import math
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 from lar_prec.report_records import ReportRoot, ReportThreshold, ReportVar, fmt_err, run_from_result
+from lar_prec.records import json_number
 
 if TYPE_CHECKING:
     from lar_prec.report import Report
@@ -53,9 +54,6 @@ def _verdict(result: "SweepResult") -> str:
     return "; ".join(parts) + (" [roots by local error]" if by_local else "")
 
 
-def _finite(x: Optional[float]) -> Optional[float]:
-    return None if x is None or not math.isfinite(x) else float(x)
-
 
 def _root(o: "OptionResult") -> ReportRoot:
     """The report root of a divergent option: its top local root, or its dump-only root."""
@@ -63,7 +61,7 @@ def _root(o: "OptionResult") -> ReportRoot:
     note = o.cause
     if o.root_rule == "local" and o.local is not None and o.local.roots:
         r = o.local.roots[0]
-        extra.update(local_err=_finite(r.local_err), floor=r.floor, margin=_finite(r.margin))
+        extra.update(local_err=json_number(r.local_err), floor=r.floor, margin=json_number(r.margin))
         text = f"local error {fmt_err(r.local_err)} > its floor {fmt_err(r.floor)} (x{_margin(r.margin)})"
         note = f"{text}; {note}" if note else text
     return ReportRoot(id=int(o.root_ref_id), name=o.root_name or "", opr="", opr_type=o.root_opr_type or "",  # type: ignore[arg-type]
@@ -127,7 +125,7 @@ def sweep_report(result: "SweepResult", *, model: Optional[str] = None,
                                   "options_nonfinite": [n for n, x in errs.items()
                                                         if x is not None and not math.isfinite(x)]}
         if local:
-            vextra["local"] = {n: _finite(e.get(v.name)) for n, e in local.items()}
+            vextra["local"] = {n: json_number(e.get(v.name)) for n, e in local.items()}
         vars_.append(ReportVar(id=v.id, name=v.name, opr=v.owner, opr_type=v.opr_type, dtype=v.dtype,
                                shape=tuple(v.shape), inputs=tuple(d.input_ids),
                                status="divergent" if any(over(n, x) for n, x in errs.items()) else "ok",

@@ -32,10 +32,8 @@ from lar_prec.local import (CheckResult, LayerwiseModel, LocalResult, LocalVar, 
                             feed_inputs, output_ids, run_layerwise)
 from lar_prec.outputs import atomic_write_text
 from lar_prec.runner import get_config
+from lar_prec.records import json_number
 
-
-def _num(x: Optional[float]) -> Optional[float]:
-    return None if x is None or not math.isfinite(x) else float(x)
 
 
 @dataclass(frozen=True)
@@ -64,9 +62,9 @@ class OptionLocal:
         return {
             "measured": self.measured, "why": self.why or None, "compute_dtype": self.compute_dtype,
             "n_measured": len(self.measured_names()),
-            "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": _num(r.local_err),
-                       "nonfinite": not math.isfinite(r.local_err), "floor": r.floor, "margin": _num(r.margin),
-                       "entire_err": _num(r.entire_err)} for r in self.roots],
+            "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": json_number(r.local_err),
+                       "nonfinite": not math.isfinite(r.local_err), "floor": r.floor, "margin": json_number(r.margin),
+                       "entire_err": json_number(r.entire_err)} for r in self.roots],
             "not_measured": [{"name": n, "why": w} for n, w in self.not_measured],
             "not_isolated": [{"name": n, "why": w} for n, w in self.not_isolated],
             "dir": self.dir, "seconds": round(self.seconds, 3),
