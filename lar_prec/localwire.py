@@ -220,12 +220,13 @@ def local_summary(la: LocalAnalysis, roots_by: str) -> Dict[str, Any]:
     """The report's top-level ``local`` object: config, checks, what could not be isolated."""
     res, lw = la.result, la.result.layerwise
     by_id = res.by_id()
+    to_report = report_ids(la)[1]
     return {
         "measured": True, "roots_by": roots_by, "config": res.config, "dir": str(la.dir),
         "seconds": round(la.seconds, 3), "n_vars": len(res.vars), "n_roots": len(la.verdict.roots),
         "checks": [{"name": c.name, "status": c.status, "note": c.note,
                     "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in res.checks],
-        "not_isolated": [{"id": report_ids(la)[1].get(k, k), "name": by_id[k].name if k in by_id else None, "why": w}
+        "not_isolated": [{"id": to_report.get(k, k), "name": by_id[k].name if k in by_id else None, "why": w}
                          for k, w in lw.not_isolated.items()],
         "repros": [str(p) for p in la.repros],
         # where the layerwise model ran: the test run's binary (and device)
