@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -85,6 +85,8 @@ class SweepLayerwise:
     #: RemoteSessions for layerwise files, shared by every option)
     lar: Any = None
     remote: Any = None
+    #: reference var id -> max |value| (the floors' magnitude), read once for all options
+    ref_max_abs: Mapping[int, Optional[float]] = field(default_factory=dict)
 
 
 def prepare(model: Path, ref_dump: Path, out_dir: Path, *, timeout: float, lar: Any = None,
@@ -96,9 +98,13 @@ def prepare(model: Path, ref_dump: Path, out_dir: Path, *, timeout: float, lar: 
         LarPrecError: the build failed (the sweep reports local error as not measured).
     """
     t0 = time.monotonic()
+    from lar_prec.local import _max_abs
+
     lw = build_layerwise(model, ref_dump, out_dir / "layerwise", timeout=timeout)
-    inputs = feed_inputs(lw, DumpFolder(ref_dump), out_dir / "inputs-ref")
-    return SweepLayerwise(lw, inputs, Path(ref_dump), out_dir, time.monotonic() - t0, lar, remote)
+    ref = DumpFolder(ref_dump)
+    inputs = feed_inputs(lw, ref, out_dir / "inputs-ref")
+    mags = {m.ref_id: _max_abs(ref[m.ref_id].array()) for m in lw.measured if m.ref_id is not None and m.ref_id in ref}
+    return SweepLayerwise(lw, inputs, Path(ref_dump), out_dir, time.monotonic() - t0, lar, remote, mags)
 
 
 def run_option_layerwise(prep: SweepLayerwise, flags: Sequence[str], dump_dir: Path, *,
@@ -140,7 +146,6 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
     except LarPrecError as exc:
         return OptionLocal(False, why=_failure(exc, out_dir), compute_dtype=cdt, dir=str(out_dir),
                            seconds=time.monotonic() - t0)
-    from lar_prec.local import _max_abs
     from lar_prec.sweep_analysis import compare_pair
 
     lw = prep.layerwise
@@ -164,7 +169,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
             continue
         problem = m.problem or iso_why.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, err, entire.get(m.name), problem is None, problem,
-                             _max_abs(ref[m.ref_id].array())))
+                             prep.ref_max_abs.get(m.ref_id)))
     if not rows:  # nothing to judge by: the option keeps its dump-only verdict
         first = f" (first: {missing[0][0]}: {missing[0][1]})" if missing else ""
         return OptionLocal(False, why="local error could not be measured: no operator's output was comparable "
