@@ -2,13 +2,13 @@
 
 The stages, each in its module:
 
-* :mod:`lar_prec.pairing`: which var of A goes with which of B (:class:`~lar_prec.pairing.Pairing`);
+* :mod:`lar_prec.compare.pairing`: which var of A goes with which of B (:class:`~lar_prec.pairing.Pairing`);
 * here, planning: each pair becomes a job decided from the headers (missing, shape or dtype
   mismatch) or a value comparison split into element ranges (pieces);
-* :mod:`lar_prec.engine`: the streaming engine measures the pieces, one pass over chunks,
-  NaN/Inf aware, on the workers :mod:`lar_prec.engine_exec` runs (settings and strategy in
-  :class:`EngineSettings`); :mod:`lar_prec.metrics` defines what every number means;
-* :mod:`lar_prec.threshold`: the rule (fixed, or auto, chosen from the data once every var is
+* :mod:`lar_prec.compare.engine.scan`: the streaming engine measures the pieces, one pass over chunks,
+  NaN/Inf aware, on the workers :mod:`lar_prec.compare.engine.workers` runs (settings and strategy in
+  :class:`EngineSettings`); :mod:`lar_prec.compare.metrics` defines what every number means;
+* :mod:`lar_prec.compare.threshold`: the rule (fixed, or auto, chosen from the data once every var is
   measured) that makes a var ``ok`` or ``divergent``; elements above it are recounted where
   they could not be counted in the first pass.
 
@@ -184,7 +184,7 @@ def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: 
                         kept: Dict[int, Tuple[Extent, Extent]]) -> "Optional[tempfile.TemporaryDirectory]":
     """Vars paired by name across rewritten graphs, before any threshold: a var B dumped in
     a transformed layout (NCHW44, NHWCD4, ...) is brought back to A's NCHW shape and measured
-    again (:mod:`lar_prec.relayout`; ambiguous layouts stay ``shape_mismatch``, the note says
+    again (:mod:`lar_prec.compare.relayout`; ambiguous layouts stay ``shape_mismatch``, the note says
     why); a float var an fp16 rewrite narrowed is compared as A's dtype (the cast is exact);
     every pair whose ids differ notes B's id. The converted B values are written to a
     temporary folder, returned (the caller removes it) and entered in ``kept`` by A's id

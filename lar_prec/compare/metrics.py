@@ -1,6 +1,6 @@
 """What every metric of a var means: one readable, whole-array definition each.
 
-These are the reference. The streaming engine (:mod:`lar_prec.engine`: chunks, the C kernel,
+These are the reference. The streaming engine (:mod:`lar_prec.compare.engine.scan`: chunks, the C kernel,
 mapped reads, worker processes) computes the same numbers without holding a var in memory,
 and tests/test_metrics.py checks it against these functions (hypothesis + real dumps):
 maxima, indices, ulps and counts bit for bit, sums to float rounding.

@@ -6,7 +6,7 @@ consumes. Modes:
 * ``"id"``: a var of A pairs with the var of B with the same id (same graph, two runs).
 * ``"name"``: across differently rewritten graphs (load_and_run options: layout transforms,
   fp16, fusion, even ``--const-shape`` shift var ids), by var name with the rule of
-  :mod:`lar_prec.namepair` (computed vars; the last producer of a repeated name; the
+  :mod:`lar_prec.compare.namepair` (computed vars; the last producer of a repeated name; the
   ``[N]``-stripped name where unique on both sides). Model inputs pair by exact name. What
   could not be paired is not in ``order`` (it is expected: fused vars, fp16 copies, constants)
   but in ``unpaired``, each with its reason. Roots are found on A's graph (A's ids and inputs).

@@ -21,7 +21,7 @@ class VarDiff(VarKey):
     """The comparison of one var between folder A and folder B.
 
     Metrics are None when they do not apply (missing var, shape mismatch, undecodable
-    dtype, or no position finite on both sides); :mod:`lar_prec.metrics` defines each.
+    dtype, or no position finite on both sides); :mod:`lar_prec.compare.metrics` defines each.
     ``worst_index`` is the index (in the var's shape) of the element with the largest
     ``max_err``; ``worst_a``/``worst_b`` its values. ``threshold`` is the threshold this var
     was held to and ``n_over`` the number of its elements above it. ``inputs`` are the var

@@ -49,7 +49,7 @@ FORMAT_KIND: Dict[str, str] = {
     "CHWN4": "chwn4",
 }
 
-#: layout option names (lar_prec.graphopts / load_and_run ``--enable-<name>``) -> kind
+#: layout option names (lar_prec.lar.graphopts / load_and_run ``--enable-<name>``) -> kind
 OPTION_KIND: Dict[str, str] = {
     "nchw4": "nchw4", "nchw44": "nchw4", "nchw44_dot": "nchw4", "nchw88": "nchw88",
     "nchw32": "nchw32", "nchw64": "nchw64", "nhwcd4": "nhwcd4", "chwn4": "chwn4",

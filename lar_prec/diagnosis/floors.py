@@ -1,6 +1,6 @@
 """Noise floors of local error per operator, and roots by local error (issue 14).
 
-An operator is a root when its local error (``lar_prec.local``) exceeds its own noise floor:
+An operator is a root when its local error (``lar_prec.diagnosis.local``) exceeds its own noise floor:
 0 for data movement and integer operators (any difference there is a bug), a few ulps for
 elementwise float operators, and ``eps * sqrt(K) * s`` for operators that sum K terms, with
 ``s`` calibrated from the spread of local errors in the same run. Numpy only.

@@ -13,7 +13,7 @@ output with the reference output (``shared/reference/layerwise.md``):
    load_and_run, on its device for ``--remote``, ``--bin-io-dump``) and computes
    MegEngine's metric per var, keyed by the original graph's var id, plus three checks:
    isolation, reference self-check and test-fed check;
-3. :func:`noise_floors` and :func:`local_roots` (``lar_prec.floors``, re-exported here): an
+3. :func:`noise_floors` and :func:`local_roots` (``lar_prec.diagnosis.floors``, re-exported here): an
    operator is a root when its local error exceeds its own noise floor; everything else
    that diverges is inherited.
 """
@@ -52,7 +52,7 @@ DEFAULT_TIMEOUT = 600.0
 # ============================================================================ metric
 
 
-#: MegEngine's metric over two whole tensors (one definition, in lar_prec.metrics)
+#: MegEngine's metric over two whole tensors (one definition, in lar_prec.compare.metrics)
 megengine_rel = max_megengine_err
 
 

@@ -9,7 +9,7 @@
       repro.json       the var, the configurations, the commands, the local error seen
       README.md        what it is and how to run it (bundled and a real load_and_run)
 
-:func:`replay` (``python -m lar_prec.replay DIR``) runs it again in fresh processes and says
+:func:`replay` (``python -m lar_prec.diagnosis.replay DIR``) runs it again in fresh processes and says
 whether the divergence is reproduced: the output under the test configuration equals the
 observed one bit for bit, and its error against the reference is the one recorded.
 """
@@ -198,7 +198,7 @@ Run inside this folder:
     {r['reference']['commands']['load_and_run']}
 
 The output is the var named `{v['output']}` in the dump. `lar-prec replay .` (or
-`python -m lar_prec.replay .`) runs both and says whether the divergence is reproduced: exit
+`python -m lar_prec.diagnosis.replay .`) runs both and says whether the divergence is reproduced: exit
 1 when it is, 0 when it is not.
 """
 
@@ -265,11 +265,11 @@ def replay_verdict(r: ReplayResult) -> "tuple[int, str]":
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m lar_prec.replay DIR`` (as ``lar-prec replay DIR``): 1 when the divergence
+    """``python -m lar_prec.diagnosis.replay DIR`` (as ``lar-prec replay DIR``): 1 when the divergence
     is reproduced, 0 when not, 2 for a folder that is not a repro, 3 when a run failed."""
     args: List[str] = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        sys.stderr.write("usage: python -m lar_prec.replay REPRO_DIR\n")
+        sys.stderr.write("usage: python -m lar_prec.diagnosis.replay REPRO_DIR\n")
         return 2
     try:
         r = replay(args[0])

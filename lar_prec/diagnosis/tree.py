@@ -16,7 +16,7 @@ Decisions (docs/threshold.md has the threshold ones):
   no compared input, ``inf`` when those inputs are bitwise equal).
 
 The reader of MegEngine's ``compare_binary_iodump`` text and the ``accuracy_shake_var_tree``
-compatibility layer (:func:`parse`, :class:`varNode`) live in :mod:`lar_prec.megcompat`;
+compatibility layer (:func:`parse`, :class:`varNode`) live in :mod:`lar_prec.diagnosis.megcompat`;
 their names stay importable from here (``from lar_prec.diagnosis.tree import parse, varNode``).
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ Under ``--fast-run`` MegEngine profiles every algorithm of an operator and keeps
 in this cache, fastest first; a run reading the cache takes the first one its constraints
 allow (``--reproducible``: the first reproducible one). Local error needs to know it: a
 Winograd convolution rounds several times more than a direct one on the same inputs, so its
-noise floor must be wider (:mod:`lar_prec.floors`), or fast-run's choice reads as a fault.
+noise floor must be wider (:mod:`lar_prec.diagnosis.floors`), or fast-run's choice reads as a fault.
 
 The format (MegEngine ``InFilePersistentCache``, checked on 1.13 files), all integers
 little-endian uint32::

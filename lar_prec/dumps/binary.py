@@ -1,5 +1,4 @@
-"""Readers (and a writer) for what ``load_and_run`` dumps: binary ``--bin-io-dump`` folders
-and text ``--io-dump`` files, turned into typed, frozen records.
+"""One binary ``--bin-io-dump`` file: read (lazily) into a :class:`BinaryDump`, and written.
 
 Binary files (``load_and_run.md`` 3.4) are read lazily: :func:`read_binary_dump` reads only
 the 40-byte header and the title; values come from a read-only memory map when
@@ -7,13 +6,13 @@ the 40-byte header and the title; values come from a read-only memory map when
 one :class:`~lar_prec.errors.DumpFormatError` naming the file, the byte offset and what was
 expected there.
 
+A folder of them is :class:`lar_prec.dumps.folder.DumpFolder`; ``lar_prec.iodump`` re-exports
+both with the text reader.
+
 Example::
 
-    folder = DumpFolder("run/naive/dump")
-    for dump in folder:                      # execution order
-        print(dump.var.id, dump.var.name, dump.var.opr_type, dump.array().max())
-    text = read_text_dump("run/naive/io.txt")
-    text.last()[11].val.mean
+    d = read_binary_dump("run/naive/dump/00000b")
+    print(d.var.id, d.var.name, d.dtype.name, d.shape, d.array().max())
 """
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ SUPPORTED_FLAGS: Dict[str, str] = {
     "enable_nchw44_dot": _BOOL,
     "layout_transform": _STR,
     "layout_transform_dump": _STR,
-    # fp16 and fusion: graph rewrites (lar_prec.graphopts)
+    # fp16 and fusion: graph rewrites (lar_prec.lar.graphopts)
     "enable_ioc16": _BOOL,
     "enable_io16xc32": _BOOL,  # lar-prec's own: the graph API's io16xc32, not a load_and_run flag
     "enable_fuse_conv_bias_nonlinearity": _BOOL,
@@ -141,7 +141,7 @@ class LarOptions:
 
     @property
     def layout(self) -> Optional[str]:
-        """The layout transform asked for (a lar_prec.graphopts layout name), or None."""
+        """The layout transform asked for (a lar_prec.lar.graphopts layout name), or None."""
         for flag, name in LAYOUT_FLAGS.items():
             if getattr(self, flag):
                 return name

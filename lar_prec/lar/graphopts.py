@@ -11,9 +11,9 @@ into a new ``.mge`` file and running that (reference/graph-options.md section 1)
                              optimize_for_inference=True, enable_*=True)
 
 ``keep_var_name=2`` keeps every var name, which is what pairs the rewritten graph's vars
-with the plain graph's (:mod:`lar_prec.namepair`). The rewritten model also tells each
+with the plain graph's (:mod:`lar_prec.compare.namepair`). The rewritten model also tells each
 operator's ``format`` (:func:`format_map`), which settles how a dumped tensor is laid out
-(:mod:`lar_prec.relayout`).
+(:mod:`lar_prec.compare.relayout`).
 
 megengine is imported only inside the functions that need it: importing this module costs
 nothing and works without MegEngine.
@@ -239,7 +239,7 @@ def _log(msg: str) -> None:
     sys.stderr.flush()
 
 
-#: load_and_run's layout transform flags -> lar_prec.graphopts layout names
+#: load_and_run's layout transform flags -> lar_prec.lar.graphopts layout names
 LAYOUT_FLAGS: Dict[str, str] = {
     "enable_nchw4": "nchw4", "enable_chwn4": "chwn4", "enable_nchw44": "nchw44",
     "enable_nchw88": "nchw88", "enable_nchw32": "nchw32", "enable_nchw64": "nchw64",

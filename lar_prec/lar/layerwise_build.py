@@ -8,7 +8,7 @@ operator's output as a model output, and writes ``OUT_DIR/layerwise.mge`` plus
 With ``--only ID`` only the operator producing var ID is kept: a one-operator model.
 
 This is the only lar-prec module besides ``lar.py`` and the case builder that imports
-megengine, and it does so in :func:`build` only; ``lar_prec.local`` runs it in a child
+megengine, and it does so in :func:`build` only; ``lar_prec.diagnosis.local`` runs it in a child
 process of the same Python (importing megengine takes ~1 s and a second of memory).
 Facts it relies on are in ``shared/reference/layerwise.md``:
 

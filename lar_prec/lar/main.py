@@ -20,7 +20,7 @@ Behaviour that differs from the real binary, on purpose:
 * every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr;
 * optimisation options megenginelite cannot take (``--enable_chwn4``, ``--enable_ioc16``,
   conv-bias fusion, ``--optimize_for_inference``, ``--fuse_grain``) are applied by rewriting
-  the model with MegEngine's graph API first (:mod:`lar_prec.graphopts`); the rewritten model
+  the model with MegEngine's graph API first (:mod:`lar_prec.lar.graphopts`); the rewritten model
   is kept beside the dump (``<dump>.rewritten.mge`` or ``--rewritten_model FILE``) and its
   path and sha256 are printed on stderr (:func:`rewritten_models` reads that line). Layout
   transforms go to megenginelite unless a rewrite happens anyway, then into the rewrite;
@@ -29,7 +29,7 @@ Behaviour that differs from the real binary, on purpose:
 * two layout transforms at once are refused (the real binary silently ignores both), and
   ``--enable_jit`` is refused: JIT needs a compiler the MegEngine CPU wheel lacks.
 
-The command line (flags, gflags syntax, :class:`LarOptions`) is :mod:`lar_prec.lar_flags`;
+The command line (flags, gflags syntax, :class:`LarOptions`) is :mod:`lar_prec.lar.flags`;
 this module runs the model.
 
 ``MGB_USE_MEGDNN_DBG`` and ``MGB_DUMP_INPUT`` are read by the C++ runtime from this process's

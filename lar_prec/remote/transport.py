@@ -11,9 +11,9 @@ Two transports, both driving the system's own programs in fresh local processes:
 
 This module holds the low-level layer: target parsing, options, and a :class:`Transport`
 with ``exec`` (one POSIX ``sh`` script on the device), ``push_file`` and ``pull_tree``.
-:mod:`lar_prec.remote_session` builds on it (pushing once by hash, runs in fresh processes
+:mod:`lar_prec.remote.session` builds on it (pushing once by hash, runs in fresh processes
 killed remotely on timeout, pulls, device facts) and is re-exported here; the scripts it
-runs on the device are in :mod:`lar_prec.remote_scripts`.
+runs on the device are in :mod:`lar_prec.remote.scripts`.
 
 Every failure of the device or the connection is a :class:`RemoteError` (a ``RunError``,
 exit 3) whose message carries what ssh, adb or the device's shell said.

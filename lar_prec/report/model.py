@@ -8,8 +8,8 @@ with :func:`from_tree` and hands it to the same writers and renderers:
   cause, notes, summary, per-variable extras). NaN and Inf become ``null`` (strict JSON).
   The per-variable keys come from one table, :data:`VAR_FIELDS`, which also defines
   :class:`ReportVar` and how one is built from a compare ``VarDiff`` (:func:`var_from_diff`).
-- terminal (:mod:`lar_prec.report_terminal`): :func:`render_terminal`, :func:`render_csv`.
-- HTML (:mod:`lar_prec.report_html`): :func:`render_html`, :func:`write_html`; the page's
+- terminal (:mod:`lar_prec.report.terminal`): :func:`render_terminal`, :func:`render_csv`.
+- HTML (:mod:`lar_prec.report.html`): :func:`render_html`, :func:`write_html`; the page's
   HTML, CSS and JS are the files of ``lar_prec/page/``.
 
 Example::

@@ -5,7 +5,7 @@ fresh processes on that target (remote ones through :mod:`lar_prec.runremote`, m
 inputs pushed once). The reference is the naive run (``MGB_USE_MEGDNN_DBG=2``) of the
 reference target (default: this machine). Every target's run is compared with it: by var id
 when both dumps hold the same vars, else by var name (:func:`lar_prec.namepair.pair_by_name`,
-packed layouts brought back to NCHW with :mod:`lar_prec.relayout`), so targets whose
+packed layouts brought back to NCHW with :mod:`lar_prec.compare.relayout`), so targets whose
 load_and_run rewrote the graph differently still pair.
 
 The report (``"command": "devices"``) holds the design's keys for the target that diverges

@@ -5,7 +5,7 @@
    with a timeout, up to ``jobs`` at once. A run that fails to load, crashes (a signal) or
    hangs (killed at the timeout) is a finding, reported; the sweep goes on.
 3. Each option's dump is paired with the reference by var name (the rewritten graph has new
-   ids), brought back to the plain layout and compared (:mod:`lar_prec.sweep_analysis`). It is
+   ids), brought back to the plain layout and compared (:mod:`lar_prec.workflows.sweep_analysis`). It is
    ``ok`` when every paired var is within the tolerance its dtype allows (fp16 rounding for
    ``ioc16``/``io16xc32``), else ``diverges``, with the root where divergence starts in the
    rewritten graph.
@@ -13,7 +13,7 @@
    graph, so their dump pairs with the default one by id): naive-under-option against
    default-under-option differing means *a kernel is wrong under this option*;
    naive-under-option already differing from the reference means *the option changes the math*.
-5. **Local error** (:mod:`lar_prec.sweep_local`, unless ``local=False``): the layerwise model
+5. **Local error** (:mod:`lar_prec.workflows.sweep_local`, unless ``local=False``): the layerwise model
    of the plain model is built once (here) from the reference dump and run under each option
    that ran, where the options ran (the sweep's ``--lar``, its ``--remote`` device), fed with
    the reference's values; an operator whose
@@ -388,7 +388,7 @@ def sweep(
             inputs pushed once, dumps pulled back; the analysis runs here).
         local: measure the local error of every operator under each option that ran (the
             layerwise model built once, run once per option where the options ran:
-            :mod:`lar_prec.sweep_local`).
+            :mod:`lar_prec.workflows.sweep_local`).
 
     Raises:
         UsageError: bad model, inputs, options or flags (exit 2).

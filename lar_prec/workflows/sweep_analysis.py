@@ -1,6 +1,6 @@
 """The analysis half of a sweep: one option's dump against the reference's (numpy only).
 
-A sweep (:mod:`lar_prec.sweep`) compares dumps of *different* graphs: the reference ran the
+A sweep (:mod:`lar_prec.workflows.sweep`) compares dumps of *different* graphs: the reference ran the
 plain model, an option ran a rewritten one (new var ids, maybe NCHWx layouts, fp16 copies,
 fused operators). Here:
 
@@ -89,7 +89,7 @@ class GraphDiff:
         return {e.a: e for e in self.errs}
 
 
-#: MegEngine's metric over two whole tensors (one definition, in lar_prec.metrics)
+#: MegEngine's metric over two whole tensors (one definition, in lar_prec.compare.metrics)
 max_err = max_megengine_err
 
 

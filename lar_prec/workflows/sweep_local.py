@@ -1,7 +1,7 @@
 """Local error of every operator under each option of a sweep (issue 14).
 
 A sweep's reference is the naive run of the plain model. :func:`prepare` builds the
-layerwise model (:mod:`lar_prec.local`) once from the plain model and the reference dump and
+layerwise model (:mod:`lar_prec.diagnosis.local`) once from the plain model and the reference dump and
 writes the reference's values as its inputs; :func:`measure_option` then runs it under one
 option (default kernels plus the option's load_and_run flags, exactly as the option's run got
 them) and compares each operator's output with the reference's. Floors are those of the

@@ -1,6 +1,6 @@
 """The engine's compute core: one chunk of values at a time, into an :class:`Acc`.
 
-Every function here accumulates exactly the metrics :mod:`lar_prec.metrics` defines for whole
+Every function here accumulates exactly the metrics :mod:`lar_prec.compare.metrics` defines for whole
 arrays (tests/test_metrics.py holds them to it). ``kernel`` arguments are the C kernel
 module or None for the numpy path (see :func:`lar_prec.engine.kernel_for`).
 """

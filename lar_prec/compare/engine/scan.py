@@ -1,7 +1,7 @@
-"""The streaming engine: every metric of :mod:`lar_prec.metrics` in one pass over chunks.
+"""The streaming engine: every metric of :mod:`lar_prec.compare.metrics` in one pass over chunks.
 
 A var's two files are read ``chunk_elements`` values at a time into reused buffers or mapped
-windows (:mod:`lar_prec.engine_io`), so memory is bounded by the chunk size, not by the tensor
+windows (:mod:`lar_prec.compare.engine.io`), so memory is bounded by the chunk size, not by the tensor
 size or the page cache. An :class:`Acc` accumulates one element range; ranges of one var
 (pieces, run on several workers) are merged in order by :func:`merge`.
 
