@@ -160,22 +160,6 @@ def atomic_write_text(path: PathLike, text: str, *, what: str = "output") -> Pat
     return Path(path)
 
 
-def atomic_copy(src: PathLike, dest: PathLike, *, what: str = "output") -> Path:
-    """Copy the text file ``src`` to ``dest`` atomically (an HTML page, a report), making
-    missing folders."""
-    try:
-        _target(dest).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot write the {what} to {dest}: {e.strerror or e}") from None
-    with open(src, "r", encoding="utf-8") as fin, atomic_writer(dest, what=what) as fout:
-        while True:
-            chunk = fin.read(1 << 20)
-            if not chunk:
-                break
-            fout.write(chunk)
-    return Path(dest)
-
-
 def save_crash_report(exc: BaseException, argv: Iterable[str] = ()) -> Path:
     """Save the traceback of an internal error to a new file in the temporary folder.
 

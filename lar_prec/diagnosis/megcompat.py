@@ -51,11 +51,11 @@ __all__ = ["MegDiff", "MegEntry", "megengine_text", "parse", "read_megengine_dif
 # ============================================================================ writing compare_binary_iodump's text
 
 
-def _me_title(title: str) -> str:
+def _megengine_title(title: str) -> str:
     return "\n  ".join(textwrap.wrap(title))
 
 
-def _me_sum(d: BinaryDump) -> "np.float32":
+def _megengine_sum(d: BinaryDump) -> "np.float32":
     """``v.sum()`` of the whole tensor cast to float32, as compare_binary_iodump computes it."""
     if not d.dtype.decodable:
         return np.float32("nan")
@@ -95,9 +95,9 @@ def megengine_text(comparison: "Comparison", *, chunk_elements: int = DEFAULT_CH
                 d = apply_threshold([replace(d, scale=comparison[da.id].scale)], thr)[0]
         if d.status in ("ok", "missing"):
             continue
-        name = "{}: \n{}\n{}\n".format(str(path_a), _me_title(da.title), _me_title(db.title))
+        name = "{}: \n{}\n{}\n".format(str(path_a), _megengine_title(da.title), _megengine_title(db.title))
         if d.status == "nonfinite":
-            yield "{} not finite: sum={} vs sum={}".format(name, _me_sum(da), _me_sum(db))
+            yield "{} not finite: sum={} vs sum={}".format(name, _megengine_sum(da), _megengine_sum(db))
         elif d.status == "shape_mismatch":
             yield "{} shape mismatch: {} vs {}".format(name, tuple(da.shape), tuple(db.shape))
         else:

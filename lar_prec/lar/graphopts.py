@@ -222,17 +222,6 @@ def formats_beside_dump(dump_dir: PathLike) -> Dict[str, str]:
         return {}
 
 
-def layout_format_map(model: PathLike, layout: str) -> Dict[str, str]:
-    """:func:`format_map` of ``model`` rewritten for ``layout`` (in a temporary file).
-
-    For runs where megenginelite applied the layout transform itself: the pass is the same,
-    so the var names and formats are the ones of the graph lite executed.
-    """
-    with tempfile.TemporaryDirectory(prefix="lar-prec-format-") as tmp:
-        rewritten = rewrite_model(model, Path(tmp) / "model.mge", Rewrite(layout=layout))
-        return format_map(rewritten.path)
-
-
 
 def _log(msg: str) -> None:
     sys.stderr.write(msg + "\n")

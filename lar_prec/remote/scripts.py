@@ -2,7 +2,7 @@
 
 Each script needs only a POSIX shell and the tools every Linux board and Android phone
 has (busybox, toybox or coreutils): mkdir, cat, mv, rm, kill, find, wc, sleep, and
-setsid/sha256sum/timeout when present. Paths are quoted with :func:`lar_prec.remote.q`.
+setsid/sha256sum/timeout when present. Paths are quoted with :func:`lar_prec.remote.transport.shell_quote`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
-from lar_prec.remote.transport import q
+from lar_prec.remote.transport import shell_quote
 
 #: last line of a run's wrapper on the device: its load_and_run's exit status
 RC_MARKER = "lar-prec-rc="
@@ -68,14 +68,14 @@ def run_script(plan: RemoteRunPlan, argv: Sequence[str], env: Mapping[str, Optio
     streams, and a file survives a dropped connection); its pid goes to ``.pid`` so a timeout
     can kill the group from a second connection; the last line is ``lar-prec-rc=N``.
     """
-    lines = ["umask 022", f"mkdir -p {q(plan.dir)} || exit 3", f"cd {q(plan.dir)} || exit 3"]
+    lines = ["umask 022", f"mkdir -p {shell_quote(plan.dir)} || exit 3", f"cd {shell_quote(plan.dir)} || exit 3"]
     if plan.dump_dir:
-        lines.append(f"mkdir -p {q(plan.dump_dir)} || exit 3")  # the real binary needs it to exist
+        lines.append(f"mkdir -p {shell_quote(plan.dump_dir)} || exit 3")  # the real binary needs it to exist
     for name, value in env.items():
         if not _NAME.fullmatch(name):
             raise UsageError(f"environment variable name {name!r} is not a shell name")
-        lines.append(f"unset {name}" if value is None else f"{name}={q(value)}; export {name}")
-    cmd = " ".join(q(a) for a in argv)
+        lines.append(f"unset {name}" if value is None else f"{name}={shell_quote(value)}; export {name}")
+    cmd = " ".join(shell_quote(a) for a in argv)
     redirect = "</dev/null >stdout.txt 2>stderr.txt &"
     lines += [
         # setsid: the run leads its own process group, so one kill reaches all it started
@@ -95,7 +95,7 @@ def run_script(plan: RemoteRunPlan, argv: Sequence[str], env: Mapping[str, Optio
 def kill_script(run_dir: str, grace: int = KILL_GRACE_SECONDS) -> str:
     """Kill a run's process group on the device: SIGTERM, ``grace`` seconds, SIGKILL."""
     return "\n".join([
-        f"cd {q(run_dir)} 2>/dev/null || {{ echo 'no run folder'; exit 0; }}",
+        f"cd {shell_quote(run_dir)} 2>/dev/null || {{ echo 'no run folder'; exit 0; }}",
         # fractional sleep where the device has it (busybox, toybox, coreutils), else 1 s
         "nap() { sleep 0.2 2>/dev/null || sleep 1; }",
         # the wrapper may not have written the pid yet when the timeout was short
@@ -113,7 +113,7 @@ def kill_script(run_dir: str, grace: int = KILL_GRACE_SECONDS) -> str:
 def manifest_script(remote_dir: str) -> str:
     """List ``size ./relative/path`` of every file under a folder, then an end marker."""
     return "\n".join([
-        f"cd {q(remote_dir)} || exit 3",
+        f"cd {shell_quote(remote_dir)} || exit 3",
         "rm -f .pid",
         'find . -type f | while IFS= read -r f; do echo "$(wc -c < "$f") $f"; done',
         "echo lar-prec-manifest-end",
@@ -127,9 +127,9 @@ def device_info_script(remote_dir: str, lar: str) -> str:
         f"echo @@cpu; grep -E '^({keys})[[:space:]]*:' /proc/cpuinfo 2>/dev/null | sort -u",
         "echo @@getprop; if command -v getprop >/dev/null 2>&1; then "
         "echo \"model=$(getprop ro.product.model)\"; echo \"abi=$(getprop ro.product.cpu.abi)\"; fi",
-        f"echo @@lar; if command -v {q(lar)} >/dev/null 2>&1; then echo found; "
+        f"echo @@lar; if command -v {shell_quote(lar)} >/dev/null 2>&1; then echo found; "
         "T=; if command -v timeout >/dev/null 2>&1; then T='timeout 20'; fi; "
-        f"$T {q(lar)} --version 2>&1 </dev/null | head -n 3; else echo missing; fi",
+        f"$T {shell_quote(lar)} --version 2>&1 </dev/null | head -n 3; else echo missing; fi",
         "echo @@end",
     ])
 

@@ -49,8 +49,8 @@ from lar_prec.remote.transport import (
     kill_group,
     last_line,
     make_transport,
-    q,
-    run_local,
+    shell_quote,
+    run_transport_command,
 )
 from lar_prec.remote.scripts import (
     HASH_FN,
@@ -170,7 +170,7 @@ class RemoteSession:
     def open(self) -> str:
         """Create the device's working folder; returns its absolute path. Idempotent."""
         if self._dir is None:
-            d = q(self._requested_dir)
+            d = shell_quote(self._requested_dir)
             res = self.transport.exec(f"mkdir -p {d}/files {d}/runs && cd {d} && pwd -P",
                                       timeout=self.transfer_timeout)
             path = last_line(res.stdout)
@@ -189,7 +189,7 @@ class RemoteSession:
         and end the ssh master connection."""
         if self._dir is not None and not self.keep_remote:
             try:
-                self.transport.exec(f"rmdir {q(self._dir + '/runs')} 2>/dev/null; exit 0", timeout=30)
+                self.transport.exec(f"rmdir {shell_quote(self._dir + '/runs')} 2>/dev/null; exit 0", timeout=30)
             except RemoteError:
                 pass  # the connection is gone: nothing left to tidy that matters
         if isinstance(self.transport, SshTransport) and self.transport.control_dir:
@@ -223,8 +223,8 @@ class RemoteSession:
             digest = sha256_of(local)
             todo.append((local, f"{digest[:16]}-{_safe(local.name)}", digest, local.stat().st_size))
         if todo:
-            names = " ".join(q(name) for _, name, _, _ in todo)
-            res = self.transport.exec(f"cd {q(files)} || exit 3\n{HASH_FN}\n"
+            names = " ".join(shell_quote(name) for _, name, _, _ in todo)
+            res = self.transport.exec(f"cd {shell_quote(files)} || exit 3\n{HASH_FN}\n"
                                       f"for f in {names}; do [ -f \"$f\" ] && echo \"$(h \"$f\") $f\"; done; exit 0",
                                       timeout=self.transfer_timeout)
             if res.returncode != 0:
@@ -244,12 +244,12 @@ class RemoteSession:
 
     def _verify(self, files: str, fresh: Sequence[Tuple[str, str]]) -> None:
         """Check pushed copies on the device and write their sidecars; a bad copy is removed."""
-        lines = [f"cd {q(files)} || exit 3",
+        lines = [f"cd {shell_quote(files)} || exit 3",
                  'v() { if command -v sha256sum >/dev/null 2>&1; then set -- $(sha256sum "$1"); echo "$1"; '
                  'else echo -; fi; }']
         for name, digest in fresh:
-            lines.append(f"g=$(v {q(name)}); if [ \"$g\" = {digest} ] || [ \"$g\" = - ]; then "
-                         f"echo {digest} > {q(name + '.sha256')} || exit 4; else rm -f {q(name)}; "
+            lines.append(f"g=$(v {shell_quote(name)}); if [ \"$g\" = {digest} ] || [ \"$g\" = - ]; then "
+                         f"echo {digest} > {shell_quote(name + '.sha256')} || exit 4; else rm -f {shell_quote(name)}; "
                          f"echo \"bad {name} $g\"; fi")
         res = self.transport.exec("\n".join(lines), timeout=self.transfer_timeout)
         bad = [ln for ln in res.stdout.decode("utf-8", "replace").splitlines() if ln.startswith("bad ")]
@@ -266,7 +266,7 @@ class RemoteSession:
         its sidecar (for files made for one analysis only). RemoteError when the device fails."""
         if not self._pushed:
             return
-        names = " ".join(q(p.remote) + " " + q(p.remote + ".sha256") for p in self._pushed.values())
+        names = " ".join(shell_quote(p.remote) + " " + shell_quote(p.remote + ".sha256") for p in self._pushed.values())
         res = self.transport.exec(f"rm -f {names}", timeout=self.transfer_timeout)
         if res.returncode != 0:
             raise self._fail("removing pushed files", res)
@@ -335,7 +335,7 @@ class RemoteSession:
         script = run_script(plan, argv, env or {})
         t0 = time.monotonic()
         try:
-            res = run_local(self.transport.shell_argv(script), timeout=timeout, target=self.target.spec,
+            res = run_transport_command(self.transport.shell_argv(script), timeout=timeout, target=self.target.spec,
                             on_start=lambda proc: setattr(self, "_active", (proc, plan)))
         except KeyboardInterrupt:
             self._kill(plan)
@@ -448,7 +448,7 @@ class RemoteSession:
 
     def _remove(self, plan: RemoteRunPlan) -> None:
         try:
-            self.transport.exec(f"rm -rf {q(plan.dir)}", timeout=self.transfer_timeout)
+            self.transport.exec(f"rm -rf {shell_quote(plan.dir)}", timeout=self.transfer_timeout)
         except RemoteError:
             pass  # the data is pulled; a folder left on the device is not worth failing the run
 

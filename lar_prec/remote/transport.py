@@ -209,7 +209,7 @@ def kill_group(proc: "subprocess.Popen") -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def run_local(argv: Sequence[str], *, timeout: Optional[float], stdin: "IO[bytes] | None" = None,
+def run_transport_command(argv: Sequence[str], *, timeout: Optional[float], stdin: "IO[bytes] | None" = None,
               target: str = "", on_start: "Optional[Callable[[subprocess.Popen], None]]" = None) -> Completed:
     """Run ssh/adb in its own process group; at the timeout the group is killed (returncode None).
 
@@ -246,7 +246,7 @@ def run_local(argv: Sequence[str], *, timeout: Optional[float], stdin: "IO[bytes
     return Completed(tuple(argv), proc.returncode, out, err)
 
 
-def q(path: str) -> str:
+def shell_quote(path: str) -> str:
     """``path`` quoted for the device's POSIX shell; a leading ``~/`` stays the home folder."""
     if path == "~":
         return '"$HOME"'
@@ -277,7 +277,7 @@ class Transport:
 
         Only the transport's own failures raise: the script's exit status is returned.
         """
-        res = run_local(self.shell_argv(script), timeout=timeout, stdin=stdin, target=self.target.spec)
+        res = run_transport_command(self.shell_argv(script), timeout=timeout, stdin=stdin, target=self.target.spec)
         self.check_connection(res)
         return res
 
@@ -341,7 +341,7 @@ class SshTransport(Transport):
 
     def _stop_pull(self, proc: "subprocess.Popen") -> None:
         kill_group(proc)
-        # the master holds the stream's pipe (see run_local): closing it ends the stream
+        # the master holds the stream's pipe (see run_transport_command): closing it ends the stream
         self.stop_master()
 
     def stop_master(self) -> None:
@@ -350,7 +350,7 @@ class SshTransport(Transport):
             argv = self.base_argv()
             argv[-2:-2] = ["-O", "exit"]
             with contextlib.suppress(RemoteError):
-                run_local(argv, timeout=15, target=self.target.spec)
+                run_transport_command(argv, timeout=15, target=self.target.spec)
 
     def shell_argv(self, script: str) -> List[str]:
         # ssh hands its command to the login shell, which may not be POSIX (csh, fish): say sh
@@ -370,8 +370,8 @@ class SshTransport(Transport):
     def push_file(self, local: Path, remote: str, *, timeout: Optional[float] = None) -> None:
         parent = remote.rsplit("/", 1)[0] or "/"
         tmp = f"{remote}.part"
-        script = (f"mkdir -p {q(parent)} && cat > {q(tmp)} && mv -f {q(tmp)} {q(remote)}"
-                  f" || {{ rc=$?; rm -f {q(tmp)}; exit $rc; }}")
+        script = (f"mkdir -p {shell_quote(parent)} && cat > {shell_quote(tmp)} && mv -f {shell_quote(tmp)} {shell_quote(remote)}"
+                  f" || {{ rc=$?; rm -f {shell_quote(tmp)}; exit $rc; }}")
         with open(local, "rb") as fh:
             res = self.exec(script, timeout=timeout, stdin=fh)
         if res.returncode != 0:
@@ -379,7 +379,7 @@ class SshTransport(Transport):
 
     def pull_tree(self, remote_dir: str, local_dir: Path, *, timeout: Optional[float] = None) -> None:
         """A ``tar`` stream from the device, unpacked file by file into ``local_dir``."""
-        argv = self.shell_argv(f"cd {q(remote_dir)} && tar cf - .")
+        argv = self.shell_argv(f"cd {shell_quote(remote_dir)} && tar cf - .")
         local_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile() as err:
             try:
@@ -485,12 +485,12 @@ class AdbTransport(Transport):
 
     def push_file(self, local: Path, remote: str, *, timeout: Optional[float] = None) -> None:
         tmp = f"{remote}.part"
-        res = run_local(self.adb_argv("push", str(local), tmp), timeout=timeout, target=self.target.spec)
+        res = run_transport_command(self.adb_argv("push", str(local), tmp), timeout=timeout, target=self.target.spec)
         if res.returncode != 0:
             with contextlib.suppress(RemoteError):
-                self.exec(f"rm -f {q(tmp)}", timeout=30)
+                self.exec(f"rm -f {shell_quote(tmp)}", timeout=30)
             raise self.fail(f"adb push {local}", res)
-        res = self.exec(f"mv -f {q(tmp)} {q(remote)}", timeout=60)
+        res = self.exec(f"mv -f {shell_quote(tmp)} {shell_quote(remote)}", timeout=60)
         if res.returncode != 0:
             raise self.fail(f"moving {tmp} into place", res)
 
@@ -500,7 +500,7 @@ class AdbTransport(Transport):
         local_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=local_dir.parent)) / "tree"
         try:
-            res = run_local(self.adb_argv("pull", remote_dir, str(staging)), timeout=timeout,
+            res = run_transport_command(self.adb_argv("pull", remote_dir, str(staging)), timeout=timeout,
                             target=self.target.spec)
             if staging.is_dir():
                 for src in sorted(staging.rglob("*")):

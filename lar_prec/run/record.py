@@ -83,12 +83,6 @@ class RunResult:
         """Where this record is stored."""
         return self.dir / RUN_JSON
 
-    def report_entry(self) -> Dict[str, Any]:
-        """This run as an entry of the report's ``runs`` list (design.md contract, plus status)."""
-        return {"label": self.label, "dir": str(self.dir), "argv": list(self.argv),
-                "returncode": self.returncode, "seconds": self.seconds, "config": self.config,
-                "status": self.status, "signal": self.signal}
-
     def to_json(self) -> Dict[str, Any]:
         """The ``run.json`` object (schema ``lar-prec.run/1``)."""
         env = dict(self.env_changes)

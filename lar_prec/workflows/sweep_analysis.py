@@ -201,8 +201,3 @@ def same_graph(dir_a: PathLike, dir_b: PathLike, tol: float) -> GraphDiff:
         else:
             only_a.append((d.id, d.var.name, "not dumped in B"))
     return _diff(fa, fb, pairs, tol, only_a, (), n)
-
-
-def errors_by_name(diff: GraphDiff) -> Mapping[str, Optional[float]]:
-    """Reference var name -> max_err, for the option-by-variable view."""
-    return {e.name: e.max_err for e in diff.errs}

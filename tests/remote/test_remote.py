@@ -20,7 +20,7 @@ import pytest
 from lar_prec.errors import LarPrecError, RunError, UsageError
 from lar_prec.remote.transport import AdbOptions, AdbTransport, RemoteError, SshOptions, SshTransport, parse_target
 from lar_prec.remote.session import RemoteSession
-from lar_prec.remote.transport import q
+from lar_prec.remote.transport import shell_quote
 from lar_prec.remote.scripts import RemoteRunPlan, kill_script, parse_device_info, run_script
 
 CASE = "cnn"
@@ -115,7 +115,7 @@ def test_run_script_quotes_argv_and_env_for_sh(tmp_path):
 
 
 def test_home_relative_remote_dir_is_expanded_by_the_device_shell(tmp_path):
-    script = f"mkdir -p {q('~/a b/c')} && cd {q('~/a b/c')} && pwd -P"
+    script = f"mkdir -p {shell_quote('~/a b/c')} && cd {shell_quote('~/a b/c')} && pwd -P"
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
                          env={**os.environ, "HOME": str(tmp_path)})
     assert out.stdout.strip() == str((tmp_path / "a b" / "c").resolve())

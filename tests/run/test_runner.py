@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from lar_prec import runner
+from lar_prec.report.records import run_from_result
 from lar_prec.cli import cli
 from lar_prec.errors import LoadAndRunNotFound, RunError, RunTimeout, UsageError
 from lar_prec.dumps.folder import DumpFolder
@@ -183,7 +184,7 @@ def test_external_binary_gets_expected_argv_and_env(fake_lar, model_file, prepar
     assert calls[0]["env"] == {"MGB_USE_MEGDNN_DBG": "2"}
     assert calls[1]["env"] == {"MGB_DUMP_INPUT": "1"}
     assert calls[2]["env"] == {} and calls[3]["env"] == {}
-    entry = results["naive"].report_entry()
+    entry = run_from_result(results["naive"]).to_json()
     assert entry["label"] == "naive" and entry["returncode"] == 0 and entry["argv"] == list(results["naive"].argv)
     info = runner.read_run_json(results["naive"].dir)
     assert info["status"] == "ok" and info["env_changes"] == {"MGB_USE_MEGDNN_DBG": "2"}
