@@ -131,7 +131,7 @@ def test_wheel_carries_the_page_files(tmp_path):
     whl = next((tmp_path / "dist").glob("lar_prec-*.whl"))
     with zipfile.ZipFile(whl) as z:
         for name in PAGE_FILES:
-            assert z.read(f"lar_prec/page/{name}").decode("utf-8") == (root / "lar_prec" / "page" / name).read_text("utf-8")
+            assert z.read(f"lar_prec/report/page/{name}").decode("utf-8") == (root / "lar_prec" / "report" / "page" / name).read_text("utf-8")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300, env=env)
     py = str(venv / "bin" / "python")
