@@ -61,7 +61,7 @@ def pass_through_flags(lar_args: tuple, trailing: tuple) -> tuple:
     through), so a misspelt lar-prec option would reach load_and_run: anything that is not a
     load_and_run 1.13 flag is refused here, before any run (exit 2).
     """
-    from lar_prec.lar import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS, REFUSED_FLAGS
+    from lar_prec.lar.main import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS, REFUSED_FLAGS
     from lar_prec.runner import split_lar_args
 
     known = set(SUPPORTED_FLAGS) | set(UNSUPPORTED_FLAGS) | set(REFUSED_FLAGS)

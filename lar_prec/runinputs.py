@@ -105,7 +105,7 @@ def read_model_io(model: PathLike, timeout: float = DESCRIBE_TIMEOUT) -> Dict[st
     The child keeps megengine out of this process (and its debug level out of later runs).
     Raises UsageError when the model cannot be read.
     """
-    code = "import sys; from lar_prec.lar import describe_main; sys.exit(describe_main(sys.argv[1:]))"
+    code = "import sys; from lar_prec.lar.main import describe_main; sys.exit(describe_main(sys.argv[1:]))"
     try:
         proc = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True,
                               timeout=timeout, env=child_env({}, bundled=True), stdin=subprocess.DEVNULL)

@@ -11,7 +11,7 @@ from typing import Dict, Optional
 import numpy as np
 import pytest
 
-from lar_prec import lar
+from lar_prec.lar import main as lar
 from lar_prec.errors import UsageError
 from lar_prec.iodump import DumpFolder, read_text_dump
 

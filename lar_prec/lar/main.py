@@ -380,7 +380,7 @@ def describe_model(model: str) -> Dict[str, List[Dict[str, Any]]]:
 
 
 def describe_main(argv: Sequence[str]) -> int:
-    """``python -c 'from lar_prec.lar import describe_main; ...' MODEL``: describe_model as JSON on stdout."""
+    """``python -c 'from lar_prec.lar.main import describe_main; ...' MODEL``: describe_model as JSON on stdout."""
     try:
         sys.stdout.write(json.dumps(describe_model(argv[0])) + "\n")
     except (UsageError, MegEngineError) as exc:
