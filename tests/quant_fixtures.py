@@ -73,10 +73,17 @@ def build(out: Path, misscale: Optional[Tuple[str, float]] = None) -> Dict[str, 
     x = rng.rand(*INPUT_SHAPE).astype("float32")
     out.mkdir(parents=True, exist_ok=True)
     dump(net, x, out / "float.mge")
+    net.eval()
     q = copy.deepcopy(net)
     quantize_qat(q, qconfig=ema_fakequant_qconfig)
+    # Calibration: the observers record in train mode only, and a train-mode batch norm
+    # updates its running statistics, after which the int8 model would no longer have the
+    # float model's (folded) weights: batch norm stays in eval mode.
     q.train()
-    for _ in range(8):  # calibration: the observers see data like the input
+    for m in q.modules():
+        if isinstance(m, M.BatchNorm2d):
+            m.eval()
+    for _ in range(8):  # the observers see data like the input
         q(mge.tensor(rng.rand(4, *INPUT_SHAPE[1:]).astype("float32")))
     q(mge.tensor(x))
     if misscale is not None:
