@@ -148,3 +148,25 @@ def test_fraction_of_compute_left_in_float16_on_cnn(manifest, tmp_path):
     conv = fp16_fraction(g, KeepList(instances=("c2.Convolution",)))
     assert conv.macs == pytest.approx((c1 + fc) / (c1 + c2 + fc))
     assert fp16_fraction(g, KeepList(types=("ConvolutionForward", "MatrixMul"))).macs == 0.0
+
+
+@pytest.mark.megengine
+def test_the_cores_read_their_records_without_megengine(manifest, tmp_path):
+    """Only the graph record and the rewrite need MegEngine (child processes): the keep-list,
+    the fractions, the oracle and the quantization analysis import and run without it."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from test_imports import BLOCK_MEGENGINE
+
+    describe_model(manifest["cnn"].model, tmp_path / "graph.json")
+    code = BLOCK_MEGENGINE + (
+        "import lar_prec.diagnosis.oracle, lar_prec.diagnosis.quantinfo\n"
+        "from lar_prec.diagnosis.graphinfo import read_graph_info\n"
+        "from lar_prec.lar.mixed_rewrite import KeepList, fp16_fraction\n"
+        f"g = read_graph_info({str(tmp_path / 'graph.json')!r})\n"
+        "print(fp16_fraction(g, KeepList(types=('Pooling',))).oprs_float16)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert proc.stdout.strip() == "8"

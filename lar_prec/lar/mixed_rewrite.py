@@ -307,19 +307,13 @@ class _Rebuilder:
         elif (want == "float16" and self.mode == "io16xc32" and opr.type in F32_COMPUTE
               and any(_is_float(a) == "float16" for a in args)):
             new = self.from_opdef(opr, *F32_COMPUTE[opr.type], args)
-        elif all(new_in[v.id] is v for v in opr.inputs):
+        elif all(new_in[v.id].id == v.id for v in opr.inputs):  # nothing to convert upstream or here
             new = list(opr.outputs)
         else:
             new = self.copy(opr, new_in)
         for o, n in zip(opr.outputs, new):
             n.name = o.name
             self.cur[o.id] = n
-
-
-def _megengine_message(exc: BaseException) -> str:
-    text = str(exc).split("\nbacktrace:", 1)[0]
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def _unmatched(oprs: Sequence[Any], keep: KeepList) -> List[str]:
@@ -343,7 +337,7 @@ def rewrite_mixed(model: PathLike, out: PathLike, keep: KeepList, mode: str = "i
         UsageError: no such model, an unknown mode, or a keep-list entry naming no operator.
         RewriteError: MegEngine refused the rewrite (its first line is the message).
     """
-    from lar_prec.graphopts import RewriteError, _write_bytes_atomically
+    from lar_prec.graphopts import RewriteError, _megengine_message, _write_bytes_atomically
 
     src, dst = Path(model), Path(out)
     if mode not in MODES:
