@@ -64,6 +64,18 @@ def test_the_oracle_agrees_with_the_naive_kernels_on_every_operator(manifest, la
 
 
 @pytest.mark.megengine
+def test_a_fused_float_convbias_with_relu_agrees_with_the_naive_kernel(manifest, lar_dump, tmp_path):
+    """cnn under --enable-fuse-conv-bias-nonlinearity: the run keeps the model it executed
+    beside its dump; its ConvBias operators carry the ReLU."""
+    dump = lar_dump("cnn", "naive", flags=("--enable-fuse-conv-bias-nonlinearity",))
+    g = describe_model(str(dump) + ".rewritten.mge", tmp_path / "graph.json")
+    compared, unsupported, bad = _check(g, DumpFolder(dump))
+    assert bad == [] and unsupported == set()
+    fused = [g.producer(c.id) for c in compared if c.opr_type == "ConvBiasForward"]
+    assert len(fused) == 2 and all(o.param("nonlineMode") == "RELU" and len(o.inputs) == 3 for o in fused)
+
+
+@pytest.mark.megengine
 def test_grouped_depthwise_and_int8_convolutions_agree_with_the_naive_kernels(quant_pair, tmp_path):  # noqa: F811
     for which in ("float", "quant"):
         g = describe_model(quant_pair[which], tmp_path / f"{which}.json")
