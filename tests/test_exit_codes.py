@@ -133,7 +133,7 @@ def test_output_to_a_closed_pipe_keeps_the_verdict(lar_dump, tmp_path, divergent
     """``compare --json - | head -c 100``: silent, and the exit code of the verdict (0 or 1),
     not 1 for every closed pipe; the same for the CSV table."""
     from compare_helpers import computed_float_vars, inject_fault
-    from lar_prec.iodump import DumpFolder
+    from lar_prec.dumps.folder import DumpFolder
 
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(lar_dump("resnet", "default"), a)

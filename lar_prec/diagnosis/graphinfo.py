@@ -16,6 +16,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from lar_prec.errors import UsageError
 from lar_prec.records import PathLike
+from lar_prec.diagnosis.local import child_env, run_child
 
 SCHEMA = "lar-prec.graph/1"
 #: operators that only provide values (model inputs, stored tensors): nothing to compute
@@ -163,7 +164,6 @@ def describe_model(model: PathLike, out_json: PathLike, *, timeout: Optional[flo
     Raises:
         UsageError: the model does not exist; RunError/RunTimeout: MegEngine failed on it.
     """
-    from lar_prec.local import child_env, run_child
 
     model, out = Path(model), Path(out_json)
     if not model.is_file():

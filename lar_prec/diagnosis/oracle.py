@@ -34,7 +34,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from lar_prec._lazy import numpy as np
 from lar_prec.diagnosis.graphinfo import GraphInfo, GraphOpr, GraphVar
 from lar_prec.errors import LarPrecError
-from lar_prec.metrics import max_megengine_err, n_nonfinite
+from lar_prec.compare.metrics import max_megengine_err, n_nonfinite
+from lar_prec.diagnosis.graphinfo import macs
+from lar_prec.records import json_number
 
 #: float16 rounding unit (2^-10) and float32's (2^-23)
 EPS16, EPS32 = 2.0 ** -10, 2.0 ** -23
@@ -365,7 +367,6 @@ class OracleCheck:
 
 def reduction_terms(g: GraphInfo, opr: GraphOpr) -> int:
     """Terms one output element sums (convolution, matrix product, pooling, reduce, softmax)."""
-    from lar_prec.diagnosis.graphinfo import macs
 
     out = g.vars[opr.outputs[0]].shape or ()
     size = math.prod(out) if out else 1
@@ -447,7 +448,6 @@ class Fp16Verdict:
     floor: float
 
     def to_json(self) -> Dict[str, Any]:
-        from lar_prec.records import json_number
 
         return {"kind": self.kind, "why": self.why, "floor": self.floor,
                 **{k: json_number(getattr(self, k)) if getattr(self, k) is not None else None

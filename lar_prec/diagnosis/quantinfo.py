@@ -38,8 +38,11 @@ from lar_prec._lazy import numpy as np
 from lar_prec.diagnosis.graphinfo import GraphInfo, GraphVar
 from lar_prec.diagnosis.oracle import dequantize
 from lar_prec.errors import UsageError
-from lar_prec.metrics import cosine_from_sums, max_megengine_err
+from lar_prec.compare.metrics import cosine_from_sums, max_megengine_err
 from lar_prec.records import PathLike, json_number
+from lar_prec.run.inputs import PreparedInput, PreparedInputs
+from lar_prec.outputs import sha256_file, atomic_write_text
+from lar_prec.diagnosis.local import build_layerwise, output_ids, run_layerwise
 
 #: a var named ``<module path>.<Operator>[<k>]``: the module path is every dotted part but the last
 _MODULE_VAR = re.compile(r"\A([A-Za-z_]\w*(?:\.\w+)*)\.[A-Za-z_]\w*(?:\[\d+\])?\Z")
@@ -296,7 +299,6 @@ def write_float_feeds(lw: Any, quant_g: GraphInfo, float_g: GraphInfo, pairing: 
     of the paired float var (real float32; the layerwise model's TypeCvt quantizes them to the
     var's scale), else the quantized run's own (dequantized). Returns the runner's inputs and,
     per fed var id, where its values came from."""
-    from lar_prec.runner import PreparedInput, PreparedInputs, sha256_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -336,8 +338,6 @@ def local_quant_errors(quant_model: PathLike, quant_g: GraphInfo, float_g: Graph
     Raises:
         UsageError: missing files; RunError: the layerwise build or run failed.
     """
-    from lar_prec.local import build_layerwise, output_ids, run_layerwise
-    from lar_prec.outputs import atomic_write_text
 
     out = Path(out_dir)
     lw = build_layerwise(quant_model, quant_dump.path, out / "layerwise", timeout=timeout)

@@ -37,6 +37,7 @@ MGB_NAMES = {
 
 
 def _var_record(var: Any) -> Dict[str, Any]:
+    # megengine (and numpy) only in the rewrite's own process
     import numpy as np
     from megengine.core.tensor.dtype import get_scale, get_zero_point, is_quantize
 
@@ -69,6 +70,7 @@ def _params(opr: Any) -> Any:
 def _probe_softmax_axis(graph: Any, opr: Any) -> Optional[int]:
     """The axis MegEngine's Softmax normalises over: run it on a random input of the same
     shape and find the one axis whose sums are all 1."""
+    # megengine (and numpy) only in the rewrite's own process
     import numpy as np
     import megengine.core.tensor.megbrain_graph as G
     import megengine.utils.comp_graph_tools as cgt
@@ -96,6 +98,7 @@ def describe(model: str) -> Dict[str, Any]:
     import logging
 
     logging.getLogger("megengine").setLevel(logging.ERROR)
+    # megengine (and numpy) only in the rewrite's own process
     import megengine.core.tensor.megbrain_graph as G
     import megengine.utils.comp_graph_tools as cgt
 

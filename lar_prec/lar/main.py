@@ -20,7 +20,7 @@ Behaviour that differs from the real binary, on purpose:
 * every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr;
 * optimisation options megenginelite cannot take (``--enable_chwn4``, ``--enable_ioc16``,
   conv-bias fusion, ``--optimize_for_inference``, ``--fuse_grain``) are applied by rewriting
-  the model with MegEngine's graph API first (:mod:`lar_prec.graphopts`); the rewritten model
+  the model with MegEngine's graph API first (:mod:`lar_prec.lar.graphopts`); the rewritten model
   is kept beside the dump (``<dump>.rewritten.mge`` or ``--rewritten_model FILE``) and its
   path and sha256 are printed on stderr (:func:`rewritten_models` reads that line). Layout
   transforms go to megenginelite unless a rewrite happens anyway, then into the rewrite;
@@ -29,7 +29,7 @@ Behaviour that differs from the real binary, on purpose:
 * two layout transforms at once are refused (the real binary silently ignores both), and
   ``--enable_jit`` is refused: JIT needs a compiler the MegEngine CPU wheel lacks.
 
-The command line (flags, gflags syntax, :class:`LarOptions`) is :mod:`lar_prec.lar_flags`;
+The command line (flags, gflags syntax, :class:`LarOptions`) is :mod:`lar_prec.lar.flags`;
 this module runs the model.
 
 ``MGB_USE_MEGDNN_DBG`` and ``MGB_DUMP_INPUT`` are read by the C++ runtime from this process's
@@ -47,21 +47,16 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from lar_prec import __version__
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec.errors import LarPrecError, UsageError
-from lar_prec import graphopts
-from lar_prec.graphopts import (  # noqa: F401  (re-exported: the runner reads these from lar)
-    GRAPH_FLAGS,
-    LAYOUT_FLAGS,
-    REFUSED_FLAGS,
-    REWRITTEN_PREFIX,
+from lar_prec.lar import graphopts
+from lar_prec.lar.graphopts import (
     rewritten_model_path,
-    rewritten_models,
 )
 # The --input grammar lives in inputspec (the runner uses it too); re-exported for callers of lar.
-from lar_prec.inputspec import (  # noqa: F401
-    NPY_DTYPES as _NPY_DTYPES,
+from lar_prec.inputspec import (
     InputItem,
     check_not_empty,
     load_json_inputs,
@@ -74,12 +69,10 @@ from lar_prec.inputspec import (  # noqa: F401
 
 # The command line (flag tables, gflags parsing, LarOptions, --help) lives in lar_flags;
 # re-exported here for callers of lar.
-from lar_prec.lar_flags import (  # noqa: F401
+from lar_prec.lar.flags import (
     _HELP,
     EXIT_FAILURE,
     PROG,
-    SUPPORTED_FLAGS,
-    UNSUPPORTED_FLAGS,
     LarOptions,
     LarUsageError,
     parse_argv,
@@ -119,6 +112,7 @@ class _Lite:
         # print the message ourselves, once.
         logging.getLogger().addHandler(logging.NullHandler())
         try:
+            # megenginelite only when a model runs (--help and --version stay fast)
             import megenginelite as L
             import megenginelite.tensor as LT
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -398,8 +392,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             sys.stdout.write(_HELP + "\n")
             return 0
         if flags.get("version"):
-            from lar_prec import __version__
-
             sys.stdout.write(f"{PROG} (lar_prec.lar {__version__}, bundled, megenginelite)\n")
             return 0
         opts = parse_options(args)

@@ -32,7 +32,8 @@ and then all placeholders at once for the new inputs. Operators whose parameters
 (compute mode) are built from their ``OpDef`` instead.
 
 megengine is imported only inside the functions that rewrite; :class:`KeepList` and
-:func:`fp16_fraction` work without it.
+:class:`MixedModel` work without it. :mod:`lar_prec.diagnosis.mixed` runs the rewrite in a child
+process and measures what is left in float16.
 """
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
 from lar_prec.records import PathLike
+from lar_prec.lar.graphopts import RewriteError, _megengine_message, _write_bytes_atomically
+from lar_prec.errors import LarPrecError
+from lar_prec.outputs import atomic_write_text
 
 #: the fp16 options a mixed model can follow
 MODES = ("ioc16", "io16xc32")
@@ -125,54 +129,6 @@ class KeepList:
         return cls(tuple(inst), tuple(ids), tuple(types))
 
 
-# ============================================================================ compute left in float16
-
-
-@dataclass(frozen=True)
-class ComputeFraction:
-    """How much of a model runs in float16: MACs of convolutions and matrix products, and
-    float operators (those reading or writing a float var; shape-only operators left out)."""
-
-    macs_total: int
-    macs_float16: int
-    oprs_total: int
-    oprs_float16: int
-
-    @property
-    def macs(self) -> Optional[float]:
-        return self.macs_float16 / self.macs_total if self.macs_total else None
-
-    @property
-    def oprs(self) -> Optional[float]:
-        return self.oprs_float16 / self.oprs_total if self.oprs_total else None
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"macs_total": self.macs_total, "macs_float16": self.macs_float16, "macs_fraction": self.macs,
-                "oprs_total": self.oprs_total, "oprs_float16": self.oprs_float16, "oprs_fraction": self.oprs}
-
-
-def fp16_fraction(graph: Any, keep: KeepList) -> ComputeFraction:
-    """The share of ``graph`` (a :class:`lar_prec.diagnosis.graphinfo.GraphInfo` of the plain
-    model) that runs in float16 when ``keep`` stays in float32. Numpy-free."""
-    from lar_prec.diagnosis.graphinfo import macs
-
-    mt = m16 = ot = o16 = 0
-    for opr in graph.computing():
-        if opr.type in SHAPE_READERS:
-            continue
-        vs = [graph.vars[i] for i in opr.inputs + opr.outputs]
-        if not any(v.is_float for v in vs):
-            continue
-        kept = keep.why(opr.type, opr.name, (graph.vars[i].name for i in opr.outputs), opr.outputs) is not None
-        m = macs(graph, opr)
-        mt += m
-        ot += 1
-        if not kept:
-            m16 += m
-            o16 += 1
-    return ComputeFraction(mt, m16, ot, o16)
-
-
 # ============================================================================ the rewrite (MegEngine)
 
 
@@ -208,6 +164,7 @@ class MixedModel:
 
 def _is_float(var: Any) -> Optional[str]:
     """'float32' / 'float16' for a float var, else None (quantized and integer vars)."""
+    # megengine (and numpy) only in the rewrite's own process
     import numpy as np
 
     try:
@@ -233,6 +190,7 @@ class _Rebuilder:
 
     def convert(self, orig: Any, new: Any, want: str) -> Any:
         """``new`` (the rebuilt ``orig``) as ``want``: one TypeCvt per var and dtype."""
+        # megengine (and numpy) only in the rewrite's own process
         import numpy as np
         import megengine.core.tensor.megbrain_graph as G
         from megengine.core.ops.builtin import TypeCvt
@@ -250,6 +208,7 @@ class _Rebuilder:
 
     def copy(self, opr: Any, new_inputs: Mapping[int, Any]) -> List[Any]:
         """``opr`` copied onto ``new_inputs`` (original input id -> new var): placeholders first."""
+        # megengine (and numpy) only in the rewrite's own process
         import megengine.utils.comp_graph_tools as cgt
         from megengine.core._imperative_rt import make_h2d
 
@@ -266,6 +225,7 @@ class _Rebuilder:
 
     def from_opdef(self, opr: Any, key: str, value: str, inputs: Sequence[Any]) -> List[Any]:
         """``opr`` made anew from its OpDef with one parameter changed (float16 output)."""
+        # megengine (and numpy) only in the rewrite's own process
         import megengine.core.tensor.megbrain_graph as G
         import numpy as np
         from megengine.utils.network_node import str_to_mge_class
@@ -278,6 +238,7 @@ class _Rebuilder:
         return list(G.apply_normal_varnode(node.opdef(**params), *inputs))
 
     def rebuild(self, opr: Any) -> None:
+        # megengine (and numpy) only in the rewrite's own process
         import numpy as np
         import megengine.core.tensor.megbrain_graph as G
         from megengine.core.ops.builtin import TypeCvt
@@ -337,7 +298,6 @@ def rewrite_mixed(model: PathLike, out: PathLike, keep: KeepList, mode: str = "i
         UsageError: no such model, an unknown mode, or a keep-list entry naming no operator.
         RewriteError: MegEngine refused the rewrite (its first line is the message).
     """
-    from lar_prec.graphopts import RewriteError, _megengine_message, _write_bytes_atomically
 
     src, dst = Path(model), Path(out)
     if mode not in MODES:
@@ -347,6 +307,7 @@ def rewrite_mixed(model: PathLike, out: PathLike, keep: KeepList, mode: str = "i
     import logging
 
     logging.getLogger("megengine").setLevel(logging.ERROR)
+    # megengine (and numpy) only in the rewrite's own process
     import megengine.core.tensor.megbrain_graph as G
     import megengine.utils.comp_graph_tools as cgt
     from megengine.core.ops.builtin import TypeCvt
@@ -390,46 +351,8 @@ def rewrite_mixed(model: PathLike, out: PathLike, keep: KeepList, mode: str = "i
 # ============================================================================ in a child process
 
 
-def write_mixed_model(model: PathLike, out: PathLike, keep: KeepList, mode: str = "ioc16", *,
-                      timeout: Optional[float] = 600.0) -> MixedModel:
-    """:func:`rewrite_mixed` in a child process (MegEngine stays out of the caller); the
-    keep-list and the record go beside ``out`` (``<out>.keep.json``, ``<out>.json``) with the
-    child's output (``<out>.log/``).
-
-    Raises:
-        UsageError (exit 2): bad arguments or keep-list; RunError (exit 3): the rewrite failed.
-    """
-    from lar_prec.errors import RunError
-    from lar_prec.local import child_env, run_child
-    from lar_prec.outputs import atomic_write_text
-
-    if mode not in MODES:
-        raise UsageError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
-    dst = Path(out)
-    keep_file = dst.with_name(dst.name + ".keep.json")
-    record = dst.with_name(dst.name + ".json")
-    atomic_write_text(keep_file, json.dumps(keep.to_json(), indent=1) + "\n", what="keep-list")
-    argv = [sys.executable, "-m", "lar_prec.lar.mixed_rewrite", str(model), str(dst), "--keep", str(keep_file),
-            "--mode", mode, "--record", str(record)]
-    try:
-        run_child(argv, child_env(), timeout, f"writing the mixed-precision model of {model}",
-                  dst.with_name(dst.name + ".log"))
-    except RunError as exc:
-        if exc.returncode == USAGE_EXIT:  # the child's UsageError: bad model path or keep-list entry
-            lines = [ln for ln in exc.stderr_tail.splitlines() if ln.startswith("mixed_rewrite: error: ")]
-            raise UsageError(lines[-1][len("mixed_rewrite: error: "):] if lines else str(exc)) from None
-        raise
-    try:
-        data = json.loads(record.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{record}: expected the mixed-model record: {exc}") from None
-    return MixedModel.from_json(data, str(record))
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lar_prec.lar.mixed_rewrite MODEL OUT --keep KEEP.json [--mode M] [--record R.json]``."""
-    from lar_prec.errors import LarPrecError
-    from lar_prec.outputs import atomic_write_text
 
     args = list(sys.argv[1:] if argv is None else argv)
     usage = "usage: python -m lar_prec.lar.mixed_rewrite MODEL OUT --keep KEEP.json [--mode ioc16|io16xc32] [--record R.json]\n"
