@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import sys
 import warnings
 from dataclasses import dataclass
@@ -129,7 +130,13 @@ def formats_for(case, flags: Tuple[str, ...], outcome: Outcome) -> Dict[str, str
     if outcome.rewritten:
         return graphopts.format_map(outcome.rewritten[0])
     layout = next((f[len("enable-"):].replace("-", "_") for f in flags if f in LAYOUTS), None)
-    return graphopts.layout_format_map(case.model, layout) if layout else {}
+    if not layout:
+        return {}
+    # megenginelite applied the layout itself: the same pass on the plain model gives the var
+    # names and formats of the graph lite executed
+    with tempfile.TemporaryDirectory(prefix="lar-prec-format-") as tmp:
+        rewritten = graphopts.rewrite_model(case.model, Path(tmp) / "model.mge", graphopts.Rewrite(layout=layout))
+        return graphopts.format_map(rewritten.path)
 
 
 def check_pairs(plain: Path, other: Path, formats: Dict[str, str], tol: float):
