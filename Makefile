@@ -11,7 +11,7 @@ DEMO_OUT := $(or $(TMPDIR),/tmp)/lar-prec-demo
 all: demo
 
 # Reinstall only when the dependency description changes.
-$(STAMP): pyproject.toml setup.py lar_prec/_kernel.c constraints.txt scripts/find-python310.sh
+$(STAMP): pyproject.toml setup.py lar_prec/compare/engine/_kernel.c constraints.txt scripts/find-python310.sh
 	@set -e; \
 	if [ ! -x $(PY) ] || ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; then \
 	  py=$$(scripts/find-python310.sh); \
@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml setup.py lar_prec/_kernel.c constraints.txt scripts/fin
 	fi; \
 	echo "installing lar-prec and pinned dependencies (first time: megengine is a ~940 MB download)"; \
 	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,test]'; \
-	if ! $(PY) -c 'import lar_prec._kernel' 2>/dev/null; then \
-	  echo "warning: the C kernel (lar_prec/_kernel.c) was not built: no C compiler? compare falls back to numpy, ~2x slower"; \
+	if ! $(PY) -c 'import lar_prec.compare.engine._kernel' 2>/dev/null; then \
+	  echo "warning: the C kernel (lar_prec/compare/engine/_kernel.c) was not built: no C compiler? compare falls back to numpy, ~2x slower"; \
 	fi; \
 	touch $(STAMP)
 	@# Editable installs are not byte-compiled, and some environments set PYTHONDONTWRITEBYTECODE:

@@ -8,8 +8,8 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "lar_prec._kernel",
-            ["lar_prec/_kernel.c"],
+            "lar_prec.compare.engine._kernel",
+            ["lar_prec/compare/engine/_kernel.c"],
             # IEEE float32 without contraction: max_err must match compare_binary_iodump bit for bit
             extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math", "-Wno-psabi"],
             optional=True,

@@ -34,10 +34,12 @@ from typing import Dict, List, Optional, Tuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lar_prec.iodump import DumpFolder  # noqa: E402
-from lar_prec.algocache import prefer_algorithms, winograd_tile  # noqa: E402
-from lar_prec.local import LocalResult, build_layerwise, local_errors, local_roots, scale_constant  # noqa: E402
-from lar_prec.runner import get_config  # noqa: E402
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.algocache import prefer_algorithms, winograd_tile  # noqa: E402
+from lar_prec.diagnosis.local_records import LocalResult
+from lar_prec.diagnosis.local import build_layerwise, local_errors, scale_constant
+from lar_prec.diagnosis.floors import local_roots
+from lar_prec.run.config import get_config
 
 CASES = ("cnn", "resnet", "mlp", "attention")
 SIZES = (1e-3, 1e-4, 1e-5, 3e-6)

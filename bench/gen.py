@@ -27,15 +27,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from lar_prec.iodump import (
-    HEADER_SIZE,
-    MAX_NDIM,
-    VarInfo,
-    contiguous_layout,
-    dtype_by_name,
-    dump_file_name,
-    format_title,
-)
+from lar_prec.dumps.titles import HEADER_SIZE, VarInfo, contiguous_layout, format_title
+from lar_prec.dumps.binary import MAX_NDIM, dump_file_name
+from lar_prec.dumps.dtypes import dtype_by_name
 
 _HEADER = struct.Struct("<10I")
 assert _HEADER.size == HEADER_SIZE  # the benchmark writes headers itself to stream large vars

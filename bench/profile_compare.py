@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep (and reuse) the pair")
     args = ap.parse_args()
     try:
-        from lar_prec.compare import compare_folders
+        from lar_prec.compare.folders import compare_folders
     except ImportError as e:
         print(f"lar_prec.compare is not available: {e}")
         return 2
@@ -54,7 +54,7 @@ def main() -> int:
         # time per dtype, jobs=1: the vars of one dtype linked into their own folder pair
         import tempfile
 
-        from lar_prec.iodump import DumpFolder
+        from lar_prec.dumps.folder import DumpFolder
 
         fa = DumpFolder(pair.dir_a)
         by_dtype: dict = {}

@@ -275,8 +275,8 @@ def bench_rooting(n_vars: int) -> Section:
     s = Section("rooting")
     s.data["n_vars"] = n_vars
     try:
-        from lar_prec import vartree
-        from lar_prec.compare import VarDiff
+        from lar_prec.diagnosis import tree as vartree
+        from lar_prec.compare.records import VarDiff
     except Exception as e:  # ImportError, or an error inside a module being written right now
         s.available = False
         s.note = f"not available: lar_prec.vartree cannot be imported ({type(e).__name__}: {e})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from lar_prec.errors import (  # noqa: F401  (re-exported API)
+from lar_prec.errors import (
     AnalysisInterrupted,
     DumpFolderError,
     DumpFormatError,
@@ -22,27 +22,31 @@ from lar_prec.errors import (  # noqa: F401  (re-exported API)
 )
 
 # The public API, imported on first use: ``import lar_prec`` stays cheap (no numpy,
-# networkx, rich, click or megengine), which keeps ``lar-prec --help`` fast.
+# networkx, rich, click or megengine), which keeps ``lar-prec --help`` fast. No name here is
+# also a module of this package, so a name always gives the function or class it says (a
+# submodule imported later would otherwise replace the package attribute).
 _LAZY = {
-    "naive_vs_default": "lar_prec.workflows",
-    "shake": "lar_prec.workflows",
-    "Analysis": "lar_prec.workflows",
-    "sweep": "lar_prec.sweep",
-    "SweepAnalysis": "lar_prec.sweep",
-    "compare_folders": "lar_prec.compare",
-    "compare_arrays": "lar_prec.compare",
-    "Comparison": "lar_prec.compare",
-    "VarDiff": "lar_prec.compare",
-    "Threshold": "lar_prec.compare",
-    "VarTree": "lar_prec.vartree",
-    "Root": "lar_prec.vartree",
-    "DumpFolder": "lar_prec.iodump",
-    "read_binary_dump": "lar_prec.iodump",
-    "write_binary_dump": "lar_prec.iodump",
-    "read_text_dump": "lar_prec.iodump",
-    "Report": "lar_prec.report",
-    "run_once": "lar_prec.runner",
-    "RunResult": "lar_prec.runner",
+    "naive_vs_default": "lar_prec.workflows.naive_vs_default",
+    "shake": "lar_prec.workflows.shake",
+    "sweep": "lar_prec.workflows.sweep",
+    "parse_targets": "lar_prec.workflows.devices",
+    "Analysis": "lar_prec.workflows.common",
+    "SweepAnalysis": "lar_prec.workflows.sweep",
+    "RemoteSpec": "lar_prec.run.device",
+    "compare_folders": "lar_prec.compare.folders",
+    "compare_arrays": "lar_prec.compare.arrays",
+    "Comparison": "lar_prec.compare.records",
+    "VarDiff": "lar_prec.compare.records",
+    "Threshold": "lar_prec.compare.threshold",
+    "VarTree": "lar_prec.diagnosis.tree",
+    "Root": "lar_prec.diagnosis.tree",
+    "DumpFolder": "lar_prec.dumps.folder",
+    "read_binary_dump": "lar_prec.dumps.binary",
+    "write_binary_dump": "lar_prec.dumps.binary",
+    "read_text_dump": "lar_prec.dumps.textdump",
+    "Report": "lar_prec.report.model",
+    "run_once": "lar_prec.run.once",
+    "RunResult": "lar_prec.run.record",
 }
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, TypeVar
 import click
 
 from lar_prec import __version__
-from lar_prec.clisupport import Progress, check_report_outputs, console, input_paths, pass_through_flags
+from lar_prec.clisupport import ProgressBars, check_report_outputs, console, input_paths, pass_through_flags
 from lar_prec.errors import LarPrecError, UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -91,7 +91,7 @@ class _Group(click.Group):
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        from lar_prec.compare import kernel_state  # imports no numpy
+        from lar_prec.compare.engine.scan import kernel_state
 
         click.echo(f"lar-prec {__version__} (compare: {kernel_state()})")
         ctx.exit()
@@ -131,7 +131,7 @@ def _report_out() -> Any:
 def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool) -> None:
     """Render an Analysis: terminal report first (the verdict survives a failing write),
     then --json and --html, each written atomically; exit with its code."""
-    from lar_prec.report import render_terminal
+    from lar_prec.report.terminal import render_terminal
 
     if json_out != "-":
         render_terminal(analysis.report, _report_out())
@@ -199,7 +199,7 @@ def remote_options(func: F) -> F:
 
 
 def _remote_spec(remote: str | None, lar_path: str | None, remote_dir: str | None, keep_remote: bool) -> Any:
-    from lar_prec.runremote import remote_spec
+    from lar_prec.run.device import remote_spec
 
     return remote_spec(remote, lar_path, remote_dir, keep_remote)
 
@@ -224,11 +224,11 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     the root variables where the divergence starts. Exit code 0 no divergence, 1 divergence
     found, 2 usage or input error, 3 a load_and_run run failed.
     """
-    from lar_prec.workflows import naive_vs_default
+    from lar_prec.workflows.naive_vs_default import naive_vs_default
 
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
-    with Progress(not quiet) as progress:
+    with ProgressBars(not quiet) as progress:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
                                     text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
@@ -262,11 +262,11 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     by a --fast-run-algo-policy cache (fast-run) and with --reproducible tell the cause.
     Exit code 0 no jitter, 1 jitter found, 2 usage or input error, 3 a run failed.
     """
-    from lar_prec.workflows import shake
+    from lar_prec.workflows.shake import shake
 
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
-    with Progress(not quiet) as progress:
+    with ProgressBars(not quiet) as progress:
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
                          lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
@@ -307,7 +307,7 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     differ pair vars by name. Exit code 0 every target agrees, 1 one diverges, 2 usage or
     input error, 3 a run or a device failed.
     """
-    from lar_prec.devices import devices, parse_targets
+    from lar_prec.workflows.devices import devices, parse_targets
 
     if local_checks:  # --no-local is accepted (nothing to turn off): devices measures no local error
         raise UsageError("devices does not measure local error; --local-checks applies to naive-vs-default, "
@@ -364,12 +364,13 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     diverges, 1 an option diverges, crashes or hangs, 2 usage or input error, 3 the
     reference run failed.
     """
-    from lar_prec.sweep import parse_options, sweep
+    from lar_prec.workflows.sweep_options import parse_options
+    from lar_prec.workflows.sweep import sweep
 
     parse_options(options)  # a bad name fails before anything runs
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
-    with Progress(not quiet) as progress:
+    with ProgressBars(not quiet) as progress:
         analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
                          extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress,
                          remote=spec, local=not no_local)
@@ -411,7 +412,8 @@ def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: s
     (crash, error, timeout: its stderr tail is shown and kept in the run folder), 2 for
     usage or input errors.
     """
-    from lar_prec.runner import parse_env_assignments, run_single, split_lar_args
+    from lar_prec.run.argv import parse_env_assignments, split_lar_args
+    from lar_prec.run.once import run_single
 
     result = run_single(model, inputs, config_name, out, lar=lar_path, text_dump=text_dump, timeout=timeout,
                         extra_flags=split_lar_args(lar_args), extra_env=parse_env_assignments(env_items), seed=seed,
@@ -427,7 +429,8 @@ def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: s
 def _write_outputs(report: Any, json_out: str | None, html_out: str | None) -> None:
     """--json (a file, or stdout for '-') and --html of any command: the one JSON writer and
     the one page, both written atomically."""
-    from lar_prec.report import write_html, write_json
+    from lar_prec.report.html import write_html
+    from lar_prec.report.model import write_json
 
     if json_out is not None:
         write_json(report, json_out, stream=click.get_text_stream("stdout"))
@@ -480,34 +483,17 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
     NaN/Inf in other places, another shape or dtype, or exists on one side only), 2 on bad input.
     """
-    from lar_prec.compare import megengine_text
-    from lar_prec.report import exit_code, from_tree, render_csv, render_terminal
-    from lar_prec.vartree import VarTree
+    from lar_prec.diagnosis.megcompat import megengine_text
+    from lar_prec.report.model import exit_code
+    from lar_prec.report.terminal import render_csv, render_terminal
+    from lar_prec.workflows.compare import compare_dumps
 
-    from lar_prec.localwire import compare_local, roots_rule
-
-    if algo_policy is not None and not model:
-        raise UsageError("--fast-run-algo-policy needs --model (it is replayed by the layerwise run of the model)")
-    if lar_path is not None and not model:
-        raise UsageError("--lar needs --model (compare runs nothing else: the binary runs the layerwise model)")
     check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump, algo_policy,
                                               lar_path if lar_path != "bundled" else None], make_parents=False)
-    la, off = compare_local(model, dir_a, dir_b, local_config, local_out, local=not no_local,
-                            checks=local_checks, algo_policy=algo_policy, lar=lar_path) if model else (None, None)
-    cmp_thr, roots_by = roots_rule(threshold, la is not None)
-    tree = VarTree.from_folders(dir_a, dir_b, threshold=cmp_thr, text_dump=text_dump, jobs=jobs, pairing=pair)
-    # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
-    # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
-    # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
-    report = from_tree(tree, command="compare", extra={"exit_code": int(tree.diverged)}, lazy_vars=True,
-                       max_paths=50 if html_out else 0)
-    if model:
-        from dataclasses import replace
-
-        from lar_prec.localwire import apply_local
-
-        report = apply_local(report, la, roots_by=roots_by, off=off, tree=tree)
-        report = replace(report, extra={**report.extra, "exit_code": exit_code(report)})
+    found = compare_dumps(dir_a, dir_b, threshold=threshold, text_dump=text_dump, jobs=jobs, pairing=pair,
+                          model=model, config=local_config, out=local_out, local=not no_local,
+                          local_checks=local_checks, algo_policy=algo_policy, lar=lar_path, paths=bool(html_out))
+    tree, report = found.tree, found.report
     if json_out != "-":
         if fmt == "csv":
             click.echo(render_csv(report), nl=False)
@@ -535,26 +521,12 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     failures count, any file order works, vars without inputs can be roots. Exit code 0 when
     the text lists no failure, 1 when it does, 2 when it cannot be read.
     """
-    from lar_prec.errors import DumpFormatError
-    from lar_prec.megcompat import tree_from_megengine_diff
-    from lar_prec.report import exit_code, from_tree, render_terminal
+    from lar_prec.report.model import exit_code
+    from lar_prec.report.terminal import render_terminal
+    from lar_prec.workflows.tree import tree_report
 
     check_report_outputs(json_out, html_out, [diff_txt], make_parents=False)
-    tree, md = tree_from_megengine_diff(diff_txt)
-    if md.crashed and not md.entries:
-        raise DumpFormatError(diff_txt, None, "compare_binary_iodump failures", f"only a traceback ({md.crashed})")
-    kinds: dict[str, int] = {}
-    for e in md.entries:
-        kinds[e.kind] = kinds.get(e.kind, 0) + 1
-    verdict = f"{'divergence found' if tree.diverged else 'no divergence'}: {len(tree.diffs)} differing var(s) in {diff_txt}"
-    verdict += " (" + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")" if kinds else ""
-    roots = tree.roots()
-    if roots:
-        verdict += f"; root: {roots[0].name} ({roots[0].opr_type}, var {roots[0].id})"
-        verdict += f" (+{len(roots) - 1} more)" if len(roots) > 1 else ""
-    notes = [f"compare_binary_iodump stopped with {md.crashed}; later files were not compared"] if md.crashed else []
-    report = from_tree(tree, command="tree", verdict=verdict, notes=notes,
-                       extra={"exit_code": int(tree.diverged), "crashed": md.crashed, "source": diff_txt})
+    report = tree_report(diff_txt)
     if json_out != "-":
         render_terminal(report, _report_out())
     _write_outputs(report, json_out, html_out)
@@ -577,7 +549,8 @@ def replay_cmd(repro_dir: str, timeout: float | None, lar_path: str | None) -> N
     half the recorded error away from the reference: "not bit for bit"), 0 when it is not,
     2 for a folder that is not a repro, 3 when a run failed.
     """
-    from lar_prec.replay import DEFAULT_TIMEOUT, replay, replay_verdict
+    from lar_prec.diagnosis.local import DEFAULT_TIMEOUT
+    from lar_prec.diagnosis.replay import replay, replay_verdict
 
     code, line = replay_verdict(replay(repro_dir, timeout=timeout or DEFAULT_TIMEOUT, lar=lar_path))
     click.echo(line)

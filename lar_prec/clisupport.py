@@ -10,10 +10,15 @@ import sys
 from typing import Any
 
 from lar_prec.errors import UsageError
+from lar_prec.lar.flags import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS
+from lar_prec.lar.graphopts import REFUSED_FLAGS
+from lar_prec.run.argv import split_lar_args
+from lar_prec.outputs import check_distinct, check_output_path
 
 
 def console(stderr: bool = False) -> Any:
     """A rich Console for stdout (or stderr); a readable width when piped."""
+    # rich only when something is shown (start-up time of --help and pipes)
     from rich.console import Console
 
     import shutil
@@ -24,7 +29,7 @@ def console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, soft_wrap=False, width=width)
 
 
-class Progress:
+class ProgressBars:
     """Rich progress bars on a terminal for runs and comparison; nothing otherwise."""
 
     def __init__(self, enabled: bool) -> None:
@@ -32,8 +37,9 @@ class Progress:
         self._bar = None
         self._tasks: dict = {}
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> "ProgressBars":
         if self.enabled:
+            # rich only when something is shown (start-up time of --help and pipes)
             from rich.progress import BarColumn, Progress as Bars, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
             self._bar = Bars(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
@@ -61,8 +67,6 @@ def pass_through_flags(lar_args: tuple, trailing: tuple) -> tuple:
     through), so a misspelt lar-prec option would reach load_and_run: anything that is not a
     load_and_run 1.13 flag is refused here, before any run (exit 2).
     """
-    from lar_prec.lar import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS, REFUSED_FLAGS
-    from lar_prec.runner import split_lar_args
 
     known = set(SUPPORTED_FLAGS) | set(UNSUPPORTED_FLAGS) | set(REFUSED_FLAGS)
     for arg in trailing:
@@ -94,7 +98,6 @@ def check_report_outputs(json_out: str | None, html_out: str | None, inputs: lis
                           make_parents: bool = True) -> None:
     """Refuse, before anything runs, --json/--html paths that cannot be written or would
     replace an input (exit 2): an analysis that runs for minutes must not end in that."""
-    from lar_prec.outputs import check_distinct, check_output_path
 
     if json_out is not None:
         check_output_path(json_out, what="JSON report", inputs=inputs, make_parents=make_parents)

@@ -7,7 +7,7 @@ Anything else that escapes is a bug in lar-prec and keeps its traceback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 
 class LarPrecError(Exception):
@@ -15,6 +15,10 @@ class LarPrecError(Exception):
 
     #: exit code of the command line when this error ends a command (design.md contract)
     exit_code = 2
+    #: the run folder the error belongs to, when a run raised it
+    run_dir: "Optional[Path]" = None
+    #: that run's RunResult (as written to its run.json), when a run raised it
+    result: Any = None
 
 
 class UsageError(LarPrecError, ValueError):

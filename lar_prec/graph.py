@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import heapq
-from typing import Dict, Iterable, List, Mapping, Tuple
+from typing import Dict, Iterable, List, Mapping, Set, Tuple
 
-__all__ = ["topological_order"]
+__all__ = ["reach", "topological_order"]
 
 
 def topological_order(inputs: Mapping[int, Iterable[int]]) -> Tuple[List[int], List[int]]:
@@ -34,3 +34,17 @@ def topological_order(inputs: Mapping[int, Iterable[int]]) -> Tuple[List[int], L
     cyclic = sorted(set(inputs) - set(order)) if len(order) != len(indeg) else []
     return order + cyclic, cyclic
 
+
+def reach(start: int, neighbours: Mapping[int, Iterable[int]]) -> Set[int]:
+    """Every id reachable from ``start`` along ``neighbours`` (inputs: ancestors; consumers:
+    descendants), ``start`` itself excluded. Ids without an entry have no neighbours. The one
+    reachability of the package: the variable tree, the local-error labels and the sweep use it."""
+    seen: Set[int] = set()
+    todo = [start]
+    while todo:
+        for w in neighbours.get(todo.pop(), ()):
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    seen.discard(start)
+    return seen

@@ -6,21 +6,23 @@ renamed over it, so a full disk or a crash leaves the earlier file whole and no 
 :func:`check_output_path` refuses, before anything runs, an output that cannot be written or
 that would replace one of the analysis' inputs; :func:`save_crash_report` keeps the traceback
 of an internal error; :func:`make_stdout_pipe_safe` lets a closed stdout pipe end the output
-without ending the command.
+without ending the command. :func:`sha256_file` is the package's one file hash.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import stat
 import sys
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Optional, Union
+from typing import IO, Any, Dict, Iterable, Iterator, Optional, Tuple
 
+from lar_prec import __version__
 from lar_prec.errors import UsageError
 
-from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.records import PathLike
 
 
 def _target(path: PathLike) -> Path:
@@ -158,22 +160,6 @@ def atomic_write_text(path: PathLike, text: str, *, what: str = "output") -> Pat
     return Path(path)
 
 
-def atomic_copy(src: PathLike, dest: PathLike, *, what: str = "output") -> Path:
-    """Copy the text file ``src`` to ``dest`` atomically (an HTML page, a report), making
-    missing folders."""
-    try:
-        _target(dest).parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"cannot write the {what} to {dest}: {e.strerror or e}") from None
-    with open(src, "r", encoding="utf-8") as fin, atomic_writer(dest, what=what) as fout:
-        while True:
-            chunk = fin.read(1 << 20)
-            if not chunk:
-                break
-            fout.write(chunk)
-    return Path(dest)
-
-
 def save_crash_report(exc: BaseException, argv: Iterable[str] = ()) -> Path:
     """Save the traceback of an internal error to a new file in the temporary folder.
 
@@ -184,8 +170,6 @@ def save_crash_report(exc: BaseException, argv: Iterable[str] = ()) -> Path:
     import tempfile
     import time
     import traceback
-
-    from lar_prec import __version__
 
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     fd, name = tempfile.mkstemp(prefix=f"lar-prec-crash-{stamp}-{os.getpid()}-", suffix=".txt")
@@ -243,3 +227,19 @@ def make_stdout_pipe_safe() -> None:
     old.flush()
     sys.stdout = io.TextIOWrapper(io.BufferedWriter(PipeSafeStdout(fd)), encoding=old.encoding,
                                   errors=old.errors, line_buffering=old.line_buffering)
+
+
+_SHA_CACHE: Dict[Tuple[str, int, int], str] = {}
+
+
+def sha256_file(path: PathLike) -> str:
+    """Hex sha256 of a file (cached by path, size and mtime: models are hashed once per process)."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]

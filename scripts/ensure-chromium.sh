@@ -1,5 +1,5 @@
 #!/bin/sh
-# Make headless Chromium available for the browser tests (tests/test_report.py -m browser).
+# Make headless Chromium available for the browser tests (tests/report/test_report.py -m browser).
 # Installs Debian's `chromium` package when it is missing and we are root; otherwise says so
 # and exits 0, so `make test` carries on and the browser tests skip with a clear reason.
 set -eu

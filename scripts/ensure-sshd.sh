@@ -1,5 +1,5 @@
 #!/bin/sh
-# Make OpenSSH's server available for the remote-run tests (tests/test_remote.py starts its own
+# Make OpenSSH's server available for the remote-run tests (tests/remote/test_remote.py starts its own
 # sshd on 127.0.0.1 with keys made for the test). Installs Debian's `openssh-server` when sshd is
 # missing and we are root; otherwise says so and exits 0, so `make test` carries on and the ssh
 # tests skip with a clear reason.

@@ -12,7 +12,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
-from lar_prec.iodump import DumpFolder, VarInfo, contiguous_layout, dump_file_name, format_title, read_binary_dump, write_binary_dump
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.binary import dump_file_name, read_binary_dump, write_binary_dump
+from lar_prec.dumps.titles import VarInfo, contiguous_layout, format_title
 
 CN = 'CompNode("cpu0:0" from "cpu0:0")'
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from lar_prec.iodump import DumpFolder
-from lar_prec.remote import RemoteError, RemoteSession, SshOptions, make_transport
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.remote.transport import RemoteError, SshOptions, make_transport
+from lar_prec.remote.session import RemoteSession
 
 SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
 

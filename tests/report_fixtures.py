@@ -12,9 +12,10 @@ from typing import Optional, Tuple
 import numpy as np
 import pytest
 
-from lar_prec.iodump import DumpFolder
-from lar_prec.report import Report, ReportRun, from_tree
-from lar_prec.vartree import VarTree
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.report.model import Report, from_tree
+from lar_prec.report.records import ReportRun
+from lar_prec.diagnosis.tree import VarTree
 
 THRESHOLD = 1e-5
 FAULT_TYPE = "SoftmaxForward"  # corrupted by a relative 1e-3 error

@@ -100,7 +100,7 @@ def ctx(manifest, lar_dump, tmp_path) -> Ctx:
     data = tmp_path / "data.npy"
     shutil.copyfile(dict(case.inputs)["data"], data)
     from compare_helpers import computed_float_vars, inject_fault
-    from lar_prec.iodump import DumpFolder
+    from lar_prec.dumps.folder import DumpFolder
 
     # b = a with a 1% fault born at the first computed var: a divergence on every CPU
     a, b = tmp_path / "dump_a", tmp_path / "dump_b"

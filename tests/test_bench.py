@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lar_prec.iodump import DumpFolder, write_binary_dump
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.binary import write_binary_dump
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))

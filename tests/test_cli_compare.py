@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from compare_helpers import GraphDump, computed_float_vars, inject_fault, pick_spread
 from lar_prec.cli import cli
-from lar_prec.iodump import DumpFolder, dump_file_name
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.binary import dump_file_name
 
 PY = sys.executable
 

@@ -62,9 +62,9 @@ def dumps(lar_dump, tmp_path):
 
 @pytest.mark.megengine
 @pytest.mark.parametrize("cmd, target, exc", [
-    ("compare", "lar_prec.vartree:VarTree.from_folders", "ZeroDivisionError('a bug')"),
-    ("compare", "lar_prec.report:render_terminal", "MemoryError()"),
-    ("tree", "lar_prec.report:from_tree", "KeyError('a bug')"),
+    ("compare", "lar_prec.diagnosis.tree:VarTree.from_folders", "ZeroDivisionError('a bug')"),
+    ("compare", "lar_prec.report.terminal:render_terminal", "MemoryError()"),
+    ("tree", "lar_prec.workflows.tree:from_tree", "KeyError('a bug')"),
 ])
 def test_internal_error_exits_4_with_saved_traceback(dumps, tmp_path, cmd, target, exc):
     """A crash is never read as a verdict: exit 4, one line, the traceback in a file.
@@ -83,7 +83,7 @@ def test_internal_error_in_a_workflow_exits_4(manifest, tmp_path):
     case = manifest["cnn"]
     argv = ["naive-vs-default", case.model, *sum((["--input", s] for s in case.input_specs()), []),
             "--out", tmp_path / "out", "-q"]
-    r = with_bug("lar_prec.report:from_tree", "RuntimeError('a bug')", argv, tmp_path)
+    r = with_bug("lar_prec.workflows.naive_vs_default:from_tree", "RuntimeError('a bug')", argv, tmp_path)
     assert_internal_error(r, "RuntimeError", tmp_path)
 
 
@@ -133,7 +133,7 @@ def test_output_to_a_closed_pipe_keeps_the_verdict(lar_dump, tmp_path, divergent
     """``compare --json - | head -c 100``: silent, and the exit code of the verdict (0 or 1),
     not 1 for every closed pipe; the same for the CSV table."""
     from compare_helpers import computed_float_vars, inject_fault
-    from lar_prec.iodump import DumpFolder
+    from lar_prec.dumps.folder import DumpFolder
 
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(lar_dump("resnet", "default"), a)

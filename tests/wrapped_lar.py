@@ -7,7 +7,7 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_FAULT=NAME:SIZE`` (e.g. ``c2.weight:1e-4``): a binary whose default kernels
   are wrong for one layer. Unless ``MGB_USE_MEGDNN_DBG=2`` (the naive reference kernels), the
   model it is given (the user's model or a layerwise model: both keep the weight's name) is
-  run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.layerwise_build
+  run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.lar.layerwise_build
   --scale-const``; under naive kernels it is rewritten with a factor of 1, so both sides run
   the same re-dumped graph (same var ids, same weight alignment).
 * ``WRAPPED_LAR_JITTER=NAME:SIZE``: a default kernel that jitters: as the fault, with a
@@ -32,8 +32,8 @@ import tempfile
 #: shifts every var id of a dump folder (run in a child: this script imports no lar_prec)
 RENUMBER = """
 import dataclasses, os, sys
-from lar_prec.iodump import dump_file_name, read_binary_dump, write_binary_dump
-from lar_prec.titles import format_title
+from lar_prec.dumps.binary import dump_file_name, read_binary_dump, write_binary_dump
+from lar_prec.dumps.titles import format_title
 folder, k = sys.argv[1], int(sys.argv[2])
 shift = lambda v: dataclasses.replace(v, id=v.id + k)
 for name in sorted(n for n in os.listdir(folder) if not n.startswith(".")):  # not lar-prec's marker
@@ -85,7 +85,7 @@ def main():
             factor = 1.0 if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" else 1.0 + step
             tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
             rewritten = os.path.join(tmp, "model.mge")
-            proc = subprocess.run([sys.executable, "-m", "lar_prec.layerwise_build", "--scale-const", model, name,
+            proc = subprocess.run([sys.executable, "-m", "lar_prec.lar.layerwise_build", "--scale-const", model, name,
                                    repr(factor), rewritten], capture_output=True, text=True)
             if proc.returncode != 0:
                 sys.stderr.write(proc.stderr)

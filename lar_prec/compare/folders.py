@@ -1,0 +1,306 @@
+"""Compare two ``--bin-io-dump`` folders variable by variable: the orchestration.
+
+The stages, each in its module:
+
+* :mod:`lar_prec.compare.pairing`: which var of A goes with which of B (:class:`~lar_prec.pairing.Pairing`);
+* here, planning: each pair becomes a job decided from the headers (missing, shape or dtype
+  mismatch) or a value comparison split into element ranges (pieces);
+* :mod:`lar_prec.compare.engine.scan`: the streaming engine measures the pieces, one pass over chunks,
+  NaN/Inf aware, on the workers :mod:`lar_prec.compare.engine.workers` runs (settings and strategy in
+  :class:`EngineSettings`); :mod:`lar_prec.compare.metrics` defines what every number means;
+* :mod:`lar_prec.compare.threshold`: the rule (fixed, or auto, chosen from the data once every var is
+  measured) that makes a var ``ok`` or ``divergent``; elements above it are recounted where
+  they could not be counted in the first pass.
+
+NaN at the same position on both sides (and the same infinity) counts as equal. A position
+that is non-finite on one side only, or NaN against Inf, makes the var ``nonfinite``; its
+error metrics then describe the positions finite on both sides. Integer, Bool, Byte and
+quantized vars compare exactly (quantized raw integers carry ``scale_unknown``).
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+
+from lar_prec.compare.engine.chunks import QUIET, count_range
+from lar_prec.compare.engine.io import Extent
+from lar_prec.compare.engine.scan import kernel_for, scan_over
+from lar_prec.compare.engine.workers import (
+    DEFAULT_CHUNK,
+    EngineSettings,
+    Strategy,
+    ThreadWorkers,
+    resolve_strategy,
+    run_shared,
+)
+from lar_prec.compare.engine.plan import (
+    ProgressHook,
+    base_fields,
+    finish_fields,
+    measure_forked,
+    measure_threaded,
+    plan,
+    plan_folders,
+    run_piece,
+)
+from lar_prec.errors import UsageError
+from lar_prec.dumps.binary import BinaryDump
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.compare.pairing import Pairing, pair_folders
+from lar_prec.compare.threshold import (
+    Threshold,
+    choose_threshold,
+    judge,
+    parse_threshold,
+)
+from lar_prec.lar.graphopts import formats_beside_dump
+from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
+from lar_prec.compare.relayout import to_plain
+
+log = logging.getLogger(__name__)
+
+from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.compare.records import Comparison, VarDiff, new_diff, with_changes
+
+def apply_threshold(diffs: Sequence[VarDiff], thr: Threshold) -> List[VarDiff]:
+    """Set ``status``, ``threshold`` (and ``n_over`` where it is known without reading) of
+    every value-compared var from ``thr`` (:func:`lar_prec.threshold.judge`). Structural
+    statuses are kept."""
+    return [_judge(d, thr) for d in diffs]
+
+
+def _judge(d: VarDiff, thr: Threshold) -> VarDiff:
+    changes = judge(d, thr)
+    return with_changes(d, **changes) if changes else d
+
+
+def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAULT_CHUNK, count_over: Optional[float] = None) -> VarDiff:
+    """Compare two dumps of one var (shape, dtype, then values) in this thread, unjudged
+    (``status`` ``ok`` unless NaN/Inf or headers differ; see :func:`apply_threshold`)."""
+    job = plan(Extent.of(da), Extent.of(db), base_fields(da, db, 0), max(da.size, 1))
+    st = EngineSettings(chunk_elements=chunk_elements)
+    with QUIET:
+        parts = [run_piece(job, k, st, count_over) for k in range(len(job.pieces))] if job.done is None else []
+    return new_diff(finish_fields(job, parts))
+
+
+# ============================================================================ folders
+
+
+def compare_folders(
+    dir_a: PathLike,
+    dir_b: PathLike,
+    *,
+    threshold: Union[str, float, Threshold, None] = "auto",
+    chunk_elements: Optional[int] = None,
+    jobs: Optional[int] = 1,
+    on_progress: Optional[ProgressHook] = None,
+    settings: Optional[EngineSettings] = None,
+    pairing: str = "id",
+) -> Comparison:
+    """Compare every var of two ``--bin-io-dump`` folders.
+
+    (Over 80 lines for its argument documentation; the work is in pairing, planning and the
+    engine it calls in order.)
+
+    Args:
+        dir_a: the reference folder (e.g. the naive run).
+        dir_b: the folder compared against it.
+        threshold: ``"auto"`` (chosen from the data, docs/threshold.md), a number, or a
+            :class:`Threshold`.
+        chunk_elements: values read per chunk (overrides ``settings.chunk_elements``);
+            memory per worker is about 30 bytes times this.
+        jobs: workers (None: one per CPU). Big vars are split into ranges so that one var
+            alone keeps every worker busy; results do not depend on ``jobs``. Comparisons
+            under ``settings.parallel_min_bytes`` always run in this process.
+        on_progress: called as ``on_progress(done_bytes, total_bytes)`` on the calling
+            thread; it never changes how the work runs.
+        settings: the engine's knobs and execution strategy (:class:`EngineSettings`).
+        pairing: how vars of A and B are matched (:func:`lar_prec.pairing.pair_folders`).
+
+    Returns:
+        A :class:`Comparison` with one :class:`VarDiff` per var in execution order.
+
+    Raises:
+        DumpFolderError: a folder is missing, not a directory, holds no dumps, or the two
+            folders have no var in common.
+        DumpFormatError: a file is not a valid dump (the message names it).
+        UsageError: bad ``threshold``, ``chunk_elements``, ``jobs`` or ``pairing``.
+    """
+    st = settings if settings is not None else EngineSettings()
+    if chunk_elements is not None:
+        if chunk_elements < 1:
+            raise UsageError(f"chunk_elements must be >= 1, got {chunk_elements}")
+        st = replace(st, chunk_elements=chunk_elements)
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"jobs must be >= 1, got {jobs}")
+    fixed = parse_threshold(threshold)
+    fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
+    paired = pair_folders(fa, fb, pairing)
+    notes = _folder_notes(fa, fb, paired)
+    count_over = fixed.value if fixed is not None else None
+    plans, kept = plan_folders(fa, fb, paired, keep=count_over is None)
+    total = sum(j.nbytes for j in plans)
+    n_workers, strategy = resolve_strategy(st, jobs, total)
+    if n_workers > 1:
+        # big vars are split only to feed several workers
+        for i, j in enumerate(plans):
+            if j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
+                plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
+    tasks = [(j, k, st, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
+    diffs: List[Optional[VarDiff]] = [None] * len(plans)
+
+    def finish(i: int, parts: Sequence[object]) -> None:
+        # a compared var keeps only its VarDiff: its job lets go of the extents and fields
+        j = plans[i]
+        diffs[i] = new_diff(finish_fields(j, parts))
+        j.release()
+
+    measure = measure_forked if strategy == Strategy.FORK else measure_threaded
+    measure(plans, tasks, finish, n_workers, st, on_progress, total)
+    relaid = None
+    if paired.mode == "name":
+        relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept)  # type: ignore[arg-type]
+    thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
+    # judged in place: one list of VarDiffs, not two
+    for i, d in enumerate(diffs):
+        diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+    try:
+        judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
+                          b_ids=dict(paired.pairs) if paired.mode == "name" else None)
+    finally:
+        if relaid is not None:
+            relaid.cleanup()
+    return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
+                      chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired)
+
+
+def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: List[Optional[VarDiff]],
+                        st: EngineSettings, count_over: Optional[float],
+                        kept: Dict[int, Tuple[Extent, Extent]]) -> "Optional[tempfile.TemporaryDirectory]":
+    """Vars paired by name across rewritten graphs, before any threshold: a var B dumped in
+    a transformed layout (NCHW44, NHWCD4, ...) is brought back to A's NCHW shape and measured
+    again (:mod:`lar_prec.compare.relayout`; ambiguous layouts stay ``shape_mismatch``, the note says
+    why); a float var an fp16 rewrite narrowed is compared as A's dtype (the cast is exact);
+    every pair whose ids differ notes B's id. The converted B values are written to a
+    temporary folder, returned (the caller removes it) and entered in ``kept`` by A's id
+    for the second pass of an auto threshold."""
+
+
+    tmp: Optional[tempfile.TemporaryDirectory] = None
+    formats: Optional[Dict[str, str]] = None
+    try:
+        for i, (ida, idb) in enumerate(paired.order):
+            d = diffs[i]
+            if d is None or ida is None or idb is None:
+                continue
+            note = f"B's var {idb}" if ida != idb else ""
+            if d.status in ("shape_mismatch", "dtype_mismatch"):
+                da, db = fa[ida], fb[idb]
+                arr, why = db.array(), []
+                if tuple(arr.shape) != tuple(da.shape):
+                    plain, det = to_plain(arr, da.shape, layout=db.var.layout)
+                    if det.kind == "ambiguous":
+                        if formats is None:
+                            formats = formats_beside_dump(fb.path)
+                        plain, det = to_plain(arr, da.shape, fmt=formats.get(db.var.name), layout=db.var.layout)
+                    arr = plain
+                    why.append(f"not relaid out: {det.reason or det.kind}" if plain is None
+                               else f"B relaid out from {det.kind} ({det.source})")
+                code = db.dtype.code
+                if arr is not None and da.dtype.name != db.dtype.name and da.dtype.kind == db.dtype.kind == "float":
+                    # an fp16 rewrite (ioc16, io16xc32): B's values widened exactly to A's dtype
+                    arr, code = arr.astype(da.dtype.value_dtype()), da.dtype.code
+                    why.append(f"B's {db.dtype.name} values compared as {da.dtype.name}")
+                if arr is not None and (tuple(arr.shape) != tuple(db.shape) or code != db.dtype.code):
+                    if tmp is None:
+                        tmp = tempfile.TemporaryDirectory(prefix="lar-prec-relayout-")
+                    path = Path(tmp.name) / f"{ida:06x}"  # the file name carries the id of the title (A's)
+                    write_binary_dump(path, arr, da.title, dtype=code)
+                    conv = read_binary_dump(path)
+                    fresh = compare_dumps(da, conv, chunk_elements=st.chunk_elements, count_over=count_over)
+                    d = with_changes(fresh, index=d.index)
+                    kept[ida] = (Extent.of(da), Extent.of(conv))
+                note = "; ".join([note] * bool(note) + why)
+            if note:
+                diffs[i] = with_changes(d, note="; ".join(x for x in (d.note, note) if x))
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    return tmp
+
+
+def _folder_notes(fa: DumpFolder, fb: DumpFolder, paired: Pairing) -> List[str]:
+    notes = []
+    for tag, f in (("A", fa), ("B", fb)):
+        if f.stray:
+            names = ", ".join(p.name for p in f.stray[:3]) + (" ..." if len(f.stray) > 3 else "")
+            notes.append(f"{tag} ({f.path}): {len(f.stray)} entries that are not dumps ignored: {names}")
+        if f.incomplete:
+            notes.append(f"{tag} ({f.path}): marked incomplete (the run did not finish)")
+        if f.input_files:
+            notes.append(f"{tag} ({f.path}): {len(f.input_files)} MGB_DUMP_INPUT '-inp' files not compared as vars (they repeat their input vars)")
+    if paired.mode == "name":
+        for side, f in (("a", fa), ("b", fb)):
+            left = [u for u in paired.unpaired if u[0] == side]
+            if left:
+                shown = ", ".join(f"{n} ({r})" for _, _, n, r in left[:3]) + (" ..." if len(left) > 3 else "")
+                notes.append(f"paired by var name: {len(left)} var(s) of {side.upper()} ({f.path}) have no partner: {shown}")
+    only_a, only_b = len(paired.only_a), len(paired.only_b)
+    if only_a or only_b:
+        notes.append(f"{only_a} var(s) only in A, {only_b} only in B (status 'missing')")
+    return notes
+
+
+# ============================================================================ second pass
+
+
+def _count_task(da: Extent, db: Extent, start: int, end: int, st: EngineSettings, threshold: float) -> int:
+    return count_range(da, db, start, end, st, threshold, kernel_for(st))
+
+
+def _recount(
+    dir_a: Path, dir_b: Path, diffs: Sequence[VarDiff], st: EngineSettings,
+    extents: Optional[Dict[int, Tuple[Extent, Extent]]] = None, jobs: int = 1, strategy: Strategy = Strategy.SERIAL,
+    b_ids: Optional[Dict[int, int]] = None,
+) -> List[VarDiff]:
+    """Fill ``n_over`` where it is unknown: count elements above each var's threshold.
+    ``extents`` (by var id) saves reading the headers again; ``b_ids`` maps A's ids to B's
+    when the vars were paired by name."""
+    todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
+    if not todo:
+        return list(diffs)
+    folders: Optional[Tuple[DumpFolder, DumpFolder]] = None
+    out = list(diffs)
+    tasks: List[Tuple[int, Extent, Extent, int, int, float]] = []
+    piece = max(st.chunk_elements, st.piece_elements) if jobs > 1 else 1 << 62
+    for i in todo:
+        d = out[i]
+        pair = (extents or {}).get(d.id)
+        if pair is None:
+            folders = folders or (DumpFolder(dir_a), DumpFolder(dir_b))
+            pair = (Extent.of(folders[0][d.id]), Extent.of(folders[1][(b_ids or {}).get(d.id, d.id)]))
+        da, db = pair
+        if da.dtype.code != db.dtype.code:
+            out[i] = with_changes(d, n_over=scan_over(da, db, d.threshold or 0.0, chunk=st.chunk_elements).count)
+            continue
+        for start in range(0, da.size, piece):
+            tasks.append((i, da, db, start, min(da.size, start + piece), d.threshold or 0.0))
+    args = [(t[1], t[2], t[3], t[4], st, t[5]) for t in tasks]
+    n = jobs if len(tasks) > 1 else 1
+    if n > 1 and strategy == Strategy.FORK:
+        got: Sequence[object] = run_shared(_count_task, args, n - 1)
+    else:
+        with ThreadWorkers(n, st.small_task_elements) as workers:
+            got = list(workers.map(_count_task, args, [t[4] - t[3] for t in tasks]))
+    counts: Dict[int, int] = {}
+    for (i, *_rest), c in zip(tasks, got):
+        counts[i] = counts.get(i, 0) + c  # type: ignore[operator]
+    for i, c in counts.items():
+        out[i] = with_changes(out[i], n_over=c)
+    return out

@@ -1,0 +1,162 @@
+"""The records of a comparison: one :class:`VarDiff` per var and the :class:`Comparison` of two
+folders. Built fast (tens of thousands of vars): :func:`new_diff` and :func:`with_changes` fill a
+frozen record's dict without re-running its generated ``__init__``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, Optional, Tuple
+
+from lar_prec.compare.engine.workers import DEFAULT_CHUNK
+from lar_prec.compare.threshold import Threshold, scale_factor
+from lar_prec.records import VarKey
+
+#: var statuses, in the order reports list them (design.md)
+STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
+#: statuses that come from the values (the others come from headers or file presence)
+VALUE_STATUSES = ("ok", "divergent", "nonfinite")
+
+@dataclass(frozen=True)
+class VarDiff(VarKey):
+    """The comparison of one var between folder A and folder B.
+
+    Metrics are None when they do not apply (missing var, shape mismatch, undecodable
+    dtype, or no position finite on both sides); :mod:`lar_prec.compare.metrics` defines each.
+    ``worst_index`` is the index (in the var's shape) of the element with the largest
+    ``max_err``; ``worst_a``/``worst_b`` its values. ``threshold`` is the threshold this var
+    was held to and ``n_over`` the number of its elements above it. ``inputs`` are the var
+    ids of its owner operator's inputs.
+    """
+
+    max_err: Optional[float] = None
+    max_abs_err: Optional[float] = None
+    max_rel_err: Optional[float] = None
+    mean_abs_err: Optional[float] = None
+    rmse: Optional[float] = None
+    cosine: Optional[float] = None
+    max_ulp: Optional[int] = None
+    n_over: Optional[int] = None
+    worst_index: Optional[Tuple[int, ...]] = None
+    worst_a: Optional[float] = None
+    worst_b: Optional[float] = None
+    scale_unknown: bool = False
+    note: str = ""
+    #: number of elements
+    size: int = 0
+    #: largest |value| on either side (finite positions), what the auto threshold scales by
+    scale: Optional[float] = None
+    #: elements that differ at all (exact types and bitwise checks); None when not counted
+    n_diff: Optional[int] = None
+    #: positions that are NaN/Inf on one side only (or NaN vs Inf, +Inf vs -Inf)
+    n_nonfinite: int = 0
+    #: the threshold this var was held to (None: not decided by a threshold)
+    threshold: Optional[float] = None
+    #: dtype / shape in B when they differ from A's (``dtype``/``shape`` are A's)
+    dtype_b: Optional[str] = None
+    shape_b: Optional[Tuple[int, ...]] = None
+    #: for ``missing``: "a" or "b", the only folder that has the var
+    only_in: Optional[str] = None
+    #: position in the comparison's execution order
+    index: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when the status is ``ok``."""
+        return self.status == "ok"
+
+    def __bool__(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def norm_err(self) -> Optional[float]:
+        """``max_err`` divided by ``min(1, max(scale, SCALE_FLOOR))``: the number the auto
+        threshold is compared with (equal to ``max_err`` when the var has values >= 1)."""
+        if self.max_err is None:
+            return None
+        return self.max_err / scale_factor(self.scale)
+
+
+
+#: the instance dict of a VarDiff built by its __init__ (the first one: field order). It is
+#: key-sharing, and so is a copy of it overwritten key by key, at a third of the size of a
+#: dict filled by update() (1.2 KB): there is one VarDiff per var, tens of thousands of them
+_VARDIFF_DICT: Dict[str, object] = VarDiff(id=0, name="", opr="", opr_type="", dtype="", shape=(), inputs=(), status="").__dict__
+
+
+def _with_dict(template: Dict[str, object], changes: Dict[str, object]) -> VarDiff:
+    # a VarDiff being built here, not one anybody holds: its dict is filled before it is shared
+    new = object.__new__(VarDiff)
+    values = template.copy()
+    values.update(changes.items())  # pairs, not a dict: update() would resize (unshare) it
+    object.__setattr__(new, "__dict__", values)
+    return new
+
+
+def new_diff(fields: Dict[str, object]) -> VarDiff:
+    """``VarDiff(**fields)`` without the generated ``__init__``'s per-field frozen setattr
+    (a VarDiff has 30 fields; this is per var); only for fields lar-prec computed itself."""
+    return _with_dict(_VARDIFF_DICT, fields)
+
+
+def with_changes(d: VarDiff, **changes: object) -> VarDiff:
+    """``dataclasses.replace`` for VarDiff without re-running ``__init__`` (ten times faster,
+    which matters with tens of thousands of vars): a new record, ``d`` is left as it is."""
+    return _with_dict(d.__dict__, changes)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every var of two dump folders, in execution order, judged by one threshold."""
+
+    dir_a: Path
+    dir_b: Path
+    diffs: Tuple[VarDiff, ...]
+    threshold: Threshold
+    #: folder-level remarks: stray files, ``-inp`` files, incomplete runs, renamed vars
+    notes: Tuple[str, ...] = ()
+    chunk_elements: int = DEFAULT_CHUNK
+    #: how vars were paired (``id`` or ``name``) and, by name, ``(side, id, name, reason)`` of
+    #: every var left without a partner (:class:`lar_prec.pairing.Pairing`)
+    pairing: str = "id"
+    unpaired: Tuple[Tuple[str, int, str, str], ...] = ()
+    _by_id: Dict[int, VarDiff] = field(default_factory=dict, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_id", {d.id: d for d in self.diffs})
+
+    def __getitem__(self, var_id: int) -> VarDiff:
+        try:
+            return self._by_id[var_id]
+        except KeyError:
+            raise KeyError(f"var {var_id} is in neither {self.dir_a} nor {self.dir_b}") from None
+
+    def __contains__(self, var_id: object) -> bool:
+        return var_id in self._by_id
+
+    def __iter__(self) -> Iterator[VarDiff]:
+        return iter(self.diffs)
+
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    @property
+    def ids(self) -> Tuple[int, ...]:
+        """Var ids in execution order."""
+        return tuple(d.id for d in self.diffs)
+
+    def counts(self) -> Dict[str, int]:
+        """Number of vars per status (every status present, zeros included)."""
+        out = {s: 0 for s in STATUSES}
+        for d in self.diffs:
+            out[d.status] += 1
+        return out
+
+    @property
+    def not_ok(self) -> Tuple[VarDiff, ...]:
+        """The vars whose status is not ``ok``, in execution order."""
+        return tuple(d for d in self.diffs if d.status != "ok")
+
+    @property
+    def diverged(self) -> bool:
+        """True when any var is not ``ok`` (the command exits 1)."""
+        return any(d.status != "ok" for d in self.diffs)

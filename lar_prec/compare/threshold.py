@@ -1,0 +1,312 @@
+"""The rule that separates ``ok`` from ``divergent``: fixed, or chosen from the data (auto).
+
+:class:`Threshold` is the rule, :func:`parse_threshold` reads ``--threshold``,
+:func:`choose_threshold` is the automatic choice (docs/threshold.md: a band of ulps per float
+dtype, the threshold put where the vars' errors leave a gap and the fewest roots appear) and
+:func:`judge` applies a rule to one measured var. Works on any records with the fields of
+:class:`~lar_prec.compare.VarDiff` (``dtype``, ``max_err``, ``scale``, ``norm_err``, ...),
+so it does not import compare.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
+from lar_prec.errors import UsageError
+from lar_prec.dumps.dtypes import DType, dtype_by_name
+
+#: auto threshold: at most this many gaps between var errors are tried per dtype
+MAX_CANDIDATES = 64
+
+#: below this magnitude the auto threshold stops shrinking with the var's scale
+SCALE_FLOOR = 1e-6
+
+FLOAT_NAMES = ("Float32", "Float16", "BFloat16")
+_EPS = {"Float32": 2.0**-23, "Float16": 2.0**-10, "BFloat16": 2.0**-7}
+#: auto-threshold bands in units of the dtype's eps (docs/threshold.md explains the numbers)
+AUTO_BAND_EPS = {"Float32": (32.0, 80.0), "Float16": (2.0, 8.0), "BFloat16": (2.0, 8.0)}
+
+
+def is_float_kind(dt: DType) -> bool:
+    """True for Float32, Float16 and BFloat16 (the dtypes a threshold applies to)."""
+    return dt.kind == "float"
+
+
+def dtype_or_none(name: str) -> Optional[DType]:
+    """The MegDNN dtype called ``name``, or None when lar-prec does not know it."""
+    try:
+        return dtype_by_name(name)
+    except UsageError:
+        return None
+
+
+def band(dtype: str) -> Tuple[float, float]:
+    """The auto band of float dtype ``dtype`` as (low, high) values of ``max_err``."""
+    lo, hi = AUTO_BAND_EPS[dtype]
+    return lo * _EPS[dtype], hi * _EPS[dtype]
+
+
+def scale_factor(scale: Optional[float]) -> float:
+    """``min(1, max(scale, SCALE_FLOOR))``: what a var's auto threshold is multiplied by."""
+    return 1.0 if scale is None else min(1.0, max(float(scale), SCALE_FLOOR))
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The rule that separates ``ok`` from ``divergent``.
+
+    ``value`` is the headline threshold on ``max_err``: Float32's, or for a model without
+    float32 vars that of its float dtype;
+    ``per_dtype`` the threshold of every dtype (0.0 = exact, any difference diverges).
+    With ``scaled`` (the auto mode) a var's own threshold is ``per_dtype[dtype] * min(1,
+    max(scale, SCALE_FLOOR))``, ``scale`` being its largest magnitude: ``max_err`` is an
+    absolute error for values below 1, so a var whose values are all small gets a
+    proportionally smaller threshold. A fixed threshold is not scaled, which is exactly
+    ``compare_binary_iodump -e VALUE``. ``Threshold(0.0, "fixed")`` means bitwise: any
+    difference diverges.
+    """
+
+    value: float
+    mode: str = "fixed"
+    metric: str = "megengine_rel"
+    per_dtype: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
+    scaled: bool = False
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "fixed"):
+            raise UsageError(f"threshold mode must be 'auto' or 'fixed', got {self.mode!r}")
+        if not (self.value >= 0 and math.isfinite(self.value)):
+            raise UsageError(f"threshold must be a finite number >= 0, got {self.value!r}")
+
+    @classmethod
+    def fixed(cls, value: float) -> "Threshold":
+        """``value`` for every float dtype, exact for the others, not scaled."""
+        value = float(value)
+        if not (value >= 0 and math.isfinite(value)):
+            raise UsageError(f"threshold must be a finite number >= 0, got {value!r}")
+        per = {n: value for n in FLOAT_NAMES}
+        reason = "fixed: --threshold %g on max_err for every float dtype, like compare_binary_iodump -e %g" % (value, value)
+        if value == 0:
+            reason = "fixed 0: bitwise, any difference diverges"
+        return cls(value=value, mode="fixed", per_dtype=per, scaled=False, reason=reason + "; integer, Bool and quantized types compare exactly")
+
+    def for_dtype(self, dtype: str) -> float:
+        """The base threshold of ``dtype`` (0.0 for exact types)."""
+        if dtype in self.per_dtype:
+            return float(self.per_dtype[dtype])
+        dt = dtype_or_none(dtype)
+        if dt is not None and is_float_kind(dt):
+            return self.value if self.mode == "fixed" else band(dtype)[1]
+        return 0.0
+
+    def for_var(self, dtype: str, scale: Optional[float]) -> float:
+        """The threshold one var of ``dtype`` and largest magnitude ``scale`` is held to."""
+        base = self.for_dtype(dtype)
+        if self.scaled and scale is not None:
+            base *= scale_factor(scale)
+        return base
+
+    def to_json(self) -> Dict[str, object]:
+        """``{"value", "mode", "metric"}`` as design.md fixes, plus ``per_dtype``, ``scaled``, ``reason``."""
+        return {
+            "value": self.value,
+            "mode": self.mode,
+            "metric": self.metric,
+            "per_dtype": {k: float(v) for k, v in self.per_dtype.items()},
+            "scaled": self.scaled,
+            "reason": self.reason,
+        }
+
+
+#: ``--threshold`` words: ``auto`` (roots by local error where it was measured, else the band
+#: rule), ``band`` (the dump-only band rule always)
+AUTO, BAND = "auto", "band"
+_BAD = "threshold must be 'auto', 'band' or a number such as 1e-3, got {!r}"
+
+
+@dataclass(frozen=True)
+class ThresholdSpec:
+    """``--threshold`` parsed once, where it enters (the CLI, a workflow's ``threshold=``).
+
+    ``mode`` is ``auto``, ``band`` or ``fixed``; ``threshold`` the rule a comparison applies
+    (None: chosen from the data, the auto band). :meth:`roots_by` says which rule names the
+    roots once it is known whether local error was measured.
+    """
+
+    mode: str
+    threshold: Optional[Threshold] = None
+
+    def roots_by(self, measured: bool) -> str:
+        """``local`` (roots by local error), ``band`` (dump-only auto band) or ``fixed``."""
+        if self.mode == AUTO:
+            return "local" if measured else BAND
+        return self.mode
+
+    @property
+    def for_comparison(self) -> "Union[str, Threshold]":
+        """What :func:`lar_prec.compare.folders.compare_folders` takes: ``"auto"`` or the rule."""
+        return AUTO if self.threshold is None else self.threshold
+
+
+def parse_threshold_spec(spec: "Union[str, float, Threshold, ThresholdSpec, None]") -> ThresholdSpec:
+    """``"auto"``/None, ``"band"``, a number or its text, or a :class:`Threshold`.
+
+    Raises:
+        UsageError: anything else, e.g. ``"abc"``, a negative number, NaN or Inf.
+    """
+    if isinstance(spec, ThresholdSpec):
+        return spec
+    if spec is None:
+        return ThresholdSpec(AUTO)
+    if isinstance(spec, Threshold):
+        return ThresholdSpec("fixed" if spec.mode == "fixed" else AUTO, spec)
+    if isinstance(spec, str):
+        s = spec.strip().lower()
+        if s in (AUTO, BAND):
+            return ThresholdSpec(s)
+        try:
+            value = float(s)
+        except ValueError:
+            raise UsageError(_BAD.format(spec)) from None
+    elif isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        value = float(spec)
+    else:
+        raise UsageError(_BAD.format(spec))
+    return ThresholdSpec("fixed", Threshold.fixed(value))
+
+
+def parse_threshold(spec: "Union[str, float, Threshold, ThresholdSpec, None]") -> Optional[Threshold]:
+    """The rule of ``spec`` (see :func:`parse_threshold_spec`): None for ``auto``/``band``
+    (decided from the data), a fixed :class:`Threshold` for a number."""
+    return parse_threshold_spec(spec).threshold
+
+
+def judge(d: object, thr: Threshold) -> Dict[str, object]:
+    """The fields ``thr`` sets on one measured var ``d`` (a VarDiff): ``status``,
+    ``threshold`` and ``n_over`` (None: must be recounted from the files). Structural
+    statuses are kept (empty dict)."""
+    status: str = d.status  # type: ignore[attr-defined]
+    if status in ("missing", "shape_mismatch"):
+        return {}
+    max_err = d.max_err  # type: ignore[attr-defined]
+    if status == "dtype_mismatch":
+        return {"threshold": thr.for_var(d.dtype, d.scale) if max_err is not None else None}  # type: ignore[attr-defined]
+    dt = dtype_or_none(d.dtype)  # type: ignore[attr-defined]
+    if dt is not None and not is_float_kind(dt):
+        # exact types: any differing element diverges, whatever the float threshold
+        st = "divergent" if (d.n_diff or 0) > 0 else "ok"  # type: ignore[attr-defined]
+        if d.n_nonfinite:  # type: ignore[attr-defined]
+            st = "nonfinite"
+        return {"status": st, "threshold": 0.0, "n_over": d.n_diff}  # type: ignore[attr-defined]
+    t = thr.for_var(d.dtype, d.scale)  # type: ignore[attr-defined]
+    # compared like compare_binary_iodump's `err > max_err`: in float32
+    t32 = float(np.float32(t))
+    st = "ok"
+    if d.n_nonfinite:  # type: ignore[attr-defined]
+        st = "nonfinite"
+    elif max_err is not None and max_err > t32:
+        st = "divergent"
+    n_over = d.n_over  # type: ignore[attr-defined]
+    if max_err is None or max_err <= t32:
+        n_over = 0
+    elif not (n_over is not None and d.threshold == t):  # type: ignore[attr-defined]
+        n_over = None  # needs a recount from the files
+    return {"status": st, "threshold": t, "n_over": n_over}
+
+
+class RootCounter:
+    """Counts, for any threshold, the vars above it whose inputs are all below it (inputs
+    outside the set do not block): vectorised, since auto tries dozens of thresholds."""
+
+    def __init__(self, diffs: Sequence[object]) -> None:
+        pos = {d.id: k for k, d in enumerate(diffs)}  # type: ignore[attr-defined]
+        self.err = np.array([d.norm_err or 0.0 for d in diffs], dtype=np.float64)  # type: ignore[attr-defined]
+        src, dst = [], []
+        for k, d in enumerate(diffs):
+            for u in d.inputs:  # type: ignore[attr-defined]
+                j = pos.get(u)
+                if j is not None and j != k:
+                    src.append(j)
+                    dst.append(k)
+        self.src = np.array(src, dtype=np.intp)
+        self.dst = np.array(dst, dtype=np.intp)
+
+    def roots(self, t: float) -> int:
+        """Vars above ``t`` none of whose inputs is above ``t``."""
+        over = self.err > t
+        blocked = np.zeros(over.size, dtype=bool)
+        blocked[self.dst[over[self.src]]] = True
+        return int(np.count_nonzero(over & ~blocked))
+
+
+def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
+    """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
+    lo, hi = band(name)
+    errs = sorted({d.norm_err for d in mine if d.norm_err is not None and d.norm_err > 0})  # type: ignore[attr-defined]
+    cands = {lo, hi}
+    logs = [math.log10(e) for e in errs]
+    gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(logs, logs[1:])]
+    # the widest gaps inside the band are the only places worth trying (bounded work)
+    inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
+    cands.update(mid for _w, mid in inside)
+    best = None
+    counter = RootCounter(mine)
+    log_arr = np.array(logs, dtype=np.float64)
+    for t in sorted(cands):
+        roots = counter.roots(t)
+        margin = float(np.abs(log_arr - math.log10(t)).min()) if log_arr.size else float("inf")
+        key = (roots, -margin, -t)
+        if best is None or key < best[0]:
+            best = (key, t, roots)
+    assert best is not None  # internal: cands is never empty
+    t = min(max(float("%.3g" % best[1]), lo), hi)
+    below = [e for e in errs if e <= t]
+    above = [e for e in errs if e > t]
+    lo_eps, hi_eps = AUTO_BAND_EPS[name]
+    part = (
+        f"{name} {t:.3g} (band {lo:.3g}..{hi:.3g} = {lo_eps:g}..{hi_eps:g} eps; "
+        + (f"largest var error below it {max(below):.3g}" if below else "no var error below it")
+        + (f", smallest above {min(above):.3g}" if above else ", none above")
+        + f"; {best[2]} root(s))"
+    )
+    return t, part
+
+
+def choose_threshold(diffs: Sequence[object]) -> Threshold:
+    """The auto threshold for measured vars (docs/threshold.md).
+
+    Per float dtype the threshold lies in a fixed band of ulps (Float32: 32 to 80 eps,
+    Float16/BFloat16: 2 to 8 eps). Inside the band it is placed where the vars' errors
+    (``norm_err``: ``max_err`` over ``min(1, scale)``) leave a gap: among the band's ends and
+    the log-midpoints of consecutive errors inside it, the one giving the fewest roots wins,
+    then the one farthest (in log) from any var's error, then the higher. Exact dtypes get 0.
+    """
+    per: Dict[str, float] = {}
+    parts: List[str] = []
+    present: List[str] = []
+    for d in diffs:
+        if d.dtype in FLOAT_NAMES and d.dtype not in present:  # type: ignore[attr-defined]
+            present.append(d.dtype)  # type: ignore[attr-defined]
+    for name in FLOAT_NAMES:
+        if name not in present:
+            per[name] = band(name)[1]
+            continue
+        mine = [d for d in diffs if d.dtype == name and d.max_err is not None  # type: ignore[attr-defined]
+                and d.status not in ("missing", "shape_mismatch")]  # type: ignore[attr-defined]
+        per[name], part = _best_in_band(name, mine)
+        parts.append(part)
+    # the headline: Float32's, or the float dtype the model actually uses
+    head = "Float32" if "Float32" in present or not present else present[0]
+    reason = (
+        "auto: " + ("; ".join(parts) if parts else "no float vars")
+        + "; each var's threshold is scaled by min(1, its largest |value|)"
+        + "; integer, Bool and quantized types compare exactly"
+    )
+    for d in diffs:
+        dt = dtype_or_none(d.dtype)  # type: ignore[attr-defined]
+        if dt is not None and not is_float_kind(dt):
+            per.setdefault(d.dtype, 0.0)  # type: ignore[attr-defined]
+    return Threshold(value=per[head], mode="auto", per_dtype=per, scaled=True, reason=reason)

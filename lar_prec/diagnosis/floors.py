@@ -1,0 +1,261 @@
+"""Noise floors of local error per operator, and roots by local error (issue 14).
+
+An operator is a root when its local error (``lar_prec.diagnosis.local``) exceeds its own noise floor:
+0 for data movement and integer operators (any difference there is a bug), a few ulps for
+elementwise float operators, and ``eps * sqrt(K) * s`` for operators that sum K terms, with
+``s`` calibrated from the spread of local errors in the same run. Numpy only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from lar_prec._lazy import numpy as np
+from lar_prec.records import json_number
+from lar_prec.dumps.algocache import winograd_tile
+from lar_prec.graph import reach
+
+from lar_prec.diagnosis.local_records import LayerwiseModel, LocalResult, LocalVar, MeasuredVar
+
+#: operators that only move, copy or select values: any local difference is a bug
+DATA_MOVEMENT = frozenset(
+    {"Reshape", "Dimshuffle", "Subtensor", "Concat", "AxisAddRemove", "Broadcast", "Copy", "Identity",
+     "IndexingMultiAxisVec", "IndexingOneHot", "GetVarShape", "Split", "SetSubtensor", "IncrSubtensor",
+     "ParamPackSplit", "ParamPackConcat", "RelayoutFormat", "MarkNoBroadcastElemwise", "TypeCvt",
+     "Host2DeviceCopy", "Device2HostCopy", "ImmutableTensor", "SharedDeviceTensor", "WarpPerspectiveBackwardData"}
+)
+#: operators that sum over a reduction axis: their floor grows with the reduction length
+REDUCING = frozenset(
+    {"ConvolutionForward", "ConvBiasForward", "Convolution3DForward", "ConvolutionBackwardData", "MatrixMul",
+     "BatchedMatrixMul", "Reduce", "PoolingForward", "AdaptivePoolingForward", "SoftmaxForward",
+     "LayerNormForward", "GroupNormForward", "BatchNormForward", "Dot", "MatrixInverse", "LocalShareForward",
+     "DeformableConvForward", "RegionRestrictedConvolutionForward"}
+)
+#: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
+EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+#: the smallest step of a dtype (its subnormal spacing): below it rounding is absolute
+SUBNORMAL_STEP = {"float16": 2.0 ** -24}
+#: an elementwise float operator may differ by a few units in the last place (vector libm)
+ELEMWISE_ULPS = 4.0
+#: bounds of the calibrated factor on ``eps * sqrt(reduction length)``
+FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
+#: the calibrated factor is this many times the median of the run's normalised local errors
+#: (a median: one fault among three reducing operators does not move it)
+FLOOR_MEDIAN_FACTOR = 4.0
+#: the smallest magnitude a floor is scaled by (an all-zero var still gets a floor)
+MIN_MAGNITUDE = 2.0 ** -20
+#: extra floor factor of a Winograd convolution F(m, r) by output tile m: its transforms
+#: round several more times, and its error follows the size of the values it transforms, so
+#: its magnitude is not capped at 1 (:func:`_magnitude`). Measured on fastrun_shake with each
+#: algorithm forced through the fast-run cache, in units of eps*sqrt(K)*magnitude: direct and
+#: im2col <= 0.7, F(2,3) <= 0.8, F(4,3) <= 2.4, F(6,3) <= 7.1 (the first convolution: raw
+#: inputs, outputs up to 3.9); the calibrated scale is >= 1.5, so the worst stays < 0.6 of
+#: its floor.
+WINOGRAD_FACTOR = ((2, 1.5), (4, 4.0), (6, 8.0))
+#: a Winograd tile beyond the table (or an unknown spelling)
+WINOGRAD_FACTOR_LARGE = 16.0
+
+
+@dataclass(frozen=True)
+class LocalRoot:
+    """An operator whose local error exceeds its own noise floor."""
+
+    id: int
+    name: str
+    opr_type: str
+    local_err: float
+    floor: float
+    entire_err: Optional[float]
+
+    @property
+    def margin(self) -> float:
+        """How many floors the local error is (inf for a floor of 0)."""
+        return self.local_err / self.floor if self.floor > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class LocalVerdict:
+    """Every var labelled root | inherited | noise | clean | not_isolated, and where inherited
+    error came from (the upstream roots; empty when only noise was carried)."""
+
+    roots: Tuple[LocalRoot, ...]
+    labels: Mapping[int, str]
+    inherited_from: Mapping[int, Tuple[int, ...]] = field(default_factory=dict)
+    floors: Mapping[int, float] = field(default_factory=dict)
+
+
+def reduction_length(m: MeasuredVar) -> int:
+    """How many products or terms one output element sums (1 for elementwise operators)."""
+    size = lambda s: int(np.prod(s, dtype=np.int64)) if s else 1  # noqa: E731
+    ins = m.input_shapes
+    out = m.shape
+    if not ins:
+        return 1
+    if m.opr_type.startswith(("Convolution", "ConvBias", "LocalShare", "Deformable", "RegionRestricted")) \
+            and len(ins) > 1 and len(out) > 1 and out[1]:
+        return max(1, size(ins[1]) // out[1])
+    if m.opr_type in ("MatrixMul", "BatchedMatrixMul", "Dot") and len(out) >= 1:
+        rows = size(out[:-1]) if len(out) > 1 else 1
+        return max(1, size(ins[0]) // max(rows, 1))
+    if m.opr_type in ("Reduce", "PoolingForward", "AdaptivePoolingForward"):
+        return max(1, size(ins[0]) // max(size(out), 1))
+    if m.opr_type in REDUCING:  # softmax, norms: the longest axis is a safe upper bound
+        return max(ins[0]) if ins[0] else 1
+    return 1
+
+
+def _kind(m: "MeasuredVar | LocalVar") -> str:
+    if m.opr_type in DATA_MOVEMENT:
+        return "exact"
+    if m.dtype not in EPS:
+        return "exact"  # integer and quantized arithmetic has no rounding freedom on one device
+    return "reducing" if m.opr_type in REDUCING else "elementwise"
+
+
+def _magnitude(v: "LocalVar", cap: float = 1.0) -> float:
+    """min(max |reference value|, cap): MegEngine's metric is absolute below 1, so rounding noise
+    of a var with small values is small in it (a var of values ~0.01 has 100x less); above 1
+    it is relative, so ``cap`` 1, unless the error grows with the values (Winograd: no cap)."""
+    if v.ref_max_abs is None or not math.isfinite(v.ref_max_abs):
+        return 1.0
+    return min(max(v.ref_max_abs, MIN_MAGNITUDE), cap)
+
+
+def algorithm_factor(algorithms: Iterable[str]) -> float:
+    """How much wider an operator's floor is for the algorithms it may have run (the worst)."""
+
+    worst = 1.0
+    for name in algorithms:
+        m = winograd_tile(name)
+        if m is None:
+            continue
+        f = next((f for tile, f in WINOGRAD_FACTOR if m <= tile), WINOGRAD_FACTOR_LARGE)
+        worst = max(worst, f)
+    return worst
+
+
+def _eps(dtype: str, compute_dtype: Optional[str]) -> float:
+    """The rounding unit a float var is computed with: its own dtype's, or the coarser one of
+    ``compute_dtype`` (an option that computes in float16 changes the arithmetic)."""
+    own = EPS[dtype]
+    return max(own, EPS[compute_dtype]) if compute_dtype else own
+
+
+def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Dict[int, float]:
+    """Each measured var's noise floor of local error (MegEngine's metric).
+
+    Data movement and integer operators: 0 (bit-exact). Elementwise float operators: a few
+    ulps. Reducing operators: ``eps * sqrt(K) * s`` with K the reduction length and ``s``
+    calibrated from this run: 4 x the median of ``local_err / (eps * sqrt(K))``
+    over the reducing operators, bounded to [1.5, 64] (a single fault does not move a median).
+    Float floors are scaled by the var's magnitude (:func:`_magnitude`). An operator that ran
+    a Winograd algorithm (``result.algorithms``, read from the fast-run cache) gets
+    :func:`algorithm_factor` more, before and after calibration.
+
+    ``compute_dtype`` (``"float16"`` for sweep's ioc16/io16xc32): float vars are computed in
+    that dtype from inputs rounded to it, so every float floor uses its eps, and data movement
+    of float values gets one ulp of it (the rounding of its fed input) instead of 0.
+    """
+    if compute_dtype is not None and compute_dtype not in EPS:
+        raise ValueError(f"compute_dtype {compute_dtype!r}: expected one of {', '.join(EPS)}")
+    lw = {m.id: m for m in result.layerwise.measured}
+    units: Dict[int, float] = {}
+    ratios = []
+    for v in result.vars:
+        m = lw[v.id]
+        if _kind(m) == "reducing":
+            algo = algorithm_factor(result.algorithms.get(v.id, ()))
+            units[v.id] = (_eps(m.dtype, compute_dtype) * math.sqrt(reduction_length(m))
+                           * _magnitude(v, cap=1.0 if algo == 1.0 else math.inf) * algo)
+            # zeros count: with few reducing operators, a median of the non-zero ones can be the fault
+            if v.local_err is not None and math.isfinite(v.local_err):
+                ratios.append(v.local_err / units[v.id])
+    spread = float(np.median(ratios)) if ratios else 0.0
+    scale = min(max(FLOOR_MEDIAN_FACTOR * spread, FLOOR_SCALE_MIN), FLOOR_SCALE_MAX)
+    floors: Dict[int, float] = {}
+    for v in result.vars:
+        kind = _kind(lw[v.id])
+        if kind == "exact" and v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
+            # moves values rounded to the coarser compute_dtype on their way in
+            floors[v.id] = max(_eps(v.dtype, compute_dtype) * _magnitude(v), SUBNORMAL_STEP.get(compute_dtype or "", 0.0))
+        elif kind == "exact":
+            floors[v.id] = 0.0
+        elif kind == "elementwise":
+            floors[v.id] = _eps(v.dtype, compute_dtype) * ELEMWISE_ULPS * _magnitude(v)
+        else:
+            floors[v.id] = units[v.id] * scale
+    return floors
+
+
+def layerwise_ancestors(lw: LayerwiseModel, var_id: int) -> List[int]:
+    """The ids every measured var ``var_id`` depends on in the layerwise model, sorted."""
+    return sorted(reach(var_id, {m.id: m.inputs for m in lw.measured}))
+
+
+def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = None) -> LocalVerdict:
+    """Label every var: ``root`` (local error above its floor), ``inherited`` (accumulated
+    error above the local one, local within the floor: with the upstream roots it came from),
+    ``noise`` (error made here, within the floor), ``clean`` (none), or ``not_isolated``. Roots are ordered by margin (local error / floor), largest first."""
+    floors = dict(floors if floors is not None else noise_floors(result))
+    labels: Dict[int, str] = {}
+    roots: List[LocalRoot] = []
+    for v in result.vars:
+        f = floors.get(v.id, 0.0)
+        if not v.isolated:
+            labels[v.id] = "not_isolated"
+        elif v.local_err is not None and v.local_err > f:
+            labels[v.id] = "root"
+            roots.append(LocalRoot(v.id, v.name, v.opr_type, v.local_err, f, v.entire_err))
+        elif v.entire_err and v.entire_err > (v.local_err or 0.0):  # its inputs carried error
+            labels[v.id] = "inherited"
+        elif v.local_err:
+            labels[v.id] = "noise"
+        else:
+            labels[v.id] = "clean"
+    root_ids = {r.id for r in roots}
+    came = {k: tuple(a for a in layerwise_ancestors(result.layerwise, k) if a in root_ids)
+            for k, lab in labels.items() if lab == "inherited"}
+    roots.sort(key=lambda r: (-r.margin, -r.local_err, r.id))
+    return LocalVerdict(tuple(roots), labels, came, floors)
+
+
+def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iterable[str]:
+    """Lines for a terminal: checks, then the roots with their floor and margin."""
+    verdict = verdict or local_roots(result)
+    for c in result.checks:
+        extra = f" ({len(c.failures)} vars: " + ", ".join(f"{k}: {w}" for k, w in c.failures[:3]) + ")" \
+            if c.failures else ""
+        note = f"; {c.note}" if c.note else ""
+        yield f"check {c.name}: {c.status}{extra}{note}"
+    for r in verdict.roots:
+        yield (f"root {r.id} {r.name} [{r.opr_type}]: local {r.local_err:.3g} > floor {r.floor:.3g} "
+               f"(x{r.margin:.3g})")
+
+
+
+def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Dict[str, Any]:
+    """The local analysis as one JSON object (``schema: lar-prec.local/1``): every var's
+    local and accumulated error, floor and label, the roots with margin, the checks, and
+    what could not be isolated. Non-finite errors are written as null with ``nonfinite``."""
+    verdict = verdict or local_roots(result)
+    lw = result.layerwise
+    return {
+        "schema": "lar-prec.local/1", "config": result.config, "model": str(lw.source_model),
+        "layerwise_model": str(lw.path), "ref_dump": str(result.ref_dump),
+        "test_dump": str(result.test_dump) if result.test_dump else None,
+        "vars": [{"id": v.id, "name": v.name, "opr_type": v.opr_type, "dtype": v.dtype,
+                  "local_err": json_number(v.local_err), "entire_err": json_number(v.entire_err),
+                  "nonfinite": any(x is not None and not math.isfinite(x) for x in (v.local_err, v.entire_err)),
+                  "floor": verdict.floors.get(v.id), "label": verdict.labels.get(v.id),
+                  "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
+                  "algorithm": list(result.algorithms.get(v.id, ())),
+                  "unit": list(lw.var(v.id).unit)} for v in result.vars],
+        "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": json_number(r.local_err),
+                   "floor": r.floor, "margin": json_number(r.margin), "entire_err": json_number(r.entire_err)}
+                  for r in verdict.roots],
+        "checks": [{"name": c.name, "status": c.status, "note": c.note,
+                    "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in result.checks],
+        "not_isolated": [{"id": k, "why": w} for k, w in lw.not_isolated.items()],
+        "kept_computed": [{"id": k, "why": w} for k, w in lw.kept],
+    }

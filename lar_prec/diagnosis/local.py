@@ -1,0 +1,458 @@
+"""Local ("single") error of every operator: where error is made, not just where it is seen.
+
+The accumulated ("entire") error of a var compares the test run with the reference run; it
+mixes what the operator did with what its inputs already carried. The local error runs the
+operator under the test configuration on the reference run's exact inputs and compares its
+output with the reference output (``shared/reference/layerwise.md``):
+
+1. :func:`build_layerwise` writes one *layerwise model*: every computed var that feeds another
+   operator is replaced by a new input, every operator's output stays an output (built by
+   ``lar_prec.lar.layerwise_build`` in a child process: this module imports no megengine);
+2. :func:`local_errors` runs it once under the test configuration fed with the reference
+   dump's values (:func:`run_layerwise`: a run of the runner, with the test run's
+   load_and_run, on its device for ``--remote``, ``--bin-io-dump``) and computes
+   MegEngine's metric per var, keyed by the original graph's var id, plus three checks:
+   isolation, reference self-check and test-fed check;
+3. :func:`noise_floors` and :func:`local_roots` (``lar_prec.diagnosis.floors``, re-exported here): an
+   operator is a root when its local error exceeds its own noise floor; everything else
+   that diverges is inherited.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+from lar_prec._lazy import numpy as np
+from lar_prec.errors import RunError, RunTimeout, UsageError
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.compare.metrics import max_megengine_err
+from lar_prec.outputs import atomic_write_text
+from lar_prec.run import proc as runproc
+from lar_prec.run.config import LoadAndRun, RunConfig, bundled_load_and_run, get_config
+from lar_prec.run.once import run_once
+from lar_prec.run.inputs import PreparedInput, PreparedInputs
+from lar_prec.outputs import sha256_file
+from lar_prec.run.record import RunResult
+
+from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.run.device import RemoteSessions, RemoteSpec
+from lar_prec.dumps.algocache import chosen_algorithms, read_algo_cache
+from lar_prec.diagnosis.floors import local_json
+from lar_prec.diagnosis.local_records import CheckResult, Feed, LayerwiseModel, LocalResult, LocalVar, MeasuredVar
+
+#: output names of measured vars in a layerwise model end with ``.lw<original id>``
+_SUFFIX = ".lw"
+DEFAULT_TIMEOUT = 600.0
+
+
+# ============================================================================ metric
+
+
+#: MegEngine's metric over two whole tensors (one definition, in lar_prec.compare.metrics)
+megengine_rel = max_megengine_err
+
+
+def _max_abs(a: "np.ndarray") -> Optional[float]:
+    a = np.asarray(a)
+    if a.dtype.kind != "f" or a.size == 0:
+        return None
+    finite = np.abs(a[np.isfinite(a)])
+    return float(finite.max()) if finite.size else None
+
+
+# ============================================================================ build and run
+
+
+def child_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
+    """The environment of a layerwise child: the runner's, for the bundled load_and_run."""
+    return runproc.child_env(dict(changes), bundled=True)
+
+
+def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float], what: str, log_dir: Path) -> None:
+    """Run one helper child (a build, a rewrite) in its own process group; its output goes to
+    ``log_dir`` (stdout.txt, stderr.txt). On its timeout, on Ctrl-C or on another thread's
+    interrupt its whole group is killed (``runproc.run_logged``), as for a run.
+
+    Raises:
+        RunTimeout: past ``timeout`` seconds; RunError: it failed or could not start.
+        KeyboardInterrupt: Ctrl-C (the group is killed first).
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    err_path = log_dir / "stderr.txt"
+    try:
+        rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt",
+                                stderr_path=err_path)
+    except OSError as exc:
+        raise RunError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}", run_dir=log_dir, argv=argv) from None
+    if rc is None:
+        raise RunTimeout(f"{what} ran past its timeout of {timeout:g} s and was killed with its process group",
+                         run_dir=log_dir, argv=argv)
+    if rc != 0:
+        stderr = runproc.read_end(err_path)
+        lines = [ln for ln in stderr.splitlines() if ln.strip() and "cuda" not in ln.lower()]
+        tail = "\n".join(lines[-5:])
+        how = f"was killed by {runproc.signal_name(rc)}" if rc < 0 else f"failed (exit {rc})"
+        raise RunError(f"{what} {how}: {lines[-1] if lines else ''}",
+                       run_dir=log_dir, returncode=rc, argv=argv, stderr_tail=tail)
+
+
+def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_dir: PathLike, *,
+                    only: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT) -> LayerwiseModel:
+    """Build the layerwise model of ``model`` into ``out_dir`` (``layerwise.mge`` + ``.json``).
+
+    Vars are cut where the reference dump has their value; with ``only`` the model keeps only
+    the operator producing var ``only`` (a one-operator repro model).
+
+    Raises:
+        UsageError: the model or the dump folder does not exist.
+        RunError: MegEngine could not load or rewrite the model (its message is kept).
+    """
+    model = Path(model)
+    if not model.is_file():
+        raise UsageError(f"model file {model} does not exist (expected a MegEngine .mge model)")
+    if ref_dump_folder is not None and not Path(ref_dump_folder).is_dir():
+        raise UsageError(f"reference dump {ref_dump_folder} is not a folder (expected a --bin-io-dump folder)")
+    out = Path(out_dir)
+    argv = [sys.executable, "-m", "lar_prec.lar.layerwise_build", str(model), str(ref_dump_folder or ""), str(out)]
+    if only is not None:
+        argv += ["--only", str(int(only))]
+    run_child(argv, child_env(), timeout, f"building the layerwise model of {model}", out)
+    return read_layerwise(out)
+
+
+def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,
+                   timeout: float = DEFAULT_TIMEOUT) -> Path:
+    """Write a copy of ``model`` with constant ``const_name`` (e.g. a conv weight) times
+    ``factor``: a fault injected by rewriting the model, so it propagates through MegEngine."""
+    out = Path(out)
+    argv = [sys.executable, "-m", "lar_prec.lar.layerwise_build", "--scale-const", str(model), const_name,
+            repr(float(factor)), str(out)]
+    run_child(argv, child_env(), timeout, f"rewriting {model}", out.parent / (out.name + ".log"))
+    return out
+
+
+def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
+    """Read a layerwise model written by :func:`build_layerwise`."""
+    out = Path(out_dir)
+    try:
+        data = json.loads((out / "layerwise.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{out / 'layerwise.json'}: expected a layerwise model record ({exc})") from None
+    feeds = tuple(Feed(f["name"], f["id"], f["var_name"], f["ref_id"], tuple(f["shape"]), f["dtype"],
+                       f["feed_dtype"], f["scale"], f["model_input"]) for f in data["feeds"])
+    measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
+                                 tuple(m["inputs"]), tuple(tuple(s) for s in m["input_shapes"]), tuple(m["shape"]),
+                                 m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())))
+                     for m in data["measured"])
+    return LayerwiseModel(out / "layerwise.mge", Path(data["model"]),
+                          Path(data["ref_dump"]) if data["ref_dump"] else None, feeds, measured,
+                          tuple((k["id"], k["reason"]) for k in data["kept"]))
+
+
+def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref") -> PreparedInputs:
+    """Write one ``.npy`` per feed from a dump (``by="ref"``: reference ids, ``"test"``: the
+    test model's own ids); returns them as the runner's inputs (hashed: a device gets them
+    pushed by hash). Quantized values are fed as raw x scale in float32, Bool as int32 (the
+    layerwise model converts them back)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    items = []
+    for f in lw.feeds:
+        vid = f.ref_id if by == "ref" else f.id
+        if vid is None or vid not in values:
+            raise UsageError(f"{values.path}: no dump of var {f.var_name!r} (id {vid}) to feed {f.name}")
+        arr = np.asarray(values[vid].array())
+        if f.scale:
+            arr = (arr.astype(np.float64) * f.scale).astype(np.float32)
+        arr = np.ascontiguousarray(arr.astype(f.feed_dtype).reshape(f.shape))
+        path = out / f"{f.name}.npy"
+        np.save(path, arr)
+        items.append(PreparedInput(f.name, path, sha256_file(path), f"{by} dump var {vid} ({f.var_name})",
+                                   str(arr.dtype), tuple(arr.shape)))
+    return PreparedInputs(tuple(items), out)
+
+
+def write_feeds(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref") -> str:
+    """:func:`feed_inputs` as a ``--input`` string."""
+    return feed_inputs(lw, values, out_dir, by=by).input_arg
+
+
+def _layerwise_run(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir: PathLike,
+                   config: "str | RunConfig", *, lar: "LoadAndRun | str | None", remote: Any,
+                   timeout: Optional[float]) -> RunResult:
+    """The one way a layerwise model runs: :func:`lar_prec.runner.run_once`, so it gets the
+    test run's binary, flags, environment, timeout, process-group kill, Ctrl-C handling and
+    run.json. ``dump_dir``'s parent is the run folder (its name the label)."""
+    dump = Path(dump_dir)
+    if remote is not None and not isinstance(inputs, PreparedInputs):
+        # the device needs the feed files themselves (pushed by hash), not local paths
+        raise UsageError("a layerwise run on a device takes its inputs from feed_inputs(), not an --input string")
+    with _device(remote, [lw.path, *getattr(inputs, "items", ())]) as sessions:
+        return run_once(lw.path, inputs, config, dump.parent.parent, label=dump.parent.name,
+                        lar=lar or bundled_load_and_run(), timeout=timeout, remote=sessions)
+
+
+def run_layerwise(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir: PathLike,
+                  config: "str | RunConfig", *, lar: "LoadAndRun | str | None" = None, remote: Any = None,
+                  timeout: Optional[float] = DEFAULT_TIMEOUT) -> DumpFolder:
+    """Run the layerwise model once in a fresh process under ``config``; returns its dump.
+
+    It runs where the test run ran: ``lar`` is that run's load_and_run (default: the bundled
+    one); ``remote`` a :class:`~lar_prec.runremote.RemoteSpec` (a session set of its own is
+    opened, the model and the feeds are pushed by hash, and removed from the device at the
+    end unless ``keep_remote``) or an open :class:`~lar_prec.runremote.RemoteSessions`. The
+    run folder is ``dump_dir``'s parent, with its run.json (numbered ``-2``, ... when that
+    folder exists: use the returned folder's path). ``inputs``: :func:`feed_inputs` (a ready
+    ``--input`` string works locally only).
+
+    Raises:
+        RunError / RunTimeout / RemoteError (exit 3): the run failed; UsageError (exit 2).
+    """
+    rec = _layerwise_run(lw, inputs, dump_dir, config, lar=lar, remote=remote, timeout=timeout)
+    return DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _device(remote: Any, files: Sequence[Any]) -> Iterator[Any]:
+    """The session set of a layerwise run: None locally, the caller's open RemoteSessions,
+    or a transient one for a RemoteSpec (its pushed files removed on close)."""
+    if remote is None:
+        yield None
+        return
+
+    if not isinstance(remote, RemoteSpec):
+        yield remote
+        return
+    paths = [getattr(f, "path", f) for f in files]
+    with RemoteSessions(remote, paths, transient=True) as sessions:
+        yield sessions
+
+
+def _same_var(folder: DumpFolder, m: MeasuredVar) -> Optional[int]:
+    """``m``'s id in a dump of the model it was built from: the same id and name, else the
+    one var of that name (lite's load-time rewrites can renumber vars)."""
+    if m.id in folder and folder[m.id].var.name == m.name:
+        return m.id
+    ids = [d.id for d in folder if d.var.name == m.name]
+    return ids[0] if len(ids) == 1 else None
+
+
+def output_ids(folder: DumpFolder) -> Dict[int, int]:
+    """Original var id -> id in a layerwise dump, from the ``.lw<id>`` output names."""
+    out: Dict[int, int] = {}
+    for d in folder:
+        name = d.var.name
+        head, sep, tail = name.rpartition(_SUFFIX)
+        if sep and tail.isdigit():
+            out[int(tail)] = d.id
+    return out
+
+
+# ============================================================================ checks
+
+
+_STORED = ("ImmutableTensor", "SharedDeviceTensor", "MultipleDeviceTensorHolder", "VolatileSharedDeviceTensor")
+
+
+def _static(folder: DumpFolder, vid: int, memo: Dict[int, bool]) -> bool:
+    """A constant, or computed from shapes and constants alone (never from a fed input)."""
+    if vid not in memo:
+        memo[vid] = False  # a cycle is not static
+        info = folder.var_info(vid)
+        if info.opr_type in _STORED or info.opr_type == "GetVarShape":
+            memo[vid] = True
+        elif info.opr_type != "Host2DeviceCopy":
+            # not dumped: never executed, its value was inferred when the graph was compiled
+            memo[vid] = vid not in folder or all(_static(folder, u, memo) for u in folder.inputs_of(vid))
+    return memo[vid]
+
+
+def _fed(folder: DumpFolder, vid: int) -> bool:
+    """A fed input, or a feed converter (TypeCvt of a fed input)."""
+    info = folder.var_info(vid)
+    if info.opr_type == "Host2DeviceCopy":
+        return True
+    return info.opr_type == "TypeCvt" and vid in folder and all(
+        folder.var_info(u).opr_type == "Host2DeviceCopy" for u in folder.inputs_of(vid))
+
+
+def isolation_check(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, int]) -> CheckResult:
+    """Every measured operator reads only fed inputs, constants, feed converters or shape vars,
+    or vars of its unit (not measured, computed only from those); read from the layerwise
+    run's dump titles, so it checks what really ran."""
+    memo: Dict[int, bool] = {}
+    measured_ids = set(outs.values())
+    ok_memo: Dict[int, bool] = {}
+
+    def ok(vid: int) -> bool:
+        if vid not in ok_memo:
+            ok_memo[vid] = False
+            ok_memo[vid] = _fed(folder, vid) or _static(folder, vid, memo) or (
+                vid not in measured_ids and vid in folder and all(ok(u) for u in folder.inputs_of(vid)))
+        return ok_memo[vid]
+
+    failures = []
+    for m in lw.measured:
+        if m.id not in outs or m.static:
+            continue
+        for v in folder[outs[m.id]].inputs:
+            if not ok(v.id):
+                failures.append((m.id, m.problem or f"reads {v.name} computed by {v.opr_type}"))
+                break
+    return CheckResult("isolation", "fail" if failures else "pass", tuple(failures))
+
+
+#: why a test-fed check under fast-run can fail without any bug
+FAST_RUN_NOTE = ("fast-run picks algorithms by timing in every process: pin them with the test run's "
+                 "--fast-run-algo-policy cache (RunConfig.with_extra) to run the same algorithms")
+
+
+def flag_names(flags: Sequence[str]) -> set:
+    """load_and_run flag names in one spelling: ``--fast-run``/``--fast_run=x`` -> ``fast_run``."""
+    return {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
+
+
+def is_fast_run(flags: Sequence[str]) -> bool:
+    """The flags make load_and_run choose algorithms by profiling."""
+    return bool(flag_names(flags) & {"fast_run", "full_run"})
+
+
+def algo_cache_flag(flags: Sequence[str]) -> Optional[str]:
+    """The ``--fast-run-algo-policy`` value of ``flags`` (None: not given)."""
+    path = None
+    for i, f in enumerate(flags):
+        if f.startswith("--fast-run-algo-policy="):
+            path = f.split("=", 1)[1]
+        elif f == "--fast-run-algo-policy" and i + 1 < len(flags):
+            path = flags[i + 1]
+    return path
+
+
+def _unpinned_fast_run(cfg: RunConfig) -> bool:
+    return is_fast_run(cfg.flags) and "fast_run_algo_policy" not in flag_names(cfg.flags)
+
+
+#: what an unpinned fast-run 3x3 convolution may have run: assume Winograd F(6, 3)
+MAYBE_WINOGRAD = "WINOGRAD:unknown (fast-run without an algorithm cache):0:6:0:3"
+
+
+def algorithms_run(lw: LayerwiseModel, cfg: RunConfig) -> Dict[int, Tuple[str, ...]]:
+    """Var id -> the algorithms the layerwise run took under fast-run: read from its
+    ``--fast-run-algo-policy`` cache; unpinned (or with the cache on a device), every 3x3
+    convolution may have run Winograd."""
+    if not is_fast_run(cfg.flags):
+        return {}
+    path = algo_cache_flag(cfg.flags)
+    if not path or not Path(path).is_file():  # unpinned, or a cache on a device: unknown
+        return {m.id: (MAYBE_WINOGRAD,) for m in lw.measured
+                if m.opr_type in ("ConvolutionForward", "ConvBiasForward") and len(m.input_shapes) > 1
+                and tuple(m.input_shapes[1][-2:]) == (3, 3)}
+
+    entries = read_algo_cache(path)
+    return chosen_algorithms(entries, [(m.id, m.opr_type, m.input_shapes, m.shape) for m in lw.measured],
+                             reproducible="reproducible" in flag_names(cfg.flags))
+
+
+def bitwise_check(name: str, lw: LayerwiseModel, got: DumpFolder, outs: Mapping[int, int], want: DumpFolder,
+             want_id: str) -> CheckResult:
+    """Every measured var of ``got`` has the same bytes as ``want`` (ids: ``ref_id`` or ``id``)."""
+    failures = []
+    for m in lw.measured:
+        wid = m.ref_id if want_id == "ref" else m.id
+        if m.id not in outs or wid is None or wid not in want:
+            continue
+        a, b = np.asarray(got[outs[m.id]].array()), np.asarray(want[wid].array())
+        if a.shape != b.shape or a.tobytes() != b.tobytes():
+            failures.append((m.id, f"differs by {megengine_rel(a, b):.3g}" if a.shape == b.shape
+                             else f"shape {a.shape} != {b.shape}"))
+    return CheckResult(name, "fail" if failures else "pass", tuple(failures))
+
+
+# ============================================================================ local errors
+
+
+def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunConfig" = "default", *,
+                 out_dir: PathLike, test_dump: Optional[PathLike] = None, reference_config: "str | RunConfig" = "naive",
+                 checks: bool = True, layerwise: Optional[LayerwiseModel] = None,
+                 timeout: Optional[float] = DEFAULT_TIMEOUT, lar: "LoadAndRun | str | None" = None,
+                 remote: Any = None) -> LocalResult:
+    """Local error of every operator of ``model`` under ``test_config`` against ``ref_dump``.
+
+    ``model`` is the model the test side ran; ``ref_dump`` the reference run's
+    ``--bin-io-dump`` folder. With ``test_dump`` (the test run's dump) the accumulated error
+    is reported next to the local one and the test-fed check runs. ``checks=False`` skips the
+    two extra runs of the checks (the isolation check is free). ``out_dir/local.json``
+    gets :func:`~lar_prec.floors.local_json` of the result. Under ``--fast-run`` give
+    the test run's ``--fast-run-algo-policy`` cache in ``test_config`` (``with_extra``), or
+    the layerwise run may pick other algorithms than the test run did.
+
+    The build is local (it needs megengine); the runs go where the test run went: ``lar``
+    (its load_and_run, default the bundled one) or ``remote`` (a RemoteSpec: one session set
+    for all runs of this call, see :func:`run_layerwise`). The reference self-check runs the
+    same binary under ``reference_config``.
+
+    Raises:
+        UsageError: missing model or dumps; RunError: a run of the layerwise model failed.
+    """
+    out = Path(out_dir)
+    ref = DumpFolder(ref_dump)
+    test = DumpFolder(test_dump) if test_dump is not None else None
+    lw = layerwise or build_layerwise(model, ref_dump, out / "layerwise")
+    cfg = get_config(test_config)
+    inputs = feed_inputs(lw, ref, out / "inputs-ref")
+    runs: List[RunResult] = []
+    with _device(remote, [lw.path]) as sessions:
+        def run(feeds: PreparedInputs, label: str, config: "str | RunConfig") -> DumpFolder:
+            rec = _layerwise_run(lw, feeds, out / label / "dump", config, lar=lar, remote=sessions, timeout=timeout)
+            runs.append(rec)
+            return DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
+
+        local = run(inputs, "local", cfg)
+        outs = output_ids(local)
+        if lw.measured and not outs:  # e.g. a binary that dumped something else: no local error to read
+            raise RunError(f"the dump of the layerwise run ({local.path}) holds none of the layerwise model's "
+                           f"outputs (names ending in {_SUFFIX}<id>): {runs[-1].load_and_run.get('path') or 'load_and_run'} "
+                           "did not run the layerwise model as given", run_dir=runs[-1].dir)
+        results = [isolation_check(lw, local, outs)]
+        if checks:
+            self_dump = run(inputs, "reference-self", reference_config)
+            results.append(bitwise_check("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
+            if test is not None:
+                fed = feed_inputs(lw, test, out / "inputs-test", by="test")
+                test_fed = run(fed, "test-fed", cfg)
+                check = bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test")
+                if check.failures and _unpinned_fast_run(cfg):
+                    check = replace(check, note=FAST_RUN_NOTE)
+                results.append(check)
+            else:
+                results.append(CheckResult("test_fed", "skipped", note="no test dump given"))
+        else:
+            results += [CheckResult("reference_self", "skipped", note="checks=False"),
+                        CheckResult("test_fed", "skipped", note="checks=False")]
+    iso = dict(results[0].failures)
+    rows = []
+    for m in lw.measured:
+        local_err = entire = None
+        scale = None
+        if m.id in outs and m.ref_id is not None:
+            want = ref[m.ref_id].array()
+            local_err = megengine_rel(local[outs[m.id]].array(), want)
+            scale = _max_abs(want)
+        tid = _same_var(test, m) if test is not None else None
+        if tid is not None and m.ref_id is not None:
+            entire = megengine_rel(test[tid].array(), ref[m.ref_id].array())
+        problem = m.problem or iso.get(m.id)
+        rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale))
+    try:
+        algorithms = algorithms_run(lw, cfg)
+    except UsageError as exc:  # an unreadable cache: floors without it, and say so
+        algorithms = {}
+        results.append(CheckResult("algorithm_cache", "fail", note=str(exc)))
+    result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
+                         Path(local.path), tuple(rows), tuple(results), algorithms, tuple(runs))
+    atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
+    return result

@@ -1,0 +1,125 @@
+"""The records of local error: the layerwise model (:class:`LayerwiseModel`, its
+:class:`Feed` s and :class:`MeasuredVar` s) and what measuring it found (:class:`LocalVar`,
+:class:`CheckResult`, :class:`LocalResult`). :mod:`.local` measures, :mod:`.floors` judges."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Tuple
+
+from lar_prec.run.record import RunResult
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One input of a layerwise model: the original var it stands for and how it is fed."""
+
+    name: str
+    id: int
+    var_name: str
+    ref_id: Optional[int]
+    shape: Tuple[int, ...]
+    dtype: str
+    feed_dtype: str
+    scale: Optional[float]
+    model_input: bool
+
+
+@dataclass(frozen=True)
+class MeasuredVar:
+    """One operator output kept as an output of the layerwise model (original graph's id)."""
+
+    id: int
+    name: str
+    ref_id: Optional[int]
+    opr: str
+    opr_type: str
+    output: str
+    inputs: Tuple[int, ...]
+    input_shapes: Tuple[Tuple[int, ...], ...]
+    shape: Tuple[int, ...]
+    dtype: str
+    static: bool
+    problem: Optional[str]
+    #: vars without a reference value computed together with this one (fused by lite at
+    #: load time): the local error is that of the unit
+    unit: Tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class LayerwiseModel:
+    """A built layerwise model (``layerwise.mge``) and what it feeds and measures."""
+
+    path: Path
+    source_model: Path
+    ref_dump: Optional[Path]
+    feeds: Tuple[Feed, ...]
+    measured: Tuple[MeasuredVar, ...]
+    kept: Tuple[Tuple[int, str], ...]
+
+    @property
+    def not_isolated(self) -> Dict[int, str]:
+        """Measured var id -> why its operator still reads a computed data var."""
+        return {m.id: m.problem for m in self.measured if m.problem}
+
+    def var(self, var_id: int) -> MeasuredVar:
+        """The measured var with original id ``var_id``."""
+        for m in self.measured:
+            if m.id == var_id:
+                return m
+        raise KeyError(f"var {var_id} is not measured by {self.path}")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One of the three checks: ``status`` pass | fail | skipped, failing var ids with why."""
+
+    name: str
+    status: str
+    failures: Tuple[Tuple[int, str], ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class LocalVar:
+    """Local and accumulated error of one var (MegEngine's metric; None when not comparable)."""
+
+    id: int
+    name: str
+    opr_type: str
+    dtype: str
+    local_err: Optional[float]
+    entire_err: Optional[float]
+    isolated: bool
+    problem: Optional[str] = None
+    #: max |reference value| over finite elements (None: not a float var or no reference)
+    ref_max_abs: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class LocalResult:
+    """The local errors of one test configuration against one reference dump."""
+
+    layerwise: LayerwiseModel
+    config: str
+    ref_dump: Path
+    test_dump: Optional[Path]
+    local_dump: Path
+    vars: Tuple[LocalVar, ...]
+    checks: Tuple[CheckResult, ...]
+    #: var id -> the algorithm(s) its operator ran under fast-run (from the algorithm cache;
+    #: several when the cache cannot tell two operators apart); empty otherwise
+    algorithms: Mapping[int, Tuple[str, ...]] = field(default_factory=dict)
+    #: the layerwise runs (local, then the checks'), each with its folder and run.json
+    runs: Tuple[RunResult, ...] = ()
+
+    def by_id(self) -> Dict[int, LocalVar]:
+        """Var id -> :class:`LocalVar`."""
+        return {v.id: v for v in self.vars}
+
+    def check(self, name: str) -> CheckResult:
+        """The check called ``name`` (isolation, reference_self, test_fed)."""
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)

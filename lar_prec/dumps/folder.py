@@ -1,0 +1,204 @@
+"""A ``--bin-io-dump`` folder: its files indexed by var id, read lazily, in execution order.
+
+Example::
+
+    folder = DumpFolder("run/naive/dump")
+    for dump in folder:                      # execution order
+        print(dump.var.id, dump.var.name, dump.var.opr_type, dump.array().max())
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from lar_prec.errors import DumpFolderError, DumpFormatError
+from lar_prec.graph import topological_order
+from lar_prec.dumps.binary import (
+    INCOMPLETE_MARKER,
+    BinaryDump,
+    _name_ids,
+    _read_dump,
+    dump_file_name,
+    read_binary_dump,
+)
+from lar_prec.records import PathLike
+from lar_prec.dumps.titles import VarInfo
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DumpFolder"]
+
+
+def _why_missing(p: Path) -> str:
+    """Why ``p`` cannot be used although its name was given: missing, a symlink loop, ..."""
+    try:
+        os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is a symlink loop"
+        if os.path.islink(p):
+            return f"is a broken symlink (to {os.readlink(p)})"
+        if e.errno == errno.ENOENT:
+            return "does not exist"
+        return f"cannot be read ({e.strerror})"
+    return "does not exist"
+
+
+def _is_file(entry: "os.DirEntry[str]") -> bool:
+    """True for a regular file (or a link to one); a directory is a stray entry; a link that
+    leads nowhere under a dump file's name is a dump that cannot be read: refused, not skipped.
+
+    Raises:
+        DumpFormatError: a symlink loop, a broken symlink or an unreadable entry.
+    """
+    try:
+        if entry.is_file():
+            return True
+        if entry.is_dir() or not entry.is_symlink():
+            return False
+    except OSError:
+        pass  # ELOOP from stat (a loop): said below
+    raise DumpFormatError(entry.path, None, "a dump file", f"an entry that {_why_missing(Path(entry.path))}")
+
+
+class DumpFolder:
+    """A ``--bin-io-dump`` directory, indexed by var id and read lazily.
+
+    Creating one lists the directory only (no file is opened). Headers and titles are read
+    on first access of a var (``folder[id]``) or of :attr:`ids`, which needs every main
+    file's inputs to order them. ``-inp<k>`` files are kept apart in :attr:`input_files`;
+    anything whose name load_and_run would not write is listed in :attr:`stray` (not fatal).
+
+    A malformed main file raises :class:`DumpFormatError` when it is read (strict default:
+    silently dropping data would hide a broken run). With ``skip_bad=True`` every header is
+    read at once and malformed files are left out of the folder and listed in :attr:`bad`
+    instead, e.g. to analyse what a killed run managed to write.
+    """
+
+    def __init__(self, path: PathLike, *, skip_bad: bool = False) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise DumpFolderError(f"dump folder {self.path} {_why_missing(self.path)}")
+        if not self.path.is_dir():
+            raise DumpFolderError(f"dump folder {self.path} is not a directory")
+        files: Dict[int, str] = {}  # plain strings: a Path per file costs more than reading it
+        input_files: Dict[Tuple[int, int], Path] = {}
+        stray: List[Path] = []
+        incomplete = False
+        try:
+            entries = list(os.scandir(self.path))
+        except OSError as e:
+            raise DumpFolderError(f"cannot list dump folder {self.path}: {e}") from None
+        for entry in entries:
+            name = entry.name
+            if name == INCOMPLETE_MARKER:
+                incomplete = True
+                continue
+            ids = _name_ids(name)
+            if ids is not None and not _is_file(entry):
+                ids = None
+            if ids is None:
+                stray.append(Path(entry.path))
+            elif ids[1] is None:
+                files[ids[0]] = entry.path
+            else:
+                input_files[(ids[0], ids[1])] = Path(entry.path)
+        self._files = files
+        self.input_files: Dict[Tuple[int, int], Path] = dict(sorted(input_files.items()))
+        self.stray: Tuple[Path, ...] = tuple(sorted(stray))
+        self.incomplete: bool = incomplete
+        self._cache: Dict[int, BinaryDump] = {}
+        self._ids: Optional[Tuple[int, ...]] = None
+        self._input_infos: Optional[Dict[int, VarInfo]] = None
+        self.bad: Dict[Path, DumpFormatError] = {}
+        if stray:
+            log.debug("%s: %d stray entries ignored", self.path, len(stray))
+        if skip_bad:
+            for vid, fpath in sorted(files.items()):
+                try:
+                    # the whole title now: a file kept here must not fail later
+                    self._cache[vid] = _read_dump(fpath, None, (vid, None), strict=True)
+                except DumpFormatError as e:
+                    self.bad[Path(fpath)] = e
+                    del self._files[vid]
+                    log.warning("skipping malformed dump: %s", e)
+
+    def __repr__(self) -> str:
+        return f"DumpFolder({str(self.path)!r}, {len(self._files)} vars, {len(self.input_files)} input files)"
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def __contains__(self, var_id: object) -> bool:
+        return var_id in self._files
+
+    def __getitem__(self, var_id: int) -> BinaryDump:
+        d = self._cache.get(var_id)
+        if d is None:
+            path = self._files.get(var_id)
+            if path is None:
+                raise KeyError(f"var {var_id} has no dump in {self.path} ({len(self._files)} vars dumped)")
+            d = _read_dump(path, None, (var_id, None), strict=False)
+            self._cache[var_id] = d
+        return d
+
+    def __iter__(self) -> Iterator[BinaryDump]:
+        for vid in self.ids:
+            yield self[vid]
+
+    def forget(self, var_id: int) -> None:
+        """Drop the cached header and title of ``var_id`` (read again on next access): a
+        caller that goes once through tens of thousands of vars need not keep them all."""
+        self._cache.pop(var_id, None)
+
+    def paths(self) -> Dict[int, Path]:
+        """Var id -> main dump file, without reading any file."""
+        return {v: Path(f) for v, f in self._files.items()}
+
+    def files(self) -> Dict[int, str]:
+        """Var id -> main dump file as a plain string (cheaper than :meth:`paths`)."""
+        return dict(self._files)
+
+    @property
+    def ids(self) -> Tuple[int, ...]:
+        """Var ids of the main files in execution order: a topological order of the input
+        relation (inputs before their consumers), ties broken by the smaller id."""
+        if self._ids is None:
+            self._ids = self._order()
+        return self._ids
+
+    def _order(self) -> Tuple[int, ...]:
+        order, cyclic = topological_order({v: self.inputs_of(v) for v in self._files})
+        if cyclic:
+            log.warning("%s: input relation has a cycle among vars %s; ordered by id", self.path, cyclic[:10])
+        return tuple(order)
+
+    def inputs_of(self, var_id: int) -> Tuple[int, ...]:
+        """Ids of the inputs of ``var_id``'s owner operator, in input order."""
+        return self[var_id].input_ids
+
+    def var_info(self, var_id: int) -> VarInfo:
+        """The :class:`VarInfo` of ``var_id``: from its own dump, else from the title of a
+        dump that has it as an input (vars that were not dumped themselves)."""
+        if var_id in self._files:
+            return self[var_id].var
+        if self._input_infos is None:
+            infos: Dict[int, VarInfo] = {}
+            for vid in self.ids:
+                for v in self[vid].inputs:
+                    infos.setdefault(v.id, v)
+            self._input_infos = infos
+        if var_id in self._input_infos:
+            return self._input_infos[var_id]
+        raise KeyError(f"var {var_id} is neither dumped nor an input of a dumped var in {self.path}")
+
+    def input_dump(self, var_id: int, index: int) -> BinaryDump:
+        """The ``-inp<index>`` dump (``MGB_DUMP_INPUT``) of output var ``var_id``."""
+        path = self.input_files.get((var_id, index))
+        if path is None:
+            raise KeyError(f"no input dump {dump_file_name(var_id, index)} in {self.path}")
+        return read_binary_dump(path)
+

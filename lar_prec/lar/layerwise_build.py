@@ -1,0 +1,315 @@
+"""Build a layerwise model: every operator of a model fed with inputs of its own.
+
+``python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only VAR_ID]`` loads MODEL's
+graph with MegEngine, replaces every computed var that feeds another operator (and has a
+reference value in REF_DUMP) by a new input of the same shape and dtype, keeps every
+operator's output as a model output, and writes ``OUT_DIR/layerwise.mge`` plus
+``OUT_DIR/layerwise.json`` (what was fed, what is measured, what could not be isolated).
+With ``--only ID`` only the operator producing var ID is kept: a one-operator model.
+
+This is the only lar-prec module besides ``lar.py`` and the case builder that imports
+megengine, and it does so in :func:`build` only; ``lar_prec.diagnosis.local`` runs it in a child
+process of the same Python (importing megengine takes ~1 s and a second of memory).
+Facts it relies on are in ``shared/reference/layerwise.md``:
+
+* one ``replace_vars`` call with all cuts fails ("opr output already replaced"): one call
+  per cut, in reverse topological order;
+* the var being cut stays an output: it is left out of the call's destination list, so it
+  keeps being computed by its own operator while its consumers read the new input;
+* ``dump_format="FBS"`` makes lite copy the weights at load time (aligned); the default
+  format uses them in place, and x86 MatrixMul's last bits depend on the address modulo 16.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from lar_prec.outputs import atomic_write_text
+from lar_prec.dumps.folder import DumpFolder
+
+#: schema of layerwise.json
+SCHEMA = "lar-prec.layerwise/1"
+#: operators that compute nothing from other vars: model inputs and stored values
+SOURCE_OPRS = frozenset(
+    {"Host2DeviceCopy", "ImmutableTensor", "SharedDeviceTensor", "VolatileSharedDeviceTensor",
+     "MultipleDeviceTensorHolder", "MultipleDeviceTensorWithFormatHolder"}
+)
+#: (operator type, input index) pairs that are shapes, not data: kept computed
+SHAPE_SLOTS = frozenset({("Reshape", 1), ("Broadcast", 1)})
+#: dtypes lite can feed as they are (reference 4.2)
+FEEDABLE = frozenset({"float32", "float16", "int32", "int16", "int8", "uint8", "uint16"})
+#: suffix of every measured output's name in the layerwise model: ``<name>.lw<original id>``
+OUT_SUFFIX = re.compile(r"\.lw(\d+)$")
+
+
+def feed_name(var_id: int, name: str) -> str:
+    """The input name of a cut var: plain characters only, so ``--input name:f.npy`` parses."""
+    plain = re.sub(r"[^A-Za-z0-9_.]", "_", name).strip("_.")[:40]
+    return f"in{var_id}_{plain}" if plain else f"in{var_id}"
+
+
+def output_name(var_id: int, name: str) -> str:
+    """The output name of a measured var: its own name and the original graph's id."""
+    return f"{name}.lw{var_id}"
+
+
+def _ref_ids(ref_dump: Optional[str]) -> Tuple[Dict[int, str], Dict[str, List[int]]]:
+    """Var id -> name and name -> ids of the reference dump (empty without one)."""
+    if not ref_dump:
+        return {}, {}
+
+    folder = DumpFolder(ref_dump)
+    by_id = {d.id: d.var.name for d in folder}
+    by_name: Dict[str, List[int]] = {}
+    for vid, name in by_id.items():
+        by_name.setdefault(name, []).append(vid)
+    return by_id, by_name
+
+
+def _match_ref(var: Any, by_id: Dict[int, str], by_name: Dict[str, List[int]]) -> Optional[int]:
+    """The reference dump's id of ``var``: the same id and name (same loader), else a unique name."""
+    if by_id.get(var.id) == var.name:
+        return var.id
+    ids = by_name.get(var.name, [])
+    return ids[0] if len(ids) == 1 else None
+
+
+def _dtype_info(var: Any) -> Dict[str, Any]:
+    """How a var of this dtype is fed: as itself, Bool as int32, quantized as float32 (x scale)."""
+    # numpy and megengine only in the build's own process
+    import numpy as np
+    from megengine.core.tensor.dtype import get_scale, is_quantize
+
+    dt = var.dtype
+    if is_quantize(dt):
+        return {"dtype": dt.metadata["mgb_dtype"]["name"], "feed_dtype": "float32", "scale": float(get_scale(dt)), "convert": True}
+    name = np.dtype(dt).name
+    if name in FEEDABLE:
+        return {"dtype": name, "feed_dtype": name, "scale": None, "convert": False}
+    if name == "bool":
+        return {"dtype": name, "feed_dtype": "int32", "scale": None, "convert": True}
+    return {"dtype": name, "feed_dtype": None, "scale": None, "convert": False}
+
+
+def _is_static(var: Any, static: set) -> bool:
+    """A shape-chain var or a stored constant (get_oprs_seq leaves constants' operators out)."""
+    return var.id in static or (var.owner.type in SOURCE_OPRS and var.owner.type != "Host2DeviceCopy")
+
+
+def _plan(oprs: Sequence[Any], by_id: Dict[int, str], by_name: Dict[str, List[int]]) -> Dict[str, Any]:
+    """Which vars are cut (fed), measured (outputs) and why some operators are not isolated."""
+    consumers: Dict[int, List[Tuple[Any, int]]] = {}
+    for opr in oprs:
+        for k, v in enumerate(opr.inputs):
+            consumers.setdefault(v.id, []).append((opr, k))
+    static: set = set()  # shape chains: values known from shapes and constants alone
+    ref: Dict[int, Optional[int]] = {}
+    cut: List[Any] = []
+    measured: List[Any] = []
+    kept: Dict[int, str] = {}  # var id -> why it stays computed
+    for opr in oprs:
+        if opr.type in SOURCE_OPRS:
+            for v in opr.outputs:
+                if opr.type == "Host2DeviceCopy":
+                    ref[v.id] = _match_ref(v, by_id, by_name)
+                    cut.append(v)  # re-created with its own name (lite names inputs by it)
+                else:
+                    static.add(v.id)
+            continue
+        if opr.type == "GetVarShape" or all(_is_static(v, static) for v in opr.inputs):
+            static.update(v.id for v in opr.outputs)
+        for v in opr.outputs:
+            ref[v.id] = _match_ref(v, by_id, by_name)
+            if ref[v.id] is None:
+                kept[v.id] = "no reference value"
+                continue
+            measured.append(v)
+            uses = consumers.get(v.id, [])
+            if not uses:
+                continue
+            if v.id in static:
+                kept[v.id] = "shape chain (computed from shapes and constants)"
+            elif any((o.type, k) in SHAPE_SLOTS for o, k in uses):
+                kept[v.id] = "shape input of Reshape/Broadcast"
+            elif _dtype_info(v)["feed_dtype"] is None:
+                kept[v.id] = f"dtype {_dtype_info(v)['dtype']} cannot be fed"
+            else:
+                cut.append(v)
+    return {"cut": cut, "measured": measured, "kept": kept, "ref": ref, "static": static}
+
+
+def _isolation_problems(oprs: Sequence[Any], plan: Dict[str, Any]) -> Tuple[Dict[int, str], Dict[int, List[int]]]:
+    """Which operators still read computed data vars.
+
+    Returns ``(problems, units)``: measured var id -> why its operator is not isolated, and
+    measured var id -> the vars without a reference value computed with it from cut inputs
+    (lite fuses small elemwise chains at load time, so those have no dump): their local
+    error is the error of that unit.
+    """
+    cut_ids = {v.id for v in plan["cut"]}
+    memo: Dict[int, Optional[List[int]]] = {}
+
+    def unit(v: Any) -> Optional[List[int]]:
+        """The no-reference vars behind ``v`` when all of them read only cut or static vars."""
+        if v.id in cut_ids or _is_static(v, plan["static"]) or v.owner.type in SOURCE_OPRS:
+            return []
+        if plan["kept"].get(v.id) != "no reference value":
+            return None
+        if v.id not in memo:
+            memo[v.id] = None  # a cycle is not a unit
+            parts = [unit(u) for u in v.owner.inputs]
+            memo[v.id] = None if any(p is None for p in parts) else [v.id] + [k for p in parts for k in p]
+        return memo[v.id]
+
+    problems: Dict[int, str] = {}
+    units: Dict[int, List[int]] = {}
+    for opr in oprs:
+        if opr.type in SOURCE_OPRS:
+            continue
+        bad, members = [], []
+        for v in opr.inputs:
+            if v.id in cut_ids or _is_static(v, plan["static"]) or v.id not in plan["kept"]:
+                continue
+            u = unit(v)
+            if u is None:
+                bad.append(f"{v.name} (id {v.id}: {plan['kept'][v.id]})")
+            else:
+                members += u
+        for v in opr.outputs:
+            if bad:
+                problems[v.id] = "reads computed " + ", ".join(bad)
+            elif members:
+                units[v.id] = sorted(set(members))
+    return problems, units
+
+
+def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int] = None) -> Dict[str, Any]:
+    """Write ``layerwise.mge`` and ``layerwise.json`` into ``out_dir``; returns the JSON object.
+
+    Long because it is one sequence of graph edits whose order matters (see the module doc).
+    """
+    # numpy and megengine only in the build's own process
+    import numpy as np
+    import megengine.utils.comp_graph_tools as cgt
+    from megengine.core._imperative_rt import make_h2d
+    from megengine.core.ops.builtin import TypeCvt
+    from megengine.core.tensor import megbrain_graph as G
+
+    loaded = G.load_graph(model)
+    oprs = cgt.get_oprs_seq(loaded.output_vars_list, prune_reshape=False)
+    by_id, by_name = _ref_ids(ref_dump)
+    plan = _plan(oprs, by_id, by_name)
+    problems, units = _isolation_problems(oprs, plan)
+    measured = plan["measured"]
+    if only is not None:
+        owner = next((v.owner for v in measured if v.id == only), None)
+        if owner is None:
+            raise SystemExit(f"var {only} is not a measured var of {model}")
+        ids = {m.id for m in measured}
+        measured = [v for v in owner.outputs if v.id in ids]
+        needed = {v.id for v in owner.inputs}
+        plan["cut"] = [v for v in plan["cut"] if v.id in needed]
+    cur = {v.id: v for v in measured}
+    feeds: List[Dict[str, Any]] = []
+    for v in reversed(plan["cut"]):
+        info = _dtype_info(v)
+        is_input = v.owner.type == "Host2DeviceCopy"
+        fname = v.name if is_input else feed_name(v.id, v.name)
+        h = make_h2d(v.graph, v.comp_node, np.dtype(info["feed_dtype"]), v.shape, fname)
+        if info["convert"]:
+            h = G.apply_normal_varnode(TypeCvt(dtype=v.dtype), h)[0]
+        others = [k for k in cur if k != v.id]
+        if others:
+            # v itself is not in the destination list: it stays computed by its operator
+            new = cgt.replace_vars([cur[k] for k in others], {v: h})
+            cur.update(zip(others, new))
+        feeds.append({"name": fname, "id": v.id, "var_name": v.name, "ref_id": plan["ref"].get(v.id),
+                      "shape": [int(d) for d in v.shape], "model_input": is_input, **info})
+    outputs = []
+    for k, var in cur.items():
+        var.name = output_name(k, var.name)
+        info = _dtype_info(var)
+        if info["convert"] or info["feed_dtype"] is None:
+            # lite refuses Bool and quantized outputs: output a float32 copy, read var from the dump
+            var = G.apply_normal_varnode(TypeCvt(dtype=np.dtype("float32")), var)[0]
+            var.name = output_name(k, "") + ".out"
+        outputs.append(var)
+    buf, _ = G.dump_graph(outputs, dump_format="FBS", keep_var_name=2)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "layerwise.mge").write_bytes(buf)
+    meas = [{"id": v.id, "name": v.name, "ref_id": plan["ref"][v.id], "opr": v.owner.name,
+             "opr_type": v.owner.type, "output": output_name(v.id, v.name),
+             "inputs": [u.id for u in v.owner.inputs], "input_shapes": [[int(d) for d in u.shape] for u in v.owner.inputs],
+             "shape": [int(d) for d in v.shape], "dtype": _dtype_info(v)["dtype"],
+             "static": v.id in plan["static"], "problem": problems.get(v.id), "unit": units.get(v.id, [])}
+            for v in measured]
+    record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
+              "feeds": list(reversed(feeds)), "measured": meas,
+              "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}
+    atomic_write_text(out / "layerwise.json", json.dumps(record, indent=1) + "\n", what="layerwise model record")
+    return record
+
+
+def scale_const(model: str, const_name: str, factor: float, out: str) -> None:
+    """Write a copy of ``model`` whose constant ``const_name`` is multiplied by ``factor``.
+
+    A fault injected by rewriting the model, so the error really propagates through
+    MegEngine (tests and benchmarks of local error). Dumped with ``dump_format="FBS"`` like
+    the layerwise models, so both load their weights aligned.
+    """
+    # numpy and megengine only in the build's own process
+    import numpy as np
+    import megengine.utils.comp_graph_tools as cgt
+    from megengine.core._imperative_rt import make_const, make_h2d
+    from megengine.core.tensor import megbrain_graph as G
+
+    loaded = G.load_graph(model)
+    outs = loaded.output_vars_list
+    found = cgt.find_vars_by_name(outs, [const_name])
+    if not found:
+        raise SystemExit(f"{model} has no var named {const_name!r}")
+    w = found[0]
+    value = np.asarray(w.value)
+    new = make_const(w.graph, (value * factor).astype(value.dtype), w.comp_node, value.dtype, const_name)
+    varmap = {w: new}
+    for opr in cgt.get_oprs_seq(outs, prune_reshape=False):
+        if opr.type == "Host2DeviceCopy":  # lite names inputs by the operator: keep the var's name
+            v = opr.outputs[0]
+            varmap[v] = make_h2d(v.graph, v.comp_node, v.dtype, v.shape, v.name)
+    new_outs = cgt.replace_vars(outs, varmap)
+    named = {v.name: nv for v, nv in zip(outs, new_outs)}
+    buf, _ = G.dump_graph(named, dump_format="FBS", keep_var_name=2)
+    Path(out).write_bytes(buf)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only ID]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--scale-const"]:
+        if len(args) != 5:
+            sys.stderr.write("usage: python -m lar_prec.lar.layerwise_build --scale-const MODEL NAME FACTOR OUT\n")
+            return 2
+        scale_const(args[1], args[2], float(args[3]), args[4])
+        return 0
+    only = None
+    if "--only" in args:
+        i = args.index("--only")
+        only = int(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 3:
+        sys.stderr.write("usage: python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only VAR_ID]\n")
+        return 2
+    try:
+        build(args[0], args[1] or None, args[2], only)
+    except RuntimeError as exc:  # MegEngine's errors: its first line is the message
+        sys.stderr.write(f"layerwise_build: error: {str(exc).splitlines()[0] if str(exc) else exc!r}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Styled lines and tables, written to a rich Console or to a plain text stream.
+
+Every renderer builds :class:`Line` s and :class:`Table` s; :func:`open_output` picks where
+they go: a rich ``Console`` (colour, wrapping to its width) or, for a pipe or a file, a plain
+text stream (aligned columns, nothing wrapped, and rich not even imported: it is most of a
+small ``compare``'s start-up). Text that came from a file (var names, notes, stderr lines) is
+shown with its control characters escaped (:func:`shown`), so a name holding ``\\x1b]0;...``
+cannot retitle or clear the user's terminal.
+"""
+from __future__ import annotations
+
+import re
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+#: C0 and C1 control characters and DEL (tab and newline are laid out, not passed through)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(s: str) -> str:
+    """``s`` with every control character written as an escape (``\\x1b``): safe to print."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), s) if _CONTROL.search(s) else s
+
+
+class Line:
+    """One line of styled text: (text, rich style) segments. User data stays text, never
+    markup (var names contain [ ])."""
+
+    __slots__ = ("segs",)
+
+    def __init__(self, *parts: Any) -> None:
+        self.segs: List[Tuple[str, str]] = []
+        for p in parts:
+            self.append(*(p if isinstance(p, tuple) else (p,)))
+
+    def append(self, text: Any, style: str = "") -> None:
+        self.segs.append((shown(str(text)), style or ""))
+
+    @property
+    def plain(self) -> str:
+        return "".join(t for t, _ in self.segs)
+
+
+def cell(text: Any, style: str = "") -> Line:
+    return Line((text, style))
+
+
+def text(s: str, style: str = "", *more: Any) -> Line:
+    return Line((s, style), *more)
+
+
+class Table:
+    """A titled table: columns (header, rich column options) and rows of :class:`Line`."""
+
+    def __init__(self, title: str) -> None:
+        self.title = text(title, "bold")
+        self.columns: List[Tuple[str, Dict[str, Any]]] = []
+        self.rows: List[List[Line]] = []
+
+    def add_column(self, head: str, **kw: Any) -> None:
+        self.columns.append((head, kw))
+
+    def add_row(self, *cells: Any) -> None:
+        self.rows.append([c if isinstance(c, Line) else Line(c) for c in cells])
+
+
+
+
+class RichOut:
+    """Writes lines and tables to a rich Console."""
+
+    def __init__(self, console: "Console") -> None:
+        self.con = console
+        self.width = console.width
+
+    @staticmethod
+    def _t(line: Line) -> Any:
+        # rich only for a terminal (start-up time)
+        from rich.text import Text
+
+        return Text.assemble(*line.segs)
+
+    def rule(self, line: Line) -> None:
+        self.con.rule(self._t(line), align="left")
+
+    def print(self, line: Line) -> None:
+        self.con.print(self._t(line))
+
+    def table(self, t: Table) -> None:
+        # rich only for a terminal (start-up time)
+        from rich import box
+        from rich.table import Table
+
+        rt = Table(title=self._t(t.title), box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
+        for head, kw in t.columns:
+            rt.add_column(head, **kw)
+        for row in t.rows:
+            rt.add_row(*[self._t(c) for c in row])
+        self.con.print(rt)
+
+
+class PlainOut:
+    """Writes lines and tables as plain text: columns aligned, nothing wrapped or cut."""
+
+    def __init__(self, stream: IO[str], width: int = 120) -> None:
+        self.stream = stream
+        self.width = width
+
+    def _w(self, text: str) -> None:
+        self.stream.write(text.replace("\n", " ").rstrip() + "\n")
+
+    def rule(self, line: Line) -> None:
+        head = line.plain + " "
+        self._w(head + "─" * max(3, self.width - len(head)))
+
+    def print(self, line: Line) -> None:
+        self._w(line.plain)
+
+    def table(self, t: Table) -> None:
+        heads = [h for h, _ in t.columns]
+        cells = [[c.plain.replace("\n", " ") for c in row] for row in t.rows]
+        widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(heads)]
+        right = [kw.get("justify") == "right" for _, kw in t.columns]
+
+        def fmt(vals: Sequence[str]) -> str:
+            return " " + "   ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(vals, widths, right))
+
+        self._w(t.title.plain)
+        self._w(fmt(heads))
+        self._w("─" * (sum(widths) + 3 * (len(widths) - 1) + 2))
+        for r in cells:
+            self._w(fmt(r))
+
+
+def open_output(console: Union["Console", IO[str], None]) -> Union[RichOut, PlainOut]:
+    """Where lines and tables go: a rich ``Console`` (None: a default one on stdout), or a text
+    stream for plain text."""
+    if console is None:
+        from rich.console import Console  # rich only for a terminal (start-up time)
+
+        return RichOut(Console())
+    if hasattr(console, "rule") and hasattr(console, "width"):
+        return RichOut(console)  # type: ignore[arg-type]
+    return PlainOut(console)  # type: ignore[arg-type]

@@ -1,0 +1,103 @@
+"""The sweep's part of the report: its terminal table. :mod:`lar_prec.workflows.sweep_report`
+builds the report itself; the HTML page draws its options table and option-by-variable view
+from the JSON (``lar_prec/report/page/report.js``).
+
+The JSON is the common report object (design.md), read this way for a sweep:
+
+* ``vars``: the reference graph's computed vars in execution order; ``max_err`` is the worst
+  over the options that ran, ``status`` ``divergent`` when an option diverges there (by local
+  error: a local root of the option, or past the tolerance under an option that has one; by
+  the dumps alone: past the option's tolerance), and ``options`` (an extra key) maps each
+  option to that var's ``max_err`` (null when not compared or NaN/Inf: ``options_nonfinite``
+  names the options where it is NaN/Inf, ``options_divergent`` those under which the var diverges
+  by the rule above, so the page colours each cell by the sweep's own verdict); ``local`` maps
+  each option whose local error was measured to that var's local error (null: NaN/Inf, or not
+  measured under that option);
+* ``roots``: one per divergent option, its local root when local error was measured, else
+  where divergence starts in the option's rewritten graph (``id`` is the reference graph's id
+  of that var, as in ``vars``; ``rewritten_id`` its id in the rewritten graph; ``option`` names
+  the option; ``rule`` ``local`` or ``dump``; ``local_err``, ``floor``, ``margin`` for local);
+* ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`),
+  with ``local`` (measured, why, roots with floor and margin, not_measured) and ``dump_root``;
+* ``local`` (extra, top level): whether local error was measured and, if not, why;
+* ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+from lar_prec.report.records import fmt_err
+from lar_prec.report.console import Table, cell, text
+
+if TYPE_CHECKING:
+    from lar_prec.report.model import Report
+
+STATUS_TEXT = {"runs": "runs", "load_failed": "load failed", "crashed": "crashed (signal)",
+               "hung": "hung (timed out)", "skipped": "skipped"}
+
+
+def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
+    """One option's local error in a few words for the terminal: its top local root and
+    margin, "none" with how many were measured, or why it was not measured (cut at ``limit``
+    characters: the whole reason is in the JSON, and the page shows it)."""
+    loc = o.get("local")
+    if not loc:
+        return ""
+    if not loc["measured"]:
+        text = "not measured" + (": " + loc["why"].split(": ", 1)[-1] if loc.get("why") else "")
+        return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+    missing = f", {len(loc['not_measured'])} not measured" if loc["not_measured"] else ""
+    if not loc["roots"]:
+        return f"none ({loc['n_measured']} measured{missing})"
+    r = loc["roots"][0]
+    err = "NaN/Inf" if r.get("nonfinite") else fmt_err(r["local_err"])
+    more = f" +{len(loc['roots']) - 1} more" if len(loc["roots"]) > 1 else ""
+    margin = "inf, floor 0" if r["margin"] is None else f"{r['margin']:.3g}"
+    return f"{r['name']} ({r['opr_type']}) local {err} > floor {fmt_err(r['floor'])}, x{margin}{more}{missing}"
+
+
+def render_sweep_terminal(report: "Report", con: Any) -> None:
+    """The sweep table: one row per option, worst first (``con`` as report_terminal's)."""
+
+    title = text("lar-prec sweep", "bold")
+    if report.model:
+        title.append(f"  {report.model}", style="dim")
+    con.rule(title)
+    bad = int(report.extra.get("exit_code", 0))
+    con.print(text("Verdict: ", "bold", (report.verdict, "bold red" if bad else "bold green")))
+    ref = report.extra.get("reference") or {}
+    con.print(text("Reference: ", "bold", f"naive kernels, plain graph ({ref.get('dir', '?')})"))
+    t = Table("Options (worst first)")
+    for col, kw in (("option", {}), ("status", {}), ("paired", {"justify": "right"}),
+                    ("output err", {"justify": "right"}), ("tol", {"justify": "right"}), ("verdict", {}),
+                    ("root", {"overflow": "fold"}), ("local root (margin)", {"overflow": "fold"}),
+                    ("cause / reason", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for o in report.extra.get("options", ()):
+        verdict = o.get("verdict") or "—"
+        style = "red" if verdict == "diverges" or o["status"] in ("crashed", "hung") else (
+            "green" if verdict == "ok" else "yellow")
+        root = o.get("root")
+        root_text = f"{root['name']} ({root['opr_type']}, var {root['id']}, {fmt_err(root['max_err'])})" if root else ""
+        paired = f"{o['vars_paired']}/{o['vars_total']}" if o["status"] == "runs" else ""
+        why = o.get("cause") or o.get("reason") or ""
+        t.add_row(cell(o["option"], "bold"), cell(STATUS_TEXT.get(o["status"], o["status"]),
+                                                    "" if o["status"] in ("runs", "skipped") else "red"),
+                  cell(paired), cell(fmt_err(o.get("output_err")) if o["status"] == "runs" else ""),
+                  cell(fmt_err(o["tolerance"])), cell(verdict, style), cell(root_text),
+                  cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""), cell(why))
+    con.table(t)
+    tm = report.extra.get("timing") or {}
+    if tm:
+        ratio = tm.get("analysis_over_runs")
+        lratio = tm.get("local_over_runs")
+        local_part = (f", local error {tm['local_seconds']:.2f} s ({lratio:.1%} of the runs)"
+                      if tm.get("local_seconds") and lratio is not None else "")
+        con.print(text("Time: ", "bold", f"runs {tm['run_seconds']:.2f} s (summed), analysis "
+                        f"{tm['analysis_seconds']:.2f} s" + (f" ({ratio:.1%} of the runs)" if ratio is not None else "")
+                        + local_part + f", wall {tm['wall_seconds']:.2f} s"))
+    loc = report.extra.get("local") or {}
+    if loc and not loc.get("measured") and loc.get("why"):
+        con.print(text("Local error: ", "bold", str(loc["why"])))
+    if report.extra.get("analysis_dir"):
+        con.print(text("Folder: ", "bold", str(report.extra["analysis_dir"])))

@@ -1,0 +1,333 @@
+"""A :class:`~lar_prec.report.Report` for people: the one terminal renderer, and CSV.
+
+:func:`render_terminal` writes the same sections for every command (``naive-vs-default``,
+``shake``, ``compare``, ``tree``) to a rich ``Console`` the caller owns: title, verdict,
+cause, threshold and how it was chosen, status counts, the roots with their amplification,
+the path from a model input to each root, the most divergent variables (or every variable
+in execution order), the runs and the notes. This module never prints on its own.
+The sections are built once as styled lines and tables, then written either to a rich
+``Console`` (colour, wrapping to its width) or, for a pipe or a file, to a plain text stream
+(aligned columns, nothing wrapped, and rich not even imported: it is most of a small
+``compare``'s start-up). :func:`render_csv` writes one row per variable.
+"""
+from __future__ import annotations
+
+import csv
+import heapq
+import io
+import itertools
+import math
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from lar_prec.report.model import Report, _records, auto_verdict, exit_code
+from lar_prec.report.console import Line, Table, cell, open_output, text
+from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
+from lar_prec.report.sweep import render_sweep_terminal
+from lar_prec.run.env import format_differences
+from lar_prec.report.model import from_tree
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from lar_prec.compare.records import Comparison
+    from lar_prec.diagnosis.tree import VarTree
+
+__all__ = ["render_terminal", "render_table", "render_csv", "CSV_FIELDS"]
+
+_STATUS_STYLE = {
+    "ok": "green",
+    "divergent": "red",
+    "nonfinite": "magenta",
+    "shape_mismatch": "yellow",
+    "dtype_mismatch": "yellow",
+    "missing": "dim",
+}
+
+#: numeric columns: right-aligned and never wrapped or cut
+_NUM: Dict[str, Any] = {"justify": "right", "no_wrap": True}
+
+Column = Tuple[str, Dict[str, Any], Callable[..., Any]]
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "(" + ",".join(str(s) for s in shape) + ")"
+
+
+def _amp_text(r: ReportRoot) -> str:
+    if r.amplification is not None and math.isfinite(r.amplification):
+        return f"{fmt_err(r.amplification)}x"
+    if r.inputs_equal or (r.input_max_err == 0 and r.max_err):
+        return "inputs exact"
+    return "—"
+
+
+def _root_err_text(err: Optional[float], status: str) -> str:
+    """A root's error; a NaN/Inf origin has no finite error, so say what it is instead."""
+    if (err is None or not math.isfinite(err)) and status != "divergent":
+        return status.replace("_", " ")
+    return fmt_err(err)
+
+
+def _err_key(v: Any) -> Tuple[int, float]:
+    """Sort key, most divergent first: not-ok before ok, unknown error (missing, NaN) as
+    infinite. Reads a ReportVar or a VarDiff (same attribute names)."""
+    err = v.max_err
+    if err is None or err != err:
+        err = math.inf
+    return (0 if v.status != "ok" else 1, -err)
+
+
+def _as_var(rec: Any) -> ReportVar:
+    return rec if isinstance(rec, ReportVar) else var_from_diff(rec)
+
+
+def _path_steps(path: Sequence[int], limit: int) -> List[Optional[int]]:
+    """The path, shortened to ``limit`` steps: the first two, ``None`` for the gap, the rest."""
+    if len(path) <= limit or limit < 4:
+        return list(path)
+    tail = limit - 3
+    return list(path[:2]) + [None] + list(path[-tail:])
+
+
+def render_terminal(report: Report, console: Union["Console", IO[str], None] = None, *, top: int = 10,
+                    path_limit: int = 10, show_runs: bool = True, all_vars: bool = False) -> None:
+    """Write the human summary of ``report`` to ``console``.
+
+    Args:
+        report: what to show.
+        console: a ``rich.console.Console`` (the caller chooses stream, colour and width;
+            None makes a default one on stdout), or a text stream for plain text.
+        top: how many roots and variables to list.
+        path_limit: longer paths are shortened to this many steps.
+        show_runs: include the table of runs.
+        all_vars: list the variables in execution order, ok ones too, instead of the most
+            divergent ones.
+    """
+    con = open_output(console)
+    narrow = con.width < 110
+    if report.command == "sweep":
+        render_sweep_terminal(report, con)
+        return
+    _header(report, con)
+    if report.extra.get("targets"):
+        _targets_table(report, con)
+    if report.roots:
+        _roots_table(report, con, top, narrow)
+        _root_paths(report, con, top, path_limit)
+    elif exit_code(report):
+        con.print(text("No root found: every variable that is not ok has an input that is not ok either "
+                        "(or its inputs were not compared).", "yellow"))
+    else:
+        con.print(text("(no root: every variable is within the threshold)", "green"))
+    if len(report.vars):
+        _vars_table(report, con, top, narrow, all_vars)
+    if show_runs and report.runs:
+        _runs_table(report, con)
+    for n in report.notes:
+        con.print(text("Note: ", "bold yellow", n))
+
+
+def _header(report: Report, con: Any) -> None:
+    title = text(f"lar-prec {report.command}", "bold")
+    if report.model:
+        title.append(f"  {report.model}", style="dim")
+    con.rule(title)
+    verdict = report.verdict or auto_verdict(report)
+    con.print(text("Verdict: ", "bold", (verdict, "bold red" if exit_code(report) else "bold green")))
+    if report.cause:
+        con.print(text("Cause: ", "bold", (report.cause, "yellow")))
+    env_diffs = report.extra.get("environment_differences") or ()
+    if env_diffs:
+
+        con.print(text("Environment differs between runs:", "bold yellow"))
+        for line in format_differences(env_diffs):
+            con.print(text("  " + line, "yellow"))
+    th = report.threshold
+    line = text("Threshold: ", "bold", (fmt_err(th.value), "cyan"), f" ({th.mode}, metric {th.metric})")
+    if th.reason:
+        line.append(f": {th.reason}")
+    con.print(line)
+    if th.per_dtype:
+        con.print(text("  per dtype: " + ", ".join(f"{k} {fmt_err(v)}" for k, v in th.per_dtype.items())))
+    counts = report.status_counts()
+    con.print(text("Variables: ", "bold", f"{len(report.vars)} compared",
+                    *[(f", {n} {s}", _STATUS_STYLE.get(s, "")) for s, n in counts.items()]))
+
+
+def _roots_table(report: Report, con: Any, top: int, narrow: bool) -> None:
+    cols: List[Column] = [
+        ("#", _NUM, lambda k, r, st: str(k)),
+        ("var", _NUM, lambda k, r, st: str(r.id)),
+        ("name", {"overflow": "fold", "ratio": 2}, lambda k, r, st: cell(r.name, "bold")),
+        ("operator", {"overflow": "fold", "ratio": 2}, lambda k, r, st: cell(r.opr)),
+        ("type", {"overflow": "fold", "ratio": 1}, lambda k, r, st: cell(r.opr_type)),
+        ("status", {"no_wrap": True}, lambda k, r, st: cell(st, _STATUS_STYLE.get(st, ""))),
+        ("max_err", _NUM, lambda k, r, st: cell(_root_err_text(r.max_err, st), _STATUS_STYLE.get(st, "red"))),
+        ("input err" if narrow else "input max_err", _NUM, lambda k, r, st: cell(fmt_err(r.input_max_err))),
+        ("amplif." if narrow else "amplification", _NUM, lambda k, r, st: cell(_amp_text(r))),
+    ]
+    if narrow:  # numbers must never be cut: drop the long text columns instead
+        cols = [c for c in cols if c[0] != "operator"]
+    t = Table(f"Roots ({len(report.roots)}, most likely first)")
+    for head, kw, _ in cols:
+        t.add_column(head, **kw)
+    for k, r in enumerate(report.roots[:top], 1):
+        v = report.var(r.id) if r.status is None else None
+        st = r.status or (v.status if v is not None else "divergent")
+        t.add_row(*[get(k, r, st) for _, _, get in cols])
+    con.table(t)
+    if len(report.roots) > top:
+        con.print(text(f"  ... {len(report.roots) - top} more roots in the JSON/HTML report", "dim"))
+    for k, r in enumerate(report.roots[:top], 1):
+        if r.note:
+            con.print(text(f"  root #{k}: {r.note}", "yellow"))
+
+
+def _root_paths(report: Report, con: Any, top: int, path_limit: int) -> None:
+    for k, r in enumerate(report.roots[: min(top, 3)], 1):
+        if not r.path:
+            continue
+        con.print(text(f"Path to root #{k} ", "bold", (r.name, "bold"), f" ({len(r.path)} vars, from model input):"))
+        steps = _path_steps(r.path, path_limit)
+        for step in steps:
+            if step is None:
+                con.print(text(f"    ... {len(r.path) - len(steps) + 1} more ...", "dim"))
+                continue
+            v = report.var(step)
+            if v is None:
+                con.print(text(f"  -> var {step} (not in this report)", "dim"))
+                continue
+            mark = "  => " if step == r.id else "  -> "
+            con.print(text(mark, "", (v.name, "bold" if step == r.id else ""), (f"  [{v.opr_type}, var {v.id}] ", "dim"),
+                            (fmt_err(v.max_err), _STATUS_STYLE.get(v.status, ""))))
+
+
+def _label_text(v: ReportVar) -> str:
+    """Local label of a var: root, inherited (<- the roots it came from), noise, clean..."""
+    label = v.extra.get("label")
+    if label is None:
+        return "—"
+    came = v.extra.get("inherited_from") or ()
+    return f"{label} <- {','.join(map(str, came[:3]))}{'...' if len(came) > 3 else ''}" if came else str(label)
+
+
+def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool) -> None:
+    """The most divergent variables (or the first ones in execution order), at most ``top``."""
+    recs = _records(report.vars)
+    if all_vars:
+        picked = list(itertools.islice(enumerate(recs), top))
+        title, left = "Variables in execution order", len(recs) - len(picked)
+    else:  # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept
+        picked = heapq.nsmallest(top, enumerate(recs), key=lambda p: _err_key(p[1]))
+        title, left = "Most divergent variables", max(0, report.n_not_ok - len(picked))
+    rows = [(pos, _as_var(rec)) for pos, rec in picked]
+    roots = {r.id for r in report.roots}
+
+    def cos_text(p: int, v: ReportVar) -> Line:
+        return cell("—" if v.cosine is None or not math.isfinite(v.cosine) else f"{v.cosine:.6f}")
+
+    cols: List[Column] = [
+        ("#", _NUM, lambda p, v: str(v.exec_index if v.exec_index is not None else p)),
+        ("var", _NUM, lambda p, v: str(v.id)),
+        ("name", {"overflow": "fold", "ratio": 3},
+         lambda p, v: cell(v.name + ("  (root)" if v.id in roots else ""), "bold" if v.id in roots else "")),
+        ("type", {"overflow": "fold", "ratio": 1}, lambda p, v: cell(v.opr_type)),
+        ("dtype shape", {"overflow": "fold", "ratio": 1}, lambda p, v: cell(f"{v.dtype} {_shape_text(v.shape)}")),
+        ("status", {"no_wrap": True}, lambda p, v: cell(v.status, _STATUS_STYLE.get(v.status, ""))),
+        ("max_err", _NUM, lambda p, v: cell(fmt_err(v.max_err), _STATUS_STYLE.get(v.status, ""))),
+        ("max_abs_err", _NUM, lambda p, v: cell(fmt_err(v.max_abs_err))),
+        ("cosine", _NUM, cos_text),
+    ]
+    if report.extra.get("local", {}).get("measured"):  # local ("single") next to accumulated max_err
+        cols.insert(7, ("local", _NUM, lambda p, v: cell(fmt_err(v.extra.get("local_err")) if "label" in v.extra
+                                                         else "—", "red" if v.extra.get("label") == "root" else "")))
+        cols.insert(8, ("label", {"no_wrap": True}, lambda p, v: cell(_label_text(v))))
+    if any(getattr(rec, "runs_differing", None) is not None for rec in recs):
+        cols.append(("runs differing", _NUM,
+                     lambda p, v: cell("—" if v.runs_differing is None else str(v.runs_differing))))
+    if narrow:
+        cols = [c for c in cols if c[0] not in ("dtype shape", "max_abs_err", "cosine")]
+    t = Table(title)
+    for head, kw, _ in cols:
+        t.add_column(head, **kw)
+    for pos, v in rows:
+        t.add_row(*[get(pos, v) for _, _, get in cols])
+    con.table(t)
+    if left > 0:
+        what = "variables" if all_vars else "variables not ok"
+        con.print(text(f"  ... {left} more {what} in the JSON/HTML/CSV report", "dim"))
+
+
+def _targets_table(report: Report, con: Any) -> None:
+    """``devices``: each target against the reference's naive run."""
+    t = Table(f"Targets (against the naive run on {report.extra.get('reference', '?')})")
+    for col, kw in (("target", {"overflow": "fold"}), ("pairing", {}), ("final-output max_err", {"justify": "right"}),
+                    ("not ok", {"justify": "right"}), ("first root", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for e in report.extra["targets"]:
+        root = e.get("root")
+        t.add_row(cell(e["target"] + (" (reference)" if e.get("reference") else "")), cell(e.get("pairing", "")),
+                  cell(fmt_err(e.get("final_output_max_err")), "red" if e.get("diverged") else "green"),
+                  cell(str(e.get("n_not_ok", 0))),
+                  cell(f"{root['name']} ({root['opr_type']}, var {root['id']})" if root else "—"))
+    con.table(t)
+
+
+def _where(env: Any) -> str:
+    """Where a run ran, in a few words: host, then the device's model or CPU."""
+    if not isinstance(env, dict) or not env.get("host"):
+        return ""
+    what = env.get("android_model") or env.get("cpu_model") or ""
+    return f"{env['host']} ({what})" if what else str(env["host"])
+
+
+def _runs_table(report: Report, con: Any) -> None:
+    t = Table("Runs")
+    where = [_where(r.extra.get("environment")) for r in report.runs]
+    cols = [("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"})]
+    cols += [("where", {"overflow": "fold"})] if any(where) else []
+    for col, kw in cols + [("folder", {"overflow": "fold"})]:
+        t.add_column(col, **kw)
+    for r, w in zip(report.runs, where):
+        cells = [cell(r.label), cell(str(r.returncode), "" if r.returncode == 0 else "red"),
+                 cell("—" if not math.isfinite(r.seconds) else f"{r.seconds:.2f}")]
+        cells += [cell(w or "—")] if any(where) else []
+        t.add_row(*cells, cell(str(r.dir)))
+    con.table(t)
+
+
+def render_table(report: Union[Report, "VarTree"], *, all_vars: bool = False) -> str:
+    """:func:`render_terminal` as plain text, for a report or a tree."""
+    if not isinstance(report, Report):
+
+        report = from_tree(report, lazy_vars=True, max_paths=0)
+    buf = io.StringIO()
+    render_terminal(report, buf, all_vars=all_vars)
+    return buf.getvalue()
+
+
+CSV_FIELDS = (
+    "id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "status", "max_err", "max_abs_err", "max_rel_err",
+    "mean_abs_err", "rmse", "cosine", "max_ulp", "n_over", "threshold", "worst_index", "worst_a", "worst_b", "note",
+)
+
+
+def render_csv(report: Union[Report, "VarTree", "Comparison"]) -> str:
+    """One CSV row per var (execution order), the columns of :data:`CSV_FIELDS`."""
+    recs = _records(report.vars) if isinstance(report, Report) else report.diffs
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_FIELDS)
+    for d in recs:
+        row = []
+        for f in CSV_FIELDS:
+            v = getattr(d, f)
+            if isinstance(v, tuple):
+                v = " ".join(str(x) for x in v)
+            elif isinstance(v, float):
+                v = repr(v) if math.isfinite(v) else str(v)
+            elif v is None:
+                v = ""
+            row.append(v)
+        w.writerow(row)
+    return buf.getvalue()

@@ -1,0 +1,295 @@
+"""The inputs of an analysis: planned and checked before any folder exists, then written once.
+
+:func:`plan_inputs` reads the user's ``--input`` items (the grammar is :mod:`lar_prec.inputspec`),
+checks them against each other and against the model's inputs, and makes the arrays, all
+without writing anything, so a bad input leaves no folder behind. :func:`write_inputs` writes
+them as ``.npy`` files and ``inputs.json`` into the analysis folder, shared by every run.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
+
+from lar_prec import inputspec
+from lar_prec.errors import UsageError
+from lar_prec.outputs import atomic_write_text, sha256_file
+from lar_prec.run.proc import child_env, last_meaningful_line
+
+log = logging.getLogger(__name__)
+
+from lar_prec.records import PathLike  # noqa: E402
+INPUTS_SCHEMA = "lar-prec.inputs/1"
+#: seconds the model-description helper may take
+DESCRIBE_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    """One model input written to an ``.npy`` file of the analysis."""
+
+    name: str
+    path: Path
+    sha256: str
+    source: str  # the user's spec item
+    dtype: str
+    shape: Tuple[int, ...]
+    generated: Optional[Dict[str, Any]] = None  # how random data was made (seed, distribution)
+
+
+@dataclass(frozen=True)
+class PreparedInputs:
+    """The inputs of an analysis, shared by all its runs."""
+
+    items: Tuple[PreparedInput, ...]
+    dir: Optional[Path]
+
+    @property
+    def input_arg(self) -> str:
+        """The ``--input`` value: ``name:path.npy`` items joined by ``;``."""
+        return ";".join(f"{i.name}:{i.path}" for i in self.items)
+
+    def to_json(self) -> List[Dict[str, Any]]:
+        """The inputs as recorded in inputs.json and run.json."""
+        return [
+            {"name": i.name, "path": str(i.path), "sha256": i.sha256, "source": i.source,
+             "dtype": i.dtype, "shape": list(i.shape), "generated": i.generated}
+            for i in self.items
+        ]
+
+
+@dataclass(frozen=True)
+class PlannedInput:
+    """One input checked and ready to write: an array, or a plain ``.npy`` file copied as it is."""
+
+    name: str
+    source: str  # the user's spec item
+    array: Any = None  # numpy array, or None for a copied file
+    copy_from: Optional[str] = None
+    dtype: str = ""
+    shape: Tuple[int, ...] = ()
+    generated: Optional[Dict[str, Any]] = None
+
+
+def read_model_io(model: PathLike, timeout: float = DESCRIBE_TIMEOUT) -> Dict[str, Any]:
+    """Input/output names, shapes and dtypes of a model, read by megenginelite in a child process.
+
+    The child keeps megengine out of this process (and its debug level out of later runs).
+    Raises UsageError when the model cannot be read.
+    """
+    code = "import sys; from lar_prec.lar.main import describe_main; sys.exit(describe_main(sys.argv[1:]))"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True,
+                              timeout=timeout, env=child_env({}, bundled=True), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"reading the inputs of {model} took more than {timeout:.0f} s") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read the inputs of {model}: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        msg = re.sub(r"^load_and_run: error: ", "", last_meaningful_line(proc.stderr)) or f"exit {proc.returncode}"
+        raise UsageError(f"cannot read the inputs of {model}: {msg}")
+    return json.loads(proc.stdout)
+
+
+def _model_dtypes(model: "PathLike | None", items: List[inputspec.InputItem]) -> Optional[Dict[str, Optional[str]]]:
+    """``{input name: dtype}`` of the model when shape-only items need it (their dtype), else None.
+
+    Only then: reading the model costs a child process (~0.7 s) before the first run. A wrong
+    name in a file item is refused by the bundled load_and_run instead, which the runner turns
+    into the same input error (exit 2).
+    """
+    if model is None or not any(it.kind == "shape" for it in items):
+        return None
+    if importlib.util.find_spec("megenginelite") is None:
+        log.warning("megenginelite is not installed: shape-only inputs get float32 random data")
+        return None
+    info = read_model_io(model)
+    return {d["name"]: d["dtype"] for d in info["inputs"]}
+
+
+def _check_name(name: str, source: str, dtypes: Optional[Dict[str, Optional[str]]], model: "PathLike | None") -> None:
+    if dtypes is not None and name not in dtypes:
+        raise inputspec.InputSpecError(f"--input {source}: the model {model} has no input named {name!r} "
+                                       f"(its inputs: {', '.join(dtypes) or 'none'})")
+
+
+def _random_array(shape: Tuple[int, ...], dtype: "np.dtype", seed: int) -> Tuple["np.ndarray", Dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    if dtype.kind == "f":
+        arr = rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+        how = "standard normal"
+    elif dtype.kind in "iu":
+        hi = 10  # small non-negative values fit every integer dtype
+        arr = rng.integers(0, hi, size=shape, dtype=dtype)
+        how = f"uniform integers in [0, {hi})"
+    else:  # pragma: no cover - lar.py only reports lite-feedable dtypes
+        raise UsageError(f"cannot make random data of dtype {dtype}")
+    return arr, {"kind": "random", "seed": seed, "distribution": how, "dtype": dtype.name, "shape": list(shape)}
+
+
+def _plan_item(raw: str, it: inputspec.InputItem, k: int, seed: int, dtypes: Optional[Dict[str, Optional[str]]],
+               model: "PathLike | None") -> List[PlannedInput]:
+    if it.kind == "image":
+        raise inputspec.InputSpecError(f"--input {raw!r}: .ppm/.pgm images are not supported; convert to .npy")
+    if it.kind == "json":
+        out = []
+        for name, arr in inputspec.load_json_inputs(it.text).items():
+            _check_name(name, raw, dtypes, model)
+            out.append(PlannedInput(name, raw, arr, None, arr.dtype.name, tuple(arr.shape)))
+        return out
+    _check_name(it.name, raw, dtypes, model)
+    if it.kind == "npy":
+        inputspec.check_file(it.text, "input file")
+        plain = _plain_npy(it.text)
+        if plain:  # copied as it is: no numpy needed before the first run starts
+            return [PlannedInput(it.name, raw, None, it.text, plain[0], plain[1])]
+        arr = inputspec.load_npy(it.text)
+    elif it.kind == "shape":
+        dtype = np.dtype((dtypes or {}).get(it.name) or "float32")
+        shape = inputspec.parse_shape(it.text, dtype.itemsize)
+        try:
+            arr, how = _random_array(shape, dtype, seed + k)
+        except MemoryError:
+            raise inputspec.InputSpecError(f"--input {raw!r}: not enough memory for random data of shape "
+                                           f"{list(shape)}; give the data as an .npy file") from None
+        return [PlannedInput(it.name, raw, arr, None, arr.dtype.name, tuple(arr.shape), how)]
+    else:
+        arr = inputspec.parse_literal(it.text)
+    return [PlannedInput(it.name, raw, arr, None, arr.dtype.name, tuple(arr.shape))]
+
+
+def plan_inputs(specs: "str | Iterable[str]", model: "PathLike | None" = None, *, seed: int = 0
+                ) -> Tuple[PlannedInput, ...]:
+    """Check the user's ``--input`` items and make their data, writing nothing.
+
+    Items: ``name:file.npy`` (copied), ``name:file.json`` (load_and_run's JSON, one file per
+    entry), ``name:{1,3,8,8}`` (seeded random data; float32, or the model's input dtype when
+    ``model`` is given; the seed is recorded), ``name:[1,2,3]`` (literal data: int32, float32
+    if a ``.`` appears). A missing name means ``data``. With ``model``, every name must be
+    one of the model's inputs. Raises UsageError (exit 2) for malformed items, files that are
+    missing or not regular files (a FIFO), unknown or duplicate names, zero-size data, shapes
+    too big to make, and a seed outside ``[0, 2**63)``.
+    """
+    inputspec.check_seed(seed)
+    parsed = [(raw, it) for raw in inputspec.split_input_specs(specs) for it in inputspec.split_input(raw)]
+    for raw, it in parsed:  # cheap checks before the model is read; a FIFO is never opened
+        if it.kind in ("npy", "json"):
+            inputspec.check_file(it.text, "input file")
+        elif it.kind == "shape":
+            inputspec.parse_shape(it.text, 1)
+    dtypes = _model_dtypes(model, [it for _, it in parsed])
+    planned: List[PlannedInput] = []
+    for k, (raw, it) in enumerate(parsed):
+        planned.extend(_plan_item(raw, it, k, seed, dtypes, model))
+    seen: Dict[str, str] = {}
+    for p in planned:
+        if ";" in p.name:
+            raise inputspec.InputSpecError(f"input name {p.name!r} contains ';'")
+        if p.name in seen:
+            raise inputspec.InputSpecError(f"input {p.name!r} is given twice ({seen[p.name]!r} and {p.source!r})")
+        seen[p.name] = p.source
+        inputspec.check_not_empty(p.name, p.shape, p.source)
+    return tuple(planned)
+
+
+def _safe_file_stem(name: str, used: set) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "input"
+    candidate, n = stem, 2
+    while candidate in used:
+        candidate, n = f"{stem}-{n}", n + 1
+    used.add(candidate)
+    return candidate
+
+
+def write_inputs(planned: Iterable[PlannedInput], dest_dir: PathLike) -> PreparedInputs:
+    """Write planned inputs as ``.npy`` files and ``inputs.json`` into ``dest_dir`` (a new folder).
+
+    Raises UsageError naming the file when a write fails (read-only folder, full disk); a
+    partly written file is removed.
+    """
+    planned = tuple(planned)
+    if not planned:
+        return PreparedInputs((), None)
+    dest = Path(dest_dir)
+    if ";" in str(dest.resolve()):
+        raise UsageError(f"the inputs folder {dest} contains ';', which load_and_run's --input cannot carry")
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the inputs folder {dest}: {exc.strerror or exc}") from None
+    out: List[PreparedInput] = []
+    used: set = set()
+    for p in planned:
+        path = (dest / (_safe_file_stem(p.name, used) + ".npy")).resolve()
+        if path.exists():
+            raise UsageError(f"{path} exists; prepare inputs into a fresh folder")
+        try:
+            if p.copy_from is not None:
+                shutil.copyfile(p.copy_from, path)
+            else:
+                np.save(path, np.ascontiguousarray(p.array))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise UsageError(f"cannot write input file {path}: {exc.strerror or exc}") from None
+        out.append(PreparedInput(p.name, path, sha256_file(path), p.source, p.dtype, tuple(p.shape), p.generated))
+    prepared = PreparedInputs(tuple(out), dest.resolve())
+    atomic_write_text(dest / "inputs.json", json.dumps({"schema": INPUTS_SCHEMA, "inputs": prepared.to_json()},
+                                                       indent=2), what="inputs record")
+    return prepared
+
+
+def prepare_inputs(specs: "str | Iterable[str]", dest_dir: PathLike, model: "PathLike | None" = None, *,
+                   seed: int = 0) -> PreparedInputs:
+    """:func:`plan_inputs` then :func:`write_inputs` into ``dest_dir``, once per analysis."""
+    return write_inputs(plan_inputs(specs, model, seed=seed), dest_dir)
+
+
+# .npy descr -> dtype name, for the files load_and_run can take as they are (little-endian)
+_PLAIN_NPY = {"<f4": "float32", "<i4": "int32", "<i2": "int16", "<u2": "uint16", "|i1": "int8", "|u1": "uint8",
+              "<f2": "float16"}
+
+def _plain_npy(path: str) -> Optional[Tuple[str, Tuple[int, ...]]]:
+    """(dtype name, shape) of an ``.npy`` file that can be handed to load_and_run byte for byte
+    (little-endian, C order, a dtype it takes, exact size), read from the header with the
+    standard library; None for anything else (numpy then reads, converts or refuses it)."""
+    import ast
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(10)
+            if len(head) < 10 or head[:6] != b"\x93NUMPY" or head[6] not in (1, 2, 3):
+                return None
+            if head[6] == 1:
+                hlen, start = struct.unpack("<H", head[8:10])[0], 10
+            else:
+                head += fh.read(2)
+                hlen, start = struct.unpack("<I", head[8:12])[0], 12
+            meta = ast.literal_eval(fh.read(hlen).decode("latin1"))
+        size = os.path.getsize(path)
+    except (OSError, ValueError, SyntaxError, struct.error, UnicodeDecodeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(meta, dict) or meta.get("fortran_order") is not False:
+        return None
+    name = _PLAIN_NPY.get(meta.get("descr")) if isinstance(meta.get("descr"), str) else None
+    shape = meta.get("shape")
+    if name is None or not isinstance(shape, tuple) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        return None
+    count = 1
+    for d in shape:
+        count *= d
+    itemsize = int(meta["descr"][2:])
+    return (name, shape) if size == start + hlen + count * itemsize else None
+

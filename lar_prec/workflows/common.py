@@ -1,0 +1,288 @@
+"""What every workflow shares: preparing an analysis (checks first, then the folder and the
+inputs), running a plan of configurations (Ctrl-C, failures, ``keep_going``), measuring local
+error where the test run ran, the environment differences, and writing the reports.
+
+Each workflow (:mod:`.naive_vs_default`, :mod:`.shake`, :mod:`.sweep`, :mod:`.devices`,
+:mod:`.compare`, :mod:`.tree`) makes one analysis folder holding the prepared inputs, one
+folder per run (dumps and ``run.json``), ``report.json`` and ``report.html``, and returns an
+:class:`Analysis`. Nothing already on disk is overwritten, and a failing or interrupted run
+leaves every folder consistent.
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+import threading
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from lar_prec.errors import AnalysisInterrupted, LarPrecError
+from lar_prec.run.config import LoadAndRun, check_timeout, resolve_load_and_run
+from lar_prec.run.once import run_once
+from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
+from lar_prec.run.record import RunResult
+from lar_prec.run.argv import check_extra_flags
+from lar_prec.inputspec import check_file
+from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
+from lar_prec.run.dirs import new_analysis_dir
+from lar_prec.run.env import environment_differences
+from lar_prec.run.device import open_sessions
+from lar_prec.report.html import write_html
+from lar_prec.report.model import write_json, exit_code
+from lar_prec.diagnosis.local_analysis import run_local
+
+if TYPE_CHECKING:  # loaded while load_and_run runs (see prefetch_analysis_modules)
+    from lar_prec.run.device import RemoteSessions, RemoteSpec
+    from lar_prec.report.model import Report
+    from lar_prec.diagnosis.tree import VarTree
+
+log = logging.getLogger(__name__)
+
+from lar_prec.records import PathLike  # noqa: E402
+#: ``progress(stage, done, total)``: stage is ``"runs"`` or ``"compare"``
+StageProgress = Callable[[str, int, int], None]
+
+
+
+#: numpy by name: lar_prec.compare and iodump import it only on first use
+_ANALYSIS_MODULES = ("numpy", "lar_prec.compare.folders", "lar_prec.diagnosis.tree", "lar_prec.report.model", "rich.console", "rich.table")
+
+
+_prefetch_started = threading.Event()
+
+
+def prefetch_analysis_modules() -> None:
+    """Import the comparison and report modules in the background, once.
+
+    The main process only waits while load_and_run runs, and these imports (numpy-heavy
+    compare, networkx, rich) are most of the analysis' own time on small models. Started
+    when the first run has started, so it does not delay that run.
+    """
+    if _prefetch_started.is_set():
+        return
+    _prefetch_started.set()
+
+    def load() -> None:
+        import importlib
+
+        for name in _ANALYSIS_MODULES:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # rich is optional for the library; the main thread will say so
+                pass
+
+    threading.Thread(target=load, name="lar-prec-prefetch", daemon=True).start()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One finished analysis: its folder, its report, its tree and its runs."""
+
+    command: str
+    dir: Path
+    report: Report
+    tree: VarTree
+    runs: Tuple[RunResult, ...]
+    json_path: Path
+    html_path: Optional[Path]
+
+    @property
+    def exit_code(self) -> int:
+        """0 no divergence (no jitter), 1 divergence (jitter) found."""
+
+        return exit_code(self.report)
+
+
+@dataclass(frozen=True)
+class Planned:
+    config: str
+    label: str
+    text_dump: bool = False
+    extra_flags: Tuple[str, ...] = ()
+
+
+
+def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adir: Path, *,
+              lar: Optional[LoadAndRun], timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
+              progress: Optional[StageProgress], keep_going: bool = False,
+              remote: "Optional[RemoteSessions]" = None) -> List[RunResult]:
+    """Run every planned configuration, up to ``jobs`` at once, each in a fresh process.
+
+    After the first failure no further run starts (runs already under way end, so every
+    run.json is final) and the failure is raised; with ``keep_going`` every run is made and
+    the first failure raised at the end. Ctrl-C kills every run under way and raises
+    AnalysisInterrupted naming the folder. With ``remote`` the runs go to that device.
+    """
+    results: List[Optional[RunResult]] = [None] * len(plan)
+    done = 0
+    failed = threading.Event()
+    if progress:
+        progress("runs", 0, len(plan))
+
+    def one(i: int) -> Optional[RunResult]:
+        # checked by the worker itself: a queued run must not slip in while the main thread
+        # is still to learn of the failure
+        if failed.is_set() and not keep_going:
+            return None
+        p = plan[i]
+        try:
+            return run_once(model, prepared, p.config, adir, lar=lar, text_dump=p.text_dump, timeout=timeout,
+                            extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label,
+                            on_started=prefetch_analysis_modules, remote=remote)
+        except LarPrecError:
+            failed.set()
+            raise
+
+    first_error: Optional[BaseException] = None
+    # One path for any ``jobs``: runs go to worker threads so the main thread stays free to
+    # take Ctrl-C and kill every run under way (their sessions do not get the terminal's SIGINT).
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lar-prec-run")
+    futures: Dict[Future, int] = {}
+    try:
+        futures = {pool.submit(one, i): i for i in range(len(plan))}
+        for fut, i in futures.items():
+            try:
+                results[i] = fut.result()
+            except CancelledError:
+                continue
+            except LarPrecError as exc:
+                if first_error is None:
+                    first_error = exc
+                    if not keep_going:
+                        for other in futures:  # queued runs are pointless now
+                            other.cancel()
+                continue
+            if results[i] is None:  # skipped after a failure
+                continue
+            done += 1
+            if progress:
+                progress("runs", done, len(plan))
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        interrupt_active_runs()
+        if remote is not None:
+            remote.interrupt()  # interrupt_active_runs does not know the device's runs
+        pool.shutdown(wait=True)
+        reset_interrupt()
+        raise AnalysisInterrupted(
+            f"interrupted; runs were stopped and every run folder is kept in {adir} (see each run.json)",
+            analysis_dir=adir) from None
+    pool.shutdown(wait=True)
+    if first_error is not None:
+        raise first_error
+    return [r for r in results if r is not None]
+
+
+def prepare_analysis(model: PathLike, inputs: Union[str, Sequence[str]], out: Optional[PathLike], command: str,
+             seed: int, lar: Union[LoadAndRun, str, None], timeout: Optional[float] = None,
+             extra_flags: Sequence[str] = (), remote: "Optional[RemoteSpec]" = None,
+             ) -> Tuple[Path, Path, PreparedInputs, Optional[LoadAndRun]]:
+    """Check everything the user gave, then claim the analysis folder and write the inputs:
+    a usage error leaves no folder behind. No local load_and_run is chosen for a remote analysis."""
+    model_path = check_file(model, "model file")
+    check_timeout(timeout)
+    check_extra_flags(extra_flags)
+    lar_obj = resolve_load_and_run(lar) if remote is None else None
+    planned = plan_inputs(inputs, model_path, seed=seed)
+    adir = new_analysis_dir(out, command).resolve()
+    prepared = write_inputs(planned, adir / "inputs")
+    return model_path, adir, prepared, lar_obj
+
+
+def environment_extra(runs: Sequence[RunResult]) -> Tuple[Dict[str, object], List[str]]:
+    """The report's ``environment_differences`` (and ``remote``) keys and a note for runs that
+    did not run in the same environment (CPU features, binary, MGB_* variables)."""
+
+    diffs = environment_differences([(r.label, r.environment) for r in runs])
+    extra: Dict[str, object] = {"environment_differences": diffs}
+    targets = sorted({str(r.remote.get("target")) for r in runs if r.remote})
+    if targets:
+        extra["remote"] = targets[0] if len(targets) == 1 else targets
+    notes = []
+    if diffs:
+        notes.append("the runs differ in environment: " + ", ".join(d["field"] for d in diffs)
+                     + " (see environment_differences); part of a difference may come from there")
+    return extra, notes
+
+
+def open_remote(remote: "Optional[RemoteSpec]", model: Path, prepared: PreparedInputs) -> "Optional[RemoteSessions]":
+
+    return open_sessions(remote, model, prepared)
+
+
+def write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optional[Path]]:
+
+    json_path = adir / "report.json"
+    write_json(report, json_path)
+    html_path = write_html(report, adir / "report.html") if html else None
+    return json_path, html_path
+
+
+def compare_progress(progress: Optional[StageProgress]) -> Optional[Callable[[int, int], None]]:
+    if progress is None:
+        return None
+    return lambda done, total: progress("compare", done, total)
+
+
+#: load_and_run flags that choose algorithms (profiling, or a cache of a profile's choices):
+#: meaningless for the naive reference, and fatal there (MegDNN's check_attribute assertion)
+_ALGO_CHOICE_FLAGS = {"fast_run": False, "full_run": False, "fast_run_algo_policy": True,
+                      "fast_run_shared_batch_size": True}  # name -> takes a value
+
+
+def reference_flags(flags: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """(flags for the naive reference run, the algorithm-choice flags dropped from them)."""
+    kept: List[str] = []
+    dropped: List[str] = []
+    it = iter(flags)
+    for f in it:
+        name, has_value = f.lstrip("-").replace("-", "_"), "=" in f
+        name = name.split("=", 1)[0]
+        base = name[2:] if name.startswith("no") and name[2:] in _ALGO_CHOICE_FLAGS else name
+        if not f.startswith("-") or base not in _ALGO_CHOICE_FLAGS:
+            kept.append(f)
+            continue
+        dropped.append(f)
+        if _ALGO_CHOICE_FLAGS[base] and not has_value and base == name:  # --flag VALUE: the value goes too
+            value = next(it, None)
+            if value is not None:
+                dropped.append(value)
+    return tuple(kept), tuple(dropped)
+
+
+def dropped_note(dropped: Sequence[str], kept_by: str) -> str:
+    """The report note for the flags :func:`reference_flags` took from the naive reference."""
+    return (f"the naive reference ran without {' '.join(dropped)}: its reference kernels need no algorithm "
+            f"choice (and MGB_USE_MEGDNN_DBG=2 refuses fast-run profiling); {kept_by} kept them")
+
+
+def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
+           checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
+           timeout: Optional[float] = None, lar: Optional[LoadAndRun] = None,
+           remote: "Optional[RemoteSpec]" = None) -> Tuple[object, Optional[str]]:
+    """Local errors into ``adir/local`` (None and why when off or when they could not be
+    measured: the analysis by accumulated error stands either way). The layerwise runs go
+    where the test run went: ``lar`` (its binary) or ``remote`` (its device)."""
+    if off is not None:
+        return None, off
+
+    try:
+        return run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
+                         bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
+                         lar=lar, remote=remote), None
+    except AnalysisInterrupted:
+        raise
+    except LarPrecError as exc:
+        # e.g. a user's load_and_run that cannot run the layerwise model (an old binary, a
+        # flag it lacks): a note, and the exit code of the analysis without local error
+        where = (f" on {remote.target}" if remote is not None else
+                 f" with {lar.describe()}" if lar is not None and not lar.is_bundled else "")
+        log.warning("local error not measured: %s", exc)
+        return None, f"local error could not be measured{where} ({type(exc).__name__}): {exc}"
+    except KeyboardInterrupt:
+        raise AnalysisInterrupted(f"interrupted while measuring local error; every run folder is kept in {adir}",
+                                  analysis_dir=adir) from None
+
+

@@ -1,0 +1,119 @@
+"""``lar-prec naive-vs-default``: the reference kernels (``MGB_USE_MEGDNN_DBG=2``) against the
+default ones; which operator computes wrongly?
+
+Example::
+
+    from lar_prec import naive_vs_default
+    a = naive_vs_default("model.mge", ["data:x.npy"], out="analysis")
+    print(a.report.verdict, [r.id for r in a.report.roots], a.exit_code)
+"""
+from __future__ import annotations
+from lar_prec.compare.threshold import Threshold
+from lar_prec.records import PathLike
+from lar_prec.run.config import LoadAndRun, get_config
+from lar_prec.run.device import RemoteSpec
+from lar_prec.workflows.common import Analysis, Planned, compare_progress, dropped_note, environment_extra, measure_local, open_remote, reference_flags, run_plan, write_reports
+from lar_prec.workflows.common import StageProgress
+from lar_prec.workflows.common import prepare_analysis
+
+import os
+from typing import Optional, Sequence, Union
+
+from lar_prec.report.model import from_tree
+from lar_prec.diagnosis.tree import VarTree
+from lar_prec.compare.threshold import parse_threshold_spec
+from lar_prec.diagnosis.local_analysis import off_reason, pin_flags
+
+def naive_vs_default(
+    model: PathLike,
+    inputs: Union[str, Sequence[str]],
+    *,
+    out: Optional[PathLike] = None,
+    threshold: Union[str, float, Threshold, None] = "auto",
+    lar: Union[LoadAndRun, str, None] = None,
+    timeout: Optional[float] = None,
+    extra_flags: Sequence[str] = (),
+    text_dump: bool = False,
+    html: bool = True,
+    jobs: int = 1,
+    seed: int = 0,
+    progress: Optional[StageProgress] = None,
+    keep_going: bool = False,
+    remote: "Optional[RemoteSpec]" = None,
+    local: bool = True,
+    local_checks: bool = False,
+) -> Analysis:
+    """Run the naive reference and the default kernels, compare every variable, find roots.
+
+    (Over 80 lines for its argument list and their documentation; the body is the analysis in
+    its order: prepare, run, local error, compare, report.)
+
+    Args:
+        model: the ``.mge`` model.
+        inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``).
+        out: the analysis folder (a non-empty one gets a new numbered subfolder);
+            default ``./lar-prec-out/naive-vs-default-N``.
+        threshold: ``"auto"`` (roots by local error when it was measured, else the dump-only
+            band rule), ``"band"`` (the dump-only band rule always) or a number
+            (``compare_binary_iodump -e``).
+        lar: load_and_run binary (default: ``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled).
+        timeout: seconds before a run is killed with its process group.
+        extra_flags: load_and_run flags for both runs (e.g. ``--fast-run``, layout options).
+        text_dump: also make a ``--io-dump`` run (its own process) and use its dependency edges.
+        html: write ``report.html`` next to ``report.json``.
+        jobs: runs at once (naive and default are independent).
+        seed: seed of random data for shape-only inputs.
+        progress: ``progress(stage, done, total)`` hook.
+        keep_going: make every run even after one failed (the first failure is still raised);
+            by default no run starts after a failure.
+        remote: a :class:`lar_prec.runremote.RemoteSpec`: every run on that device (model and
+            inputs pushed once, dumps pulled into the run folders).
+        local: measure the local error of every operator after the runs (one build and one
+            run of the layerwise model, :mod:`lar_prec.diagnosis.local_analysis`); the layerwise model runs
+            with the same load_and_run (``lar``) or on the same device (``remote``) as the
+            default run. When it cannot run there, the report's notes say why.
+        local_checks: also run the reference self-check and the test-fed check (two runs more).
+
+    Raises:
+        UsageError: bad model path, inputs, threshold or flags (exit 2).
+        RunError: a load_and_run run failed (exit 3); its folder and run.json stay on disk.
+        AnalysisInterrupted: Ctrl-C (exit 130); run folders stay consistent on disk.
+    """
+    spec = parse_threshold_spec(threshold)  # a bad value fails before anything runs
+    model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "naive-vs-default", seed, lar, timeout,
+                                                   extra_flags, remote)
+
+    off = off_reason(local=local)
+    naive_flags, dropped = reference_flags(extra_flags)
+    sessions = open_remote(remote, model_path, prepared)
+    try:
+        pin = pin_flags(extra_flags, adir, sessions) if off is None else ()
+        plan = [Planned("naive", "naive", extra_flags=naive_flags),
+                Planned("default", "default", extra_flags=tuple(extra_flags) + pin)]
+        if text_dump:
+            plan.append(Planned("default", "default-text", text_dump=True, extra_flags=tuple(extra_flags)))
+        runs = run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=(),
+                         jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions)
+    finally:
+        if sessions is not None:
+            sessions.close()
+
+    naive, default = runs[0], runs[1]
+    text = runs[2].text_dump if text_dump else None
+    la, off = measure_local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
+                     get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
+                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote)
+    tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=spec.for_comparison, text_dump=text,  # type: ignore[arg-type]
+                                jobs=min(2, os.cpu_count() or 1), on_progress=compare_progress(progress))
+    env_extra, notes = environment_extra(runs)
+    if dropped:
+        notes.append(dropped_note(dropped, "the default run"))
+        env_extra["naive_dropped_flags"] = list(dropped)
+    if lar_obj is not None and lar_obj.is_bundled:
+        notes.append("runs used the bundled load_and_run (megenginelite, LITE mode); var ids of a real "
+                     "load_and_run in MDL mode can differ")
+    report = from_tree(tree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
+                       extra={"analysis_dir": str(adir), "inputs": prepared.to_json(), **env_extra},
+                       local=la, roots_by=spec.roots_by(la is not None), local_off=off)
+    json_path, html_path = write_reports(report, adir, html)
+    return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)

@@ -1,0 +1,225 @@
+"""The options a sweep tries (:class:`SweepOption`, :func:`parse_options`) and the records of
+what each did (:class:`OptionResult`) and of the whole sweep (:class:`SweepResult`)."""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from lar_prec.errors import UsageError
+from lar_prec.run.record import RunResult
+from lar_prec.workflows.sweep_local import OptionLocal
+
+#: seconds a run may take in a sweep unless told otherwise (some options hang at load)
+DEFAULT_TIMEOUT = 120.0
+#: tolerance of ``max_err`` for options that keep float32 (kernel and reassociation rounding)
+TOL_FLOAT32 = 1e-4
+#: tolerance for options that compute or store in float16 (its rounding is ~1e-3 relative);
+#: the same as sweep_analysis.TOL_HALF, which float16 vars of the reference get under any option
+TOL_FLOAT16 = 1e-2
+
+
+@dataclass(frozen=True)
+class SweepOption:
+    """One load_and_run option a sweep can try.
+
+    ``group``: layout, fp16, fusion or runtime. ``needs``: what the model must have for the
+    option to do anything (``conv``: it only rewrites convolutions), "" when always applies.
+    ``fmt``: the operator format the option lays tensors out in (settles ambiguous shapes).
+    """
+
+    name: str
+    flags: Tuple[str, ...]
+    group: str
+    needs: str = ""
+    fmt: Optional[str] = None
+
+    @property
+    def fp16(self) -> bool:
+        return self.group == "fp16"
+
+    @property
+    def tolerance(self) -> float:
+        return TOL_FLOAT16 if self.fp16 else TOL_FLOAT32
+
+    @property
+    def compute_dtype(self) -> Optional[str]:
+        """The dtype float operators compute in under this option (None: the model's own)."""
+        return "float16" if self.fp16 else None
+
+
+def _layout(name: str, fmt: Optional[str]) -> SweepOption:
+    return SweepOption(name, (f"--enable-{name}",), "layout", "conv", fmt)
+
+
+#: every option a sweep knows, by the name ``--options`` takes
+OPTIONS: Dict[str, SweepOption] = {o.name: o for o in (
+    _layout("nchw88", "NCHW88"),
+    _layout("nchw44", "NCHW44"),
+    _layout("nchw44-dot", "NCHW44_DOT"),
+    _layout("nhwcd4", "NHWCD4"),
+    _layout("nchw4", "NCHW4"),
+    _layout("nchw32", "NCHW32"),
+    _layout("nchw64", "NCHW64"),
+    _layout("chwn4", "CHWN4"),
+    SweepOption("layout-transform", ("--layout-transform", "cpu"), "layout", "conv"),
+    SweepOption("ioc16", ("--enable-ioc16",), "fp16"),
+    SweepOption("io16xc32", ("--enable-io16xc32",), "fp16"),
+    SweepOption("fuse-conv-bias-nonlinearity", ("--enable-fuse-conv-bias-nonlinearity",), "fusion", "conv"),
+    SweepOption("fuse-conv-bias-with-z", ("--enable-fuse-conv-bias-with-z",), "fusion", "conv"),
+    SweepOption("optimize-for-inference", ("--optimize-for-inference",), "fusion"),
+    SweepOption("fuse-grain", ("--fuse-grain",), "fusion"),
+    SweepOption("weight-preprocess", ("--weight-preprocess",), "runtime"),
+    SweepOption("fuse-preprocess", ("--enable-fuse-preprocess",), "runtime"),
+    SweepOption("const-shape", ("--const-shape",), "runtime"),
+    SweepOption("record-comp-seq", ("--record-comp-seq",), "runtime"),
+    SweepOption("record-comp-seq2", ("--record-comp-seq2", "--no-sanity-check"), "runtime"),
+)}
+
+_COMMON = ("ioc16", "io16xc32", "fuse-conv-bias-nonlinearity", "fuse-conv-bias-with-z", "weight-preprocess",
+           "fuse-preprocess", "const-shape", "record-comp-seq")
+#: the default set per CPU family: its layouts, then fp16, fusion and runtime options
+DEFAULT_OPTIONS: Dict[str, Tuple[str, ...]] = {
+    "x86": ("nchw88", "nchw44", "nchw44-dot", "nhwcd4", "layout-transform") + _COMMON,
+    "arm": ("nchw44", "nchw44-dot", "nhwcd4", "layout-transform") + _COMMON,
+}
+
+#: operator types that make ``needs="conv"`` options apply
+CONV_OPRS = frozenset({"ConvolutionForward", "ConvBiasForward", "ConvBias", "Convolution"})
+
+
+def cpu_family() -> str:
+    """``x86`` or ``arm``, for the default option set."""
+    m = platform.machine().lower()
+    return "arm" if m.startswith(("arm", "aarch")) else "x86"
+
+
+def parse_options(spec: Union[str, Sequence[str], None]) -> Tuple[SweepOption, ...]:
+    """``--options`` (comma-separated names, or a list; None: the default set of this CPU).
+
+    Raises UsageError naming the unknown option and listing the known ones.
+    """
+    if spec is None:
+        names: List[str] = list(DEFAULT_OPTIONS[cpu_family()])
+    else:
+        items = [spec] if isinstance(spec, str) else list(spec)
+        names = [n.strip().lstrip("-") for item in items for n in str(item).split(",") if n.strip()]
+        names = [n[len("enable-"):] if n.startswith("enable-") else n for n in names]
+        names = [n.replace("_", "-") for n in names]
+    if not names:
+        raise UsageError("--options is empty; expected names such as nhwcd4,ioc16 (see lar-prec sweep --help)")
+    out: List[SweepOption] = []
+    for n in names:
+        if n not in OPTIONS:
+            raise UsageError(f"unknown sweep option {n!r}; expected one of {', '.join(OPTIONS)}")
+        if OPTIONS[n] not in out:
+            out.append(OPTIONS[n])
+    return tuple(out)
+
+
+def _nonfinite(x: Optional[float]) -> bool:
+    return x is not None and not (x == x and abs(x) != float("inf"))
+
+
+@dataclass(frozen=True)
+class OptionResult:
+    """What one option did.
+
+    ``status``: ``runs``, ``load_failed``, ``crashed`` (a signal), ``hung`` (killed at the
+    timeout) or ``skipped`` (does not apply: ``reason``). ``verdict``: ``ok``, ``diverges`` or
+    None (did not run). ``cause``: for a divergent option, ``kernel wrong under this option``,
+    ``option changes the math``, both joined by ``and``, or why it could not be told.
+    ``errors``: reference var name -> max_err (the option-by-variable view).
+    ``local``: local error under the option (:class:`lar_prec.sweep_local.OptionLocal`; None
+    when the option did not run). ``root_rule``: ``local`` when the root and verdict come from
+    local error, ``dump`` when from the dumps alone; ``dump_root`` keeps the dump-only root
+    (id in the rewritten graph, reference id, name, operator type, max_err).
+    """
+
+    option: str
+    flags: Tuple[str, ...]
+    status: str
+    tolerance: float
+    verdict: Optional[str] = None
+    reason: str = ""
+    vars_paired: int = 0
+    vars_total: int = 0
+    output_err: Optional[float] = None
+    worst_err: Optional[float] = None
+    root_id: Optional[int] = None  # var id in the option's (rewritten) graph
+    root_ref_id: Optional[int] = None  # the same var's id in the reference graph
+    root_name: Optional[str] = None
+    root_opr_type: Optional[str] = None
+    root_err: Optional[float] = None
+    cause: Optional[str] = None
+    naive_vs_default_err: Optional[float] = None
+    naive_vs_reference_err: Optional[float] = None
+    kernel_root_name: Optional[str] = None
+    unpaired_a: Tuple[Tuple[int, str, str], ...] = ()
+    unpaired_b: Tuple[Tuple[int, str, str], ...] = ()
+    errors: Tuple[Tuple[str, Optional[float]], ...] = ()
+    run_dir: Optional[str] = None
+    naive_run_dir: Optional[str] = None
+    seconds: float = 0.0
+    local: Optional[OptionLocal] = None
+    root_rule: str = "dump"
+    dump_root: Optional[Tuple[Optional[int], Optional[int], str, str, Optional[float]]] = None
+
+    @property
+    def finding(self) -> bool:
+        """True when this option is something to act on: diverges, crashed or hung."""
+        return self.verdict == "diverges" or self.status in ("crashed", "hung")
+
+    def severity(self) -> Tuple[int, float]:
+        """Sort key, worst first: diverges, crashed, hung, load failed, ok, skipped."""
+        rank = {"crashed": 1, "hung": 2, "load_failed": 3, "skipped": 5}.get(self.status, 4)
+        if self.verdict == "diverges":
+            rank = 0
+        err = self.output_err if self.output_err is not None else (self.worst_err or 0.0)
+        return rank, -float(err)
+
+    def to_json(self) -> Dict[str, Any]:
+        dr = self.dump_root
+        return {
+            "option": self.option, "flags": list(self.flags), "status": self.status, "verdict": self.verdict,
+            "reason": self.reason, "tolerance": self.tolerance, "vars_paired": self.vars_paired,
+            "vars_total": self.vars_total, "output_err": self.output_err, "worst_err": self.worst_err,
+            # JSON has no Inf (null instead): these say "NaN/Inf where the reference is finite"
+            "output_nonfinite": _nonfinite(self.output_err), "worst_nonfinite": _nonfinite(self.worst_err),
+            "root": None if self.root_name is None else {"id": self.root_id, "reference_id": self.root_ref_id,
+                                                          "nonfinite": _nonfinite(self.root_err),
+                                                          "name": self.root_name,
+                                                          "opr_type": self.root_opr_type, "max_err": self.root_err},
+            "cause": self.cause, "naive_vs_default_err": self.naive_vs_default_err,
+            "naive_vs_reference_err": self.naive_vs_reference_err, "kernel_root": self.kernel_root_name,
+            "unpaired_reference": [{"id": i, "name": n, "reason": r} for i, n, r in self.unpaired_a],
+            "unpaired_option": [{"id": i, "name": n, "reason": r} for i, n, r in self.unpaired_b],
+            "errors": {n: e for n, e in self.errors}, "run_dir": self.run_dir,
+            "naive_run_dir": self.naive_run_dir, "seconds": self.seconds, "root_rule": self.root_rule,
+            "dump_root": None if dr is None else {"id": dr[0], "reference_id": dr[1], "name": dr[2],
+                                                  "opr_type": dr[3], "max_err": dr[4], "nonfinite": _nonfinite(dr[4])},
+            "local": None if self.local is None else self.local.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep: options sorted worst first, every run, the reference's var names in
+    execution order (rows of the option-by-variable view), and time spent."""
+
+    reference: RunResult
+    options: Tuple[OptionResult, ...]
+    runs: Tuple[RunResult, ...]
+    var_names: Tuple[str, ...]
+    run_seconds: float
+    analysis_seconds: float
+    wall_seconds: float
+    #: seconds in building and running the layerwise model (0 when local error is off)
+    local_seconds: float = 0.0
+    #: why local error was not measured in this sweep (None: it was, per option)
+    local_off: Optional[str] = None
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any option diverges, crashes or hangs; else 0."""
+        return 1 if any(o.finding for o in self.options) else 0

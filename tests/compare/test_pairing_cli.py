@@ -1,0 +1,95 @@
+"""lar-prec compare --pair id|name|auto on real dumps of plain and rewritten graphs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from lar_prec.cli import cli
+from lar_prec.dumps.folder import DumpFolder
+
+pytestmark = pytest.mark.megengine
+
+
+def compare(tmp_path, a, b, *more, expect=None):
+    out = tmp_path / f"r{len(list(tmp_path.iterdir()))}.json"
+    res = CliRunner(mix_stderr=False).invoke(cli, ["compare", str(a), str(b), "--json", str(out), *more],
+                                             catch_exceptions=False)
+    if expect is not None:
+        assert res.exit_code == expect, res.stdout + res.stderr
+    return json.loads(out.read_text()), res
+
+
+def b_id(note: str) -> int:
+    return int(note.split("B's var ")[1].split(";")[0])
+
+
+def test_auto_pairs_two_runs_of_one_graph_by_id(lar_dump, tmp_path):
+    d, _ = compare(tmp_path, lar_dump("cnn", "naive"), lar_dump("cnn", "default"), "--pair", "auto")
+    assert "pairing" not in d  # by id: nothing to list
+    assert all(v["status"] != "missing" for v in d["vars"])
+
+
+@pytest.mark.parametrize("flag", ["--enable-nhwcd4", "--enable-fuse-conv-bias-nonlinearity", "--const-shape"])
+def test_auto_pairs_a_rewritten_graph_by_name_with_no_false_pair(lar_dump, tmp_path, flag):
+    ref, opt = lar_dump("cnn", "naive"), lar_dump("cnn", "default", flags=(flag,))
+    d, res = compare(tmp_path, ref, opt, "--pair", "auto", "--threshold", "1e-4", expect=0)
+    assert d["pairing"]["mode"] == "name"
+    fb = DumpFolder(opt)
+    names_b = {v: fb.var_info(v).name for v in fb.ids}
+    for v in d["vars"]:
+        assert v["status"] == "ok" and v["max_err"] < 1e-4, v  # every pair agrees by value: none is false
+        if "B's var" in (v["note"] or ""):
+            assert names_b[b_id(v["note"])] == v["name"]
+    computed = {v["name"] for v in d["vars"] if v["opr_type"] not in ("Host2DeviceCopy",)}
+    assert {"RELU[0]", "Pooling[1]", "Softmax"} <= computed
+    # what has no partner is listed, each side, with the reason
+    for side in ("unpaired_a", "unpaired_b"):
+        assert all(u["reason"] for u in d["pairing"][side])
+    if flag == "--enable-nhwcd4":
+        relaid = [v for v in d["vars"] if "relaid out from nhwcd4" in (v["note"] or "")]
+        assert {v["name"] for v in relaid} >= {"RELU[0]", "Pooling[0]", "RELU[1]"}
+    if flag == "--enable-fuse-conv-bias-nonlinearity":
+        assert {u["name"] for u in d["pairing"]["unpaired_a"]} >= {"c1.Convolution", "c2.Convolution"}
+    assert "paired by var name" in res.stdout
+
+
+def test_id_pairing_of_a_rewritten_graph_is_what_the_user_asked(lar_dump, tmp_path):
+    ref, opt = lar_dump("cnn", "naive"), lar_dump("cnn", "default", flags=("--enable-nhwcd4",))
+    d, _ = compare(tmp_path, ref, opt, "--pair", "id", expect=1)
+    assert "pairing" not in d and any(v["status"] != "ok" for v in d["vars"])
+
+
+def test_roots_are_found_on_the_reference_graph(lar_dump, tmp_path):
+    ref, opt = lar_dump("cnn", "naive"), lar_dump("cnn", "default", flags=("--enable-ioc16",))
+    # fp16 rounding (~3e-3) is below 1e-2; the pooling's error (~1, or NaN/Inf) is not
+    d, _ = compare(tmp_path, ref, opt, "--pair", "name", "--threshold", "1e-2", expect=1)
+    fa = DumpFolder(ref)
+    pool = next(v for v in fa.ids if fa.var_info(v).name == "Pooling[0]")
+    # the default x86 fp16 max pooling is wrong: the first root is that pooling, by A's id
+    assert d["roots"][0]["id"] == pool and d["roots"][0]["name"] == "Pooling[0]"
+    conv = next(v for v in d["vars"] if v["name"] == "c1.Convolution")
+    assert conv["status"] == "ok" and 0 < conv["max_err"] < 1e-2
+    assert "Float16 values compared as Float32" in conv["note"]
+
+
+def test_ambiguous_layout_says_so_and_the_rewritten_model_settles_it(lar_dump, tmp_path):
+    ref = lar_dump("cnn", "naive")
+    lite = lar_dump("cnn", "default", flags=("--enable-nchw44",))  # lite's pass: no model kept
+    d, _ = compare(tmp_path, ref, lite, "--pair", "name")
+    amb = [v for v in d["vars"] if v["status"] == "shape_mismatch"]
+    assert amb and all("fits nchw4 and nhwcd4" in v["note"] for v in amb)
+    # with a graph rewrite the run keeps the model beside the dump: its formats settle it
+    # (naive kernels: the default ones segfault under this pair of options on x86)
+    graph = lar_dump("cnn", "naive", flags=("--enable-nchw44", "--enable-fuse-conv-bias-nonlinearity"))
+    assert (graph.parent / (graph.name + ".rewritten.mge")).is_file()
+    d, _ = compare(tmp_path, ref, graph, "--pair", "name", "--threshold", "1e-4", expect=0)
+    assert all(v["status"] == "ok" for v in d["vars"])
+    assert any("relaid out from nchw4 (format)" in (v["note"] or "") for v in d["vars"])
+
+
+def test_unknown_pair_mode_is_a_usage_error(lar_dump, tmp_path):
+    res = CliRunner(mix_stderr=False).invoke(cli, ["compare", str(lar_dump("cnn", "naive")),
+                                                   str(lar_dump("cnn", "default")), "--pair", "names"])
+    assert res.exit_code == 2
