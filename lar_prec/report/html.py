@@ -3,8 +3,10 @@
 The page is three package data files, ``lar_prec/page/report.html`` (the template, with a
 Content-Security-Policy that forbids any network access), ``report.css`` and ``report.js``
 (it builds every node with createElement/textContent, never innerHTML with data, so var
-names are escaped by construction). :func:`render_html` inlines them, with the report's
-JSON, into one file.
+names are escaped by construction). It draws every view from the report's JSON, the sweep's
+options and option-by-variable view and the devices' targets and target-by-variable view
+included; :func:`render_html` only inlines the three files and the JSON into one file, so
+no markup is built in Python.
 """
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from typing import Any, Optional, Union
 
 from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import Report
-from lar_prec.report.sweep import sweep_html_section
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,7 @@ def render_html(report: Report, *, title: Optional[str] = None) -> str:
         "DATA": _json_for_script(report.to_json()),
     }
     # One pass over the template only, so user text that happens to contain "@@DATA@@" stays text.
-    page = re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _page_file("report.html"))
-    if report.command == "sweep":  # the option-by-variable view, static, before the common page
-
-        page = page.replace("<body>", "<body>\n" + sweep_html_section(report), 1)
-    return page
+    return re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _page_file("report.html"))
 
 
 def write_html(report: Report, path: Union[str, Path], *, title: Optional[str] = None) -> Path:

@@ -1,5 +1,6 @@
-"""The sweep's part of the report: its terminal table and its option-by-variable HTML view.
-:mod:`lar_prec.workflows.sweep_report` builds the report itself.
+"""The sweep's part of the report: its terminal table. :mod:`lar_prec.workflows.sweep_report`
+builds the report itself; the HTML page draws its options table and option-by-variable view
+from the JSON (``lar_prec/report/page/report.js``).
 
 The JSON is the common report object (design.md), read this way for a sweep:
 
@@ -8,8 +9,10 @@ The JSON is the common report object (design.md), read this way for a sweep:
   error: a local root of the option, or past the tolerance under an option that has one; by
   the dumps alone: past the option's tolerance), and ``options`` (an extra key) maps each
   option to that var's ``max_err`` (null when not compared or NaN/Inf: ``options_nonfinite``
-  names the options where it is NaN/Inf); ``local`` maps each option whose local error was
-  measured to that var's local error (null: NaN/Inf, or not measured under that option);
+  names the options where it is NaN/Inf, ``options_divergent`` those under which the var diverges
+  by the rule above, so the page colours each cell by the sweep's own verdict); ``local`` maps
+  each option whose local error was measured to that var's local error (null: NaN/Inf, or not
+  measured under that option);
 * ``roots``: one per divergent option, its local root when local error was measured, else
   where divergence starts in the option's rewritten graph (``id`` is the reference graph's id
   of that var, as in ``vars``; ``rewritten_id`` its id in the rewritten graph; ``option`` names
@@ -21,7 +24,6 @@ The JSON is the common report object (design.md), read this way for a sweep:
 """
 from __future__ import annotations
 
-import html as _html
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from lar_prec.report.records import fmt_err
@@ -35,9 +37,9 @@ STATUS_TEXT = {"runs": "runs", "load_failed": "load failed", "crashed": "crashed
 
 
 def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
-    """One option's local error in a few words (terminal and HTML): its top local root and
+    """One option's local error in a few words for the terminal: its top local root and
     margin, "none" with how many were measured, or why it was not measured (cut at ``limit``
-    characters: the whole reason is in the JSON and the HTML)."""
+    characters: the whole reason is in the JSON, and the page shows it)."""
     loc = o.get("local")
     if not loc:
         return ""
@@ -99,52 +101,3 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
         con.print(text("Local error: ", "bold", str(loc["why"])))
     if report.extra.get("analysis_dir"):
         con.print(text("Folder: ", "bold", str(report.extra["analysis_dir"])))
-
-
-def _cell_html(err: Optional[float], tol: float, local: Any = False, root: bool = False) -> str:
-    """One cell: accumulated error, and under it the local error when it was measured
-    (``local`` False: not measured under that option; None: not comparable). Red above the
-    tolerance, or at a local root."""
-    loc = "" if local is False else (f'<br><span class="dim">local {_html.escape(fmt_err(local))}</span>'
-                                     if local is not None else '<br><span class="dim">local —</span>')
-    if err is None:
-        return f'<td class="{"bad" if root else "na"}">—{loc}</td>'
-    cls = "bad" if err > tol or root else "ok"
-    return f'<td class="{cls}">{_html.escape(fmt_err(err))}{loc}</td>'
-
-
-def sweep_html_section(report: "Report") -> str:
-    """The option-by-variable view: reference vars down, options across, each cell the var's
-    max_err under that option (red above the option's tolerance). Static HTML, no script."""
-    options = [o for o in report.extra.get("options", ()) if o["status"] == "runs"]
-    head = "".join(f"<th>{_html.escape(o['option'])}</th>" for o in options)
-    rows = []
-    roots = {o["option"]: {r["name"] for r in o["local"]["roots"]} for o in options
-             if o.get("local") and o["local"]["measured"]}
-    for v in report.vars:
-        errs = v.extra.get("options", {}) if v.extra else {}
-        local = v.extra.get("local", {}) if v.extra else {}
-        cells = "".join(_cell_html(errs.get(o["option"]), o["tolerance"],
-                                   local.get(o["option"]) if o["option"] in local else False,
-                                   v.name in roots.get(o["option"], ()))
-                        for o in options)
-        rows.append(f"<tr><th class=\"var\">{_html.escape(v.name)} <span class=\"dim\">"
-                    f"{_html.escape(v.opr_type)}</span></th>{cells}</tr>")
-    summary = "".join(
-        f"<tr><td>{_html.escape(o['option'])}</td><td>{_html.escape(STATUS_TEXT.get(o['status'], o['status']))}</td>"
-        f"<td>{_html.escape(o.get('verdict') or '—')}</td><td>{_html.escape(fmt_err(o.get('output_err')))}</td>"
-        f"<td>{_html.escape((o.get('root') or {}).get('name') or '')}</td>"
-        f"<td>{_html.escape(local_text(o))}</td>"
-        f"<td>{_html.escape(o.get('cause') or o.get('reason') or '')}</td></tr>"
-        for o in report.extra.get("options", ()))
-    return (
-        '<section id="sweep"><style>#sweep table{border-collapse:collapse;margin:1em 0}'
-        "#sweep td,#sweep th{border:1px solid #ccc;padding:2px 6px;font:12px monospace;text-align:right}"
-        "#sweep th.var{text-align:left}#sweep .bad{background:#f8c0c0}#sweep .ok{background:#d8f0d8}"
-        "#sweep .na{color:#999}#sweep .dim{color:#888}#sweep table.opts td,#sweep table.opts th{text-align:left}</style>"
-        "<h2>Sweep: options</h2><table class=\"opts\"><tr><th>option</th><th>status</th><th>verdict</th><th>output err</th>"
-        f"<th>root</th><th>local root (margin)</th><th>cause / reason</th></tr>{summary}</table>"
-        "<h2>Option by variable (max_err against the reference; under it the local error, the operator "
-        "run under the option on the reference's inputs)</h2>"
-        f"<table><tr><th class=\"var\">variable</th>{head}</tr>{''.join(rows)}</table></section>"
-    )

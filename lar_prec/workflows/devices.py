@@ -10,8 +10,9 @@ load_and_run rewrote the graph differently still pair.
 
 The report (``"command": "devices"``) holds the design's keys for the target that diverges
 most (its vars and roots), and ``targets``: per target its verdict, final-output error,
-first root, environment, and ``max_err_by_var`` (reference var id -> max_err), which the HTML
-page shows as a target-by-variable table.
+first root, environment, ``max_err_by_var`` (reference var id -> max_err; null: not finite)
+and ``not_ok_status`` (reference var id -> status, for each var of ``not_ok``), which the HTML
+page (``lar_prec/report/page/report.js``) draws as a target-by-variable table.
 """
 from __future__ import annotations
 
@@ -192,7 +193,8 @@ def _target_entry(t: Target, run: RunResult, tree: Any, pairing: Dict[str, Any],
                                                "max_err": _finite(root.max_err)},
             "n_roots": len(roots), "n_not_ok": len(not_ok), "not_ok": not_ok,
             "environment": dict(run.environment),
-            "max_err_by_var": {str(d.id): _finite(d.max_err) for d in tree.diffs}}
+            "max_err_by_var": {str(d.id): _finite(d.max_err) for d in tree.diffs},
+            "not_ok_status": {str(d.id): d.status for d in tree.diffs if d.status != "ok"}}
 
 
 # --------------------------------------------------------------------------- the workflow

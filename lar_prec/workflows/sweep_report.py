@@ -95,14 +95,16 @@ def sweep_report(result: SweepResult, *, model: Optional[str] = None,
                 return v.name in local_roots[n] or (past and n in diverges)
             return past
 
+        divergent = [n for n, x in errs.items() if over(n, x)]
         vextra: Dict[str, Any] = {"options": errs,  # JSON has no Inf: null there, named here
                                   "options_nonfinite": [n for n, x in errs.items()
-                                                        if x is not None and not math.isfinite(x)]}
+                                                        if x is not None and not math.isfinite(x)],
+                                  "options_divergent": divergent}
         if local:
             vextra["local"] = {n: json_number(e.get(v.name)) for n, e in local.items()}
         vars_.append(ReportVar(id=v.id, name=v.name, opr=v.owner, opr_type=v.opr_type, dtype=v.dtype,
                                shape=tuple(v.shape), inputs=tuple(d.input_ids),
-                               status="divergent" if any(over(n, x) for n, x in errs.items()) else "ok",
+                               status="divergent" if divergent else "ok",
                                max_err=max(known) if known else None, extra=vextra))
     roots = tuple(_root(o) for o in result.options if o.verdict == "diverges" and o.root_name is not None)
     timing = {"run_seconds": round(result.run_seconds, 3), "analysis_seconds": round(result.analysis_seconds, 3),

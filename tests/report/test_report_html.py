@@ -1,17 +1,22 @@
 """The HTML page of a report: one offline file (static checks on the text), written by every
 command, carried by the wheel, and rendered in headless Chromium (browser_helpers.py) with the
 real reports of report_fixtures.py: roots, chart, graph, table sorting and filtering, hostile
-names, script errors, deep links, 20,000 variables.
+names, script errors, deep links, 20,000 variables; the sweep's and devices' views from real
+sweep and devices runs; and no module of lar_prec building HTML or CSS in Python.
 """
 from __future__ import annotations
 
+import ast
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -20,6 +25,7 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.report.model import Report, dumps, exit_code
 from lar_prec.report.html import render_html, write_html
 from lar_prec.report.records import ReportThreshold
+from remote_fixtures import fake_adb  # noqa: F401  (a fixture)
 from report_fixtures import (  # noqa: F401  (fixtures)
     NAN_NAME,
     THRESHOLD,
@@ -318,3 +324,280 @@ def test_compare_html_renders_in_the_browser(chromium, dumps_ab, tmp_path):
     chromium.open(tmp_path / "c.html")
     _clean_page(chromium)
     assert "Root #1: " + DumpFolder(faulty).var_info(fault).name in chromium.js("document.getElementById('cards').innerText")
+
+
+# ============================================================================ the sweep's and devices' views
+
+
+def _close(text: str, value: Optional[float]) -> bool:
+    """The page's short form of an error (3 significant digits) is ``value``."""
+    if value is None:
+        return text == "\u2014"
+    return math.isclose(float(text), value, rel_tol=6e-3, abs_tol=0.0)
+
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _same_words(page_text: str, terminal_text: str) -> None:
+    """The same sentence, numbers compared as numbers (the page writes 3.95e-4 where the
+    terminal writes 3.95e-04)."""
+    assert _NUMBER.sub("#", page_text) == _NUMBER.sub("#", terminal_text), (page_text, terminal_text)
+    for a, b in zip(_NUMBER.findall(page_text), _NUMBER.findall(terminal_text)):
+        assert math.isclose(float(a), float(b), rel_tol=6e-3), (page_text, terminal_text)
+
+
+def _matrix(b, table: str) -> list:
+    """Rows of a variable-by-column table as drawn: id, and per column its cell's class,
+    value, local line, root tag and tooltip."""
+    return b.js(f"""Array.from(document.querySelectorAll('#{table} tbody tr')).map(r => ({{
+        id: Number(r.dataset.id), name: r.querySelector('td.name a').textContent,
+        cells: Object.fromEntries(Array.from(r.querySelectorAll('td.mx')).map(c => [c.dataset.col, {{
+            cls: c.className, val: c.querySelector('.mx-val').textContent,
+            sub: c.querySelector('.mx-sub') ? c.querySelector('.mx-sub').textContent : null,
+            tag: c.querySelector('.mx-tag') ? c.querySelector('.mx-tag').textContent : null, title: c.title}}]))}}))""")
+
+
+def _heads(b, table: str) -> list:
+    return b.js(f"Array.from(document.querySelectorAll('#{table} thead th')).map(t => t.textContent)")
+
+
+def _sort_key(err: Optional[float], nonfinite: bool) -> Optional[float]:
+    return math.inf if nonfinite else err
+
+
+def _sorted_column(keys: list, descending: bool) -> list:
+    """A column's keys as the page sorts them: by error (NaN/Inf the worst), not compared last."""
+    known = sorted((k for k in keys if k is not None), reverse=descending)
+    return known + [None] * (len(keys) - len(known))
+
+
+@pytest.fixture(scope="module")
+def sweep_run(manifest, tmp_path_factory):
+    """A real sweep of the cnn case: ioc16 diverges (x86's fp16 max pooling is wrong: a local
+    root), nchw44 and nhwcd4 agree (nhwcd4 leaves some vars unpaired, and its layerwise model
+    may fail: local error not measured). Returns the page and its JSON."""
+    case = manifest["cnn"]
+    out = tmp_path_factory.mktemp("sweep-page")
+    inputs = [a for spec in case.input_specs() for a in ("--input", spec)]
+    r = _cli("sweep", case.model, *inputs, "--options", "nhwcd4,ioc16,nchw44", "--timeout", "120",
+             "--out", out / "run", "--json", out / "r.json", "--html", out / "r.html", "-q")
+    assert r.exit_code == 1, r.stdout + r.stderr
+    return out / "r.html", json.loads((out / "r.json").read_text())
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_sweep_page_draws_options_and_option_by_variable(chromium, sweep_run):
+    from lar_prec.report.sweep import STATUS_TEXT, local_text
+
+    page, d = sweep_run
+    b = chromium
+    b.open(page)
+    _clean_page(b)
+    assert b.js("document.getElementById('sweep-section').hidden") is False
+    assert b.js("document.getElementById('targets-section').hidden") is True
+    # the options table: one row per option, worst first, as the JSON has them
+    rows = b.js("""Array.from(document.querySelectorAll('#sweep-options tbody tr')).map(r =>
+        Array.from(r.cells).map(c => c.innerText.trim()))""")
+    assert [r[0] for r in rows] == [o["option"] for o in d["options"]] and rows[0][0] == "ioc16"
+    for r, o in zip(rows, d["options"]):
+        assert r[1] == STATUS_TEXT[o["status"]] and r[5] == (o["verdict"] or "\u2014")
+        assert r[2] == f"{o['vars_paired']}/{o['vars_total']}"
+        assert _close(r[3], o["output_err"]) and _close(r[4], o["tolerance"])
+        _same_words(r[7], local_text(o))  # the terminal's words, the whole reason
+        assert r[8] == (o["cause"] or o["reason"] or "")
+    assert rows[0][6].startswith("Pooling[0]") and "Pooling[0] (PoolingForward) local" in rows[0][7]
+    assert b.js("Array.from(document.querySelectorAll('#sweep-options tr[data-option=ioc16] .st')).map(s => s.className)") == [
+        "st st-opt-runs", "st st-verdict-diverges"]  # coloured by status and verdict
+    # option by variable: a column per option that ran, a row per reference var in execution order
+    ran = [o for o in d["options"] if o["status"] == "runs"]
+    assert _heads(b, "sweep-matrix-table") == ["variable"] + [o["option"] for o in ran]
+    m = _matrix(b, "sweep-matrix-table")
+    assert [r["id"] for r in m] == [v["id"] for v in d["vars"]]
+    local_roots = {o["option"]: {x["id"] for x in o["local"]["roots"]} for o in ran if o["local"]["measured"]}
+    seen = set()
+    for r, v in zip(m, d["vars"]):
+        assert r["name"] == v["name"]
+        for o in ran:
+            c, name = r["cells"][o["option"]], o["option"]
+            err, nonfinite = v["options"][name], name in v["options_nonfinite"]
+            root = v["id"] in local_roots.get(name, ())
+            want = ("nonfinite" if nonfinite else "divergent" if name in v["options_divergent"] or root
+                    else "na" if err is None else "ok")
+            assert f"mx-{want}" in c["cls"].split(), (v["name"], name, c)
+            seen.add(want)
+            assert c["val"] == "NaN/Inf" if nonfinite else _close(c["val"], err)
+            assert (c["tag"] == "local root") == root == ("mx-root" in c["cls"].split())
+            if name in v.get("local", {}):
+                assert c["sub"].startswith("local ") and _close(c["sub"][6:], v["local"][name])
+            else:
+                assert c["sub"] is None
+            assert c["title"].startswith(f"{v['name']} under {name}: max_err") and "tolerance" in c["title"]
+    assert {"divergent", "ok"} <= seen
+    pool = next(r for r in m if r["name"] == "Pooling[0]")["cells"]["ioc16"]
+    assert pool["tag"] == "local root" and "local root of ioc16" in pool["title"]
+    # sorting by an option: worst first (NaN/Inf first, not compared last), then back
+    errs = {v["id"]: _sort_key(v["options"]["ioc16"], "ioc16" in v["options_nonfinite"]) for v in d["vars"]}
+    b.js("document.querySelector('#sweep-matrix-table th[data-key=ioc16]').click()")
+    got = [r["id"] for r in _matrix(b, "sweep-matrix-table")]
+    assert [errs[i] for i in got] == _sorted_column(list(errs.values()), True) and got[0] != d["vars"][0]["id"]
+    b.js("document.querySelector('#sweep-matrix-table th[data-key=ioc16]').click()")
+    assert [errs[i] for i in (r["id"] for r in _matrix(b, "sweep-matrix-table"))] == _sorted_column(list(errs.values()), False)
+    b.js("document.querySelector('#sweep-matrix-table th[data-key=variable]').click()")
+    assert [r["id"] for r in _matrix(b, "sweep-matrix-table")] == [v["id"] for v in d["vars"]]
+    # the filter and "only rows not ok somewhere"
+    b.js("{ const f = document.getElementById('sweep-matrix-table-filter'); f.value = 'pool'; f.dispatchEvent(new Event('input')); }")
+    b.settle()
+    want = [v["id"] for v in d["vars"] if "pool" in (v["name"] + v["opr_type"]).lower()]
+    assert [r["id"] for r in _matrix(b, "sweep-matrix-table")] == want and len(want) >= 2
+    b.js("{ const f = document.getElementById('sweep-matrix-table-filter'); f.value = ''; f.dispatchEvent(new Event('input')); }")
+    b.js("{ const c = document.getElementById('sweep-matrix-table-only-bad'); c.checked = true; c.dispatchEvent(new Event('change')); }")
+    b.settle()
+    bad = [v["id"] for v in d["vars"] if v["options_divergent"] or v["options_nonfinite"]]
+    assert [r["id"] for r in _matrix(b, "sweep-matrix-table")] == bad and 0 < len(bad) < len(d["vars"])
+    _clean_page(b)
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_sweep_page_escapes_hostile_option_and_var_names(chromium, sweep_run, tmp_path):
+    from lar_prec.report.model import Report
+
+    _page, d = sweep_run
+    # the real report with an option and a var renamed, everywhere the JSON names them
+    text = json.dumps(d).replace('"nchw44"', json.dumps(HOSTILE[1])).replace('"Pooling[0]"', json.dumps(HOSTILE[0]))
+    rep = Report.from_json(json.loads(text))
+    b = chromium
+    b.open(write_html(rep, tmp_path / "hostile-sweep.html"))
+    _clean_page(b)
+    assert b.js("document.querySelectorAll('img').length") == 0 and b.js("typeof window.__pwned") == "undefined"
+    assert b.js("document.scripts.length") == 2
+    assert _heads(b, "sweep-matrix-table")[1:] == [HOSTILE[1] if o["option"] == "nchw44" else o["option"]
+                                                    for o in d["options"] if o["status"] == "runs"]
+    assert HOSTILE[0] in [r["name"] for r in _matrix(b, "sweep-matrix-table")]
+    assert HOSTILE[0] in b.js("document.getElementById('sweep-options').innerText")
+
+
+def _fp16_device_lar(path: Path) -> Path:
+    """A phone whose load_and_run computes in float16: the bundled one with --enable_ioc16."""
+    from remote_fixtures import write_exe
+
+    root = Path(__file__).resolve().parents[2]
+    return write_exe(path, f"#!/bin/sh\nPYTHONPATH={root} exec {sys.executable} -m lar_prec.lar \"$@\" --enable_ioc16\n")
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_devices_page_draws_targets_and_target_by_variable(chromium, fake_adb, manifest, tmp_path):
+    case = manifest["cnn"]
+    inputs = [a for spec in case.input_specs() for a in ("--input", spec)]
+    r = _cli("devices", case.model, *inputs, "--local", "--remote", f"adb:SER1={_fp16_device_lar(tmp_path / 'lar16')}",
+             "--remote-dir", fake_adb.remote_dir, "--timeout", "120", "--out", tmp_path / "dev",
+             "--json", tmp_path / "d.json", "--html", tmp_path / "d.html", "-q")
+    assert r.exit_code == 1, r.stdout + r.stderr
+    d = json.loads((tmp_path / "d.json").read_text())
+    targets = {t["target"]: t for t in d["targets"]}
+    assert not targets["local"]["diverged"] and targets["adb:SER1"]["diverged"]
+    b = chromium
+    b.open(tmp_path / "d.html")
+    _clean_page(b)
+    assert b.js("document.getElementById('sweep-section').hidden") is True
+    rows = b.js("""Array.from(document.querySelectorAll('#targets-table tbody tr')).map(r =>
+        Array.from(r.cells).map(c => c.innerText.trim()))""")
+    assert [r[0] for r in rows] == ["local (reference)", "adb:SER1"]
+    assert rows[0][1].startswith("agrees ") and rows[1][1].startswith("diverges ")
+    assert rows[1][3].startswith(targets["adb:SER1"]["root"]["name"])
+    assert rows[1][4].startswith("by name") and rows[0][4] == "by id"
+    assert "Pixel 7" in rows[1][5]
+    # target by variable: a column per target, a row per var compared on some target
+    assert _heads(b, "target-var-table") == ["variable", "local", "adb:SER1"]
+    m = _matrix(b, "target-var-table")
+    ids = set().union(*(map(int, t["max_err_by_var"]) for t in d["targets"]))
+    assert sorted(x["id"] for x in m) == sorted(ids)
+    seen = set()
+    for row in m:
+        for t in d["targets"]:
+            c, k = row["cells"][t["target"]], str(row["id"])
+            want = "na" if k not in t["max_err_by_var"] else t["not_ok_status"].get(k, "ok")
+            assert f"mx-{want}" in c["cls"].split(), (row, t["target"])
+            assert (row["id"] in t["not_ok"]) == (want not in ("ok", "na"))
+            seen.add(want)
+            err = t["max_err_by_var"].get(k)
+            assert c["val"] == "NaN/Inf" if want == "nonfinite" and err is None else _close(c["val"], err)
+            assert (c["tag"] == "root") == (t["root"] is not None and t["root"]["id"] == row["id"])
+            assert c["title"].startswith(f"{row['name']} on {t['target']}: ")
+    assert {"ok"} < seen and seen - {"ok", "na"}
+    # sorted by the diverging target's errors, worst first
+    sev = {x["id"]: _sort_key(targets["adb:SER1"]["max_err_by_var"].get(str(x["id"])),
+                              targets["adb:SER1"]["not_ok_status"].get(str(x["id"])) == "nonfinite"
+                              and targets["adb:SER1"]["max_err_by_var"].get(str(x["id"])) is None) for x in m}
+    b.js("document.querySelector('#target-var-table th[data-key=\"adb:SER1\"]').click()")
+    got = [x["id"] for x in _matrix(b, "target-var-table")]
+    assert [sev[i] for i in got] == _sorted_column(list(sev.values()), True)
+    _clean_page(b)
+
+
+# ============================================================================ no markup in Python
+
+_TAGS = ("html|head|body|div|span|p|a|b|i|em|strong|small|code|pre|br|hr|img|table|thead|tbody|tfoot|tr|td|th|"
+         "caption|ul|ol|li|dl|dt|dd|h[1-6]|section|header|footer|nav|main|article|details|summary|style|script|"
+         "link|meta|title|form|input|button|select|option|label|textarea|iframe|svg|g|path|rect|circle|line|text")
+MARKUP = re.compile(rf"</\s*(?:{_TAGS})\s*>"                      # a closing tag
+                    rf"|<\s*(?:{_TAGS})\s+[\w:-]+\s*="            # an opening tag with attributes
+                    r"|<\s*(?:br|hr|img|style|script|link|meta)\b"  # tags that are markup alone
+                    r"|<(?:html|head|body|div|span|table|thead|tbody|tr|td|th|section|ul|ol|li|h[1-6]|pre|svg)>"
+                    r"|\bstyle\s*=\s*[\"'][^\"']*:"                  # an inline style
+                    r"|\{[^{}]*\b(?:color|background(?:-color)?|border(?:-[a-z]+)?|padding|margin|font(?:-[a-z]+)?"
+                    r"|text-align|display|white-space|width|height)\s*:[^{}]*\}", re.I)  # a CSS rule
+
+
+def _markup_in(source: str) -> list:
+    """String literals of a Python module that hold HTML or CSS (docstrings are prose, not
+    output); an f-string is read whole, its fields as {}."""
+    tree = ast.parse(source)
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docs |= {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}  # read whole below
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            text = n.value
+        else:
+            continue
+        if MARKUP.search(text):
+            found.append((n.lineno, text[:80]))
+    return sorted(found)
+
+
+def test_the_markup_check_finds_html_and_css_in_python():
+    # what report_sweep.py built before the page drew the sweep (the check must see it) ...
+    old = ('def cell(err, cls):\n    return f\'<td class="{cls}">{err}</td>\'\n'
+           'STYLE = ("<style>#sweep table{border-collapse:collapse;margin:1em 0}"\n'
+           '         "#sweep .bad{background:#f8c0c0}</style>")\n'
+           'HEAD = "<h2>Sweep: options</h2>"\nBR = "<br>"\n'
+           'def badge(s):\n    return "<span style=\\"color:red\\">" + s\n'
+           'page = page.replace("<body>", "<body>" + section, 1)\n')
+    assert [line for line, _ in _markup_in(old)] == [2, 3, 5, 6, 8, 9, 9]
+    # ... and leaves alone what lar_prec's strings hold that only looks like it
+    fine = ('"""A docstring may show <script type="application/json">, it is not output."""\n'
+            'A = ["<title>", "./lar-prec-out/<command>-N", "<f4", "{id:(\\\\d{1,20})", " <- ", "<see lazy value below>",\n'
+            '     "</dev/null >stdout.txt 2>stderr.txt &", "inp<k>: ", "name:{1,3,8,8}", "@@(TITLE|CSS|JS|DATA)@@", "<"]\n'
+            'B = f"{x} <shape dep[{k}]> {y}"\n')
+    assert _markup_in(fine) == []
+
+
+def test_no_module_builds_html_or_css():
+    """The page is drawn by lar_prec/report/page/ from the report's JSON: no module of lar_prec (any
+    subpackage) writes HTML or CSS."""
+    pkg = Path(__file__).resolve().parents[2] / "lar_prec"
+    files = sorted(pkg.rglob("*.py"))
+    assert len(files) > 20 and pkg / "report" / "html.py" in files
+    found = {str(p.relative_to(pkg)): _markup_in(p.read_text(encoding="utf-8")) for p in files}
+    assert {k: v for k, v in found.items() if v} == {}

@@ -109,7 +109,7 @@ def test_sweep_cnn_finds_the_fp16_pooling_fault_and_passes_what_changes_nothing(
     assert loc["roots"][0]["nonfinite"] or loc["roots"][0]["margin"] > 10
     assert d["roots"][0]["rule"] == "local" and d["roots"][0]["floor"] > 0
     assert o["dump_root"]["name"] == "Pooling[0]"
-    assert "local root (margin)" in page and "Pooling[0] (PoolingForward) local" in page
+    assert "local root (margin)" in page  # the drawn sentence: tests/report/test_report_html.py
 
 
 @pytest.mark.megengine

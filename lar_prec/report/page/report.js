@@ -95,44 +95,248 @@ function header() {
   }
 }
 
+// ---------------------------------------------------------------- variable by column (sweep: options, devices: targets)
+// One table for both views: a row per variable in execution order, a column per option or
+// target, each cell the variable's max_err there, coloured by its status there (the status the
+// report decided; the page decides none). Sortable by any column, filterable, paginated.
+var MATRIX_PAGE = 200;
+function badge(text, kind, title) { return el('span', { 'class': 'st st-' + kind, title: title, text: text }); }
+function matrixView(box, spec) {
+  var pos = new Map();
+  spec.ids.forEach(function (id, i) { pos.set(id, i); });
+  var cache = new Map();
+  function cellOf(id, c) {
+    var k = id + ' ' + c.key;
+    if (!cache.has(k)) cache.set(k, spec.cell(id, c));
+    return cache.get(k);
+  }
+  function name(id) { var v = byId.get(id); return v ? v.name : 'var ' + id; }
+  function notOk(id) { return spec.cols.some(function (c) { var x = cellOf(id, c); return x.status !== 'ok' && x.status !== 'na'; }); }
+  var st = { sort: 'variable', dir: 1, q: '', onlyBad: false, page: 0, rows: spec.ids.slice() };
+  var filter = el('input', { type: 'search', id: spec.id + '-filter', size: 30, placeholder: 'filter: variable name, type or var id' });
+  var only = el('input', { type: 'checkbox', id: spec.id + '-only-bad' });
+  var info = el('span', { id: spec.id + '-info' });
+  var prev = el('button', { type: 'button', id: spec.id + '-prev', text: '\u2039 prev' });
+  var next = el('button', { type: 'button', id: spec.id + '-next', text: 'next \u203a' });
+  box.appendChild(el('div', { 'class': 'controls' }, filter, el('label', null, only, ' only rows not ok somewhere'),
+    el('span', null, prev, ' ', info, ' ', next)));
+  var headRow = el('tr');
+  var body = el('tbody');
+  box.appendChild(el('div', { 'class': 'tablewrap mxwrap' }, el('table', { id: spec.id, 'class': 'matrix' }, el('thead', null, headRow), body)));
+  var legend = el('div', { 'class': 'legend' });
+  spec.legend.forEach(function (l) { legend.appendChild(el('span', { 'class': 'mx-key mx-' + l[0] }, l[1])); });
+  box.appendChild(legend);
+  var heads = [{ key: 'variable', label: 'variable', title: 'in execution order' }]
+    .concat(spec.cols.map(function (c) { return { key: c.key, label: c.label, num: true, col: c, title: c.title }; }));
+  function sortValue(id, h) {
+    return h.col ? cellOf(id, h.col).sort : pos.get(id);
+  }
+  function order() {
+    var h = heads.filter(function (x) { return x.key === st.sort; })[0];
+    st.rows.sort(function (a, b) {
+      var x = sortValue(a, h), y = sortValue(b, h);
+      var xn = x === null || x === undefined, yn = y === null || y === undefined;
+      if (xn || yn) return xn && yn ? pos.get(a) - pos.get(b) : (xn ? 1 : -1);   // not compared: last either way
+      if (x < y) return -st.dir;
+      if (x > y) return st.dir;
+      return pos.get(a) - pos.get(b);
+    });
+  }
+  function drawHead() {
+    headRow.textContent = '';
+    heads.forEach(function (h) {
+      var cls = (h.num ? 'num ' : '') + (st.sort === h.key ? (st.dir > 0 ? 'sorted-asc' : 'sorted-desc') : '');
+      headRow.appendChild(el('th', { 'class': cls, 'data-key': h.key, title: (h.title ? h.title + '; ' : '') + 'click to sort',
+        onclick: function () {
+          if (st.sort === h.key) st.dir = -st.dir; else { st.sort = h.key; st.dir = h.col ? -1 : 1; }  // errors: worst first
+          st.page = 0; drawHead(); order(); draw();
+        } }, h.label));
+    });
+  }
+  function cellNode(id, c) {
+    var x = cellOf(id, c);
+    var td = el('td', { 'class': 'mx mx-' + x.status + (x.root ? ' mx-root' : ''), title: x.title, 'data-col': c.key },
+      x.root ? el('span', { 'class': 'mx-tag', text: x.root }) : null, el('span', { 'class': 'mx-val', text: x.text }));
+    if (x.sub !== undefined && x.sub !== null) td.appendChild(el('span', { 'class': 'mx-sub' }, x.sub));
+    return td;
+  }
+  function draw() {
+    var pages = Math.max(1, Math.ceil(st.rows.length / MATRIX_PAGE));
+    st.page = Math.min(st.page, pages - 1);
+    var start = st.page * MATRIX_PAGE, slice = st.rows.slice(start, start + MATRIX_PAGE);
+    var frag = document.createDocumentFragment();
+    slice.forEach(function (id) {
+      var v = byId.get(id);
+      frag.appendChild(el('tr', { 'data-id': id, 'class': rootRank.has(id) ? 'root-row' : null },
+        el('td', { 'class': 'name' }, varLink(id), v ? el('span', { 'class': 'dim' }, ' ' + v.opr_type) : null),
+        spec.cols.map(function (c) { return cellNode(id, c); })));
+    });
+    body.textContent = '';
+    body.appendChild(frag);
+    info.textContent = st.rows.length ? 'rows ' + (start + 1) + '\u2013' + (start + slice.length) + ' of ' + st.rows.length +
+      (st.rows.length !== spec.ids.length ? ' (filtered from ' + spec.ids.length + ')' : '') : 'no matching variables';
+    prev.disabled = st.page === 0;
+    next.disabled = st.page >= pages - 1;
+  }
+  function refilter() {
+    var q = st.q.trim().toLowerCase();
+    var idq = /^#?\d+$/.test(q) ? Number(q.replace('#', '')) : null;
+    st.rows = spec.ids.filter(function (id) {
+      if (st.onlyBad && !notOk(id)) return false;
+      if (!q) return true;
+      var v = byId.get(id);
+      return id === idq || name(id).toLowerCase().indexOf(q) >= 0 || (v && v.opr_type.toLowerCase().indexOf(q) >= 0);
+    });
+    st.page = 0;
+    order();
+    draw();
+  }
+  var timer = null;
+  filter.addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(function () { st.q = filter.value; refilter(); }, 120); });
+  only.addEventListener('change', function () { st.onlyBad = only.checked; refilter(); });
+  prev.addEventListener('click', function () { st.page--; draw(); });
+  next.addEventListener('click', function () { st.page++; draw(); });
+  drawHead();
+  order();
+  draw();
+}
+function errCell(err, nonfinite) {
+  // the sort key of an error: NaN/Inf is the worst, not compared (null) sorts last
+  return nonfinite ? { text: 'NaN/Inf', sort: Infinity } : (err === null || err === undefined ? { text: '\u2014', sort: null } : { text: fmt(err), sort: err });
+}
+
+// ---------------------------------------------------------------- sweep: options, and option by variable
+var OPTION_STATUS = { runs: 'runs', load_failed: 'load failed', crashed: 'crashed (signal)', hung: 'hung (timed out)', skipped: 'skipped' };
+function localSummary(o) {
+  // one option's local error: its top local root over its floor, "none", or why it was not measured
+  var loc = o.local;
+  if (!loc) return '';
+  if (!loc.measured) {
+    var why = loc.why || '', i = why.indexOf(': ');
+    return 'not measured' + (why ? ': ' + (i < 0 ? why : why.slice(i + 2)) : '');
+  }
+  var missing = (loc.not_measured || []).length ? ', ' + loc.not_measured.length + ' not measured' : '';
+  if (!(loc.roots || []).length) return 'none (' + loc.n_measured + ' measured' + missing + ')';
+  var r = loc.roots[0];
+  return [varLink(r.id, r.name), ' (' + r.opr_type + ') local ' + (r.nonfinite ? 'NaN/Inf' : fmt(r.local_err)) + ' > floor ' + fmt(r.floor) +
+    ', x' + (r.margin === null || r.margin === undefined ? 'inf, floor 0' : fmt(r.margin)) +
+    (loc.roots.length > 1 ? ' +' + (loc.roots.length - 1) + ' more' : '') + missing];
+}
+function sweepSection() {
+  var O = R.options || [];
+  if (R.command !== 'sweep' || !O.length) return;
+  document.getElementById('sweep-section').hidden = false;
+  var t = el('table', { id: 'sweep-options' });
+  var heads = [['option'], ['status'], ['paired', 'num', 'reference vars paired with a var of the option\u2019s run'], ['output err', 'num', 'max_err of the final outputs'],
+    ['tol', 'num', 'the option\u2019s tolerance'], ['verdict'], ['root', null, 'where divergence starts under the option'],
+    ['local root (margin)', null, 'the operator run under the option on the reference\u2019s inputs: its error over its own noise floor'], ['cause / reason']];
+  t.appendChild(el('thead', null, el('tr', null, heads.map(function (h) { return el('th', { 'class': h[1] || null, title: h[2] }, h[0]); }))));
+  var tb = el('tbody');
+  O.forEach(function (o) {
+    var ran = o.status === 'runs', loc = o.local || {};
+    var root = o.root ? [varLink(o.root.reference_id, o.root.name), el('span', { 'class': 'dim' }, ' ' + o.root.opr_type + ' \u00b7 ' + (o.root.nonfinite ? 'NaN/Inf' : fmt(o.root.max_err)))] : '';
+    tb.appendChild(el('tr', { 'class': o.verdict === 'diverges' ? 'root-row' : null, 'data-option': o.option },
+      el('td', { 'class': 'opt', title: (o.flags || []).join(' ') }, o.option),
+      el('td', null, badge(OPTION_STATUS[o.status] || o.status, 'opt-' + o.status)),
+      el('td', { 'class': 'num' }, ran ? o.vars_paired + '/' + o.vars_total : ''),
+      el('td', { 'class': 'num' }, ran ? (o.output_nonfinite ? 'NaN/Inf' : fmt(o.output_err)) : ''),
+      el('td', { 'class': 'num' }, fmt(o.tolerance)),
+      el('td', null, o.verdict ? badge(o.verdict, 'verdict-' + o.verdict) : '\u2014'),
+      el('td', { 'class': 'wrap' }, root),
+      el('td', { 'class': 'local' + ((loc.roots || []).length ? ' local-root' : (loc.measured === false ? ' local-off' : '')) }, localSummary(o)),
+      el('td', { 'class': 'why' }, o.cause || o.reason || '')));
+  });
+  t.appendChild(tb);
+  document.getElementById('sweep-options-box').appendChild(t);
+  var ran = O.filter(function (o) { return o.status === 'runs'; });
+  if (!ran.length) { document.getElementById('sweep-matrix').appendChild(el('p', null, 'No option ran: nothing to compare.')); return; }
+  var rootsOf = {};  // option -> ids of its roots: its local roots, or where divergence starts by the dumps
+  ran.forEach(function (o) {
+    var s = rootsOf[o.option] = new Set();
+    if (o.local && o.local.measured) (o.local.roots || []).forEach(function (r) { s.add(r.id); });
+    else if (o.verdict === 'diverges' && o.root) s.add(o.root.reference_id);
+  });
+  matrixView(document.getElementById('sweep-matrix'), {
+    id: 'sweep-matrix-table', ids: vars.map(function (v) { return v.id; }),
+    cols: ran.map(function (o) { return { key: o.option, label: o.option, o: o, title: 'max_err under ' + o.option + ' (tolerance ' + fmt(o.tolerance) + ')' }; }),
+    legend: [['ok', 'within'], ['divergent', 'diverges under the option'], ['nonfinite', 'NaN/Inf'], ['na', '\u2014 not compared (no partner in the option\u2019s graph)'], ['root', 'root: where it starts under the option']],
+    cell: function (id, c) {
+      var v = byId.get(id), o = c.o;
+      var err = (v.options || {})[o.option];
+      var nonfinite = (v.options_nonfinite || []).indexOf(o.option) >= 0;
+      var divergent = v.options_divergent ? v.options_divergent.indexOf(o.option) >= 0 : (err !== null && err !== undefined && err > o.tolerance);
+      var root = rootsOf[o.option].has(id);
+      var x = errCell(err, nonfinite);
+      x.status = nonfinite ? 'nonfinite' : (divergent || root ? 'divergent' : (err === null || err === undefined ? 'na' : 'ok'));
+      x.root = root ? (o.local && o.local.measured ? 'local root' : 'root') : null;
+      var tip = v.name + ' under ' + o.option + ': max_err ' + x.text + ' (tolerance ' + fmt(o.tolerance) + ')';
+      var hasLocal = v.local && Object.prototype.hasOwnProperty.call(v.local, o.option);
+      if (hasLocal) {
+        x.sub = 'local ' + fmt(v.local[o.option]);
+        tip += '\nlocal error ' + (v.local[o.option] === null ? '\u2014 (NaN/Inf or not measured)' : fmt(v.local[o.option])) + ': the operator alone under the option, on the reference\u2019s inputs';
+      }
+      if (x.status === 'na') tip += '\nnot compared: no var of that name in the option\u2019s rewritten graph';
+      if (root) tip += '\n' + x.root + ' of ' + o.option;
+      else if (divergent) tip += '\ndiverges under ' + o.option;
+      x.title = tip;
+      return x;
+    }
+  });
+}
+
 // ---------------------------------------------------------------- devices: targets, and target by variable
 function targetsSection() {
   var T = R.targets || [];
   if (!T.length) return;
   document.getElementById('targets-section').hidden = false;
   var box = document.getElementById('targets');
+  function statusOf(x, id) {
+    var s = (x.not_ok_status || {})[id];
+    return s || ((x.not_ok || []).indexOf(Number(id)) >= 0 ? 'divergent' : 'ok');
+  }
   var t = el('table', { id: 'targets-table' });
-  t.appendChild(el('thead', null, el('tr', null, el('th', null, 'target'), el('th', null, 'verdict'), el('th', { 'class': 'num' }, 'final-output max_err'), el('th', null, 'first root'), el('th', null, 'environment'))));
+  t.appendChild(el('thead', null, el('tr', null, el('th', null, 'target'), el('th', null, 'verdict'), el('th', { 'class': 'num' }, 'final-output max_err'),
+    el('th', null, 'first root'), el('th', null, 'pairing'), el('th', null, 'environment'))));
   var tb = el('tbody');
   T.forEach(function (x) {
     var env = x.environment || {};
-    var root = x.root ? varLink(x.root.id, x.root.name + ' (' + x.root.opr_type + ')') : '\u2014';
-    tb.appendChild(el('tr', null, el('td', null, x.target + (x.reference ? ' (reference)' : '')), el('td', null, x.verdict || ''),
-      el('td', { 'class': 'num' }, fmt(x.final_output_max_err)), el('td', null, root),
+    var root = x.root ? [varLink(x.root.id, x.root.name), el('span', { 'class': 'dim' }, ' ' + x.root.opr_type + ' \u00b7 var ' + x.root.id)] : '\u2014';
+    var outNan = (x.final_outputs || []).some(function (id) { return statusOf(x, id) === 'nonfinite'; });
+    var pd = x.pairing_detail || {};
+    tb.appendChild(el('tr', { 'class': x.diverged ? 'root-row' : null, 'data-target': x.target },
+      el('td', { 'class': 'opt' }, x.target, x.reference ? el('span', { 'class': 'dim' }, ' (reference)') : null),
+      el('td', null, badge(x.diverged ? 'diverges' : 'agrees', x.diverged ? 'verdict-diverges' : 'verdict-ok'), ' ', (x.verdict || '').replace(/^(diverges|agrees): /, '')),
+      el('td', { 'class': 'num' }, x.final_output_max_err === null && outNan ? 'NaN/Inf' : fmt(x.final_output_max_err)),
+      el('td', { 'class': 'wrap' }, root),
+      el('td', { title: pd.how === 'name' ? 'its graph differs from the reference\u2019s: ' + pd.compared + ' of ' + pd.reference_vars + ' reference vars paired by name and compared' : 'the same vars as the reference: paired by var id' },
+        pd.how === 'name' ? 'by name (' + pd.compared + '/' + pd.reference_vars + ')' : 'by id'),
       el('td', null, [env.cpu_model, env.android_model, env.load_and_run_version].filter(function (v) { return v; }).join(' \u00b7 '))));
   });
   t.appendChild(tb);
   box.appendChild(t);
-  // target by variable: one row per variable compared on some target, one column per target
-  var ids = [], seen = {};
-  T.forEach(function (x) { Object.keys(x.max_err_by_var || {}).forEach(function (k) { if (!seen[k]) { seen[k] = 1; ids.push(+k); } }); });
-  var order = {};
-  vars.forEach(function (v, i) { order[v.id] = i; });
-  ids.sort(function (a, b) { return (order[a] === undefined ? 1e9 + a : order[a]) - (order[b] === undefined ? 1e9 + b : order[b]); });
-  var m = el('table', { id: 'target-var-table' });
-  m.appendChild(el('thead', null, el('tr', null, [el('th', null, 'variable')].concat(T.map(function (x) { return el('th', { 'class': 'num' }, x.target); })))));
-  var mb = el('tbody');
-  var thr = (R.threshold || {}).value;
-  ids.slice(0, 2000).forEach(function (id) {
-    mb.appendChild(el('tr', null, [el('td', null, varLink(id))].concat(T.map(function (x) {
-      var e = (x.max_err_by_var || {})[id];
-      var bad = (x.not_ok || []).indexOf(id) >= 0;
-      return el('td', { 'class': 'num', style: bad ? 'color:#d62d20;font-weight:600' : null }, e === undefined ? '\u2014' : fmt(e));
-    }))));
+  // target by variable: every variable compared on some target, in the shown target's execution order
+  var ids = [], seen = new Set();
+  vars.forEach(function (v) { if (T.some(function (x) { return (x.max_err_by_var || {})[v.id] !== undefined; })) { seen.add(v.id); ids.push(v.id); } });
+  var extra = [];
+  T.forEach(function (x) { Object.keys(x.max_err_by_var || {}).forEach(function (k) { if (!seen.has(+k)) { seen.add(+k); extra.push(+k); } }); });
+  ids = ids.concat(extra.sort(function (a, b) { return a - b; }));
+  var sub = el('div', { id: 'target-var' });
+  box.appendChild(el('h3', null, 'Target by variable ', el('small', null, 'max_err of each variable on each target against the reference')));
+  box.appendChild(sub);
+  matrixView(sub, {
+    id: 'target-var-table', ids: ids,
+    cols: T.map(function (x) { return { key: x.target, label: x.target, x: x, title: 'max_err on ' + x.target + (x.reference ? ' (the reference target)' : '') }; }),
+    legend: [['ok', 'ok'], ['divergent', 'divergent'], ['nonfinite', 'NaN/Inf'], ['shape_mismatch', 'shape or dtype differs'], ['na', '\u2014 not compared on that target'], ['root', 'first root of the target']],
+    cell: function (id, c) {
+      var x = c.x, by = x.max_err_by_var || {};
+      var has = by[id] !== undefined, s = has ? statusOf(x, id) : 'na';
+      var r = errCell(has ? by[id] : null, s === 'nonfinite' && by[id] === null);
+      r.status = s;
+      r.root = x.root && x.root.id === id ? 'root' : null;
+      r.title = (byId.has(id) ? byId.get(id).name : 'var ' + id) + ' on ' + x.target + ': ' + (has ? s + ', max_err ' + r.text : 'not compared (not paired with a reference var)') + (r.root ? '\nfirst root of ' + x.target : '');
+      return r;
+    }
   });
-  m.appendChild(mb);
-  box.appendChild(el('div', { 'class': 'tablewrap' }, m));
-  if (ids.length > 2000) box.appendChild(el('p', null, (ids.length - 2000) + ' more variables in the JSON'));
 }
 
 // ---------------------------------------------------------------- roots
@@ -535,6 +739,7 @@ function applyHash() {
 }
 
 header();
+sweepSection();
 targetsSection();
 rootsSection();
 chart();
