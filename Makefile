@@ -40,7 +40,9 @@ demo: $(CASES)
 test: $(CASES)
 	@bash scripts/ensure-chromium.sh
 	@bash scripts/ensure-sshd.sh
-	$(PY) -m pytest -q
+	@# independent tests run on every core (pytest-xdist); each test makes its own temp folders,
+	@# ports and servers, so none shares a resource with another (see tests/conftest.py)
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 bench: $(CASES)
 	$(PY) bench/run.py
