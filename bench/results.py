@@ -36,7 +36,7 @@ def ensure_bytecode() -> str:
     if spec is None or not spec.submodule_search_locations:
         return "lar_prec not found"
     where = list(spec.submodule_search_locations)[0]
-    ok = compileall.compile_dir(where, quiet=1, maxlevels=0)
+    ok = compileall.compile_dir(where, quiet=1)  # every stage subpackage too
     return f"lar_prec byte-compiled in {where}/__pycache__ before timing, as pip install does" + ("" if ok else " (some files failed)")
 
 

@@ -15,12 +15,14 @@ calls it), so a report's verdict is decided once:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.diagnosis.floors import layerwise_ancestors
-from lar_prec.diagnosis.local_analysis import LocalAnalysis
 from lar_prec.records import json_number
 from lar_prec.report.records import ReportRoot, ReportVar
+
+if TYPE_CHECKING:  # a type only: the module runs layerwise children, which a report never does
+    from lar_prec.diagnosis.local_analysis import LocalAnalysis
 
 #: the extra per-var JSON keys local error adds (design.md: more fields are welcome)
 LOCAL_VAR_KEYS = ("local_err", "floor", "label", "inherited_from", "margin")

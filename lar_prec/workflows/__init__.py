@@ -4,10 +4,45 @@
 ``from lar_prec.workflows import naive_vs_default`` is the path the README documented."""
 from __future__ import annotations
 
-from lar_prec.workflows.common import Analysis
-from lar_prec.workflows.devices import devices, parse_targets
-from lar_prec.workflows.naive_vs_default import naive_vs_default
-from lar_prec.workflows.shake import shake
-from lar_prec.workflows.sweep import SweepAnalysis, sweep
+import importlib
+import sys
+from types import ModuleType
+from typing import Any
 
-__all__ = ["Analysis", "SweepAnalysis", "devices", "naive_vs_default", "parse_targets", "shake", "sweep"]
+# name -> the module that defines it, imported on first use: ``lar-prec compare`` and ``tree``
+# live in this package too and must not pay for loading every other workflow (~40 ms).
+_LAZY = {
+    "Analysis": "lar_prec.workflows.common",
+    "devices": "lar_prec.workflows.devices",
+    "parse_targets": "lar_prec.workflows.devices",
+    "naive_vs_default": "lar_prec.workflows.naive_vs_default",
+    "shake": "lar_prec.workflows.shake",
+    "sweep": "lar_prec.workflows.sweep",
+    "SweepAnalysis": "lar_prec.workflows.sweep",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+class _Workflows(ModuleType):
+    """This package's module type. Importing a submodule binds its name on the package
+    (``workflows.sweep = <module sweep>``); where a function has that name, the package keeps the
+    function, so ``from lar_prec.workflows import sweep`` is always callable (as when the
+    functions were imported eagerly here)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, ModuleType) and _LAZY.get(name) == value.__name__:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Workflows

@@ -1,6 +1,7 @@
 """``lar-prec compare``: two existing ``--bin-io-dump`` folders (made anywhere: a phone, a board,
-another build), paired by var id or by name, compared and rooted; with ``--model`` (the model
-the B side ran) also the local error of every operator, and roots by it.
+another build), paired by var id or by name, compared and rooted. With ``--model`` (the model
+the B side ran) :mod:`.compare_local` adds the local error of every operator, and roots by it;
+this module does not import the layerwise machinery, so a dump-only compare starts fast.
 
 Example::
 
@@ -10,21 +11,17 @@ Example::
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from lar_prec.compare.threshold import Threshold, ThresholdSpec, parse_threshold_spec
-from lar_prec.diagnosis.local_analysis import LocalAnalysis, off_reason, run_local
 from lar_prec.diagnosis.tree import VarTree
-from lar_prec.errors import LarPrecError, UsageError
-from lar_prec.inputspec import check_file
+from lar_prec.errors import UsageError
 from lar_prec.report.model import Report, exit_code, from_tree
-from lar_prec.run.config import RunConfig, get_config, resolve_load_and_run
-from lar_prec.run.dirs import new_analysis_dir
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:  # a type only: measuring local error lives in .compare_local
+    from lar_prec.diagnosis.local_analysis import LocalAnalysis
 
 
 @dataclass(frozen=True)
@@ -42,66 +39,40 @@ class DumpComparison:
         return exit_code(self.report)
 
 
-def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional[str], *, local: bool = True,
-                  checks: bool = False, algo_policy: Optional[str] = None, lar: Optional[str] = None,
-                  ) -> Tuple[Optional[LocalAnalysis], Optional[str]]:
-    """Local error of MODEL (the model B ran, under ``config``) against A's dump, in a new
-    analysis folder. (None, why) when off or failed.
-
-    ``algo_policy``: the ``--fast-run-algo-policy`` cache B's run wrote; the layerwise run
-    replays its algorithm choices (without it a fast-run layerwise run profiles again and can
-    pick other algorithms than B did). ``lar``: the load_and_run B ran (default: bundled),
-    which runs the layerwise model.
+def check_model_options(model: Optional[str], *, algo_policy: Optional[str] = None, lar: Optional[str] = None) -> None:
+    """Options that only mean something with ``--model``.
 
     Raises:
-        UsageError: the model, the cache or the binary is not there (before anything runs).
+        UsageError: one of them is given without ``model`` (exit 2).
     """
-    model_path = check_file(model, "model file")
-    lar_obj = resolve_load_and_run(lar) if lar is not None else None
-    cfg: "str | RunConfig" = config
-    if algo_policy is not None:
-        cache = check_file(algo_policy, "--fast-run-algo-policy cache")
-        cfg = get_config(config).with_extra(["--fast-run-algo-policy", str(cache.resolve())])
-    if not local:
-        return None, off_reason(local=False)
-    adir = new_analysis_dir(out, "compare").resolve()
-    try:
-        return run_local(model_path, Path(dir_a), Path(dir_b), cfg, adir / "local", checks=checks, lar=lar_obj), None
-    except LarPrecError as exc:
-        if exc.exit_code == 2:  # bad dump folder or model: the user's input
-            raise
-        log.warning("local error not measured: %s", exc)
-        return None, f"local error could not be measured ({type(exc).__name__}): {exc}"
-
-
-def compare_dumps(dir_a: str, dir_b: str, *, threshold: "Union[str, float, Threshold, ThresholdSpec, None]" = "auto",
-                  text_dump: Optional[str] = None, jobs: Optional[int] = None, pairing: str = "auto",
-                  model: Optional[str] = None, config: str = "default", out: Optional[str] = None,
-                  local: bool = True, local_checks: bool = False, algo_policy: Optional[str] = None,
-                  lar: Optional[str] = None, paths: bool = True) -> DumpComparison:
-    """Compare two dump folders and root them (``lar-prec compare``).
-
-    ``model`` (the model B ran under ``config``; A is the reference) adds local error (one
-    layerwise build and run, in ``out``) and roots by it under ``threshold="auto"``;
-    ``algo_policy`` and ``lar`` say how B ran (its fast-run cache, its binary). ``paths``:
-    give the roots their path from a model input (the page shows them; each is one search).
-
-    Raises:
-        UsageError: bad folders, threshold, or options that need ``model`` without it (exit 2).
-    """
-    spec = parse_threshold_spec(threshold)
     if algo_policy is not None and not model:
         raise UsageError("--fast-run-algo-policy needs --model (it is replayed by the layerwise run of the model)")
     if lar is not None and not model:
         raise UsageError("--lar needs --model (compare runs nothing else: the binary runs the layerwise model)")
-    la, off = compare_local(model, dir_a, dir_b, config, out, local=local, checks=local_checks,
-                            algo_policy=algo_policy, lar=lar) if model else (None, None)
+
+
+def compare_dumps(dir_a: str, dir_b: str, *, threshold: "Union[str, float, Threshold, ThresholdSpec, None]" = "auto",
+                  text_dump: Optional[str] = None, jobs: Optional[int] = None, pairing: str = "auto",
+                  paths: bool = True, with_model: bool = False, local: "Optional[LocalAnalysis]" = None,
+                  local_off: Optional[str] = None) -> DumpComparison:
+    """Compare two dump folders and root them (``lar-prec compare``).
+
+    ``paths``: give the roots their path from a model input (the page shows them; each is one
+    search). ``with_model``: the analysis had the model, and ``local`` is its local error (None
+    with ``local_off`` saying why it is missing): roots by it under ``threshold="auto"``.
+    :func:`lar_prec.workflows.compare_local.compare_with_model` measures it and calls this.
+
+    Raises:
+        UsageError: bad folders or threshold (exit 2).
+    """
+    spec = parse_threshold_spec(threshold)
     tree = VarTree.from_folders(dir_a, dir_b, threshold=spec.for_comparison, text_dump=text_dump, jobs=jobs,
                                 pairing=pairing)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
     # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
     # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
     report = from_tree(tree, command="compare", lazy_vars=True, max_paths=50 if paths else 0,
-                       local=la, roots_by=spec.roots_by(la is not None) if model else None, local_off=off)
+                       local=local, roots_by=spec.roots_by(local is not None) if with_model else None,
+                       local_off=local_off)
     report = replace(report, extra={**report.extra, "exit_code": exit_code(report)})
-    return DumpComparison(tree, report, la.dir.parent if la is not None else None)
+    return DumpComparison(tree, report, local.dir.parent if local is not None else None)
