@@ -104,11 +104,17 @@ def pair_folders(fa: DumpFolder, fb: DumpFolder, mode: str = "id") -> Pairing:
 
 
 def same_graph(fa: DumpFolder, fb: DumpFolder) -> bool:
-    """True when both folders hold the same var ids, each with the same name: two runs of one
-    graph (a rewrite renumbers vars, and a fused or relaid-out var changes names)."""
-    if set(fa.files()) != set(fb.files()):
+    """True when both folders are dumps of one graph: every var id they share has the same
+    name on both sides, and one folder's ids are all in the other. A rewrite renumbers vars
+    (and a fused or relaid-out var changes names); a dump that lost files (a crashed run, a file deleted, a folder in a file's place) keeps its ids, so its vars stay
+    paired by id and the lost ones are reported ``missing`` rather than silently unpaired."""
+    ids_a, ids_b = set(fa.files()), set(fb.files())
+    if ids_a == ids_b:
+        return all(fa.var_info(v).name == fb.var_info(v).name for v in fa.ids)
+    common = ids_a & ids_b
+    if not common or not (ids_a <= ids_b or ids_b <= ids_a):  # a rewrite also adds vars of its own
         return False
-    return all(fa.var_info(v).name == fb.var_info(v).name for v in fa.ids)
+    return all(fa.var_info(v).name == fb.var_info(v).name for v in sorted(common))
 
 
 def _by_name(fa: DumpFolder, fb: DumpFolder) -> Pairing:
@@ -134,5 +140,9 @@ def _by_name(fa: DumpFolder, fb: DumpFolder) -> Pairing:
     unpaired += [("a", u.id, u.name, u.reason) for u in p.skipped_a if u.id not in a_to_b]
     unpaired += [("b", u.id, u.name, u.reason) for u in p.unpaired_b]
     unpaired += [("b", u.id, u.name, u.reason) for u in p.skipped_b if u.id not in paired_b]
-    order = tuple((v.id, a_to_b[v.id]) for v in va if v.id in a_to_b)
+    # A's outputs (computed vars no dumped var consumes) must have a partner: an output B never
+    # dumped is a finding (status missing), not an expected casualty of a rewrite
+    consumed = {u for v in fa.ids for u in fa.inputs_of(v)}
+    outputs = {u.id for u in p.unpaired_a if u.id not in consumed and u.id not in a_to_b}
+    order = tuple((v.id, a_to_b.get(v.id)) for v in va if v.id in a_to_b or v.id in outputs)
     return Pairing(mode="name", order=order, unpaired=tuple(unpaired))

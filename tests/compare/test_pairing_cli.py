@@ -93,3 +93,50 @@ def test_unknown_pair_mode_is_a_usage_error(lar_dump, tmp_path):
     res = CliRunner(mix_stderr=False).invoke(cli, ["compare", str(lar_dump("cnn", "naive")),
                                                    str(lar_dump("cnn", "default")), "--pair", "names"])
     assert res.exit_code == 2
+
+
+def _copy_dump(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _output_id(folder) -> int:
+    """The model's output: the computed var no other dumped var consumes."""
+    f = DumpFolder(folder)
+    consumed = {u for v in f.ids for u in f.inputs_of(v)}
+    outs = [v for v in f.ids if v not in consumed and f.var_info(v).opr_type == "SoftmaxForward"]
+    assert len(outs) == 1
+    return outs[0]
+
+
+@pytest.mark.parametrize("damage", ["output_deleted", "half_deleted", "folder_in_place", "output_renamed"])
+def test_a_dump_that_lost_vars_is_never_an_all_clear(lar_dump, tmp_path, damage):
+    """Issue 20 #8: a deleted output file, half a dump, a folder where a dump file was, or an
+    output var renamed: with --pair auto the lost vars count (exit 1), never 'all within'."""
+    ref = lar_dump("cnn", "naive")
+    b = _copy_dump(lar_dump("cnn", "default"), tmp_path / "b")
+    out = _output_id(b)
+    path = b / f"{out:06x}"
+    if damage == "output_deleted":
+        path.unlink()
+    elif damage == "half_deleted":
+        files = sorted(p for p in b.iterdir())
+        for p in files[len(files) // 2:]:
+            p.unlink()
+    elif damage == "folder_in_place":
+        path.unlink()
+        path.mkdir()
+    else:  # the output's title names another var: B no longer has a var named 'Softmax'
+        from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
+
+        d = read_binary_dump(path)
+        write_binary_dump(path, d.array(), d.title.replace("name:Softmax,", "name:Softmax_renamed,"), dtype=d.dtype.code)
+    d, res = compare(tmp_path, ref, b, "--pair", "auto")
+    assert res.exit_code == 1, res.stdout + res.stderr
+    assert "all" not in d["verdict"] or "within" not in d["verdict"]
+    missing = [v for v in d["vars"] if v["status"] == "missing"]
+    assert any(v["id"] == out and v["name"] == "Softmax" for v in missing), missing
+    if damage == "folder_in_place":
+        assert any("not dumps ignored" in n for n in d["notes"]), d["notes"]
