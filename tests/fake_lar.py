@@ -15,7 +15,10 @@ Only the standard library: it must behave like a foreign program, not like lar-p
   ``FAKE_LAR_JITTER_UNLESS`` (e.g. ``--reproducible``) is in argv.
 * ``FAKE_LAR_MODE``: ``ok`` (default); ``exit1`` (message on stderr, exit 1); ``segv``
   (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
-  ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s).
+  ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s);
+  ``stall`` (what MegEngine does after some JIT errors on some CPUs: prints
+  ``bad err=45 in Xbyak::Error``, then every thread waits forever using no CPU); ``busy``
+  (burns CPU for ``FAKE_LAR_BUSY_SECONDS``, default 8, then runs as ``ok``: slow but healthy).
 * ``FAKE_LAR_MODE_IF_FLAG``: ``FLAG=MODE[,FLAG=MODE...]``: that mode when FLAG is in argv
   (e.g. ``--enable-nchw88=sleep,--enable-nhwcd4=segv``), a binary that hangs or crashes
   under one option only.
@@ -108,6 +111,15 @@ def main():
     if mode == "sleep":
         sleep_with_child(os.environ.get("FAKE_LAR_CHILD_PID"))
         return 0
+    if mode == "stall":
+        sys.stderr.write("bad err=45 in Xbyak::Error\n")
+        sys.stderr.flush()
+        signal.pause()  # no CPU at all until killed, like threads parked in a futex wait
+        return 0
+    if mode == "busy":
+        end = time.monotonic() + float(os.environ.get("FAKE_LAR_BUSY_SECONDS", "8"))
+        while time.monotonic() < end:
+            sum(range(10000))
     bin_dir = flag_value(argv, "bin_io_dump")
     if bin_dir is not None:
         if not os.path.isdir(bin_dir):

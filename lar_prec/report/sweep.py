@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from lar_prec.report.model import Report
 
 STATUS_TEXT = {"runs": "runs", "load_failed": "load failed", "crashed": "crashed (signal)",
-               "hung": "hung (timed out)", "skipped": "skipped"}
+               "hung": "hung (timed out)", "stalled": "stalled (no CPU)", "skipped": "skipped"}
 
 
 def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
@@ -75,7 +75,7 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
         t.add_column(col, **kw)
     for o in report.extra.get("options", ()):
         verdict = o.get("verdict") or "—"
-        style = "red" if verdict == "diverges" or o["status"] in ("crashed", "hung") else (
+        style = "red" if verdict == "diverges" or o["status"] in ("crashed", "hung", "stalled") else (
             "green" if verdict == "ok" else "yellow")
         root = o.get("root")
         root_text = f"{root['name']} ({root['opr_type']}, var {root['id']}, {fmt_err(root['max_err'])})" if root else ""

@@ -85,8 +85,8 @@ def run_once(
     rec = new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout)
     input_arg = inputs.input_arg if isinstance(inputs, PreparedInputs) else (inputs or "")
     rec = preflight(rec, lar_obj, cfg, model, input_arg, extra_flags)
-    rec, timed_out = execute(rec, lar_obj, on_started)
-    rec = conclude(rec, timed_out)
+    rec, ended = execute(rec, lar_obj, on_started)
+    rec = conclude(rec, ended)
     if interrupted():  # it ended well just as Ctrl-C came: its record says ok, the analysis stops
         raise KeyboardInterrupt
     return rec

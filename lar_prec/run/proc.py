@@ -16,10 +16,19 @@ import time
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence
 
+from lar_prec.errors import UsageError
+
 #: lines of stderr kept in run.json and in RunError
 STDERR_TAIL_LINES = 20
 #: seconds a timed-out process group gets between SIGTERM and SIGKILL
 KILL_GRACE_SECONDS = 2.0
+#: seconds a child's process group may use no CPU at all, while alive, before it is taken for
+#: dead (MegEngine after some JIT errors: every thread in a futex wait until killed)
+STALL_AFTER_DEFAULT = 5.0
+#: the environment variable that changes it (seconds; 0 turns the watch off)
+STALL_ENV = "LAR_PREC_STALL_AFTER"
+#: seconds between two looks at a watched child
+WATCH_POLL_SECONDS = 0.25
 
 
 def child_env(changes: Mapping[str, Optional[str]], *, bundled: bool) -> Dict[str, str]:
@@ -38,6 +47,80 @@ def child_env(changes: Mapping[str, Optional[str]], *, bundled: bool) -> Dict[st
         if root not in parts:
             env["PYTHONPATH"] = os.pathsep.join([root, *parts])
     return env
+
+
+def stall_after() -> float:
+    """The grace period of the CPU watch: ``LAR_PREC_STALL_AFTER`` (seconds, 0 = off), else
+    :data:`STALL_AFTER_DEFAULT`.
+
+    Raises:
+        UsageError: the variable is not a number >= 0.
+    """
+    raw = os.environ.get(STALL_ENV, "").strip()
+    if not raw:
+        return STALL_AFTER_DEFAULT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0 or value == float("inf"):
+        raise UsageError(f"{STALL_ENV} must be a number of seconds >= 0 (0 turns the watch off), got {raw!r}")
+    return value
+
+
+def group_cpu_ticks(pgid: int) -> Optional[int]:
+    """CPU time (clock ticks, user + system, with reaped children) of every process in the
+    process group ``pgid``, from ``/proc``; None where there is no ``/proc``."""
+    total, seen = 0, False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        # the command name (field 2) may hold spaces and parentheses: split after its last ')'
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 14 and int(fields[2]) == pgid:
+            seen = True
+            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+    return total if seen else None
+
+
+def wait_watched(proc: "subprocess.Popen", timeout: Optional[float], stall: Optional[float] = None) -> str:
+    """Wait for ``proc`` (the leader of its own process group): ``"exited"``, ``"timeout"``
+    after ``timeout`` seconds, or ``"stalled"`` when the whole group has used no CPU for
+    ``stall`` seconds (default :func:`stall_after`; 0 = never) while still alive. A run that
+    is busy but slow is never ended before its timeout. The caller kills the group."""
+    stall = stall_after() if stall is None else stall
+    start = time.monotonic()
+    deadline = start + timeout if timeout is not None else None
+    last_ticks, last_change = None, start
+    while True:
+        now = time.monotonic()
+        wait = WATCH_POLL_SECONDS if deadline is None else max(0.0, min(WATCH_POLL_SECONDS, deadline - now))
+        try:
+            proc.wait(timeout=wait)
+            return "exited"
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return "timeout"
+        if not stall:
+            continue
+        ticks = group_cpu_ticks(proc.pid)
+        if ticks is None:
+            continue  # no /proc: only the timeout applies
+        if ticks != last_ticks:
+            last_ticks, last_change = ticks, now
+        elif now - last_change >= stall:
+            return "stalled"
 
 
 def kill_group(proc: "subprocess.Popen") -> None:
@@ -160,8 +243,8 @@ def run_logged(argv: Sequence[str], *, env: Optional[Dict[str, str]], timeout: O
     """Run a helper child (the layerwise build, a model rewrite, a repro run) in its own
     process group, its output into two files, like a run but without a run folder.
 
-    Returns its exit status (negative: a signal), or None when ``timeout`` seconds passed
-    (its group is then killed). Ctrl-C, or an interrupt from another thread, kills the group
+    Returns its exit status (negative: a signal), or None when ``timeout`` seconds passed or
+    it stalled (no CPU while alive, :func:`wait_watched`; its group is then killed). Ctrl-C, or an interrupt from another thread, kills the group
     and raises KeyboardInterrupt. OSError when it cannot start.
     """
     with open(stdout_path, "wb") as out_fh, open(stderr_path, "wb") as err_fh:
@@ -170,13 +253,13 @@ def run_logged(argv: Sequence[str], *, env: Optional[Dict[str, str]], timeout: O
         try:
             register(proc)
             try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                kill_group(proc)
-                return None
+                ended = wait_watched(proc, timeout)
             except BaseException:  # Ctrl-C: never leave the helper (or its children) running
                 kill_group(proc)
                 raise
+            if ended != "exited":  # out of time, or dead (no CPU while alive): the same to a helper
+                kill_group(proc)
+                return None
         finally:
             unregister(proc)
     if _INTERRUPTED.is_set() and proc.returncode != 0:  # another thread's Ctrl-C killed it

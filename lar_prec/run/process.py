@@ -24,7 +24,7 @@ from lar_prec.records import PathLike
 from lar_prec.run.argv import build_argv
 from lar_prec.run.config import CONFIGS, LoadAndRun, RunConfig, load_and_run_version
 from lar_prec.run.env import local_environment
-from lar_prec.run.proc import child_env, interrupted, kill_group, register, signal_name, tail, unregister
+from lar_prec.run.proc import child_env, interrupted, kill_group, register, signal_name, stall_after, tail, unregister, wait_watched
 from lar_prec.run.record import RunResult, write_run_json
 from lar_prec.run.steps import record_interrupt, refuse
 
@@ -39,6 +39,7 @@ def preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike, 
         argv = build_argv(lar, rec.model_path, input_arg, cfg, dump_dir=rec.dump_dir, text_dump=rec.text_dump,
                           extra_flags=extra_flags)
         rec = replace(rec, argv=tuple(argv))
+        stall_after()  # a bad LAR_PREC_STALL_AFTER is refused before anything starts
         check_file(model, "model file")
         for item in rec.inputs:
             check_file(item["path"], "input file")
@@ -68,17 +69,19 @@ def preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike, 
     return rec
 
 
-def execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], None]]) -> Tuple[RunResult, bool]:
-    """Step 3: start load_and_run in its own session and wait for it (or its timeout).
+def execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], None]]) -> Tuple[RunResult, str]:
+    """Step 3: start load_and_run in its own session and watch it until it ends.
 
-    Returns the record with the exit status and whether the timeout killed it. Ctrl-C (or an
-    interrupt from another thread) kills the process group, records ``interrupted`` and
-    raises KeyboardInterrupt.
+    Returns the record with the exit status and how it ended: ``"exited"``, ``"timeout"``
+    (killed after ``rec.timeout`` s) or ``"stalled"`` (killed after using no CPU for the
+    grace period of :func:`lar_prec.run.proc.wait_watched` while alive: dead, not slow).
+    Ctrl-C (or an interrupt from another thread) kills the process group, records
+    ``interrupted`` and raises KeyboardInterrupt.
     """
     env = child_env(dict(rec.env_changes), bundled=lar.is_bundled)
     log.info("run %s: %s", rec.label, " ".join(shlex.quote(a) for a in rec.argv))
     stdout_path, stderr_path = rec.dir / "stdout.txt", rec.dir / "stderr.txt"
-    timed_out = False
+    ended = "exited"
     t0 = time.monotonic()
     try:
         out_fh, err_fh = open(stdout_path, "wb"), open(stderr_path, "wb")
@@ -100,10 +103,9 @@ def execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], N
             register(proc)
             if on_started is not None:
                 on_started()
-            proc.wait(timeout=rec.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_group(proc)
+            ended = wait_watched(proc, rec.timeout)
+            if ended != "exited":
+                kill_group(proc)
         except BaseException:  # KeyboardInterrupt and friends: never leave the run running
             kill_group(proc)
             record_interrupt(_exited(rec, proc, t0, stderr_path), "interrupted; the process group was killed")
@@ -111,11 +113,11 @@ def execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], N
         finally:
             unregister(proc)
     rec = _exited(rec, proc, t0, stderr_path)
-    if interrupted() and (timed_out or proc.returncode != 0):
+    if interrupted() and (ended != "exited" or proc.returncode != 0):
         # another thread got Ctrl-C and killed this run's group (interrupt_active_runs)
         record_interrupt(rec, "interrupted; the process group was killed")
         raise KeyboardInterrupt
-    return rec, timed_out
+    return rec, ended
 
 
 def _exited(rec: RunResult, proc: "subprocess.Popen", t0: float, stderr_path: Path) -> RunResult:

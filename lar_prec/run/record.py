@@ -22,7 +22,7 @@ from lar_prec.records import PathLike  # noqa: E402
 RUN_SCHEMA = "lar-prec.run/1"
 RUN_JSON = "run.json"
 #: statuses a run.json can hold; every one but ``running`` is final
-RUN_STATUSES = ("not_started", "running", "ok", "failed", "crashed", "timeout", "interrupted")
+RUN_STATUSES = ("not_started", "running", "ok", "failed", "crashed", "timeout", "stalled", "interrupted")
 
 
 def now_iso() -> str:

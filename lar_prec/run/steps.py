@@ -21,7 +21,7 @@ from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.records import PathLike
 from lar_prec.run.config import LoadAndRun, RunConfig, megengine_version
 from lar_prec.run.inputs import PreparedInputs
-from lar_prec.run.proc import failure_hint, last_meaningful_line, read_end
+from lar_prec.run.proc import STALL_ENV, failure_hint, last_meaningful_line, read_end, stall_after
 from lar_prec.run.record import RunResult, now_iso, write_run_json
 
 log = logging.getLogger(__name__)
@@ -73,9 +73,11 @@ def record_interrupt(rec: RunResult, error: str) -> None:
 _UNKNOWN_INPUT = re.compile(r"^the model has no input named ")
 
 
-def conclude(rec: RunResult, timed_out: bool) -> RunResult:
-    """Step 4: the final run.json; the record of a good run, or RunError / RunTimeout."""
-    if not timed_out and rec.returncode == 0:
+def conclude(rec: RunResult, ended: str) -> RunResult:
+    """Step 4: the final run.json; the record of a good run, or RunError / RunTimeout.
+    ``ended``: how :func:`lar_prec.run.process.execute` saw it end (exited, timeout, stalled)."""
+    timed_out = ended == "timeout"
+    if ended == "exited" and rec.returncode == 0:
         rec = replace(rec, status="ok", incomplete=False)
         if rec.dump_dir is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -94,6 +96,10 @@ def conclude(rec: RunResult, timed_out: bool) -> RunResult:
     if timed_out:
         status = "timeout"
         msg = f"load_and_run did not finish within {rec.timeout:g} s and was killed with its process group; {where}"
+    elif ended == "stalled":
+        status = "stalled"
+        msg = (f"load_and_run stalled: alive but using no CPU for {stall_after():g} s ({STALL_ENV} sets this), "
+               f"ended with its process group; {where}" + (f"; stalled after: {last}" if last else ""))
     elif rec.returncode is not None and rec.returncode < 0:
         status = "crashed"
         msg = f"load_and_run was killed by {rec.signal} in {where}" + (f": {last}" if last else "")

@@ -64,7 +64,7 @@ def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
     option's record and the whole message in its run.json."""
     rec: Optional[RunResult] = exc.result if isinstance(exc, LarPrecError) else None
     status = rec.status if rec is not None else "failed"
-    kind = {"timeout": "hung", "crashed": "crashed"}.get(status, "load_failed")
+    kind = {"timeout": "hung", "stalled": "stalled", "crashed": "crashed"}.get(status, "load_failed")
     msg = str(exc).split(" -- hint:")[0]
     if kind == "hung" and rec is not None and rec.timeout:
         msg = f"did not finish within {rec.timeout:g} s (killed with its process group)"

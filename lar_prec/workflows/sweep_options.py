@@ -126,7 +126,7 @@ class OptionResult:
     """What one option did.
 
     ``status``: ``runs``, ``load_failed``, ``crashed`` (a signal), ``hung`` (killed at the
-    timeout) or ``skipped`` (does not apply: ``reason``). ``verdict``: ``ok``, ``diverges`` or
+    timeout), ``stalled`` (alive but using no CPU: ended after a grace period) or ``skipped`` (does not apply: ``reason``). ``verdict``: ``ok``, ``diverges`` or
     None (did not run). ``cause``: for a divergent option, ``kernel wrong under this option``,
     ``option changes the math``, both joined by ``and``, or why it could not be told.
     ``errors``: reference var name -> max_err (the option-by-variable view).
@@ -167,12 +167,12 @@ class OptionResult:
 
     @property
     def finding(self) -> bool:
-        """True when this option is something to act on: diverges, crashed or hung."""
-        return self.verdict == "diverges" or self.status in ("crashed", "hung")
+        """True when this option is something to act on: diverges, crashed, hung or stalled."""
+        return self.verdict == "diverges" or self.status in ("crashed", "hung", "stalled")
 
     def severity(self) -> Tuple[int, float]:
-        """Sort key, worst first: diverges, crashed, hung, load failed, ok, skipped."""
-        rank = {"crashed": 1, "hung": 2, "load_failed": 3, "skipped": 5}.get(self.status, 4)
+        """Sort key, worst first: diverges, crashed, stalled, hung, load failed, ok, skipped."""
+        rank = {"crashed": 1, "stalled": 2, "hung": 2, "load_failed": 3, "skipped": 5}.get(self.status, 4)
         if self.verdict == "diverges":
             rank = 0
         err = self.output_err if self.output_err is not None else (self.worst_err or 0.0)

@@ -38,7 +38,7 @@ from lar_prec.workflows.sweep_analysis import HALF_DTYPES, TOL_HALF
 def _verdict(result: SweepResult) -> str:
     opts = result.options
     bad = [o for o in opts if o.verdict == "diverges"]
-    broken = [o for o in opts if o.status in ("crashed", "hung")]
+    broken = [o for o in opts if o.status in ("crashed", "hung", "stalled")]
     ran = [o for o in opts if o.status == "runs"]
     parts = []
     if bad:

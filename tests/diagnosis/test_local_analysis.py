@@ -7,6 +7,7 @@ faulty model under the default kernels: ``lar-prec compare A B --model FAULTY``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,9 @@ from lar_prec.diagnosis.local import scale_constant
 CONV = "c2.Convolution"
 
 
-def cli(*args: str, cwd: Path = ROOT, timeout: float = 600) -> subprocess.CompletedProcess:
+def cli(*args: str, cwd: Path = ROOT, timeout: float = 600, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lar_prec", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env={**os.environ, **env} if env else None)
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +134,9 @@ def user_lar(path: Path, **env: str) -> Path:
     return path
 
 
-def _nvd(case, out: Path, *extra) -> "tuple[subprocess.CompletedProcess, dict]":
+def _nvd(case, out: Path, *extra, env=None) -> "tuple[subprocess.CompletedProcess, dict]":
     proc = cli("naive-vs-default", case.model, "--input", ";".join(case.input_specs()), "-q", "--out", out,
-               "--json", out.with_suffix(".json"), *extra)
+               "--json", out.with_suffix(".json"), *extra, env=env)
     assert proc.returncode in (0, 1), proc.stderr
     return proc, json.loads(out.with_suffix(".json").read_text())
 
@@ -291,7 +292,8 @@ def test_a_layerwise_run_past_the_timeout_is_killed_with_its_group_and_leaves_a_
 
     pid = tmp_path / "hang.pid"
     lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_HANG="layerwise", WRAPPED_LAR_HANG_PID=str(pid))
-    proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar, "--timeout", "15")
+    # the stand-in sleeps (no CPU): with the CPU watch on it would be `stalled`; this is about the timeout
+    proc, rep = _nvd(manifest["cnn"], tmp_path / "a", "--lar", lar, "--timeout", "15", env={"LAR_PREC_STALL_AFTER": "0"})
     assert proc.returncode == rep["summary"]["exit_code"], proc.stderr
     assert not rep["local"]["measured"] and "RunTimeout" in rep["local"]["why"] and "15 s" in rep["local"]["why"]
     assert wait_gone(int(pid.read_text()), 5), "the layerwise run's child survived its timeout"
@@ -309,7 +311,8 @@ def test_ctrl_c_during_the_layerwise_run_kills_it_and_exits_130(manifest, tmp_pa
     case = manifest["cnn"]
     out = tmp_path / "a"
     rc, err, _ = ctrl_c([sys.executable, "-m", "lar_prec", "naive-vs-default", str(case.model), "--input",
-                         ";".join(case.input_specs()), "-q", "--out", str(out), "--lar", str(lar)], os.environ, pid)
+                         ";".join(case.input_specs()), "-q", "--out", str(out), "--lar", str(lar)],
+                        {**os.environ, "LAR_PREC_STALL_AFTER": "0"}, pid)  # the stand-in sleeps: no CPU watch
     assert rc == 130, err
     assert "interrupted while measuring local error" in err and "Traceback" not in err
     assert wait_gone(int(pid.read_text()), 5), "the layerwise run's child survived Ctrl-C"

@@ -419,3 +419,40 @@ def test_plain_npy_inputs_are_copied_byte_for_byte_and_others_converted(tmp_path
     truncated.write_bytes(plain.read_bytes()[:-4])
     with pytest.raises(UsageError, match="cut.npy"):
         runner.prepare_inputs([f"a:{truncated}"], tmp_path / "in2")
+
+
+def test_a_dead_run_is_seen_in_seconds_not_at_the_timeout(fake_lar, model_file, prepared, tmp_path, monkeypatch):
+    """Issue 21 §2: alive but using no CPU (MegEngine after an Xbyak JIT error) is `stalled`
+    after the grace period, with the last fatal-looking stderr line; not `timeout` at 120 s."""
+    monkeypatch.setenv("FAKE_LAR_MODE", "stall")
+    monkeypatch.setenv("LAR_PREC_STALL_AFTER", "1.5")
+    t0 = time.monotonic()
+    with pytest.raises(RunError) as exc:
+        runner.run_once(model_file, prepared, "default", tmp_path / "a", lar=str(fake_lar.path), timeout=120)
+    took = time.monotonic() - t0
+    assert took < 30, took
+    res = exc.value.result
+    assert res.status == "stalled" and exc.value.exit_code == 3
+    assert "stalled after: bad err=45 in Xbyak::Error" in str(exc.value)
+    assert runner.read_run_json(res.dir)["status"] == "stalled"
+
+
+def test_a_busy_slow_run_is_never_ended_early(fake_lar, model_file, prepared, tmp_path, monkeypatch):
+    """A run that keeps using CPU past the grace period finishes, and one past its timeout is
+    `timeout` (hung), not `stalled`."""
+    monkeypatch.setenv("FAKE_LAR_MODE", "busy")
+    monkeypatch.setenv("FAKE_LAR_BUSY_SECONDS", "4")
+    monkeypatch.setenv("LAR_PREC_STALL_AFTER", "1")
+    res = runner.run_once(model_file, prepared, "default", tmp_path / "a", lar=str(fake_lar.path), timeout=60)
+    assert res.status == "ok" and res.seconds >= 4
+    with pytest.raises(RunTimeout) as exc:
+        runner.run_once(model_file, prepared, "default", tmp_path / "b", lar=str(fake_lar.path), timeout=2)
+    assert exc.value.result.status == "timeout"
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "inf"])
+def test_a_bad_stall_setting_is_refused_before_the_run(fake_lar, model_file, prepared, tmp_path, monkeypatch, value):
+    monkeypatch.setenv("LAR_PREC_STALL_AFTER", value)
+    with pytest.raises(UsageError, match="LAR_PREC_STALL_AFTER"):
+        runner.run_once(model_file, prepared, "default", tmp_path / "a", lar=str(fake_lar.path), timeout=60)
+    assert not fake_lar.calls()

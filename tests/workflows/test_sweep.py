@@ -9,6 +9,7 @@ option leaves the other options reported.
 from __future__ import annotations
 
 import json
+import time
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -218,6 +219,27 @@ def test_stand_in_that_hangs_or_segfaults_under_one_option_leaves_the_others_rep
 
 
 @pytest.mark.megengine
+def test_an_option_whose_run_stalls_is_seen_in_seconds(manifest, lar_dump, tmp_path, monkeypatch):
+    """Issue 21 §2: under one option the binary prints an Xbyak error and then waits with no CPU
+    (as MegEngine does on some CPUs under nchw88): `stalled` with that line, in seconds, while a
+    timeout of 300 s would have held the whole sweep; the other option is reported as usual."""
+    monkeypatch.setenv("FAKE_LAR_SOURCE_DUMP", str(lar_dump("cnn", "default")))
+    monkeypatch.setenv("FAKE_LAR_SOURCE_DUMP_NAIVE", str(lar_dump("cnn", "naive")))
+    monkeypatch.setenv("FAKE_LAR_MODE_IF_FLAG", "--enable-nchw88=stall")
+    monkeypatch.setenv("LAR_PREC_STALL_AFTER", "2")
+    t0 = time.monotonic()
+    d, res = sweep_json(tmp_path, manifest["cnn"], ["nchw88", "weight-preprocess"],
+                        "--lar", str(FAKE_LAR), "--timeout", "300", "-j", "2", expect=1)
+    assert time.monotonic() - t0 < 120
+    opts = by_option(d)
+    assert opts["nchw88"]["status"] == "stalled", opts["nchw88"]
+    assert "stalled after: bad err=45 in Xbyak::Error" in opts["nchw88"]["reason"]
+    assert json.loads(Path(opts["nchw88"]["run_dir"], "run.json").read_text())["status"] == "stalled"
+    assert opts["weight-preprocess"]["status"] == "runs"
+    assert "stalled (no CPU)" in res.stdout
+
+
+@pytest.mark.megengine
 def test_reference_failing_is_exit_3(manifest, lar_dump, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_LAR_MODE", "exit1")
     res = invoke(["sweep", *case_args(manifest["cnn"]), "--options", "weight-preprocess", "--lar", str(FAKE_LAR),
@@ -256,7 +278,8 @@ def test_ctrl_c_during_a_sweep_is_130_and_leaves_run_folders_consistent(manifest
     import os
     import sys
 
-    env = {**os.environ, "FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default")),
+    env = {**os.environ, "LAR_PREC_STALL_AFTER": "0",  # the stand-in sleeps (no CPU): no CPU watch
+            "FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default")),
            "FAKE_LAR_SOURCE_DUMP_NAIVE": str(lar_dump("cnn", "naive")),
            "FAKE_LAR_MODE_IF_FLAG": "--enable-nhwcd4=sleep", "FAKE_LAR_CHILD_PID": str(tmp_path / "child.pid"),
            "PYTHONPATH": str(ROOT)}

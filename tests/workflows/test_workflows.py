@@ -208,7 +208,7 @@ def test_external_binary_gets_real_argv_and_its_dumps_are_rooted(manifest, lar_d
 @pytest.mark.megengine
 def test_ctrl_c_during_runs_keeps_run_folders_consistent(manifest, tmp_path, monkeypatch):
     """SIGINT while load_and_run sleeps: exit 130, run.json says interrupted, child gone."""
-    env = {**os.environ, "FAKE_LAR_MODE": "sleep", "FAKE_LAR_CHILD_PID": str(tmp_path / "child.pid"),
+    env = {**os.environ, "LAR_PREC_STALL_AFTER": "0", "FAKE_LAR_MODE": "sleep", "FAKE_LAR_CHILD_PID": str(tmp_path / "child.pid"),
            "FAKE_LAR_RECORD": str(tmp_path / "rec.jsonl")}
     out = tmp_path / "a"
     argv = [sys.executable, "-m", "lar_prec", "shake", *case_args(manifest["cnn"]), "--repeat", "2", "--jobs", "2",
