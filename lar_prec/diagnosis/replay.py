@@ -19,6 +19,7 @@ import json
 import shlex
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -36,13 +37,11 @@ from lar_prec.diagnosis.local import (
     write_feeds,
 )
 from lar_prec.diagnosis.local_records import LocalResult
+from lar_prec.diagnosis.repro_check import SCHEMA, ReproRecord, load_npy, private_copy, read_record
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots
 from lar_prec.outputs import atomic_write_text
 from lar_prec.run.config import RunConfig, get_config
 from lar_prec.run.config import resolve_load_and_run
-
-SCHEMA = "lar-prec.repro/1"
-
 
 @dataclass(frozen=True)
 class Repro:
@@ -207,44 +206,59 @@ def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = 
            lar: "str | None" = None) -> ReplayResult:
     """Run a repro folder again (fresh processes) and compare. ``lar``: the load_and_run of
     the test side (the binary whose kernels are in question; default: the bundled one); the
-    reference side always runs the bundled one's naive kernels.
+    reference side always runs the bundled one.
+
+    The folder is data (it may come from anyone): ``repro.json`` is checked and each side's
+    configuration rebuilt from its name and allowed flags (:mod:`.repro_check`), and the runs
+    work on a private copy of the files, so nothing is written into the folder and nothing in
+    it runs. The copy is removed afterwards, or kept (and named) when a run failed.
 
     Raises:
-        UsageError: ``repro_dir`` is not a repro folder; RunError: a run failed.
+        UsageError: ``repro_dir`` is not a repro folder, or holds a value, link or file that a
+        repro lar-prec wrote would not (exit 2, nothing run); RunError: a run failed.
     """
     d = Path(repro_dir)
+    if not d.is_dir():
+        raise UsageError(f"{d}: expected a repro folder (repro-<id>/ written by lar-prec); nothing was run")
+    rec = read_record(d)
+    prefix = resolve_load_and_run(lar).argv_prefix if lar is not None else None
+    work = Path(tempfile.mkdtemp(prefix="lar-prec-replay-"))
+    keep = False
     try:
-        rec = json.loads((d / "repro.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{d / 'repro.json'}: expected a lar-prec repro record ({exc})") from None
-    want = np.load(d / "reference.npy")
-    seen = np.load(d / "observed.npy")
-    prefix = None
-    if lar is not None:
-
-        prefix = resolve_load_and_run(lar).argv_prefix
-    test = _run(d, rec, "test", timeout, prefix)
-    ref_bitwise = None
-    if reference:
-        got_ref = _run(d, rec, "reference", timeout)
-        ref_bitwise = got_ref.shape == want.shape and got_ref.tobytes() == want.tobytes()
-    return ReplayResult(d, megengine_rel(test, want), float(rec["local_err"] or 0.0),
+        private_copy(d, rec, work)
+        want = load_npy(work / "reference.npy", d / "reference.npy")
+        seen = load_npy(work / "observed.npy", d / "observed.npy")
+        try:
+            test = _run(work, d, rec, "test", timeout, prefix)
+            ref_bitwise = None
+            if reference:
+                got_ref = _run(work, d, rec, "reference", timeout)
+                ref_bitwise = got_ref.shape == want.shape and got_ref.tobytes() == want.tobytes()
+        except LarPrecError as exc:
+            keep = exc.exit_code != 2  # a failed run: its logs stay in the working copy
+            if keep:
+                exc.args = (f"{exc} (working copy kept: {work})",) + exc.args[1:]
+            raise
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return ReplayResult(d, megengine_rel(test, want), rec.local_err,
                         test.shape == seen.shape and test.tobytes() == seen.tobytes(), ref_bitwise)
 
 
-def _run(d: Path, rec: Dict, side: str, timeout: float, prefix: "Optional[Sequence[str]]" = None) -> "np.ndarray":
-    cfg = RunConfig(rec[side]["name"], tuple(rec[side]["flags"]), tuple((k, v) for k, v in rec[side]["env"]))
-    dump = d / f"dump-{side}"
-    shutil.rmtree(dump, ignore_errors=True)
-    items = ";".join(f"{it.split(':', 1)[0]}:{d / it.split(':', 1)[1]}" for it in rec["inputs"].split(";"))
-    argv = [*(prefix or (sys.executable, "-m", "lar_prec.lar")), str(d / "model.mge"), "--input", items, "--iter", "1",
-            "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
-    run_child(argv, child_env(cfg.env_dict()), timeout, f"the repro in {d} under {cfg.name}", d / f"log-{side}")
+def _run(work: Path, d: Path, rec: ReproRecord, side: str, timeout: float,
+         prefix: "Optional[Sequence[str]]" = None) -> "np.ndarray":
+    cfg = rec.test if side == "test" else rec.reference
+    dump = work / f"dump-{side}"
+    items = ";".join(f"{name}:{work / file}" for name, file in rec.inputs)
+    argv = [*(prefix or (sys.executable, "-m", "lar_prec.lar")), str(work / "model.mge"), "--input", items,
+            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
+    run_child(argv, child_env(cfg.env_dict()), timeout, f"the repro in {d} under {cfg.name}", work / f"log-{side}")
     folder = DumpFolder(dump)
     outs = output_ids(folder)
-    if rec["var"]["id"] not in outs:
-        raise UsageError(f"{dump}: the run did not dump {rec['var']['output']}")
-    return np.asarray(folder[outs[rec["var"]["id"]]].array())
+    if rec.var_id not in outs:
+        raise UsageError(f"{d}: the run did not dump {rec.output}")
+    return np.asarray(folder[outs[rec.var_id]].array())
 
 
 def replay_verdict(r: ReplayResult) -> "tuple[int, str]":
