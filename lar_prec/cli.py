@@ -65,6 +65,10 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except LarPrecError as exc:
+            if exc.report is not None:  # the analysis finished, writing its report did not: verdict first
+                from lar_prec.report.terminal import render_terminal
+
+                render_terminal(exc.report, _report_out())
             msg = _one_line(str(exc)) or type(exc).__name__
             click.echo(f"Error: {msg}", err=True)
             tail = getattr(exc, "stderr_tail", "")
@@ -227,7 +231,8 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     from lar_prec.workflows.naive_vs_default import naive_vs_default
 
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
-    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
+                         analysis_dir=out)
     with ProgressBars(not quiet) as progress:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
@@ -265,7 +270,8 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     from lar_prec.workflows.shake import shake
 
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
-    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
+                         analysis_dir=out)
     with ProgressBars(not quiet) as progress:
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
@@ -314,9 +320,11 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
                          "shake and compare --model")
 
     targets = parse_targets(remotes, local=local, lar=lar_path, remote_dir=remote_dir, keep_remote=keep_remote)
-    check_report_outputs(json_out, html_out, input_paths(model, inputs, None))
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None), analysis_dir=out)
     analysis = devices(model, inputs, targets, reference=reference, config=config_name, out=out,
-                       threshold=threshold or "auto", lar=None, timeout=timeout,
+                       # without --remote, --lar can only name this machine's binary (a missing one is exit 2);
+                       # with --remote it is the devices' path, and --local runs the usual lookup
+                       threshold=threshold or "auto", lar=lar_path if not remotes else None, timeout=timeout,
                        extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
@@ -369,7 +377,8 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
 
     parse_options(options)  # a bad name fails before anything runs
     spec = _remote_spec(remote, lar_path, remote_dir, keep_remote)
-    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path))
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
+                         analysis_dir=out)
     with ProgressBars(not quiet) as progress:
         analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
                          extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress,
@@ -490,7 +499,8 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
 
     check_model_options(model, algo_policy=algo_policy, lar=lar_path)
     check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump, algo_policy,
-                                              lar_path if lar_path != "bundled" else None], make_parents=False)
+                                              lar_path if lar_path != "bundled" else None], make_parents=False,
+                         analysis_dir=local_out)
     compare_kw = dict(threshold=threshold, text_dump=text_dump, jobs=jobs, pairing=pair, paths=bool(html_out))
     if model:
         # the layerwise machinery loads only when it runs: a dump-only compare starts ~40 ms sooner

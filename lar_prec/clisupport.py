@@ -95,9 +95,16 @@ def input_paths(model: str, inputs: tuple, lar_path: str | None) -> list:
 
 
 def check_report_outputs(json_out: str | None, html_out: str | None, inputs: list, *,
-                          make_parents: bool = True) -> None:
+                          make_parents: bool = True, analysis_dir: str | None = None) -> None:
     """Refuse, before anything runs, --json/--html paths that cannot be written or would
-    replace an input (exit 2): an analysis that runs for minutes must not end in that."""
+    replace an input (exit 2): an analysis that runs for minutes must not end in that. Inside
+    the analysis folder (``--out``), only its own report files (``report.json``,
+    ``report.html`` at its top) may be named: anything else there is a run's dump, record or log."""
+    if analysis_dir is not None:
+        for flag, path, own in (("--json", json_out, "report.json"), ("--html", html_out, "report.html")):
+            if path is None or path == "-":
+                continue
+            check_outside(path, analysis_dir, flag, own)
 
     if json_out is not None:
         check_output_path(json_out, what="JSON report", inputs=inputs, make_parents=make_parents)
@@ -106,3 +113,18 @@ def check_report_outputs(json_out: str | None, html_out: str | None, inputs: lis
             raise UsageError("--html needs a file path, got '-'; expected e.g. --html report.html")
         check_output_path(html_out, what="HTML report", inputs=inputs, make_parents=make_parents)
     check_distinct([json_out, html_out], what="--json and --html")
+
+
+def check_outside(path: str, analysis_dir: str, flag: str, own: str) -> None:
+    """``path`` must not be inside ``analysis_dir`` unless it is that folder's own ``own`` report.
+
+    Raises:
+        UsageError: it is (exit 2, before anything runs).
+    """
+    target = os.path.realpath(os.path.abspath(path))
+    folder = os.path.realpath(os.path.abspath(analysis_dir))
+    if target == os.path.join(folder, own) or os.path.commonpath([target, folder]) != folder:
+        return
+    raise UsageError(f"{flag} {path} is inside the analysis folder {analysis_dir} (--out), where the runs keep "
+                     f"their dumps and records; give a path outside it, or {os.path.join(analysis_dir, own)}, "
+                     "the analysis' own report")

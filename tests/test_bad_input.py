@@ -343,6 +343,16 @@ def _fake(c: Ctx, mode: str, *extra: object) -> List[str]:
     return ["run", c.model, *c.inputs(), "--lar", FAKE_LAR, "--out", c.tmp / "out", *extra]
 
 
+def _fake_stall(c: Ctx) -> List[str]:
+    c.env["LAR_PREC_STALL_AFTER"] = "1"
+    return _fake(c, "stall", "--timeout", "120")
+
+
+def _with_env(c: Ctx, env: dict, argv: List[str]) -> List[str]:
+    c.env.update(env)
+    return argv
+
+
 def _lar_not_executable(c: Ctx) -> List[str]:
     (c.tmp / "lar.txt").write_text("not a program\n")
     return ["run", c.model, *c.inputs(), "--lar", c.tmp / "lar.txt", "--out", c.tmp / "out"]
@@ -365,6 +375,17 @@ RUNS_AND_BINARIES = [
     Row("lar-exit-1", lambda c: _fake(c, "exit1"), 3, lambda c: ["out"], ["failed", "exit"]),
     Row("lar-segv", lambda c: _fake(c, "segv"), 3, lambda c: ["out"], ["SIGSEGV", "signal", "crash"]),
     Row("lar-timeout", lambda c: _fake(c, "sleep", "--timeout", "2"), 3, lambda c: ["out"], ["did not finish within", "timed out"]),
+    Row("lar-stalls", lambda c: _fake_stall(c), 3, lambda c: ["out"], ["stalled", "Xbyak"]),
+    Row("stall-setting-bad", lambda c: _with_env(c, {"LAR_PREC_STALL_AFTER": "soon"}, _fake(c, "ok")), 2,
+        lambda c: ["LAR_PREC_STALL_AFTER"], ["seconds", "expected", "must"]),
+    Row("devices-local-lar-missing", lambda c: ["devices", c.model, *c.inputs(), "--local", "--lar", c.tmp / "no_lar",
+                                                "--out", c.tmp / "out"], 2, lambda c: ["no_lar"], ["does not exist"]),
+    Row("remote-dir-semicolon", lambda c: ["naive-vs-default", c.model, *c.inputs(), "--remote", "ssh:127.0.0.1:1",
+                                           "--remote-dir", "/tmp/x;rm -rf /", "--out", c.tmp / "out"], 2,
+        lambda c: ["--remote-dir"], ["expected"]),
+    Row("remote-dir-newline", lambda c: ["naive-vs-default", c.model, *c.inputs(), "--remote", "ssh:127.0.0.1:1",
+                                         "--remote-dir", "/tmp/a\nb", "--out", c.tmp / "out"], 2,
+        lambda c: ["--remote-dir"], ["expected"]),
     Row("timeout-nan", lambda c: _fake(c, "ok", "--timeout", "nan"), 2, lambda c: ["timeout"],
         ["expected", "number", "positive"]),
     Row("out-under-a-file", _out_under_file, 2, lambda c: ["somefile"], ["folder", "expected", "cannot"]),
@@ -398,6 +419,10 @@ def _lar_copy(c: Ctx) -> Path:
 
 
 OUTPUTS = [
+    Row("nvd-json-inside-out", lambda c: _nvd(c, "--json", c.tmp / "out" / "naive" / "run.json"), 2,
+        lambda c: ["--json", "run.json"], ["inside the analysis folder"]),
+    Row("nvd-html-inside-out", lambda c: _nvd(c, "--html", c.tmp / "out" / "default" / "dump" / "000001"), 2,
+        lambda c: ["--html", "000001"], ["inside the analysis folder"]),
     Row("nvd-json-folder", lambda c: _nvd(c, "--json", c.tmp), 2, lambda c: [str(c.tmp)], ["folder", "expected"]),
     Row("nvd-json-under-file", lambda c: _nvd(c, "--json", _some_file(c) / "x.json"), 2, lambda c: ["somefile"],
         ["not a folder", "expected"]),
@@ -502,3 +527,20 @@ def test_ctrl_c_exits_130(row: SignalRow, ctx: Ctx) -> None:
     assert len(error_lines(err)) == 1 and "interrupted" in error_lines(err)[0], err
     assert_intact(before, snapshot(ctx.tmp))
     assert not (ctx.tmp / "r.json").exists()
+
+
+def test_the_verdict_is_printed_when_the_analysis_folder_cannot_take_the_report(ctx: Ctx) -> None:
+    """Issue 21 §3: every run done, then report.json cannot be written (here a folder took its
+    place while the runs ran, as a full disk would fail it): the verdict is shown, then the
+    one-line error, exit 2."""
+    out = ctx.tmp / "out"
+    wrapper = ctx.tmp / "lar.sh"
+    wrapper.write_text(f"#!/bin/sh\nmkdir -p {out}/report.json\nPYTHONPATH={ROOT} exec {sys.executable} "
+                       f"-m lar_prec.lar \"$@\"\n")
+    wrapper.chmod(0o755)
+    r = lar_prec(["naive-vs-default", ctx.model, *ctx.inputs(), "--out", out, "--lar", wrapper, "--no-local"],
+                 cwd=ctx.tmp, env=ctx.env)
+    assert r.returncode == 2, r.stderr
+    assert "Verdict:" in r.stdout, r.stdout
+    assert r.stderr.strip().splitlines()[-1].startswith("Error: ") and "report.json" in r.stderr
+    assert len(list(out.rglob("run.json"))) == 2  # the runs are kept

@@ -120,8 +120,12 @@ def manifest_script(remote_dir: str) -> str:
     ])
 
 
-def device_info_script(remote_dir: str, lar: str) -> str:
+def device_info_script(remote_dir: str, lar: str, probe_dir: str) -> str:
+    """The device's facts. ``load_and_run --version`` runs like a run (own process group, its
+    pid in ``probe_dir/.pid``), so a Ctrl-C here can end it with :func:`kill_script` on a
+    board without ``timeout(1)``, where nothing else would."""
     keys = "model name|Hardware|Processor|CPU part|CPU implementer|CPU architecture|flags|Features|isa|uarch"
+    q = shell_quote(probe_dir)
     return "\n".join([
         "echo @@uname; uname -a 2>&1",
         f"echo @@cpu; grep -E '^({keys})[[:space:]]*:' /proc/cpuinfo 2>/dev/null | sort -u",
@@ -129,7 +133,11 @@ def device_info_script(remote_dir: str, lar: str) -> str:
         "echo \"model=$(getprop ro.product.model)\"; echo \"abi=$(getprop ro.product.cpu.abi)\"; fi",
         f"echo @@lar; if command -v {shell_quote(lar)} >/dev/null 2>&1; then echo found; "
         "T=; if command -v timeout >/dev/null 2>&1; then T='timeout 20'; fi; "
-        f"$T {shell_quote(lar)} --version 2>&1 </dev/null | head -n 3; else echo missing; fi",
+        f"mkdir -p {q} && cd {q} && {{ "
+        f"if command -v setsid >/dev/null 2>&1; then setsid $T {shell_quote(lar)} --version </dev/null >version.txt 2>&1 & "
+        f"else $T {shell_quote(lar)} --version </dev/null >version.txt 2>&1 & fi; "
+        "pid=$!; echo $pid > .pid; wait $pid; rm -f .pid; head -n 3 version.txt; cd / ; "
+        f"rm -rf {q}; }}; else echo missing; fi",
         "echo @@end",
     ])
 

@@ -22,6 +22,7 @@ A run's device folder is removed once it is pulled completely, unless ``keep_rem
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -293,7 +294,15 @@ class RemoteSession:
     def device_info(self, *, refresh: bool = False) -> DeviceInfo:
         """uname, CPU model and features, Android model and ABI, load_and_run --version."""
         if self._info is None or refresh:
-            res = self.transport.exec(device_info_script(self.remote_dir, self.lar), timeout=60)
+            probe = f"{self.remote_dir}/runs/probe-{secrets.token_hex(4)}"
+            try:
+                res = self.transport.exec(device_info_script(self.remote_dir, self.lar, probe), timeout=60)
+            except KeyboardInterrupt:
+                # the local ssh is gone, not the device's load_and_run --version: end it there
+                with contextlib.suppress(RemoteError, OSError):
+                    self.transport.exec(kill_script(probe) + f"\ncd / && rm -rf {shell_quote(probe)}",
+                                        timeout=10 + KILL_GRACE_SECONDS)
+                raise
             text = res.stdout.decode("utf-8", "replace")
             if "@@end" not in text:
                 raise self._fail("reading the device's description", res)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +38,9 @@ from lar_prec.run.steps import conclude, new_record, record_interrupt, refuse
 
 log = logging.getLogger(__name__)
 
+#: a --remote-dir lar-prec accepts: it goes into shell scripts on the device (quoted), and a
+#: character a shell or a device's tools treat specially there is a typo more often than a folder
+_REMOTE_DIR = re.compile(r"[A-Za-z0-9_./~+@%,:=][A-Za-z0-9_./~+@%,:=-]{0,1000}\Z")
 #: the device's load_and_run when --lar is not given: the name on the device's PATH
 DEFAULT_REMOTE_LAR = "load_and_run"
 
@@ -57,6 +61,10 @@ class RemoteSpec:
         parse_target(self.target)  # UsageError (exit 2) before anything runs
         if not self.lar or any(c in self.lar for c in "\n\0"):
             raise UsageError(f"--lar {self.lar!r}: expected the path of load_and_run on the device")
+        if self.remote_dir is not None and not _REMOTE_DIR.match(self.remote_dir):
+            raise UsageError(f"--remote-dir {self.remote_dir!r}: expected a folder path on the device of letters, "
+                             "digits and / . _ - ~ + @ % , : = (not starting with '-'; no ';', quote, newline "
+                             "or other control character)")
 
     def session(self) -> Any:
         """A new (unopened) RemoteSession."""
@@ -192,7 +200,7 @@ def run_once_remote(model: Path, inputs: Any, cfg: Any, run_dir: Path, label: st
         raise
     rec = replace(rec, seconds=res.seconds, returncode=res.returncode, signal=signal_name(res.returncode),
                   stderr_tail=tail(run_dir / "stderr.txt"), remote={**s.record(), **res.to_json()})
-    return conclude(rec, res.timed_out)
+    return conclude(rec, "timeout" if res.timed_out else "exited")
 
 
 def device_files(model: Path, inputs: Any) -> List[Path]:

@@ -213,10 +213,15 @@ def open_remote(remote: "Optional[RemoteSpec]", model: Path, prepared: PreparedI
 
 
 def write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optional[Path]]:
-
+    """The analysis folder's report.json and report.html. A write that fails (a full disk at
+    the end of every run) carries the report in the error, so the verdict is still shown."""
     json_path = adir / "report.json"
-    write_json(report, json_path)
-    html_path = write_html(report, adir / "report.html") if html else None
+    try:
+        write_json(report, json_path)
+        html_path = write_html(report, adir / "report.html") if html else None
+    except LarPrecError as exc:
+        exc.report = report
+        raise
     return json_path, html_path
 
 

@@ -103,9 +103,9 @@ def parse_options(spec: Union[str, Sequence[str], None]) -> Tuple[SweepOption, .
         names: List[str] = list(DEFAULT_OPTIONS[cpu_family()])
     else:
         items = [spec] if isinstance(spec, str) else list(spec)
-        names = [n.strip().lstrip("-") for item in items for n in str(item).split(",") if n.strip()]
-        names = [n[len("enable-"):] if n.startswith("enable-") else n for n in names]
-        names = [n.replace("_", "-") for n in names]
+        # every spelling of load_and_run's flag names one option: ioc16, --enable-ioc16, enable_ioc16
+        names = [n.strip().lstrip("-").replace("_", "-") for item in items for n in str(item).split(",") if n.strip()]
+        names = [n[len("enable-"):] if n.startswith("enable-") and n not in OPTIONS else n for n in names]
     if not names:
         raise UsageError("--options is empty; expected names such as nhwcd4,ioc16 (see lar-prec sweep --help)")
     out: List[SweepOption] = []

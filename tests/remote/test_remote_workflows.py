@@ -377,6 +377,46 @@ def test_ctrl_c_stops_the_device_run_and_exits_130(sshd, manifest, tmp_path):
     assert any(r["status"] == "interrupted" for r in runs)
 
 
+def test_ctrl_c_during_the_device_facts_probe_ends_load_and_run_version_on_the_device(sshd, manifest, tmp_path):
+    """Issue 21 §3: Ctrl-C while the device's `load_and_run --version` hangs (a board without
+    timeout(1) would keep it forever): the device's process is gone within seconds."""
+    import signal
+
+    case = manifest[CASE]
+    pidfile = tmp_path / "version.pid"
+    lar = write_exe(tmp_path / "device-bin" / "stuck", f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 300\n")
+    proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "naive-vs-default", str(case.model), *input_args(case),
+                             "--out", str(tmp_path / "a"), "-q", "--remote", sshd["target"], "--lar", str(lar),
+                             "--remote-dir", str(tmp_path / "device")],
+                            cwd=ROOT, env=ssh_env(sshd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (pidfile.exists() and pidfile.read_text().strip()):
+            time.sleep(0.1)
+        assert pidfile.exists(), "the device's --version probe did not start"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert wait_gone(int(pidfile.read_text()), 5), "the device's load_and_run --version survived Ctrl-C"
+    assert not list((tmp_path / "device").rglob("probe-*")), "the probe folder was left on the device"
+
+
+@pytest.mark.parametrize("bad", ["/tmp/x;rm -rf /", "-rf", "/tmp/a\nb", "/tmp/`id`"])
+def test_a_remote_dir_a_shell_would_misread_is_exit_2_naming_the_option(sshd, manifest, tmp_path, bad):
+    case = manifest[CASE]
+    proc = cli(["naive-vs-default", str(case.model), *input_args(case), "--out", str(tmp_path / "a"), "-q",
+                "--remote", sshd["target"], "--remote-dir", bad], ssh_env(sshd))
+    assert proc.returncode == 2, proc.stderr
+    assert error_lines(proc.stderr)[0].startswith("Error: --remote-dir"), proc.stderr
+    assert not (tmp_path / "a").exists() or not list((tmp_path / "a").rglob("run.json"))
+
+
 def test_environment_differences_name_what_differs():
     from lar_prec.run.env import environment_differences, format_differences, local_environment
 

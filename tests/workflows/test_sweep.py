@@ -292,3 +292,13 @@ def test_ctrl_c_during_a_sweep_is_130_and_leaves_run_folders_consistent(manifest
     runs = {p.parent.name: json.loads(p.read_text())["status"] for p in out.glob("*/run.json")}
     assert runs["nhwcd4"] == "interrupted" and runs["reference"] == "ok", runs
     assert "running" not in runs.values()
+
+
+def test_every_spelling_of_an_option_names_it():
+    """Issue 21 §3: `--options enable_ioc16` was refused while `--enable-ioc16` was accepted."""
+    from lar_prec.workflows.sweep_options import parse_options
+
+    for spelling in ("ioc16", "enable_ioc16", "enable-ioc16", "--enable-ioc16", "--enable_ioc16"):
+        assert [o.name for o in parse_options(spelling)] == ["ioc16"], spelling
+    assert [o.name for o in parse_options("--weight_preprocess,fuse_preprocess,enable-fuse-preprocess")] == [
+        "weight-preprocess", "fuse-preprocess"]
