@@ -16,12 +16,18 @@ import click
 from lar_prec import __version__
 from lar_prec.clisupport import ProgressBars, check_report_outputs, console, input_paths, pass_through_flags
 from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.report.console import shown
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split("\n")[0].split())
+    # messages carry paths and names from the user's files: control characters shown escaped
+    return shown(" ".join(text.split("\n")[0].split()))
+
+
+def _lines_shown(text: str) -> str:
+    return "\n".join(shown(line) for line in text.splitlines())
 
 
 def _exit_interrupted() -> "None":
@@ -46,7 +52,7 @@ def _exit_internal(exc: BaseException) -> "None":
         import traceback
 
         traceback.print_exception(type(exc), exc, exc.__traceback__)
-    click.echo(f"Error: internal error of lar-prec: {what}; {where}", err=True)
+    click.echo(shown(f"Error: internal error of lar-prec: {what}; {where}"), err=True)
     sys.exit(4)
 
 
@@ -73,7 +79,7 @@ def handle_errors(func: F) -> F:
             click.echo(f"Error: {msg}", err=True)
             tail = getattr(exc, "stderr_tail", "")
             if tail:
-                click.echo(tail.rstrip(), err=True)
+                click.echo(_lines_shown(tail.rstrip()), err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             _exit_interrupted()
@@ -140,7 +146,8 @@ def _finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, 
     if json_out != "-":
         render_terminal(analysis.report, _report_out())
     if not quiet:
-        click.echo(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)", err=True)
+        click.echo(shown(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)"),
+                   err=True)
     _write_outputs(analysis.report, json_out, html_out)
     sys.exit(analysis.exit_code)
 
@@ -427,9 +434,9 @@ def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: s
     result = run_single(model, inputs, config_name, out, lar=lar_path, text_dump=text_dump, timeout=timeout,
                         extra_flags=split_lar_args(lar_args), extra_env=parse_env_assignments(env_items), seed=seed,
                         remote=_remote_spec(remote, lar_path, remote_dir, keep_remote))
-    click.echo(str(result.dir))
+    click.echo(shown(str(result.dir)))
     what = result.text_dump if result.text_dump is not None else result.dump_dir
-    click.echo(f"ok: {result.config} run in {result.seconds:.2f} s; dump: {what}", err=True)
+    click.echo(shown(f"ok: {result.config} run in {result.seconds:.2f} s; dump: {what}"), err=True)
 
 
 # ---- compare / tree commands ----
@@ -516,7 +523,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
             click.echo(render_csv(report), nl=False)
         elif fmt == "megengine":
             for block in megengine_text(tree.comparison):  # type: ignore[arg-type]
-                click.echo(block)
+                click.echo(_lines_shown(block))
             missing = [d.id for d in tree.diffs if d.status == "missing"]
             if missing:
                 click.echo(f"note: {len(missing)} var(s) dumped on one side only, not printed: {missing[:10]}", err=True)

@@ -157,3 +157,31 @@ def test_cli_on_real_dumps(lar_dump, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1
     assert root_rows(r.stdout)[0][1] == str(victim)
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("fmt", [[], ["--format", "csv"], ["--format", "megengine"], ["--all"]])
+def test_control_characters_from_a_dump_never_reach_the_terminal(lar_dump, tmp_path, fmt):
+    """Issue 21 §3: a var name holding `ESC ]0;TITLE BEL` or `ESC [2J` would retitle or clear the
+    user's terminal; every line (table, verdict, notes, errors) shows them escaped."""
+    import shutil
+
+    from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
+    from lar_prec.dumps.folder import DumpFolder
+
+    b = tmp_path / "b"
+    shutil.copytree(lar_dump("cnn", "default"), b)
+    f = DumpFolder(b)
+    out_id = [v for v in f.ids if f.var_info(v).name == "Softmax"][0]
+    path = b / f"{out_id:06x}"
+    d = read_binary_dump(path)
+    evil = "Soft\x1b]0;TITLE\x07max\x1b[2J"
+    write_binary_dump(path, d.array() * 1.5, d.title.replace("name:Softmax,", f"name:{evil},"), dtype=d.dtype.code)
+    for args in (["compare", str(lar_dump("cnn", "naive")), str(b), *fmt],
+                 ["compare", str(lar_dump("cnn", "naive")), str(tmp_path / "no\x1b[2Jne")]):
+        res = CliRunner(mix_stderr=False).invoke(cli, args, catch_exceptions=False)
+        assert res.exit_code in (1, 2), res.stderr
+        for stream in (res.stdout, res.stderr):
+            assert "\x1b" not in stream and "\x07" not in stream, repr(stream[:500])
+        if not fmt or fmt == ["--all"] or "no" in args[-1]:
+            assert "\\x1b" in res.stdout + res.stderr  # shown, escaped
