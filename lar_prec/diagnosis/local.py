@@ -193,7 +193,10 @@ def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by
         arr = np.asarray(values[vid].array())
         if f.scale:
             arr = (arr.astype(np.float64) * f.scale).astype(np.float32)
-        arr = np.ascontiguousarray(arr.astype(f.feed_dtype).reshape(f.shape))
+        arr = arr.astype(f.feed_dtype)
+        # the dumped shape wins when it is not the model's static one (a batch of 2 fed to a
+        # model saved with batch 1: the graph infers its shapes again, as the user's run did)
+        arr = np.ascontiguousarray(arr.reshape(f.shape) if arr.size == int(np.prod(f.shape)) else arr)
         path = out / f"{f.name}.npy"
         np.save(path, arr)
         items.append(PreparedInput(f.name, path, sha256_file(path), f"{by} dump var {vid} ({f.var_name})",

@@ -188,3 +188,23 @@ def test_the_amplify_case_is_clean_on_any_cpu(manifest, lar_dump, tmp_path):
     by_name = {v["name"]: v for v in rep["vars"]}
     assert by_name[BMM]["max_err"] == 0.0 and by_name[BMM]["local_err"] == 0.0
     assert rep["roots"] == [] and rep["local"]["measured"]
+
+
+@pytest.mark.parametrize("command", ["naive-vs-default", "sweep"])
+def test_an_input_batch_other_than_the_models_is_measured_not_a_crash(manifest, tmp_path, command):
+    """Issue 20 #9: `--input 'data:{2,3,32,32}'` on cnn (saved with batch 1) runs in
+    load_and_run; local error crashed (exit 4, cannot reshape 6144 into (1,3,32,32)). It is
+    measured at the batch the runs had."""
+    case = manifest["cnn"]
+    extra = ["--options", "weight-preprocess"] if command == "sweep" else []
+    proc = cli(command, case.model, "--input", "data:{2,3,32,32}", "-q", "--out", tmp_path / "a",
+               "--json", tmp_path / "r.json", *extra)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    rep = json.loads((tmp_path / "r.json").read_text())
+    if command == "sweep":
+        (opt,) = rep["options"]
+        assert opt["status"] == "runs" and opt["local"]["measured"], opt["local"]
+    else:
+        assert rep["local"]["measured"], rep["local"]
+        assert {tuple(v["shape"])[0] for v in rep["vars"] if v["opr_type"] != "ImmutableTensor"
+                and len(v["shape"]) > 1} == {2}
