@@ -18,7 +18,9 @@ Only the standard library: it must behave like a foreign program, not like lar-p
   ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s);
   ``stall`` (what MegEngine does after some JIT errors on some CPUs: prints
   ``bad err=45 in Xbyak::Error``, then every thread waits forever using no CPU); ``busy``
-  (burns CPU for ``FAKE_LAR_BUSY_SECONDS``, default 8, then runs as ``ok``: slow but healthy).
+  (burns CPU for ``FAKE_LAR_BUSY_SECONDS``, default 8, then runs as ``ok``: slow but healthy);
+  ``drop_output`` (the dump without its last var, the model's output); ``bad_dump`` (its last
+  file cut to 30 bytes), both exiting 0.
 * ``FAKE_LAR_MODE_IF_FLAG``: ``FLAG=MODE[,FLAG=MODE...]``: that mode when FLAG is in argv
   (e.g. ``--enable-nchw88=sleep,--enable-nhwcd4=segv``), a binary that hangs or crashes
   under one option only.
@@ -131,8 +133,13 @@ def main():
         names = sorted(os.listdir(src)) if src else []
         if mode == "segv":
             names = names[: len(names) // 2]
+        if mode == "drop_output":  # the run "forgets" its last var: the model's output
+            names = names[:-1]
         for name in names:
             copy_dump(os.path.join(src, name), os.path.join(bin_dir, name))
+        if mode == "bad_dump" and names:  # a dump cut short (a full disk the run did not notice)
+            with open(os.path.join(bin_dir, names[-1]), "r+b") as fh:
+                fh.truncate(30)
         jitter = os.environ.get("FAKE_LAR_JITTER_VAR")
         unless = os.environ.get("FAKE_LAR_JITTER_UNLESS")
         if jitter and not (unless and unless in argv):

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from lar_prec.report.model import Report
 
 STATUS_TEXT = {"runs": "runs", "load_failed": "load failed", "crashed": "crashed (signal)",
-               "hung": "hung (timed out)", "stalled": "stalled (no CPU)", "skipped": "skipped"}
+               "hung": "hung (timed out)", "stalled": "stalled (no CPU)",
+               "bad_dump": "dump unreadable", "skipped": "skipped"}
 
 
 def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
@@ -75,7 +76,7 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
         t.add_column(col, **kw)
     for o in report.extra.get("options", ()):
         verdict = o.get("verdict") or "—"
-        style = "red" if verdict == "diverges" or o["status"] in ("crashed", "hung", "stalled") else (
+        style = "red" if verdict == "diverges" or o["status"] in ("crashed", "hung", "stalled", "load_failed", "bad_dump") else (
             "green" if verdict == "ok" else "yellow")
         root = o.get("root")
         root_text = f"{root['name']} ({root['opr_type']}, var {root['id']}, {fmt_err(root['max_err'])})" if root else ""

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError, UsageError
+from lar_prec.errors import AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError, UsageError
 from lar_prec.run.config import LoadAndRun
 from lar_prec.run.once import run_once
 from lar_prec.run.inputs import PreparedInputs
@@ -70,18 +70,44 @@ def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
         msg = f"did not finish within {rec.timeout:g} s (killed with its process group)"
     else:  # the run's folder is reported next to the reason: drop it from the message
         msg = re.sub(r" in run '[^']*' \([^)]*\)", "", msg)
+    if kind == "load_failed":
+        msg = plain_load_failure(msg)
     return kind, msg, rec
 
 
-def _model_oprs(ref: RunResult) -> set:
+#: MegEngine's load failures a user can act on, in words: (pattern of its message, what it means)
+_LOAD_FAILURES = (
+    (re.compile(r"ConvertF32ToF16Pass|dtype\(\) == dtype::Float16\(\)"),
+     "the float16 rewrite cannot convert this model's tensors (quantized or integer operators)"),
+    (re.compile(r"(?i)nhwcd4.*group|group.*nhwcd4"), "nhwcd4 does not support this grouped convolution here"),
+    (re.compile(r"(?i)nchw44.*group|group.*nchw44"), "nchw44 does not support this grouped convolution here"),
+    (re.compile(r"(?i)unsupported|not support"), "MegEngine does not support this option for this model here"),
+)
 
-    return {d.var.opr_type for d in DumpFolder(ref.dump_dir)}  # type: ignore[arg-type]
+
+def plain_load_failure(msg: str) -> str:
+    """A load failure in words a user acts on, with MegEngine's own line shortened after it
+    (the whole message stays in the run's run.json)."""
+    raw = msg.split(": ", 1)[-1] if msg.startswith("load_and_run failed") else msg
+    short = raw if len(raw) <= 160 else raw[:157] + "..."
+    for pattern, words in _LOAD_FAILURES:
+        if pattern.search(msg):
+            return f"{words} (MegEngine: {short}; all of it in run.json)"
+    return f"the model did not load under this option (MegEngine: {short}; all of it in run.json)"
 
 
-def _applies(opt: SweepOption, oprs: set) -> str:
-    """Why ``opt`` cannot apply to a model with these operator types ("" when it can)."""
+def _model_facts(ref: RunResult) -> Tuple[set, set]:
+    """(operator types, dtype names) of the reference run's dump."""
+    dumps = list(DumpFolder(ref.dump_dir))  # type: ignore[arg-type]
+    return {d.var.opr_type for d in dumps}, {d.dtype.name for d in dumps}
+
+
+def _applies(opt: SweepOption, oprs: set, dtypes: set = frozenset()) -> str:
+    """Why ``opt`` cannot apply to a model with these operator types and dtypes ("" when it can)."""
     if opt.needs == "conv" and not (oprs & CONV_OPRS):
         return "the model has no convolution: this option rewrites convolutions only"
+    if opt.fp16 and any(t.startswith("Quantized") for t in dtypes):
+        return f"{opt.name} does not apply to a quantized model (its float32 to float16 rewrite has no int8 form): skipped"
     return ""
 
 
@@ -125,6 +151,10 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult) -> Tuple[OptionRe
         verdict="diverges" if g.diverges else "ok", vars_paired=g.n_paired, vars_total=g.n_computed_a,
         output_err=g.output_err, worst_err=g.worst, unpaired_a=g.unpaired_a, unpaired_b=g.unpaired_b,
         errors=tuple((e.name, e.max_err) for e in g.errs), run_dir=str(rec.dir), seconds=rec.seconds)
+    if g.outputs_total and g.output_err is None:
+        # nothing to hold the model's output to: never an all-clear
+        r = replace(r, verdict="diverges", reason="the model's output was not dumped under this option "
+                    f"({g.outputs_total} output(s), none paired with a dumped var)")
     if g.root is not None:
         r = replace(r, root_id=g.root.b, root_ref_id=g.root.a, root_name=g.root.name, root_opr_type=g.root.opr_type,
                     root_err=g.root.max_err)
@@ -241,14 +271,14 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
         if error is not None:  # exit 3 (2 for an input the model lacks): the sweep has no reference
             raise error
         ta = time.monotonic()
-        oprs = _model_oprs(ref_rec)  # type: ignore[arg-type]
+        oprs, dtypes = _model_facts(ref_rec)  # type: ignore[arg-type]
         results: Dict[str, OptionResult] = {}
         pending: Dict[Future, Tuple[str, Optional[SweepOption]]] = {}
         if local_off is None:  # first in the pool's queue: ready before most options finish
             pending[runner.pool.submit(_prepare_local, model, ref_rec, adir, timeout, lar,
                                        layerwise_remote)] = ("build", None)
         for opt in options:
-            why = _applies(opt, oprs)
+            why = _applies(opt, oprs, dtypes)
             if why:
                 results[opt.name] = OptionResult(opt.name, opt.flags, "skipped", opt.tolerance, reason=why)
             else:
@@ -300,15 +330,22 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
                         results[opt.name] = OptionResult(opt.name, opt.flags, status, opt.tolerance, reason=msg,
                                                          run_dir=str(rec.dir), seconds=rec.seconds)
                     else:
-                        r, _g = _analyse(opt, ref_rec, rec)  # type: ignore[arg-type]
+                        try:
+                            r, _g = _analyse(opt, ref_rec, rec)  # type: ignore[arg-type]
+                        except (DumpFormatError, DumpFolderError) as exc:
+                            # one option's bad dump: that option's finding, not the end of the sweep
+                            r = OptionResult(opt.name, opt.flags, "bad_dump", opt.tolerance,
+                                             reason=f"its dump cannot be read: {exc}", run_dir=str(rec.dir),
+                                             seconds=rec.seconds)
                         results[opt.name] = r
-                        defaults[opt.name] = rec  # type: ignore[assignment]
-                        if r.verdict == "diverges":
-                            queue_naive(opt)
-                        if prep is not None:
-                            queue_local(opt)
-                        elif not build_done:
-                            waiting.append(opt)
+                        if r.status == "runs":
+                            defaults[opt.name] = rec  # type: ignore[assignment]
+                            if r.verdict == "diverges":
+                                queue_naive(opt)
+                            if prep is not None:
+                                queue_local(opt)
+                            elif not build_done:
+                                waiting.append(opt)
                 else:
                     assert opt is not None
                     rec, status, msg, _err = fut.result()

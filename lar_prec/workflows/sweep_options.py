@@ -167,12 +167,13 @@ class OptionResult:
 
     @property
     def finding(self) -> bool:
-        """True when this option is something to act on: diverges, crashed, hung or stalled."""
-        return self.verdict == "diverges" or self.status in ("crashed", "hung", "stalled")
+        """True when this option is something to act on: diverges, crashed, hung, stalled, did
+        not load or left an unreadable dump (a skipped option, which does not apply, is not)."""
+        return self.verdict == "diverges" or self.status in ("crashed", "hung", "stalled", "load_failed", "bad_dump")
 
     def severity(self) -> Tuple[int, float]:
         """Sort key, worst first: diverges, crashed, stalled, hung, load failed, ok, skipped."""
-        rank = {"crashed": 1, "stalled": 2, "hung": 2, "load_failed": 3, "skipped": 5}.get(self.status, 4)
+        rank = {"crashed": 1, "stalled": 2, "hung": 2, "bad_dump": 3, "load_failed": 3, "skipped": 5}.get(self.status, 4)
         if self.verdict == "diverges":
             rank = 0
         err = self.output_err if self.output_err is not None else (self.worst_err or 0.0)

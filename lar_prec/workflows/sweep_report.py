@@ -38,20 +38,29 @@ from lar_prec.workflows.sweep_analysis import HALF_DTYPES, TOL_HALF
 def _verdict(result: SweepResult) -> str:
     opts = result.options
     bad = [o for o in opts if o.verdict == "diverges"]
-    broken = [o for o in opts if o.status in ("crashed", "hung", "stalled")]
+    broken = [o for o in opts if o.status in ("crashed", "hung", "stalled", "load_failed", "bad_dump")]
     ran = [o for o in opts if o.status == "runs"]
     parts = []
     if bad:
         w = bad[0]
-        parts.append(f"{len(bad)} of {len(ran)} option(s) that ran diverge; worst: {w.option} "
-                     f"(output max_err {fmt_err(w.output_err)}, root {w.root_name or '?'})")
+        what = (f"output max_err {fmt_err(w.output_err)}, root {w.root_name or '?'}" if w.output_err is not None
+                else w.reason or "no output error measured")
+        parts.append(f"{len(bad)} of {len(ran)} option(s) that ran diverge; worst: {w.option} ({what})")
+    elif broken:  # not an all-clear: some options never gave a result to judge
+        parts.append(f"no option that ran diverges ({len(ran)} ran within tolerance), but {len(broken)} did not run through")
     else:
         parts.append(f"no option diverges: {len(ran)} option(s) ran within tolerance")
     if broken:
-        parts.append(", ".join(f"{o.option} {STATUS_TEXT[o.status]}" for o in broken))
+        parts.append(", ".join(f"{o.option} {STATUS_TEXT[o.status]}" + (f" ({_why(o)})" if o.status in (
+            "load_failed", "bad_dump") else "") for o in broken))
     by_local = any(o.root_rule == "local" for o in opts)
     return "; ".join(parts) + (" [roots by local error]" if by_local else "")
 
+
+
+def _why(o: OptionResult) -> str:
+    """The words of a failure's reason, without MegEngine's own line (in the table and run.json)."""
+    return (o.reason or "").split(" (MegEngine:")[0]
 
 
 def _root(o: OptionResult) -> ReportRoot:

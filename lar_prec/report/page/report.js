@@ -206,7 +206,7 @@ function errCell(err, nonfinite) {
 }
 
 // ---------------------------------------------------------------- sweep: options, and option by variable
-var OPTION_STATUS = { runs: 'runs', load_failed: 'load failed', crashed: 'crashed (signal)', hung: 'hung (timed out)', stalled: 'stalled (no CPU)', skipped: 'skipped' };
+var OPTION_STATUS = { runs: 'runs', load_failed: 'load failed', crashed: 'crashed (signal)', hung: 'hung (timed out)', stalled: 'stalled (no CPU)', bad_dump: 'dump unreadable', skipped: 'skipped' };
 function localSummary(o) {
   // one option's local error: its top local root over its floor, "none", or why it was not measured
   var loc = o.local;
