@@ -110,6 +110,25 @@ def kill_script(run_dir: str, grace: int = KILL_GRACE_SECONDS) -> str:
     ])
 
 
+def cpu_script(run_dir: str) -> str:
+    """``cpu=<clock ticks>`` used by a run's process group on the device (user + system, with
+    reaped children, from ``/proc``), ``none`` when the run has no pid yet, has ended, or the
+    device has no ``/proc``: what the stall watch of :meth:`RemoteSession.run` polls."""
+    return "\n".join([
+        f"cd {shell_quote(run_dir)} 2>/dev/null || {{ echo none; exit 0; }}",
+        "[ -s .pid ] || { echo none; exit 0; }",
+        "p=$(cat .pid); t=0; found=0",
+        "for s in /proc/[0-9]*/stat; do",
+        "  read -r line < \"$s\" 2>/dev/null || continue",
+        # after the command name's last ') ': state ppid pgrp ... utime(12) stime(13) cutime cstime
+        "  set -- ${line##*) }",
+        "  [ \"$3\" = \"$p\" ] || continue",
+        "  found=1; t=$((t + ${12} + ${13} + ${14} + ${15}))",
+        "done",
+        "if [ $found = 1 ]; then echo \"cpu=$t\"; else echo none; fi",
+    ])
+
+
 def manifest_script(remote_dir: str) -> str:
     """List ``size ./relative/path`` of every file under a folder, then an end marker."""
     return "\n".join([

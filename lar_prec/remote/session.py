@@ -59,6 +59,7 @@ from lar_prec.remote.scripts import (
     RC_MARKER,
     DeviceInfo,
     RemoteRunPlan,
+    cpu_script,
     device_info_script,
     kill_script,
     manifest_script,
@@ -67,6 +68,62 @@ from lar_prec.remote.scripts import (
 )
 
 _UNREACHABLE = "could not reach the device to kill the run"
+#: seconds between two looks at a remote run's CPU time (each one command over the connection)
+REMOTE_WATCH_SECONDS = 2.0
+
+
+def stall_grace() -> float:
+    """The stall grace period (``LAR_PREC_STALL_AFTER``, as for local runs; 0 = no watch)."""
+    raw = os.environ.get("LAR_PREC_STALL_AFTER", "").strip()
+    try:
+        value = float(raw) if raw else 5.0
+    except ValueError:
+        return 5.0  # refused with its message before any run starts (lar_prec.run.proc.stall_after)
+    return value if value >= 0 and value != float("inf") else 5.0
+
+
+class _StallWatch:
+    """Polls a remote run's CPU time from the device's ``/proc`` while the run goes on; when it
+    stays the same for the grace period, kills the run on the device (then the client ends).
+    A device without ``/proc`` (or a run that has not written its pid yet) is never judged."""
+
+    def __init__(self, session: "RemoteSession", plan: RemoteRunPlan, grace: float) -> None:
+        self.session, self.plan, self.grace = session, plan, grace
+        self.stalled, self.kill_report = False, ""
+        self._done = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self, proc: "subprocess.Popen") -> None:
+        if self.grace > 0:
+            self._thread = threading.Thread(target=self._watch, args=(proc,), daemon=True,
+                                            name="lar-prec-remote-watch")
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _watch(self, proc: "subprocess.Popen") -> None:
+        last, since = None, time.monotonic()
+        while not self._done.wait(REMOTE_WATCH_SECONDS):
+            try:
+                res = self.session.transport.exec(cpu_script(self.plan.dir), timeout=30)
+            except RemoteError:
+                continue
+            out = res.stdout.decode("utf-8", "replace").strip().splitlines()
+            value = out[-1] if out else "none"
+            now = time.monotonic()
+            if not value.startswith("cpu="):
+                last, since = None, now
+                continue
+            if value != last:
+                last, since = value, now
+            elif now - since >= self.grace and not self._done.is_set():
+                self.stalled = True
+                self.kill_report = self.session._kill(self.plan)
+                kill_group(proc)  # the client would wait for the device's pipes otherwise
+                return
 
 
 @dataclass(frozen=True)
@@ -102,11 +159,13 @@ class RemoteRunResult:
     text_dump: Optional[Path]
     remote_kept: bool
     kill_report: str = ""  # what the device said when a timed-out run was killed
+    #: alive on the device but using no CPU for the stall grace period: ended there
+    stalled: bool = False
 
     def to_json(self) -> Dict[str, Any]:
         """The remote part of this run for run.json."""
         return {"remote_dir": self.remote_dir, "remote_kept": self.remote_kept, "timed_out": self.timed_out,
-                "kill_report": self.kill_report}
+                "stalled": self.stalled, "kill_report": self.kill_report}
 
 
 def _safe(name: str) -> str:
@@ -343,20 +402,24 @@ class RemoteSession:
         local.mkdir(parents=True, exist_ok=True)
         script = run_script(plan, argv, env or {})
         t0 = time.monotonic()
+        watch = _StallWatch(self, plan, stall_grace())
         try:
             res = run_transport_command(self.transport.shell_argv(script), timeout=timeout, target=self.target.spec,
-                            on_start=lambda proc: setattr(self, "_active", (proc, plan)))
+                            on_start=lambda proc: (setattr(self, "_active", (proc, plan)), watch.start(proc)))
         except KeyboardInterrupt:
             self._kill(plan)
             raise
         finally:
+            watch.stop()
             self._active = None
+        if watch.stalled:  # the watch ended it on the device: as a timeout, but said apart
+            res = dataclasses.replace(res, returncode=None, timed_out=True)
         seconds = round(time.monotonic() - t0, 3)
         if self._interrupted.is_set():
             self._kill(plan)  # interrupt() killed the client; make sure the device's run is gone too
             self._salvage(plan, local)
             raise KeyboardInterrupt
-        kill_report = self._kill(plan) if res.timed_out else ""
+        kill_report = self._kill(plan) if res.timed_out and not watch.stalled else watch.kill_report
         rc = self._exit_status(res)
         if rc is None and not res.timed_out:
             try:
@@ -383,7 +446,7 @@ class RemoteSession:
         return RemoteRunResult(
             plan.label, plan.dir, tuple(argv), rc, res.timed_out, seconds, local, local / "stdout.txt",
             local / "stderr.txt", local / "dump" if plan.dump_dir else None,
-            local / "io_dump.txt" if plan.text_dump else None, self.keep_remote, kill_report)
+            local / "io_dump.txt" if plan.text_dump else None, self.keep_remote, kill_report, watch.stalled)
 
     def interrupt(self) -> None:
         """Stop the run under way (from another thread, e.g. on Ctrl-C): its local client is

@@ -200,7 +200,7 @@ def run_once_remote(model: Path, inputs: Any, cfg: Any, run_dir: Path, label: st
         raise
     rec = replace(rec, seconds=res.seconds, returncode=res.returncode, signal=signal_name(res.returncode),
                   stderr_tail=tail(run_dir / "stderr.txt"), remote={**s.record(), **res.to_json()})
-    return conclude(rec, "timeout" if res.timed_out else "exited")
+    return conclude(rec, "stalled" if res.stalled else "timeout" if res.timed_out else "exited")
 
 
 def device_files(model: Path, inputs: Any) -> List[Path]:

@@ -417,6 +417,26 @@ def test_a_remote_dir_a_shell_would_misread_is_exit_2_naming_the_option(sshd, ma
     assert not (tmp_path / "a").exists() or not list((tmp_path / "a").rglob("run.json"))
 
 
+def test_a_run_that_stalls_on_the_device_is_seen_in_seconds(sshd, manifest, tmp_path):
+    """Issue 21 §2, remote: the device's /proc says the run's process group uses no CPU; it is
+    ended there and reported `stalled` with its last error line, long before the timeout."""
+    case = manifest[CASE]
+    pidfile = tmp_path / "device.pid"
+    lar = write_exe(tmp_path / "device-bin" / "stall",
+                    f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'load_and_run (stand-in)'; exit 0; fi\n"
+                    f"echo $$ > {pidfile}\necho 'bad err=45 in Xbyak::Error' >&2\nexec sleep 300\n")
+    t0 = time.monotonic()
+    proc = cli(["run", str(case.model), *input_args(case), "--out", str(tmp_path / "a"), "--remote", sshd["target"],
+                "--lar", str(lar), "--remote-dir", str(tmp_path / "device"), "--timeout", "200"],
+               {**ssh_env(sshd), "LAR_PREC_STALL_AFTER": "3"})
+    assert time.monotonic() - t0 < 90, proc.stderr
+    assert proc.returncode == 3, proc.stderr
+    assert "stalled" in proc.stderr and "Xbyak" in proc.stderr
+    rec = json.loads(next((tmp_path / "a").rglob("run.json")).read_text())
+    assert rec["status"] == "stalled" and rec["remote"]["stalled"] is True
+    assert wait_gone(int(pidfile.read_text()), 5), "the device's run survived"
+
+
 def test_environment_differences_name_what_differs():
     from lar_prec.run.env import environment_differences, format_differences, local_environment
 
