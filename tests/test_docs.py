@@ -1,0 +1,143 @@
+"""Every command line and Python example of README.md and docs/*.md runs, on the cases `make
+demo` builds (issue 19: no page drifts from the code).
+
+Conventions of the pages: in ```console blocks a command is a line starting with ``$ ``; in
+```sh blocks, a line starting with ``lar-prec``, ``python`` or ``adb`` (``\\`` continues it);
+```python blocks are run whole. A trailing ``# exit N[,M]`` gives the exit codes it may end
+with (default 0); ``# not run: why`` marks the few that need a device or a fault (counted,
+bounded). Output paths live under ``/tmp/lar-prec-docs``, which the test replaces by a
+folder of its own; pages run in reading order (the README first), so a page may use what an
+earlier one made.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+import pytest
+
+from conftest import ROOT
+
+PAGES = ["README.md", "docs/sweep.md", "docs/jitter.md", "docs/local-error.md", "docs/devices.md", "docs/api.md",
+         "docs/json.md", "docs/security.md", "docs/setup.md", "docs/troubleshooting.md", "docs/threshold.md",
+         "docs/architecture.md"]
+DOCS_TMP = "/tmp/lar-prec-docs"
+#: at most this many command lines may be marked "not run" (devices, faults)
+MAX_NOT_RUN = 12
+_FENCE = re.compile(r"^```(\w*)\s*$")
+_EXIT = re.compile(r"\s+#\s*exit\s+([0-9,\s]+)$")
+_NOT_RUN = re.compile(r"#\s*not run:\s*(.+)$")
+
+
+@dataclass(frozen=True)
+class Example:
+    page: str
+    line: int
+    kind: str  # "shell" | "python"
+    text: str
+    exits: Tuple[int, ...]
+    not_run: Optional[str]
+
+
+def examples(page: str) -> List[Example]:
+    out: List[Example] = []
+    lang, block, start = None, [], 0
+    for n, raw in enumerate((ROOT / page).read_text().splitlines(), 1):
+        m = _FENCE.match(raw)
+        if m and lang is None:
+            lang, block, start = m.group(1) or "text", [], n
+            continue
+        if m and lang is not None:
+            out.extend(_from_block(page, lang, block, start))
+            lang = None
+            continue
+        if lang is not None:
+            block.append(raw)
+    return out
+
+
+def _from_block(page: str, lang: str, lines: List[str], start: int) -> List[Example]:
+    if lang == "python":
+        text = "\n".join(lines)
+        m = _NOT_RUN.search(lines[0]) if lines else None
+        return [Example(page, start, "python", text, (0,), m.group(1) if m else None)]
+    if lang not in ("console", "sh", "shell", "bash"):
+        return []
+    found, i = [], 0
+    while i < len(lines):
+        ln, n = lines[i], start + 1 + i
+        cmd = None
+        if lang == "console" and ln.startswith("$ "):
+            cmd = ln[2:]
+        elif lang != "console" and re.match(r"(lar-prec|python|adb)\b", ln):
+            cmd = ln
+        if cmd is not None:
+            while cmd.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                cmd = cmd.rstrip()[:-1] + " " + lines[i].strip()
+            not_run = _NOT_RUN.search(cmd)
+            exits = _EXIT.search(cmd)
+            codes = tuple(int(x) for x in exits.group(1).replace(" ", "").split(",") if x) if exits else (0,)
+            body = _EXIT.sub("", cmd) if exits else cmd
+            found.append(Example(page, n, "shell", body, codes, not_run.group(1) if not_run else None))
+        i += 1
+    return found
+
+
+ALL = [e for p in PAGES if (ROOT / p).exists() for e in examples(p)]
+
+
+def test_every_page_is_in_the_reading_order_and_links_resolve():
+    pages = {"README.md"} | {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert pages <= set(PAGES), f"add to PAGES: {sorted(pages - set(PAGES))}"
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", (ROOT / page).read_text()):
+            assert (ROOT / page).parent.joinpath(target).exists(), f"{page}: broken link {target}"
+
+
+def test_the_pages_have_examples_and_few_are_not_run():
+    assert sum(e.kind == "shell" for e in ALL) >= 15
+    not_run = [e for e in ALL if e.not_run]
+    assert len(not_run) <= MAX_NOT_RUN, [f"{e.page}:{e.line}" for e in not_run]
+    commands = {re.match(r"lar-prec (\S+)", e.text).group(1) for e in ALL
+                if e.kind == "shell" and e.text.startswith("lar-prec ") and not e.not_run}
+    assert commands >= {"naive-vs-default", "shake", "sweep", "devices", "compare", "tree", "run"}
+
+
+def test_every_json_key_is_documented():
+    from lar_prec.report.records import ROOT_FIELDS, VAR_FIELDS
+
+    text = (ROOT / "docs" / "json.md").read_text()
+    for key, *_ in VAR_FIELDS + ROOT_FIELDS:
+        assert f"`{key}`" in text, key
+
+
+@pytest.mark.megengine
+@pytest.mark.slow
+def test_every_example_runs(tmp_path):
+    """All of them in one test, in reading order: later pages use what earlier ones made."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LAR_PREC_LOAD_AND_RUN": "bundled"}
+    lar = f"{sys.executable} -m lar_prec"
+    failures = []
+    for e in ALL:
+        if e.not_run:
+            continue
+        text = e.text.replace(DOCS_TMP, str(tmp_path))
+        if e.kind == "python":
+            argv: object = [sys.executable, "-c", text]
+            shell = False
+        else:
+            text = re.sub(r"^lar-prec\b", lar, text)
+            text = re.sub(r"^python\b", sys.executable, text)
+            argv, shell = text, True
+        proc = subprocess.run(argv, shell=shell, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600, executable="/bin/bash" if shell else None)
+        if proc.returncode not in e.exits:
+            failures.append(f"{e.page}:{e.line}: exit {proc.returncode} (expected {e.exits}): "
+                            f"{e.text[:120]}\n{proc.stderr[-1500:]}")
+    assert not failures, "\n\n".join(failures)
