@@ -40,6 +40,7 @@ from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.repro_check import SCHEMA, ReproRecord, load_npy, private_copy, read_record
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots
 from lar_prec.outputs import atomic_write_text
+from lar_prec.records import json_number
 from lar_prec.run.config import RunConfig, get_config
 from lar_prec.run.config import resolve_load_and_run
 
@@ -126,7 +127,10 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
     record = {
         "schema": SCHEMA, "var": {"id": m.id, "name": m.name, "opr": m.opr, "opr_type": m.opr_type,
                                   "output": m.output, "shape": list(m.shape), "dtype": m.dtype},
-        "local_err": row.local_err, "entire_err": row.entire_err, "inputs": inputs,
+        # strict JSON (replay refuses NaN/Infinity): a non-finite error is null, said in words
+        "local_err": json_number(row.local_err), "entire_err": json_number(row.entire_err), "inputs": inputs,
+        "local_err_text": (None if json_number(row.local_err) is not None or row.local_err is None
+                           else str(row.local_err)),
         "source_model": str(lw.source_model), "ref_dump": str(result.ref_dump),
         "observed_with": _observed_with(result),
         "test": {"name": test_cfg.name, "flags": list(test_cfg.flags), "env": [list(e) for e in test_cfg.env],
@@ -134,7 +138,7 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
         "reference": {"name": ref_cfg.name, "flags": list(ref_cfg.flags), "env": [list(e) for e in ref_cfg.env],
                       "commands": _commands(inputs, ref_cfg, "dump-reference")},
     }
-    atomic_write_text(out / "repro.json", json.dumps(record, indent=1) + "\n", what="repro record")
+    atomic_write_text(out / "repro.json", json.dumps(record, indent=1, allow_nan=False) + "\n", what="repro record")
     atomic_write_text(out / "README.md", _readme(record), what="repro README")
     return Repro(out, m.id, m.name, m.opr_type, float(row.local_err or 0.0))
 
@@ -171,6 +175,10 @@ def make_repros(result: LocalResult, out_dir: "str | Path", verdict: Optional[Lo
     return written
 
 
+def _num(x: Optional[float], text: Optional[str] = None) -> str:
+    return text or ("not finite or unknown" if x is None else format(x, ".6g"))
+
+
 def _readme(r: Dict) -> str:
     v = r["var"]
     return f"""# Repro of var {v['id']} `{v['name']}` ({v['opr_type']})
@@ -178,8 +186,8 @@ def _readme(r: Dict) -> str:
 Under `{r['test']['name']}`, this operator alone, fed with the reference run's exact inputs
 (`inputs/`), gives `observed.npy`; the reference (`{r['reference']['name']}`) gives
 `reference.npy`. Its local error (MegEngine's metric, max |a-b|/max(|a|,|b|,1)) was
-{r['local_err']:.6g}; the accumulated error of this var in the whole model was
-{r['entire_err'] if r['entire_err'] is None else format(r['entire_err'], '.6g')}.
+{_num(r['local_err'], r.get('local_err_text'))}; the accumulated error of this var in the whole model was
+{_num(r['entire_err'])}.
 
 Source model: `{r['source_model']}`; reference dump: `{r['ref_dump']}`.
 `observed.npy` came from {r.get('observed_with') or 'the bundled load_and_run'}; `lar-prec replay .`
