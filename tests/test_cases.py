@@ -12,7 +12,7 @@ from cases import load_manifest
 from conftest import ROOT, run_lar
 
 EXPECTED = {"cnn", "resnet", "mlp", "attention", "multi_input", "fp16", "int_ops", "quantized",
-            "fastrun_shake", "amplify", "bn_unfused"}
+            "fastrun_shake", "amplify", "bn_unfused", "shufflenet", "longred"}
 
 
 def test_manifest_lists_every_case_with_files(manifest):

@@ -34,7 +34,9 @@ from lar_prec.errors import UsageError
 BLOCK: Dict[str, int] = {"nchw4": 4, "nchw88": 8, "nchw32": 32, "nchw64": 64, "nhwcd4": 4, "chwn4": 4}
 
 #: every kind :func:`to_nchw` knows; ``nchw`` is the identity
-KINDS: Tuple[str, ...] = ("nchw",) + tuple(BLOCK)
+#: plain NCHW whose channels are padded up to a multiple of 4 or 8 (the padding is cut off)
+PADDED = "nchw_padded"
+KINDS: Tuple[str, ...] = ("nchw",) + tuple(BLOCK) + (PADDED,)
 
 #: MegEngine ``format`` parameter (as :func:`lar_prec.graphopts.format_map` gives it) -> kind
 FORMAT_KIND: Dict[str, str] = {
@@ -102,6 +104,10 @@ def to_nchw(a: "np.ndarray", kind: str, shape: Sequence[int]) -> "np.ndarray":
     Raises:
         UsageError: ``a``'s shape is not what ``kind`` makes of ``shape``.
     """
+    if kind == PADDED:
+        if a.ndim != 4 or a.shape[0] != shape[0] or tuple(a.shape[2:]) != tuple(shape[2:]) or a.shape[1] < shape[1]:
+            raise UsageError(f"a channel-padded tensor of plain shape {list(shape)} cannot have shape {list(a.shape)}")
+        return np.ascontiguousarray(a[:, :int(shape[1])])
     want = packed_shape(kind, shape)
     if tuple(a.shape) != want:
         raise UsageError(f"a {kind} tensor of plain shape {list(shape)} has shape {list(want)}, got {list(a.shape)}")
@@ -137,6 +143,11 @@ def detect(dumped: Sequence[int], plain: Sequence[int], *, fmt: Optional[str] = 
     dumped, plain = tuple(int(d) for d in dumped), tuple(int(d) for d in plain)
     if dumped == plain:
         return Detection("nchw", "same-shape")
+    if (len(plain) == len(dumped) == 4 and dumped[0] == plain[0] and dumped[2:] == plain[2:]
+            and dumped[1] in (_ceil(plain[1], 4) * 4, _ceil(plain[1], 8) * 8) and dumped[1] > plain[1]):
+        # NCHW with the channels padded up to a multiple of 4 or 8: what NCHW44/88 leaves
+        # where it relaid a var back (58 channels dumped as 60)
+        return Detection(PADDED, "shape")
     fits = candidates(dumped, plain)
     if fmt is not None and fmt in FORMAT_KIND:
         kind = FORMAT_KIND[fmt]

@@ -87,6 +87,13 @@ class LocalVerdict:
 
 def reduction_length(m: MeasuredVar) -> int:
     """How many products or terms one output element sums (1 for elementwise operators)."""
+    fused = _unit_reduction(m)  # a convolution fused into this var's unit sums its own terms
+    if fused > 1:
+        return max(fused, _own_reduction(m))
+    return _own_reduction(m)
+
+
+def _own_reduction(m: MeasuredVar) -> int:
     size = lambda s: int(np.prod(s, dtype=np.int64)) if s else 1  # noqa: E731
     ins = m.input_shapes
     out = m.shape
@@ -105,12 +112,16 @@ def reduction_length(m: MeasuredVar) -> int:
     return 1
 
 
+def _unit_reduction(m: "MeasuredVar | LocalVar") -> int:
+    return int(getattr(m, "unit_reduction", 1) or 1)
+
+
 def _kind(m: "MeasuredVar | LocalVar") -> str:
     if m.opr_type in DATA_MOVEMENT:
         return "exact"
     if m.dtype not in EPS:
         return "exact"  # integer and quantized arithmetic has no rounding freedom on one device
-    return "reducing" if m.opr_type in REDUCING else "elementwise"
+    return "reducing" if m.opr_type in REDUCING or _unit_reduction(m) > 1 else "elementwise"
 
 
 def _magnitude(v: "LocalVar", cap: float = 1.0) -> float:

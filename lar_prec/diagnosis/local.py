@@ -31,6 +31,7 @@ from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.metrics import max_megengine_err
+from lar_prec.compare.relayout import to_plain
 from lar_prec.outputs import atomic_write_text
 from lar_prec.run import proc as runproc
 from lar_prec.run.config import LoadAndRun, RunConfig, bundled_load_and_run, get_config
@@ -149,7 +150,8 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
                            f["feed_dtype"], f["scale"], f["model_input"]) for f in data["feeds"])
         measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
                                      tuple(m["inputs"]), tuple(tuple(s) for s in m["input_shapes"]), tuple(m["shape"]),
-                                     m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())))
+                                     m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())),
+                                     int(m.get("unit_reduction", 1)))
                          for m in data["measured"])
         kept = tuple((k["id"], k["reason"]) for k in data["kept"])
         model, ref_dump = Path(data["model"]), Path(data["ref_dump"]) if data["ref_dump"] else None
@@ -178,7 +180,36 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref") -> PreparedInputs:
+#: the packed layout a load_and_run flag lays tensors out in (what settles an ambiguous shape)
+_LAYOUT_FLAGS = {"enable_nchw88": "NCHW88", "enable_nchw44": "NCHW44", "enable_nchw44_dot": "NCHW44_DOT",
+                 "enable_nhwcd4": "NHWCD4", "enable_nchw4": "NCHW4", "enable_nchw32": "NCHW32",
+                 "enable_nchw64": "NCHW64", "enable_chwn4": "CHWN4"}
+
+
+def layout_fmt(flags: Sequence[str]) -> Optional[str]:
+    """The packed layout a run with ``flags`` dumps in (None: plain, or not told by a flag)."""
+    for f in flags:
+        name = f.lstrip("-").split("=")[0].replace("-", "_")
+        if name in _LAYOUT_FLAGS:
+            return _LAYOUT_FLAGS[name]
+    return None
+
+
+def _plain(arr: "np.ndarray", shape: Sequence[int], fmt: Optional[str] = None) -> "np.ndarray":
+    """``arr`` in the model's plain ``shape``: as is when it already is; reshaped when only the
+    dims' grouping differs; brought back from a packed layout (NCHW4/44/88, NHWCD4, padding cut)
+    when :mod:`lar_prec.compare.relayout` recognises one; else as dumped (another batch: the
+    graph infers its shapes again, as the user's run did)."""
+    if tuple(arr.shape) == tuple(shape):
+        return np.ascontiguousarray(arr)
+    if arr.size == int(np.prod(shape)) and arr.ndim == len(shape):
+        return np.ascontiguousarray(arr.reshape(shape))
+    plain, _det = to_plain(arr, tuple(shape), fmt=fmt)
+    return np.ascontiguousarray(plain if plain is not None else arr)
+
+
+def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref",
+                fmt: Optional[str] = None) -> PreparedInputs:
     """Write one ``.npy`` per feed from a dump (``by="ref"``: reference ids, ``"test"``: the
     test model's own ids); returns them as the runner's inputs (hashed: a device gets them
     pushed by hash). Quantized values are fed as raw x scale in float32, Bool as int32 (the
@@ -193,10 +224,7 @@ def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by
         arr = np.asarray(values[vid].array())
         if f.scale:
             arr = (arr.astype(np.float64) * f.scale).astype(np.float32)
-        arr = arr.astype(f.feed_dtype)
-        # the dumped shape wins when it is not the model's static one (a batch of 2 fed to a
-        # model saved with batch 1: the graph infers its shapes again, as the user's run did)
-        arr = np.ascontiguousarray(arr.reshape(f.shape) if arr.size == int(np.prod(f.shape)) else arr)
+        arr = _plain(arr.astype(f.feed_dtype), f.shape, fmt)
         path = out / f"{f.name}.npy"
         np.save(path, arr)
         items.append(PreparedInput(f.name, path, sha256_file(path), f"{by} dump var {vid} ({f.var_name})",
@@ -431,7 +459,8 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     test = DumpFolder(test_dump) if test_dump is not None else None
     lw = layerwise or build_layerwise(model, ref_dump, out / "layerwise")
     cfg = get_config(test_config)
-    inputs = feed_inputs(lw, ref, out / "inputs-ref")
+    fmt = layout_fmt(cfg.flags)
+    inputs = feed_inputs(lw, ref, out / "inputs-ref", fmt=fmt)
     runs: List[RunResult] = []
     with _device(remote, [lw.path]) as sessions:
         def run(feeds: PreparedInputs, label: str, config: "str | RunConfig") -> DumpFolder:
@@ -450,7 +479,7 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
             self_dump = run(inputs, "reference-self", reference_config)
             results.append(bitwise_check("reference_self", lw, self_dump, output_ids(self_dump), ref, "ref"))
             if test is not None:
-                fed = feed_inputs(lw, test, out / "inputs-test", by="test")
+                fed = feed_inputs(lw, test, out / "inputs-test", by="test", fmt=fmt)
                 test_fed = run(fed, "test-fed", cfg)
                 check = bitwise_check("test_fed", lw, test_fed, output_ids(test_fed), test, "test")
                 if check.failures and _unpinned_fast_run(cfg):
@@ -467,12 +496,14 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         local_err = entire = None
         scale = None
         if m.id in outs and m.ref_id is not None:
-            want = ref[m.ref_id].array()
-            local_err = megengine_rel(local[outs[m.id]].array(), want)
+            # a layout option (NCHW44: 58 channels padded to 60) dumps vars in its own layout:
+            # both sides back to the model's plain shape before comparing
+            want = _plain(ref[m.ref_id].array(), m.shape, fmt)
+            local_err = megengine_rel(_plain(local[outs[m.id]].array(), m.shape, fmt), want)
             scale = _max_abs(want)
         tid = _same_var(test, m) if test is not None else None
         if tid is not None and m.ref_id is not None:
-            entire = megengine_rel(test[tid].array(), ref[m.ref_id].array())
+            entire = megengine_rel(_plain(test[tid].array(), m.shape, fmt), _plain(ref[m.ref_id].array(), m.shape, fmt))
         problem = m.problem or iso.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale))
     try:

@@ -44,6 +44,8 @@ class MeasuredVar:
     #: vars without a reference value computed together with this one (fused by lite at
     #: load time): the local error is that of the unit
     unit: Tuple[int, ...] = ()
+    #: the longest reduction fused into the unit (a convolution behind a var named RELU): 1 if none
+    unit_reduction: int = 1
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -37,7 +37,7 @@ from lar_prec.diagnosis.local import (
     write_feeds,
 )
 from lar_prec.diagnosis.local_records import LocalResult
-from lar_prec.diagnosis.repro_check import SCHEMA, ReproRecord, load_npy, private_copy, read_record
+from lar_prec.diagnosis.repro_check import ALGO_CACHE, SCHEMA, ReproRecord, load_npy, private_copy, read_record
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots
 from lar_prec.outputs import atomic_write_text
 from lar_prec.records import json_number
@@ -124,6 +124,7 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
     np.save(out / "reference.npy", want)
     np.save(out / "observed.npy", seen)
     test_cfg, ref_cfg = test_config or get_config(result.config), get_config(reference_config)
+    test_cfg = _carry_algo_cache(test_cfg, out)
     record = {
         "schema": SCHEMA, "var": {"id": m.id, "name": m.name, "opr": m.opr, "opr_type": m.opr_type,
                                   "output": m.output, "shape": list(m.shape), "dtype": m.dtype},
@@ -141,6 +142,24 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
     atomic_write_text(out / "repro.json", json.dumps(record, indent=1, allow_nan=False) + "\n", what="repro record")
     atomic_write_text(out / "README.md", _readme(record), what="repro README")
     return Repro(out, m.id, m.name, m.opr_type, float(row.local_err or 0.0))
+
+
+def _carry_algo_cache(cfg: RunConfig, out: Path) -> RunConfig:
+    """A fast-run test configuration pins its algorithms with a cache file: the repro carries a
+    copy under a fixed name and its flags name that (replay accepts no other path)."""
+    flags = list(cfg.flags)
+    for i, f in enumerate(flags):
+        name, eq, value = f.partition("=")
+        if name.lstrip("-").replace("-", "_") != "fast_run_algo_policy":
+            continue
+        src = value if eq else (flags[i + 1] if i + 1 < len(flags) else "")
+        if src and Path(src).is_file():
+            shutil.copyfile(src, out / ALGO_CACHE)
+            if eq:
+                flags[i] = f"{name}={ALGO_CACHE}"
+            else:
+                flags[i + 1] = ALGO_CACHE
+    return replace(cfg, flags=tuple(flags))
 
 
 def _observed_with(result: LocalResult) -> Optional[str]:
@@ -259,8 +278,10 @@ def _run(work: Path, d: Path, rec: ReproRecord, side: str, timeout: float,
     cfg = rec.test if side == "test" else rec.reference
     dump = work / f"dump-{side}"
     items = ";".join(f"{name}:{work / file}" for name, file in rec.inputs)
+    flags = [str(work / ALGO_CACHE) if f == ALGO_CACHE else f.replace(f"={ALGO_CACHE}", f"={work / ALGO_CACHE}")
+             for f in cfg.flags]
     argv = [*(prefix or (sys.executable, "-m", "lar_prec.lar")), str(work / "model.mge"), "--input", items,
-            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
+            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(dump), *flags]
     run_child(argv, child_env(cfg.env_dict()), timeout, f"the repro in {d} under {cfg.name}", work / f"log-{side}")
     folder = DumpFolder(dump)
     outs = output_ids(folder)

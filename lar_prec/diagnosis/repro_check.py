@@ -35,6 +35,8 @@ MAX_RECORD_BYTES = 1 << 20
 #: rewritten_model), and iter/warmup_iter, which replay sets itself.
 _PATH_FLAGS = frozenset({"input", "io_dump", "bin_io_dump", "fast_run_algo_policy", "layout_transform_dump",
                          "rewritten_model", "iter", "warmup_iter", "help", "version"})
+#: the fast-run algorithm cache a repro of a fast-run run carries, by this one name in its folder
+ALGO_CACHE = "algo-policy.cache"
 _INT_VALUE = re.compile(r"-?[0-9]{1,6}\Z")
 _WORD_VALUE = re.compile(r"[a-z0-9_]{1,32}\Z")
 ALLOWED_FLAGS: Dict[str, Optional["re.Pattern[str]"]] = {
@@ -163,6 +165,14 @@ def _check_flags(path: Path, side: str, flags: List[str]) -> None:
             raise _bad(path, f"'{side}.flags'", "load_and_run flags (--name)", tok)
         body, eq, value = tok[2:].partition("=")
         key = body.replace("-", "_")
+        if key == "fast_run_algo_policy":  # only the folder's own cache, by its fixed name
+            if not eq:
+                i += 1
+                value = flags[i] if i < len(flags) else ""
+            if value != ALGO_CACHE:
+                raise _bad(path, f"'{side}.flags' {tok}", f"the folder's own cache {ALGO_CACHE!r}", value)
+            i += 1
+            continue
         if key not in ALLOWED_FLAGS:
             raise _bad(path, f"'{side}.flags'", "flags of the bundled load_and_run that read and write no file", tok)
         pattern = ALLOWED_FLAGS[key]
@@ -232,6 +242,8 @@ def private_copy(folder: Path, rec: ReproRecord, work: Path) -> None:
         raise UsageError(f"{inputs_dir}: expected the repro's inputs folder (a real folder, not a link); nothing was run")
     (work / "inputs").mkdir(parents=True)
     names = ["model.mge", "reference.npy", "observed.npy"] + [f for _, f in rec.inputs]
+    if any(ALGO_CACHE in c.flags for c in (rec.test, rec.reference)):
+        names.append(ALGO_CACHE)
     what = {"model.mge": "the repro's model", "reference.npy": "the reference output (.npy)",
             "observed.npy": "the observed output (.npy)"}
     for name in names:

@@ -22,6 +22,7 @@ Facts it relies on are in ``shared/reference/layerwise.md``:
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -186,6 +187,31 @@ def _isolation_problems(oprs: Sequence[Any], plan: Dict[str, Any]) -> Tuple[Dict
     return problems, units
 
 
+def _unit_reductions(oprs: Sequence[Any], units: Dict[int, List[int]]) -> Dict[int, int]:
+    """Measured var id -> the longest reduction inside its unit (a convolution or matrix
+    product fused into it, e.g. a ConvBias behind a var named RELU or ADD): its noise floor is
+    that operator's, not an elementwise one."""
+    var = {v.id: v for opr in oprs for v in opr.outputs}
+    out: Dict[int, int] = {}
+    for vid, members in units.items():
+        ks = []
+        for m in members:
+            v = var.get(m)
+            if v is None:
+                continue
+            t, ins = v.owner.type, v.owner.inputs
+            try:
+                if t.startswith(("Convolution", "ConvBias")) and len(ins) > 1 and len(v.shape) > 1 and v.shape[1]:
+                    ks.append(math.prod(int(d) for d in ins[1].shape) // int(v.shape[1]))
+                elif t in ("MatrixMul", "BatchedMatrixMul") and ins and len(ins[0].shape):
+                    ks.append(int(ins[0].shape[-1]))
+            except (TypeError, ValueError):  # a shape not known statically: no reduction told
+                continue
+        if ks:
+            out[vid] = max(ks)
+    return out
+
+
 def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int] = None) -> Dict[str, Any]:
     """Write ``layerwise.mge`` and ``layerwise.json`` into ``out_dir``; returns the JSON object.
 
@@ -203,6 +229,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
     by_id, by_name = _ref_ids(ref_dump)
     plan = _plan(oprs, by_id, by_name)
     problems, units = _isolation_problems(oprs, plan)
+    unit_k = _unit_reductions(oprs, units)
     measured = plan["measured"]
     if only is not None:
         owner = next((v.owner for v in measured if v.id == only), None)
@@ -245,7 +272,8 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
              "opr_type": v.owner.type, "output": output_name(v.id, v.name),
              "inputs": [u.id for u in v.owner.inputs], "input_shapes": [[int(d) for d in u.shape] for u in v.owner.inputs],
              "shape": [int(d) for d in v.shape], "dtype": _dtype_info(v)["dtype"],
-             "static": v.id in plan["static"], "problem": problems.get(v.id), "unit": units.get(v.id, [])}
+             "static": v.id in plan["static"], "problem": problems.get(v.id), "unit": units.get(v.id, []),
+             "unit_reduction": unit_k.get(v.id, 1)}
             for v in measured]
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
               "feeds": list(reversed(feeds)), "measured": meas,

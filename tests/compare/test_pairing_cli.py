@@ -140,3 +140,11 @@ def test_a_dump_that_lost_vars_is_never_an_all_clear(lar_dump, tmp_path, damage)
     assert any(v["id"] == out and v["name"] == "Softmax" for v in missing), missing
     if damage == "folder_in_place":
         assert any("not dumps ignored" in n for n in d["notes"]), d["notes"]
+
+
+def test_a_58_channel_var_nchw44_padded_to_60_is_compared_not_a_shape_mismatch(lar_dump, tmp_path):
+    """Issue 20 #1 on the ShuffleNet-style case: plain against --enable-nchw44 dumps."""
+    ref, opt = lar_dump("shufflenet", "naive"), lar_dump("shufflenet", "default", flags=("--enable-nchw44",))
+    d, _ = compare(tmp_path, ref, opt, expect=0)
+    assert not [v for v in d["vars"] if v["status"] == "shape_mismatch"]
+    assert any("nchw_padded" in (v["note"] or "") for v in d["vars"])

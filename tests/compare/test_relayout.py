@@ -73,3 +73,18 @@ def test_detect_prefers_format_then_layout_string_then_shape():
     back, det = to_plain(pack(x, "nhwcd4"), x.shape, layout=lay)
     np.testing.assert_array_equal(back, x)
     assert to_plain(pack(x, "nhwcd4"), x.shape)[0] is None  # ambiguous: no guess
+
+
+def test_channels_padded_to_a_multiple_of_4_or_8_come_back_cut():
+    """Issue 20 #1: NCHW44 relays some vars back to NCHW with 58 channels padded to 60; that is
+    not a shape mismatch: the padding is cut off."""
+    import numpy as np
+
+    from lar_prec.compare.relayout import PADDED, detect, to_plain
+
+    plain = np.arange(58 * 4 * 4, dtype=np.float32).reshape(1, 58, 4, 4)
+    padded = np.concatenate([plain, np.zeros((1, 2, 4, 4), np.float32)], axis=1)
+    assert detect(padded.shape, plain.shape).kind == PADDED
+    back, det = to_plain(padded, plain.shape)
+    assert det.kind == PADDED and np.array_equal(back, plain)
+    assert detect((1, 70, 4, 4), (1, 58, 4, 4)).kind == "unknown"  # 12 more is no padding

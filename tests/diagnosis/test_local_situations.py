@@ -208,3 +208,19 @@ def test_an_input_batch_other_than_the_models_is_measured_not_a_crash(manifest, 
         assert rep["local"]["measured"], rep["local"]
         assert {tuple(v["shape"])[0] for v in rep["vars"] if v["opr_type"] != "ImmutableTensor"
                 and len(v["shape"]) > 1} == {2}
+
+
+@pytest.mark.parametrize("case,flag", [("shufflenet", "--enable-nchw44"), ("cnn", "--enable-nchw44"),
+                                       ("resnet", "--enable-nchw44"), ("resnet", "--enable-fuse-conv-bias-nonlinearity")])
+def test_layout_and_fusing_options_give_no_false_local_root(manifest, tmp_path, case, flag):
+    """Issue 20 #1 and #2: under NCHW44 (58 channels padded to 60, packed layouts) local error
+    crashed or measured garbage (~1 on the poolings), and a fused ConvBias (named RELU/ADD) got
+    the elementwise floor: every one a false root. Clean kernels give no root."""
+    c = manifest[case]
+    proc = cli("naive-vs-default", c.model, "--input", ";".join(c.input_specs()), "-q", "--out", tmp_path / "a",
+               "--json", tmp_path / "r.json", "--", flag)
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-3000:]
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["local"]["measured"], rep["local"]
+    assert rep["roots"] == []
+    assert max(v.get("local_err") or 0 for v in rep["vars"]) < 1e-4

@@ -181,3 +181,20 @@ def test_a_folder_that_is_not_a_directory_is_exit_2(tmp_path):
     f = tmp_path / "f"
     f.write_text("x")
     refused(replay(f), str(f))
+
+
+def test_a_fast_run_repro_carries_its_algorithm_cache_and_replays(repro, tmp_path):
+    """A fast-run repro pins its algorithms with a cache: it travels in the folder under one
+    fixed name, the only path replay accepts for --fast-run-algo-policy."""
+    d = hostile_copy(repro, tmp_path)
+    inputs = json.loads((d / "repro.json").read_text())["inputs"]
+    items = ";".join(f"{n}:{d / f}" for n, f in (i.split(":", 1) for i in inputs.split(";")))
+    made = subprocess.run([sys.executable, "-m", "lar_prec.lar", str(d / "model.mge"), "--input", items, "--iter", "1",
+                           "--fast-run", "--fast-run-algo-policy", str(d / "algo-policy.cache")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert made.returncode == 0 and (d / "algo-policy.cache").is_file(), made.stderr[-2000:]
+    edit(d, lambda r: r["test"].__setitem__("flags", ["--fast-run", "--fast-run-algo-policy", "algo-policy.cache"]))
+    proc = replay(d)
+    assert proc.returncode in (0, 1), proc.stderr
+    edit(d, lambda r: r["test"].__setitem__("flags", ["--fast-run", "--fast-run-algo-policy", str(d / "algo-policy.cache")]))
+    refused(replay(d), "test.flags", "algo-policy.cache")
