@@ -236,6 +236,57 @@ def case_fastrun_shake(rng):
     return net, net, {"data": rng.randn(1, 8, 20, 20).astype("float32")}, {}
 
 
+def case_shufflenet(rng):
+    _, F, M, _ = _mge()
+    # What real mobile networks have and the regular cases lack: 58 channels (not a multiple of
+    # 4: NCHW44 pads them to 60), a depthwise 3x3, a grouped 1x1, channel split, concat and
+    # channel shuffle (ShuffleNetV2's unit), then a YOLOX-style head: a 1-channel objectness
+    # map, nearest 2x resize and concat with the stem's features.
+    class Unit(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = M.Conv2d(3, 116, 3, padding=1)
+            self.pw1 = M.Conv2d(58, 58, 1)
+            self.dw = M.Conv2d(58, 58, 3, padding=1, groups=58)
+            self.pw2 = M.Conv2d(58, 58, 1, groups=2)
+            self.down = M.Conv2d(116, 116, 3, stride=2, padding=1, groups=116)
+            self.obj = M.Conv2d(116, 1, 1)
+            self.cls = M.Conv2d(117, 3, 1)
+
+        def forward(self, x):
+            x = F.relu(self.stem(x))
+            a, b = x[:, :58], x[:, 58:]
+            b = F.relu(self.pw2(self.dw(F.relu(self.pw1(b)))))
+            y = F.concat([a, b], axis=1)
+            n, c, h, w = y.shape
+            y = y.reshape(n, 2, c // 2, h, w).transpose(0, 2, 1, 3, 4).reshape(n, c, h, w)  # channel shuffle
+            d = self.down(y)
+            obj = F.sigmoid(self.obj(d))                                       # 1-channel head
+            up = F.nn.interpolate(obj, scale_factor=2, mode="nearest")         # resize back
+            return self.cls(F.concat([y, up], axis=1))
+
+    net = Unit()
+    return net, net, {"data": rng.rand(1, 3, 16, 16).astype("float32")}, {}
+
+
+def case_longred(rng):
+    _, F, M, _ = _mge()
+    # Convolutions summing 2,304 and 4,608 terms each (3x3 over 256 and 512 channels): float32
+    # rounding grows with the reduction length, so a floor fit for K=300 is too tight here.
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = M.Conv2d(8, 256, 3, padding=1)
+            self.b = M.Conv2d(256, 512, 3, padding=1)
+            self.c = M.Conv2d(512, 16, 3, padding=1)
+
+        def forward(self, x):
+            return self.c(F.relu(self.b(F.relu(self.a(x)))))
+
+    net = Net()
+    return net, net, {"data": rng.randn(1, 8, 8, 8).astype("float32")}, {}
+
+
 def case_amplify(rng):
     mge, F, M, _ = _mge()
     # A batched matmul that amplifies its input's error ~11x (issue 14): a = x + shift has
@@ -297,6 +348,9 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
      {"dtype": "float32", "note": "quantized values are dumped as raw integers; the scale is not in the dump"}),
     ("fastrun_shake", case_fastrun_shake, "14 small convolutions of different shapes; --fast-run picks algorithms by timing, so runs can differ", {}),
     ("amplify", case_amplify, "a batched matmul that amplifies its input's error ~11x (cancellation, exact on every CPU), and an unrelated branch", {}),
+    ("shufflenet", case_shufflenet, "ShuffleNetV2 unit with 58-channel branches (depthwise 3x3, grouped 1x1, split, concat, "
+     "channel shuffle) and a YOLOX-style head (1-channel objectness, nearest resize, concat)", {}),
+    ("longred", case_longred, "three 3x3 convolutions over 8, 256 and 512 channels: reductions of 72, 2,304 and 4,608 terms", {}),
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
      {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
 ]

@@ -557,6 +557,41 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     sys.exit(exit_code(report))
 
 
+# ---------------------------------------------------------------- quant (issue 23)
+@cli.command("quant")
+@click.argument("float_model", type=click.Path(path_type=str))
+@click.argument("quant_model", type=click.Path(path_type=str))
+@click.option("--input", "inputs", multiple=True, metavar="SPEC", help="Inputs, as for naive-vs-default.")
+@click.option("--out", default=None, metavar="DIR", help="Parent folder of the analysis folder.")
+@click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON result; '-' for stdout.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Kill a run after S seconds.")
+@click.option("--lar", "lar_path", metavar="PATH", default=None, help="The load_and_run to use. [default: bundled]")
+@handle_errors
+def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None, json_out: str | None,
+              timeout: float | None, lar_path: str | None) -> None:
+    """Per-layer error of QUANT_MODEL (int8) against FLOAT_MODEL, worst first.
+
+    Exit code 1 when some layer should stay in float (local SNR far below the others), 0 when none.
+    """
+    import json  # noqa: PLC0415  (stdlib; kept out of every other command)
+
+    from lar_prec.outputs import atomic_write_text
+    from lar_prec.report.quant import render_quant_terminal
+    from lar_prec.workflows.quant import quant_analysis
+
+    res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout)
+    data = res.to_json()
+    if json_out != "-":
+        render_quant_terminal(data, _report_out())
+    if json_out == "-":
+        click.echo(json.dumps(data, indent=1))
+    elif json_out:
+        atomic_write_text(json_out, json.dumps(data, indent=1) + "\n", what="JSON result")
+    sys.exit(1 if data["keep_in_float"] else 0)
+# ---------------------------------------------------------------- end quant
+
+
 @cli.command("replay")
 @click.argument("repro_dir", type=click.Path(path_type=str))
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",

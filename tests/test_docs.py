@@ -24,7 +24,7 @@ import pytest
 from conftest import ROOT
 
 PAGES = ["README.md", "docs/sweep.md", "docs/jitter.md", "docs/local-error.md", "docs/devices.md", "docs/api.md",
-         "docs/json.md", "docs/security.md", "docs/setup.md", "docs/troubleshooting.md", "docs/threshold.md",
+         "docs/json.md", "docs/mixed-precision.md", "docs/security.md", "docs/setup.md", "docs/troubleshooting.md", "docs/threshold.md",
          "docs/architecture.md"]
 DOCS_TMP = "/tmp/lar-prec-docs"
 #: at most this many command lines may be marked "not run" (devices, faults)
@@ -106,7 +106,7 @@ def test_the_pages_have_examples_and_few_are_not_run():
     assert len(not_run) <= MAX_NOT_RUN, [f"{e.page}:{e.line}" for e in not_run]
     commands = {re.match(r"lar-prec (\S+)", e.text).group(1) for e in ALL
                 if e.kind == "shell" and e.text.startswith("lar-prec ") and not e.not_run}
-    assert commands >= {"naive-vs-default", "shake", "sweep", "devices", "compare", "tree", "run"}
+    assert commands >= {"naive-vs-default", "shake", "sweep", "devices", "compare", "tree", "run", "quant"}
 
 
 def test_every_json_key_is_documented():

@@ -1,0 +1,39 @@
+"""The quant workflow on a real quantized pair (QAT then quantize, tests/quant_fixtures.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from quant_fixtures import misscaled_pair  # noqa: F401  (fixture)
+
+from lar_prec.errors import UsageError
+from lar_prec.workflows.quant import quant_analysis
+
+
+@pytest.mark.megengine
+def test_the_mis_scaled_layer_is_the_worst_and_the_only_one_to_keep_in_float(misscaled_pair, tmp_path):  # noqa: F811
+    res = quant_analysis(misscaled_pair["float"], misscaled_pair["quant"], [f"data:{misscaled_pair['data']}"],
+                         out=tmp_path / "a")
+    assert res.layers[0].quant_name == "g.ConvBias"
+    assert [r.label for r in res.runs] == ["float-naive", "quant-default"] and all(r.ok for r in res.runs)
+    data = json.loads(json.dumps(res.to_json()))
+    assert data["layers"][0]["local"]["snr_db"] < data["layers"][1]["local"]["snr_db"]
+    assert data["keep_in_float"] == ["g.ConvBias"], [(l["name"], l["local"]) for l in data["layers"]]
+    assert all(u["why"] for u in data["unpaired"])
+
+
+def test_a_missing_quantized_model_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="quantized model"):
+        quant_analysis(tmp_path / "f.mge", tmp_path / "missing.mge", "data:x.npy")
+
+
+@pytest.mark.megengine
+def test_the_quant_command_prints_the_worst_layer_and_exits_1(misscaled_pair, tmp_path):  # noqa: F811
+    argv = [sys.executable, "-m", "lar_prec", "quant", str(misscaled_pair["float"]), str(misscaled_pair["quant"]),
+            "--input", f"data:{misscaled_pair['data']}", "--out", str(tmp_path), "--json", str(tmp_path / "q.json")]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    assert "keep in float (1; " in proc.stdout and "g.ConvBias" in proc.stdout
+    assert json.loads((tmp_path / "q.json").read_text())["layers"][0]["name"] == "g.ConvBias"
