@@ -87,11 +87,20 @@ def root_cause(vid: int, groups: Sequence[Sequence[str]], ev: Evidence) -> Cause
     setting = ev.setting or {}
     if changed and not repeats:
         kind = THREADS if ev.roles.get(changed[0]) == THREAD_RUN else BATCH
-        what = "; ".join(f"{lbl} ({setting.get(lbl, '?')})" for lbl in changed[:6])
+        results = [[setting.get(lbl, lbl) for lbl in g] for g in groups[1:]]
+        what = "; ".join(f"{', '.join(r[:6])}{' ...' if len(r) > 6 else ''}" for r in results)
+        detail = (f"run 1 ({setting.get(base_group[0], base_group[0]) if base_group else '?'}) gives one result, "
+                  f"{what} {'another' if len(results) == 1 else 'others, one per group'}")
+        if kind == BATCH and len(results) == 1 and len(changed) == sum(1 for r in ev.roles.values() if r == BATCH_RUN):
+            detail += " (the same at every position: the batch size changes the result, not the position)"
         held = [lbl for lbl in base_group if ev.roles.get(lbl) == REPEAT]
-        same_note = f"; a repeat of run 1's setting ({_runs(held)}) gives run 1's result" if held else ""
-        algo_note = f"; algorithm {algos[changed[0]]} in these runs" if algos and changed[0] in algos else ""
-        return Cause(kind, f"differs under {what}{same_note}{algo_note}")
+        if held:
+            detail += f"; a repeat of run 1's setting ({_runs(held)}) gives run 1's result"
+        if algos and changed[0] in algos:
+            detail += f"; algorithms: {grouped(algos)}"
+        elif ev.algorithms is None:
+            detail += "; whether the algorithm changes with it is not known (MegEngine's heuristic choice)"
+        return Cause(kind, detail)
     if algos:
         name = next(iter(algos.values()))
         how = f"{name} in every run"

@@ -484,7 +484,8 @@ class _Shake:
 
     def describe(self) -> str:
         if self.mode == THREADS_MODE:
-            return f"{self.config} runs under {', '.join(r.setting for r in self.plan)}"
+            counts = [r.flags[-1] for r in self.plan if r.role != jc.REPEAT]
+            return f"{self.config} runs under {', '.join(counts)} threads (1 thread twice)"
         if self.mode == BATCH_MODE:
             return f"{self.config} runs of the sample alone and at each position of a batch of {self.plan[-1].batch}"
         return f"{len(self.plan)} {self.config} runs"
