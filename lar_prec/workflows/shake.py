@@ -424,6 +424,8 @@ class _Shake:
     def drop_local_dumps(self, locals_: Mapping[str, LocalAnalysis]) -> None:
         """Local error's feeds and layerwise dumps, once measured (local.json and the repro
         folders keep what a reader needs): the disk bound holds with jitter too."""
+        if not locals_:
+            return
         freed = 0
         for la in locals_.values():
             for rec in la.result.runs:
@@ -451,7 +453,6 @@ class _Shake:
 
     def report(self, spec: Any, causes: Mapping[int, jc.Cause], locals_: Mapping[str, LocalAnalysis],
                off: Optional[str], obs: Optional[Dict[str, object]], notes: List[str]) -> Any:
-        from_shake = _ReportParts(self, causes, locals_, obs)
         la = next(iter(locals_.values()), None)
         roots_by = spec.roots_by(la is not None)
         tree = self.tree
@@ -459,7 +460,13 @@ class _Shake:
         if tree.diverged and la is not None and roots_by == "local":
             to_report = report_ids(la)[1]
             roots = [(r.name, r.opr_type, to_report.get(r.id, r.id)) for r in la.verdict.roots]
+        causes = dict(causes)
+        ev = self.evidence()
+        for _n, _t, rid in roots:  # a root by local error the dumps could not name: its own cause
+            if rid not in causes or causes[rid].cause == jc.INHERITED:
+                causes[rid] = jc.root_cause(rid, self.groups.get(rid, ()), ev)
         root_causes = [causes[r[2]] for r in roots if r[2] in causes]
+        from_shake = _ReportParts(self, causes, locals_, obs)
         cause = jc.model_cause(root_causes, bool(obs and obs.get("differs")))
         verdict = shake_verdict(tree, roots, max(self.differing.values(), default=0), len(self.plan),
                                 self.describe(), cause if tree.diverged else None, bitwise=tree.threshold.value == 0,

@@ -334,7 +334,8 @@ def test_shake_over_ssh_finds_the_jitter_and_its_cause_on_the_device(sshd, manif
                 "--json", tmp_path / "s.json"], ssh_env(sshd))
     assert proc.returncode == 1, proc.stderr
     rep = json.loads((tmp_path / "s.json").read_text())
-    assert rep["cause"] == "non-reproducible kernel"
+    assert rep["cause"] == "same algorithm, result differs"
+    assert "--reproducible runs agree" in rep["roots"][0]["cause_detail"]
     assert rep["roots"][0]["id"] == conv
     assert {r["label"] for r in rep["runs"]} >= {"default-1", "default-3", "reproducible-1"}
     assert all(r["environment"]["host"] == sshd["target"] for r in rep["runs"])
