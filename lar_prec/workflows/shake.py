@@ -147,8 +147,6 @@ def shake(
     locals_, off = shk.measure_local(off, bitwise=shk.tree.threshold.value == 0, checks=local_checks, lar=lar_obj,
                                      remote=remote, timeout=timeout)
     shk.store.drop_views()
-    if not keep_all:
-        shk.drop_local_dumps(locals_)
     report = shk.report(spec, causes, locals_, off, obs, notes)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("shake", adir, report, shk.tree, tuple(shk.all_runs), json_path, html_path)
@@ -417,23 +415,22 @@ class _Shake:
                                           f"{self.adir}", analysis_dir=self.adir) from None
             out[lbl] = la
             lw = la.result.layerwise
+            if not self.store.keep_all:  # before the next measurement: one at a time on disk
+                self.drop_local_dumps(la)
         if not out:
             return {}, why or "local error not measured: no run differs from run 1"
         return out, None
 
-    def drop_local_dumps(self, locals_: Mapping[str, LocalAnalysis]) -> None:
-        """Local error's feeds and layerwise dumps, once measured (local.json and the repro
-        folders keep what a reader needs): the disk bound holds with jitter too."""
-        if not locals_:
-            return
+    def drop_local_dumps(self, la: LocalAnalysis) -> None:
+        """Local error's feeds and layerwise dump, once measured (local.json and the repro
+        folders keep what a reader needs), so they do not pile up on disk."""
         freed = 0
-        for la in locals_.values():
-            for rec in la.result.runs:
-                if rec.dump_dir is not None and Path(rec.dump_dir).is_dir():
-                    freed += remove_tree(Path(rec.dump_dir))
-            for feeds in la.dir.glob("inputs-*"):
-                freed += remove_tree(feeds)
-        self.local_freed = freed
+        for rec in la.result.runs:
+            if rec.dump_dir is not None and Path(rec.dump_dir).is_dir():
+                freed += remove_tree(Path(rec.dump_dir))
+        for feeds in la.dir.glob("inputs-*"):
+            freed += remove_tree(feeds)
+        self.local_freed = (self.local_freed or 0) + freed
 
     def _local_flags(self, label: str) -> Tuple[str, ...]:
         """The flags of run ``label`` for its layerwise run: its own (thread count), with its

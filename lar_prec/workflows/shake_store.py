@@ -1,8 +1,12 @@
 """shake's runs on disk, bounded: run 1 kept whole, every later run hashed per variable as it
 finishes and only the variables that differ from run 1 kept (``--keep-all`` keeps everything).
+A result already kept by an earlier run is not kept twice: runs that differ alike (the same
+algorithm chosen again) share one file, so the disk grows with the distinct results, not with
+the number of runs.
 
-A pruned run's dump folder holds the files of the vars that differ from run 1; its
-``pruned.json`` lists the digest of every var it dumped. :meth:`RunStore.view` rebuilds the
+A pruned run's dump folder holds the files of the vars that differ from run 1 and from every
+earlier run; its ``pruned.json`` lists the digest of every var it dumped and, per var kept
+elsewhere, the run that holds the same bytes (``same_as``). :meth:`RunStore.view` rebuilds the
 whole dump as a folder of symlinks (run 1's file where the bytes are equal), so comparing
 and local error read a pruned run like any other. :meth:`RunStore.distinct` says, per var, how
 many distinct results the runs produced and which runs share each.
@@ -61,7 +65,8 @@ class StoredRun:
     digests: Mapping[int, str]
     removed: Tuple[int, ...] = ()
     bytes_removed: int = 0
-    extra: Mapping[str, object] = field(default_factory=dict)
+    #: var id -> the dump file of an earlier run with the same bytes (this run's was removed)
+    same_as: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def pruned(self) -> bool:
@@ -80,6 +85,8 @@ class RunStore:
         self.base: Optional[StoredRun] = None
         self.runs: Dict[str, StoredRun] = {}
         self._lock = threading.Lock()
+        #: (var id, digest) -> (run label, file) of a result kept by a pruned run
+        self._kept: Dict[Tuple[int, str], Tuple[str, str]] = {}
 
     def set_base(self, label: str, dump: Path) -> StoredRun:
         run = StoredRun(label, Path(dump), hash_folder(Path(dump)))
@@ -96,20 +103,29 @@ class RunStore:
         files = DumpFolder(dump).files()
         digests = {vid: var_digest(Path(p)) for vid, p in files.items()}
         removed: List[int] = []
+        same_as: Dict[int, str] = {}
         freed = 0
         if prune and not self.keep_all:
             for vid, dig in digests.items():
-                if self.base.digests.get(vid) == dig:
-                    p = Path(files[vid])
-                    freed += p.stat().st_size
-                    p.unlink()
-                    removed.append(vid)
+                p = Path(files[vid])
+                if self.base.digests.get(vid) != dig:
+                    with self._lock:
+                        earlier = self._kept.get((vid, dig))
+                        if earlier is None:
+                            self._kept[(vid, dig)] = (label, str(p))
+                            continue
+                    same_as[vid] = earlier[1]
+                freed += p.stat().st_size
+                p.unlink()
+                removed.append(vid)
             record = {"base": self.base.label, "base_dump": str(self.base.dump), "removed": len(removed),
                       "bytes_removed": freed, "kept": sorted(set(digests) - set(removed)),
+                      "same_as": {str(k): v for k, v in sorted(same_as.items())},
                       "digests": {str(k): v for k, v in sorted(digests.items())},
-                      "why": "vars whose bytes equal the base run's were removed (lar-prec shake; --keep-all keeps them)"}
+                      "why": "vars whose bytes equal the base run's, or an earlier run's kept file (same_as), were "
+                             "removed (lar-prec shake; --keep-all keeps them)"}
             atomic_write_text(dump.parent / PRUNED_JSON, json.dumps(record, indent=1) + "\n", what="pruned-run record")
-        run = StoredRun(label, dump, digests, tuple(sorted(removed)), freed)
+        run = StoredRun(label, dump, digests, tuple(sorted(removed)), freed, same_as)
         with self._lock:
             self.runs[label] = run
         return run
@@ -137,7 +153,7 @@ class RunStore:
         own = DumpFolder(run.dump).files()
         removed = set(run.removed)
         for vid in run.digests:
-            src = base_files[vid] if vid in removed else own[vid]
+            src = run.same_as.get(vid) or (base_files[vid] if vid in removed else own[vid])
             os.symlink(os.path.abspath(src), dest / Path(src).name)
         return dest
 
