@@ -54,8 +54,8 @@ def render_shake_top(report: "Report", con: Any) -> None:
     ex = report.extra
     obs = ex.get("observer")
     if obs:
-        con.print(text("Observer check: ", "bold", (str(obs.get("summary", "")), "bold red" if obs.get("differs")
-                                                    else "green")))
+        style = "bold red" if obs.get("differs") else "green" if obs.get("checked") else "yellow"
+        con.print(text("Observer check: ", "bold", (str(obs.get("summary", "")), style)))
     choice = ex.get("algorithm_choice") or {}
     if choice.get("known"):
         n_diff = sum(1 for v in report.vars if v.extra.get("algorithm_differs"))

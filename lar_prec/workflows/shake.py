@@ -363,8 +363,14 @@ class _Shake:
             shutil.copyfile(cache, pinned)
             flags = tuple(f for f in base.flags) + ("--fast-run-algo-policy", str(pinned))
         label = "observer"
-        rec = run_plan(self.model, self.prepared, [Planned(self.config, label, extra_flags=flags, inputs=base.inputs,
-                                                           outputs_only=True)], self.adir, **self.common)[0]
+        try:
+            rec = run_plan(self.model, self.prepared, [Planned(self.config, label, extra_flags=flags, inputs=base.inputs,
+                                                               outputs_only=True)], self.adir, **self.common)[0]
+        except AnalysisInterrupted:
+            raise
+        except LarPrecError as exc:  # e.g. a load_and_run in lite mode, which refuses --bin-out-dump
+            why = f"observer check could not run: {exc}"
+            return {"checked": False, "differs": False, "why": why, "summary": why, "run": label}
         self.all_runs.append(rec)
         digests = {lbl: self.store.runs[lbl].digests for lbl in self.labels}
         res = observer_check(Path(rec.out_dump), DumpFolder(self.store.base.dump), digests, var_digest)  # type: ignore[attr-defined]

@@ -259,6 +259,17 @@ sys.exit(rc)
         if "Roots" in proc.stdout else "Observer check: the dump perturbs" in proc.stdout
 
 
+def test_an_observer_run_that_fails_is_a_note_not_a_failed_shake(manifest, lar_dump, tmp_path):
+    """A load_and_run that refuses --bin-out-dump (the real one in lite mode throws)."""
+    env = {"FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default")), "FAKE_LAR_MODE_IF_FLAG": "--bin-out-dump=exit1"}
+    proc, rep = shake(manifest["cnn"], tmp_path / "f", "--repeat", "2", "--observer", "-q", "--no-local",
+                      "--lar", str(ROOT / "tests" / "fake_lar.py"), env=env)
+    assert proc.returncode == 0
+    obs = rep["observer"]
+    assert not obs["checked"] and obs["summary"].startswith("observer check could not run")
+    assert "Observer check: observer check could not run" in proc.stdout
+
+
 @pytest.mark.parametrize("args, says", [
     (["--threads", "1,x"], "--threads '1,x'"),
     (["--threads", "1"], "at least one count besides 1"),
