@@ -62,6 +62,10 @@ def render_shake_top(report: "Report", con: Any) -> None:
         n_change = sum(1 for v in report.vars if v.extra.get("algorithm_differs") and (v.extra.get("n_results") or 1) > 1)
         con.print(text("Algorithms: ", "bold", f"from each run's own fast-run cache; the choice differs between runs at "
                        f"{n_diff} operator(s), {n_change} of them with a different result"))
+        same = [v for v in report.vars if v.extra.get("algorithm_differs") and (v.extra.get("n_results") or 1) == 1]
+        if same:
+            names = ", ".join(f"{v.name} (var {v.id})" for v in same[:6]) + (f" +{len(same) - 6}" if len(same) > 6 else "")
+            con.print(text("  another algorithm, the same bits: ", "dim", (names, "dim")))
     elif choice:
         con.print(text("Algorithms: ", "bold", ("not known: " + str(choice.get("why", "")), "dim")))
     st = ex.get("storage") or {}
