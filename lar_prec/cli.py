@@ -259,19 +259,32 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
 @click.option("-j", "--jobs", type=click.IntRange(1, 16), default=1, show_default=True,
               help="Runs at once (concurrent runs disturb each other's fast-run timing).")
 @click.option("--no-explain", is_flag=True, help="Do not rerun to find the cause of jitter.")
+@click.option("--keep-all", is_flag=True,
+              help="Keep every run's whole dump (default: run 1 whole, later runs only the vars that differ from it).")
+@click.option("--threads", "threads", default=None, metavar="N,M,...",
+              help="Threads mode: the same input under each --multithread count (e.g. 1,2,4), against 1 thread.")
+@click.option("--batch-positions", "batch_positions", type=click.IntRange(2, 64), default=None, metavar="N",
+              help="Batch mode: the input alone, then at each position of a batch of N; the same sample must "
+                   "give the same output wherever it sits.")
+@click.option("--observer", is_flag=True,
+              help="Also run once without --bin-io-dump (outputs only): do the dumps perturb the run?")
 @remote_options
 @handle_errors
 def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
               json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
               lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
-              repeat: int, config_name: str, jobs: int, no_explain: bool, remote: str | None, remote_dir: str | None,
+              repeat: int, config_name: str, jobs: int, no_explain: bool, keep_all: bool, threads: str | None,
+              batch_positions: int | None, observer: bool, remote: str | None, remote_dir: str | None,
               keep_remote: bool) -> None:
     """Does the output jitter from run to run, where does it start, and what removes it?
 
     Runs MODEL --repeat times with one configuration, each in a fresh process. Jitter is any
     difference from run 1 (bitwise by default); roots are the first variables that differ
-    while their inputs are equal. When there is jitter, reruns with algorithm choices pinned
-    by a --fast-run-algo-policy cache (fast-run) and with --reproducible tell the cause.
+    while their inputs are equal, each with a cause (docs/jitter-causes.md): the algorithm
+    each run chose (fast-run runs write their own --fast-run-algo-policy cache), a
+    non-deterministic kernel (confirmed by pinned and --reproducible reruns), the thread
+    count (--threads) or the batch position (--batch-positions). Runs after the first keep
+    only the vars that differ from run 1 (--keep-all keeps every dump).
     Exit code 0 no jitter, 1 jitter found, 2 usage or input error, 3 a run failed.
     """
     from lar_prec.workflows.shake import shake
@@ -284,7 +297,8 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
                          lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
                          progress=progress, keep_going=keep_going, remote=spec, local=not no_local,
-                         local_checks=local_checks)
+                         local_checks=local_checks, keep_all=keep_all, threads=threads,
+                         batch_positions=batch_positions, observer=observer)
     _finish_analysis(analysis, json_out, html_out, quiet)
 
 

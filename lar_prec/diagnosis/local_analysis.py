@@ -62,7 +62,7 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
 def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_config: "str | RunConfig",
               out_dir: Path, *, reference_config: "str | RunConfig" = "naive", checks: bool = False,
               repros: bool = True, bitwise: bool = False, timeout: Optional[float] = None,
-              lar: Any = None, remote: Any = None) -> LocalAnalysis:
+              lar: Any = None, remote: Any = None, layerwise: Any = None) -> LocalAnalysis:
     """Local error of ``model`` under ``test_config`` against ``ref_dump``, into ``out_dir``.
 
     Costs one build of the layerwise model and one run of it (``checks`` adds the reference
@@ -70,6 +70,7 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     difference is a root (floors 0), for jitter where the reference is the same configuration.
     ``lar`` (the test run's LoadAndRun) and ``remote`` (its RemoteSpec): where the layerwise
     runs go (:func:`lar_prec.local.run_layerwise`); the build and the repros stay local.
+    ``layerwise``: a layerwise model already built for ``model`` (no second build).
 
     Raises:
         LarPrecError: the build or the run failed (callers turn it into a report note).
@@ -77,7 +78,8 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     t0 = time.monotonic()
     tmo = timeout or DEFAULT_TIMEOUT
     result = local_errors(model, ref_dump, test_config, out_dir=out_dir, test_dump=test_dump,
-                          reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote)
+                          reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote,
+                          layerwise=layerwise)
     floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result)
     verdict = local_roots(result, floors)
     errors: List[str] = []

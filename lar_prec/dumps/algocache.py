@@ -211,6 +211,10 @@ def _category_op(category: str) -> str:
     return re.sub(r"v\d+F\d+$", "", tail)
 
 
+#: the operator type of a cache category (public name)
+category_op = _category_op
+
+
 def winograd_tile(name: str) -> Optional[int]:
     """The output tile m of a Winograd algorithm F(m, r) from its name (None: not Winograd).
 
@@ -226,5 +230,5 @@ def winograd_tile(name: str) -> Optional[int]:
         return 8  # an unknown spelling: assume a large tile (a wider floor, not a false alarm)
 
 
-__all__ = ["ProfiledAlgo", "CacheEntry", "read_algo_cache", "chosen_algorithms", "prefer_algorithms", "winograd_tile",
+__all__ = ["ProfiledAlgo", "CacheEntry", "read_algo_cache", "chosen_algorithms", "prefer_algorithms", "winograd_tile", "category_op",
            "REPRODUCIBLE"]

@@ -25,6 +25,7 @@ SUPPORTED_FLAGS: Dict[str, str] = {
     "input": _STR,
     "io_dump": _STR,
     "bin_io_dump": _STR,
+    "bin_out_dump": _STR,
     "iter": _INT,
     "warmup_iter": _INT,
     "reproducible": _BOOL,
@@ -72,7 +73,7 @@ SUPPORTED_FLAGS: Dict[str, str] = {
 # Real load_and_run 1.13 flags that the bundled runner does not implement (reference 1.3).
 UNSUPPORTED_FLAGS = frozenset(
     """
-    batch_size io_dump_stdout io_dump_stderr bin_out_dump workspace_limit thread cuda
+    batch_size io_dump_stdout io_dump_stderr workspace_limit thread cuda
     cpu_default multithread_default multi_thread_core_ids
     fake_first disable_mem_opt tensorrt
     tensorrt_cache disable_assert_throw range
@@ -101,6 +102,7 @@ class LarOptions:
     input: str = ""
     io_dump: Optional[str] = None
     bin_io_dump: Optional[str] = None
+    bin_out_dump: Optional[str] = None
     iter: int = 10
     warmup_iter: int = 1
     reproducible: bool = False
@@ -257,6 +259,9 @@ def parse_options(argv: Sequence[str]) -> LarOptions:
             "--io_dump and --bin_io_dump can not be used in one run: a network holds one dumper "
             "(the real load_and_run segfaults); make one run per dump"
         )
+    if opts.bin_out_dump and (opts.io_dump or opts.bin_io_dump):
+        raise LarUsageError("--bin_out_dump and --io_dump/--bin_io_dump can not be used in one run: "
+                            "load_and_run keeps only the last dump option")
     if opts.multithread == 0 or opts.multithread < -1:
         raise LarUsageError("--multithread needs a positive number of threads")
     if opts.fast_run_shared_batch_size < 0:
@@ -285,6 +290,8 @@ usage: python -m lar_prec.lar MODEL [flags]
 The load_and_run bundled with lar-prec (megenginelite, CPU). Flags (dash or underscore form):
   --input "name:file.npy;name:{1,3,8,8};name:[1,2,3];file.json"
   --io_dump FILE | --bin_io_dump DIR      text or binary dump of every operator output
+  --bin_out_dump DIR                      the network outputs only, DIR/run<k>-out<i> per execution
+                                          (k counts warm-ups too; i: output index, title names it)
   --iter N [10]  --warmup_iter N [1]      every execution is dumped (the last one survives)
   --reproducible  --fast_run  --full_run  --fast_run_algo_policy FILE
   --binary_equal_between_batch  --fast_run_shared_batch_size N

@@ -50,6 +50,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from lar_prec import __version__
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
+from lar_prec.dumps.binary import write_binary_dump
+from lar_prec.dumps.titles import VarInfo, contiguous_layout, format_title
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.lar import graphopts
 from lar_prec.lar.graphopts import (
@@ -230,6 +232,10 @@ def run(opts: LarOptions) -> None:
             open(opts.io_dump, "w").close()
         except OSError as exc:
             raise LarUsageError(f"cannot open text dump file {opts.io_dump}: {exc.strerror}") from None
+    if opts.bin_out_dump:
+        out_dir = Path(opts.bin_out_dump)
+        if not out_dir.is_dir():
+            raise LarUsageError(f"--bin_out_dump {opts.bin_out_dump} is not a folder (it must exist)")
     if opts.bin_io_dump:
         dump_dir = Path(opts.bin_io_dump)
         if dump_dir.exists() and not dump_dir.is_dir():
@@ -332,11 +338,13 @@ def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[
         net.forward()
         net.wait()
         _log(f"warm up iter {k}: {(time.perf_counter() - t) * 1e3:.3f}ms")
+        _dump_outputs(lite, net, opts, k)
     for k in range(opts.iter):
         t = time.perf_counter()
         net.forward()
         net.wait()
         ms = (time.perf_counter() - t) * 1e3
+        _dump_outputs(lite, net, opts, opts.warmup_iter + k)
         times.append(ms)
         _log(f"iter {k}/{opts.iter}: e2e={ms:.3f} ms (host={ms:.3f} ms)")
     if times:
@@ -345,6 +353,25 @@ def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[
         _log(f"=== finished test #0: time={sum(times):.3f}ms avg_time={avg:.3f}ms "
              f"standard_deviation={std:.3f}ms min={min(times):.3f}ms max={max(times):.3f}ms")
     _log(f"=== total time: {(time.perf_counter() - total) * 1e3:.3f}ms")
+
+
+def _dump_outputs(lite: _Lite, net: Any, opts: LarOptions, k: int) -> None:
+    """``--bin_out_dump DIR``: the network outputs of execution ``k`` as binary dumps,
+    ``DIR/run<k>-out<i>``. The real binary names them ``run<k>-var<id>``; lite does not tell
+    var ids, so the output's index names the file and its title carries the var name."""
+    if not opts.bin_out_dump:
+        return
+    for i, name in enumerate(net.get_all_output_name()):
+        arr = np.ascontiguousarray(net.get_io_tensor(name).to_numpy())
+        dtype = _DTYPE_NAMES.get(arr.dtype.str, "Float32")
+        info = VarInfo(i, name, "output", "NetworkOutput", None, dtype, tuple(arr.shape),
+                       contiguous_layout(arr.shape, dtype), 0, 'CompNode("cpu0:0" from "cpu0:0")', "d")
+        write_binary_dump(Path(opts.bin_out_dump) / f"run{k}-out{i}", arr, format_title(info))
+
+
+#: numpy storage -> MegDNN dtype name, for the titles of --bin_out_dump files
+_DTYPE_NAMES = {"<f4": "Float32", "<f2": "Float16", "<i4": "Int32", "|i1": "Int8", "|u1": "Uint8", "<i2": "Int16",
+                "<u2": "Uint16"}
 
 
 def describe_model(model: str) -> Dict[str, List[Dict[str, Any]]]:

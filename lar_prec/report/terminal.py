@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Seque
 from lar_prec.report.model import Report, _records, auto_verdict, exit_code
 from lar_prec.report.console import Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
+from lar_prec.report.shake import cause_cell, render_root_causes, render_runs_by_operator, render_shake_top
 from lar_prec.report.sweep import render_sweep_terminal
 from lar_prec.run.env import format_differences
 from lar_prec.report.model import from_tree
@@ -109,10 +110,15 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
         render_sweep_terminal(report, con)
         return
     _header(report, con)
+    shake = report.command == "shake"
+    if shake:
+        render_shake_top(report, con)
     if report.extra.get("targets"):
         _targets_table(report, con)
     if report.roots:
         _roots_table(report, con, top, narrow)
+        if shake:
+            render_root_causes(report, con, top)
         _root_paths(report, con, top, path_limit)
     elif exit_code(report):
         con.print(text("No root found: every variable that is not ok has an input that is not ok either "
@@ -121,6 +127,8 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
         con.print(text("(no root: every variable is within the threshold)", "green"))
     if len(report.vars):
         _vars_table(report, con, top, narrow, all_vars)
+    if shake:
+        render_runs_by_operator(report, con, top)
     if show_runs and report.runs:
         _runs_table(report, con)
     for n in report.notes:
@@ -245,6 +253,8 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
     if any(getattr(rec, "runs_differing", None) is not None for rec in recs):
         cols.append(("runs differing", _NUM,
                      lambda p, v: cell("—" if v.runs_differing is None else str(v.runs_differing))))
+    if any("cause" in getattr(rec, "extra", {}) for rec in recs):  # shake: why it wobbles
+        cols.append(("cause", {"overflow": "fold", "ratio": 2}, lambda p, v: cell(cause_cell(v.extra))))
     if narrow:
         cols = [c for c in cols if c[0] not in ("dtype shape", "max_abs_err", "cosine")]
     t = Table(title)

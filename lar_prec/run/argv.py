@@ -49,6 +49,7 @@ def build_argv(
     dump_dir: Optional[Path] = None,
     text_dump: Optional[Path] = None,
     extra_flags: Sequence[str] = (),
+    out_dump: Optional[Path] = None,
 ) -> List[str]:
     """The command line of one run, in the real binary's (dash) syntax."""
     check_extra_flags(extra_flags)
@@ -59,6 +60,8 @@ def build_argv(
         argv += ["--io-dump", str(text_dump)]
     elif dump_dir is not None:
         argv += ["--bin-io-dump", str(dump_dir)]
+    elif out_dump is not None:
+        argv += ["--bin-out-dump", str(out_dump)]
     argv += ["--iter", "1", "--warmup-iter", "0", *config.flags, *extra_flags]
     return argv
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from lar_prec.errors import AnalysisInterrupted
+from lar_prec.errors import AnalysisInterrupted, UsageError
 from lar_prec.inputspec import check_file
 from lar_prec.records import PathLike
 from lar_prec.run.argv import check_extra_flags
@@ -48,8 +48,13 @@ def run_once(
     label: Optional[str] = None,
     on_started: Optional[Callable[[], None]] = None,
     remote: "RemoteSessions | None" = None,
+    outputs_only: bool = False,
 ) -> RunResult:
     """Run load_and_run once in a fresh process, in a new folder under ``out_dir``.
+
+    ``outputs_only``: no ``--bin-io-dump``; the network outputs alone are dumped with
+    ``--bin-out-dump`` into ``<run folder>/outputs`` (a run nothing observes but that: shake's
+    observer check). Local runs only.
 
     With ``remote`` (:class:`lar_prec.runremote.RemoteSessions`) the process runs on that
     device (``lar`` is then ignored: the sessions name the device's load_and_run) and its
@@ -73,6 +78,8 @@ def run_once(
     cfg = get_config(config).with_extra(env=extra_env)
     label = label or (cfg.name + ("-text" if text_dump else ""))
     if remote is not None:
+        if outputs_only:
+            raise UsageError("a run that dumps its outputs only (--bin-out-dump) runs on this machine, not on a device")
         check_extra_flags(extra_flags)
         run_dir = new_run_dir(resolve_path(out_dir), label, what="analysis folder")
         rec = run_once_remote(Path(model), inputs, cfg, run_dir, label, remote, text_dump=text_dump,
@@ -82,7 +89,7 @@ def run_once(
         return rec
     lar_obj = resolve_load_and_run(lar)
     run_dir = new_run_dir(resolve_path(out_dir), label, what="analysis folder")
-    rec = new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout)
+    rec = new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout, outputs_only)
     input_arg = inputs.input_arg if isinstance(inputs, PreparedInputs) else (inputs or "")
     rec = preflight(rec, lar_obj, cfg, model, input_arg, extra_flags)
     rec, ended = execute(rec, lar_obj, on_started)

@@ -37,7 +37,7 @@ def preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike, 
     then run.json says ``running``. UsageError (recorded) when the run cannot start."""
     try:
         argv = build_argv(lar, rec.model_path, input_arg, cfg, dump_dir=rec.dump_dir, text_dump=rec.text_dump,
-                          extra_flags=extra_flags)
+                          extra_flags=extra_flags, out_dump=rec.out_dump)
         rec = replace(rec, argv=tuple(argv))
         stall_after()  # a bad LAR_PREC_STALL_AFTER is refused before anything starts
         check_file(model, "model file")
@@ -59,6 +59,11 @@ def preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike, 
                 (rec.dump_dir / INCOMPLETE_MARKER).write_text("load_and_run has not finished\n")
             except OSError as exc:
                 raise UsageError(f"cannot create the dump folder {rec.dump_dir}: {exc.strerror or exc}") from None
+        if rec.out_dump is not None:
+            try:
+                rec.out_dump.mkdir()
+            except OSError as exc:
+                raise UsageError(f"cannot create the output dump folder {rec.out_dump}: {exc.strerror or exc}") from None
         rec = replace(rec, status="running")
         write_run_json(rec)
     except UsageError as exc:

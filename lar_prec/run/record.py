@@ -67,6 +67,8 @@ class RunResult:
     environment: Mapping[str, Any] = field(default_factory=dict)
     #: remote runs only: transport, target, device facts, pushed hashes, device folder (RemoteSession.record)
     remote: Optional[Mapping[str, Any]] = None
+    #: a run that dumped the network outputs only (``--bin-out-dump``): that folder
+    out_dump: Optional[Path] = None
 
     @property
     def ok(self) -> bool:
@@ -104,6 +106,7 @@ class RunResult:
             "inputs": [dict(i) for i in self.inputs],
             "dump_dir": str(self.dump_dir) if self.dump_dir else None,
             "text_dump": str(self.text_dump) if self.text_dump else None,
+            "out_dump": str(self.out_dump) if self.out_dump else None,
             "started": self.started,
             "seconds": self.seconds,
             "returncode": self.returncode,

@@ -36,11 +36,14 @@ def resolve_path(path: PathLike) -> Path:
 
 
 def new_record(run_dir: Path, label: str, cfg: RunConfig, lar: LoadAndRun, model: PathLike,
-                inputs: "PreparedInputs | str | None", text_dump: bool, timeout: Optional[float]) -> RunResult:
-    """Step 1: the record of a run that has not started."""
+                inputs: "PreparedInputs | str | None", text_dump: bool, timeout: Optional[float],
+                outputs_only: bool = False) -> RunResult:
+    """Step 1: the record of a run that has not started (``outputs_only``: it dumps the
+    network outputs alone, ``--bin-out-dump``, and no var with ``--bin-io-dump``)."""
     return RunResult(
         label=label, config=cfg.name, dir=run_dir,
-        dump_dir=None if text_dump else run_dir / "dump",
+        dump_dir=None if text_dump or outputs_only else run_dir / "dump",
+        out_dump=run_dir / "outputs" if outputs_only else None,
         text_dump=run_dir / "io_dump.txt" if text_dump else None,
         argv=(), env_changes=cfg.env, returncode=None, signal=None, seconds=0.0, stderr_tail="",
         incomplete=True, status="not_started", config_flags=cfg.flags,

@@ -100,14 +100,22 @@ class Planned:
     label: str
     text_dump: bool = False
     extra_flags: Tuple[str, ...] = ()
+    #: inputs of this run only (e.g. shake's batch positions); None: the analysis' inputs
+    inputs: Optional[PreparedInputs] = None
+    #: a run that dumps the network outputs only (``--bin-out-dump``): shake's observer check
+    outputs_only: bool = False
 
 
 
 def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adir: Path, *,
               lar: Optional[LoadAndRun], timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
               progress: Optional[StageProgress], keep_going: bool = False,
-              remote: "Optional[RemoteSessions]" = None) -> List[RunResult]:
+              remote: "Optional[RemoteSessions]" = None,
+              after: Optional[Callable[[RunResult], None]] = None) -> List[RunResult]:
     """Run every planned configuration, up to ``jobs`` at once, each in a fresh process.
+
+    ``after(result)`` is called in the worker thread as soon as a run ends well (shake hashes
+    and prunes each dump there, so finished dumps do not pile up on disk).
 
     After the first failure no further run starts (runs already under way end, so every
     run.json is final) and the failure is raised; with ``keep_going`` every run is made and
@@ -127,9 +135,13 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
             return None
         p = plan[i]
         try:
-            return run_once(model, prepared, p.config, adir, lar=lar, text_dump=p.text_dump, timeout=timeout,
-                            extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label,
-                            on_started=prefetch_analysis_modules, remote=remote)
+            rec = run_once(model, p.inputs if p.inputs is not None else prepared, p.config, adir, lar=lar,
+                           text_dump=p.text_dump, timeout=timeout, extra_flags=tuple(extra_flags) + p.extra_flags,
+                           label=p.label, on_started=prefetch_analysis_modules, remote=remote,
+                           **({"outputs_only": True} if p.outputs_only else {}))
+            if after is not None:
+                after(rec)
+            return rec
         except LarPrecError:
             failed.set()
             raise

@@ -52,11 +52,10 @@ def merge_comparisons(comparisons: Sequence[Comparison]) -> Tuple[List[VarDiff],
     return merged, differing
 
 
-def jitter(dumps: Sequence[Path], threshold: Optional[Threshold],
-            progress: Optional[StageProgress]) -> Tuple[VarTree, Dict[int, int]]:
-    """Compare runs 2..N with run 1 and build the merged tree. With ``threshold`` None
-    ("auto") the first pair decides it and every other pair is held to the same one."""
-
+def compare_runs(dumps: Sequence[Path], threshold: Optional[Threshold],
+                 progress: Optional[StageProgress]) -> List["Comparison"]:
+    """Each of ``dumps[1:]`` compared with ``dumps[0]``. With ``threshold`` None ("auto") the
+    first pair decides it and every other pair is held to the same one."""
     comps = []
     for k, d in enumerate(dumps[1:], start=1):
         comps.append(compare_folders(dumps[0], d, threshold=threshold if threshold is not None else "auto",
@@ -64,30 +63,30 @@ def jitter(dumps: Sequence[Path], threshold: Optional[Threshold],
         threshold = comps[0].threshold
         if progress:
             progress("compare", k, len(dumps) - 1)
+    return comps
+
+
+def jitter(dumps: Sequence[Path], threshold: Optional[Threshold],
+           progress: Optional[StageProgress]) -> Tuple[VarTree, Dict[int, int]]:
+    """Compare runs 2..N with run 1 and build the merged tree."""
+    comps = compare_runs(dumps, threshold, progress)
     merged, differing = merge_comparisons(comps)
-    tree = VarTree(merged, threshold=threshold, source=f"{len(dumps)} runs against {dumps[0]}")
+    tree = VarTree(merged, threshold=comps[0].threshold if comps else threshold,
+                   source=f"{len(dumps)} runs against {dumps[0]}")
     return tree, differing
 
 
-def any_difference(dumps: Sequence[Path]) -> Tuple[bool, int]:
-    """Whether any run differs bitwise from the first, and in how many vars."""
-
-    if len(dumps) < 2:
-        return False, 0
-    tree, differing = jitter(dumps, Threshold.fixed(0.0), None)
-    n = sum(1 for v in differing.values() if v)
-    return n > 0, n
-
-
-def shake_verdict(tree: "VarTree", roots: Sequence[Tuple[str, str, int]], runs_differing: int, repeat: int,
-                   config: str, cause: Optional[str], *, bitwise: bool) -> str:
-    """shake's one-line verdict: the jitter, where it starts and why, or that there is none."""
+def shake_verdict(tree: "VarTree", roots: Sequence[Tuple[str, str, int]], runs_differing: int, n_runs: int,
+                  what: str, cause: Optional[str], *, bitwise: bool, observer: Optional[str] = None) -> str:
+    """shake's one-line verdict: the jitter, where it starts and why, or that there is none.
+    ``what`` names the runs (``3 default runs``, ``default runs under 1, 2, 4 threads``);
+    ``observer`` (the dump perturbs the run) comes first when given."""
+    head = f"{observer}; " if observer else ""
     if not tree.diverged:
-        if bitwise:
-            return f"no jitter: {repeat} {config} runs are bitwise identical in all {len(tree.diffs)} variables"
-        return f"no jitter: {repeat} {config} runs agree in all {len(tree.diffs)} variables"
+        same = "bitwise identical" if bitwise else "in agreement"
+        return head + f"no jitter: {what} are {same} in all {len(tree.diffs)} variables"
     n_bad = sum(1 for d in tree.diffs if d.status != "ok")
     first = f"; first root: {roots[0][0]} ({roots[0][1]}, var {roots[0][2]})" if roots else ""
     verdict = (f"jitter: {n_bad} of {len(tree.diffs)} variables differ from run 1 in up to "
-               f"{runs_differing} of {repeat - 1} runs{first}")
-    return verdict + (f"; cause: {cause}" if cause else "")
+               f"{runs_differing} of {n_runs - 1} runs{first}")
+    return head + verdict + (f"; cause: {cause}" if cause else "")

@@ -277,7 +277,8 @@ def test_shake_with_a_user_load_and_run_measures_local_error_with_that_binary(ma
                "--out", tmp_path / "s", "--json", tmp_path / "s.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rep = json.loads((tmp_path / "s.json").read_text())
-    assert rep["cause"] == "non-reproducible kernel"
+    assert rep["cause"] == "same algorithm, result differs"
+    assert "--reproducible runs agree" in rep["roots"][0]["cause_detail"]
     assert rep["local"]["measured"], rep["local"]
     by_name = {v["name"]: v for v in rep["vars"]}
     # made in c2 alone (run once more by the user's binary on run 1's inputs), carried downstream

@@ -80,13 +80,16 @@ def test_unknown_and_unsupported_flags():
         parse_options(["m", "--enbale-jit"])
     with pytest.raises(UsageError, match=r"--disable_mem_opt .*does not support.*--lar PATH"):
         parse_options(["m", "--disable-mem-opt"])
-    with pytest.raises(UsageError, match=r"--bin_out_dump .*--lar PATH"):
-        parse_options(["m", "--bin_out_dump=d"])
+    with pytest.raises(UsageError, match=r"--workspace_limit .*--lar PATH"):
+        parse_options(["m", "--workspace_limit=5"])
+    assert parse_options(["m", "--bin_out_dump=d"]).bin_out_dump == "d"  # implemented: shake's observer check
 
 
 def test_conflicting_options_are_refused():
     with pytest.raises(UsageError, match="one dumper"):
         parse_options(["m", "--io-dump", "a.txt", "--bin-io-dump", "d"])
+    with pytest.raises(UsageError, match="--bin_out_dump and"):
+        parse_options(["m", "--bin-out-dump", "o", "--bin-io-dump", "d"])
     with pytest.raises(UsageError, match="together"):
         parse_options(["m", "--fast-run", "--full-run"])
     with pytest.raises(UsageError, match="no model"):

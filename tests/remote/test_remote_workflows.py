@@ -334,7 +334,8 @@ def test_shake_over_ssh_finds_the_jitter_and_its_cause_on_the_device(sshd, manif
                 "--json", tmp_path / "s.json"], ssh_env(sshd))
     assert proc.returncode == 1, proc.stderr
     rep = json.loads((tmp_path / "s.json").read_text())
-    assert rep["cause"] == "non-reproducible kernel"
+    assert rep["cause"] == "same algorithm, result differs"
+    assert "--reproducible runs agree" in rep["roots"][0]["cause_detail"]
     assert rep["roots"][0]["id"] == conv
     assert {r["label"] for r in rep["runs"]} >= {"default-1", "default-3", "reproducible-1"}
     assert all(r["environment"]["host"] == sshd["target"] for r in rep["runs"])
@@ -558,3 +559,24 @@ def test_sweep_over_ssh_runs_every_option_on_the_device(sshd, manifest, tmp_path
         assert run["status"] == "ok" and run["remote"]["target"] == sshd["target"] and run["argv"][0] == str(lar)
     # the layerwise model was pushed for all options at once (two ran together) and removed at the end
     assert not [f.name for f in (tmp_path / "device" / "files").iterdir() if "layerwise" in f.name]
+
+
+@pytest.mark.megengine
+def test_fast_run_shake_over_ssh_reads_each_runs_algorithms_from_the_device(sshd, manifest, tmp_path):
+    """Each fast-run run on the device writes its algorithm cache into its own run folder,
+    which comes back with the dump: the algorithms per operator and run are known there too."""
+    case = manifest["fastrun_shake"]
+    lar = lar_wrapper(tmp_path / "device-bin" / "load_and_run")
+    proc = cli(["shake", case.model, *input_args(case), "--repeat", "2", "--config", "fast-run", "-q", "--no-local",
+                "--out", tmp_path / "s", "--remote", sshd["target"], "--lar", lar, "--remote-dir", tmp_path / "device",
+                "--json", tmp_path / "s.json"], ssh_env(sshd))
+    assert proc.returncode in (0, 1), proc.stderr
+    rep = json.loads((tmp_path / "s.json").read_text())
+    choice = rep["algorithm_choice"]
+    assert choice["known"], choice
+    for r in rep["runs"][:2]:
+        assert r["argv"][r["argv"].index("--fast-run-algo-policy") + 1] == "fast-run-algo-policy.cache"
+        assert choice["caches"][r["label"]] == str(Path(r["dir"]) / "fast-run-algo-policy.cache")
+        assert Path(choice["caches"][r["label"]]).is_file()
+    convs = [v for v in rep["vars"] if v["opr_type"] == "ConvolutionForward"]
+    assert convs and all(sorted(v["algorithms"]) == ["fast-run-1", "fast-run-2"] for v in convs)

@@ -123,18 +123,27 @@ def test_shake_fast_run_finds_convolution_roots_and_the_algorithm_cause(manifest
         assert d["cause"] is None and all(not v["max_err"] for v in d["vars"]), d["cause"]
         pytest.skip("fast-run picked the same algorithms in all 4 runs on this machine: no jitter to root")
     assert res.exit_code == 1, res.stdout[-2000:]
-    assert d["cause"] == "algorithm choice differs between runs"
     assert d["roots"] and all(r["opr_type"] == "ConvolutionForward" for r in d["roots"])
+    main = [f"fast-run-{k}" for k in range(1, 5)]
+    labels = [r["label"] for r in d["runs"]]
+    assert labels[:4] == main
+    # every run wrote its own algorithm cache, and every root names its algorithm in each run
+    assert d["algorithm_choice"]["known"] and sorted(d["algorithm_choice"]["caches"]) == main
+    for r in d["runs"][:4]:
+        assert r["argv"][r["argv"].index("--fast-run-algo-policy") + 1] == d["algorithm_choice"]["caches"][r["label"]]
     by_id = {v["id"]: v for v in d["vars"]}
     for r in d["roots"]:
         # a shake root differs while every input is bitwise equal in every run
         assert all(by_id[i]["max_err"] == 0 for i in by_id[r["id"]]["inputs"] if i in by_id)
         assert by_id[r["id"]]["runs_differing"] >= 1
-    labels = [r["label"] for r in d["runs"]]
-    assert labels[:4] == [f"fast-run-{k}" for k in range(1, 5)]
-    assert any(lbl.startswith("fast-run-pinned") for lbl in labels)
-    pinned = [r for r in d["runs"] if r["label"].startswith("fast-run-pinned")]
-    assert all("--fast-run-algo-policy" in r["argv"] for r in pinned)
+        assert sorted(r["algorithms"]) == main and all(r["algorithms"].values())
+        if r["cause"] == "algorithm differs between runs":
+            assert len(set(r["algorithms"].values())) > 1
+            assert all(lbl in r["cause_detail"] for lbl in main)
+        else:  # the same algorithm in every run that differs: confirmed by pinned reruns
+            assert r["cause"] == "same algorithm, result differs"
+            assert any(lbl.startswith("fast-run-pinned") for lbl in labels)
+    assert d["cause"].startswith(d["roots"][0]["cause"]) or ";" in d["cause"]
 
 
 @pytest.mark.megengine
@@ -233,8 +242,8 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.megengine
-@pytest.mark.parametrize("unless, cause", [("--reproducible", "non-reproducible kernel"),
-                                           ("", "neither algorithm choice nor a non-reproducible kernel")])
+@pytest.mark.parametrize("unless, cause", [("--reproducible", "--reproducible runs agree"),
+                                           ("", "--reproducible runs still differ")])
 def test_shake_explains_jitter_of_an_external_binary(manifest, lar_dump, tmp_path, monkeypatch, unless, cause):
     """A stand-in binary whose conv output jitters: --reproducible removes it, or nothing does."""
     src = lar_dump("cnn", "default")
@@ -249,7 +258,10 @@ def test_shake_explains_jitter_of_an_external_binary(manifest, lar_dump, tmp_pat
     d = json.loads((tmp_path / "s.json").read_text())
     validate_report(d, "shake")
     assert [r["id"] for r in d["roots"]] == [conv]
-    assert d["cause"].startswith(cause)
+    # a default run's algorithm is MegEngine's heuristic choice: not known, and the report says so
+    assert not d["algorithm_choice"]["known"] and "heuristic" in d["algorithm_choice"]["why"]
+    assert d["cause"] == d["roots"][0]["cause"] == "same algorithm, result differs"
+    assert cause in d["roots"][0]["cause_detail"]
     steps = d["explanation"]
     assert [s["step"] for s in steps] == ["--reproducible"]
     assert steps[0]["jitter"] is (not unless)

@@ -76,6 +76,9 @@ function header() {
   row('command', R.command);
   row('model', R.model);
   row('cause', R.cause);
+  if (R.observer) row('observer check', R.observer.summary);
+  if (R.algorithm_choice) row('algorithms', R.algorithm_choice.known ? R.algorithm_choice.how : 'not known: ' + (R.algorithm_choice.why || ''));
+  if (R.storage && R.storage.how) row('disk', R.storage.how + (R.storage.pruned_runs ? ' (' + R.storage.vars_removed + ' var files of ' + R.storage.pruned_runs + ' runs not kept)' : ''));
   row('threshold', fmt(th.value) + ' (' + th.mode + ', metric ' + th.metric + ')' + (th.reason ? ': ' + th.reason : ''));
   if (th.per_dtype && Object.keys(th.per_dtype).length)
     row('per dtype', Object.keys(th.per_dtype).map(function (k) { return k + ' ' + fmt(th.per_dtype[k]); }).join(', '));
@@ -284,6 +287,53 @@ function sweepSection() {
   });
 }
 
+// ---------------------------------------------------------------- shake: runs by operator
+// The cause of a var as a short text: the phrase; an inherited one names its root.
+function causeText(v) {
+  if (!v || !v.cause) return null;
+  if (v.cause === 'inherited from root' && v.cause_root !== undefined && v.cause_root !== null) {
+    var r = byId.get(v.cause_root);
+    return 'inherited from root ' + (r ? r.name : '') + ' (var ' + v.cause_root + ')';
+  }
+  return v.cause + (v.cause_detail ? ': ' + v.cause_detail : '');
+}
+function shortAlgo(a) { return String(a).replace(/^CONVOLUTION_DEFAULT_/, ''); }
+function shakeSection() {
+  if (R.command !== 'shake' || !(R.shake_runs || []).length) return;
+  var ids = vars.filter(function (v) { return v.status !== 'ok' || v.algorithm_differs; }).map(function (v) { return v.id; });
+  var sec = document.getElementById('shake-section');
+  sec.hidden = false;
+  var info = document.getElementById('shake-info');
+  var ag = (R.local || {}).agreement;
+  if (ag) info.appendChild(el('p', { id: 'shake-agreement', 'class': ag.agree ? null : 'warn' }, (ag.agree ? 'Dump roots and local error: ' : '') + ag.why));
+  if (!ids.length) { document.getElementById('shake-matrix').appendChild(el('p', null, 'No operator differs between the runs' + (R.algorithm_choice && R.algorithm_choice.known ? ', and no algorithm choice either.' : '.'))); return; }
+  var base = R.shake_runs[0].label;
+  matrixView(document.getElementById('shake-matrix'), {
+    id: 'shake-matrix-table', ids: ids,
+    cols: R.shake_runs.map(function (r) { return { key: r.label, label: r.label, r: r, title: r.label + ': ' + (r.setting || '') + ' (' + r.role + ')' }; }),
+    legend: [['ok', 'run 1\u2019s result'], ['divergent', 'another result than run 1'], ['na', '\u2014 not dumped in that run'], ['root', 'root']],
+    cell: function (id, c) {
+      var v = byId.get(id), lbl = c.key;
+      var groups = v.results || null, err = null, same = true, found = false;
+      if (groups) groups.forEach(function (g, k) { if ((g.runs || []).indexOf(lbl) >= 0) { found = true; err = g.max_err; same = k === 0; } });
+      else { found = true; err = 0; }
+      var x = found ? errCell(err, false) : { text: '\u2014', sort: null };
+      x.status = !found ? 'na' : (same ? 'ok' : 'divergent');
+      x.root = rootRank.has(id) ? 'root' : null;
+      var algo = (v.algorithms || {})[lbl];
+      if (algo) x.sub = shortAlgo(algo);
+      var loc = (v.local_by_run || {})[lbl];
+      var tip = v.name + ' in ' + lbl + ': ' + (found ? (same ? 'the same result as ' + base : 'max_err ' + x.text + ' against ' + base) : 'not dumped');
+      if (algo) tip += '\nalgorithm: ' + algo;
+      if (loc !== undefined) tip += '\nlocal error (this run\u2019s operator on ' + base + '\u2019s inputs): ' + fmt(loc);
+      var ct = causeText(v);
+      if (ct) tip += '\ncause: ' + ct;
+      x.title = tip;
+      return x;
+    }
+  });
+}
+
 // ---------------------------------------------------------------- devices: targets, and target by variable
 function targetsSection() {
   var T = R.targets || [];
@@ -355,6 +405,8 @@ function rootsSection() {
   var byLocal = roots.some(function (r) { return r.rule === 'local'; });
   var heads = ['#', 'var', 'name', 'operator', 'type', 'status', 'max_err', 'input max_err', 'amplification'];
   if (byLocal) heads = heads.concat(['local', 'floor', 'margin']);
+  var withCause = roots.some(function (r) { return r.cause; });
+  if (withCause) heads = heads.concat(['cause']);
   t.appendChild(el('thead', null, el('tr', null, heads.map(function (h, i) {
     return el('th', { 'class': i === 0 || i === 1 || i >= 6 ? 'num' : null }, h); }))));
   var tb = el('tbody');
@@ -368,7 +420,8 @@ function rootsSection() {
       el('td', { 'class': 'num' }, r.max_err === null && r.status && r.status !== 'divergent' ? r.status.replace('_', ' ') : fmt(r.max_err)),
       el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp),
       byLocal ? [el('td', { 'class': 'num' }, fmt(r.local_err)), el('td', { 'class': 'num' }, fmt(r.floor)),
-        el('td', { 'class': 'num' }, r.margin === null || r.margin === undefined ? '\u2014' : fmt(r.margin) + '\u00d7')] : null));
+        el('td', { 'class': 'num' }, r.margin === null || r.margin === undefined ? '\u2014' : fmt(r.margin) + '\u00d7')] : null,
+      withCause ? el('td', { 'class': 'why' }, r.cause_text || r.cause || '') : null));
   });
   t.appendChild(tb);
   box.appendChild(t);
@@ -570,7 +623,11 @@ if (vars.some(function (v) { return v.label !== undefined && v.label !== null; }
   COLS.splice(9, 0, { key: 'local_err', label: 'local', num: true }, { key: 'floor', label: 'floor', num: true },
     { key: '_label', label: 'label' });
 }
-['max_rel_err', 'mean_abs_err', 'rmse', 'max_ulp', 'n_over', 'runs_differing'].forEach(function (k) {
+if (vars.some(function (v) { return v.cause; })) {
+  vars.forEach(function (v) { v._cause = causeText(v); });
+  COLS.push({ key: '_cause', label: 'cause' });
+}
+['max_rel_err', 'mean_abs_err', 'rmse', 'max_ulp', 'n_over', 'runs_differing', 'n_results'].forEach(function (k) {
   if (vars.some(function (v) { return v[k] !== undefined && v[k] !== null; })) COLS.push({ key: k, label: k.replace(/_/g, ' '), num: true });
 });
 if (vars.some(function (v) { return v.note; })) COLS.push({ key: 'note', label: 'note' });
@@ -739,6 +796,7 @@ function applyHash() {
 }
 
 header();
+shakeSection();
 sweepSection();
 targetsSection();
 rootsSection();
