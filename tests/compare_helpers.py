@@ -70,14 +70,17 @@ def consumers_map(folder: DumpFolder) -> Dict[int, List[int]]:
     return users
 
 
-def downstream(folder: DumpFolder, var_id: int) -> Set[int]:
-    """``var_id`` and every dumped var that depends on it."""
+def downstream(folder: DumpFolder, var_id: int, *, through_floats: bool = False) -> Set[int]:
+    """``var_id`` and every dumped var that depends on it (``through_floats``: by paths of
+    float vars only; a shape or an index read off a var does not change with its values)."""
     users = consumers_map(folder)
     seen = {var_id}
     todo = [var_id]
     while todo:
         v = todo.pop()
         for w in users.get(v, ()):
+            if through_floats and folder[w].dtype.kind != "float":
+                continue
             if w not in seen:
                 seen.add(w)
                 todo.append(w)
@@ -86,13 +89,14 @@ def downstream(folder: DumpFolder, var_id: int) -> Set[int]:
 
 def inject_fault(src: Path, dst: Path, var_id: int, rel: float, *, only: bool = False) -> Set[int]:
     """Copy dump folder ``src`` to ``dst`` and multiply var ``var_id`` by ``1 + rel``, and
-    (unless ``only``) every float var downstream of it too, nothing recomputed: the fault is
+    (unless ``only``) every float var downstream of it through float vars too (a shape read off
+    it does not change), nothing recomputed: the fault is
     born at ``var_id`` and carried everywhere it flows. Titles are kept. Returns the ids changed."""
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(src, dst)
     folder = DumpFolder(dst)
-    ids = {var_id} if only else downstream(folder, var_id)
+    ids = {var_id} if only else downstream(folder, var_id, through_floats=True)
     changed = set()
     for v in ids:
         d = folder[v]

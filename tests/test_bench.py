@@ -119,3 +119,17 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
             assert row["rc"] in (0, 1), row["stderr_tail"]
             assert len(row["run_seconds"]) == 2  # the naive and the default run
             assert row["analysis_s"] == pytest.approx(row["wall_s"] - sum(row["run_seconds"]))
+
+
+@pytest.mark.megengine
+def test_dump_roots_bench_writes_its_table(tmp_path: Path) -> None:
+    """bench/dump_roots.py on one small case: real runs, a clean pair without a false root and
+    every 1e-3 fault found (the script asserts nothing; this proves it runs and counts)."""
+    out = tmp_path / "R.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "dump_roots.py"), "--cases", "mlp", "--sites", "3",
+                           "--sizes", "1e-3", "--no-winograd", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [ln for ln in out.read_text().splitlines() if ln.startswith("| mlp |")]
+    assert [r.split(" | ")[1] for r in rows] == ["default", "reproducible", "fast-run"]
+    assert all(r.split(" | ")[2] == "0" and r.split(" | ")[4] == "3/3 |" for r in rows), rows

@@ -19,6 +19,7 @@ quantized vars compare exactly (quantized raw integers carry ``scale_unknown``).
 """
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from dataclasses import replace
@@ -51,6 +52,7 @@ from lar_prec.errors import UsageError
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
+from lar_prec.compare.growth import grow, with_growth
 from lar_prec.compare.threshold import (
     Threshold,
     choose_threshold,
@@ -169,6 +171,9 @@ def compare_folders(
     # judged in place: one list of VarDiffs, not two
     for i, d in enumerate(diffs):
         diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+    if fixed is None:  # auto: the band, then each var against what its inputs explain
+        diffs, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))  # type: ignore[arg-type,assignment]
+        thr = with_growth(thr, growth)
     try:
         judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
                           b_ids=dict(paired.pairs) if paired.mode == "name" else None)
@@ -177,6 +182,16 @@ def compare_folders(
             relaid.cleanup()
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired)
+
+
+def _profiled(folder: DumpFolder) -> bool:
+    """Whether the run that wrote ``folder`` profiled its algorithms (--fast-run/--full-run),
+    read from the run.json beside it when lar-prec ran it; only compared with two flag words."""
+    try:
+        argv = json.loads((folder.path.parent / "run.json").read_text(encoding="utf-8")).get("argv")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(argv, list) and any(a in ("--fast-run", "--full-run") for a in argv if isinstance(a, str))
 
 
 def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: List[Optional[VarDiff]],

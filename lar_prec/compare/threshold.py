@@ -74,6 +74,9 @@ class Threshold:
     per_dtype: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
     scaled: bool = False
     reason: str = ""
+    #: dump-only auto: vars that make error by the edge rule (:mod:`lar_prec.compare.growth`),
+    #: var id -> how many times what their inputs explain; roots even behind a divergent input
+    made: Mapping[int, float] = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "fixed"):

@@ -15,29 +15,15 @@ from lar_prec._lazy import numpy as np
 from lar_prec.records import json_number
 from lar_prec.dumps.algocache import winograd_tile
 from lar_prec.graph import reach
+# one operator vocabulary for local floors and the dump-only edge rule
+from lar_prec.compare.growth import DATA_MOVEMENT, ELEMWISE_ULPS, REDUCING, reduction_length as _reduction_length
 
 from lar_prec.diagnosis.local_records import LayerwiseModel, LocalResult, LocalVar, MeasuredVar
 
-#: operators that only move, copy or select values: any local difference is a bug
-DATA_MOVEMENT = frozenset(
-    {"Reshape", "Dimshuffle", "Subtensor", "Concat", "AxisAddRemove", "Broadcast", "Copy", "Identity",
-     "IndexingMultiAxisVec", "IndexingOneHot", "GetVarShape", "Split", "SetSubtensor", "IncrSubtensor",
-     "ParamPackSplit", "ParamPackConcat", "RelayoutFormat", "MarkNoBroadcastElemwise", "TypeCvt",
-     "Host2DeviceCopy", "Device2HostCopy", "ImmutableTensor", "SharedDeviceTensor", "WarpPerspectiveBackwardData"}
-)
-#: operators that sum over a reduction axis: their floor grows with the reduction length
-REDUCING = frozenset(
-    {"ConvolutionForward", "ConvBiasForward", "Convolution3DForward", "ConvolutionBackwardData", "MatrixMul",
-     "BatchedMatrixMul", "Reduce", "PoolingForward", "AdaptivePoolingForward", "SoftmaxForward",
-     "LayerNormForward", "GroupNormForward", "BatchNormForward", "Dot", "MatrixInverse", "LocalShareForward",
-     "DeformableConvForward", "RegionRestrictedConvolutionForward"}
-)
 #: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
 EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
 #: the smallest step of a dtype (its subnormal spacing): below it rounding is absolute
 SUBNORMAL_STEP = {"float16": 2.0 ** -24}
-#: an elementwise float operator may differ by a few units in the last place (vector libm)
-ELEMWISE_ULPS = 4.0
 #: bounds of the calibrated factor on ``eps * sqrt(reduction length)``
 FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
 #: the calibrated factor is this many times the median of the run's normalised local errors
@@ -94,22 +80,7 @@ def reduction_length(m: MeasuredVar) -> int:
 
 
 def _own_reduction(m: MeasuredVar) -> int:
-    size = lambda s: int(np.prod(s, dtype=np.int64)) if s else 1  # noqa: E731
-    ins = m.input_shapes
-    out = m.shape
-    if not ins:
-        return 1
-    if m.opr_type.startswith(("Convolution", "ConvBias", "LocalShare", "Deformable", "RegionRestricted")) \
-            and len(ins) > 1 and len(out) > 1 and out[1]:
-        return max(1, size(ins[1]) // out[1])
-    if m.opr_type in ("MatrixMul", "BatchedMatrixMul", "Dot") and len(out) >= 1:
-        rows = size(out[:-1]) if len(out) > 1 else 1
-        return max(1, size(ins[0]) // max(rows, 1))
-    if m.opr_type in ("Reduce", "PoolingForward", "AdaptivePoolingForward"):
-        return max(1, size(ins[0]) // max(size(out), 1))
-    if m.opr_type in REDUCING:  # softmax, norms: the longest axis is a safe upper bound
-        return max(ins[0]) if ins[0] else 1
-    return 1
+    return _reduction_length(m.opr_type, m.shape, m.input_shapes)
 
 
 def _unit_reduction(m: "MeasuredVar | LocalVar") -> int:

@@ -324,11 +324,13 @@ class VarTree:
             key = d.opr or f"#{d.id}"
             opr_pos.setdefault(key, self._order[d.id])
         found: List[Tuple[Tuple[Any, ...], Root]] = []
+        # dump-only auto: vars that make error by the edge rule are roots behind divergent inputs too
+        made = self.threshold.made if self.threshold is not None else {}
         for d in self._diffs.values():
             if d.status == "ok":
                 continue
             preds = list(self._preds[d.id])
-            if any(self._blocking(u) for u in preds):
+            if d.id not in made and any(self._blocking(u) for u in preds):
                 continue
             compared = [self._diffs[u] for u in preds if u in self._diffs and self._diffs[u].status != "missing"]
             errs = [(u.max_err, u.id) for u in compared if u.max_err is not None]
@@ -342,11 +344,14 @@ class VarTree:
             pos = opr_pos[d.opr or f"#{d.id}"]
             rank = 0 if d.status in _VALUE_PROBLEMS else 1
             amp_key = -(amp if amp is not None else math.inf)
+            # a root making 100x what its inputs explain goes before one making 2x, whatever the order
+            margin = made.get(d.id)
+            mkey = -math.floor(math.log10(margin)) if margin else 0
             r = Root(
                 id=d.id, name=d.name, opr=d.opr, opr_type=d.opr_type, status=d.status, dtype=d.dtype,
                 max_err=d.max_err, input_max_err=in_err, amplification=amp, worst_input=worst_in, order=pos, note=d.note,
             )
-            found.append(((rank, pos, amp_key, d.id), r))
+            found.append(((rank, mkey, pos, amp_key, d.id), r))
         found.sort(key=lambda t: t[0])
         self._roots = tuple(r for _, r in found)
         return self._roots

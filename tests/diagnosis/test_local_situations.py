@@ -137,9 +137,11 @@ def test_an_amplifying_batched_matmul_is_not_named_for_its_inputs_fault(amplifie
     assert add["label"] == "root" and add["local_err"] > 3 * add["floor"]
     assert bmm["label"] == "inherited" and bmm["inherited_from"] == [add["id"]]
     assert bmm["local_err"] <= bmm["floor"]
-    # the old dump-only band rule names the matmul (the rule is a function of the errors above)
+    # the dump-only rule (error growth along edges, issue 20 #4) names the ADD first too: its
+    # error is above what its exact inputs explain; an 11x amplification cannot be told from a
+    # fault by dumps alone, so the matmul may follow it, never precede it
     band, _ = _compare_amplify(lar_dump, model, dump, tmp_path / "band", "--threshold", "band")
-    assert [r["name"] for r in band["roots"]] == [BMM]
+    assert [r["name"] for r in band["roots"]][0] == ADD
 
 
 # ------------------------------------------------------------------ the swinging threshold

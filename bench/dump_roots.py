@@ -1,0 +1,181 @@
+#!/usr/bin/env python
+"""Dump-only roots by error growth (issue 20 #4): false roots and faults found, per option.
+
+    .venv/bin/python bench/dump_roots.py                         # every case, every option (~15 min)
+    .venv/bin/python bench/dump_roots.py --cases resnet,longred --sites 4 --out /tmp/R.md
+
+For each float32 case, the bundled load_and_run runs the model under the reference kernels
+(naive) and under each option: default, reproducible, fast-run, and fast-run with each
+Winograd tile forced (F(2,3), F(4,3), F(6,3): the run's own --fast-run-algo-policy cache
+reordered, ``lar_prec.dumps.algocache.prefer_algorithms``) where the case has a 3x3
+convolution. Each profiled run gets a run.json beside its dump saying it ran --fast-run, as
+``lar-prec run`` writes it, so the comparison knows it profiled.
+
+* clean: ``compare_folders(naive, option)``, its roots (any is a false root) and the largest
+  ``norm_err / explained`` of the edge rule (below 1: no root; the margin left).
+* faults: a copy of the option's dump with one computed var, and everything downstream of
+  it, multiplied by 1 + size (``tests/compare_helpers.inject_fault``: the tests inject the
+  same way), for ``--sites`` vars spread over the graph and each size; *found* when the
+  first root is that var.
+
+Prints one line per case and option and the tables; writes them to ``--out``. Nothing is
+asserted. No model is needed by the comparison: this is what ``lar-prec compare A B`` decides.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from compare_helpers import computed_float_vars, inject_fault, pick_spread  # noqa: E402
+from lar_prec.compare.folders import compare_folders  # noqa: E402
+from lar_prec.compare.growth import grow  # noqa: E402
+from lar_prec.diagnosis.tree import VarTree  # noqa: E402
+from lar_prec.dumps.algocache import prefer_algorithms  # noqa: E402
+from lar_prec.dumps.folder import DumpFolder  # noqa: E402
+from lar_prec.run.config import get_config  # noqa: E402
+
+CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "fastrun_shake", "shufflenet", "longred", "amplify")
+SIZES = (1e-3, 1e-4, 1e-5)
+WINOGRAD_TILES = (":4:2:", ":4:4:", ":4:6:")  # F(2,3), F(4,3), F(6,3) of MegEngine's MK4 names
+
+
+def run(model: Path, inputs: List[str], out: Path, cfg, cwd: Path) -> Path:
+    """One bundled load_and_run run with a binary dump in ``out/dump`` (a fresh process), and
+    ``out/run.json`` holding its argv, as ``lar-prec run`` writes it."""
+    dump = out / "dump"
+    dump.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for k, v in cfg.env:
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    argv = [sys.executable, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs), "--iter", "1",
+            "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
+    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, timeout=900)
+    (out / "run.json").write_text(json.dumps({"argv": argv}))
+    return dump
+
+
+def margin(naive: Path, other: Path) -> Tuple[Tuple[int, ...], float]:
+    """(roots, largest norm_err / explained) of a pair."""
+    c = compare_folders(naive, other)
+    roots = VarTree(c.diffs, comparison=c).root_ids()
+    profiled = "--fast-run" in json.loads((other.parent / "run.json").read_text())["argv"]
+    _, g = grow(list(c.diffs), c.threshold, profiled=profiled)
+    worst = 0.0
+    if g is not None:
+        errs = {d.id: d.norm_err for d in c.diffs if d.norm_err is not None}
+        worst = max((errs.get(v, 0.0) / e for v, e in g.explained.items() if e > 0), default=0.0)
+    return roots, worst
+
+
+def faults(naive: Path, other: Path, work: Path, sites: int, sizes: Tuple[float, ...]) -> Dict[float, List[bool]]:
+    folder = DumpFolder(other)
+    victims = computed_float_vars(folder)
+    if sites:
+        victims = list(pick_spread(victims, sites))
+    out: Dict[float, List[bool]] = {}
+    for size in sizes:
+        for v in victims:
+            dst = work / f"{size:g}-{v}"
+            inject_fault(other, dst / "dump", v, size)
+            shutil.copy(other.parent / "run.json", dst / "run.json")
+            c = compare_folders(naive, dst / "dump")
+            roots = VarTree(c.diffs, comparison=c).root_ids()
+            out.setdefault(size, []).append(bool(roots) and roots[0] == v)
+            shutil.rmtree(dst)
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--sites", type=int, default=8, help="faulted vars per case and option, spread (0: all)")
+    ap.add_argument("--sizes", default=",".join(f"{s:g}" for s in SIZES))
+    ap.add_argument("--no-winograd", action="store_true", help="skip the forced Winograd runs")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-dump-roots.md"))
+    args = ap.parse_args(argv)
+    sizes = tuple(float(s) for s in args.sizes.split(","))
+    build = ROOT / "cases" / "build"
+    manifest = {c["name"]: c for c in json.loads((build / "manifest.json").read_text())["cases"]}
+    work = Path(tempfile.mkdtemp(prefix="lar-prec-dump-roots-"))
+    t0 = time.monotonic()
+    rows: List[Tuple[str, str, int, float, Dict[float, List[bool]]]] = []
+    try:
+        for name in args.cases.split(","):
+            case = manifest[name]
+            model, inputs, base = build / case["model"], case["inputs"], work / name
+            naive = run(model, inputs, base / "naive", get_config("naive"), build)
+            cache = base / "algo.cache"
+            options = [("default", get_config("default")), ("reproducible", get_config("reproducible")),
+                       ("fast-run", get_config("fast-run").with_extra(["--fast-run-algo-policy", str(cache)]))]
+            for label, cfg in options:
+                other = run(model, inputs, base / label, cfg, build)
+                if label == "fast-run" and not args.no_winograd and cache.is_file():
+                    for tile in WINOGRAD_TILES:
+                        forced = prefer_algorithms(cache, base / f"forced{tile.strip(':')}.cache", tile)
+                        wcfg = get_config("fast-run").with_extra(["--fast-run-algo-policy", str(forced)])
+                        options.append((f"fast-run F({tile.split(':')[2]},3)", wcfg))
+                roots, worst = margin(naive, other)
+                found = faults(naive, other, base / f"faults-{label}", args.sites, sizes)
+                rows.append((name, label, len(roots), worst, found))
+                cells = "  ".join(f"{s:g}: {sum(f)}/{len(f)}" for s, f in found.items())
+                print(f"{name:13s} {label:18s} false roots {len(roots)}  worst/explained {worst:.2f}  found {cells}",
+                      flush=True)
+                shutil.rmtree(other.parent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = report(rows, sizes, args, time.monotonic() - t0)
+    Path(args.out).write_text(text)
+    print("\n" + text)
+    return 0
+
+
+def report(rows, sizes, args, seconds: float) -> str:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").exists() else platform.machine()
+    lines = [
+        "# Dump-only roots by error growth: false roots and faults found (issue 20 #4)", "",
+        f"Written by `bench/dump_roots.py --cases {args.cases} --sites {args.sites} --sizes {args.sizes}` on "
+        f"{datetime.date.today()} ({cpu}, {seconds / 60:.1f} min). Do not edit by hand.", "",
+        "A fault of size s: one var, and everything downstream of it, times 1 + s in a copy of the option's "
+        "dump; found = the first root is that var. worst/explained: the largest norm_err over what its inputs "
+        "and operator explain on the clean pair (below 1: no root).", "",
+    ]
+    options = list(dict.fromkeys(r[1] for r in rows))
+    lines += ["| option | pairs | pairs with a false root | worst/explained | " +
+              " | ".join(f"found at {s:g}" for s in sizes) + " |",
+              "|---|---|---|---|" + "---|" * len(sizes)]
+    for opt in options:
+        rs = [r for r in rows if r[1] == opt]
+        cells = []
+        for s in sizes:
+            fs = [x for r in rs for x in r[4].get(s, [])]
+            cells.append(f"{sum(fs)}/{len(fs)}")
+        lines.append(f"| {opt} | {len(rs)} | {sum(1 for r in rs if r[2])} | {max(r[3] for r in rs):.2f} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "Per case:", "", "| case | option | false roots | worst/explained | " +
+              " | ".join(f"{s:g}" for s in sizes) + " |", "|---|---|---|---|" + "---|" * len(sizes)]
+    for name, opt, n, worst, found in rows:
+        lines.append(f"| {name} | {opt} | {n} | {worst:.2f} | " +
+                     " | ".join(f"{sum(found.get(s, []))}/{len(found.get(s, []))}" for s in sizes) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
