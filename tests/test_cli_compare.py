@@ -185,3 +185,23 @@ def test_control_characters_from_a_dump_never_reach_the_terminal(lar_dump, tmp_p
             assert "\x1b" not in stream and "\x07" not in stream, repr(stream[:500])
         if not fmt or fmt == ["--all"] or "no" in args[-1]:
             assert "\\x1b" in res.stdout + res.stderr  # shown, escaped
+
+
+@pytest.mark.megengine
+def test_verdict_says_why_ok_vars_sit_above_the_threshold(lar_dump, tmp_path):
+    """Rounding of a K=4608 convolution above the band (1.5e-5 where the band's top is
+    9.5e-6), carried into the add after it: both are held to what their inputs and operator
+    explain and stay ok; the verdict, the JSON and the page's legend must not say "all within
+    threshold X" above a table with values over X (issue 20 #7)."""
+    naive, default = Path(lar_dump("longred", "naive")), Path(lar_dump("longred", "default"))
+    conv = next(d.id for d in DumpFolder(default) if d.var.name == "c.Convolution")
+    inject_fault(default, tmp_path / "b", conv, 1.5e-5)
+    r = run("compare", str(naive), str(tmp_path / "b"), "--json", str(tmp_path / "r.json"))
+    assert r.exit_code == 0, r.stdout
+    rep = json.loads((tmp_path / "r.json").read_text())
+    thr = rep["threshold"]["value"]
+    above = [v["name"] for v in rep["vars"] if v["max_err"] is not None and v["max_err"] > thr]
+    assert "c.Convolution" in above and all(v["status"] == "ok" for v in rep["vars"])
+    assert rep["verdict"].startswith("no divergence: all ") and f"{len(above)} above it carry rounding" in rep["verdict"]
+    assert "within threshold " not in rep["verdict"]
+    assert rep["verdict"] in r.stdout

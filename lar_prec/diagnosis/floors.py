@@ -177,8 +177,9 @@ def layerwise_ancestors(lw: LayerwiseModel, var_id: int) -> List[int]:
 
 def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = None) -> LocalVerdict:
     """Label every var: ``root`` (local error above its floor), ``inherited`` (accumulated
-    error above the local one, local within the floor: with the upstream roots it came from),
-    ``noise`` (error made here, within the floor), ``clean`` (none), or ``not_isolated``. Roots are ordered by margin (local error / floor), largest first."""
+    error above the local one, local within the floor: with the upstream roots it came from,
+    or the unisolated operators that may hide one), ``noise`` (error made here or upstream,
+    every operator within its floor), ``clean`` (none), or ``not_isolated``. Roots are ordered by margin (local error / floor), largest first."""
     floors = dict(floors if floors is not None else noise_floors(result))
     labels: Dict[int, str] = {}
     roots: List[LocalRoot] = []
@@ -196,8 +197,17 @@ def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = Non
         else:
             labels[v.id] = "clean"
     root_ids = {r.id for r in roots}
-    came = {k: tuple(a for a in layerwise_ancestors(result.layerwise, k) if a in root_ids)
-            for k, lab in labels.items() if lab == "inherited"}
+    came: Dict[int, Tuple[int, ...]] = {}
+    for k, lab in list(labels.items()):
+        if lab != "inherited":
+            continue
+        ups = layerwise_ancestors(result.layerwise, k)
+        # from its roots; else from what could not be measured (it may hide one); else its
+        # error is the rounding of operators within their floors: noise, not inherited
+        came[k] = tuple(a for a in ups if a in root_ids) or tuple(a for a in ups if labels.get(a) == "not_isolated")
+        if not came[k]:
+            del came[k]
+            labels[k] = "noise"
     roots.sort(key=lambda r: (-r.margin, -r.local_err, r.id))
     return LocalVerdict(tuple(roots), labels, came, floors)
 

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Collection, List, Optional, Sequence, Tuple
 
 from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, flag_names, is_fast_run, local_errors
 from lar_prec.diagnosis.local_records import LocalResult
@@ -62,7 +62,8 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
 def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_config: "str | RunConfig",
               out_dir: Path, *, reference_config: "str | RunConfig" = "naive", checks: bool = False,
               repros: bool = True, bitwise: bool = False, timeout: Optional[float] = None,
-              lar: Any = None, remote: Any = None, layerwise: Any = None) -> LocalAnalysis:
+              lar: Any = None, remote: Any = None, layerwise: Any = None,
+              repro_only: Optional[Collection[int]] = None) -> LocalAnalysis:
     """Local error of ``model`` under ``test_config`` against ``ref_dump``, into ``out_dir``.
 
     Costs one build of the layerwise model and one run of it (``checks`` adds the reference
@@ -71,6 +72,7 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     ``lar`` (the test run's LoadAndRun) and ``remote`` (its RemoteSpec): where the layerwise
     runs go (:func:`lar_prec.local.run_layerwise`); the build and the repros stay local.
     ``layerwise``: a layerwise model already built for ``model`` (no second build).
+    ``repro_only`` (report ids): write repros for these roots only (:func:`make_repros`).
 
     Raises:
         LarPrecError: the build or the run failed (callers turn it into a report note).
@@ -87,5 +89,5 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     if repros and verdict.roots:
 
         written = [r.dir for r in make_repros(result, out_dir.parent, verdict, reference_config=reference_config,
-                                              timeout=tmo, errors=errors)]
+                                              timeout=tmo, errors=errors, only=repro_only)]
     return LocalAnalysis(result, verdict, tuple(written), out_dir, time.monotonic() - t0, tuple(errors))

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Collection, Dict, List, Optional, Sequence
 
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import LarPrecError, UsageError
@@ -173,17 +173,22 @@ def _observed_with(result: LocalResult) -> Optional[str]:
 
 def make_repros(result: LocalResult, out_dir: "str | Path", verdict: Optional[LocalVerdict] = None, *,
                 limit: int = 10, timeout: float = DEFAULT_TIMEOUT, reference_config: "str | RunConfig" = "naive",
-                test_config: "RunConfig | None" = None, errors: Optional[List[str]] = None) -> List[Repro]:
+                test_config: "RunConfig | None" = None, errors: Optional[List[str]] = None,
+                only: Optional[Collection[int]] = None) -> List[Repro]:
     """A repro folder ``out_dir/repro-<id>`` for each local root (most likely first, at most
     ``limit``: each costs a model load and a one-operator dump). ``<id>`` is the report's id
     (the reference dump's), which a binary numbering vars unlike MegEngine's Python graph does
     not share with the layerwise model. With ``errors`` a repro that cannot be written is a
-    line there (the analysis stands without it), not an exception."""
+    line there (the analysis stands without it), not an exception. ``only`` (report ids): the
+    roots to write, e.g. a shake's jitter roots among every operator local error sees differ;
+    when none of them is a local root, the most likely local root alone."""
     verdict = verdict or local_roots(result)
     written: List[Repro] = []
-    for r in verdict.roots[:limit]:
-        rid = result.layerwise.var(r.id).ref_id
-        rid = r.id if rid is None else rid
+    ref_ids = [(r, r.id if result.layerwise.var(r.id).ref_id is None else result.layerwise.var(r.id).ref_id)
+               for r in verdict.roots]
+    if only is not None:
+        ref_ids = [(r, rid) for r, rid in ref_ids if rid in only] or ref_ids[:1]
+    for r, rid in ref_ids[:limit]:
         try:
             written.append(make_repro(result, r.id, Path(out_dir) / f"repro-{rid}", timeout=timeout,
                                       reference_config=reference_config, test_config=test_config))

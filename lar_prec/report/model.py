@@ -233,6 +233,13 @@ def auto_verdict(report: Report) -> str:
     bad = report.n_not_ok
     thr = fmt_err(report.threshold.value)
     if not bad:
+        # each var is held to its own threshold (scaled by its magnitude, or widened by the
+        # rounding its inputs carry): say so when some ok vars sit above the headline value
+        per = report.threshold.per_dtype
+        above = sum(1 for v in report.vars if v.max_err is not None and v.max_err > per.get(v.dtype, report.threshold.value))
+        if above:
+            return (f"no divergence: all {n} variables within their thresholds ({thr}; {above} above it carry "
+                    f"rounding from their inputs, which is not divergence: see the threshold's reason)")
         return f"no divergence: all {n} variables within threshold {thr}"
     text = f"divergence found: {bad} of {n} variables not ok (threshold {thr})"
     if report.roots:

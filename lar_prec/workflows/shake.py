@@ -408,7 +408,8 @@ class _Shake:
             try:
                 la = run_local(self.model, self.store.base.dump, self.store.view(lbl), test_cfg, out_dir,
                                reference_config=cfg, checks=checks, bitwise=bitwise, timeout=timeout,
-                               lar=lar, remote=remote, repros=not out, layerwise=lw)
+                               lar=lar, remote=remote, repros=not out, layerwise=lw,
+                               repro_only={r.id for r in self.tree.roots()})  # the jitter's roots, not every wobble
             except AnalysisInterrupted:
                 raise
             except LarPrecError as exc:

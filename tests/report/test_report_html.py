@@ -326,6 +326,25 @@ def test_compare_html_renders_in_the_browser(chromium, dumps_ab, tmp_path):
     assert "Root #1: " + DumpFolder(faulty).var_info(fault).name in chromium.js("document.getElementById('cards').innerText")
 
 
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_chart_legend_explains_ok_points_above_the_threshold_line(chromium, lar_dump, tmp_path):
+    """Rounding of longred's K=4608 convolution above the band, carried along edges: ok points
+    over the red line, and the legend says why (issue 20 #7)."""
+    from compare_helpers import inject_fault
+
+    naive, default = Path(lar_dump("longred", "naive")), Path(lar_dump("longred", "default"))
+    conv = next(d.id for d in DumpFolder(default) if d.var.name == "c.Convolution")
+    inject_fault(default, tmp_path / "b", conv, 1.5e-5)
+    assert _cli("compare", naive, tmp_path / "b", "--html", tmp_path / "c.html").exit_code == 0
+    chromium.open(tmp_path / "c.html")
+    _clean_page(chromium)
+    legend = chromium.js("document.getElementById('chart-legend').innerText")
+    assert "ok variable(s) above the line carry rounding from their inputs" in legend, legend
+    assert "above it carry rounding" in chromium.js("document.getElementById('verdict').innerText")
+
+
 # ============================================================================ the sweep's and devices' views
 
 

@@ -127,6 +127,12 @@ def test_fast_run_jitter_names_each_roots_algorithm_in_every_run(manifest, tmp_p
         v = next(x for x in rep["vars"] if x["id"] == r["id"])
         if agreement["agree"]:
             assert any(e for e in v["local_by_run"].values())
+    # repro folders only for the jitter's roots (the most likely local root when local error
+    # names none of them), not for every operator whose bits wobble; "inherited" names a source
+    repros = sorted(int(p.name.split("-", 1)[1]) for p in (tmp_path / "s").rglob("repro-*") if p.is_dir())
+    dump_roots = {r["id"] for r in rep["roots"]}
+    assert set(repros) <= dump_roots or len(repros) <= 1, (repros, dump_roots)
+    assert not [v["name"] for v in rep["vars"] if v.get("label") == "inherited" and not v.get("inherited_from")]
     # the terminal and the runs-by-operator table say it too
     assert "root #1 cause: " + rep["roots"][0]["cause"] in proc.stdout
     assert "Runs by operator" in proc.stdout

@@ -585,7 +585,8 @@ function chart() {
     var ok = v.status === 'ok';
     g.appendChild(sv('circle', { cx: X(v._p).toFixed(1), cy: Y(v.max_err).toFixed(1), r: ok ? 2 : 3.2, fill: STATUS_COLOR[v.status] || '#999', 'class': 'pt',
       onclick: function () { select(v.id, true); } },
-      sv('title', { text: '#' + v._i + ' ' + v.name + '\nvar ' + v.id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.status + ' \u00b7 max_err ' + fmt(v.max_err) })));
+      sv('title', { text: '#' + v._i + ' ' + v.name + '\nvar ' + v.id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.status + ' \u00b7 max_err ' + fmt(v.max_err) +
+        (typeof v.threshold === 'number' ? ' \u00b7 its threshold ' + fmt(v.threshold) : '') })));
   });
   svg.appendChild(g);
   roots.slice(0, 30).forEach(function (r, k) {
@@ -600,10 +601,13 @@ function chart() {
     mg.appendChild(sv('title', { text: 'root #' + (k + 1) + ': ' + r.name + ' (var ' + r.id + ') max_err ' + fmt(r.max_err) }));
     svg.appendChild(mg);
   });
+  var okAbove = th ? vars.filter(function (v) { return v.status === 'ok' && typeof v.max_err === 'number' && v.max_err > th &&
+    !(R.threshold.per_dtype && typeof R.threshold.per_dtype[v.dtype] === 'number' && v.max_err <= R.threshold.per_dtype[v.dtype]); }).length : 0;
   var lg = document.getElementById('chart-legend');
   Object.keys(STATUS_COLOR).forEach(function (s) { lg.appendChild(el('span', { 'class': 'sw', style: 'background:' + STATUS_COLOR[s] })); lg.appendChild(document.createTextNode(s)); });
   lg.appendChild(document.createTextNode('  \u00b7  red triangles: roots  \u00b7  dashed line: threshold' +
     (R.threshold && R.threshold.scaled ? ' (each var is held to it scaled by min(1, its largest |value|), so a var below the line can still diverge)' : '') +
+    (okAbove ? '  \u00b7  ' + okAbove + ' ok variable(s) above the line carry rounding from their inputs: each is held to its own threshold (hover a point)' : '') +
     (n > cols ? '  \u00b7  ' + n + ' variables, largest error per pixel column shown' : '')));
 }
 
