@@ -4,7 +4,7 @@ Without the model there is no local error, only each var's accumulated error aga
 reference. A fixed band of ulps cannot tell a long reduction's rounding (a convolution of
 K=1152 terms differs by 8e-6 between two correct kernels) from a small fault on a quiet
 chain (8e-6 where the noise is 3e-7), and a root rule of "its inputs are ok" hides a large
-fault behind in-band noise upstream. So each float32 var's error is held against what its
+fault behind in-band noise upstream. So each float var (float32, float16, bfloat16)'s error is held against what its
 own inputs' errors and its operator kind explain:
 
     explained(v) = max(GUARD, S * unit(v)) + g(v) * max(error of v's inputs)
@@ -42,6 +42,8 @@ REDUCING = frozenset(
      "DeformableConvForward", "RegionRestrictedConvolutionForward"}
 )
 EPS32 = 2.0 ** -23
+#: the float dtypes the edge rule judges, by their rounding unit
+EPS = {"Float32": EPS32, "Float16": 2.0 ** -10, "BFloat16": 2.0 ** -7}
 #: an elementwise float operator may differ by a few units in the last place (vector libm)
 ELEMWISE_ULPS = 4.0
 #: no var below this many float32 eps is a root by growth (below the band's low end, 32 eps)
@@ -119,13 +121,13 @@ def _winograd_shaped(d: VarDiff, ins: Sequence[VarDiff]) -> bool:
 
 def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
     """``diffs`` (judged by the auto band ``thr``) re-judged by the edge rule: statuses and
-    per-var thresholds of float32 vars, and which of them make error. Other dtypes, structural
-    statuses and NaN/Inf are left as they are. None when no float32 var has a compared input.
+    per-var thresholds of float vars, and which of them make error. Other dtypes, structural
+    statuses and NaN/Inf are left as they are. None when no float var has a compared input.
     ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd)."""
     by_id = {d.id: d for d in diffs}
     err: Dict[int, float] = {}
     for d in diffs:
-        if d.dtype == "Float32" and d.status in ("ok", "divergent") and d.norm_err is not None \
+        if d.dtype in EPS and d.status in ("ok", "divergent") and d.norm_err is not None \
                 and math.isfinite(d.norm_err):
             err[d.id] = float(d.norm_err)
         elif d.status in ("ok",) and d.norm_err is not None and math.isfinite(d.norm_err):
@@ -136,10 +138,12 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
     ratio_red: List[float] = []
     gain_red: List[float] = []
     gain_elem: List[float] = []
-    floor_e = 4.0 * EPS32
     for d in diffs:
-        if d.id not in err or d.dtype != "Float32" or not d.inputs:
+        if d.id not in err or d.dtype not in EPS or not d.inputs:
             continue
+        eps = EPS[d.dtype]
+        # float16 and bfloat16 values are not small: their rounding follows their magnitude
+        mag = 1.0 if d.dtype == "Float32" else max(1.0, float(d.scale or 0.0))
         ins = [by_id[u] for u in d.inputs if u in by_id and u != d.id]
         if not ins:
             continue
@@ -150,7 +154,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
         kind = _kind(d)
         if kind == "reducing":
             k = reduction_length(d.opr_type, d.shape, [u.shape for u in ins])
-            units[d.id] = EPS32 * math.sqrt(k)
+            units[d.id] = eps * math.sqrt(k) * mag
             if profiled and _winograd_shaped(d, ins):
                 # Winograd's error follows the magnitude it transforms (not capped at 1)
                 winograd[d.id] = max(1.0, float(d.scale or 0.0))
@@ -159,17 +163,18 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
                 # fault's included, must not widen every floor below it)
                 ratio_red.append(max(0.0, err[d.id] - e_in) / units[d.id])
         elif kind == "elementwise":
-            units[d.id] = ELEMWISE_ULPS * EPS32
+            units[d.id] = ELEMWISE_ULPS * eps * mag
+        elif any(EPS.get(u.dtype, 0.0) < eps for u in ins):
+            units[d.id] = 0.5 * eps * mag  # a conversion to a coarser dtype rounds once
         else:
             units[d.id] = 0.0
-        if e_in >= floor_e and kind != "move":
+        if e_in >= 4.0 * eps and kind != "move":
             (gain_red if kind == "reducing" else gain_elem).append(err[d.id] / e_in)
     if not units:
         return list(diffs), None
     s = _calibrate(ratio_red, SCALE_MIN, SCALE_MAX, SCALE_MIN)
     g_red = _calibrate(gain_red, GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
     g_elem = _calibrate(gain_elem, GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
-    guard = GUARD_EPS * EPS32
     made: Dict[int, float] = {}
     explained: Dict[int, float] = {}
     for vid, unit in units.items():
@@ -177,6 +182,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
         kind = _kind(d)
         g = GAIN_MOVE if kind == "move" else g_red if kind == "reducing" else g_elem
         own = s * unit if vid not in winograd else max(s, WINOGRAD_ALLOWANCE) * unit * winograd[vid]
+        guard = GUARD_EPS * EPS32 if d.dtype == "Float32" else EPS[d.dtype]  # under each dtype's band
         explained[vid] = max(guard, own) + g * in_err[vid]
         if err[vid] > explained[vid]:
             made[vid] = err[vid] / explained[vid]
@@ -207,8 +213,9 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
             n_over = 0 if st == "ok" else (d.n_over if t == d.threshold else None)
             d = with_changes(d, status=st, threshold=t, n_over=n_over)
         out.append(d)
-    reason = (f"dump-only roots by error growth along edges: a float32 var makes error when it exceeds "
-              f"max({GUARD_EPS:g} eps, {s:.3g} x eps x sqrt(K)) + g x its inputs' largest error "
+    reason = (f"dump-only roots by error growth along edges: a float var makes error when it exceeds "
+              f"max({GUARD_EPS:g} eps, {s:.3g} x eps x sqrt(K)) + g x its inputs' largest error (float16: its eps, "
+              f"x max(1, magnitude)) "
               f"(g {g_red:.3g} for reductions, {g_elem:.3g} elementwise, {GAIN_MOVE:g} for data movement; calibrated "
               f"on this run)")
     if profiled:

@@ -156,6 +156,7 @@ def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Di
     spread = float(np.median(ratios)) if ratios else 0.0
     scale = min(max(FLOOR_MEDIAN_FACTOR * spread, FLOOR_SCALE_MIN), FLOOR_SCALE_MAX)
     floors: Dict[int, float] = {}
+    by_id = {v.id: v for v in result.vars}
     for v in result.vars:
         kind = _kind(lw[v.id])
         if kind == "exact" and v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
@@ -165,6 +166,13 @@ def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Di
             floors[v.id] = 0.0
         elif kind == "elementwise":
             floors[v.id] = _eps(v.dtype, compute_dtype) * ELEMWISE_ULPS * _magnitude(v)
+            if v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
+                # its inputs were rounded to compute_dtype on the way in: an addition with
+                # cancellation (8.457 + -9.504 in float16) keeps their absolute rounding, which
+                # the output's magnitude does not bound
+                floors[v.id] += _eps(v.dtype, compute_dtype) * sum(
+                    by_id[u].ref_max_abs for u in lw[v.id].inputs
+                    if u in by_id and by_id[u].ref_max_abs is not None and math.isfinite(by_id[u].ref_max_abs))
         else:
             floors[v.id] = units[v.id] * scale
     return floors

@@ -20,7 +20,7 @@ from typing import Any, Collection, List, Optional, Sequence, Tuple
 from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, flag_names, is_fast_run, local_errors
 from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots, noise_floors
-from lar_prec.run.config import RunConfig
+from lar_prec.run.config import RunConfig, get_config
 from lar_prec.diagnosis.replay import make_repros
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,17 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
     return ("--fast-run-algo-policy", str(adir / ALGO_CACHE))
 
 
+#: load_and_run options that compute float operators in float16
+FLOAT16_FLAGS = frozenset({"enable_ioc16", "enable_io16xc32"})
+
+
+def compute_dtype(config: "str | RunConfig") -> Optional[str]:
+    """``"float16"`` when ``config``'s flags make float operators compute in float16 (their
+    floors use float16's eps and count the rounding of their inputs), else None."""
+    flags = get_config(config).flags
+    return "float16" if flag_names(flags) & FLOAT16_FLAGS else None
+
+
 def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_config: "str | RunConfig",
               out_dir: Path, *, reference_config: "str | RunConfig" = "naive", checks: bool = False,
               repros: bool = True, bitwise: bool = False, timeout: Optional[float] = None,
@@ -82,7 +93,7 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     result = local_errors(model, ref_dump, test_config, out_dir=out_dir, test_dump=test_dump,
                           reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote,
                           layerwise=layerwise)
-    floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result)
+    floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result, compute_dtype(test_config))
     verdict = local_roots(result, floors)
     errors: List[str] = []
     written: List[Path] = []

@@ -57,24 +57,31 @@ def output_name(var_id: int, name: str) -> str:
     return f"{name}.lw{var_id}"
 
 
-def _ref_ids(ref_dump: Optional[str]) -> Tuple[Dict[int, str], Dict[str, List[int]]]:
-    """Var id -> name and name -> ids of the reference dump (empty without one)."""
+def _ref_ids(ref_dump: Optional[str]) -> Tuple[Dict[int, str], Dict[str, List[int]], Dict[int, str]]:
+    """Var id -> name, name -> ids and var id -> operator type of the reference dump (empty
+    without one)."""
     if not ref_dump:
-        return {}, {}
+        return {}, {}, {}
 
     folder = DumpFolder(ref_dump)
     by_id = {d.id: d.var.name for d in folder}
+    types = {d.id: d.var.opr_type for d in folder}
     by_name: Dict[str, List[int]] = {}
     for vid, name in by_id.items():
         by_name.setdefault(name, []).append(vid)
-    return by_id, by_name
+    return by_id, by_name, types
 
 
-def _match_ref(var: Any, by_id: Dict[int, str], by_name: Dict[str, List[int]]) -> Optional[int]:
-    """The reference dump's id of ``var``: the same id and name (same loader), else a unique name."""
+def _match_ref(var: Any, by_id: Dict[int, str], by_name: Dict[str, List[int]],
+               types: Optional[Dict[int, str]] = None) -> Optional[int]:
+    """The reference dump's id of ``var``: the same id and name (same loader), else a unique
+    name, else a name unique among the vars its operator type made (a float16 rewrite names
+    the TypeCvt back to float32 after the operator it converts: two vars called "Softmax")."""
     if by_id.get(var.id) == var.name:
         return var.id
     ids = by_name.get(var.name, [])
+    if len(ids) > 1 and types:
+        ids = [i for i in ids if types.get(i) == var.owner.type]
     return ids[0] if len(ids) == 1 else None
 
 
@@ -100,7 +107,8 @@ def _is_static(var: Any, static: set) -> bool:
     return var.id in static or (var.owner.type in SOURCE_OPRS and var.owner.type != "Host2DeviceCopy")
 
 
-def _plan(oprs: Sequence[Any], by_id: Dict[int, str], by_name: Dict[str, List[int]]) -> Dict[str, Any]:
+def _plan(oprs: Sequence[Any], by_id: Dict[int, str], by_name: Dict[str, List[int]],
+          types: Optional[Dict[int, str]] = None) -> Dict[str, Any]:
     """Which vars are cut (fed), measured (outputs) and why some operators are not isolated."""
     consumers: Dict[int, List[Tuple[Any, int]]] = {}
     for opr in oprs:
@@ -115,7 +123,7 @@ def _plan(oprs: Sequence[Any], by_id: Dict[int, str], by_name: Dict[str, List[in
         if opr.type in SOURCE_OPRS:
             for v in opr.outputs:
                 if opr.type == "Host2DeviceCopy":
-                    ref[v.id] = _match_ref(v, by_id, by_name)
+                    ref[v.id] = _match_ref(v, by_id, by_name, types)
                     cut.append(v)  # re-created with its own name (lite names inputs by it)
                 else:
                     static.add(v.id)
@@ -123,7 +131,7 @@ def _plan(oprs: Sequence[Any], by_id: Dict[int, str], by_name: Dict[str, List[in
         if opr.type == "GetVarShape" or all(_is_static(v, static) for v in opr.inputs):
             static.update(v.id for v in opr.outputs)
         for v in opr.outputs:
-            ref[v.id] = _match_ref(v, by_id, by_name)
+            ref[v.id] = _match_ref(v, by_id, by_name, types)
             if ref[v.id] is None:
                 kept[v.id] = "no reference value"
                 continue
@@ -226,8 +234,8 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
 
     loaded = G.load_graph(model)
     oprs = cgt.get_oprs_seq(loaded.output_vars_list, prune_reshape=False)
-    by_id, by_name = _ref_ids(ref_dump)
-    plan = _plan(oprs, by_id, by_name)
+    by_id, by_name, types = _ref_ids(ref_dump)
+    plan = _plan(oprs, by_id, by_name, types)
     problems, units = _isolation_problems(oprs, plan)
     unit_k = _unit_reductions(oprs, units)
     measured = plan["measured"]
@@ -264,6 +272,10 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
             var = G.apply_normal_varnode(TypeCvt(dtype=np.dtype("float32")), var)[0]
             var.name = output_name(k, "") + ".out"
         outputs.append(var)
+    # a cut var whose every consumer stayed unmeasured feeds nothing: the dump prunes its
+    # input, so the record must not list it (a run would be given an input the model lacks)
+    used = {v.name for v in cgt.get_dep_vars(outputs, "Host2DeviceCopy")}
+    feeds = [f for f in feeds if f["name"] in used]
     buf, _ = G.dump_graph(outputs, dump_format="FBS", keep_var_name=2)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -227,8 +227,9 @@ def exit_code(report: Report) -> int:
     return 1 if report.n_not_ok else 0
 
 
-def auto_verdict(report: Report) -> str:
-    """A one-line verdict from the counts and the first root, for reports built without one."""
+def auto_verdict(report: Report, *, by_local: bool = False) -> str:
+    """A one-line verdict from the counts and the first root, for reports built without one
+    (``by_local``: statuses and roots come from local error)."""
     n = len(report.vars)
     bad = report.n_not_ok
     thr = fmt_err(report.threshold.value)
@@ -237,6 +238,9 @@ def auto_verdict(report: Report) -> str:
         # rounding its inputs carry): say so when some ok vars sit above the headline value
         per = report.threshold.per_dtype
         above = sum(1 for v in report.vars if v.max_err is not None and v.max_err > per.get(v.dtype, report.threshold.value))
+        if above and by_local:
+            return (f"no divergence: every operator's local error within its noise floor ({above} of {n} variables "
+                    f"above the threshold {thr} carry that rounding from their inputs)")
         if above:
             return (f"no divergence: all {n} variables within their thresholds ({thr}; {above} above it carry "
                     f"rounding from their inputs, which is not divergence: see the threshold's reason)")
@@ -434,7 +438,7 @@ def from_tree(
     if by_local:  # statuses changed: the counts follow them
         counts = {**{k: 0 for k in top.get("counts", {})}, **rep.status_counts()}
         rep = replace(rep, extra={**rep.extra, "counts": counts, "diverged": rep.n_not_ok > 0})
-    return replace(rep, verdict=(verdict or auto_verdict(rep)) + (" [roots by local error]" if by_local else ""))
+    return replace(rep, verdict=(verdict or auto_verdict(rep, by_local=by_local)) + (" [roots by local error]" if by_local else ""))
 
 
 
