@@ -215,6 +215,43 @@ def case_quantized(rng):
     return net, net, {"data": x}, {}
 
 
+def case_quant_mobile(rng):
+    """An int8 MobileNet/ShuffleNet-style block from MegEngine's QAT API: conv-BN-relu over
+    6 channels (not a multiple of 4), a strided depthwise conv-relu, a grouped 1x1 conv, a
+    residual add and global pooling, as quantization tools leave them (BN fused by QAT)."""
+    import megengine as mge
+    from megengine.quantization import ema_fakequant_qconfig, quantize, quantize_qat
+
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = M.QuantStub()
+            self.c1 = M.ConvBnRelu2d(3, 6, 3, padding=1)
+            self.dw = M.ConvRelu2d(6, 6, 3, stride=2, padding=1, groups=6)
+            self.pw = M.ConvBn2d(6, 6, 1, groups=2)
+            self.add = M.Elemwise("FUSE_ADD_RELU")
+            self.head = M.Conv2d(6, 5, 1)
+            self.dq = M.DequantStub()
+
+        def forward(self, x):
+            y = self.dw(self.c1(self.q(x)))
+            return self.dq(self.head(self.add(y, self.pw(y))))
+
+    net = Net()
+    x = rng.rand(1, 3, 16, 16).astype("float32")
+    # QAT: fake-quant observers trained on a few batches, then converted to real int8 modules
+    quantize_qat(net, qconfig=ema_fakequant_qconfig)
+    net.train()
+    for k in range(3):
+        net(mge.tensor(x * (0.8 + 0.2 * k)))
+    net.eval()
+    quantize(net)
+    net.eval()
+    return net, net, {"data": x}, {}
+
+
 def case_fastrun_shake(rng):
     _, F, M, _ = _mge()
     # Many small convolutions of different shapes: several algorithms (im2col/winograd/direct,
@@ -345,6 +382,9 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
     ("fp16", case_fp16, "float16 input, weights and matmul compute", {"dtype": "float16"}),
     ("int_ops", case_int_ops, "int32 inputs and outputs: mul, add, floor div, mod, compare and cast", {"dtype": "int32"}),
     ("quantized", case_quantized, "int8 quantized conv-relu and conv (QuantizedS8/S32 inside, float32 IO)",
+     {"dtype": "float32", "note": "quantized values are dumped as raw integers; the scale is not in the dump"}),
+    ("quant_mobile", case_quant_mobile, "int8 block from MegEngine's QAT API: conv-BN-relu over 6 channels, strided depthwise "
+     "conv-relu, grouped 1x1 conv-BN, residual add-relu, 1x1 head (QuantizedS8/S32 inside, float32 IO)",
      {"dtype": "float32", "note": "quantized values are dumped as raw integers; the scale is not in the dump"}),
     ("fastrun_shake", case_fastrun_shake, "14 small convolutions of different shapes; --fast-run picks algorithms by timing, so runs can differ", {}),
     ("amplify", case_amplify, "a batched matmul that amplifies its input's error ~11x (cancellation, exact on every CPU), and an unrelated branch", {}),

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from cases import load_manifest
+from lar_prec.dumps.folder import DumpFolder
 from conftest import ROOT, run_lar
 
 EXPECTED = {"cnn", "resnet", "mlp", "attention", "multi_input", "fp16", "int_ops", "quantized",
-            "fastrun_shake", "amplify", "bn_unfused", "shufflenet", "longred"}
+            "fastrun_shake", "amplify", "bn_unfused", "shufflenet", "longred", "quant_mobile"}
 
 
 def test_manifest_lists_every_case_with_files(manifest):
@@ -60,6 +61,10 @@ def test_fp16_and_quantized_cases_really_use_their_dtypes(lar_dump):
 
     assert 9 in dtype_codes(lar_dump("fp16"))          # Float16
     assert 100002 in dtype_codes(lar_dump("quantized"))  # QuantizedS8
+    assert 100002 in dtype_codes(lar_dump("quant_mobile"))
+    # quant_mobile carries a depthwise and a grouped int8 convolution over 6 channels
+    shapes = {d.var.name: d.shape for d in DumpFolder(lar_dump("quant_mobile"))}
+    assert shapes["dw.weight"] == (6, 1, 1, 3, 3) and shapes["pw.weight"] == (2, 3, 3, 1, 1)
     assert 4 in dtype_codes(lar_dump("int_ops"))        # Int32
 
 

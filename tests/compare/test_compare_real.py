@@ -28,7 +28,7 @@ PY = sys.executable
 def real_pairs(lar_dump):
     """Naive and default binary dumps of every float32 case (plus fp16, int_ops, quantized)."""
     out = {}
-    for case in FLOAT32_CASES + ("fp16", "int_ops", "quantized"):
+    for case in FLOAT32_CASES + ("fp16", "int_ops", "quantized", "quant_mobile"):
         out[case] = (lar_dump(case, "naive"), lar_dump(case, "default"))
     return out
 
@@ -104,12 +104,12 @@ def test_megengine_format_with_input_dumps(lar_dump):
 
 @pytest.mark.megengine
 def test_real_int_and_quantized_cases(real_pairs, tmp_path):
-    for case in ("int_ops", "quantized"):
+    for case in ("int_ops", "quantized", "quant_mobile"):
         naive, default = real_pairs[case]
         cmp = compare_folders(naive, default)
         kinds = {d.dtype for d in cmp}
         assert not cmp.diverged, case
-        if case == "quantized":
+        if case in ("quantized", "quant_mobile"):
             q = [d for d in cmp if d.dtype.startswith("Quantized")]
             assert q and all(d.scale_unknown for d in q)
         else:

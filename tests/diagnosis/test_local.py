@@ -51,7 +51,7 @@ def fault(manifest, lar_dump, tmp_path_factory):
     return result
 
 
-@pytest.mark.parametrize("case", ["cnn", "attention", "int_ops", "quantized"])
+@pytest.mark.parametrize("case", ["cnn", "attention", "int_ops", "quantized", "quant_mobile"])
 def test_clean_case_passes_the_three_checks_and_has_no_local_root(clean, case):
     result = clean(case)
     assert [(c.name, c.status, c.failures) for c in result.checks] == [

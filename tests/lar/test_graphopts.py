@@ -139,6 +139,19 @@ def formats_for(case, flags: Tuple[str, ...], outcome: Outcome) -> Dict[str, str
         return graphopts.format_map(rewritten.path)
 
 
+def _quantized_depth(folder: DumpFolder, vid: int) -> int:
+    """How many computed quantized vars ``vid`` is or depends on (each may move a step)."""
+    seen, todo = set(), [vid]
+    while todo:
+        v = todo.pop()
+        if v in seen or v not in folder.ids:
+            continue
+        seen.add(v)
+        todo.extend(folder.inputs_of(v))
+    return max(1, sum(1 for v in seen if folder[v].var.dtype.startswith("Quantized")
+                      and folder[v].var.opr_type not in ("ImmutableTensor", "Host2DeviceCopy")))
+
+
 def check_pairs(plain: Path, other: Path, formats: Dict[str, str], tol: float):
     """Pair by name, relayout, and compare every pair; returns (pairing, kinds used, worst error)."""
     A, B = DumpFolder(plain), DumpFolder(other)
@@ -151,9 +164,21 @@ def check_pairs(plain: Path, other: Path, formats: Dict[str, str], tol: float):
         assert b is not None, f"{p.name_a}: {det}"
         kinds.add(det.kind)
         if A[p.a].var.dtype.startswith("Quantized"):
-            # raw integers of the same scale: rounding may move one step
+            # raw integers of the same scale: rounding may move one step per int8 layer, and
+            # the steps add up along a deeper network (quant_mobile's head: 2); a false pair
+            # differs by a good share of the range
             diff = int(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))) if a.size else 0
-            assert diff <= 1, f"false pair? {p} differs by {diff} quantized steps"
+            allowed = _quantized_depth(A, p.a)
+            assert diff <= allowed, f"false pair? {p} differs by {diff} quantized steps (allowed {allowed})"
+            continue
+        q_depth = _quantized_depth(A, p.a) if any(A[u].var.dtype.startswith("Quantized") for u in A.inputs_of(p.a)) else 0
+        if q_depth and a.size > 1:
+            # dequantized from int8 steps that may differ (above): values on a grid of the
+            # scale, which the dump does not carry; its spacing gives it
+            grid = np.diff(np.unique(a.astype(np.float64)))
+            step = float(grid[grid > 0].min()) if (grid > 0).any() else 0.0
+            gap = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+            assert gap <= q_depth * step * 1.001, f"false pair? {p.name_a}: {gap:.3g} > {q_depth} steps of {step:.3g}"
             continue
         err = megengine_rel(a, b)
         worst = max(worst, err)
@@ -225,7 +250,7 @@ def test_route_of_each_option():
 MATRIX = [pytest.param("cnn", f, marks=pytest.mark.megengine, id=f"cnn-{'+'.join(f)}") for f in ALL_OPTIONS]
 MATRIX += [pytest.param(c, f, marks=[pytest.mark.megengine, pytest.mark.slow], id=f"{c}-{'+'.join(f)}")
            for c in ("resnet", "mlp", "attention", "multi_input", "fastrun_shake") for f in ALL_OPTIONS]
-MATRIX += [pytest.param("quantized", (f,), marks=pytest.mark.megengine, id=f"quantized-{f}")
+MATRIX += [pytest.param(c, (f,), marks=pytest.mark.megengine, id=f"{c}-{f}") for c in ("quantized", "quant_mobile")
            for f in ("enable-nchw4", "enable-chwn4", "enable-nchw44-dot", "enable-nchw32", "enable-nchw64")]
 
 
