@@ -171,7 +171,7 @@ def check_pairs(plain: Path, other: Path, formats: Dict[str, str], tol: float):
             allowed = _quantized_depth(A, p.a)
             assert diff <= allowed, f"false pair? {p} differs by {diff} quantized steps (allowed {allowed})"
             continue
-        q_depth = _quantized_depth(A, p.a) if any(A[u].var.dtype.startswith("Quantized") for u in A.inputs_of(p.a)) else 0
+        q_depth = _quantized_depth(A, p.a) if any(u in A.ids and A[u].var.dtype.startswith("Quantized") for u in A.inputs_of(p.a)) else 0
         if q_depth and a.size > 1:
             # dequantized from int8 steps that may differ (above): values on a grid of the
             # scale, which the dump does not carry; its spacing gives it
