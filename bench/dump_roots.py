@@ -29,10 +29,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from procs import RunFailed, dump_run  # noqa: E402
 from compare_helpers import computed_float_vars, inject_fault, pick_spread  # noqa: E402
 from lar_prec.compare.folders import compare_folders  # noqa: E402
 from lar_prec.compare.growth import grow  # noqa: E402
@@ -50,7 +49,6 @@ from lar_prec.diagnosis.tree import VarTree  # noqa: E402
 from lar_prec.dumps.algocache import prefer_algorithms  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder  # noqa: E402
 from lar_prec.run.config import get_config  # noqa: E402
-from lar_prec.run.proc import kill_group, stall_after, wait_watched  # noqa: E402
 from lar_prec.workflows.sweep_options import parse_options  # noqa: E402
 
 CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "fastrun_shake", "shufflenet", "longred", "amplify")
@@ -58,34 +56,11 @@ SIZES = (1e-3, 1e-4, 1e-5)
 WINOGRAD_TILES = (":4:2:", ":4:4:", ":4:6:")  # F(2,3), F(4,3), F(6,3) of MegEngine's MK4 names
 
 
-class RunFailed(Exception):
-    """A run that failed, stalled or timed out (the message says which)."""
-
-
 def run(model: Path, inputs: List[str], out: Path, cfg, cwd: Path) -> Path:
-    """One bundled load_and_run run with a binary dump in ``out/dump`` (a fresh process), and
-    ``out/run.json`` holding its argv, as ``lar-prec run`` writes it."""
-    dump = out / "dump"
-    dump.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for k, v in cfg.env:
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    argv = [sys.executable, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs), "--iter", "1",
-            "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
-    # watched as lar-prec watches its runs: some options stall on some CPUs (no CPU, forever)
-    with open(out / "stderr.txt", "wb") as err:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-        how = wait_watched(proc, 600)
-        if how != "exited":
-            kill_group(proc)
-            raise RunFailed(f"{how} (no CPU for {stall_after():g} s)" if how == "stalled" else how)
-    if proc.returncode:
-        lines = (out / "stderr.txt").read_text(errors="replace").strip().splitlines()
-        raise RunFailed(f"exit {proc.returncode}: {lines[-1] if lines else ''}")
-    (out / "run.json").write_text(json.dumps({"argv": argv}))
+    """One watched bundled run with a binary dump in ``out/dump``, and ``out/run.json`` holding
+    its argv as ``lar-prec run`` writes it (the comparison reads --fast-run from it)."""
+    dump = dump_run(model, inputs, out / "dump", cfg, cwd)
+    (out / "run.json").write_text(json.dumps({"argv": [sys.executable, "-m", "lar_prec.lar", *cfg.flags]}))
     return dump
 
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,24 +38,15 @@ from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.local import build_layerwise, local_errors, scale_constant
 from lar_prec.diagnosis.floors import local_roots
 from lar_prec.run.config import get_config
+from procs import dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 CASES = ("cnn", "resnet", "mlp", "attention")
 SIZES = (1e-3, 1e-4, 1e-5, 3e-6)
 
 
 def run(model: Path, inputs: List[str], out: Path, cfg, cwd: Path) -> Path:
-    """One bundled load_and_run run with a binary dump (a fresh process)."""
-    out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for k, v in cfg.env:
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    argv = [sys.executable, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs), "--iter", "1",
-            "--warmup-iter", "0", "--bin-io-dump", str(out), *cfg.flags]
-    subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, timeout=600)
-    return out
+    """One bundled load_and_run run with a binary dump (a fresh process, watched for stalls)."""
+    return dump_run(model, inputs, out, cfg, cwd)
 
 
 def weights(ref: DumpFolder) -> List[Tuple[str, int]]:

@@ -233,3 +233,39 @@ def _ok(argv: Sequence[str]) -> bool:
 
 def _median(xs: Sequence[float]) -> Optional[float]:
     return statistics.median(xs) if xs else None
+
+
+class RunFailed(Exception):
+    """A bundled load_and_run run that failed, stalled or timed out (the message says which)."""
+
+
+def dump_run(model: Path, inputs: Sequence[str], dump: Path, cfg, cwd: Path, *, timeout: float = 600) -> Path:
+    """One bundled load_and_run run of ``model`` under ``cfg`` (a RunConfig) with a binary dump
+    into ``dump`` (a fresh process; its stderr beside the dump). Watched as lar-prec watches its
+    runs: some options stall on some CPUs (no CPU, forever), which ends it in seconds.
+
+    Raises:
+        RunFailed: it exited non-zero, stalled or timed out.
+    """
+    from lar_prec.run.proc import kill_group, stall_after, wait_watched
+
+    dump.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for k, v in cfg.env:
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    argv = [PY, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs), "--iter", "1",
+            "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
+    log = dump.parent / f"{dump.name}.stderr.txt"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        how = wait_watched(proc, timeout)
+        if how != "exited":
+            kill_group(proc)
+            raise RunFailed(f"{how} (no CPU for {stall_after():g} s)" if how == "stalled" else how)
+    if proc.returncode:
+        lines = log.read_text(errors="replace").strip().splitlines()
+        raise RunFailed(f"exit {proc.returncode}: {lines[-1] if lines else ''}")
+    return dump
