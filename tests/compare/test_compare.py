@@ -210,11 +210,16 @@ def test_bool_compares_by_xor(tmp_path):
 
 def test_quantized_is_raw_exact_and_scale_unknown(tmp_path):
     a = np.array([[1, -3, 127]], np.int8)
-    b = np.array([[1, -2, 127]], np.int8)
+    b = np.array([[1, -1, 127]], np.int8)
     d = compare_folders(*pair(tmp_path, a, b, dtype="QuantizedS8"))[3]
     assert d.scale_unknown
     assert "scale unknown" in d.note
-    assert d.status == "divergent" and d.n_diff == 1
+    assert d.status == "divergent" and d.n_diff == 1 and d.max_abs_err == 2
+    # one step: a kernel's rounding, ok in auto mode with both notes; any fixed threshold keeps it
+    one = np.array([[1, -2, 127]], np.int8)
+    d1 = compare_folders(*pair(tmp_path / "one", a, one, dtype="QuantizedS8"))[3]
+    assert d1.status == "ok" and "scale unknown" in d1.note and "one quantization step" in d1.note
+    assert compare_folders(*pair(tmp_path / "one0", a, one, dtype="QuantizedS8"), threshold=0)[3].status == "divergent"
     ok = compare_folders(*pair(tmp_path / "s", a, a.copy(), dtype="QuantizedS8"))[3]
     assert ok.status == "ok" and ok.scale_unknown
 

@@ -124,3 +124,33 @@ def test_real_int_and_quantized_cases(real_pairs, tmp_path):
     d = compare_folders(naive, bad)[bvar.id]
     assert d.status == "divergent" and d.n_diff == 1
     assert d.worst_index == tuple(int(i) for i in np.unravel_index(3, vals.shape))
+
+
+@pytest.mark.megengine
+def test_one_quantization_step_is_its_own_kind(real_pairs, tmp_path):
+    """quant_mobile (int8 from MegEngine's QAT API): raw integers one step apart in the
+    depthwise output are a kernel's rounding, counted apart and not a divergence; three steps
+    stay a fault with that var as the root (issue 23 #3). Only in auto mode: a fixed threshold
+    (e.g. 0, bitwise) keeps every difference."""
+    from lar_prec.compare.folders import ONE_STEP_NOTE
+    from lar_prec.diagnosis.tree import VarTree
+
+    naive, default = real_pairs["quant_mobile"]
+    dw = next(d.id for d in DumpFolder(default) if d.var.name == "dw.ConvBias")
+    raw = np.array(DumpFolder(default)[dw].array())
+    for steps in (1, 3):
+        out = copy_dump(Path(default), tmp_path / f"s{steps}")
+        bumped = raw.astype(np.int16)
+        bumped.flat[::7] += np.where(bumped.flat[::7] < 100, steps, -steps)
+        rewrite_var(out, dw, bumped.astype(raw.dtype))
+        cmp = compare_folders(naive, out)
+        d = cmp[dw]
+        assert d.max_abs_err == steps and d.n_diff == len(raw.flat[::7])
+        tree = VarTree(cmp.diffs, comparison=cmp)
+        if steps == 1:
+            assert d.status == "ok" and ONE_STEP_NOTE in d.note and not cmp.diverged
+            assert any("differ by exactly one quantization step" in n and "dw.ConvBias" in n for n in cmp.notes)
+            assert compare_folders(naive, out, threshold=0)[dw].status == "divergent"
+        else:
+            assert d.status == "divergent" and tree.root_ids() == (dw,)
+            assert not any("quantization step" in n for n in cmp.notes)
