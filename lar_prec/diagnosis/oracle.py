@@ -514,3 +514,58 @@ def which_side(reference: "np.ndarray", test: "np.ndarray", oracle: "np.ndarray"
     when both do (a difference within ``floor`` of exact arithmetic)."""
     r, t = _err(oracle, reference) <= floor, _err(oracle, test) <= floor
     return {(True, False): "test", (False, True): "reference", (False, False): "both"}.get((r, t), "neither")
+
+
+# ============================================================================ roots of naive-vs-default
+
+
+@dataclass(frozen=True)
+class RootSide:
+    """Which side of a naive-vs-default root is wrong by the float64 oracle on the reference's
+    inputs (:func:`which_side`: ``test``, ``reference``, ``both``, ``neither``; ``unknown``
+    with ``why`` when the oracle could not say), and each side's distance from it."""
+
+    id: int
+    side: str
+    reference_err: Optional[float] = None
+    test_err: Optional[float] = None
+    floor: Optional[float] = None
+    why: str = ""
+
+
+def root_sides(g: GraphInfo, ref: Any, test: Any, roots: Sequence[Tuple[int, str, float]]) -> List[RootSide]:
+    """For each root ``(var id in the dumps, name, floor)``: the oracle on the operator that
+    writes it, fed the reference dump's values of its inputs, against both dumps' values.
+    ``g`` describes the graph that ran (ids as in the dumps, else found by the var's name);
+    ``floor`` is how far a correct result may be from exact arithmetic (a float16 var gets at
+    least :func:`io_floor`)."""
+    by_name: Dict[str, List[int]] = {}
+    for vid, v in g.vars.items():
+        by_name.setdefault(v.name, []).append(vid)
+    out: List[RootSide] = []
+    for vid, name, floor in roots:
+        gid = vid if vid in g.vars and g.vars[vid].name == name else (
+            by_name[name][0] if len(by_name.get(name, ())) == 1 else None)
+        opr = g.producer(gid) if gid is not None else None
+        if opr is None or vid not in ref or vid not in test:
+            out.append(RootSide(vid, "unknown", why="its operator is not in the model's graph or a dump lacks it"))
+            continue
+        fmt = opr.params.get("format") if isinstance(opr.params, dict) else None
+        if fmt not in (None, "NCHW", "DEFAULT"):
+            out.append(RootSide(vid, "unknown", why=f"the oracle computes NCHW only, this operator runs in {fmt}"))
+            continue
+        try:
+            got = evaluate(g, opr, golden_inputs(g, opr, ref))[list(opr.outputs).index(gid)]
+        except OracleUnsupported as exc:
+            out.append(RootSide(vid, "unknown", why=f"the oracle does not compute it: {exc}"))
+            continue
+        except ValueError as exc:  # shapes the oracle cannot line up (a layout it does not model)
+            out.append(RootSide(vid, "unknown", why=f"the oracle cannot compute it on these shapes: {exc}"))
+            continue
+        v = g.vars[gid]
+        a = dequantize(np.asarray(ref[vid].array()), v)
+        b = dequantize(np.asarray(test[vid].array()), v)
+        if v.dtype == "Float16":
+            floor = max(floor, io_floor(a))
+        out.append(RootSide(vid, which_side(a, b, got, floor), _err(got, a), _err(got, b), floor))
+    return out

@@ -17,7 +17,15 @@ from lar_prec.workflows.common import StageProgress
 from lar_prec.workflows.common import prepare_analysis
 
 import os
+from dataclasses import replace
+from pathlib import Path
 from typing import Optional, Sequence, Union
+
+from lar_prec.diagnosis.graphinfo import describe_model
+from lar_prec.diagnosis.oracle import root_sides
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.errors import LarPrecError
+from lar_prec.records import json_number
 
 from lar_prec.report.model import from_tree
 from lar_prec.diagnosis.tree import VarTree
@@ -115,5 +123,50 @@ def naive_vs_default(
     report = from_tree(tree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
                        extra={"analysis_dir": str(adir), "inputs": prepared.to_json(), **env_extra},
                        local=la, roots_by=spec.roots_by(la is not None), local_off=off)
+    report = oracle_roots(report, model_path, naive.dump_dir, default.dump_dir, adir)  # type: ignore[arg-type]
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+#: words for :func:`lar_prec.diagnosis.oracle.which_side` in naive-vs-default
+SIDE_WORDS = {"test": "the default kernel is wrong", "reference": "the naive (reference) kernel is wrong",
+              "both": "both kernels are off exact arithmetic", "neither": "both are within rounding of exact arithmetic"}
+#: roots checked by the oracle (each reads the operator's inputs and computes it in float64)
+ORACLE_ROOTS = 5
+
+
+def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
+    """``report`` with each of its first roots told which side is wrong by the float64 oracle
+    on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
+    note per root. The graph is the one that ran (the rewritten model when an option rewrote
+    it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
+    if not report.roots:
+        return report
+    rewritten = Path(str(default_dir).rstrip("/") + ".rewritten.mge")
+    try:
+        g = describe_model(rewritten if rewritten.is_file() else model, adir / "graph.json")
+    except LarPrecError as exc:
+        return replace(report, notes=report.notes + (f"oracle not run: {exc}",))
+    by_var = {v.id: v for v in report.vars}
+    asked = []
+    for r in report.roots[:ORACLE_ROOTS]:
+        v = by_var.get(r.id)
+        floor = r.extra.get("floor") if isinstance(r.extra.get("floor"), (int, float)) else None
+        if floor is None:
+            floor = v.threshold if v is not None and v.threshold is not None else report.threshold.value
+        asked.append((r.id, r.name, float(floor)))
+    sides = {s.id: s for s in root_sides(g, DumpFolder(naive_dir), DumpFolder(default_dir), asked)}
+    roots, notes = [], list(report.notes)
+    for k, r in enumerate(report.roots, 1):
+        s = sides.get(r.id)
+        if s is None:
+            roots.append(r)
+            continue
+        extra = {**r.extra, "wrong_side": s.side, "oracle": {
+            "naive_err": json_number(s.reference_err), "default_err": json_number(s.test_err),
+            "floor": json_number(s.floor), "why": s.why or None}}
+        roots.append(replace(r, extra=extra))
+        if s.side != "unknown":
+            notes.append(f"oracle (float64 on the naive run's inputs): root #{k} {r.name}: {SIDE_WORDS[s.side]} "
+                         f"(naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g})")
+    return replace(report, roots=tuple(roots), notes=tuple(notes))

@@ -41,6 +41,11 @@ def test_cnn_under_ioc16_roots_the_float16_pooling_alone(manifest, tmp_path, loc
         pytest.skip("this CPU's float16 max pooling agrees with the reference: no fault to root")
     assert code == 1
     assert [(r["name"], r["opr_type"]) for r in rep["roots"]] == [("Pooling[0]", "PoolingForward")], rep["verdict"]
+    # the float64 oracle on the naive run's inputs says which side is wrong (issue 23 #5)
+    root = rep["roots"][0]
+    assert root["wrong_side"] == "test", root
+    assert root["oracle"]["default_err"] > 0.1 > root["oracle"]["naive_err"]
+    assert any(n.startswith("oracle (float64") and "the default kernel is wrong" in n for n in rep["notes"])
 
 
 @pytest.mark.megengine
