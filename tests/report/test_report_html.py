@@ -424,7 +424,9 @@ def test_sweep_page_draws_options_and_option_by_variable(chromium, sweep_run):
     for r, o in zip(rows, d["options"]):
         assert r[1] == STATUS_TEXT[o["status"]] and r[5] == (o["verdict"] or "\u2014")
         assert r[2] == f"{o['vars_paired']}/{o['vars_total']}"
-        assert _close(r[3], o["output_err"]) and _close(r[4], o["tolerance"])
+        # ioc16's float16 max pooling returns NaN in some runs and garbage in others
+        assert (r[3] == "NaN/Inf") if o.get("output_nonfinite") else _close(r[3], o["output_err"])
+        assert _close(r[4], o["tolerance"])
         _same_words(r[7], local_text(o))  # the terminal's words, the whole reason
         assert r[8] == (o["cause"] or o["reason"] or "")
     assert rows[0][6].startswith("Pooling[0]") and "Pooling[0] (PoolingForward) local" in rows[0][7]

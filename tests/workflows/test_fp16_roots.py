@@ -44,7 +44,9 @@ def test_cnn_under_ioc16_roots_the_float16_pooling_alone(manifest, tmp_path, loc
     # the float64 oracle on the naive run's inputs says which side is wrong (issue 23 #5)
     root = rep["roots"][0]
     assert root["wrong_side"] == "test", root
-    assert root["oracle"]["default_err"] > 0.1 > root["oracle"]["naive_err"]
+    # the broken pooling returns garbage in some runs and NaN in others (null: not finite)
+    assert root["oracle"]["naive_err"] < 0.1
+    assert root["oracle"]["default_err"] is None or root["oracle"]["default_err"] > 0.1
     assert any(n.startswith("oracle (float64") and "the default kernel is wrong" in n for n in rep["notes"])
 
 
