@@ -186,9 +186,24 @@ def case_int_ops(rng):
     return fn, None, inputs, {}
 
 
-def case_quantized(rng):
+def _int8(net, qconfig, batches):
+    """``net`` made int8 by MegEngine's quantization API: fake-quant modules (``quantize_qat``),
+    their observers trained on ``batches``, then real QuantizedS8/S32 modules (``quantize``)."""
     import megengine as mge
-    from megengine.quantization import min_max_fakequant_qconfig, quantize, quantize_qat
+    from megengine.quantization import quantize, quantize_qat
+
+    quantize_qat(net, qconfig=qconfig)
+    net.train()
+    for b in batches:
+        net(mge.tensor(b))
+    net.eval()
+    quantize(net)
+    net.eval()
+    return net
+
+
+def case_quantized(rng):
+    from megengine.quantization import min_max_fakequant_qconfig
 
     _, F, M, _ = _mge()
 
@@ -203,24 +218,17 @@ def case_quantized(rng):
         def forward(self, x):
             return self.dq(self.c2(self.c1(self.q(x))))
 
-    net = Net()
     x = rng.rand(1, 3, 16, 16).astype("float32")
-    # Calibrate the fake-quant observers on the case input, then convert to real int8 modules.
-    quantize_qat(net, qconfig=min_max_fakequant_qconfig)
-    net.train()
-    net(mge.tensor(x))
-    net.eval()
-    quantize(net)
-    net.eval()
+    # observers calibrated on the case input alone
+    net = _int8(Net(), min_max_fakequant_qconfig, [x])
     return net, net, {"data": x}, {}
 
 
 def case_quant_mobile(rng):
     """An int8 MobileNet/ShuffleNet-style block from MegEngine's QAT API: conv-BN-relu over
     6 channels (not a multiple of 4), a strided depthwise conv-relu, a grouped 1x1 conv, a
-    residual add and global pooling, as quantization tools leave them (BN fused by QAT)."""
-    import megengine as mge
-    from megengine.quantization import ema_fakequant_qconfig, quantize, quantize_qat
+    residual add-relu and a 1x1 head, as quantization tools leave them (BN fused by QAT)."""
+    from megengine.quantization import ema_fakequant_qconfig
 
     _, F, M, _ = _mge()
 
@@ -239,16 +247,9 @@ def case_quant_mobile(rng):
             y = self.dw(self.c1(self.q(x)))
             return self.dq(self.head(self.add(y, self.pw(y))))
 
-    net = Net()
     x = rng.rand(1, 3, 16, 16).astype("float32")
-    # QAT: fake-quant observers trained on a few batches, then converted to real int8 modules
-    quantize_qat(net, qconfig=ema_fakequant_qconfig)
-    net.train()
-    for k in range(3):
-        net(mge.tensor(x * (0.8 + 0.2 * k)))
-    net.eval()
-    quantize(net)
-    net.eval()
+    # QAT: the EMA observers trained on a few batches
+    net = _int8(Net(), ema_fakequant_qconfig, [x * (0.8 + 0.2 * k) for k in range(3)])
     return net, net, {"data": x}, {}
 
 

@@ -13,6 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from lar_prec.dumps.folder import DumpFolder
+from lar_prec.graph import reach
 from lar_prec.dumps.binary import dump_file_name, read_binary_dump, write_binary_dump
 from lar_prec.dumps.titles import VarInfo, contiguous_layout, format_title
 
@@ -74,17 +75,9 @@ def downstream(folder: DumpFolder, var_id: int, *, through_floats: bool = False)
     """``var_id`` and every dumped var that depends on it (``through_floats``: by paths of
     float vars only; a shape or an index read off a var does not change with its values)."""
     users = consumers_map(folder)
-    seen = {var_id}
-    todo = [var_id]
-    while todo:
-        v = todo.pop()
-        for w in users.get(v, ()):
-            if through_floats and folder[w].dtype.kind != "float":
-                continue
-            if w not in seen:
-                seen.add(w)
-                todo.append(w)
-    return seen
+    if through_floats:
+        users = {v: [w for w in ws if folder[w].dtype.kind == "float"] for v, ws in users.items()}
+    return {var_id} | reach(var_id, users)
 
 
 def inject_fault(src: Path, dst: Path, var_id: int, rel: float, *, only: bool = False) -> Set[int]:

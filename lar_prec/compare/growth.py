@@ -142,8 +142,9 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
         if d.id not in err or d.dtype not in EPS or not d.inputs:
             continue
         eps = EPS[d.dtype]
+        magnitude = max(1.0, float(d.scale or 0.0))
         # float16 and bfloat16 values are not small: their rounding follows their magnitude
-        mag = 1.0 if d.dtype == "Float32" else max(1.0, float(d.scale or 0.0))
+        mag = 1.0 if d.dtype == "Float32" else magnitude
         ins = [by_id[u] for u in d.inputs if u in by_id and u != d.id]
         if not ins:
             continue
@@ -157,7 +158,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
             units[d.id] = eps * math.sqrt(k) * mag
             if profiled and _winograd_shaped(d, ins):
                 # Winograd's error follows the magnitude it transforms (not capped at 1)
-                winograd[d.id] = max(1.0, float(d.scale or 0.0))
+                winograd[d.id] = magnitude
             else:
                 # what it adds beyond carrying its inputs' error (error carried from upstream, a
                 # fault's included, must not widen every floor below it)

@@ -63,10 +63,9 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
 FLOAT16_FLAGS = frozenset({"enable_ioc16", "enable_io16xc32"})
 
 
-def compute_dtype(config: "str | RunConfig") -> Optional[str]:
-    """``"float16"`` when ``config``'s flags make float operators compute in float16 (their
+def compute_dtype(flags: Sequence[str]) -> Optional[str]:
+    """``"float16"`` when load_and_run ``flags`` make float operators compute in float16 (their
     floors use float16's eps and count the rounding of their inputs), else None."""
-    flags = get_config(config).flags
     return "float16" if flag_names(flags) & FLOAT16_FLAGS else None
 
 
@@ -93,7 +92,7 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     result = local_errors(model, ref_dump, test_config, out_dir=out_dir, test_dump=test_dump,
                           reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote,
                           layerwise=layerwise)
-    floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result, compute_dtype(test_config))
+    floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result, compute_dtype(get_config(test_config).flags))
     verdict = local_roots(result, floors)
     errors: List[str] = []
     written: List[Path] = []

@@ -184,8 +184,8 @@ def make_repros(result: LocalResult, out_dir: "str | Path", verdict: Optional[Lo
     when none of them is a local root, the most likely local root alone."""
     verdict = verdict or local_roots(result)
     written: List[Repro] = []
-    ref_ids = [(r, r.id if result.layerwise.var(r.id).ref_id is None else result.layerwise.var(r.id).ref_id)
-               for r in verdict.roots]
+    ref_ids = [(r, result.layerwise.var(r.id).ref_id) for r in verdict.roots]
+    ref_ids = [(r, r.id if rid is None else rid) for r, rid in ref_ids]
     if only is not None:
         ref_ids = [(r, rid) for r, rid in ref_ids if rid in only] or ref_ids[:1]
     for r, rid in ref_ids[:limit]:

@@ -123,7 +123,10 @@ def naive_vs_default(
     report = from_tree(tree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
                        extra={"analysis_dir": str(adir), "inputs": prepared.to_json(), **env_extra},
                        local=la, roots_by=spec.roots_by(la is not None), local_off=off)
-    report = oracle_roots(report, model_path, naive.dump_dir, default.dump_dir, adir)  # type: ignore[arg-type]
+    # the graph that ran: the rewritten model the default run recorded, when it is here
+    ran = Path(default.rewritten_models[-1][0]) if default.rewritten_models else model_path
+    ran = ran if ran.is_file() else model_path
+    report = oracle_roots(report, ran, naive.dump_dir, default.dump_dir, adir)  # type: ignore[arg-type]
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
 
@@ -138,13 +141,12 @@ ORACLE_ROOTS = 5
 def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
     """``report`` with each of its first roots told which side is wrong by the float64 oracle
     on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
-    note per root. The graph is the one that ran (the rewritten model when an option rewrote
+    note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
     it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
     if not report.roots:
         return report
-    rewritten = Path(str(default_dir).rstrip("/") + ".rewritten.mge")
     try:
-        g = describe_model(rewritten if rewritten.is_file() else model, adir / "graph.json")
+        g = describe_model(model, adir / "graph.json")
     except LarPrecError as exc:
         return replace(report, notes=report.notes + (f"oracle not run: {exc}",))
     by_var = {v.id: v for v in report.vars}

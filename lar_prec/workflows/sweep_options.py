@@ -6,6 +6,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from lar_prec.diagnosis.local_analysis import compute_dtype
 from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.sweep_local import OptionLocal
@@ -45,7 +46,7 @@ class SweepOption:
     @property
     def compute_dtype(self) -> Optional[str]:
         """The dtype float operators compute in under this option (None: the model's own)."""
-        return "float16" if self.fp16 else None
+        return compute_dtype(self.flags)
 
 
 def _layout(name: str, fmt: Optional[str]) -> SweepOption:

@@ -25,6 +25,7 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import pytest
 
+from lar_prec.graph import reach
 from lar_prec.lar.flags import EXIT_FAILURE, parse_options
 from lar_prec.lar.graphopts import rewritten_model_path, rewritten_models
 from lar_prec.errors import UsageError
@@ -141,13 +142,8 @@ def formats_for(case, flags: Tuple[str, ...], outcome: Outcome) -> Dict[str, str
 
 def _quantized_depth(folder: DumpFolder, vid: int) -> int:
     """How many computed quantized vars ``vid`` is or depends on (each may move a step)."""
-    seen, todo = set(), [vid]
-    while todo:
-        v = todo.pop()
-        if v in seen or v not in folder.ids:
-            continue
-        seen.add(v)
-        todo.extend(folder.inputs_of(v))
+    ids = set(folder.ids)
+    seen = reach(vid, {v: [u for u in folder.inputs_of(v) if u in ids] for v in ids}) | {vid}
     return max(1, sum(1 for v in seen if folder[v].var.dtype.startswith("Quantized")
                       and folder[v].var.opr_type not in ("ImmutableTensor", "Host2DeviceCopy")))
 
