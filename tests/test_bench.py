@@ -133,3 +133,17 @@ def test_dump_roots_bench_writes_its_table(tmp_path: Path) -> None:
     rows = [ln for ln in out.read_text().splitlines() if ln.startswith("| mlp |")]
     assert [r.split(" | ")[1] for r in rows] == ["default", "reproducible", "fast-run"]
     assert all(r.split(" | ")[2] == "0" and r.split(" | ")[4] == "3/3 |" for r in rows), rows
+
+
+@pytest.mark.megengine
+def test_mixed_bench_writes_its_table(tmp_path: Path) -> None:
+    """bench/mixed.py on one small case: real mixed and sweep runs, counted and tabled."""
+    out = tmp_path / "RESULTS-mixed.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "mixed.py"), "--cases", "mlp", "--repeat", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [ln for ln in out.read_text().splitlines() if ln.startswith("| mlp | ioc16 |")]
+    assert len(rows) == 1
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert cells[2] in ("within", "fixed", "not_fixed")
+    assert int(cells[7].split()[0]) >= 2 and int(cells[8].split()[0]) >= 2  # model runs of mixed and sweep

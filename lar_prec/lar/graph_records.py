@@ -20,6 +20,7 @@ megengine is imported only inside :func:`describe`.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -41,8 +42,14 @@ def _var_record(var: Any) -> Dict[str, Any]:
     import numpy as np
     from megengine.core.tensor.dtype import get_scale, get_zero_point, is_quantize
 
-    dt = var.dtype
     scale = zero_point = None
+    try:
+        dt = var.dtype
+    except RuntimeError as exc:  # dtypes numpy has no name for (BatchNorm's Byte workspace)
+        m = re.search(r"dtype (\w+) to numpy", str(exc))
+        return {"id": int(var.id), "name": var.name, "dtype": m.group(1) if m else "unknown",
+                "shape": [int(d) for d in var.shape] if var.shape is not None else None,
+                "scale": None, "zero_point": None}
     if is_quantize(dt):
         meta = dt.metadata["mgb_dtype"]
         name = meta["name"]

@@ -16,7 +16,7 @@ import logging
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import Report
@@ -44,21 +44,25 @@ def _json_for_script(obj: Any) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
-def render_html(report: Report, *, title: Optional[str] = None) -> str:
-    """The report as one self-contained HTML document (see :func:`write_html`)."""
+def render_html(report: Union[Report, Mapping[str, Any]], *, title: Optional[str] = None) -> str:
+    """The report as one self-contained HTML document (see :func:`write_html`). ``report`` is a
+    :class:`Report` or the JSON of a command that has none (``mixed``, ``quant``: the page
+    draws them by their ``schema``)."""
+    data = report.to_json() if isinstance(report, Report) else dict(report)
     if title is None:
-        title = f"lar-prec {report.command}" + (f": {report.model}" if report.model else "")
+        command = data.get("command") or str(data.get("schema", "")).partition(".")[2].partition("/")[0]
+        title = f"lar-prec {command}" + (f": {data['model']}" if data.get("model") else "")
     parts = {
         "TITLE": html.escape(title, quote=True),
         "CSS": "\n" + _page_file("report.css"),
         "JS": "\n" + _page_file("report.js"),
-        "DATA": _json_for_script(report.to_json()),
+        "DATA": _json_for_script(data),
     }
     # One pass over the template only, so user text that happens to contain "@@DATA@@" stays text.
     return re.sub(r"@@(TITLE|CSS|JS|DATA)@@", lambda m: parts[m.group(1)], _page_file("report.html"))
 
 
-def write_html(report: Report, path: Union[str, Path], *, title: Optional[str] = None) -> Path:
+def write_html(report: Union[Report, Mapping[str, Any]], path: Union[str, Path], *, title: Optional[str] = None) -> Path:
     """Write the interactive report as one offline HTML file (atomically).
 
     The file fetches nothing (inline CSS, JS and SVG; a Content-Security-Policy forbids any

@@ -4,6 +4,7 @@ values dequantized with their scales, and every layer's accumulated and local er
 The measuring lives in :mod:`lar_prec.diagnosis.quantinfo`; this module only runs and composes."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -20,7 +21,9 @@ from lar_prec.diagnosis.quantinfo import (
 )
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.inputspec import check_file
+from lar_prec.outputs import atomic_write_text
 from lar_prec.records import PathLike
+from lar_prec.report.html import write_html
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common import prepare_analysis
@@ -82,4 +85,8 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     floor = snrs[len(snrs) // 2] - margin_db if snrs else float("-inf")
     keep: List[str] = [l.quant_name for l in layers
                        if l.local is not None and l.local.snr_db is not None and l.local.snr_db < floor]
-    return QuantAnalysis(adir, tuple(layers), pairing, (f_run, q_run), tuple(keep), floor)
+    res = QuantAnalysis(adir, tuple(layers), pairing, (f_run, q_run), tuple(keep), floor)
+    data = res.to_json()
+    atomic_write_text(adir / "quant.json", json.dumps(data, indent=1) + "\n", what="quant result")
+    write_html(data, adir / "quant.html")
+    return res

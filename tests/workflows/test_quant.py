@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from browser_helpers import _clean_page, browser, chromium  # noqa: F401  (fixture)
 from quant_fixtures import misscaled_pair  # noqa: F401  (fixture)
 
 from lar_prec.errors import UsageError
@@ -37,3 +38,21 @@ def test_the_quant_command_prints_the_worst_layer_and_exits_1(misscaled_pair, tm
     assert proc.returncode == 1, proc.stderr
     assert "keep in float (1; " in proc.stdout and "g.ConvBias" in proc.stdout
     assert json.loads((tmp_path / "q.json").read_text())["layers"][0]["name"] == "g.ConvBias"
+
+
+@browser
+@pytest.mark.browser
+@pytest.mark.megengine
+def test_the_page_draws_layers_worst_first_with_the_kept_one_marked(misscaled_pair, chromium, tmp_path):  # noqa: F811
+    res = quant_analysis(misscaled_pair["float"], misscaled_pair["quant"], [f"data:{misscaled_pair['data']}"],
+                         out=tmp_path / "a")
+    data = json.loads((tmp_path / "a" / "quant.json").read_text())
+    assert data == json.loads(json.dumps(res.to_json()))
+    chromium.open(tmp_path / "a" / "quant.html")
+    _clean_page(chromium)
+    assert "g.ConvBias" in chromium.js("document.getElementById('verdict').innerText")
+    names = chromium.js("Array.from(document.querySelectorAll('#advice table')[0].querySelectorAll('tbody tr'))"
+                        ".map(r => r.cells[0].innerText)")
+    assert names == [l["name"] for l in data["layers"]]
+    assert chromium.js("Array.from(document.querySelectorAll('#advice tr.kept')).map(r => r.cells[0].innerText)") \
+        == data["keep_in_float"]

@@ -779,6 +779,114 @@ function runsSection() {
 
 // ---------------------------------------------------------------- deep links
 // #var=37 selects a var; q=text filters; bad=1 keeps only vars that are not ok; sort=-max_err sorts.
+// ---------------------------------------------------------------- mixed and quant (no Report: their own JSON)
+// Both views are tables drawn from the command's JSON; the page decides nothing.
+function simpleTable(cols, rows, rowClass) {
+  var thead = el('tr', null, cols.map(function (c) { return el('th', { 'class': c.num ? 'num' : null, title: c.title }, c.label); }));
+  var body = el('tbody');
+  rows.forEach(function (r) {
+    body.appendChild(el('tr', { 'class': rowClass ? rowClass(r) : null }, cols.map(function (c) {
+      var v = c.get(r);
+      return el('td', { 'class': c.num ? 'num' : (c.cls || null) }, v);
+    })));
+  });
+  return el('div', { 'class': 'tablewrap' }, el('table', null, el('thead', null, thead), body));
+}
+function errBar(x, worst, over) {
+  if (typeof x !== 'number' || !(worst > 0)) return null;
+  var w = Math.max(1, Math.round(120 * Math.log10(1 + 9 * x / worst)));
+  return el('span', { 'class': 'bar' + (over ? ' over' : ''), style: 'width:' + w + 'px' });
+}
+function causeBadge(c) {
+  if (!c) return '\u2014';
+  var k = /^kernel/.test(c) ? ' st-cause-kernel' : /accumulation/.test(c) ? ' st-cause-accum' : '';
+  return el('span', { 'class': 'st st-cause' + k, text: c });
+}
+function adviceMeta(rows) {
+  var meta = document.getElementById('meta');
+  rows.forEach(function (kv) {
+    if (kv[1] === undefined || kv[1] === null || kv[1] === '') return;
+    meta.appendChild(el('dt', null, kv[0])); meta.appendChild(el('dd', null, kv[1]));
+  });
+}
+function errText(x, nonfinite) { return nonfinite ? 'inf (NaN or Inf)' : fmt(x); }
+function mixedView() {
+  var vd = document.getElementById('verdict'), tol = R.tolerance, opt = '--enable-' + R.option;
+  var plain = errText(R.plain.output_err, R.plain.nonfinite);
+  if (R.plain.failed) { vd.textContent = opt + ' alone does not run here; the rewritten model with ' + R.kept.length + ' operator(s) in float32 runs with output error ' + fmt(R.output_err) + (R.verified ? ' (within ' : ' (out of ') + fmt(tol) + ')'; vd.className = 'verdict bad'; }
+  else if (R.verdict === 'within') { vd.textContent = opt + ' alone keeps every output within ' + fmt(tol) + ' of the naive float32 reference (output error ' + plain + '): nothing needs float32'; vd.className = 'verdict good'; }
+  else if (R.verdict === 'fixed') { vd.textContent = opt + ' alone: output error ' + plain + ' > ' + fmt(tol) + '; ' + R.kept.length + ' operator(s) kept in float32 bring it to ' + fmt(R.output_err) + ' (verified)'; vd.className = 'verdict bad'; }
+  else { vd.textContent = opt + ' alone: output error ' + plain + ' > ' + fmt(tol) + '; no keep-list tried brings it within (best ' + fmt(R.output_err) + ')'; vd.className = 'verdict bad'; }
+  var f = R.fp16_fraction || {};
+  adviceMeta([['command', 'mixed'], ['model', R.model], ['option', opt], ['tolerance', fmt(tol) + ' (MegEngine error on every output)'],
+              ['left in float16', (f.macs_fraction === null || f.macs_fraction === undefined ? '\u2014' : (100 * f.macs_fraction).toFixed(1) + '%') + ' of MACs, ' + f.oprs_float16 + '/' + f.oprs_total + ' float operators'],
+              ['mixed model', R.mixed_model ? R.mixed_model.path : null], ['keep-list', R.keep_file], ['note', R.note]]);
+  var box = document.getElementById('advice');
+  box.appendChild(el('h2', null, 'Keep in float32 ', el('small', null, 'why each is listed, and why it errs in float16 by the float64 oracle on the reference\'s inputs')));
+  if (R.kept.length) {
+    box.appendChild(simpleTable([
+      { label: 'operator', get: function (k) { return k.name; }, cls: 'name' },
+      { label: 'type', get: function (k) { return k.opr_type; } },
+      { label: 'local error', num: true, get: function (k) { return fmt(k.local_err); } },
+      { label: 'float16 floor', num: true, get: function (k) { return fmt(k.floor); } },
+      { label: 'why it errs', get: function (k) { return [causeBadge(k.cause), k.cause_detail && k.cause_detail.why ? el('div', { 'class': 'dim' }, k.cause_detail.why) : null]; }, cls: 'wrap' },
+      { label: 'listed', get: function (k) { return k.listed; }, cls: 'wrap' }], R.kept));
+  } else box.appendChild(el('p', null, 'none'));
+  box.appendChild(el('h2', null, 'Verifications ', el('small', null, 'each mixed model run with the default kernels, its outputs against the naive float32 reference')));
+  var att = [{ step: 0, keep: [], output_err: R.plain.failed ? 'did not run' : R.plain.output_err, nonfinite: R.plain.nonfinite, within: R.verdict === 'within', model: 'the option alone (' + opt + ')' + (R.plain.failed ? ': ' + R.plain.failed : '') }].concat(R.attempts);
+  box.appendChild(simpleTable([
+    { label: 'step', num: true, get: function (a) { return String(a.step); } },
+    { label: 'kept in float32', num: true, get: function (a) { return String(a.keep.length); } },
+    { label: 'output error', num: true, get: function (a) { return errText(a.output_err, a.nonfinite); } },
+    { label: 'tolerance', get: function (a) { return el('span', { 'class': 'st ' + (a.within ? 'st-ok' : 'st-divergent'), text: a.within ? 'within' : 'out of' }); } },
+    { label: 'model', get: function (a) { return a.model; }, cls: 'name' }], att));
+  var ops = R.operators || [], worst = 0;
+  ops.forEach(function (o) { if (typeof o.local_err === 'number' && o.local_err > worst) worst = o.local_err; });
+  box.appendChild(el('h2', null, 'Operators under ' + opt + ' ', el('small', null, 'execution order; local error: the operator alone under the option on the reference\'s inputs, against its float16 floor')));
+  box.appendChild(simpleTable([
+    { label: 'operator', get: function (o) { return o.name; }, cls: 'name' },
+    { label: 'type', get: function (o) { return o.opr_type; } },
+    { label: 'runs in', get: function (o) { return el('span', { 'class': 'st ' + (o.float32 ? 'st-f32' : 'st-f16'), text: o.float32 ? 'float32' : 'float16' }); } },
+    { label: 'local error', num: true, get: function (o) { return [errText(o.local_err, o.nonfinite), errBar(o.nonfinite ? worst : o.local_err, worst, o.floor !== null && (o.nonfinite || o.local_err > o.floor))]; } },
+    { label: 'float16 floor', num: true, get: function (o) { return fmt(o.floor); } }], ops, function (o) { return o.float32 ? 'kept' : null; }));
+}
+function quantView() {
+  var vd = document.getElementById('verdict'), keep = R.keep_in_float || [];
+  vd.textContent = keep.length ? keep.length + ' layer(s) to keep in float (local SNR below ' + fmt(R.snr_floor_db) + ' dB): ' + keep.join(', ') : 'no layer to keep in float (every local SNR at or above ' + fmt(R.snr_floor_db) + ' dB)';
+  vd.className = 'verdict ' + (keep.length ? 'bad' : 'good');
+  adviceMeta([['command', 'quant'], ['layers compared', String((R.layers || []).length)], ['not paired', String((R.unpaired || []).length)]]);
+  var box = document.getElementById('advice'), layers = R.layers || [];
+  var keepSet = new Set(keep), worst = 0;
+  layers.forEach(function (l) { var s = l.local && l.local.snr_db; if (typeof s === 'number' && s > worst) worst = s; });
+  function m(l, side, k) { return l[side] ? l[side][k] : null; }
+  box.appendChild(el('h2', null, 'Layers, worst first ', el('small', null, 'local: the quantized operator on the float reference\'s inputs; accumulated: against the float model\'s naive run')));
+  box.appendChild(simpleTable([
+    { label: 'layer', get: function (l) { return l.name; }, cls: 'name' },
+    { label: 'type', get: function (l) { return l.opr_type; } },
+    { label: 'dtype', get: function (l) { return l.dtype + (l.scale ? ' \u00d7' + fmt(l.scale) : ''); } },
+    { label: 'local SNR dB', num: true, get: function (l) { var s = m(l, 'local', 'snr_db'); return [fmt(s), errBar(s, worst, keepSet.has(l.name))]; } },
+    { label: 'local cos', num: true, get: function (l) { return fmt(m(l, 'local', 'cosine')); } },
+    { label: 'acc SNR dB', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'snr_db')); } },
+    { label: 'acc cos', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'cosine')); } },
+    { label: 'acc rel err', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'rel_err')); } },
+    { label: 'paired by', get: function (l) { return l.paired_by + (l.local_note ? ' \u00b7 ' + l.local_note : ''); }, cls: 'wrap' }], layers,
+    function (l) { return keepSet.has(l.name) ? 'kept' : null; }));
+  if ((R.unpaired || []).length) {
+    box.appendChild(el('h2', null, 'Not paired'));
+    box.appendChild(simpleTable([
+      { label: 'side', get: function (u) { return u.side; } }, { label: 'var', get: function (u) { return u.name; }, cls: 'name' },
+      { label: 'why', get: function (u) { return u.why; }, cls: 'wrap' }], R.unpaired));
+  }
+}
+function adviceSection() {
+  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView };
+  var view = views[R.schema];
+  if (!view) return false;
+  ['roots-section', 'chart-section', 'cards-section', 'table-section'].forEach(function (id) { document.getElementById(id).hidden = true; });
+  document.getElementById('advice-section').hidden = false;
+  view();
+  return true;
+}
 function applyHash() {
   var h = (location.hash || '').replace(/^#/, '');
   if (!h) return;
@@ -799,6 +907,11 @@ function applyHash() {
   if (sel !== null) select(sel, false);
 }
 
+if (adviceSection()) {
+  runsSection();
+  document.body.setAttribute('data-rendered', String((R.operators || R.layers || []).length));
+  return;
+}
 header();
 shakeSection();
 sweepSection();
