@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import heapq
-from typing import Dict, Iterable, List, Mapping, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 __all__ = ["reach", "topological_order"]
 
@@ -35,14 +35,20 @@ def topological_order(inputs: Mapping[int, Iterable[int]]) -> Tuple[List[int], L
     return order + cyclic, cyclic
 
 
-def reach(start: int, neighbours: Mapping[int, Iterable[int]]) -> Set[int]:
+def reach(start: int, neighbours: Mapping[int, Iterable[int]],
+          stop: Optional[Callable[[int], bool]] = None) -> Set[int]:
     """Every id reachable from ``start`` along ``neighbours`` (inputs: ancestors; consumers:
-    descendants), ``start`` itself excluded. Ids without an entry have no neighbours. The one
-    reachability of the package: the variable tree, the local-error labels and the sweep use it."""
+    descendants), ``start`` itself excluded. Ids without an entry have no neighbours; an id
+    for which ``stop`` is true is reached but not walked through (the sweep's nearest compared
+    ancestors). The one reachability of the package: the variable tree, the local-error labels
+    and the sweep use it."""
     seen: Set[int] = set()
     todo = [start]
     while todo:
-        for w in neighbours.get(todo.pop(), ()):
+        v = todo.pop()
+        if v != start and stop is not None and stop(v):
+            continue
+        for w in neighbours.get(v, ()):
             if w not in seen:
                 seen.add(w)
                 todo.append(w)

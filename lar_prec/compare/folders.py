@@ -103,6 +103,7 @@ def compare_folders(
     on_progress: Optional[ProgressHook] = None,
     settings: Optional[EngineSettings] = None,
     pairing: str = "id",
+    layout_format: Optional[str] = None,
 ) -> Comparison:
     """Compare every var of two ``--bin-io-dump`` folders.
 
@@ -123,6 +124,8 @@ def compare_folders(
             thread; it never changes how the work runs.
         settings: the engine's knobs and execution strategy (:class:`EngineSettings`).
         pairing: how vars of A and B are matched (:func:`lar_prec.pairing.pair_folders`).
+        layout_format: by name, the operator format B's graph was rewritten to (``NCHW44``,
+            ...): it settles shapes that fit two layouts before the model beside B is asked.
 
     Returns:
         A :class:`Comparison` with one :class:`VarDiff` per var in execution order.
@@ -166,7 +169,8 @@ def compare_folders(
     measure(plans, tasks, finish, n_workers, st, on_progress, total)
     relaid = None
     if paired.mode == "name":
-        relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept)  # type: ignore[arg-type]
+        relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
+                                     layout_format)
     thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
     # judged in place: one list of VarDiffs, not two
     for i, d in enumerate(diffs):
@@ -184,7 +188,8 @@ def compare_folders(
         if relaid is not None:
             relaid.cleanup()
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
-                      chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired)
+                      chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
+                      pairs=paired.pairs)
 
 
 #: the note of a quantized var that differs by exactly one step (issue 23 #3)
@@ -222,7 +227,8 @@ def _profiled(folder: DumpFolder) -> bool:
 
 def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: List[Optional[VarDiff]],
                         st: EngineSettings, count_over: Optional[float],
-                        kept: Dict[int, Tuple[Extent, Extent]]) -> "Optional[tempfile.TemporaryDirectory]":
+                        kept: Dict[int, Tuple[Extent, Extent]],
+                        layout_format: Optional[str] = None) -> "Optional[tempfile.TemporaryDirectory]":
     """Vars paired by name across rewritten graphs, before any threshold: a var B dumped in
     a transformed layout (NCHW44, NHWCD4, ...) is brought back to A's NCHW shape and measured
     again (:mod:`lar_prec.compare.relayout`; ambiguous layouts stay ``shape_mismatch``, the note says
@@ -244,8 +250,8 @@ def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: 
                 da, db = fa[ida], fb[idb]
                 arr, why = db.array(), []
                 if tuple(arr.shape) != tuple(da.shape):
-                    plain, det = to_plain(arr, da.shape, layout=db.var.layout)
-                    if det.kind == "ambiguous":
+                    plain, det = to_plain(arr, da.shape, fmt=layout_format, layout=db.var.layout)
+                    if det.kind == "ambiguous" and layout_format is None:
                         if formats is None:
                             formats = formats_beside_dump(fb.path)
                         plain, det = to_plain(arr, da.shape, fmt=formats.get(db.var.name), layout=db.var.layout)

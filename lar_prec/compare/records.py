@@ -119,6 +119,8 @@ class Comparison:
     #: every var left without a partner (:class:`lar_prec.pairing.Pairing`)
     pairing: str = "id"
     unpaired: Tuple[Tuple[str, int, str, str], ...] = ()
+    #: ``(A's id, B's id)`` of every paired var, in execution order (equal ids by id)
+    pairs: Tuple[Tuple[int, int], ...] = field(default=(), repr=False, compare=False)
     _by_id: Dict[int, VarDiff] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:

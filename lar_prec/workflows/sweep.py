@@ -150,7 +150,8 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult) -> Tuple[OptionRe
         option=opt.name, flags=opt.flags, status="runs", tolerance=opt.tolerance,
         verdict="diverges" if g.diverges else "ok", vars_paired=g.n_paired, vars_total=g.n_computed_a,
         output_err=g.output_err, worst_err=g.worst, unpaired_a=g.unpaired_a, unpaired_b=g.unpaired_b,
-        errors=tuple((e.name, e.max_err) for e in g.errs), run_dir=str(rec.dir), seconds=rec.seconds)
+        errors=tuple((e.name, e.max_err) for e in g.errs), over=tuple(e.name for e in g.errs if e.over),
+        run_dir=str(rec.dir), seconds=rec.seconds)
     if g.outputs_total and g.output_err is None:
         # nothing to hold the model's output to: never an all-clear
         r = replace(r, verdict="diverges", reason="the model's output was not dumped under this option "

@@ -2,29 +2,35 @@
 
 A sweep (:mod:`lar_prec.workflows.sweep`) compares dumps of *different* graphs: the reference ran the
 plain model, an option ran a rewritten one (new var ids, maybe NCHWx layouts, fp16 copies,
-fused operators). Here:
+fused operators). Pairing, relayout, the fp16 widening and the metric are the comparison
+engine's (:func:`lar_prec.compare.folders.compare_folders`, what ``lar-prec compare --pair name``
+runs); here only what a sweep adds on top:
 
-* :func:`cross_graph`: pair by name (:func:`lar_prec.namepair.pair_by_name`), bring each
-  tensor of side B back to the plain layout (:func:`lar_prec.relayout.to_plain`), measure
-  MegEngine's ``max_err`` per pair, and find the **root** in side B's graph: the first var over
-  the tolerance whose nearest compared ancestors (walking through vars that have no partner,
-  such as a fused ConvBias's inputs or a layout conversion) are all within it.
-* :func:`same_graph`: the same for two runs of one graph (pair by id, no relayout).
+* :func:`cross_graph`: the computed vars paired by name, each with its tolerance (wider for a
+  float16 var of the reference), and the **root** in side B's graph: the first var over the
+  tolerance whose nearest compared ancestors (walking through vars that have no partner, such as
+  a fused ConvBias's inputs or a layout conversion) are all within it; the model outputs' error.
+* :func:`same_graph`: the same for two runs of one graph (pair by id).
+* :func:`compare_pair`: one pair of dumps (the layerwise runs of local error), relaid out.
 
-Both return a frozen :class:`GraphDiff`. Reading is lazy and each var is read once per side.
+Both return a frozen :class:`GraphDiff`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from lar_prec.compare.folders import compare_folders
 from lar_prec.dumps.folder import DumpFolder
+from lar_prec.errors import DumpFolderError
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.namepair import pair_by_name, skip_reason
 from lar_prec.compare.relayout import to_plain
 
+from lar_prec.graph import reach
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.lar.graphopts import formats_beside_dump
 
@@ -129,48 +135,63 @@ def compare_pair(da: Any, db: Any, fmt: Optional[str], db_dir: Path) -> Tuple[Op
 
 
 def _root(errs: Sequence[VarErr], folder_b: DumpFolder, tol: float) -> Optional[VarErr]:
-    """The first var over ``tol`` (B's execution order) whose nearest compared ancestors in
-    B's graph are all within it; None when nothing is over."""
+    """The first var over its tolerance (B's execution order) whose nearest compared ancestors
+    in B's graph are all within theirs; None when nothing is over."""
     by_b = {e.b: e for e in errs}
+    inputs = {v: folder_b.inputs_of(v) for v in folder_b.ids}
+
+    def compared(i: int) -> bool:
+        return i in by_b and by_b[i].max_err is not None
+
     for e in errs:
-        if not e.over:
-            continue
-        seen = set()
-        stack = list(folder_b.inputs_of(e.b))
-        clean = True
-        while stack:
-            i = stack.pop()
-            if i in seen:
-                continue
-            seen.add(i)
-            anc = by_b.get(i)
-            if anc is not None and anc.max_err is not None:
-                if anc.over:
-                    clean = False
-                    break
-                continue
-            if i in folder_b:
-                stack.extend(folder_b.inputs_of(i))
-        if clean:
+        if e.over and not any(by_b[i].over for i in reach(e.b, inputs, stop=compared) if compared(i)):
             return e
     return None
 
 
-def _diff(fa: DumpFolder, fb: DumpFolder, pairs: Iterable[Tuple[int, int, str]], tol: float,
-          unpaired_a: Sequence[Tuple[int, str, str]], unpaired_b: Sequence[Tuple[int, str, str]],
-          n_computed_a: int, fmt: Optional[str] = None) -> GraphDiff:
+def _errs(cmp: Any, fa: DumpFolder, fb: DumpFolder, tol: float) -> List[VarErr]:
+    """The computed vars of a :class:`~lar_prec.compare.records.Comparison` as VarErrs in B's
+    execution order: MegEngine's ``max_err`` (inf for NaN/Inf on one side only, as
+    :func:`max_err` of the whole tensors), None with the reason where values were not compared."""
+    b_of = dict(cmp.pairs)
     order_b = {i: k for k, i in enumerate(fb.ids)}
     errs = []
-    for a, b, name in pairs:
-        err, note = compare_pair(fa[a], fb[b], fmt, fb.path)
-        tol_v = max(tol, TOL_HALF) if fa[a].var.dtype in HALF_DTYPES else tol
-        errs.append(VarErr(a, b, name, fb[b].var.opr_type, err, note, tol_v))
+    for d in cmp.diffs:
+        b = b_of.get(d.id)
+        if b is None or skip_reason(fa[d.id].var):
+            continue
+        if d.status == "nonfinite":
+            err, note = math.inf, ""
+        elif d.max_err is None or d.status in ("shape_mismatch", "dtype_mismatch"):
+            err = None
+            note = d.note or (f"dtype {d.dtype} vs {d.dtype_b}" if d.dtype_b else f"shape {d.shape} vs {d.shape_b}")
+        else:
+            err, note = d.max_err, ""
+        tol_v = max(tol, TOL_HALF) if d.dtype in HALF_DTYPES else tol
+        errs.append(VarErr(d.id, b, d.name, fb[b].var.opr_type, err, note, tol_v))
     errs.sort(key=lambda e: order_b.get(e.b, 0))
+    return errs
+
+
+def _diff(fa: DumpFolder, fb: DumpFolder, errs: List[VarErr], tol: float,
+          unpaired_a: Sequence[Tuple[int, str, str]], unpaired_b: Sequence[Tuple[int, str, str]],
+          n_computed_a: int) -> GraphDiff:
     outs = _outputs(fa)
     by_a = {e.a: e for e in errs}
     out_errs = [by_a[o].max_err for o in outs if o in by_a and by_a[o].max_err is not None]
     return GraphDiff(tuple(errs), tol, max(out_errs) if out_errs else None, len(out_errs), len(outs),
                      _root(errs, fb, tol), tuple(unpaired_a), tuple(unpaired_b), n_computed_a)
+
+
+def _compare(dir_a: PathLike, dir_b: PathLike, tol: float, pairing: str, fmt: Optional[str]) -> Any:
+    """Both folders through the one comparison engine (:func:`compare_folders`, as ``lar-prec
+    compare --pair``): pairing, relayout, fp16 widening and the metric are its own."""
+    try:
+        return compare_folders(dir_a, dir_b, threshold=tol, pairing=pairing, layout_format=fmt, jobs=1)
+    except DumpFolderError as exc:
+        if "in common" not in str(exc) and f"no binary dump files in {Path(dir_b)}" not in str(exc):
+            raise
+        return None  # nothing pairs (B dumped nothing): every computed var of A is unpaired
 
 
 def cross_graph(dir_a: PathLike, dir_b: PathLike, tol: float, *, fmt: Optional[str] = None) -> GraphDiff:
@@ -180,24 +201,23 @@ def cross_graph(dir_a: PathLike, dir_b: PathLike, tol: float, *, fmt: Optional[s
     shapes that fit two layouts ((1,8,8,8,4) is NCHW4 or NHWCD4) without loading the
     rewritten model (MegEngine's import alone would cost more than the whole comparison)."""
     fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
-    p = pair_by_name([d.var for d in fa], [d.var for d in fb])
-    return _diff(fa, fb, [(x.a, x.b, x.name_a) for x in p.pairs], tol,
-                 [(u.id, u.name, u.reason) for u in p.unpaired_a],
-                 [(u.id, u.name, u.reason) for u in p.unpaired_b], len(p.pairs) + len(p.unpaired_a), fmt)
+    cmp = _compare(dir_a, dir_b, tol, "name", fmt)
+    if cmp is None:
+        p = pair_by_name([d.var for d in fa], [d.var for d in fb])
+        return _diff(fa, fb, [], tol, [(u.id, u.name, u.reason) for u in p.unpaired_a],
+                     [(u.id, u.name, u.reason) for u in p.unpaired_b], len(p.unpaired_a))
+    errs = _errs(cmp, fa, fb, tol)
+    left = {"a": fa, "b": fb}
+    unpaired = {side: [(i, n, r) for sd, i, n, r in cmp.unpaired
+                       if sd == side and not skip_reason(left[side].var_info(i))] for side in left}
+    return _diff(fa, fb, errs, tol, unpaired["a"], unpaired["b"], len(errs) + len(unpaired["a"]))
 
 
 def same_graph(dir_a: PathLike, dir_b: PathLike, tol: float) -> GraphDiff:
     """Two runs of the same graph (e.g. naive and default kernels under one option), by id."""
     fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
+    cmp = _compare(dir_a, dir_b, tol, "id", None)
+    errs = _errs(cmp, fa, fb, tol) if cmp is not None else []
     ids_b = set(fb.ids)
-    pairs, only_a = [], []
-    n = 0
-    for d in fa:
-        if skip_reason(d.var):
-            continue
-        n += 1
-        if d.id in ids_b:
-            pairs.append((d.id, d.id, d.var.name))
-        else:
-            only_a.append((d.id, d.var.name, "not dumped in B"))
-    return _diff(fa, fb, pairs, tol, only_a, (), n)
+    only_a = [(d.id, d.var.name, "not dumped in B") for d in fa if not skip_reason(d.var) and d.id not in ids_b]
+    return _diff(fa, fb, errs, tol, only_a, (), len(errs) + len(only_a))

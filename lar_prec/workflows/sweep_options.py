@@ -159,6 +159,8 @@ class OptionResult:
     unpaired_a: Tuple[Tuple[int, str, str], ...] = ()
     unpaired_b: Tuple[Tuple[int, str, str], ...] = ()
     errors: Tuple[Tuple[str, Optional[float]], ...] = ()
+    #: reference var names over their tolerance (decided once, by the comparison)
+    over: Tuple[str, ...] = ()
     run_dir: Optional[str] = None
     naive_run_dir: Optional[str] = None
     seconds: float = 0.0

@@ -32,7 +32,6 @@ from lar_prec.report.model import Report
 from lar_prec.report.records import ReportRoot, ReportThreshold, ReportVar, fmt_err, run_from_result
 from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.sweep_options import OptionResult, SweepResult
-from lar_prec.workflows.sweep_analysis import HALF_DTYPES, TOL_HALF
 
 
 def _verdict(result: SweepResult) -> str:
@@ -88,6 +87,7 @@ def sweep_report(result: SweepResult, *, model: Optional[str] = None,
     local = {o.option: dict(o.local.errors) for o in ran if o.local is not None and o.local.measured}
     local_roots = {o.option: {r.name for r in o.local.roots} for o in ran if o.option in local}  # type: ignore[union-attr]
     diverges = {o.option for o in ran if o.verdict == "diverges"}
+    over_tol = {o.option: frozenset(o.over) for o in ran}
     tol = {o.option: o.tolerance for o in result.options}
     vars_: List[ReportVar] = []
     for d in DumpFolder(result.reference.dump_dir):  # type: ignore[arg-type]
@@ -96,10 +96,9 @@ def sweep_report(result: SweepResult, *, model: Optional[str] = None,
             continue
         errs = {name: e.get(v.name) for name, e in per_option.items()}
         known = [x for x in errs.values() if x is not None]
-        half = v.dtype in HALF_DTYPES  # float16 rounding whatever the option (as sweep_analysis)
 
         def over(n: str, x: Optional[float]) -> bool:
-            past = x is not None and x > (max(tol[n], TOL_HALF) if half else tol[n])
+            past = v.name in over_tol[n]  # the option's comparison decided it (cross_graph)
             if n in local:  # by local error: a root, or past the tolerance downstream of one
                 return v.name in local_roots[n] or (past and n in diverges)
             return past

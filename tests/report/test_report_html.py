@@ -456,7 +456,8 @@ def test_sweep_page_draws_options_and_option_by_variable(chromium, sweep_run):
             else:
                 assert c["sub"] is None
             assert c["title"].startswith(f"{v['name']} under {name}: max_err") and "tolerance" in c["title"]
-    assert {"divergent", "ok"} <= seen
+    # ioc16's pooling fault shows as divergent, or as nonfinite in the runs where it returns NaN
+    assert "ok" in seen and seen & {"divergent", "nonfinite"}
     pool = next(r for r in m if r["name"] == "Pooling[0]")["cells"]["ioc16"]
     assert pool["tag"] == "local root" and "local root of ioc16" in pool["title"]
     # sorting by an option: worst first (NaN/Inf first, not compared last), then back
