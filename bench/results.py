@@ -20,6 +20,10 @@ TARGETS = {
     "help_s": 0.5,           # lar-prec --help
     "rooting_s": 2.0,        # roots of a 20,000-variable graph
     "nvd_overhead": 0.20,    # naive-vs-default analysis time / load_and_run time
+    # issue 24
+    "many_us_per_var": 50.0,  # lar-prec compare on 20,000 small vars, whole process, per var
+    "many_speedup": 3.5,      # the same against MegEngine's script in the same run
+    "big_of_cat": 0.5,        # big pair: lar-prec's speed as a share of `cat` of both folders
 }
 
 
@@ -154,6 +158,19 @@ def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
     ov = nv.data.get("overhead_median") if nv and nv.available else None
     rows.append(_row("naive-vs-default (resnet): analysis time / load_and_run time", ov, lambda v: f"{100 * v:.1f}%",
                      f"< {100 * TARGETS['nvd_overhead']:g}%", TARGETS["nvd_overhead"], False))
+    many = sections.get("many")
+    mlar = many.data.get("lar-prec") if many else None
+    n = many.data.get("n_vars") if many else None
+    per_var = (mlar["median_s"] / n * 1e6) if mlar and mlar.get("median_s") and n else None
+    rows.append(_row(f"compare: per variable, {n or 20_000:,} small vars (whole process)", per_var,
+                     lambda v: f"{v:.0f} us", f"<= {TARGETS['many_us_per_var']:g} us", TARGETS["many_us_per_var"],
+                     False))
+    rows.append(_row("compare: speed vs MegEngine on the many-variable pair", many.data.get("speedup") if many else None,
+                     lambda v: f"{v:.2f}x", f">= {TARGETS['many_speedup']:g}x", TARGETS["many_speedup"], True))
+    of_cat = mem.data.get("of_cat") if mem and mem.available else None
+    rows.append(_row("compare: big pair speed / `cat` of both folders", of_cat,
+                     lambda v: f"{100 * v:.0f}% (cat {mem.data['cat_gbps']:.2f} GB/s)", f">= {100 * TARGETS['big_of_cat']:g}%",
+                     TARGETS["big_of_cat"], True))
     return rows
 
 
@@ -234,6 +251,7 @@ def render(args: argparse.Namespace, machine: Dict[str, str], pairs: Dict[str, P
     L.append("")
     _render_compare(L, sections.get("many"), pairs.get("many"), "Skipped (`--many-vars 0` or `--skip many`).")
     L.append("")
+    _render_profile_many(L, sections.get("profile-many"))
     _render_startup(L, sections, pairs)
     _render_rooting(L, sections)
     _render_nvd(L, sections)
@@ -276,6 +294,36 @@ def _render_head(L: List[str], args: argparse.Namespace, machine: Dict[str, str]
     L.append("")
 
 
+def _render_profile_many(L: List[str], s: Optional[Section]) -> None:
+    """Section 2c: the many-variable compare per stage (issue 24)."""
+    L.append("## 2c. where the time goes on the many-variable pair")
+    L.append("")
+    if s is None:
+        L.append("Skipped (no many-variable pair).")
+        L.append("")
+        return
+    if not s.available:
+        L.append(s.note + ".")
+        L.append("")
+        return
+    d = s.data
+    n = d["n_vars"]
+    L.append("`bench/profile_many.py`: each stage of `lar-prec compare` timed in one process (medians), start-up "
+             "as a child process `python -c \"import lar_prec.cli\"`. The sum is close to, not equal to, the whole "
+             "command in section 2b (which also parses its options and writes the terminal verdict).")
+    L.append("")
+    L.append("| stage | what | seconds | us per var | share |")
+    L.append("|---|---|---|---|---|")
+    what = {"start-up": "interpreter, numpy and lar-prec imports", "index": "list both folders",
+            "pairing": "every header and title read, names checked, execution order",
+            "measure": "plan, read and compare every pair (C kernel), judge",
+            "tree": "variable tree and roots", "report": "Report model (vars made lazily)", "json": "report written"}
+    for k in ("start-up", "index", "pairing", "measure", "tree", "report", "json"):
+        L.append(f"| {k} | {what[k]} | {d[k]:.3f} | {d[k] / n * 1e6:.0f} | {100 * d[k] / d['total']:.0f}% |")
+    L.append(f"| total | | {d['total']:.3f} | {d['total'] / n * 1e6:.0f} | |")
+    L.append("")
+
+
 def _render_memory(L: List[str], sections: Dict[str, Section], pairs: Dict[str, PairInfo]) -> None:
     """Section 2: peak memory on the big pair."""
     L.append("## 2. compare: peak memory on the big pair")
@@ -297,6 +345,9 @@ def _render_memory(L: List[str], sections: Dict[str, Section], pairs: Dict[str, 
         L.append(f"- Peak memory: the command's process (RSS) {d['maxrss_mb']:.0f} MB; its process tree ({TREE_METRIC}, "
                  f"sampled every 50 ms) {d['tree_peak_mb']:.0f} MB, of which anonymous {d['tree_peak_anon_mb']:.0f} MB "
                  "(the rest are file pages: the program and libraries, and any mapped dump pages).")
+        if d.get("cat_s"):
+            L.append(f"- `cat` of both folders to /dev/null (`find A B -type f -exec cat {{}} +`, warm, median of 3): "
+                     f"{d['cat_s']:.2f} s, {d['cat_gbps']:.2f} GB/s; lar-prec's best run is {100 * d['of_cat']:.0f}% of that speed.")
         if d.get("stderr_tail"):
             L.append(f"- failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
     L.append("")

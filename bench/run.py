@@ -45,6 +45,7 @@ from sections import (  # noqa: E402,F401  (parse_size: tests/test_bench.py read
     Section,
     _fmt_bytes,
     bench_compare,
+    bench_profile_many,
     bench_memory,
     bench_nvd,
     bench_rooting,
@@ -130,6 +131,9 @@ def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
             print(f"  {_pair_line(pairs['many'])}", flush=True)
             sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many",
                                              variants=False)
+            if have_lar:
+                print("[2c] where the time goes on the many-variable pair", flush=True)
+                sections["profile-many"] = bench_profile_many(pairs["many"], work, args.repeat)
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
         if "startup" not in skip:

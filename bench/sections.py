@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from gen import PairInfo, PairSpec, generate_pair, graph_edges
-from procs import LAR, MGE_COMPARE, ROOT, Proc, _median, _ok, run_proc
+from procs import LAR, MGE_COMPARE, PY, ROOT, Proc, _median, _ok, run_proc
 
 THRESHOLD = "1e-3"
 ROOTING_VARS = 20_000
@@ -177,6 +177,7 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
     for tool, _, json_path in tools:
         s.data[tool] = _tool_summary(pair, runs[tool], first[tool], json_path, mge_out)
     s.data["generated_divergent"] = pair.n_divergent
+    s.data["n_vars"] = pair.n_vars
     mge = s.data.get("megengine")
     for tool in s.data["tools"]:
         lar = s.data[tool]
@@ -185,6 +186,36 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
     if "lar-prec" in s.data and "speedup" in s.data["lar-prec"]:
         s.data["speedup"] = s.data["lar-prec"]["speedup"]
     s.note = "warm page cache" if warm else ""
+    return s
+
+
+def cat_seconds(pair: PairInfo, repeat: int = 3) -> Optional[float]:
+    """Median wall time of ``cat`` of every file of both folders to /dev/null (warm page cache):
+    the page-cache read speed the issue holds compare to (issue 24)."""
+    argv = ["find", pair.dir_a, pair.dir_b, "-type", "f", "-exec", "cat", "{}", "+"]
+    times = []
+    for _ in range(repeat + 1):  # the first one only warms the cache
+        t0 = time.monotonic()
+        p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if p.returncode != 0:
+            return None
+        times.append(time.monotonic() - t0)
+    return _median(times[1:])
+
+
+def bench_profile_many(pair: PairInfo, work: Path, repeat: int) -> Section:
+    """Section 2c: where the time of compare goes on the many-variable pair, per stage
+    (``bench/profile_many.py`` in a child process)."""
+    s = Section("profile-many")
+    out = work / "profile-many.json"
+    p = subprocess.run([PY, str(ROOT / "bench" / "profile_many.py"),
+                        pair.dir_a, pair.dir_b, "--threshold", THRESHOLD, "--repeat", str(max(1, repeat)),
+                        "--json", str(out)], capture_output=True, text=True, cwd=ROOT)
+    if p.returncode != 0 or not out.is_file():
+        s.available = False
+        s.note = f"profile failed: {p.stderr[-300:]}"
+        return s
+    s.data = json.loads(out.read_text())
     return s
 
 
@@ -217,6 +248,11 @@ def bench_memory(pair: PairInfo, work: Path, have_lar: bool) -> Section:
     }
     # the peak is whichever OS figure is larger: the command's RSS (GNU time) or the sampled tree sum
     s.data["peak_mb"] = max(s.data["maxrss_mb"], s.data["tree_peak_mb"])
+    cat = cat_seconds(pair)
+    if cat:
+        s.data["cat_s"] = cat
+        s.data["cat_gbps"] = pair.total_bytes / 1e9 / cat
+        s.data["of_cat"] = cat / min(p.seconds for p in ps)  # lar-prec's speed as a share of cat's
     return s
 
 

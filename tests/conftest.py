@@ -9,6 +9,7 @@ or server with another; each makes its own under tmp_path).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cases import BUILD_DIR, Case, load_manifest  # noqa: E402
+
+# A suite started in the background of a shell without job control inherits SIGINT ignored, and
+# so would every command the Ctrl-C tests start: Python's own handler again (children get SIG_DFL).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 CONFIG_ENV = {"naive": {"MGB_USE_MEGDNN_DBG": "2"}, "default": {}, "reproducible": {}, "fast-run": {}}
 CONFIG_FLAGS = {"naive": (), "default": (), "reproducible": ("--reproducible",), "fast-run": ("--fast-run",)}

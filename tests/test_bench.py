@@ -78,11 +78,17 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = out.read_text()
     for heading in ("# lar-prec benchmark results", "## Machine", "## Targets", "## 1. compare",
-                    "## 2. compare: peak memory", "## 3. start-up", "## 4. rooting", "## 5. naive-vs-default"):
+                    "## 2. compare: peak memory", "## 2c. where the time goes", "## 3. start-up", "## 4. rooting",
+                    "## 5. naive-vs-default"):
         assert heading in text
     assert "CPU:" in text and "numpy" in text and "Quick mode" in text
     res = json.loads(raw.read_text())
-    assert len(res["targets"]) == 7
+    assert len(res["targets"]) == 10
+    # the many-variable pair, stage by stage: the stages add up to the total
+    prof = res["sections"]["profile-many"]["data"]
+    stages = ("start-up", "index", "pairing", "measure", "tree", "report", "json")
+    assert all(prof[k] >= 0 for k in stages) and abs(sum(prof[k] for k in stages) - prof["total"]) < 1e-9
+    assert res["sections"]["memory"]["data"]["cat_s"] > 0
     assert all(t["result"] in ("PASS", "FAIL", "n/a") for t in res["targets"])
     # generated data were cleaned up (no --keep)
     assert not any((tmp_path / "data").iterdir())
