@@ -314,7 +314,7 @@ def _render_profile_many(L: List[str], s: Optional[Section]) -> None:
     L.append("")
     L.append("| stage | what | seconds | us per var | share |")
     L.append("|---|---|---|---|---|")
-    what = {"start-up": "interpreter, numpy and lar-prec imports", "index": "list both folders",
+    what = {"start-up": "interpreter and lar-prec imports (numpy is loaded by the stages that use it)", "index": "list both folders",
             "pairing": "every header and title read, names checked, execution order",
             "measure": "plan, read and compare every pair (C kernel), judge",
             "tree": "variable tree and roots", "report": "Report model (vars made lazily)", "json": "report written"}
@@ -402,18 +402,21 @@ def _render_nvd(L: List[str], sections: Dict[str, Section]) -> None:
     d = _section_data(L, nvd)
     if d is not None:
         L.append(f"- `{d['argv']}`")
-        L.append("- analysis = whole-command wall time minus the `seconds` of its load_and_run runs in the JSON `runs`.")
+        L.append("- analysis = whole-command wall time minus the `seconds` of every load_and_run process it started: the "
+                 "naive and default runs (the JSON `runs`) and the layerwise runs of local error (`local/**/run.json`). "
+                 "The layerwise model's build, describing the model and everything else are analysis.")
         L.append("")
         L.append("- pipe: stdout and stderr piped (no progress bars); terminal: on a pseudo-terminal, progress bars "
                  "on, as a user at a terminal runs it.")
         L.append("")
-        L.append("| run | where | wall (s) | load_and_run runs (s) | analysis (s) | overhead | exit code |")
-        L.append("|---|---|---|---|---|---|---|")
+        L.append("| run | where | wall (s) | load_and_run runs (s) | layerwise runs (s) | analysis (s) | overhead | exit code |")
+        L.append("|---|---|---|---|---|---|---|---|")
         for r in d["rows"]:
             rs = ", ".join(f"{x:.2f}" for x in r["run_seconds"]) if r.get("run_seconds") else "?"
+            ls = ", ".join(f"{x:.2f}" for x in r.get("local_run_seconds") or []) or "-"
             an = f"{r['analysis_s']:.2f}" if "analysis_s" in r else "?"
             ov = f"{100 * r['overhead']:.1f}%" if r.get("overhead") is not None else "?"
-            L.append(f"| {r.get('i', '?')} | {r.get('mode', 'pipe')} | {r['wall_s']:.2f} | {rs} | {an} | {ov} | {r['rc']} |")
+            L.append(f"| {r.get('i', '?')} | {r.get('mode', 'pipe')} | {r['wall_s']:.2f} | {rs} | {ls} | {an} | {ov} | {r['rc']} |")
         if nvd.note:
             L.append("")
             L.append(nvd.note + ".")

@@ -359,18 +359,35 @@ def bench_rooting(n_vars: int) -> Section:
     return s
 
 
-def _nvd_row(p: Proc, out_json: Path, i: int) -> Dict[str, Any]:
-    """One naive-vs-default run: wall time, its load_and_run runs' seconds, the overhead."""
+def _local_run_seconds(folder: Optional[Path]) -> List[float]:
+    """Seconds of the load_and_run processes of local error (the layerwise model's runs:
+    every run.json under ``folder/local``)."""
+    out: List[float] = []
+    if folder is None:
+        return out
+    for rj in sorted((folder / "local").rglob("run.json")):
+        try:
+            out.append(float(json.loads(rj.read_text())["seconds"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return out
+
+
+def _nvd_row(p: Proc, out_json: Path, i: int, folder: Optional[Path] = None) -> Dict[str, Any]:
+    """One naive-vs-default run: wall time, its load_and_run runs' seconds (the naive and
+    default runs, and the layerwise runs of local error), the overhead."""
     runs_s = None
     try:
         rep = json.loads(out_json.read_text())
         runs_s = [float(r["seconds"]) for r in rep.get("runs", [])]
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    local_s = _local_run_seconds(folder)
     row: Dict[str, Any] = {"i": i, "wall_s": p.seconds, "rc": p.returncode, "run_seconds": runs_s,
+                           "local_run_seconds": local_s,
                            "stderr_tail": p.stderr_tail[-600:] if p.returncode not in (0, 1) else ""}
     if runs_s:
-        lar_s = sum(runs_s)
+        lar_s = sum(runs_s) + sum(local_s)
         row["analysis_s"] = p.seconds - lar_s
         row["overhead"] = (p.seconds - lar_s) / lar_s if lar_s > 0 else None
     print(f"  naive-vs-default resnet {'warm-up' if i == 0 else f'run {i}'}: {p.seconds:.2f} s, rc {p.returncode}",
@@ -411,11 +428,13 @@ def bench_nvd(repeat: int, work: Path, warmup: bool = True) -> Section:
             out_json = work / f"nvd-{i}-{mode}.json"
             argv = LAR + ["naive-vs-default", str(base / c["model"]), "--input", ";".join(inputs),
                           "--json", str(out_json)]
+            folder = None
             for opt in ("--out", "--workdir", "--work-dir"):
                 if f"{opt} " in help_text or f"{opt}=" in help_text:
-                    argv += [opt, str(work / f"nvd-runs-{i}-{mode}")]
+                    folder = work / f"nvd-runs-{i}-{mode}"
+                    argv += [opt, str(folder)]
                     break
-            row = _nvd_row(run_proc(argv, tty=mode == "terminal"), out_json, i)
+            row = _nvd_row(run_proc(argv, tty=mode == "terminal"), out_json, i, folder)
             row["mode"] = mode
             rows.append(row)
     timed = [r for r in rows if r["i"] > 0] if warmup else rows

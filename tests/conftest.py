@@ -80,3 +80,10 @@ def lar_dump(manifest, tmp_path_factory):
         return cache[key]
 
     return make
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests marked slow (the docs' examples, every option on every case: minutes each)
+    first, the rest in collection order: started last, one of them kept a worker busy alone
+    while the other had nothing left (make test on 2 cores)."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
