@@ -5,6 +5,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Mapping, Sequence, Tuple
@@ -58,3 +59,12 @@ def ctrl_c(argv: Sequence[str], env: Mapping[str, str], ready: Path) -> Tuple[in
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def user_lar(path: Path, **env: str) -> Path:
+    """A user's load_and_run: tests/wrapped_lar.py (the bundled one, really run) with its
+    ``WRAPPED_LAR_*`` settings baked in, as a board's binary has its bugs built in."""
+    sets = " ".join(f"{k}={v}" for k, v in env.items())
+    path.write_text(f"#!/bin/sh\n{sets} PYTHONPATH={ROOT} exec {sys.executable} {ROOT / 'tests' / 'wrapped_lar.py'} \"$@\"\n")
+    path.chmod(0o755)
+    return path

@@ -43,6 +43,9 @@ EPS16, EPS32 = 2.0 ** -10, 2.0 ** -23
 #: integer range of each quantized dtype (raw values)
 QRANGE = {"QuantizedS8": (-128, 127), "QuantizedS32": (-2 ** 31, 2 ** 31 - 1), "QuantizedS16": (-32768, 32767),
           "Quantized8Asymm": (0, 255), "QuantizedS4": (-8, 7), "Quantized4Asymm": (0, 15)}
+#: a default kernel this many times farther from the oracle than the naive float16 kernel (both
+#: accumulating in float16), and not fixed by float32 compute, is wrong (:func:`classify_fp16`)
+NAIVE_RATIO = 8.0
 #: the verdicts of :func:`classify_fp16`
 ROUNDING, ACCUMULATION, KERNEL_WRONG, UNEXPLAINED, NO_ERROR = (
     "float16 rounding (inherent)", "float16 accumulation (fixed by float32 compute)",
@@ -472,7 +475,9 @@ def classify_fp16(reference: "np.ndarray", default: "np.ndarray", oracle16: "np.
     floor and the default farther than float16 accumulation over ``terms`` could lose (one
     unit per term): kernel wrong. Float32 compute within the floor: float16 accumulation. The
     naive kernel within the floor and no float32 compute output: kernel wrong only beyond the
-    accumulation bound (checked above), else not known.
+    accumulation bound (checked above). The default kernel more than :data:`NAIVE_RATIO` times
+    as far as the naive one (which accumulates in float16 as well) and float32 compute not
+    within the floor: kernel wrong. Else not known.
     """
     mag = _magnitude(reference)
     f = io_floor(reference) if floor is None else floor
@@ -496,6 +501,14 @@ def classify_fp16(reference: "np.ndarray", default: "np.ndarray", oracle16: "np.
     if d_f32 is not None and d_f32 <= f:
         return Fp16Verdict(ACCUMULATION, f"{d_def:.3g} from exact arithmetic on float16-rounded inputs, "
                                          f"{d_f32:.3g} with float32 compute", **rec)
+    if d_naive is not None and d_def > max(NAIVE_RATIO * d_naive, 2 * f):
+        # the naive float16 kernel accumulates in float16 too (convolutions, matrix products):
+        # a default kernel many times farther than it, not fixed by float32 compute, is wrong
+        return Fp16Verdict(KERNEL_WRONG, f"the default kernel is {d_def:.3g} from exact arithmetic on float16-rounded "
+                                         f"inputs, {d_def / d_naive if d_naive else math.inf:.3g}x as far as the naive "
+                                         f"float16 kernel ({d_naive:.3g})"
+                                         + (f", and float32 compute does not fix it ({d_f32:.3g})" if d_f32 is not None
+                                            else ""), **rec)
     if naive_ok:
         return Fp16Verdict(UNEXPLAINED, f"{d_def:.3g} from exact arithmetic on float16-rounded inputs, within what "
                                         f"float16 accumulation over {terms} terms may lose ({accumulation:.3g}); the "

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_lar
+from proc_helpers import user_lar
 from lar_prec.diagnosis.local import scale_constant
 
 CONV = "c2.Convolution"
@@ -123,15 +124,6 @@ def test_naive_vs_default_measures_local_error_and_no_local_turns_it_off(manifes
     # clean pair: no local root (a false alarm would name one)
     assert [r for r in rep_on["roots"] if r.get("rule") == "local"] == []
     assert (tmp_path / "on" / "local" / "local.json").is_file()
-
-
-def user_lar(path: Path, **env: str) -> Path:
-    """A user's load_and_run: tests/wrapped_lar.py (the bundled one, really run) with its
-    ``WRAPPED_LAR_*`` settings baked in, as a board's binary has its bugs built in."""
-    sets = " ".join(f"{k}={v}" for k, v in env.items())
-    path.write_text(f"#!/bin/sh\n{sets} PYTHONPATH={ROOT} exec {sys.executable} {ROOT / 'tests' / 'wrapped_lar.py'} \"$@\"\n")
-    path.chmod(0o755)
-    return path
 
 
 def _nvd(case, out: Path, *extra, env=None) -> "tuple[subprocess.CompletedProcess, dict]":

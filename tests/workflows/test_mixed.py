@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from browser_helpers import _clean_page, browser, chromium  # noqa: F401  (fixture)
 from conftest import run_lar
+from proc_helpers import user_lar
 
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.diagnosis.graphinfo import describe_model
@@ -201,3 +202,26 @@ def test_the_page_draws_the_keep_list_and_each_verification(manifest, chromium, 
     kept_rows = chromium.js("document.querySelectorAll('#advice tr.kept').length")
     assert kept_rows == len(data["kept"])
     assert chromium.js("document.querySelectorAll('#runs-table tbody tr').length") == len(data["runs"])
+
+
+@pytest.mark.megengine
+def test_a_users_binary_whose_kernel_is_wrong_in_any_precision_is_not_fixed_by_float32(manifest, tmp_path):
+    """``--lar``: a user's load_and_run (tests/wrapped_lar.py, the bundled one really run) whose
+    default kernels get conv c2 wrong by 10%. Under ioc16 that convolution is the local root
+    and the oracle says its kernel is wrong; keeping it (and then everything) in float32 does not
+    help, because the binary is wrong in float32 too: the list widens to every operator and the
+    verdict says no keep-list holds."""
+    case = manifest["cnn"]
+    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_FAULT="c2.weight:1e-1")
+    proc = subprocess.run([sys.executable, "-m", "lar_prec", "mixed", str(case.model), "--input",
+                           ";".join(case.input_specs()), "--lar", str(lar), "--out", str(tmp_path / "a"),
+                           "--json", str(tmp_path / "m.json"), "-q"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads((tmp_path / "m.json").read_text())
+    assert all(r["load_and_run"]["path"] == str(lar) for r in data["runs"]), [r["load_and_run"] for r in data["runs"]]
+    assert "c2.Convolution" in data["proposal"]
+    conv = next(k for k in data["kept"] if k["name"] == "c2.Convolution")
+    assert conv["cause"] == KERNEL_WRONG, conv
+    assert data["verdict"] == "not_fixed" and not data["verified"]
+    assert len(data["kept"]) == len(data["operators"])  # the last verification kept every operator
+    assert "no keep-list tried brings it within" in proc.stdout
