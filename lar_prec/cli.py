@@ -571,7 +571,26 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     sys.exit(exit_code(report))
 
 
-# ---------------------------------------------------------------- quant (issue 23)
+# ---------------------------------------------------------------- quant and mixed (issue 23)
+def _advice_outputs(data: dict, render: Any, json_out: str | None, html_out: str | None) -> None:
+    """The terminal view (unless the JSON goes to stdout), --json and --html of a command whose
+    result is its own JSON (``quant``, ``mixed``: no Report)."""
+    import json  # noqa: PLC0415  (stdlib; kept out of every other command)
+
+    from lar_prec.outputs import atomic_write_text
+    from lar_prec.report.html import write_html
+
+    if html_out:
+        write_html(data, html_out)
+    if json_out != "-":
+        render(data, _report_out())
+    if json_out == "-":
+        click.echo(json.dumps(data, indent=1))
+    elif json_out:
+        atomic_write_text(json_out, json.dumps(data, indent=1) + "\n", what="JSON result")
+
+
+
 @cli.command("quant")
 @click.argument("float_model", type=click.Path(path_type=str))
 @click.argument("quant_model", type=click.Path(path_type=str))
@@ -589,24 +608,13 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
 
     Exit code 1 when some layer should stay in float (local SNR far below the others), 0 when none.
     """
-    import json  # noqa: PLC0415  (stdlib; kept out of every other command)
-
-    from lar_prec.outputs import atomic_write_text
-    from lar_prec.report.html import write_html
     from lar_prec.report.quant import render_quant_terminal
     from lar_prec.workflows.quant import quant_analysis
 
     check_report_outputs(json_out, html_out, input_paths(float_model, inputs, lar_path) + [quant_model])
     res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout)
     data = res.to_json()
-    if html_out:
-        write_html(data, html_out)
-    if json_out != "-":
-        render_quant_terminal(data, _report_out())
-    if json_out == "-":
-        click.echo(json.dumps(data, indent=1))
-    elif json_out:
-        atomic_write_text(json_out, json.dumps(data, indent=1) + "\n", what="JSON result")
+    _advice_outputs(data, render_quant_terminal, json_out, html_out)
     sys.exit(1 if data["keep_in_float"] else 0)
 # ---------------------------------------------------------------- end quant
 
@@ -640,10 +648,6 @@ def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, o
 
     Exit code 0 when the option alone is within tolerance, 1 when operators must be kept in float32.
     """
-    import json  # noqa: PLC0415  (stdlib; kept out of every other command)
-
-    from lar_prec.outputs import atomic_write_text
-    from lar_prec.report.html import write_html
     from lar_prec.report.mixed import render_mixed_terminal
     from lar_prec.workflows.mixed import DEFAULT_TOLERANCE, mixed_analysis
 
@@ -652,15 +656,7 @@ def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, o
     res = mixed_analysis(model, list(inputs), option=option,
                          tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance, out=out, lar=lar_path,
                          timeout=timeout, progress=say)
-    data = res.to_json()
-    if html_out:
-        write_html(data, html_out)
-    if json_out != "-":
-        render_mixed_terminal(data, _report_out())
-    if json_out == "-":
-        click.echo(json.dumps(data, indent=1))
-    elif json_out:
-        atomic_write_text(json_out, json.dumps(data, indent=1) + "\n", what="JSON result")
+    _advice_outputs(res.to_json(), render_mixed_terminal, json_out, html_out)
     sys.exit(1 if res.needs_float32 else 0)
 # ---------------------------------------------------------------- end mixed
 
