@@ -84,11 +84,18 @@ def _check_invariants(case, data: dict, tmp_path: Path, lar_dump) -> None:
     assert sum(c["float16"] for c in by_type.values()) == frac["oprs_float16"]
 
 
-@pytest.mark.megengine
-def test_cnn_under_ioc16_keeps_what_the_cpu_gets_wrong_and_verifies_it(manifest, lar_dump, tmp_path):
+@pytest.fixture(scope="module")
+def cnn_ioc16(manifest, tmp_path_factory):
+    """One ``mixed`` analysis of cnn under ioc16, shared by the tests that only read it."""
     case = manifest["cnn"]
-    res = mixed_analysis(case.model, case.input_specs(), option="ioc16", out=tmp_path / "a")
-    data = json.loads((tmp_path / "a" / "mixed.json").read_text())
+    return mixed_analysis(case.model, case.input_specs(), option="ioc16", out=tmp_path_factory.mktemp("mixed") / "a")
+
+
+@pytest.mark.megengine
+def test_cnn_under_ioc16_keeps_what_the_cpu_gets_wrong_and_verifies_it(manifest, lar_dump, cnn_ioc16, tmp_path):
+    case = manifest["cnn"]
+    res = cnn_ioc16
+    data = json.loads((res.analysis_dir / "mixed.json").read_text())
     assert data == json.loads(json.dumps(res.to_json()))
     assert data["tolerance"] == DEFAULT_TOLERANCE
     _check_invariants(case, data, tmp_path, lar_dump)
@@ -181,16 +188,14 @@ def test_a_missing_model_names_the_file(tmp_path):
 @browser
 @pytest.mark.browser
 @pytest.mark.megengine
-def test_the_page_draws_the_keep_list_and_each_verification(manifest, chromium, tmp_path):  # noqa: F811
-    case = manifest["cnn"]
-    res = mixed_analysis(case.model, case.input_specs(), option="io16xc32", out=tmp_path / "a")
-    data = res.to_json()
+def test_the_page_draws_the_keep_list_and_each_verification(cnn_ioc16, chromium, tmp_path):  # noqa: F811
+    data = cnn_ioc16.to_json()
     chromium.open(write_html(data, tmp_path / "m.html"))
     _clean_page(chromium)
     assert chromium.js("document.getElementById('advice-section').hidden") is False
     assert chromium.js("document.getElementById('table-section').hidden") is True
     verdict = chromium.js("document.getElementById('verdict').innerText")
-    assert "--enable-io16xc32" in verdict
+    assert "--enable-ioc16" in verdict
     tables = chromium.js("Array.from(document.querySelectorAll('#advice table')).map(t => t.querySelectorAll('tbody tr').length)")
     n_ver = 1 + len(data["attempts"])
     if data["kept"]:

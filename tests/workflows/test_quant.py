@@ -13,10 +13,16 @@ from lar_prec.errors import UsageError
 from lar_prec.workflows.quant import quant_analysis
 
 
+@pytest.fixture(scope="module")
+def misscaled_analysis(misscaled_pair, tmp_path_factory):  # noqa: F811
+    """One quant analysis of the mis-scaled pair, shared by the tests that only read it."""
+    out = tmp_path_factory.mktemp("quant") / "a"
+    return quant_analysis(misscaled_pair["float"], misscaled_pair["quant"], [f"data:{misscaled_pair['data']}"], out=out)
+
+
 @pytest.mark.megengine
-def test_the_mis_scaled_layer_is_the_worst_and_the_only_one_to_keep_in_float(misscaled_pair, tmp_path):  # noqa: F811
-    res = quant_analysis(misscaled_pair["float"], misscaled_pair["quant"], [f"data:{misscaled_pair['data']}"],
-                         out=tmp_path / "a")
+def test_the_mis_scaled_layer_is_the_worst_and_the_only_one_to_keep_in_float(misscaled_analysis):
+    res = misscaled_analysis
     assert res.layers[0].quant_name == "g.ConvBias"
     assert [r.label for r in res.runs] == ["float-naive", "quant-default"] and all(r.ok for r in res.runs)
     data = json.loads(json.dumps(res.to_json()))
@@ -43,12 +49,11 @@ def test_the_quant_command_prints_the_worst_layer_and_exits_1(misscaled_pair, tm
 @browser
 @pytest.mark.browser
 @pytest.mark.megengine
-def test_the_page_draws_layers_worst_first_with_the_kept_one_marked(misscaled_pair, chromium, tmp_path):  # noqa: F811
-    res = quant_analysis(misscaled_pair["float"], misscaled_pair["quant"], [f"data:{misscaled_pair['data']}"],
-                         out=tmp_path / "a")
-    data = json.loads((tmp_path / "a" / "quant.json").read_text())
+def test_the_page_draws_layers_worst_first_with_the_kept_one_marked(misscaled_analysis, chromium):  # noqa: F811
+    res = misscaled_analysis
+    data = json.loads((res.analysis_dir / "quant.json").read_text())
     assert data == json.loads(json.dumps(res.to_json()))
-    chromium.open(tmp_path / "a" / "quant.html")
+    chromium.open(res.analysis_dir / "quant.html")
     _clean_page(chromium)
     assert "g.ConvBias" in chromium.js("document.getElementById('verdict').innerText")
     names = chromium.js("Array.from(document.querySelectorAll('#advice table')[0].querySelectorAll('tbody tr'))"
