@@ -175,6 +175,17 @@ def _safe(name: str) -> str:
 # ------------------------------------------------------------------ the session
 
 
+
+_PUSH_LOCKS: Dict[Tuple[str, str], threading.Lock] = {}
+_PUSH_LOCKS_GUARD = threading.Lock()
+
+
+def _push_lock(target: str, folder: str) -> threading.Lock:
+    """The lock of one device folder: two pushes of the same file at once would race on its
+    ``.part`` copy (one ``mv`` finds it gone)."""
+    with _PUSH_LOCKS_GUARD:
+        return _PUSH_LOCKS.setdefault((target, folder), threading.Lock())
+
 class RemoteSession:
     """Push, run and pull on one device for one analysis. Not thread-safe: use one per worker.
 
@@ -273,33 +284,36 @@ class RemoteSession:
         """
         paths = list(paths)  # walked twice
         files = self.remote_dir + "/files"
-        todo: List[Tuple[Path, str, str, int]] = []
-        for p in paths:
-            local = Path(p).resolve()
-            if local in self._pushed:
-                continue
-            if not local.is_file():
-                raise UsageError(f"cannot push {p} to {self.target}: no such file")
-            digest = sha256_of(local)
-            todo.append((local, f"{digest[:16]}-{_safe(local.name)}", digest, local.stat().st_size))
-        if todo:
-            names = " ".join(shell_quote(name) for _, name, _, _ in todo)
-            res = self.transport.exec(f"cd {shell_quote(files)} || exit 3\n{HASH_FN}\n"
-                                      f"for f in {names}; do [ -f \"$f\" ] && echo \"$(h \"$f\") $f\"; done; exit 0",
-                                      timeout=self.transfer_timeout)
-            if res.returncode != 0:
-                raise self._fail(f"listing {files}", res)
-            there = {ln.split(" ", 1)[1]: ln.split(" ", 1)[0] for ln in res.stdout.decode("utf-8", "replace")
-                     .splitlines() if " " in ln}
-            fresh = []
-            for local, name, digest, size in todo:
-                skipped = there.get(name) == digest
-                if not skipped:
-                    self.transport.push_file(local, f"{files}/{name}", timeout=self.transfer_timeout)
-                    fresh.append((name, digest))
-                self._pushed[local] = PushedFile(local, f"{files}/{name}", digest, size, skipped)
-            if fresh:
-                self._verify(files, fresh)
+        # sessions of one analysis push the same inputs from several threads (a sweep's
+        # options in parallel): one push at a time per device folder, each sees what the other pushed
+        with _push_lock(self.target.spec, files):
+            todo: List[Tuple[Path, str, str, int]] = []
+            for p in paths:
+                local = Path(p).resolve()
+                if local in self._pushed:
+                    continue
+                if not local.is_file():
+                    raise UsageError(f"cannot push {p} to {self.target}: no such file")
+                digest = sha256_of(local)
+                todo.append((local, f"{digest[:16]}-{_safe(local.name)}", digest, local.stat().st_size))
+            if todo:
+                names = " ".join(shell_quote(name) for _, name, _, _ in todo)
+                res = self.transport.exec(f"cd {shell_quote(files)} || exit 3\n{HASH_FN}\n"
+                                          f"for f in {names}; do [ -f \"$f\" ] && echo \"$(h \"$f\") $f\"; done; exit 0",
+                                          timeout=self.transfer_timeout)
+                if res.returncode != 0:
+                    raise self._fail(f"listing {files}", res)
+                there = {ln.split(" ", 1)[1]: ln.split(" ", 1)[0] for ln in res.stdout.decode("utf-8", "replace")
+                         .splitlines() if " " in ln}
+                fresh = []
+                for local, name, digest, size in todo:
+                    skipped = there.get(name) == digest
+                    if not skipped:
+                        self.transport.push_file(local, f"{files}/{name}", timeout=self.transfer_timeout)
+                        fresh.append((name, digest))
+                    self._pushed[local] = PushedFile(local, f"{files}/{name}", digest, size, skipped)
+                if fresh:
+                    self._verify(files, fresh)
         return tuple(self._pushed[Path(p).resolve()] for p in paths)
 
     def _verify(self, files: str, fresh: Sequence[Tuple[str, str]]) -> None:

@@ -376,6 +376,52 @@ def test_ssh_full_device_disk_is_exit_3_with_the_device_message(ssh_session, man
     assert not (files / f"{sha256_of(case.model)[:16]}-{case.model.name}").exists()
 
 
+def test_two_sessions_pushing_the_same_inputs_at_once_both_succeed(ssh_session, monkeypatch, tmp_path):
+    """A sweep's options run in parallel, each pushing the same reference inputs to the device.
+    The push writes ``NAME.part`` and then moves it into place; over a slow link (stretched here:
+    the half-written copy stays 0.3 s) a second push of the same file rewrote the same ``.part``
+    and its ``mv`` found it gone, so that option's local error was lost. Pushes of one device
+    folder now take turns, and the second finds the file there."""
+    def slow_push(self, local, remote, *, timeout=None):
+        part = shell_quote(remote + ".part")
+        with open(local, "rb") as fh:
+            res = self.exec(f"mkdir -p {shell_quote(remote.rsplit('/', 1)[0])} && cat > {part}", timeout=timeout,
+                            stdin=fh)
+        time.sleep(0.3)
+        res = self.exec(f"mv -f {part} {shell_quote(remote)}", timeout=timeout) if res.returncode == 0 else res
+        if res.returncode != 0:
+            raise self.fail(f"pushing {local} to {remote}", res)
+
+    monkeypatch.setattr(SshTransport, "push_file", slow_push)
+    files = []
+    for k in range(3):  # several files, as the layerwise model's feeds
+        f = tmp_path / f"feed{k}.npy"
+        f.write_bytes(os.urandom(100_000))
+        files.append(f)
+    errors, got = [], []
+    n = 3
+    ready = threading.Barrier(n)
+
+    def push() -> None:
+        with ssh_session("true") as s:
+            s.remote_dir  # noqa: B018 - the folder is set up before the pushes start
+            ready.wait(60)
+            try:
+                got.append(s.push_all(files))
+            except LarPrecError as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=push) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == [] and len(got) == n
+    for pushed in got:
+        assert [Path(p.remote).read_bytes() for p in pushed] == [f.read_bytes() for f in files]
+    assert sum(not p.skipped for pushed in got for p in pushed) == len(files)  # each pushed once
+
+
 # --------------------------------------------------------------------------- adb, through the stand-in
 
 
