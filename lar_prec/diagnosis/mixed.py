@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 from lar_prec.diagnosis.graphinfo import macs
 from lar_prec.diagnosis.local import child_env, run_child
@@ -39,17 +39,23 @@ class ComputeFraction:
                 "oprs_total": self.oprs_total, "oprs_float16": self.oprs_float16, "oprs_fraction": self.oprs}
 
 
-def fp16_fraction(graph: Any, keep: KeepList) -> ComputeFraction:
-    """The share of ``graph`` (a :class:`lar_prec.diagnosis.graphinfo.GraphInfo` of the plain
-    model) that runs in float16 when ``keep`` stays in float32. Numpy-free."""
-    mt = m16 = ot = o16 = 0
+def float_operators(graph: Any, keep: KeepList) -> Iterator[Tuple[Any, bool]]:
+    """Every float operator of ``graph`` (a :class:`lar_prec.diagnosis.graphinfo.GraphInfo` of
+    the plain model: reading or writing a float var, shape-only readers left out) and whether
+    ``keep`` keeps it in float32. Numpy-free."""
     for opr in graph.computing():
         if opr.type in SHAPE_READERS:
             continue
-        vs = [graph.vars[i] for i in opr.inputs + opr.outputs]
-        if not any(v.is_float for v in vs):
+        if not any(graph.vars[i].is_float for i in opr.inputs + opr.outputs):
             continue
-        kept = keep.why(opr.type, opr.name, (graph.vars[i].name for i in opr.outputs), opr.outputs) is not None
+        yield opr, keep.why(opr.type, opr.name, (graph.vars[i].name for i in opr.outputs), opr.outputs) is not None
+
+
+def fp16_fraction(graph: Any, keep: KeepList) -> ComputeFraction:
+    """The share of ``graph`` (see :func:`float_operators`) that runs in float16 when ``keep``
+    stays in float32. Numpy-free."""
+    mt = m16 = ot = o16 = 0
+    for opr, kept in float_operators(graph, keep):
         m = macs(graph, opr)
         mt += m
         ot += 1

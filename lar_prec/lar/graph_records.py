@@ -47,20 +47,19 @@ def _var_record(var: Any) -> Dict[str, Any]:
         dt = var.dtype
     except RuntimeError as exc:  # dtypes numpy has no name for (BatchNorm's Byte workspace)
         m = re.search(r"dtype (\w+) to numpy", str(exc))
-        return {"id": int(var.id), "name": var.name, "dtype": m.group(1) if m else "unknown",
-                "shape": [int(d) for d in var.shape] if var.shape is not None else None,
-                "scale": None, "zero_point": None}
-    if is_quantize(dt):
-        meta = dt.metadata["mgb_dtype"]
-        name = meta["name"]
-        scale = float(get_scale(dt))
-        # only the asymmetric types carry a zero point (Quantized8Asymm, Quantized4Asymm)
-        zero_point = int(get_zero_point(dt)) if "Asymm" in name else None
+        name = m.group(1) if m else "unknown"
     else:
-        try:
-            name = MGB_NAMES.get(np.dtype(dt).name, np.dtype(dt).name)
-        except TypeError:
-            name = str(dt)
+        if is_quantize(dt):
+            meta = dt.metadata["mgb_dtype"]
+            name = meta["name"]
+            scale = float(get_scale(dt))
+            # only the asymmetric types carry a zero point (Quantized8Asymm, Quantized4Asymm)
+            zero_point = int(get_zero_point(dt)) if "Asymm" in name else None
+        else:
+            try:
+                name = MGB_NAMES.get(np.dtype(dt).name, np.dtype(dt).name)
+            except TypeError:
+                name = str(dt)
     shape = var.shape
     return {"id": int(var.id), "name": var.name, "dtype": name,
             "shape": [int(d) for d in shape] if shape is not None else None,

@@ -175,7 +175,6 @@ def _safe(name: str) -> str:
 # ------------------------------------------------------------------ the session
 
 
-
 _PUSH_LOCKS: Dict[Tuple[str, str], threading.Lock] = {}
 _PUSH_LOCKS_GUARD = threading.Lock()
 
@@ -185,6 +184,7 @@ def _push_lock(target: str, folder: str) -> threading.Lock:
     ``.part`` copy (one ``mv`` finds it gone)."""
     with _PUSH_LOCKS_GUARD:
         return _PUSH_LOCKS.setdefault((target, folder), threading.Lock())
+
 
 class RemoteSession:
     """Push, run and pull on one device for one analysis. Not thread-safe: use one per worker.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -32,7 +33,7 @@ from lar_prec._lazy import numpy as np
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.diagnosis.graphinfo import GraphInfo, describe_model
 from lar_prec.diagnosis.local import output_ids, run_layerwise
-from lar_prec.diagnosis.mixed import ComputeFraction, fp16_fraction, write_mixed_model
+from lar_prec.diagnosis.mixed import ComputeFraction, float_operators, fp16_fraction, write_mixed_model
 from lar_prec.diagnosis.oracle import (
     OracleUnsupported,
     classify_fp16,
@@ -114,7 +115,6 @@ class MixedAnalysis:
     attempts: Tuple[Attempt, ...]
     verified: bool
     mixed_model: Optional[MixedModel]
-    output_err: Optional[float]
     fraction: ComputeFraction
     local: OptionLocal
     runs: Tuple[RunResult, ...]
@@ -125,6 +125,11 @@ class MixedAnalysis:
     plain_failed: str = ""
     #: every measured operator in execution order: (name, type, local error, float16 floor)
     operators: Tuple[Tuple[str, str, Optional[float], Optional[float]], ...] = ()
+
+    @property
+    def output_err(self) -> float:
+        """The output error of the last model tried (the option alone when none was)."""
+        return self.attempts[-1].output_err if self.attempts else self.plain_err
 
     @property
     def needs_float32(self) -> bool:
@@ -140,14 +145,15 @@ class MixedAnalysis:
             "option": self.option,
             "tolerance": self.tolerance,
             "verdict": ("within" if not self.needs_float32 else "fixed" if self.verified else "not_fixed"),
-            "plain": {"output_err": json_number(self.plain_err), "nonfinite": not math.isfinite(self.plain_err) and not self.plain_failed,
+            "plain": {"output_err": json_number(self.plain_err),
+                      "nonfinite": not math.isfinite(self.plain_err) and not self.plain_failed,
                       "failed": self.plain_failed or None,
                       "outputs": [{"name": n, "err": json_number(e)} for n, e in self.plain_outputs]},
             "proposal": list(self.proposal),
             "kept": [k.to_json() for k in self.kept],
-            "keep_types": _type_counts(self.kept),
+            "keep_types": dict(Counter(k.opr_type for k in self.kept)),
             "verified": self.verified,
-            "output_err": json_number(self.output_err) if self.output_err is not None else None,
+            "output_err": json_number(self.output_err),
             "mixed_model": self.mixed_model.to_json() if self.mixed_model is not None else None,
             "keep_file": str(self.keep_file),
             "fp16_fraction": self.fraction.to_json(),
@@ -160,13 +166,6 @@ class MixedAnalysis:
             "seconds": round(self.seconds, 3),
             "note": self.note or None,
         }
-
-
-def _type_counts(kept: Sequence[KeptOperator]) -> Dict[str, int]:
-    out: Dict[str, int] = {}
-    for k in kept:
-        out[k.opr_type] = out.get(k.opr_type, 0) + 1
-    return out
 
 
 def _output_errors(g: GraphInfo, ref: DumpFolder, test: DumpFolder) -> Tuple[Tuple[str, float], ...]:
@@ -279,10 +278,9 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         raise RunError(f"cannot build the layerwise model of {model_path}: {exc}") from None
     local = measure_option(prep, flags, adir / "local" / option, fmt=None, compute_dtype="float16", entire={},
                            timeout=tmo)
+    rewritten: Dict[str, Path] = {}  # the layerwise model as each mode's rewrite runs it, written once
     if not local.measured and plain_failed:  # the layerwise model as the rewrite runs it, nothing kept
-        lw16 = write_mixed_model(prep.layerwise.path, adir / "local" / f"layerwise-{option}.mge", KeepList(), option,
-                                 timeout=tmo)
-        local = measure_option(replace(prep, layerwise=replace(prep.layerwise, path=lw16.path)), (),
+        local = measure_option(replace(prep, layerwise=_layerwise_as(prep, option, tmo, rewritten)), (),
                                adir / "local" / f"{option}-rewritten", fmt=None, compute_dtype="float16", entire={},
                                timeout=tmo)
     proposal = tuple(r.name for r in local.roots)
@@ -351,7 +349,8 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         dumps: Dict[str, Optional[DumpFolder]] = {"default": DumpFolder(Path(local.dir or "") / "dump")}
         for label in ("naive", "f32") if option == "ioc16" else ("naive",):
             try:
-                dumps[label] = _run_lw(prep, label, option, adir / "local" / f"oracle-{label}" / "dump", tmo)
+                dumps[label] = _run_lw(prep, label, option, adir / "local" / f"oracle-{label}" / "dump", tmo,
+                                       rewritten)
             except LarPrecError:
                 dumps[label] = None  # the verdict then says what it lacked
         causes = _classify(g, prep.layerwise, ref, kept_names, dumps)
@@ -365,8 +364,8 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     atomic_write_text(keep_file, json.dumps(_keep_file(final_keep, kept, g, option), indent=1) + "\n",
                       what="keep-list")
     res = MixedAnalysis(adir, model_path, option, float(tolerance), plain_err, plain, proposal, kept,
-                        tuple(attempts), verified, final_model, attempts[-1].output_err if attempts else plain_err,
-                        fraction, local, tuple(runs), keep_file, time.monotonic() - t0, note, plain_failed,
+                        tuple(attempts), verified, final_model, fraction, local, tuple(runs), keep_file,
+                        time.monotonic() - t0, note, plain_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
                               for m in prep.layerwise.measured if m.name in errors))
     data = res.to_json()
@@ -375,27 +374,37 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     return res
 
 
-def _run_lw(prep: Any, label: str, option: str, dump_dir: Path, timeout: float) -> DumpFolder:
+def _layerwise_as(prep: Any, mode: str, timeout: float, done: Dict[str, Path]) -> Any:
+    """The layerwise model rewritten as ``mode`` runs it with nothing kept (beside it, in the
+    analysis's ``local/``), written once per analysis: ``done`` holds those already written."""
+    if mode not in done:
+        lw = prep.layerwise
+        done[mode] = write_mixed_model(lw.path, lw.path.parent.parent / f"layerwise-{mode}.mge", KeepList(), mode,
+                                       timeout=timeout).path
+    return replace(prep.layerwise, path=done[mode])
+
+
+def _run_lw(prep: Any, label: str, option: str, dump_dir: Path, timeout: float,
+            rewritten: Dict[str, Path]) -> DumpFolder:
     """The layerwise model under the option's naive kernels (``naive``) or computing in float32
     on float16 storage (``f32``). The latter is the layerwise model rewritten as io16xc32 by
     :func:`write_mixed_model` with nothing kept, run with the default kernels: MegEngine's own
     ``--enable-io16xc32`` also sets float32 compute on integer reductions, which the layerwise
     model's shape arithmetic has, and then fails at load (graph-options.md section 2)."""
-    lw = prep.layerwise
     if label == "naive":
         try:
-            return run_layerwise(lw, prep.inputs, dump_dir, get_config("naive").with_extra((f"--enable-{option}",)),
-                                 lar=prep.lar, remote=prep.remote, timeout=timeout)
+            return run_layerwise(prep.layerwise, prep.inputs, dump_dir,
+                                 get_config("naive").with_extra((f"--enable-{option}",)), lar=prep.lar,
+                                 remote=prep.remote, timeout=timeout)
         except RunTimeout:
             raise
         except RunError:  # MegEngine's pass refused it: the rewrite, under the naive kernels
-            mode, cfg, dump_dir = option, get_config("naive"), dump_dir.parent.with_name("oracle-naive-rewritten") / "dump"
+            mode, cfg = option, get_config("naive")
+            dump_dir = dump_dir.parent.with_name("oracle-naive-rewritten") / "dump"
     else:
         mode, cfg = "io16xc32", get_config("default")
-    mm = write_mixed_model(lw.path, dump_dir.parent.with_name(f"layerwise-{mode}.mge"), KeepList(), mode,
-                           timeout=timeout)
-    return run_layerwise(replace(lw, path=mm.path), prep.inputs, dump_dir, cfg, lar=prep.lar, remote=prep.remote,
-                         timeout=timeout)
+    return run_layerwise(_layerwise_as(prep, mode, timeout, rewritten), prep.inputs, dump_dir, cfg, lar=prep.lar,
+                         remote=prep.remote, timeout=timeout)
 
 
 def _opr_type(g: GraphInfo, name: str) -> str:
@@ -407,17 +416,12 @@ def _keep_file(keep: KeepList, kept: Sequence[KeptOperator], g: GraphInfo, optio
     """The keep-list (``--keep`` of the rewrite reads it) shaped as a black/white list: the
     float32 (black) list by instance, the float16 (white) list, and both counted by type."""
     data = keep.to_json()
-    names = set(keep.instances)
     white: List[str] = []
     by_type: Dict[str, Dict[str, int]] = {}
-    for o in g.computing():
-        if not any(g.vars[v].is_float for v in o.inputs + o.outputs) or o.type == "GetVarShape":
-            continue
-        out_names = [g.vars[v].name for v in o.outputs]
-        f32 = bool(names.intersection(out_names)) or o.name in names
+    for o, f32 in float_operators(g, keep):
         by_type.setdefault(o.type, {"float32": 0, "float16": 0})["float32" if f32 else "float16"] += 1
         if not f32:
-            white.extend(out_names[:1])
+            white.extend(g.vars[v].name for v in o.outputs[:1])
     data["option"] = option
     data["float16"] = {"instances": white}
     data["by_type"] = by_type

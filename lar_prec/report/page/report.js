@@ -65,6 +65,11 @@ function varLink(id, label) {
 function shq(s) { s = String(s); return /^[A-Za-z0-9_+=.,\/:@%^-]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'"; }
 
 // ---------------------------------------------------------------- header
+// one key/value of the page's header list (nothing for an empty value)
+function metaRow(meta, k, v) {
+  if (v === undefined || v === null || v === '') return;
+  meta.appendChild(el('dt', null, k)); meta.appendChild(el('dd', null, v));
+}
 function header() {
   var bad = vars.some(function (v) { return v.status !== 'ok'; });
   var vd = document.getElementById('verdict');
@@ -72,7 +77,7 @@ function header() {
   vd.className = 'verdict ' + (bad ? 'bad' : 'good');
   var meta = document.getElementById('meta');
   var th = R.threshold || {};
-  function row(k, v) { if (v === undefined || v === null || v === '') return; meta.appendChild(el('dt', null, k)); meta.appendChild(el('dd', null, v)); }
+  function row(k, v) { metaRow(meta, k, v); }
   row('command', R.command);
   row('model', R.model);
   row('cause', R.cause);
@@ -804,10 +809,7 @@ function causeBadge(c) {
 }
 function adviceMeta(rows) {
   var meta = document.getElementById('meta');
-  rows.forEach(function (kv) {
-    if (kv[1] === undefined || kv[1] === null || kv[1] === '') return;
-    meta.appendChild(el('dt', null, kv[0])); meta.appendChild(el('dd', null, kv[1]));
-  });
+  rows.forEach(function (kv) { metaRow(meta, kv[0], kv[1]); });
 }
 function errText(x, nonfinite) { return nonfinite ? 'inf (NaN or Inf)' : fmt(x); }
 function mixedView() {
