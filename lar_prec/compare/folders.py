@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 
+from lar_prec.compare.engine import batch
 from lar_prec.compare.engine.chunks import QUIET, count_range
 from lar_prec.compare.engine.io import Extent
 from lar_prec.compare.engine.scan import kernel_for, scan_over
@@ -145,16 +147,22 @@ def compare_folders(
         raise UsageError(f"jobs must be >= 1, got {jobs}")
     fixed = parse_threshold(threshold)
     fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
+    count_over = fixed.value if fixed is not None else None
+    measured = None
+    if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
+        # one read of each pair of files: headers, titles and small vars' values (C, threads)
+        measured = batch.prefetch(fa, fb, st.chunk_elements, count_over, threads=_threads(jobs))
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
-    count_over = fixed.value if fixed is not None else None
-    plans, kept = plan_folders(fa, fb, paired, keep=count_over is None)
+    plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
+                               measured=measured if paired.mode == "id" else None, count_over=count_over)
     total = sum(j.nbytes for j in plans)
-    n_workers, strategy = resolve_strategy(st, jobs, total)
+    # workers only for what is left to measure
+    n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
     if n_workers > 1:
         # big vars are split only to feed several workers
         for i, j in enumerate(plans):
-            if j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
+            if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
                 plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
     tasks = [(j, k, st, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
     diffs: List[Optional[VarDiff]] = [None] * len(plans)
@@ -190,6 +198,11 @@ def compare_folders(
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
                       pairs=paired.pairs)
+
+
+def _threads(jobs: Optional[int]) -> int:
+    # as resolve_strategy counts workers: None is one per CPU, at most 8
+    return jobs if jobs is not None else min(8, os.cpu_count() or 1)
 
 
 #: the note of a quantized var that differs by exactly one step (issue 23 #3)

@@ -110,11 +110,16 @@ def same_graph(fa: DumpFolder, fb: DumpFolder) -> bool:
     paired by id and the lost ones are reported ``missing`` rather than silently unpaired."""
     ids_a, ids_b = set(fa.files()), set(fb.files())
     if ids_a == ids_b:
-        return all(fa.var_info(v).name == fb.var_info(v).name for v in fa.ids)
+        return all(_same_name(fa, fb, v) for v in fa.ids)
     common = ids_a & ids_b
     if not common or not (ids_a <= ids_b or ids_b <= ids_a):  # a rewrite also adds vars of its own
         return False
-    return all(fa.var_info(v).name == fb.var_info(v).name for v in sorted(common))
+    return all(_same_name(fa, fb, v) for v in sorted(common))
+
+
+def _same_name(fa: DumpFolder, fb: DumpFolder, v: int) -> bool:
+    # the same title is the same name (most vars of two runs of one graph): B's not parsed
+    return fa[v].title == fb[v].title or fa.var_info(v).name == fb.var_info(v).name
 
 
 def _by_name(fa: DumpFolder, fb: DumpFolder) -> Pairing:

@@ -187,6 +187,10 @@ def parse_threshold(spec: "Union[str, float, Threshold, ThresholdSpec, None]") -
     return parse_threshold_spec(spec).threshold
 
 
+#: thresholds rounded to float32 (one numpy scalar per distinct threshold, not per var)
+_F32: Dict[float, float] = {}
+
+
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
     """The fields ``thr`` sets on one measured var ``d`` (a VarDiff): ``status``,
     ``threshold`` and ``n_over`` (None: must be recounted from the files). Structural
@@ -206,7 +210,11 @@ def judge(d: object, thr: Threshold) -> Dict[str, object]:
         return {"status": st, "threshold": 0.0, "n_over": d.n_diff}  # type: ignore[attr-defined]
     t = thr.for_var(d.dtype, d.scale)  # type: ignore[attr-defined]
     # compared like compare_binary_iodump's `err > max_err`: in float32
-    t32 = float(np.float32(t))
+    t32 = _F32.get(t)
+    if t32 is None:
+        t32 = _F32[t] = float(np.float32(t))
+        if len(_F32) > 4096:
+            _F32.clear()
     st = "ok"
     if d.n_nonfinite:  # type: ignore[attr-defined]
         st = "nonfinite"

@@ -31,7 +31,7 @@ from lar_prec.dumps.dtypes import _NUMPY_TO_CODE, DTYPES, DType, _dtype_of
 from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.dumps.textdump import file_kind
 from lar_prec.dumps.titles import (HEADER_SIZE, VarInfo, _input_ids_at, _parse_head, _parse_inputs, _title_error,
-                             _TitleError, parse_title)
+                             _TitleError, info_from_fields, parse_title)
 
 log = logging.getLogger(__name__)
 
@@ -337,17 +337,42 @@ def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[i
     of ``var``/``inputs``. ``p``, the same path as a Path, is only needed for errors."""
     where: PathLike = p if p is not None else file  # DumpFormatError makes it a Path
     dt, shape_list, size, file_size, raw_title = _read_head(file, where)
-    shape = tuple(shape_list)
+    return dump_from_head(file, ids, dt, tuple(shape_list), size, file_size, raw_title.decode("utf-8", "replace"),
+                          len(raw_title), strict=strict, where=where)
+
+
+def dump_from_head(file: str, ids: Optional[Tuple[int, Optional[int]]], dt: DType, shape: Tuple[int, ...], size: int,
+                   file_size: int, title: str, title_len: int, *, strict: bool = False,
+                   where: Optional[PathLike] = None, parsed: Optional[Sequence[Any]] = None) -> BinaryDump:
+    """The :class:`BinaryDump` of a file whose 40-byte header was read and checked (by
+    :func:`_read_head`, or by the compare engine's batch reader, which checks it the same
+    way): the data size, the title's start (all of it with ``strict``) and the file name
+    against the title are checked here. ``title`` is the decoded title, ``title_len`` its
+    length in the file (bytes); ``parsed``: its head and input ids as the compare engine's C
+    reader delimited them (the fields of :func:`~lar_prec.dumps.titles.info_from_fields`,
+    then where the inputs start and their ids), which saves parsing it here.
+
+    Raises:
+        DumpFormatError: as :func:`read_binary_dump`.
+    """
+    if where is None:
+        where = file
     nbytes = dt.nbytes(size)
-    data_offset = HEADER_SIZE + len(raw_title)
+    data_offset = HEADER_SIZE + title_len
     found = file_size - data_offset
     if found != nbytes:
         raise _header_error(where, data_offset, f"{nbytes} data bytes for shape {shape} of {dt.name}", f"{found} bytes")
-    title = raw_title.decode("utf-8", "replace")
     var: Optional[VarInfo] = None
     inputs: Optional[Tuple[VarInfo, ...]] = None
-    m = _TITLE_HEAD.match(title)
-    if strict or m is None:
+    if parsed is not None and not strict:
+        try:
+            var = info_from_fields(*parsed[1:14], HEADER_SIZE)
+        except _TitleError:
+            parsed = None  # a malformed layout: the parser below says where
+    m = _TITLE_HEAD.match(title) if parsed is None else None
+    if parsed is not None:
+        input_index, var_id = parsed[0], parsed[1]
+    elif strict or m is None:
         # the whole grammar now (also what says precisely where a bad title goes wrong)
         var, inputs, input_index = parse_title(title, where)
         var_id = var.id
@@ -364,6 +389,8 @@ def _read_dump(file: str, p: Optional[Path], ids: Optional[Tuple[int, Optional[i
     d = object.__new__(BinaryDump)
     values = _DUMP_DICT.copy()
     values.update(zip(_DUMP_FIELDS, (file, title, input_of, input_index, dt, shape, size, data_offset, nbytes, var_id, var, inputs)))
+    if parsed is not None:
+        values["_inputs_at"], values["_input_ids"] = parsed[14], parsed[15]
     object.__setattr__(d, "__dict__", values)
     return d
 

@@ -12,7 +12,7 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from lar_prec.errors import DumpFolderError, DumpFormatError
 from lar_prec.graph import topological_order
@@ -22,8 +22,10 @@ from lar_prec.dumps.binary import (
     _name_ids,
     _read_dump,
     dump_file_name,
+    dump_from_head,
     read_binary_dump,
 )
+from lar_prec.dumps.dtypes import DType
 from lar_prec.records import PathLike
 from lar_prec.dumps.titles import VarInfo
 
@@ -153,6 +155,31 @@ class DumpFolder:
         """Drop the cached header and title of ``var_id`` (read again on next access): a
         caller that goes once through tens of thousands of vars need not keep them all."""
         self._cache.pop(var_id, None)
+
+    def cache_head(self, var_id: int, dtype: DType, shape: Tuple[int, ...], size: int, file_size: int, title: str,
+                   title_len: int, parsed: Optional[Sequence[Any]] = None) -> BinaryDump:
+        """Cache the dump of ``var_id`` from a header and title read elsewhere (the compare
+        engine reads a pair's header, title and values in one pass, and delimits the usual
+        title: ``parsed``, see :func:`~lar_prec.dumps.binary.dump_from_head`); checked as
+        when the folder reads it.
+
+        Raises:
+            DumpFormatError: as ``folder[var_id]`` would.
+        """
+        d = dump_from_head(self._files[var_id], (var_id, None), dtype, shape, size, file_size, title, title_len,
+                           parsed=parsed)
+        self._cache[var_id] = d
+        return d
+
+    def cache_like(self, var_id: int, other: BinaryDump) -> BinaryDump:
+        """Cache the dump of ``var_id`` as one whose header and title are byte for byte those
+        of ``other``, the same var id's dump in another folder (only the file differs)."""
+        d = object.__new__(BinaryDump)
+        values = other.__dict__.copy()
+        values["file"] = self._files[var_id]
+        object.__setattr__(d, "__dict__", values)
+        self._cache[var_id] = d
+        return d
 
     def paths(self) -> Dict[int, Path]:
         """Var id -> main dump file, without reading any file."""

@@ -211,13 +211,27 @@ def _scan_info(s: str, pos: int, place: _Place) -> _Block:
 def _parse_info(s: str, pos: int, place: _Place) -> Tuple[VarInfo, int]:
     """Parse one ``{id:...}`` block at ``pos`` into its record (see :func:`_scan_info`)."""
     vid, kind, text, dtype, owner, opr_type, name, slot, cn, storage, si, vi, text_pos, end = _scan_info(s, pos, place)
+    mid = _OPR_ID.search(owner)
+    info = info_from_fields(int(vid), kind == "layout", text, dtype, owner, opr_type, int(mid.group(1)) if mid else None,
+                            name, int(slot), cn, storage, int(si), int(vi), text_pos)
+    return info, end
+
+
+def info_from_fields(vid: int, is_layout: bool, text: str, dtype: str, owner: str, opr_type: str, opr_id: Optional[int],
+                     name: str, slot: int, cn: str, storage: str, si: int, vi: int, text_pos: int) -> VarInfo:
+    """The record of one block whose fields were delimited by :func:`_scan_info` (or by the
+    compare engine's C reader, which delimits the usual block the same way); the layout or
+    shape text becomes the shape here.
+
+    Raises:
+        _TitleError: the layout or shape text is malformed.
+    """
     shape = _SHAPES.get(text)
     if shape is None:
-        shape = _shape_from_layout(text, text_pos) if kind == "layout" else _shape_from_shape(text, text_pos)
+        shape = _shape_from_layout(text, text_pos) if is_layout else _shape_from_shape(text, text_pos)
         if len(_SHAPES) >= 4096:
             _SHAPES.clear()
         _SHAPES[text] = shape
-    mid = _OPR_ID.search(owner)
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
     # (a third of the cost of a block); nothing to check: the matches checked every field
     info = object.__new__(VarInfo)
@@ -227,11 +241,11 @@ def _parse_info(s: str, pos: int, place: _Place) -> Tuple[VarInfo, int]:
     # layouts, dtypes, operator types and comp nodes repeat across a model: one copy each
     intern = sys.intern
     values.update(zip(_VARINFO_FIELDS, (  # pairs, not a dict: update() would resize (unshare) it
-        int(vid), name, owner, intern(opr_type), int(mid.group(1)) if mid else None, intern(dtype), shape,
-        intern(text) if kind == "layout" else None, int(slot), intern(cn), intern(storage), int(si), int(vi),
+        vid, name, owner, intern(opr_type), opr_id, intern(dtype), shape,
+        intern(text) if is_layout else None, slot, intern(cn), intern(storage), si, vi,
     )))
     object.__setattr__(info, "__dict__", values)
-    return info, end
+    return info
 
 
 def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:

@@ -276,9 +276,701 @@ static PyObject *py_same(PyObject *self, PyObject *args) {
     return PyBool_FromLong(eq);
 }
 
+/* ======================================================================== scan_pairs
+ *
+ * Many small vars (detection and transformer models have tens of thousands) cost per file,
+ * not per byte: in Python each file took an open, a header parse, a title read, a second open
+ * for the values and ~40 us of bookkeeping. scan_pairs reads each pair of files once, on
+ * several threads without the GIL: the 40-byte header (checked as lar_prec/dumps/binary.py
+ * checks it), the title and, for a var small enough, its values, compared exactly as the
+ * Python engine compares them (lar_prec/compare/engine/chunks.py: the same kernel calls per
+ * chunk, the same accumulation order). Anything unusual (a file that cannot be opened or is
+ * not a dump, NaN/Inf, a dtype or a size this path does not take) is left to the Python
+ * reader and engine, which say what is wrong or take the careful path.
+ */
+#include <pthread.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <errno.h>
+
+#define HDR 40
+#define NDIM 7
+
+enum { H_NONE = 0, H_F32, H_F16, H_I8, H_U8, H_I16, H_U16, H_I32, H_BOOL };
+
+/* ------------------------------------------------------------------------ titles
+ *
+ * The usual title, parsed as lar_prec/dumps/titles.py parses it in one match (its _FAST
+ * pattern: the owner the shortest prefix followed by "{OprType}, name:", the name the
+ * shortest followed by the fixed tail and what may follow a block there). Only pure-ASCII
+ * titles; anything else, or anything that pattern would not match in one go (the Python
+ * parser then takes its step-by-step path, or reports the error), returns "not parsed" and
+ * Python parses the title itself. tests/compare/test_batch.py holds the two to agreement.
+ */
+enum { F_VAR, F_LAST, F_NEXT };
+
+typedef struct {
+    long long vid, slot, si, vi, opr_id;
+    int is_layout, has_opr_id;
+    char storage;
+    size_t text0, text1, dtype0, dtype1, owner0, owner1, type0, type1, name0, name1, cn0, cn1, end;
+} block_t;
+
+typedef struct {
+    int ok;
+    long long input_index; /* -1: none */
+    block_t var;
+    size_t inputs_at;
+    Py_ssize_t n_inputs;
+    long long *input_ids;  /* malloc'd */
+} title_t;
+
+static inline int isdig(char c) { return c >= '0' && c <= '9'; }
+static inline int lit(const char *s, size_t n, size_t *p, const char *w) {
+    size_t k = strlen(w);
+    if (n - *p < k || memcmp(s + *p, w, k) != 0) return 0;
+    *p += k;
+    return 1;
+}
+
+/* \d{1,20} (with neg_ok: -?\d{1,20}) at *p: 1 read, 0 no match, -1 a number this path does
+ * not read (19 or 20 digits: Python's int takes them) */
+static int number(const char *s, size_t n, size_t *p, int neg_ok, long long *out) {
+    size_t i = *p;
+    int neg = 0;
+    if (neg_ok && i < n && s[i] == '-') { neg = 1; i++; }
+    size_t st = i;
+    long long v = 0;
+    while (i < n && isdig(s[i]) && i - st <= 20) { if (i - st < 18) v = v * 10 + (s[i] - '0'); i++; }
+    size_t k = i - st;
+    if (k == 0 || k > 20) return 0;
+    if (k > 18) return -1;
+    *out = neg ? -v : v;
+    *p = i;
+    return 1;
+}
+
+/* the tail ", slot:N, <cn>, s|d, N, N}" at k and what must follow it: 1, 0, or -1 (give up) */
+static int tail_at(const char *s, size_t n, size_t k, int place, block_t *b) {
+    size_t p = k;
+    int r;
+    if (!lit(s, n, &p, ", slot:")) return 0;
+    if ((r = number(s, n, &p, 0, &b->slot)) != 1) return r;
+    if (!lit(s, n, &p, ", ")) return 0;
+    b->cn0 = p;
+    while (p < n && s[p] != ',') p++;
+    b->cn1 = p;
+    if (!lit(s, n, &p, ", ")) return 0;
+    if (p >= n || (s[p] != 's' && s[p] != 'd')) return 0;
+    b->storage = s[p++];
+    if (!lit(s, n, &p, ", ")) return 0;
+    if ((r = number(s, n, &p, 1, &b->si)) != 1) return r;
+    if (!lit(s, n, &p, ", ")) return 0;
+    if ((r = number(s, n, &p, 1, &b->vi)) != 1) return r;
+    if (!lit(s, n, &p, "}")) return 0;
+    b->end = p;
+    if (place == F_VAR) return n - p >= 18 && memcmp(s + p, " owner_opr_inputs=", 18) == 0;
+    if (place == F_LAST) return p == n;
+    if (p == n) return 1;
+    if (s[p] != ' ') return 0;
+    size_t q = p + 1;
+    while (q < n && isdig(s[q])) q++;
+    return q > p + 1 && n - q >= 5 && memcmp(s + q, "={id:", 5) == 0;
+}
+
+static inline int opr_char(char c) { return isdig(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == ':'; }
+static inline int ident_char(char c) { return isdig(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+
+/* one {id:...} block at pos, as _FAST matches it: 1, or 0 (Python parses the title) */
+static int block_at(const char *s, size_t n, size_t pos, int place, block_t *b) {
+    size_t p = pos;
+    memset(b, 0, sizeof *b);
+    if (!lit(s, n, &p, "{id:") || number(s, n, &p, 0, &b->vid) != 1 || !lit(s, n, &p, ", ")) return 0;
+    if (lit(s, n, &p, "layout:")) b->is_layout = 1;
+    else if (!lit(s, n, &p, "shape:")) return 0;
+    b->text0 = p;
+    if (p >= n || s[p] != '{') return 0;
+    p++;
+    while (p < n && s[p] != '{' && s[p] != '}') p++;
+    if (p >= n || s[p] != '}') return 0;
+    b->text1 = ++p;
+    if (!lit(s, n, &p, ", ")) return 0;
+    b->dtype0 = p;
+    if (p >= n || !((s[p] >= 'A' && s[p] <= 'Z') || (s[p] >= 'a' && s[p] <= 'z'))) return 0;
+    while (p < n && ident_char(s[p])) p++;
+    b->dtype1 = p;
+    if (!lit(s, n, &p, ", owner:")) return 0;
+    /* the owner: the shortest prefix followed by {OprType}, name: (Python's lookahead) */
+    b->owner0 = p;
+    size_t j = p;
+    for (;; j++) {
+        if (j >= n) return 0;
+        if (s[j] != '{') continue;
+        size_t q = j + 1;
+        while (q < n && opr_char(s[q])) q++;
+        if (q < n && s[q] == '}' && n - (q + 1) >= 7 && memcmp(s + q + 1, ", name:", 7) == 0) {
+            b->owner1 = j;
+            b->type0 = j + 1;
+            b->type1 = q;
+            p = q + 8;
+            break;
+        }
+    }
+    /* a ", slot:" before the name: Python's steps decide where the block ends */
+    for (size_t i = b->dtype1; i + 7 <= p; i++)
+        if (memcmp(s + i, ", slot:", 7) == 0) return 0;
+    b->name0 = p;
+    int found = 0;
+    for (size_t k = p; k < n && !found; k++) {
+        if (s[k] != ',') continue;
+        int r = tail_at(s, n, k, place, b);
+        if (r < 0) return 0;
+        if (r == 1) {
+            b->name1 = k;
+            found = 1;
+        }
+    }
+    if (!found) return 0;
+    /* the operator id: "[N]" ending the owner (titles.py _OPR_ID) */
+    if (b->owner1 > b->owner0 && s[b->owner1 - 1] == ']') {
+        size_t e = b->owner1 - 1, d = e;
+        while (d > b->owner0 && isdig(s[d - 1])) d--;
+        if (e - d >= 1 && e - d <= 18 && d > b->owner0 && s[d - 1] == '[') {
+            long long v = 0;
+            for (size_t i = d; i < e; i++) v = v * 10 + (s[i] - '0');
+            b->opr_id = v;
+            b->has_opr_id = 1;
+        }
+        else if (e - d > 18) return 0;
+    }
+    return 1;
+}
+
+static void parse_title_c(const char *s, size_t n, title_t *t) {
+    memset(t, 0, sizeof *t);
+    t->input_index = -1;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80) return;
+    size_t p = 0;
+    if (n >= 3 && memcmp(s, "inp", 3) == 0) {
+        size_t q = 3;
+        long long k;
+        if (number(s, n, &q, 0, &k) == 1 && lit(s, n, &q, ": ")) { t->input_index = k; p = q; }
+        else return;
+    }
+    if (!lit(s, n, &p, "var=") || !block_at(s, n, p, F_VAR, &t->var)) return;
+    p = t->var.end + 18;
+    if (p < n && s[p] == ' ') p++;
+    t->inputs_at = p;
+    size_t cap = 0;
+    block_t b;
+    if (p == n) { t->ok = 1; return; }
+    if (s[p] == '{') {
+        if (!block_at(s, n, p, F_LAST, &b)) return;
+        t->input_ids = malloc(sizeof(long long));
+        if (!t->input_ids) return;
+        t->input_ids[0] = b.vid;
+        t->n_inputs = 1;
+        t->ok = 1;
+        return;
+    }
+    for (long long k = 0;; k++) {
+        char key[24];
+        snprintf(key, sizeof key, "%lld=", k);
+        if (!lit(s, n, &p, key) || !block_at(s, n, p, F_NEXT, &b)) goto fail;
+        if ((size_t)t->n_inputs == cap) {
+            cap = cap ? 2 * cap : 4;
+            long long *x = realloc(t->input_ids, cap * sizeof(long long));
+            if (!x) goto fail;
+            t->input_ids = x;
+        }
+        t->input_ids[t->n_inputs++] = b.vid;
+        if (b.end == n) { t->ok = 1; return; }
+        p = b.end + 1;
+    }
+fail:
+    free(t->input_ids);
+    t->input_ids = NULL;
+    t->n_inputs = 0;
+}
+
+static PyObject *title_tuple(const char *s, const title_t *t) {
+    const block_t *b = &t->var;
+    PyObject *ids = PyTuple_New(t->n_inputs);
+    if (!ids) return NULL;
+    for (Py_ssize_t i = 0; i < t->n_inputs; i++) {
+        PyObject *x = PyLong_FromLongLong(t->input_ids[i]);
+        if (!x) { Py_DECREF(ids); return NULL; }
+        PyTuple_SET_ITEM(ids, i, x);
+    }
+#define SL(a, z) s + b->a, (Py_ssize_t)(b->z - b->a)
+    return Py_BuildValue("(NLOs#s#s#s#Ns#Ls#CLLnN)",
+                         t->input_index < 0 ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong(t->input_index),
+                         b->vid, b->is_layout ? Py_True : Py_False, SL(text0, text1), SL(dtype0, dtype1), SL(owner0, owner1),
+                         SL(type0, type1), b->has_opr_id ? PyLong_FromLongLong(b->opr_id) : (Py_INCREF(Py_None), Py_None),
+                         SL(name0, name1), b->slot, SL(cn0, cn1), (int)b->storage, b->si, b->vi, (Py_ssize_t)t->inputs_at, ids);
+#undef SL
+}
+
+typedef struct { long long code; int bits; int handler; } dt_t;
+
+typedef struct {
+    int ok;                /* header read and consistent */
+    uint32_t code;
+    int ndim;
+    uint32_t dims[NDIM];
+    long long size;        /* elements */
+    long long file_size;
+    uint32_t name_len;
+    char *title;           /* malloc'd copy (A always, B when it differs from A's) */
+    const dt_t *dt;
+} head_t;
+
+
+typedef struct {
+    long long n_fin, worst, n_over, n_diff, max_ulp; /* max_ulp -1: none */
+    double max_err, worst_a, worst_b, max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale;
+} acc_t;
+
+typedef struct {
+    const char *pa, *pb;
+    head_t a, b;
+    title_t ta, tb;        /* parsed titles (tb only when B's differs) */
+    int title_same;
+    int measured;
+    acc_t acc;
+} pair_t;
+
+typedef struct {
+    pair_t *pairs;
+    Py_ssize_t n;
+    Py_ssize_t next;       /* shared work counter */
+    const dt_t *dts;
+    int n_dts;
+    long long max_file;    /* files up to this size are read whole and compared */
+    long long chunk;       /* elements per kernel call, as the Python engine's chunk_elements */
+    int count;
+    float thr;
+    int oom;
+} scan_t;
+
+static const dt_t *find_dt(const scan_t *s, uint32_t code) {
+    for (int i = 0; i < s->n_dts; i++)
+        if (s->dts[i].code == (long long)code) return &s->dts[i];
+    return NULL;
+}
+
+/* Read the header and title of one file, and all of it when it is small: 0 when this path
+ * cannot take the file (the Python reader will, and says what is wrong with it). */
+static int read_file(const scan_t *s, const char *path, head_t *h, char **buf, size_t *cap, size_t *got_out) {
+    memset(h, 0, sizeof *h);
+    *got_out = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return 0; }
+    long long fsize = (long long)st.st_size;
+    size_t want = fsize <= s->max_file ? (size_t)fsize : (size_t)65536;
+    if (want > (size_t)fsize) want = (size_t)fsize;
+    if (want > *cap) {
+        char *nb = realloc(*buf, want);
+        if (!nb) { close(fd); return 0; }
+        *buf = nb;
+        *cap = want;
+    }
+    size_t got = 0;
+    while (got < want) {
+        ssize_t k = read(fd, *buf + got, want - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (got != want || got < HDR) return 0;
+    uint32_t w[10];
+    memcpy(w, *buf, HDR);  /* little-endian hosts only: the module is built for x86-64/arm64 */
+    if (w[2] != NDIM) return 0;
+    const dt_t *dt = find_dt(s, w[1]);
+    if (!dt) return 0;
+    unsigned long long size = 1;
+    int ndim = 0;
+    for (int i = 0; i < NDIM; i++) {
+        uint32_t d = w[3 + i];
+        if (d == 0) {
+            for (int j = i + 1; j < NDIM; j++) if (w[3 + j]) return 0;
+            break;
+        }
+        if (__builtin_mul_overflow(size, (unsigned long long)d, &size)) return 0;
+        h->dims[ndim++] = d;
+    }
+    unsigned long long bits;
+    if (size > (1ULL << 58) || __builtin_mul_overflow(size, (unsigned long long)dt->bits, &bits)) return 0;
+    unsigned long long nbytes = (bits + 7) / 8;
+    unsigned long long off = HDR + (unsigned long long)w[0];
+    if (off > (unsigned long long)fsize || off > got) return 0; /* a long title: the Python reader */
+    if ((unsigned long long)fsize - off != nbytes) return 0;
+    h->ok = 1;
+    h->code = w[1];
+    h->ndim = ndim;
+    h->size = (long long)size;
+    h->file_size = fsize;
+    h->name_len = w[0];
+    h->dt = dt;
+    *got_out = got;
+    return 1;
+}
+
+static void acc_add_kernel(acc_t *acc, const result_t *r, Py_ssize_t n, long long off, const float *a, const float *b, int count_zero) {
+    /* chunks.py _kernel_add, in its order */
+    acc->n_fin += n;
+    if (r->worst >= 0 && (double)r->max_err > acc->max_err) {
+        acc->max_err = (double)r->max_err;
+        acc->worst = off + r->worst;
+        acc->worst_a = (double)a[r->worst];
+        acc->worst_b = (double)b[r->worst];
+    }
+    if ((double)r->scale > acc->scale) acc->scale = (double)r->scale;
+    if ((double)r->max_abs > acc->max_abs) acc->max_abs = (double)r->max_abs;
+    if ((double)r->max_rel > acc->max_rel) acc->max_rel = (double)r->max_rel;
+    acc->aa += r->aa;
+    acc->ab += r->ab;
+    acc->bb += r->bb;
+    acc->dd += r->dd;
+    acc->sum_abs += r->sum_abs;
+    if (r->n_over >= 0) {
+        acc->n_over += r->n_over;
+        if (count_zero) acc->n_diff += r->n_over;
+    }
+}
+
+static int run_kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, float thr, double floor_, result_t *r) {
+    kernel(a, b, n, want_ulp, count, thr, r);
+    if (r->bad) return 0;
+    r->worst = (double)r->max_err > floor_ ? first_at(a, b, n, r->max_err) : -1;
+    if (!count) r->n_over = -1;
+    return 1;
+}
+
+static inline int32_t ord16(uint16_t x) {
+    int32_t v = (int16_t)x, neg = v < 0 ? -1 : 0;
+    return ((v & 0x7fff) ^ neg) - neg;
+}
+
+static inline double int_at(const char *p, int h, Py_ssize_t i) {
+    switch (h) {
+    case H_I8: return (double)((const int8_t *)p)[i];
+    case H_U8: case H_BOOL: return (double)((const uint8_t *)p)[i];
+    case H_I16: { int16_t v; memcpy(&v, p + 2 * i, 2); return (double)v; }
+    case H_U16: { uint16_t v; memcpy(&v, p + 2 * i, 2); return (double)v; }
+    default: { int32_t v; memcpy(&v, p + 4 * i, 4); return (double)v; }
+    }
+}
+
+static inline int64_t int64_at(const char *p, int h, Py_ssize_t i) {
+    switch (h) {
+    case H_I8: return ((const int8_t *)p)[i];
+    case H_U8: case H_BOOL: return ((const uint8_t *)p)[i];
+    case H_I16: { int16_t v; memcpy(&v, p + 2 * i, 2); return v; }
+    case H_U16: { uint16_t v; memcpy(&v, p + 2 * i, 2); return v; }
+    default: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+    }
+}
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) bits = sign;
+        else { /* subnormal: normalise */
+            int e = -1;
+            do { e++; man <<= 1; } while (!(man & 0x400));
+            bits = sign | (uint32_t)(112 - e) << 23 | (man & 0x3ff) << 13;
+        }
+    } else if (exp == 31) bits = sign | 0x7f800000u | man << 13;
+    else bits = sign | (exp + 112) << 23 | man << 13;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
+ * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of a dtype
+ * other than float32). */
+static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap) {
+    acc_t *acc = &p->acc;
+    memset(acc, 0, sizeof *acc);
+    acc->max_err = -1.0;
+    acc->worst = -1;
+    acc->max_ulp = -1;
+    int h = p->a.dt->handler;
+    Py_ssize_t n = (Py_ssize_t)p->a.size;
+    result_t r;
+    if (h == H_F32) {
+        /* chunks.py _float32_kernel_range: per chunk, identical bytes as kernel(a, a) */
+        int count_zero = s->count && s->thr == 0.0f;
+        for (Py_ssize_t pos = 0; pos < n; pos += (Py_ssize_t)s->chunk) {
+            Py_ssize_t k = n - pos < (Py_ssize_t)s->chunk ? n - pos : (Py_ssize_t)s->chunk;
+            const float *a = (const float *)da + pos, *b = (const float *)db + pos;
+            int same = memcmp(a, b, (size_t)k * 4) == 0;
+            if (!run_kernel(a, same ? a : b, k, 1, s->count, s->thr, acc->max_err, &r)) return 0;
+            acc_add_kernel(acc, &r, k, pos, a, b, count_zero);
+            if ((long long)r.max_ulp > acc->max_ulp) acc->max_ulp = (long long)r.max_ulp;
+        }
+        if (!s->count) acc->n_over = 0;
+        return 1;
+    }
+    if (n > (Py_ssize_t)s->chunk) return 0;
+    if ((size_t)n > *fcap) {
+        float *x = realloc(*f32a, (size_t)n * 4), *y;
+        if (!x) return 0;
+        *f32a = x;
+        y = realloc(*f32b, (size_t)n * 4);
+        if (!y) return 0;
+        *f32b = y;
+        *fcap = (size_t)n;
+    }
+    float *a = *f32a, *b = *f32b;
+    size_t nb = (size_t)n * (size_t)(p->a.dt->bits / 8);
+    int same = memcmp(da, db, nb) == 0;
+    if (h == H_F16) {
+        const uint16_t *ha = (const uint16_t *)da, *hb = (const uint16_t *)db;
+        for (Py_ssize_t i = 0; i < n; i++) { uint16_t x, y; memcpy(&x, ha + i, 2); memcpy(&y, hb + i, 2); a[i] = half_to_float(x); b[i] = half_to_float(y); }
+        if (same) {
+            /* chunks.py _identical_chunk: no error, a.a for the cosine, the magnitudes */
+            float mag = 0.0f;
+            double xx = 0.0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                float m = fabsf(a[i]);
+                if (!(m <= 3.40282347e38f)) return 0; /* NaN/Inf: the Python engine */
+                if (m > mag) mag = m;
+                xx += (double)a[i] * (double)a[i];
+            }
+            acc->n_fin = n;
+            acc->aa = acc->ab = acc->bb = xx;
+            acc->scale = (double)mag;
+            acc->max_err = 0.0;
+            acc->worst = 0;
+            acc->worst_a = acc->worst_b = (double)a[0];
+            acc->max_ulp = 0;
+            return 1;
+        }
+        if (!run_kernel(a, b, n, 0, s->count, s->thr, -1.0, &r)) return 0;
+        acc_add_kernel(acc, &r, n, 0, a, b, s->count && s->thr == 0.0f);
+        uint32_t u = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint16_t x, y;
+            memcpy(&x, ha + i, 2);
+            memcpy(&y, hb + i, 2);
+            int32_t d = ord16(x) - ord16(y);
+            uint32_t ad = (uint32_t)(d < 0 ? -d : d);
+            if (ad > u) u = ad;
+        }
+        acc->max_ulp = u;
+        if (!s->count) acc->n_over = 0;
+        return 1;
+    }
+    /* integers, Bool, Byte and quantized raw values: chunks.py exact_range */
+    if (h == H_BOOL)
+        for (size_t i = 0; i < nb; i++)
+            if ((uint8_t)da[i] > 1 || (uint8_t)db[i] > 1) return 0;
+    if (same) {
+        double mag = 0.0, xx = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double x = int_at(da, h, i);
+            if (fabs(x) > mag) mag = fabs(x);
+            xx += x * x;
+        }
+        acc->n_fin = n;
+        acc->aa = acc->ab = acc->bb = xx;
+        acc->scale = mag;
+        acc->max_err = 0.0;
+        acc->worst = 0;
+        acc->worst_a = acc->worst_b = int_at(da, h, 0);
+        return 1;
+    }
+    long long ndiff = 0;
+    uint64_t exact = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t x = int64_at(da, h, i), y = int64_at(db, h, i);
+        ndiff += x != y;
+        uint64_t d = (uint64_t)(x > y ? x - y : y - x);
+        if (d > exact) exact = d;
+        a[i] = (float)x;
+        b[i] = (float)y;
+    }
+    if (!run_kernel(a, b, n, 0, 0, 0.0f, -1.0, &r)) return 0;
+    acc_add_kernel(acc, &r, n, 0, a, b, 0);
+    acc->n_diff = ndiff;
+    if (acc->scale >= 16777216.0) acc->max_abs = (double)exact;
+    return 1;
+}
+
+static void *scan_worker(void *arg) {
+    scan_t *s = (scan_t *)arg;
+    char *ba = NULL, *bb = NULL;
+    size_t ca = 0, cb = 0, fcap = 0;
+    float *fa = NULL, *fb = NULL;
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&s->next, 1, __ATOMIC_RELAXED);
+        if (i >= s->n) break;
+        pair_t *p = &s->pairs[i];
+        size_t ga, gb;
+        int oka = read_file(s, p->pa, &p->a, &ba, &ca, &ga);
+        if (oka) {
+            p->a.title = malloc(p->a.name_len ? p->a.name_len : 1);
+            if (!p->a.title) { __atomic_store_n(&s->oom, 1, __ATOMIC_RELAXED); p->a.ok = 0; oka = 0; }
+            else {
+                memcpy(p->a.title, ba + HDR, p->a.name_len);
+                parse_title_c(p->a.title, p->a.name_len, &p->ta);
+            }
+        }
+        if (!p->pb) continue;
+        int okb = read_file(s, p->pb, &p->b, &bb, &cb, &gb);
+        if (!okb) continue;
+        p->title_same = oka && p->a.name_len == p->b.name_len && memcmp(p->a.title, bb + HDR, p->b.name_len) == 0;
+        if (!p->title_same) {
+            p->b.title = malloc(p->b.name_len ? p->b.name_len : 1);
+            if (!p->b.title) { __atomic_store_n(&s->oom, 1, __ATOMIC_RELAXED); p->b.ok = 0; continue; }
+            memcpy(p->b.title, bb + HDR, p->b.name_len);
+            parse_title_c(p->b.title, p->b.name_len, &p->tb);
+        }
+        if (!oka || p->a.dt->handler == H_NONE || p->a.code != p->b.code || p->a.ndim != p->b.ndim
+            || memcmp(p->a.dims, p->b.dims, sizeof p->a.dims) != 0
+            || p->a.file_size > s->max_file || p->b.file_size > s->max_file)
+            continue;
+        p->measured = measure(s, p, ba + HDR + p->a.name_len, bb + HDR + p->b.name_len, &fa, &fb, &fcap);
+    }
+    free(ba);
+    free(bb);
+    free(fa);
+    free(fb);
+    return NULL;
+}
+
+static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) {
+    PyObject *shape = PyTuple_New(h->ndim);
+    if (!shape) { Py_DECREF(title); return NULL; }
+    for (int i = 0; i < h->ndim; i++) PyTuple_SET_ITEM(shape, i, PyLong_FromUnsignedLong(h->dims[i]));
+    PyObject *parsed = (t->ok && h->title) ? title_tuple(h->title, t) : (Py_INCREF(Py_None), Py_None);
+    if (!parsed) { Py_DECREF(title); Py_DECREF(shape); return NULL; }
+    return Py_BuildValue("(lNLLNN)", (long)h->code, shape, h->size, h->file_size, title, parsed);
+}
+
+PyDoc_STRVAR(scan_pairs_doc,
+"scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads) -> list\n\n"
+"Read each pair of dump files (file system bytes; paths_b[i] may be None) once: header, title and, for files of\n"
+"at most max_file bytes of the same dtype and shape, the values compared as the Python engine\n"
+"does with chunks of `chunk` elements (threshold: count errors above it, or None). dtypes is a\n"
+"sequence of (code, bits, handler). One tuple per pair: (head_a, head_b, title_same, acc);\n"
+"a head is (code, shape, size, file_size, title, parsed) or None where the Python reader must\n"
+"read the file; head_b's title and parsed are None when title_same; parsed is the title's\n"
+"fields (input_index, id, is_layout, layout text, dtype, owner, opr_type, opr_id, name, slot,\n"
+"comp_node, storage, shape_infer, value_infer, where the inputs start, input ids) or None\n"
+"where Python must parse it; acc is (n_fin, max_err, worst, worst_a, worst_b,\n"
+"max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale, max_ulp (-1: none), n_over, n_diff) packed\n"
+"as struct '<qdqddddddddddqqq' bytes, or None.");
+
+static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
+    PyObject *la, *lb, *dts_obj, *thr_obj;
+    long long max_file, chunk;
+    int threads;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!OLLOi", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk, &thr_obj, &threads))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(la);
+    if (PyList_GET_SIZE(lb) != n) { PyErr_SetString(PyExc_ValueError, "scan_pairs: paths_a and paths_b differ in length"); return NULL; }
+    if (chunk < 1 || threads < 1) { PyErr_SetString(PyExc_ValueError, "scan_pairs: chunk and threads must be >= 1"); return NULL; }
+    PyObject *dseq = PySequence_Fast(dts_obj, "scan_pairs: dtypes must be a sequence");
+    if (!dseq) return NULL;
+    Py_ssize_t nd = PySequence_Fast_GET_SIZE(dseq);
+    dt_t *dts = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(dt_t));
+    pair_t *pairs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(pair_t));
+    PyObject *out = NULL;
+    if (!dts || !pairs) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(dseq, i), "Lii", &dts[i].code, &dts[i].bits, &dts[i].handler)) goto done;
+        if (dts[i].bits < 1 || dts[i].handler < H_NONE || dts[i].handler > H_BOOL) { PyErr_SetString(PyExc_ValueError, "scan_pairs: bad dtype row"); goto done; }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(la, i), *y = PyList_GET_ITEM(lb, i);
+        /* file system bytes (os.fsencode), kept alive by the lists */
+        if (!PyBytes_Check(x) || (y != Py_None && !PyBytes_Check(y))) { PyErr_SetString(PyExc_TypeError, "scan_pairs: paths must be bytes"); goto done; }
+        pairs[i].pa = PyBytes_AS_STRING(x);
+        pairs[i].pb = y == Py_None ? NULL : PyBytes_AS_STRING(y);
+    }
+    scan_t s = {pairs, n, 0, dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0};
+    if (s.count) {
+        double t = PyFloat_AsDouble(thr_obj);
+        if (t == -1.0 && PyErr_Occurred()) goto done;
+        s.thr = (float)t;
+    }
+    if (threads > 16) threads = 16;
+    if (threads > n) threads = n > 0 ? (int)n : 1;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t tid[16];
+    int started = 0;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tid[started], NULL, scan_worker, &s) == 0) started++;
+    scan_worker(&s);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    Py_END_ALLOW_THREADS
+    out = PyList_New(n);
+    if (!out) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        pair_t *p = &pairs[i];
+        PyObject *ha = Py_None, *hb = Py_None, *acc = Py_None;
+        Py_INCREF(Py_None); Py_INCREF(Py_None); Py_INCREF(Py_None);
+        if (p->a.ok) {
+            Py_DECREF(ha);
+            PyObject *t = PyUnicode_DecodeUTF8(p->a.title, p->a.name_len, "replace");
+            ha = t ? head_tuple(&p->a, t, &p->ta) : NULL;
+        }
+        if (ha && p->b.ok) {
+            Py_DECREF(hb);
+            PyObject *t = p->title_same ? (Py_INCREF(Py_None), Py_None) : PyUnicode_DecodeUTF8(p->b.title, p->b.name_len, "replace");
+            hb = t ? head_tuple(&p->b, t, &p->tb) : NULL;
+        }
+        if (ha && hb && p->measured) {
+            acc_t *c = &p->acc;
+            Py_DECREF(acc);
+            /* packed, 16 little-endian 8-byte fields (struct "<qdqddddddddddqqq"): a tuple of
+               16 numbers per var took 0.6 KB while the pairing waits (tens of MB) */
+            int64_t q[16];
+            double dv[16];
+            dv[1] = c->max_err; dv[3] = c->worst_a; dv[4] = c->worst_b; dv[5] = c->max_abs; dv[6] = c->max_rel;
+            dv[7] = c->sum_abs; dv[8] = c->aa; dv[9] = c->ab; dv[10] = c->bb; dv[11] = c->dd; dv[12] = c->scale;
+            for (int k = 1; k <= 12; k++) if (k != 2) memcpy(&q[k], &dv[k], 8);
+            q[0] = c->n_fin; q[2] = c->worst; q[13] = c->max_ulp; q[14] = c->n_over; q[15] = c->n_diff;
+            acc = PyBytes_FromStringAndSize((const char *)q, sizeof q);
+        }
+        if (!ha || !hb || !acc) {
+            Py_XDECREF(ha); Py_XDECREF(hb); Py_XDECREF(acc);
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyObject *item = Py_BuildValue("(NNON)", ha, hb, p->title_same ? Py_True : Py_False, acc);
+        if (!item) { Py_CLEAR(out); goto done; }
+        PyList_SET_ITEM(out, i, item);
+    }
+    if (s.oom) { Py_CLEAR(out); PyErr_NoMemory(); }
+done:
+    if (pairs)
+        for (Py_ssize_t i = 0; i < n; i++) {
+            free(pairs[i].a.title);
+            free(pairs[i].b.title);
+            free(pairs[i].ta.input_ids);
+            free(pairs[i].tb.input_ids);
+        }
+    PyMem_Free(pairs);
+    PyMem_Free(dts);
+    Py_DECREF(dseq);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"same", py_same, METH_VARARGS, same_doc},
+    {"scan_pairs", py_scan_pairs, METH_VARARGS, scan_pairs_doc},
     {NULL, NULL, 0, NULL},
 };
 

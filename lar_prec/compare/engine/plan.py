@@ -11,13 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from lar_prec.compare.engine.chunks import QUIET, exact_range, float_range
+from lar_prec.compare.engine.batch import acc_of
+from lar_prec.compare.engine.chunks import QUIET, Acc, exact_range, float_range
 from lar_prec.compare.engine.io import Extent
 from lar_prec.compare.engine.scan import acc_fields, kernel_for, merge, raw_diff_bytes
 from lar_prec.compare.engine.workers import EngineSettings, ThreadWorkers, run_shared
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing
+from lar_prec.compare.records import new_diff
 
 #: ``on_progress(done_bytes, total_bytes)``, called on the thread that runs the comparison
 ProgressHook = Callable[[int, int], None]
@@ -127,12 +129,12 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
         note = f"{da.dtype.name} values are not decoded; raw bytes compared ({ndiff} byte(s) differ)"
         fields = dict(job.base, status="ok", n_diff=ndiff, n_over=ndiff)
         fields["note"] = _join(fields.get("note"), note)
+    elif job.kind in ("float", "exact"):
+        return value_fields(job.base, merge(parts), da.shape, job.kind, da.dtype.is_quantized)  # type: ignore[arg-type]
     else:
         acc = merge(parts)  # type: ignore[arg-type]
         fields = acc_fields(acc, da.shape, dict(job.base, status="ok"))
-        if job.kind == "exact":
-            fields.update(n_diff=acc.n_diff, n_over=acc.n_diff)
-        elif job.kind == "mismatch":
+        if job.kind == "mismatch":
             fields.update(status="dtype_mismatch", dtype_b=db.dtype.name)
     if fields["status"] == "dtype_mismatch":
         extra = f"dtype {da.dtype.name} in A, {db.dtype.name} in B"
@@ -144,19 +146,37 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
     return fields
 
 
+def value_fields(base: Dict[str, object], acc: Acc, shape: Tuple[int, ...], kind: str, quantized: bool) -> Dict[str, object]:
+    """The VarDiff fields of a var of one dtype on both sides compared as floats (``kind``
+    "float") or exactly ("exact"), from its whole accumulator."""
+    fields = acc_fields(acc, shape, dict(base, status="ok"))
+    if kind == "exact":
+        fields["n_diff"] = fields["n_over"] = acc.n_diff
+    if quantized:
+        fields["scale_unknown"] = True
+        fields["note"] = _join(fields.get("note"), "scale unknown: raw quantized integers compared exactly")
+    return fields
+
+
 def _join(*notes: object) -> str:
     return "; ".join(str(x) for x in notes if x)
 
 
-def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool) -> Tuple[List[Job], Dict[int, Tuple[Extent, Extent]]]:
+def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool,
+                 measured: Optional[Dict[int, bytes]] = None,
+                 count_over: Optional[float] = None) -> Tuple[List[Job], Dict[int, Tuple[Extent, Extent]]]:
     """One job per entry of ``pairing``, reading B's headers once. The folders forget each
     header as its job takes it (tens of thousands of vars: only the jobs hold extents, until
     compared); with ``keep`` the extents of value-compared vars are also returned by A's id,
-    for the second pass of an auto threshold."""
+    for the second pass of an auto threshold. ``measured``: vars of the same id on both
+    sides already measured by the batch reader (:mod:`lar_prec.compare.engine.batch`), whose
+    jobs are finished here; ``count_over``: the fixed threshold they were measured with."""
     plans: List[Job] = []
     kept: Dict[int, Tuple[Extent, Extent]] = {}
+    measured = measured or {}
     for i, entry in enumerate(pairing.order):
-        j = var_job(entry, fa, fb, i, 1 << 62)
+        r = measured.get(entry[0]) if entry[0] == entry[1] else None  # type: ignore[arg-type]
+        j = var_job(entry, fa, fb, i, 1 << 62) if r is None else _measured_job(fa[entry[0]], fb[entry[0]], i, r, count_over, keep)  # type: ignore[index]
         plans.append(j)
         if keep and j.kind in ("float", "mismatch") and j.da is not None and j.db is not None:
             kept[entry[0]] = (j.da, j.db)  # type: ignore[index]
@@ -165,6 +185,24 @@ def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool) -
         if entry[1] is not None:
             fb.forget(entry[1])
     return plans, kept
+
+
+def _measured_job(da: BinaryDump, db: BinaryDump, index: int, r: bytes, count_over: Optional[float], keep: bool) -> Job:
+    """The finished job of a var the batch reader measured (same id, dtype and shape on both
+    sides: a value comparison :func:`plan` would give, measured as :func:`run_piece` would);
+    with ``keep`` it holds the extents (a second pass may read the values again)."""
+    base = base_fields(da, db, index)
+    if da.title != db.title and da.var.name != db.var.name:
+        base["note"] = f"name differs: B calls it {db.var.name!r}"
+    dt = da.dtype
+    kind = "float" if dt.kind == "float" else "exact"
+    # exact kinds count nothing against the threshold in their pass (exact_range)
+    acc = acc_of(r, count_over if kind == "float" else None)
+    # kept until every var is planned: a VarDiff's key-sharing dict is a third of a plain one
+    done = new_diff(value_fields(base, acc, da.shape, kind, dt.is_quantized)).__dict__
+    if not keep:
+        return Job({}, done=done, kind=kind, nbytes=da.nbytes + db.nbytes)
+    return Job({}, done=done, da=Extent.of(da), db=Extent.of(db), kind=kind, nbytes=da.nbytes + db.nbytes)
 
 
 def measure_forked(plans: List[Job], tasks: List[tuple], finish: Callable[[int, Sequence[object]], None], n_workers: int,

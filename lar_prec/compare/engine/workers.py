@@ -75,6 +75,9 @@ class EngineSettings:
     strategy: Strategy = Strategy.AUTO
     #: use the one-pass C kernel for float32 when it is built (False: the numpy path)
     kernel: bool = True
+    #: with the kernel, read each pair of small files once and measure it in C, on threads
+    #: (engine/batch.py; False: the Python reader and engine for every var)
+    batch: bool = True
 
     def __post_init__(self) -> None:
         for name in ("chunk_elements", "piece_elements", "window_bytes"):

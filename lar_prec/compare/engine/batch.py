@@ -1,0 +1,98 @@
+"""Many small vars in one pass per pair of files: the C kernel's ``scan_pairs``.
+
+A folder of tens of thousands of small vars costs per file, not per byte: reading each
+header and title, then opening each file again for its values, and the Python around both.
+:func:`prefetch` hands the pairs of files of the same var id to ``scan_pairs``, which reads
+each pair once on several threads: the header (checked as :mod:`lar_prec.dumps.binary` checks
+it), the title and, for a file of at most :data:`MAX_FILE` bytes, the values, measured as
+:mod:`lar_prec.compare.engine.chunks` measures them (the same kernel calls per chunk, the same
+order of accumulation: the same numbers). The headers go into the folders' caches (the
+pairing reads them from there); the measured vars come back as :class:`Acc`. Whatever
+``scan_pairs`` leaves (a file it cannot read or that is not a dump, NaN/Inf, a big var, a
+dtype it does not take) is read and measured by the Python reader and engine as before,
+which say what is wrong with a bad file.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from lar_prec.compare.engine.chunks import Acc
+from lar_prec.compare.engine.scan import KERNEL
+from lar_prec.dumps.dtypes import DTYPES
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.titles import HEADER_SIZE
+
+#: files up to this size are read whole and measured in C (bigger ones: the Python engine,
+#: which maps them in windows and splits them over workers)
+MAX_FILE = 1 << 20
+
+#: pairs per call: bounds the titles held in C at once and lets Ctrl-C in between
+BLOCK = 1024
+
+# the kernel's value handlers (_kernel.c: H_F32 ...): which dtypes it measures, and how;
+# 0: header only (BFloat16, sub-byte, complex: the Python engine)
+_HANDLER = {"Float32": 1, "Float16": 2, "Int8": 3, "QuantizedS8": 3, "Uint8": 4, "Byte": 4, "Quantized8Asymm": 4,
+            "Int16": 5, "QuantizedS16": 5, "Uint16": 6, "Int32": 7, "QuantizedS32": 7, "Bool": 8}
+_DTYPE_ROWS = tuple((d.code, d.bits, _HANDLER.get(d.name, 0)) for d in DTYPES.values())
+
+
+def available() -> bool:
+    """Whether the C kernel with ``scan_pairs`` is built (and not turned off)."""
+    return KERNEL is not None and hasattr(KERNEL, "scan_pairs")
+
+
+#: one var measured by scan_pairs, packed (_kernel.c: 16 fields of 8 bytes, little-endian)
+_ACC = struct.Struct("<qdqddddddddddqqq")
+
+
+def acc_of(packed: bytes, count_over: Optional[float]) -> Acc:
+    """The :class:`Acc` of one var measured by ``scan_pairs``."""
+    acc = Acc(count_over)
+    (acc.n_fin, acc.max_err, acc.worst, acc.worst_a, acc.worst_b, acc.max_abs, acc.max_rel, acc.sum_abs,
+     acc.aa, acc.ab, acc.bb, acc.dd, acc.scale, ulp, acc.n_over, acc.n_diff) = _ACC.unpack(packed)
+    acc.max_ulp = ulp if ulp >= 0 else None
+    return acc
+
+
+def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, count_over: Optional[float],
+             threads: int) -> Dict[int, bytes]:
+    """Read the files of every var id of A (and B's file of the same id) in one pass each,
+    on ``threads`` threads: their headers and titles go into the folders' caches, and the
+    pairs measured in C are returned by id (for :func:`acc_of`). ``chunk``: the engine's
+    chunk_elements; ``count_over``: the fixed threshold (errors above it counted in the same
+    pass), None for an auto threshold.
+
+    Raises:
+        DumpFormatError: a header the C reader took has a bad title or file name (as reading
+            it in Python would).
+    """
+    files_a, files_b = fa.files(), fb.files()
+    ids = list(files_a)
+    measured: Dict[int, bytes] = {}
+    fsencode = os.fsencode
+    scan = KERNEL.scan_pairs  # type: ignore[union-attr]
+    for k in range(0, len(ids), BLOCK):
+        block = ids[k : k + BLOCK]
+        pa = [fsencode(files_a[v]) for v in block]
+        pb: List[Optional[bytes]] = [fsencode(files_b[v]) if v in files_b else None for v in block]
+        got = scan(pa, pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads)
+        for v, (ha, hb, _same, acc) in zip(block, got):
+            if ha is None:
+                continue
+            da = fa.cache_head(v, DTYPES[ha[0]], ha[1], ha[2], ha[3], ha[4], _title_len(ha), ha[5])
+            if hb is None:
+                continue
+            if hb[4] is None:
+                fb.cache_like(v, da)
+            else:
+                fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], _title_len(hb), hb[5])
+            if acc is not None:
+                measured[v] = acc
+    return measured
+
+
+def _title_len(head: Tuple[Any, ...]) -> int:
+    # scan_pairs checked file size = header + title + data: the title's bytes in the file
+    return head[3] - HEADER_SIZE - DTYPES[head[0]].nbytes(head[2])

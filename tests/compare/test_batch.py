@@ -1,0 +1,236 @@
+"""The batch reader (lar_prec/compare/engine/batch.py, ``scan_pairs`` in _kernel.c) against the
+Python reader and engine it stands in for.
+
+It reads each pair of files once, in C on threads: headers, titles and small vars' values. It
+must give exactly what the Python path gives (the same kernel calls per chunk, the same order
+of accumulation: every field equal, not close), parse a title only where the Python parser
+would read it the same way, and leave every file it cannot take to the Python reader, so that a
+bad file is reported with the same message.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compare_helpers import GraphDump, var_info
+from lar_prec.compare.engine import batch
+from lar_prec.compare.engine.workers import EngineSettings
+from lar_prec.compare.folders import compare_folders
+from lar_prec.dumps.binary import dump_file_name, read_binary_dump, write_binary_dump
+from lar_prec.dumps.dtypes import DTYPES
+from lar_prec.dumps.titles import VarInfo, _input_ids_at, _parse_head, contiguous_layout, format_title
+from lar_prec.errors import DumpFormatError
+
+needs_batch = pytest.mark.skipif(not batch.available(), reason="the C kernel is not built (or LAR_PREC_NO_KERNEL=1)")
+PYTHON = EngineSettings(batch=False)
+
+
+def both(dir_a: Path, dir_b: Path, **kw) -> tuple:
+    return compare_folders(dir_a, dir_b, **kw), compare_folders(dir_a, dir_b, settings=PYTHON, **kw)
+
+
+def assert_identical(cb, cp) -> None:
+    assert cb.ids == cp.ids
+    assert cb.threshold == cp.threshold
+    assert cb.notes == cp.notes
+    for x, y in zip(cb, cp):
+        assert dataclasses.asdict(x) == dataclasses.asdict(y), x.id
+
+
+@needs_batch
+@pytest.mark.megengine
+@pytest.mark.parametrize("case", ["resnet", "attention", "fp16", "int_ops", "quantized"])
+def test_real_dumps_identical_to_the_python_engine(lar_dump, case):
+    naive, default = lar_dump(case, "naive"), lar_dump(case, "default")
+    for thr in ("auto", 1e-6, 0.0):
+        for chunk in (None, 1000):  # 1000: float32 vars over several kernel calls
+            assert_identical(*both(naive, default, threshold=thr, chunk_elements=chunk, jobs=2))
+
+
+def _corners(tmp_path: Path) -> tuple:
+    """Two folders with every dtype the batch reader measures, and what it leaves to Python."""
+    rng = np.random.default_rng(5)
+    a, b = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
+
+    def both_sides(vid, x, y, **kw):
+        a.add(vid, x, **kw)
+        b.add(vid, y, **kw)
+
+    x = rng.standard_normal(37).astype(np.float32)
+    both_sides(1, x, x)                                            # identical float32
+    both_sides(2, x, x + np.float32(1e-3), inputs=[1])             # differs
+    y = x.copy()
+    y[3] = np.nan
+    both_sides(3, x, y, inputs=[2])                                # NaN on one side: Python
+    z = x.copy()
+    z[[0, 5]] = [np.inf, np.nan]
+    both_sides(4, z, z.copy(), inputs=[3])                         # the same NaN/Inf: Python
+    h = rng.standard_normal(50).astype(np.float16)
+    both_sides(5, h, h, inputs=[4])                                # float16 identical
+    h2 = h.copy()
+    h2[[1, 7]] = -h2[[1, 7]]
+    h2[9] = np.float16(0.0) if h[9] != 0 else np.float16(1.0)
+    both_sides(6, h, h2, inputs=[5])                               # float16 through zero
+    big = np.array([1 << 30, -(1 << 29) - 3, 7, 1 << 25], np.int32)
+    both_sides(7, big, big, dtype="Int32")                         # int32 beyond 2**24, identical
+    big2 = big.copy()
+    big2[0] += 1
+    both_sides(8, big, big2, dtype="Int32", inputs=[7])            # ... differing by one
+    both_sides(9, np.array([True, False, True]), np.array([True, True, True]))
+    both_sides(10, np.arange(6, dtype=np.uint16), np.arange(6, dtype=np.uint16)[::-1].copy(), dtype="Uint16")
+    both_sides(11, np.arange(-3, 3, dtype=np.int16), np.arange(-3, 3, dtype=np.int16), dtype="QuantizedS16")
+    both_sides(12, np.arange(8, dtype=np.int8), np.arange(8, dtype=np.int8) + 1, dtype="QuantizedS8")
+    both_sides(13, np.arange(8, dtype=np.uint8), np.arange(8, dtype=np.uint8), dtype="Byte")
+    both_sides(14, np.arange(4, dtype=np.uint16), np.arange(4, dtype=np.uint16) + 1, dtype="BFloat16")  # Python
+    w = rng.standard_normal(300_000).astype(np.float32)                # over MAX_FILE: Python
+    both_sides(15, w, w * np.float32(1.0001))
+    both_sides(16, h, h[:25].copy(), inputs=[6])                   # shape differs
+    a.add(17, x, inputs=[2])
+    b.add(17, x.astype(np.float16), inputs=[2])                    # dtype differs
+    a.add(18, x, name="before")
+    b.add(18, x, name="after")                                     # renamed: titles differ
+    a.add(19, x)                                                   # only in A
+    b.add(20, x, inputs=[19])                                      # only in B
+    f = rng.standard_normal(100_000).astype(np.float32)
+    both_sides(21, f, f + np.float32(1e-4))                        # four chunks of float32
+    both_sides(22, np.float32(2.5), np.float32(2.25), shape=())    # a 0-d scalar
+    return tmp_path / "a", tmp_path / "b"
+
+
+@needs_batch
+def test_every_dtype_and_corner_identical_to_the_python_engine(tmp_path):
+    a, b = _corners(tmp_path)
+    for thr in ("auto", 1e-3, 0.0):
+        for chunk in (None, 7, 32768):
+            for jobs in (1, 2):
+                assert_identical(*both(a, b, threshold=thr, chunk_elements=chunk, jobs=jobs))
+    measured = batch.prefetch(*_folders(a, b), 1 << 15, 1e-3, 2)
+    # what it measures and what it leaves to the Python engine
+    assert {1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 18, 21, 22} <= set(measured)
+    assert not {3, 4, 14, 15, 16, 17, 19, 20} & set(measured)
+
+
+def _folders(a: Path, b: Path) -> tuple:
+    from lar_prec.dumps.folder import DumpFolder
+
+    return DumpFolder(a), DumpFolder(b)
+
+
+@needs_batch
+def test_bad_files_are_reported_as_the_python_reader_reports_them(tmp_path):
+    a, b = _corners(tmp_path)
+    cases = {
+        "truncated": lambda p: p.write_bytes(p.read_bytes()[:-3]),
+        "short header": lambda p: p.write_bytes(p.read_bytes()[:30]),
+        "bad dtype": lambda p: p.write_bytes(p.read_bytes()[:4] + (77).to_bytes(4, "little") + p.read_bytes()[8:]),
+        "title id": lambda p: p.write_bytes(p.read_bytes().replace(b"{id:2,", b"{id:9,", 1)),
+        "a folder": lambda p: (p.unlink(), p.mkdir()),
+    }
+    for what, damage in cases.items():
+        for side in ("a", "b"):
+            work = tmp_path / f"{what}-{side}"
+            shutil.copytree(a, work / "a")
+            shutil.copytree(b, work / "b")
+            damage(work / side / dump_file_name(2))
+            seen = []
+            for st_ in (EngineSettings(), PYTHON):
+                try:
+                    c = compare_folders(work / "a", work / "b", threshold=1e-3, settings=st_)
+                    seen.append((c.notes, [(d.id, d.status, d.note) for d in c]))
+                except DumpFormatError as e:
+                    seen.append(str(e))
+            assert seen[0] == seen[1], (what, side)
+            if what == "a folder":  # not a dump: a stray entry, and var 2 missing on that side
+                assert "not dumps ignored" in " ".join(seen[0][0])
+            else:
+                assert dump_file_name(2) in seen[0], (what, side)
+
+
+# ----------------------------------------------------------------------------- titles
+
+# ASCII names with the grammar's own punctuation (the C parser takes pure-ASCII titles only)
+_NAME = st.text(alphabet=st.sampled_from(list("{}(),:=[] \"'<>@slotidnameowner_0123456789-")), max_size=24)
+_RT_CODES = sorted(c for c, d in DTYPES.items() if d.storage is not None)
+
+
+@st.composite
+def _infos(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 4), max_size=4)))
+    dtype = DTYPES[draw(st.sampled_from(_RT_CODES))].name
+    opr_id = draw(st.integers(0, 10**6))
+    return VarInfo(
+        id=draw(st.integers(0, 2**40)), name=draw(_NAME),
+        owner=draw(_NAME) + draw(st.sampled_from([f"[{opr_id}]", "", "[x]", "[]"])),
+        opr_type=draw(st.sampled_from(["ConvolutionForward", "Elemwise", "opr::X_1", ""])), opr_id=opr_id, dtype=dtype,
+        shape=shape, layout=contiguous_layout(shape, dtype) if draw(st.booleans()) else None, slot=draw(st.integers(0, 3)),
+        comp_node=draw(st.sampled_from(['CompNode("cpu0:0" from "cpu0:0")', "invalid", ""])),
+        storage=draw(st.sampled_from("sd")), shape_infer=draw(st.sampled_from([1, 4, -2])),
+        value_infer=draw(st.sampled_from([1, 8, 10**19])),
+    )
+
+
+_JUNK = ["", ", slot:0, x, s, 4, 1}", " 1={id:5, layout:{2(1) Float32}", "}, name:", "{", " owner_opr_inputs=", "0=",
+         ", slot:99999999999999999999, c, s, 1, 1}", "\u00e9"]
+
+
+@needs_batch
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(var=_infos(), inputs=st.lists(_infos(), max_size=4), k=st.one_of(st.none(), st.integers(0, 3)),
+       cut=st.integers(0, 400), junk=st.sampled_from(_JUNK))
+def test_c_title_parse_agrees_with_the_python_parser(tmp_path, var, inputs, k, cut, junk):
+    title = format_title(var, inputs, input_index=k)
+    for t in (title, title[:cut] + junk + title[cut:]):
+        path = tmp_path / "000001"
+        write_binary_dump(path, np.zeros(3, np.float32), t, "Float32")
+        head = batch.KERNEL.scan_pairs([os.fsencode(path)], [None], batch._DTYPE_ROWS, batch.MAX_FILE, 8, None, 1)[0][0]
+        assert head is not None and head[4] == t
+        parsed = head[5]
+        try:
+            v, at, idx = _parse_head(t)
+            ids = _input_ids_at(t, at)
+        except Exception:  # noqa: BLE001 - the Python parser refuses it: C must not have read it
+            assert parsed is None, t
+            continue
+        if parsed is None:
+            continue  # left to Python (non-ASCII, a long number, the step-by-step path)
+        want = (idx, v.id, v.layout is not None, v.layout if v.layout is not None else parsed[3], v.dtype, v.owner,
+                v.opr_type, v.opr_id, v.name, v.slot, v.comp_node, v.storage, v.shape_infer, v.value_infer, at, ids)
+        assert tuple(parsed) == want, t
+
+
+@needs_batch
+def test_usual_titles_are_parsed_in_c(tmp_path):
+    """The titles MegEngine writes (ASCII, ids and flags of a few digits) do not fall back."""
+    g = GraphDump(tmp_path)
+    g.add(1, np.zeros(4, np.float32), opr_type="Host2DeviceCopy")
+    g.add(2, np.zeros(4, np.float32), inputs=[1])
+    g.add(3, np.zeros(4, np.float32), inputs=[1, 2])
+    paths = [os.fsencode(tmp_path / dump_file_name(v)) for v in (1, 2, 3)]
+    got = batch.KERNEL.scan_pairs(paths, [None] * 3, batch._DTYPE_ROWS, batch.MAX_FILE, 8, None, 2)
+    assert [h[0][5][-1] for h in got] == [(), (1,), (1, 2)]
+    assert got[2][0][5][8] == var_info(3, (4,)).name
+
+
+@needs_batch
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(min_size=0, max_size=200), code=st.sampled_from(sorted(DTYPES)), n=st.integers(0, 9))
+def test_any_header_is_read_as_the_python_reader_reads_it_or_left_to_it(tmp_path, data, code, n):
+    title = format_title(var_info(1, (n or 1,)))
+    raw = np.zeros(n or 1, np.float32).tobytes()
+    good = (len(title)).to_bytes(4, "little") + code.to_bytes(4, "little") + (7).to_bytes(4, "little")
+    good += (n or 1).to_bytes(4, "little") + bytes(24) + title.encode() + raw[: DTYPES[code].nbytes(n or 1)]
+    for blob in (good, data, good[: len(data)], data + good[len(data):]):
+        path = tmp_path / "000001"
+        path.write_bytes(blob)
+        head = batch.KERNEL.scan_pairs([os.fsencode(path)], [None], batch._DTYPE_ROWS, batch.MAX_FILE, 8, None, 1)[0][0]
+        if head is None:
+            continue  # left to the Python reader
+        d = read_binary_dump(path)  # C took it: Python must read it too, the same way
+        assert (d.dtype.code, d.shape, d.size, d.data_offset + d.nbytes, d.title) == tuple(head[:5])
