@@ -173,8 +173,14 @@ def compare_folders(
         diffs[i] = new_diff(finish_fields(j, parts))
         j.release()
 
-    measure = measure_forked if strategy == Strategy.FORK else measure_threaded
-    measure(plans, tasks, finish, n_workers, st, on_progress, total)
+    if tasks:
+        measure = measure_forked if strategy == Strategy.FORK else measure_threaded
+        measure(plans, tasks, finish, n_workers, st, on_progress, total)
+    else:  # the batch reader measured every var (nor numpy nor workers needed)
+        for i in range(len(plans)):
+            finish(i, ())
+        if on_progress is not None:
+            on_progress(total, total)
     relaid = None
     if paired.mode == "name":
         relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ so it does not import compare.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -187,8 +188,18 @@ def parse_threshold(spec: "Union[str, float, Threshold, ThresholdSpec, None]") -
     return parse_threshold_spec(spec).threshold
 
 
-#: thresholds rounded to float32 (one numpy scalar per distinct threshold, not per var)
+#: thresholds rounded to float32, by threshold (a few distinct ones, tens of thousands of vars)
 _F32: Dict[float, float] = {}
+_PACK_F32 = struct.Struct("<f")
+
+
+def _to_float32(t: float) -> float:
+    """``float(np.float32(t))`` without numpy (compare need not import it): round to nearest
+    float32, beyond its range to infinity."""
+    try:
+        return _PACK_F32.unpack(_PACK_F32.pack(t))[0]
+    except OverflowError:
+        return math.copysign(math.inf, t)
 
 
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
@@ -212,9 +223,9 @@ def judge(d: object, thr: Threshold) -> Dict[str, object]:
     # compared like compare_binary_iodump's `err > max_err`: in float32
     t32 = _F32.get(t)
     if t32 is None:
-        t32 = _F32[t] = float(np.float32(t))
         if len(_F32) > 4096:
             _F32.clear()
+        t32 = _F32[t] = _to_float32(t)
     st = "ok"
     if d.n_nonfinite:  # type: ignore[attr-defined]
         st = "nonfinite"
