@@ -13,17 +13,13 @@ import math
 import operator
 import shlex
 from json.encoder import encode_basestring_ascii
-
-try:  # json's C encoder (CPython has it); without it var_json_text takes the general path
-    from _json import make_encoder as c_make_encoder
-except ImportError:  # pragma: no cover
-    c_make_encoder = None
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
 from lar_prec.records import VarKey
 from lar_prec.compare.records import STATUSES
+from lar_prec.compare.engine.scan import KERNEL
 
 if TYPE_CHECKING:
     from lar_prec.compare.records import VarDiff
@@ -233,52 +229,31 @@ def _fields_json(obj: Any, table: Tuple[Tuple[str, str, bool, str], ...]) -> Dic
     return _merge_extra(d, extra) if extra else d
 
 
-# The JSON text of one var, fast: every var of a report of tens of thousands goes through it.
-# Its keys and values are _fields_json's for VAR_FIELDS; the values are taken in one attrgetter
-# call and encoded by json's C encoder made once (JSONEncoder.encode builds one per call). Only
-# where every value already has the type its kind writes (float or None for "float", ...);
-# anything else (NaN, numpy scalars, an int in a float field) takes _fields_json.
+# The JSON text of one var, fast: every var of a report of tens of thousands goes through it
+# (json's encoder took ~10 us a var, longer than comparing it). The compare kernel's
+# json_values writes _fields_json's keys and values into one buffer, taking the values in one
+# attrgetter call; a value it would not write as json does (NaN, a numpy scalar, an int in a
+# float field), a var with optional keys or extras, or no C kernel: the json module.
 _ALWAYS = tuple(k for k, _, always, _ in VAR_FIELDS if always)
-_OPTIONAL = tuple((k, kind) for k, kind, always, _ in VAR_FIELDS if not always)
+_OPTIONAL = tuple(k for k, _, always, _ in VAR_FIELDS if not always)
 _GET_ALWAYS = operator.attrgetter(*_ALWAYS)
-_KIND_AT = {kind: tuple(i for i, k in enumerate(k for _, k, a, _ in VAR_FIELDS if a) if k == kind)
-            for kind in {k for _, k, a, _ in VAR_FIELDS if a}}
-_TYPES = {"int": {int, type(None)}, "str": {str, type(None)}, "float": {float, type(None)}, "bool": {bool, type(None)},
-          "num": {int, float, type(None)}, "ints": {tuple, list, type(None)}}
-
-
-def _no_default(o: Any) -> Any:
-    raise TypeError(type(o).__name__)
-
-
-_ENCODE: Optional[Callable[[Any, int], Any]] = (
-    c_make_encoder(None, _no_default, encode_basestring_ascii, None, ": ", ", ", False, False, False)
-    if c_make_encoder is not None else None)
-_ENCODE_SLOW = json.JSONEncoder(allow_nan=False).encode
+_PREFIXES = tuple(("{" if i == 0 else ", ") + encode_basestring_ascii(k) + ": " for i, k in enumerate(_ALWAYS)) + ("}",)
+_KINDS = "".join({"float": "f", "int": "i", "num": "n", "str": "s", "bool": "b", "ints": "l"}[kind]
+                 for _, kind, always, _ in VAR_FIELDS if always)
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
 
 
 def var_json_text(d: Any) -> str:
     """``json.dumps(_fields_json(d, VAR_FIELDS))`` as the report writer encodes it (ASCII, no
     NaN), for a VarDiff or ReportVar ``d``."""
-    try:
-        vals = _GET_ALWAYS(d)
-    except AttributeError:
-        vals = None
-    if vals is not None and _ENCODE is not None and not getattr(d, "extra", None):
-        for kind, at in _KIND_AT.items():
-            if not _TYPES[kind].issuperset([type(vals[i]) for i in at]):
-                break
-        else:
-            obj = dict(zip(_ALWAYS, vals))
-            for k, kind in _OPTIONAL:
-                v = getattr(d, k, None)
-                if v is not None:
-                    obj[k] = _WRITE[kind](v)
-            try:
-                return "".join(_ENCODE(obj, 0))
-            except (ValueError, TypeError):  # NaN/Inf, or an element of a list json cannot write
-                pass
-    return _ENCODE_SLOW(_fields_json(d, VAR_FIELDS))
+    if KERNEL is not None and not getattr(d, "extra", None) and all(getattr(d, k, None) is None for k in _OPTIONAL):
+        try:
+            text = KERNEL.json_values(_PREFIXES, _GET_ALWAYS(d), _KINDS)  # type: ignore[attr-defined]
+        except AttributeError:  # not a var record: the general path says what is missing
+            text = None
+        if text is not None:
+            return text
+    return _ENCODE(_fields_json(d, VAR_FIELDS))
 
 
 def _fields_from_json(d: Mapping[str, Any], table: Tuple[Tuple[str, str, bool, str], ...],
