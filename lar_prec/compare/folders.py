@@ -79,7 +79,11 @@ def apply_threshold(diffs: Sequence[VarDiff], thr: Threshold) -> List[VarDiff]:
 
 def _judge(d: VarDiff, thr: Threshold) -> VarDiff:
     changes = judge(d, thr)
-    return with_changes(d, **changes) if changes else d
+    values = d.__dict__
+    # vars the batch reader measured were judged by this threshold as they were made
+    if all(values[k] == v for k, v in changes.items()):
+        return d
+    return with_changes(d, **changes)
 
 
 def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAULT_CHUNK, count_over: Optional[float] = None) -> VarDiff:
@@ -155,7 +159,7 @@ def compare_folders(
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
-                               measured=measured if paired.mode == "id" else None, count_over=count_over)
+                               measured=measured if paired.mode == "id" else None, fixed=fixed)
     total = sum(j.nbytes for j in plans)
     # workers only for what is left to measure
     n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
@@ -170,7 +174,7 @@ def compare_folders(
     def finish(i: int, parts: Sequence[object]) -> None:
         # a compared var keeps only its VarDiff: its job lets go of the extents and fields
         j = plans[i]
-        diffs[i] = new_diff(finish_fields(j, parts))
+        diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts))
         j.release()
 
     if tasks:

@@ -317,7 +317,7 @@ def _input_of(where: PathLike, file: str, ids: Tuple[int, Optional[int]], input_
     """The output var an ``-inp<k>`` file belongs to (None for a main file), after checking
     that the title agrees with the load_and_run file name."""
     file_id, k = ids
-    name = os.path.basename(file)
+    name = os.path.basename(file) if input_index != k or k is not None else ""
     if k is None:
         if input_index is not None:
             raise _header_error(where, HEADER_SIZE, f"a title without 'inp<k>: ' for a file named {name}", f"'inp{input_index}: '")

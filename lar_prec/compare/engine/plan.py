@@ -19,7 +19,8 @@ from lar_prec.compare.engine.workers import EngineSettings, ThreadWorkers, run_s
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing
-from lar_prec.compare.records import new_diff
+from lar_prec.compare.records import VarDiff, new_diff
+from lar_prec.compare.threshold import Threshold, judge
 
 #: ``on_progress(done_bytes, total_bytes)``, called on the thread that runs the comparison
 ProgressHook = Callable[[int, int], None]
@@ -61,11 +62,13 @@ class Job:
     kind: str = ""  # "float" | "exact" | "mismatch" | "raw"
     pieces: Tuple[Tuple[int, int], ...] = ()
     nbytes: int = 0
+    #: the finished record, when it was made with the job (the batch reader's vars)
+    diff: Optional[VarDiff] = None
 
     def release(self) -> None:
         """Let go of the extents and fields once the var is finished (its pieces stay)."""
         self.base = {}
-        self.done = self.da = self.db = None
+        self.done = self.da = self.db = self.diff = None
 
 
 def plan(da: Extent, db: Extent, base: Dict[str, object], piece: int) -> Job:
@@ -148,8 +151,10 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
 
 def value_fields(base: Dict[str, object], acc: Acc, shape: Tuple[int, ...], kind: str, quantized: bool) -> Dict[str, object]:
     """The VarDiff fields of a var of one dtype on both sides compared as floats (``kind``
-    "float") or exactly ("exact"), from its whole accumulator."""
-    fields = acc_fields(acc, shape, dict(base, status="ok"))
+    "float") or exactly ("exact"), from its whole accumulator: ``base`` (its job's, used once)
+    filled in and returned."""
+    base["status"] = "ok"
+    fields = acc_fields(acc, shape, base)
     if kind == "exact":
         fields["n_diff"] = fields["n_over"] = acc.n_diff
     if quantized:
@@ -164,19 +169,20 @@ def _join(*notes: object) -> str:
 
 def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool,
                  measured: Optional[Dict[int, bytes]] = None,
-                 count_over: Optional[float] = None) -> Tuple[List[Job], Dict[int, Tuple[Extent, Extent]]]:
+                 fixed: Optional[Threshold] = None) -> Tuple[List[Job], Dict[int, Tuple[Extent, Extent]]]:
     """One job per entry of ``pairing``, reading B's headers once. The folders forget each
     header as its job takes it (tens of thousands of vars: only the jobs hold extents, until
     compared); with ``keep`` the extents of value-compared vars are also returned by A's id,
     for the second pass of an auto threshold. ``measured``: vars of the same id on both
     sides already measured by the batch reader (:mod:`lar_prec.compare.engine.batch`), whose
-    jobs are finished here; ``count_over``: the fixed threshold they were measured with."""
+    jobs are finished here (and judged, with ``fixed``: the fixed threshold they were
+    measured with, None for auto)."""
     plans: List[Job] = []
     kept: Dict[int, Tuple[Extent, Extent]] = {}
     measured = measured or {}
     for i, entry in enumerate(pairing.order):
         r = measured.get(entry[0]) if entry[0] == entry[1] else None  # type: ignore[arg-type]
-        j = var_job(entry, fa, fb, i, 1 << 62) if r is None else _measured_job(fa[entry[0]], fb[entry[0]], i, r, count_over, keep)  # type: ignore[index]
+        j = var_job(entry, fa, fb, i, 1 << 62) if r is None else _measured_job(fa[entry[0]], fb[entry[0]], i, r, fixed, keep)  # type: ignore[index]
         plans.append(j)
         if keep and j.kind in ("float", "mismatch") and j.da is not None and j.db is not None:
             kept[entry[0]] = (j.da, j.db)  # type: ignore[index]
@@ -187,22 +193,25 @@ def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool,
     return plans, kept
 
 
-def _measured_job(da: BinaryDump, db: BinaryDump, index: int, r: bytes, count_over: Optional[float], keep: bool) -> Job:
+def _measured_job(da: BinaryDump, db: BinaryDump, index: int, r: bytes, fixed: Optional[Threshold], keep: bool) -> Job:
     """The finished job of a var the batch reader measured (same id, dtype and shape on both
-    sides: a value comparison :func:`plan` would give, measured as :func:`run_piece` would);
-    with ``keep`` it holds the extents (a second pass may read the values again)."""
+    sides: a value comparison :func:`plan` would give, measured as :func:`run_piece` would),
+    judged by ``fixed`` when the threshold is fixed; with ``keep`` it holds the extents (a
+    second pass may read the values again)."""
     base = base_fields(da, db, index)
     if da.title != db.title and da.var.name != db.var.name:
         base["note"] = f"name differs: B calls it {db.var.name!r}"
     dt = da.dtype
     kind = "float" if dt.kind == "float" else "exact"
     # exact kinds count nothing against the threshold in their pass (exact_range)
-    acc = acc_of(r, count_over if kind == "float" else None)
-    # kept until every var is planned: a VarDiff's key-sharing dict is a third of a plain one
-    done = new_diff(value_fields(base, acc, da.shape, kind, dt.is_quantized)).__dict__
+    acc = acc_of(r, fixed.value if fixed is not None and kind == "float" else None)
+    # the record itself until every var is planned: its key-sharing dict is a third of a plain one
+    d = new_diff(value_fields(base, acc, da.shape, kind, dt.is_quantized))
+    if fixed is not None:
+        d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
     if not keep:
-        return Job({}, done=done, kind=kind, nbytes=da.nbytes + db.nbytes)
-    return Job({}, done=done, da=Extent.of(da), db=Extent.of(db), kind=kind, nbytes=da.nbytes + db.nbytes)
+        return Job({}, done=d.__dict__, kind=kind, nbytes=da.nbytes + db.nbytes, diff=d)
+    return Job({}, done=d.__dict__, da=Extent.of(da), db=Extent.of(db), kind=kind, nbytes=da.nbytes + db.nbytes, diff=d)
 
 
 def measure_forked(plans: List[Job], tasks: List[tuple], finish: Callable[[int, Sequence[object]], None], n_workers: int,
