@@ -79,11 +79,7 @@ def apply_threshold(diffs: Sequence[VarDiff], thr: Threshold) -> List[VarDiff]:
 
 def _judge(d: VarDiff, thr: Threshold) -> VarDiff:
     changes = judge(d, thr)
-    values = d.__dict__
-    # vars the batch reader measured were judged by this threshold as they were made
-    if all(values[k] == v for k, v in changes.items()):
-        return d
-    return with_changes(d, **changes)
+    return with_changes(d, **changes) if changes else d
 
 
 def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAULT_CHUNK, count_over: Optional[float] = None) -> VarDiff:
@@ -169,6 +165,8 @@ def compare_folders(
             if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
                 plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
     tasks = [(j, k, st, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
+    # the batch reader's vars were judged by a fixed threshold as they were made
+    judged = [j.diff is not None and fixed is not None for j in plans]
     diffs: List[Optional[VarDiff]] = [None] * len(plans)
 
     def finish(i: int, parts: Sequence[object]) -> None:
@@ -192,7 +190,8 @@ def compare_folders(
     thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
     # judged in place: one list of VarDiffs, not two
     for i, d in enumerate(diffs):
-        diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+        if not judged[i]:
+            diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
     if fixed is None:  # auto: the band, then each var against what its inputs explain
         diffs, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))  # type: ignore[arg-type,assignment]
         thr = with_growth(thr, growth)
