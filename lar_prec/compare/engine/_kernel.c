@@ -858,7 +858,7 @@ static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) 
 
 PyDoc_STRVAR(scan_pairs_doc,
 "scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads) -> list\n\n"
-"Read each pair of dump files (file system bytes; paths_b[i] may be None) once: header, title and, for files of\n"
+"Read each pair of dump files (str or file system bytes; paths_b[i] may be None) once: header, title and, for files of\n"
 "at most max_file bytes of the same dtype and shape, the values compared as the Python engine\n"
 "does with chunks of `chunk` elements (threshold: count errors above it, or None). dtypes is a\n"
 "sequence of (code, bits, handler). One tuple per pair: (head_a, head_b, title_same, acc);\n"
@@ -883,6 +883,7 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
     PyObject *dseq = PySequence_Fast(dts_obj, "scan_pairs: dtypes must be a sequence");
     if (!dseq) return NULL;
     Py_ssize_t nd = PySequence_Fast_GET_SIZE(dseq);
+    PyObject *encoded = NULL;
     dt_t *dts = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(dt_t));
     pair_t *pairs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(pair_t));
     PyObject *out = NULL;
@@ -891,12 +892,27 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
         if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(dseq, i), "Lii", &dts[i].code, &dts[i].bits, &dts[i].handler)) goto done;
         if (dts[i].bits < 1 || dts[i].handler < H_NONE || dts[i].handler > H_BOOL) { PyErr_SetString(PyExc_ValueError, "scan_pairs: bad dtype row"); goto done; }
     }
+    /* paths as file system bytes (os.fsencode's encoding), held until the end */
+    encoded = PyList_New(0);
+    if (!encoded) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyList_GET_ITEM(la, i), *y = PyList_GET_ITEM(lb, i);
-        /* file system bytes (os.fsencode), kept alive by the lists */
-        if (!PyBytes_Check(x) || (y != Py_None && !PyBytes_Check(y))) { PyErr_SetString(PyExc_TypeError, "scan_pairs: paths must be bytes"); goto done; }
-        pairs[i].pa = PyBytes_AS_STRING(x);
-        pairs[i].pb = y == Py_None ? NULL : PyBytes_AS_STRING(y);
+        PyObject *xy[2] = {PyList_GET_ITEM(la, i), PyList_GET_ITEM(lb, i)};
+        const char *pp[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            PyObject *x = xy[k];
+            if (x == Py_None && k == 1) continue;
+            PyObject *enc = PyUnicode_Check(x) ? PyUnicode_EncodeFSDefault(x) : (PyBytes_Check(x) ? (Py_INCREF(x), x) : NULL);
+            if (!enc) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "scan_pairs: paths must be str or bytes");
+                goto done;
+            }
+            int bad = PyList_Append(encoded, enc);
+            Py_DECREF(enc);
+            if (bad) goto done;
+            pp[k] = PyBytes_AS_STRING(enc);
+        }
+        pairs[i].pa = pp[0];
+        pairs[i].pb = pp[1];
     }
     scan_t s = {pairs, n, 0, dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0};
     if (s.count) {
@@ -963,6 +979,7 @@ done:
         }
     PyMem_Free(pairs);
     PyMem_Free(dts);
+    Py_XDECREF(encoded);
     Py_DECREF(dseq);
     return out;
 }

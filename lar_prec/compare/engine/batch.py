@@ -14,7 +14,6 @@ which say what is wrong with a bad file.
 """
 from __future__ import annotations
 
-import os
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -71,13 +70,11 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, count_over: Optional[fl
     files_a, files_b = fa.files(), fb.files()
     ids = list(files_a)
     measured: Dict[int, bytes] = {}
-    fsencode = os.fsencode
     scan = KERNEL.scan_pairs  # type: ignore[union-attr]
     for k in range(0, len(ids), BLOCK):
         block = ids[k : k + BLOCK]
-        pa = [fsencode(files_a[v]) for v in block]
-        pb: List[Optional[bytes]] = [fsencode(files_b[v]) if v in files_b else None for v in block]
-        got = scan(pa, pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads)
+        pb: List[Optional[str]] = [files_b.get(v) for v in block]
+        got = scan([files_a[v] for v in block], pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads)
         for v, (ha, hb, _same, acc) in zip(block, got):
             if ha is None:
                 continue
