@@ -116,14 +116,14 @@ def acc_fields(acc: Acc, shape: Tuple[int, ...], fields: Dict[str, object]) -> D
         fields["threshold"] = acc.count_over
         if acc.count_over == 0:
             fields["n_diff"] = acc.n_diff
-    notes = [str(fields.get("note") or "")]
+    note = fields.get("note")
+    note = str(note) if note else ""
     if acc.n_nonfinite:
         j, x, y = acc.first_nonfinite or (0, float("nan"), float("nan"))
-        notes.append(
-            f"{acc.n_nonfinite} position(s) NaN/Inf on one side only, first at {unravel(j, shape)}: a={x!r} b={y!r}"
-        )
+        more = f"{acc.n_nonfinite} position(s) NaN/Inf on one side only, first at {unravel(j, shape)}: a={x!r} b={y!r}"
+        note = f"{note}; {more}" if note else more
         fields["status"] = "nonfinite"
-    fields["note"] = "; ".join(x for x in notes if x)
+    fields["note"] = note
     return fields
 
 
