@@ -315,10 +315,11 @@ def _render_profile_many(L: List[str], s: Optional[Section]) -> None:
     L.append("| stage | what | seconds | us per var | share |")
     L.append("|---|---|---|---|---|")
     what = {"start-up": "interpreter and lar-prec imports (numpy is loaded by the stages that use it)", "index": "list both folders",
-            "pairing": "every header and title read, names checked, execution order",
-            "measure": "plan, read and compare every pair (C kernel), judge",
+            "read": "every pair of files read once in C on threads: headers, titles, values compared; filed in the folders",
+            "pairing": "names checked, execution order",
+            "records": "each var's record made and judged (and what the batch reader left, measured)",
             "tree": "variable tree and roots", "report": "Report model (vars made lazily)", "json": "report written"}
-    for k in ("start-up", "index", "pairing", "measure", "tree", "report", "json"):
+    for k in ("start-up", "index", "read", "pairing", "records", "tree", "report", "json"):
         L.append(f"| {k} | {what[k]} | {d[k]:.3f} | {d[k] / n * 1e6:.0f} | {100 * d[k] / d['total']:.0f}% |")
     L.append(f"| total | | {d['total']:.3f} | {d['total'] / n * 1e6:.0f} | |")
     L.append("")

@@ -86,7 +86,7 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
     assert len(res["targets"]) == 10
     # the many-variable pair, stage by stage: the stages add up to the total
     prof = res["sections"]["profile-many"]["data"]
-    stages = ("start-up", "index", "pairing", "measure", "tree", "report", "json")
+    stages = ("start-up", "index", "read", "pairing", "records", "tree", "report", "json")
     assert all(prof[k] >= 0 for k in stages) and abs(sum(prof[k] for k in stages) - prof["total"]) < 1e-9
     assert res["sections"]["memory"]["data"]["cat_s"] > 0
     assert all(t["result"] in ("PASS", "FAIL", "n/a") for t in res["targets"])
