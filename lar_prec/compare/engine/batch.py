@@ -15,7 +15,7 @@ which say what is wrong with a bad file.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from lar_prec.compare.engine.chunks import Acc
 from lar_prec.compare.engine.scan import KERNEL
