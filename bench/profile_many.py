@@ -33,6 +33,7 @@ def once(a: str, b: str, threshold: str, out: Path) -> dict:
     from lar_prec.compare.engine import batch
     from lar_prec.compare.folders import compare_folders
     from lar_prec.compare.pairing import pair_folders
+    from lar_prec.compare.threshold import parse_threshold
     from lar_prec.diagnosis.tree import VarTree
     from lar_prec.dumps.folder import DumpFolder
     from lar_prec.report.model import from_tree, write_json
@@ -44,9 +45,8 @@ def once(a: str, b: str, threshold: str, out: Path) -> dict:
     t0 = time.perf_counter()
     fa, fb = DumpFolder(a), DumpFolder(b)
     t1 = time.perf_counter()
-    count_over = float(threshold) if threshold not in ("auto", "band") else None
     if batch.available():
-        batch.prefetch(fa, fb, 1 << 15, count_over, os.cpu_count() or 1)
+        batch.prefetch(fa, fb, 1 << 15, parse_threshold(threshold), min(8, os.cpu_count() or 1))
     t2 = time.perf_counter()
     pair_folders(fa, fb, "auto")
     t3 = time.perf_counter()

@@ -151,11 +151,11 @@ def compare_folders(
     measured = None
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and small vars' values (C, threads)
-        measured = batch.prefetch(fa, fb, st.chunk_elements, count_over, threads=_threads(jobs))
+        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=_threads(jobs))
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
-                               measured=measured if paired.mode == "id" else None, fixed=fixed)
+                               measured=measured if paired.mode == "id" else None)
     total = sum(j.nbytes for j in plans)
     # workers only for what is left to measure
     n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))

@@ -23,6 +23,7 @@ from compare_helpers import GraphDump, var_info
 from lar_prec.compare.engine import batch
 from lar_prec.compare.engine.workers import EngineSettings
 from lar_prec.compare.folders import compare_folders
+from lar_prec.compare.threshold import parse_threshold
 from lar_prec.dumps.binary import dump_file_name, read_binary_dump, write_binary_dump
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.titles import VarInfo, _input_ids_at, _parse_head, _TitleError, contiguous_layout, format_title, info_from_fields
@@ -111,7 +112,7 @@ def test_every_dtype_and_corner_identical_to_the_python_engine(tmp_path):
         for chunk in (None, 7, 32768):
             for jobs in (1, 2):
                 assert_identical(*both(a, b, threshold=thr, chunk_elements=chunk, jobs=jobs))
-    measured = batch.prefetch(*_folders(a, b), 1 << 15, 1e-3, 2)
+    measured = batch.prefetch(*_folders(a, b), 1 << 15, parse_threshold(1e-3), 2)
     # what it measures and what it leaves to the Python engine
     assert {1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 18, 21, 22} <= set(measured)
     assert not {3, 4, 14, 15, 16, 17, 19, 20} & set(measured)

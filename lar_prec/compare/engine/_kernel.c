@@ -552,6 +552,7 @@ typedef struct {
     long long chunk;       /* elements per kernel call, as the Python engine's chunk_elements */
     int count;
     float thr;
+    double thr_d;          /* the threshold as given (its float32 rounding is thr) */
     int oom;
 } scan_t;
 
@@ -707,7 +708,7 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
     result_t r;
     if (h == H_F32) {
         /* chunks.py _float32_kernel_range: per chunk, identical bytes as kernel(a, a) */
-        int count_zero = s->count && s->thr == 0.0f;
+        int count_zero = s->count && s->thr_d == 0.0;
         for (Py_ssize_t pos = 0; pos < n; pos += (Py_ssize_t)s->chunk) {
             Py_ssize_t k = n - pos < (Py_ssize_t)s->chunk ? n - pos : (Py_ssize_t)s->chunk;
             const float *a = (const float *)da + pos, *b = (const float *)db + pos;
@@ -755,7 +756,7 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
             return 1;
         }
         if (!run_kernel(a, b, n, 0, s->count, s->thr, -1.0, &r)) return 0;
-        acc_add_kernel(acc, &r, n, 0, a, b, s->count && s->thr == 0.0f);
+        acc_add_kernel(acc, &r, n, 0, a, b, s->count && s->thr_d == 0.0);
         uint32_t u = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
             uint16_t x, y;
@@ -847,6 +848,50 @@ static void *scan_worker(void *arg) {
     return NULL;
 }
 
+/* A measured var's fields as lar_prec/compare/engine/scan.py acc_fields and plan.py
+ * value_fields make them from its accumulator (every position finite here): max_err,
+ * max_abs_err, max_rel_err, mean_abs_err, rmse, cosine, max_ulp, worst_index, worst_a, worst_b,
+ * scale, n_over, threshold, n_diff. The same IEEE operations, so the same numbers. */
+static PyObject *fields_tuple(const pair_t *p, const scan_t *s) {
+    const acc_t *c = &p->acc;
+    double n = (double)c->n_fin;
+    PyObject *cos, *ulp, *idx, *n_over, *thr, *n_diff;
+    if (c->aa > 0 && c->bb > 0) {
+        double x = c->ab / sqrt(c->aa * c->bb);
+        x = x > 1.0 ? 1.0 : x;
+        cos = PyFloat_FromDouble(x < -1.0 ? -1.0 : x);
+    } else cos = (Py_INCREF(Py_None), Py_None);
+    ulp = c->max_ulp < 0 ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong(c->max_ulp);
+    idx = PyTuple_New(p->a.ndim);
+    if (idx) {
+        long long w = c->worst;
+        for (int k = p->a.ndim - 1; k >= 0; k--) {
+            PyTuple_SET_ITEM(idx, k, PyLong_FromLongLong(w % (long long)p->a.dims[k]));
+            w /= (long long)p->a.dims[k];
+        }
+    }
+    int is_float = p->a.dt->handler == H_F32 || p->a.dt->handler == H_F16;
+    if (!is_float) { /* exact: every differing element is over */
+        n_over = PyLong_FromLongLong(c->n_diff);
+        n_diff = PyLong_FromLongLong(c->n_diff);
+        thr = (Py_INCREF(Py_None), Py_None);
+    } else if (s->count) {
+        n_over = PyLong_FromLongLong(c->n_over);
+        thr = PyFloat_FromDouble(s->thr_d);
+        n_diff = s->thr_d == 0.0 ? PyLong_FromLongLong(c->n_diff) : (Py_INCREF(Py_None), Py_None);
+    } else {
+        n_over = (Py_INCREF(Py_None), Py_None);
+        thr = (Py_INCREF(Py_None), Py_None);
+        n_diff = (Py_INCREF(Py_None), Py_None);
+    }
+    if (!cos || !ulp || !idx || !n_over || !thr || !n_diff) {
+        Py_XDECREF(cos); Py_XDECREF(ulp); Py_XDECREF(idx); Py_XDECREF(n_over); Py_XDECREF(thr); Py_XDECREF(n_diff);
+        return NULL;
+    }
+    return Py_BuildValue("(dddddNNNdddNNN)", c->max_err, c->max_abs, c->max_rel, c->sum_abs / n, sqrt(c->dd / n), cos, ulp,
+                         idx, c->worst_a, c->worst_b, c->scale, n_over, thr, n_diff);
+}
+
 static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) {
     PyObject *shape = PyTuple_New(h->ndim);
     if (!shape) { Py_DECREF(title); return NULL; }
@@ -861,14 +906,14 @@ PyDoc_STRVAR(scan_pairs_doc,
 "Read each pair of dump files (str or file system bytes; paths_b[i] may be None) once: header, title and, for files of\n"
 "at most max_file bytes of the same dtype and shape, the values compared as the Python engine\n"
 "does with chunks of `chunk` elements (threshold: count errors above it, or None). dtypes is a\n"
-"sequence of (code, bits, handler). One tuple per pair: (head_a, head_b, title_same, acc);\n"
+"sequence of (code, bits, handler). One tuple per pair: (head_a, head_b, title_same, fields);\n"
 "a head is (code, shape, size, file_size, title, parsed) or None where the Python reader must\n"
 "read the file; head_b's title and parsed are None when title_same; parsed is the title's\n"
 "fields (input_index, id, is_layout, layout text, dtype, owner, opr_type, opr_id, name, slot,\n"
 "comp_node, storage, shape_infer, value_infer, where the inputs start, input ids) or None\n"
-"where Python must parse it; acc is (n_fin, max_err, worst, worst_a, worst_b,\n"
-"max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale, max_ulp (-1: none), n_over, n_diff) packed\n"
-"as struct '<qdqddddddddddqqq' bytes, or None.");
+"where Python must parse it; fields are a measured var's (max_err, max_abs_err, max_rel_err,\n"
+"mean_abs_err, rmse, cosine, max_ulp, worst_index, worst_a, worst_b, scale, n_over, threshold,\n"
+"n_diff), as the Python engine finishes them, or None.");
 
 static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
     PyObject *la, *lb, *dts_obj, *thr_obj;
@@ -914,11 +959,12 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
         pairs[i].pa = pp[0];
         pairs[i].pb = pp[1];
     }
-    scan_t s = {pairs, n, 0, dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0};
+    scan_t s = {pairs, n, 0, dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, 0};
     if (s.count) {
         double t = PyFloat_AsDouble(thr_obj);
         if (t == -1.0 && PyErr_Occurred()) goto done;
         s.thr = (float)t;
+        s.thr_d = t;
     }
     if (threads > 16) threads = 16;
     if (threads > n) threads = n > 0 ? (int)n : 1;
@@ -947,17 +993,8 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
             hb = t ? head_tuple(&p->b, t, &p->tb) : NULL;
         }
         if (ha && hb && p->measured) {
-            acc_t *c = &p->acc;
             Py_DECREF(acc);
-            /* packed, 16 little-endian 8-byte fields (struct "<qdqddddddddddqqq"): a tuple of
-               16 numbers per var took 0.6 KB while the pairing waits (tens of MB) */
-            int64_t q[16];
-            double dv[16];
-            dv[1] = c->max_err; dv[3] = c->worst_a; dv[4] = c->worst_b; dv[5] = c->max_abs; dv[6] = c->max_rel;
-            dv[7] = c->sum_abs; dv[8] = c->aa; dv[9] = c->ab; dv[10] = c->bb; dv[11] = c->dd; dv[12] = c->scale;
-            for (int k = 1; k <= 12; k++) if (k != 2) memcpy(&q[k], &dv[k], 8);
-            q[0] = c->n_fin; q[2] = c->worst; q[13] = c->max_ulp; q[14] = c->n_over; q[15] = c->n_diff;
-            acc = PyBytes_FromStringAndSize((const char *)q, sizeof q);
+            acc = fields_tuple(p, &s);
         }
         if (!ha || !hb || !acc) {
             Py_XDECREF(ha); Py_XDECREF(hb); Py_XDECREF(acc);

@@ -14,11 +14,12 @@ which say what is wrong with a bad file.
 """
 from __future__ import annotations
 
-import struct
 from typing import Any, Dict, List, Optional, Tuple
 
-from lar_prec.compare.engine.chunks import Acc
+from lar_prec.compare.engine.plan import QUANTIZED_NOTE, name_note
 from lar_prec.compare.engine.scan import KERNEL
+from lar_prec.compare.records import VarDiff, diff_from
+from lar_prec.compare.threshold import Threshold, judge
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.titles import HEADER_SIZE
@@ -42,26 +43,19 @@ def available() -> bool:
     return KERNEL is not None and hasattr(KERNEL, "scan_pairs")
 
 
-#: one var measured by scan_pairs, packed (_kernel.c: 16 fields of 8 bytes, little-endian)
-_ACC = struct.Struct("<qdqddddddddddqqq")
+#: the fields scan_pairs gives a measured var, in its order
+_MEASURED = ("max_err", "max_abs_err", "max_rel_err", "mean_abs_err", "rmse", "cosine", "max_ulp", "worst_index",
+             "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff")
+_KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "status", "note", "scale_unknown") + _MEASURED
 
 
-def acc_of(packed: bytes, count_over: Optional[float]) -> Acc:
-    """The :class:`Acc` of one var measured by ``scan_pairs``."""
-    acc = Acc(count_over)
-    (acc.n_fin, acc.max_err, acc.worst, acc.worst_a, acc.worst_b, acc.max_abs, acc.max_rel, acc.sum_abs,
-     acc.aa, acc.ab, acc.bb, acc.dd, acc.scale, ulp, acc.n_over, acc.n_diff) = _ACC.unpack(packed)
-    acc.max_ulp = ulp if ulp >= 0 else None
-    return acc
-
-
-def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, count_over: Optional[float],
-             threads: int) -> Dict[int, bytes]:
+def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Threshold],
+             threads: int) -> Dict[int, VarDiff]:
     """Read the files of every var id of A (and B's file of the same id) in one pass each,
     on ``threads`` threads: their headers and titles go into the folders' caches, and the
-    pairs measured in C are returned by id (for :func:`acc_of`). ``chunk``: the engine's
-    chunk_elements; ``count_over``: the fixed threshold (errors above it counted in the same
-    pass), None for an auto threshold.
+    records of the pairs measured in C are returned by id (``index`` 0 until the pairing
+    places them), judged by ``fixed`` (None: an auto threshold, decided later).
+    ``chunk``: the engine's chunk_elements.
 
     Raises:
         DumpFormatError: a header the C reader took has a bad title or file name (as reading
@@ -69,24 +63,33 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, count_over: Optional[fl
     """
     files_a, files_b = fa.files(), fb.files()
     ids = list(files_a)
-    measured: Dict[int, bytes] = {}
+    measured: Dict[int, VarDiff] = {}
     scan = KERNEL.scan_pairs  # type: ignore[union-attr]
+    count_over = fixed.value if fixed is not None else None
     for k in range(0, len(ids), BLOCK):
         block = ids[k : k + BLOCK]
         pb: List[Optional[str]] = [files_b.get(v) for v in block]
         got = scan([files_a[v] for v in block], pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads)
-        for v, (ha, hb, _same, acc) in zip(block, got):
+        for v, (ha, hb, same, fields) in zip(block, got):
             if ha is None:
                 continue
-            da = fa.cache_head(v, DTYPES[ha[0]], ha[1], ha[2], ha[3], ha[4], _title_len(ha), ha[5])
+            dt = DTYPES[ha[0]]
+            da = fa.cache_head(v, dt, ha[1], ha[2], ha[3], ha[4], _title_len(ha), ha[5])
             if hb is None:
                 continue
-            if hb[4] is None:
-                fb.cache_like(v, da)
-            else:
-                fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], _title_len(hb), hb[5])
-            if acc is not None:
-                measured[v] = acc
+            db = fb.cache_like(v, da) if same else fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], _title_len(hb), hb[5])
+            if fields is None:
+                continue
+            # the record the Python engine would make (plan.var_job, value_fields), judged
+            va = da.var
+            note = "" if same else name_note(va.name, db.var.name)
+            if dt.is_quantized:
+                note = f"{note}; {QUANTIZED_NOTE}" if note else QUANTIZED_NOTE
+            d = diff_from(_KEYS, (v, va.name, va.owner, va.opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
+                                  dt.is_quantized) + fields)
+            if fixed is not None:
+                d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
+            measured[v] = d
     return measured
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from lar_prec.compare.engine.batch import acc_of
 from lar_prec.compare.engine.chunks import QUIET, Acc, exact_range, float_range
 from lar_prec.compare.engine.io import Extent
 from lar_prec.compare.engine.scan import acc_fields, kernel_for, merge, raw_diff_bytes
@@ -19,8 +18,7 @@ from lar_prec.compare.engine.workers import EngineSettings, ThreadWorkers, run_s
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing
-from lar_prec.compare.records import VarDiff, new_diff
-from lar_prec.compare.threshold import Threshold, judge
+from lar_prec.compare.records import VarDiff
 
 #: ``on_progress(done_bytes, total_bytes)``, called on the thread that runs the comparison
 ProgressHook = Callable[[int, int], None]
@@ -102,9 +100,16 @@ def var_job(entry: Tuple[Optional[int], Optional[int]], fa: DumpFolder, fb: Dump
         where = fb.path if da is None else fa.path
         done = dict(base, status="missing", only_in=side, note=f"only in {side.upper()} ({where})")
         return Job(base, done=done, nbytes=(da or db).nbytes)  # type: ignore[union-attr]
-    if da.title != db.title and da.var.name != db.var.name:  # same title: same name, B's not parsed
-        base["note"] = f"name differs: B calls it {db.var.name!r}"
+    if da.title != db.title:  # same title: same name, B's not parsed
+        note = name_note(da.var.name, db.var.name)
+        if note:
+            base["note"] = note
     return plan(Extent.of(da), Extent.of(db), base, piece)
+
+
+def name_note(name_a: str, name_b: str) -> str:
+    """The note of a var paired by id whose name differs in B ("" when it does not)."""
+    return f"name differs: B calls it {name_b!r}" if name_a != name_b else ""
 
 
 def run_piece(job: Job, k: int, st: EngineSettings, count_over: Optional[float]) -> object:
@@ -145,7 +150,7 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
             extra += ", values compared as numbers"
         fields["note"] = _join(fields.get("note"), extra)
     if da.dtype.is_quantized and fields["status"] not in ("dtype_mismatch", "missing"):
-        fields.update(scale_unknown=True, note=_join(fields.get("note"), "scale unknown: raw quantized integers compared exactly"))
+        fields.update(scale_unknown=True, note=_join(fields.get("note"), QUANTIZED_NOTE))
     return fields
 
 
@@ -159,8 +164,12 @@ def value_fields(base: Dict[str, object], acc: Acc, shape: Tuple[int, ...], kind
         fields["n_diff"] = fields["n_over"] = acc.n_diff
     if quantized:
         fields["scale_unknown"] = True
-        fields["note"] = _join(fields.get("note"), "scale unknown: raw quantized integers compared exactly")
+        fields["note"] = _join(fields.get("note"), QUANTIZED_NOTE)
     return fields
+
+
+#: the note of a quantized var (its raw integers compared; the scale is not in the dump)
+QUANTIZED_NOTE = "scale unknown: raw quantized integers compared exactly"
 
 
 def _join(*notes: object) -> str:
@@ -168,21 +177,19 @@ def _join(*notes: object) -> str:
 
 
 def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool,
-                 measured: Optional[Dict[int, bytes]] = None,
-                 fixed: Optional[Threshold] = None) -> Tuple[List[Job], Dict[int, Tuple[Extent, Extent]]]:
+                 measured: Optional[Dict[int, VarDiff]] = None) -> Tuple[List[Job], Dict[int, Tuple[Extent, Extent]]]:
     """One job per entry of ``pairing``, reading B's headers once. The folders forget each
     header as its job takes it (tens of thousands of vars: only the jobs hold extents, until
     compared); with ``keep`` the extents of value-compared vars are also returned by A's id,
     for the second pass of an auto threshold. ``measured``: vars of the same id on both
-    sides already measured by the batch reader (:mod:`lar_prec.compare.engine.batch`), whose
-    jobs are finished here (and judged, with ``fixed``: the fixed threshold they were
-    measured with, None for auto)."""
+    sides the batch reader (:mod:`lar_prec.compare.engine.batch`) measured and made the
+    records of, whose jobs are finished here."""
     plans: List[Job] = []
     kept: Dict[int, Tuple[Extent, Extent]] = {}
     measured = measured or {}
     for i, entry in enumerate(pairing.order):
         r = measured.get(entry[0]) if entry[0] == entry[1] else None  # type: ignore[arg-type]
-        j = var_job(entry, fa, fb, i, 1 << 62) if r is None else _measured_job(fa[entry[0]], fb[entry[0]], i, r, fixed, keep)  # type: ignore[index]
+        j = var_job(entry, fa, fb, i, 1 << 62) if r is None else _measured_job(fa[entry[0]], fb[entry[0]], i, r, keep)  # type: ignore[index]
         plans.append(j)
         if keep and j.kind in ("float", "mismatch") and j.da is not None and j.db is not None:
             kept[entry[0]] = (j.da, j.db)  # type: ignore[index]
@@ -193,22 +200,12 @@ def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool,
     return plans, kept
 
 
-def _measured_job(da: BinaryDump, db: BinaryDump, index: int, r: bytes, fixed: Optional[Threshold], keep: bool) -> Job:
-    """The finished job of a var the batch reader measured (same id, dtype and shape on both
-    sides: a value comparison :func:`plan` would give, measured as :func:`run_piece` would),
-    judged by ``fixed`` when the threshold is fixed; with ``keep`` it holds the extents (a
-    second pass may read the values again)."""
-    base = base_fields(da, db, index)
-    if da.title != db.title and da.var.name != db.var.name:
-        base["note"] = f"name differs: B calls it {db.var.name!r}"
-    dt = da.dtype
-    kind = "float" if dt.kind == "float" else "exact"
-    # exact kinds count nothing against the threshold in their pass (exact_range)
-    acc = acc_of(r, fixed.value if fixed is not None and kind == "float" else None)
-    # the record itself until every var is planned: its key-sharing dict is a third of a plain one
-    d = new_diff(value_fields(base, acc, da.shape, kind, dt.is_quantized))
-    if fixed is not None:
-        d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
+def _measured_job(da: BinaryDump, db: BinaryDump, index: int, d: VarDiff, keep: bool) -> Job:
+    """The finished job of a var the batch reader measured and made the record of (same id,
+    dtype and shape on both sides: a value comparison :func:`plan` would give); with
+    ``keep`` it holds the extents (a second pass may read the values again)."""
+    d.__dict__["index"] = index  # its place in the order, known now; the record is not shared yet
+    kind = "float" if da.dtype.kind == "float" else "exact"
     if not keep:
         return Job({}, done=d.__dict__, kind=kind, nbytes=da.nbytes + db.nbytes, diff=d)
     return Job({}, done=d.__dict__, da=Extent.of(da), db=Extent.of(db), kind=kind, nbytes=da.nbytes + db.nbytes, diff=d)
