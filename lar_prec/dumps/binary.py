@@ -31,7 +31,7 @@ from lar_prec.dumps.dtypes import _NUMPY_TO_CODE, DTYPES, DType, _dtype_of
 from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.dumps.textdump import file_kind
 from lar_prec.dumps.titles import (HEADER_SIZE, VarInfo, _input_ids_at, _parse_head, _parse_inputs, _title_error,
-                             _TitleError, info_from_fields, parse_title)
+                             _TitleError, info_from_fields, parse_title, shape_of_text)
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,9 @@ class BinaryDump:
     _inputs: Optional[Tuple[VarInfo, ...]] = field(default=None, repr=False, compare=False, hash=False)
     _inputs_at: int = field(default=-1, repr=False, compare=False, hash=False)
     _input_ids: Optional[Tuple[int, ...]] = field(default=None, repr=False, compare=False, hash=False)
+    #: the dumped var's block as the C reader delimited it (info_from_fields' arguments): its
+    #: record is made from these on first use of ``var``, without parsing the title
+    _parsed: Optional[Tuple[Any, ...]] = field(default=None, repr=False, compare=False, hash=False)
 
     @property
     def path(self) -> Path:
@@ -143,6 +146,9 @@ class BinaryDump:
             DumpFormatError: the title does not follow the grammar.
         """
         v = self._var
+        if v is None and self._parsed is not None:
+            v = info_from_fields(*self._parsed, 0)  # its layout text was checked when the file was read
+            object.__setattr__(self, "_var", v)
         if v is None:
             v, at, _k = self._parse(_parse_head)
             # a cache on a frozen record: the parsed form of a field it already holds
@@ -375,7 +381,7 @@ def dump_from_head(file: str, ids: Optional[Tuple[int, Optional[int]]], dt: DTyp
     inputs: Optional[Tuple[VarInfo, ...]] = None
     if parsed is not None and not strict:
         try:
-            var = info_from_fields(*parsed[1:14], HEADER_SIZE)
+            shape_of_text(parsed[2], parsed[3], 0)  # the record is made on first use of ``var``
         except _TitleError:
             parsed = None  # a malformed layout: the parser below says where
     m = _TITLE_HEAD.match(title) if parsed is None else None
@@ -399,7 +405,7 @@ def dump_from_head(file: str, ids: Optional[Tuple[int, Optional[int]]], dt: DTyp
     values = _DUMP_DICT.copy()
     values.update(zip(_DUMP_FIELDS, (file, title, input_of, input_index, dt, shape, size, data_offset, nbytes, var_id, var, inputs)))
     if parsed is not None:
-        values["_inputs_at"], values["_input_ids"] = parsed[14], parsed[15]
+        values["_inputs_at"], values["_input_ids"], values["_parsed"] = parsed[14], parsed[15], parsed[1:14]
     object.__setattr__(d, "__dict__", values)
     return d
 

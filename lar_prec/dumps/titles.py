@@ -217,6 +217,21 @@ def _parse_info(s: str, pos: int, place: _Place) -> Tuple[VarInfo, int]:
     return info, end
 
 
+def shape_of_text(is_layout: bool, text: str, text_pos: int) -> Tuple[int, ...]:
+    """The shape of a block's layout (``is_layout``) or shape text, checked (cached by text).
+
+    Raises:
+        _TitleError: the text is malformed.
+    """
+    shape = _SHAPES.get(text)
+    if shape is None:
+        shape = _shape_from_layout(text, text_pos) if is_layout else _shape_from_shape(text, text_pos)
+        if len(_SHAPES) >= 4096:
+            _SHAPES.clear()
+        _SHAPES[text] = shape
+    return shape
+
+
 def info_from_fields(vid: int, is_layout: bool, text: str, dtype: str, owner: str, opr_type: str, opr_id: Optional[int],
                      name: str, slot: int, cn: str, storage: str, si: int, vi: int, text_pos: int) -> VarInfo:
     """The record of one block whose fields were delimited by :func:`_scan_info` (or by the
@@ -226,12 +241,7 @@ def info_from_fields(vid: int, is_layout: bool, text: str, dtype: str, owner: st
     Raises:
         _TitleError: the layout or shape text is malformed.
     """
-    shape = _SHAPES.get(text)
-    if shape is None:
-        shape = _shape_from_layout(text, text_pos) if is_layout else _shape_from_shape(text, text_pos)
-        if len(_SHAPES) >= 4096:
-            _SHAPES.clear()
-        _SHAPES[text] = shape
+    shape = shape_of_text(is_layout, text, text_pos)
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
     # (a third of the cost of a block); nothing to check: the matches checked every field
     info = object.__new__(VarInfo)

@@ -80,17 +80,24 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
             db = fb.cache_like(v, da) if same else fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], _title_len(hb), hb[5])
             if fields is None:
                 continue
-            # the record the Python engine would make (plan.var_job, value_fields), judged
-            va = da.var
-            note = "" if same else name_note(va.name, db.var.name)
+            # the record the Python engine would make (plan.var_job, value_fields), judged; the
+            # names from the C reader's fields where it delimited the title (no VarInfo made)
+            pa = da._parsed
+            name, owner, opr_type = (pa[7], pa[4], pa[5]) if pa is not None else _names(da)
+            note = "" if same else name_note(name, db.var.name)
             if dt.is_quantized:
                 note = f"{note}; {QUANTIZED_NOTE}" if note else QUANTIZED_NOTE
-            d = diff_from(_KEYS, (v, va.name, va.owner, va.opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
+            d = diff_from(_KEYS, (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
                                   dt.is_quantized) + fields)
             if fixed is not None:
                 d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
             measured[v] = d
     return measured
+
+
+def _names(d: Any) -> Tuple[str, str, str]:
+    v = d.var
+    return v.name, v.owner, v.opr_type
 
 
 def _title_len(head: Tuple[Any, ...]) -> int:
