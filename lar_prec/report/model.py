@@ -28,11 +28,11 @@ import logging
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_writer
-from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, run_from_result, var_from_diff, var_json_text
+from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, run_from_result, var_from_diff, vars_json_texts
 from lar_prec.compare.records import STATUSES
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.report.local import local_columns
@@ -90,9 +90,10 @@ class DiffVars(Sequence[ReportVar]):
         """Each var's JSON object, made as it is consumed."""
         return (_fields_json(d, VAR_FIELDS) for d in self._diffs)
 
-    def iter_json_text(self) -> Iterator[str]:
-        """Each var's JSON object as text (what the writer encodes :meth:`iter_json`'s to)."""
-        return map(var_json_text, self._diffs)
+    def iter_json_texts(self) -> Iterator[List[str]]:
+        """Each var's JSON object as text (what the writer encodes :meth:`iter_json`'s to),
+        a list per chunk of vars."""
+        return vars_json_texts(self._diffs)
 
     def records(self) -> Sequence["VarDiff"]:
         """The VarDiffs (NaN not yet None): cheap to scan for status and error."""
@@ -165,11 +166,11 @@ class Report:
             return self.vars.iter_json()
         return (v.to_json() for v in self.vars)
 
-    def iter_vars_text(self) -> Iterator[str]:
-        """The ``vars[]`` objects as JSON text, one at a time (:func:`var_json_text`)."""
+    def iter_vars_texts(self) -> Iterator[List[str]]:
+        """The ``vars[]`` objects as JSON text (:func:`var_json_text`), a list per chunk."""
         if isinstance(self.vars, DiffVars):
-            return self.vars.iter_json_text()
-        return map(var_json_text, self.vars)
+            return self.vars.iter_json_texts()
+        return vars_json_texts(self.vars)
 
     def json_items(self) -> Dict[str, Any]:
         """The top-level JSON object with ``vars`` as an iterator (for a streaming writer)."""
@@ -283,15 +284,12 @@ def _write_stream(report: Report, out: IO[str]) -> None:
         out.write(sep + " " + enc(k) + ": ")
         sep = ",\n"
         if k == "vars":  # tens of thousands: each var's text made by the fast path
-            texts = report.iter_vars_text()
-            first = next(texts, None)
-            if first is None:
-                out.write("[]")
-                continue
-            out.write("[\n  " + first)
-            for x in texts:
-                out.write(",\n  " + x)
-            out.write("\n ]")
+            lead = "[\n  "
+            for texts in report.iter_vars_texts():
+                if texts:
+                    out.write(lead + ",\n  ".join(texts))
+                    lead = ",\n  "
+            out.write("[]" if lead == "[\n  " else "\n ]")
         elif isinstance(v, (list, Iterator)):
             items = iter(v)
             first = next(items, _END)

@@ -14,11 +14,11 @@ import operator
 import shlex
 from json.encoder import encode_basestring_ascii
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
 from lar_prec.records import VarKey
-from lar_prec.compare.records import STATUSES
+from lar_prec.compare.records import STATUSES, VarDiff
 from lar_prec.compare.engine.scan import KERNEL
 
 if TYPE_CHECKING:
@@ -254,6 +254,18 @@ def var_json_text(d: Any) -> str:
         if text is not None:
             return text
     return _ENCODE(_fields_json(d, VAR_FIELDS))
+
+
+def vars_json_texts(records: Sequence[Any], chunk: int = 1024) -> Iterator[List[str]]:
+    """:func:`var_json_text` of each record, in order, a list per ``chunk`` records: the
+    compare records (VarDiff, no optional keys) of a chunk go to the kernel in one call."""
+    for k in range(0, len(records), chunk):
+        part = records[k : k + chunk]
+        if KERNEL is None or not all(type(d) is VarDiff for d in part):
+            yield [var_json_text(d) for d in part]
+            continue
+        texts = KERNEL.json_rows(_PREFIXES, list(map(_GET_ALWAYS, part)), _KINDS)  # type: ignore[attr-defined]
+        yield [t if t is not None else _ENCODE(_fields_json(d, VAR_FIELDS)) for t, d in zip(texts, part)]
 
 
 def _fields_from_json(d: Mapping[str, Any], table: Tuple[Tuple[str, str, bool, str], ...],

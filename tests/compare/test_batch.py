@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compare_helpers import GraphDump, var_info
+from compare_helpers import GraphDump, dtype_corners, var_info
 from lar_prec.compare.engine import batch
 from lar_prec.compare.engine.workers import EngineSettings
 from lar_prec.compare.folders import compare_folders
@@ -55,59 +55,9 @@ def test_real_dumps_identical_to_the_python_engine(lar_dump, case):
             assert_identical(*both(naive, default, threshold=thr, chunk_elements=chunk, jobs=2))
 
 
-def _corners(tmp_path: Path) -> tuple:
-    """Two folders with every dtype the batch reader measures, and what it leaves to Python."""
-    rng = np.random.default_rng(5)
-    a, b = GraphDump(tmp_path / "a"), GraphDump(tmp_path / "b")
-
-    def both_sides(vid, x, y, **kw):
-        a.add(vid, x, **kw)
-        b.add(vid, y, **kw)
-
-    x = rng.standard_normal(37).astype(np.float32)
-    both_sides(1, x, x)                                            # identical float32
-    both_sides(2, x, x + np.float32(1e-3), inputs=[1])             # differs
-    y = x.copy()
-    y[3] = np.nan
-    both_sides(3, x, y, inputs=[2])                                # NaN on one side: Python
-    z = x.copy()
-    z[[0, 5]] = [np.inf, np.nan]
-    both_sides(4, z, z.copy(), inputs=[3])                         # the same NaN/Inf: Python
-    h = rng.standard_normal(50).astype(np.float16)
-    both_sides(5, h, h, inputs=[4])                                # float16 identical
-    h2 = h.copy()
-    h2[[1, 7]] = -h2[[1, 7]]
-    h2[9] = np.float16(0.0) if h[9] != 0 else np.float16(1.0)
-    both_sides(6, h, h2, inputs=[5])                               # float16 through zero
-    big = np.array([1 << 30, -(1 << 29) - 3, 7, 1 << 25], np.int32)
-    both_sides(7, big, big, dtype="Int32")                         # int32 beyond 2**24, identical
-    big2 = big.copy()
-    big2[0] += 1
-    both_sides(8, big, big2, dtype="Int32", inputs=[7])            # ... differing by one
-    both_sides(9, np.array([True, False, True]), np.array([True, True, True]))
-    both_sides(10, np.arange(6, dtype=np.uint16), np.arange(6, dtype=np.uint16)[::-1].copy(), dtype="Uint16")
-    both_sides(11, np.arange(-3, 3, dtype=np.int16), np.arange(-3, 3, dtype=np.int16), dtype="QuantizedS16")
-    both_sides(12, np.arange(8, dtype=np.int8), np.arange(8, dtype=np.int8) + 1, dtype="QuantizedS8")
-    both_sides(13, np.arange(8, dtype=np.uint8), np.arange(8, dtype=np.uint8), dtype="Byte")
-    both_sides(14, np.arange(4, dtype=np.uint16), np.arange(4, dtype=np.uint16) + 1, dtype="BFloat16")  # Python
-    w = rng.standard_normal(300_000).astype(np.float32)                # over MAX_FILE: Python
-    both_sides(15, w, w * np.float32(1.0001))
-    both_sides(16, h, h[:25].copy(), inputs=[6])                   # shape differs
-    a.add(17, x, inputs=[2])
-    b.add(17, x.astype(np.float16), inputs=[2])                    # dtype differs
-    a.add(18, x, name="before")
-    b.add(18, x, name="after")                                     # renamed: titles differ
-    a.add(19, x)                                                   # only in A
-    b.add(20, x, inputs=[19])                                      # only in B
-    f = rng.standard_normal(100_000).astype(np.float32)
-    both_sides(21, f, f + np.float32(1e-4))                        # four chunks of float32
-    both_sides(22, np.float32(2.5), np.float32(2.25), shape=())    # a 0-d scalar
-    return tmp_path / "a", tmp_path / "b"
-
-
 @needs_batch
 def test_every_dtype_and_corner_identical_to_the_python_engine(tmp_path):
-    a, b = _corners(tmp_path)
+    a, b = dtype_corners(tmp_path)
     for thr in ("auto", 1e-3, 0.0):
         for chunk in (None, 7, 32768):
             for jobs in (1, 2):
@@ -126,7 +76,7 @@ def _folders(a: Path, b: Path) -> tuple:
 
 @needs_batch
 def test_bad_files_are_reported_as_the_python_reader_reports_them(tmp_path):
-    a, b = _corners(tmp_path)
+    a, b = dtype_corners(tmp_path)
     cases = {
         "truncated": lambda p: p.write_bytes(p.read_bytes()[:-3]),
         "short header": lambda p: p.write_bytes(p.read_bytes()[:30]),

@@ -1140,12 +1140,41 @@ PyDoc_STRVAR(json_values_doc,
 "float, 'i' an int, 'n' either, 's' a str, 'b' a bool, 'l' a tuple/list of ints (or None).\n"
 "None when a value is NaN/Inf or not of its kind's type.");
 
+static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk);
+
 static PyObject *py_json_values(PyObject *self, PyObject *args) {
     PyObject *prefixes, *values;
     const char *kinds;
     Py_ssize_t nk;
     (void)self;
     if (!PyArg_ParseTuple(args, "O!O!s#", &PyTuple_Type, &prefixes, &PyTuple_Type, &values, &kinds, &nk)) return NULL;
+    return json_one(prefixes, values, kinds, nk);
+}
+
+PyDoc_STRVAR(json_rows_doc,
+"json_rows(prefixes, rows, kinds) -> list\n\n"
+"json_values(prefixes, row, kinds) for each tuple of the list rows (one call for many vars).");
+
+static PyObject *py_json_rows(PyObject *self, PyObject *args) {
+    PyObject *prefixes, *rows;
+    const char *kinds;
+    Py_ssize_t nk;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!O!s#", &PyTuple_Type, &prefixes, &PyList_Type, &rows, &kinds, &nk)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row)) { Py_DECREF(out); PyErr_SetString(PyExc_TypeError, "json_rows: rows must be tuples"); return NULL; }
+        PyObject *t = json_one(prefixes, row, kinds, nk);
+        if (!t) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
+static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk) {
     Py_ssize_t n = PyTuple_GET_SIZE(values);
     if (PyTuple_GET_SIZE(prefixes) != n + 1 || nk != n) {
         PyErr_SetString(PyExc_ValueError, "json_values: needs one prefix more than values, and one kind per value");
@@ -1174,6 +1203,7 @@ static PyMethodDef methods[] = {
     {"same", py_same, METH_VARARGS, same_doc},
     {"scan_pairs", py_scan_pairs, METH_VARARGS, scan_pairs_doc},
     {"json_values", py_json_values, METH_VARARGS, json_values_doc},
+    {"json_rows", py_json_rows, METH_VARARGS, json_rows_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,81 @@
+"""A report var's JSON text (report/records.var_json_text, vars_json_texts): written by the C
+kernel's json_values where it can, it must be the text the json module writes for the same
+object, byte for byte, and fall back to it for anything else (NaN, numpy scalars, an int in a
+float field, extras)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lar_prec.compare.engine.scan import KERNEL
+from lar_prec.compare.folders import compare_folders
+from lar_prec.compare.records import VarDiff, new_diff
+from lar_prec.report.records import VAR_FIELDS, _fields_json, var_from_diff, var_json_text, vars_json_texts
+from compare_helpers import dtype_corners
+
+needs_kernel = pytest.mark.skipif(KERNEL is None, reason="the C kernel is not built (or LAR_PREC_NO_KERNEL=1)")
+ENCODE = json.JSONEncoder(allow_nan=False).encode
+
+
+def slow(d) -> str:
+    return ENCODE(_fields_json(d, VAR_FIELDS))
+
+
+@pytest.fixture(scope="module")
+def diffs(tmp_path_factory):
+    a, b = dtype_corners(tmp_path_factory.mktemp("corners"))
+    out = []
+    for thr in ("auto", 1e-3, 0.0):
+        out += list(compare_folders(a, b, threshold=thr))
+    return out
+
+
+@needs_kernel
+def test_compare_records_written_as_json_writes_them(diffs):
+    assert any(d.status == "nonfinite" for d in diffs) and any(d.max_ulp is None for d in diffs)
+    texts = [t for chunk in vars_json_texts(diffs, chunk=7) for t in chunk]
+    assert texts == [slow(d) for d in diffs]
+    assert [var_json_text(d) for d in diffs] == texts
+    # the report records too (extras and optional keys take the json module)
+    rvs = [var_from_diff(d) for d in diffs]
+    rvs[0] = dataclasses.replace(rvs[0], extra={"x": 1}, runs_differing=3)
+    assert [t for chunk in vars_json_texts(rvs) for t in chunk] == [slow(v) for v in rvs]
+
+
+@needs_kernel
+def test_values_json_would_write_differently_fall_back(diffs):
+    d = diffs[0]
+    odd = [
+        {"max_err": math.nan}, {"cosine": math.inf}, {"max_err": np.float32(0.5)}, {"max_abs_err": 1},
+        {"size": 3.0}, {"n_over": np.int64(4)}, {"shape": (np.int64(2), 3)}, {"shape": [2.0]}, {"scale_unknown": 1},
+        {"note": np.str_("x")}, {"max_ulp": 7.0}, {"worst_index": ()},
+    ]
+    for ch in odd:
+        x = new_diff({**d.__dict__, **ch})
+        try:
+            want = slow(x)
+        except (TypeError, ValueError):
+            continue
+        assert var_json_text(x) == want, ch
+        assert next(iter(vars_json_texts([x]))) == [want], ch
+
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30) | st.sampled_from(
+    ['"', "\\", "\b\f\n\r\t", "\x00\x1f\x7f", "\u00e9\u2028", "\U0001F600", "</script>"])
+
+
+@needs_kernel
+@settings(max_examples=300, deadline=None)
+@given(name=_TEXT, note=_TEXT, x=st.floats(allow_nan=False, allow_infinity=False), n=st.integers(-2**63, 2**63 - 1),
+       shape=st.lists(st.integers(0, 2**40), max_size=5))
+def test_any_name_number_and_shape_as_json_writes_them(name, note, x, n, shape):
+    d = VarDiff(id=n, name=name, opr=note, opr_type="Elemwise", dtype="Float32", shape=tuple(shape), inputs=(1, 2),
+                status="ok", max_err=x, worst_a=-x, scale=abs(x), note=note, size=abs(n))
+    assert var_json_text(d) == slow(d)
+    assert json.loads(var_json_text(d))["name"] == name
