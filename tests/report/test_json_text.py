@@ -72,9 +72,10 @@ _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=3
 
 @needs_kernel
 @settings(max_examples=300, deadline=None)
-@given(name=_TEXT, note=_TEXT, x=st.floats(allow_nan=False, allow_infinity=False), n=st.integers(-2**63, 2**63 - 1),
+@given(name=_TEXT, note=_TEXT, x=st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=False), n=st.integers(-2**63, 2**63 - 1),
        shape=st.lists(st.integers(0, 2**40), max_size=5))
 def test_any_name_number_and_shape_as_json_writes_them(name, note, x, n, shape):
+    # no subnormals drawn: a worker that imported MegEngine runs with flush-to-zero set
     d = VarDiff(id=n, name=name, opr=note, opr_type="Elemwise", dtype="Float32", shape=tuple(shape), inputs=(1, 2),
                 status="ok", max_err=x, worst_a=-x, scale=abs(x), note=note, size=abs(n))
     assert var_json_text(d) == slow(d)
