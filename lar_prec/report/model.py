@@ -35,6 +35,7 @@ from lar_prec.outputs import atomic_writer
 from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, run_from_result, var_from_diff, vars_json_texts
 from lar_prec.compare.records import STATUSES
 from lar_prec.diagnosis.tree import VarTree
+from lar_prec.report.local import local_columns
 
 if TYPE_CHECKING:  # type names only
     from lar_prec.compare.records import Comparison, VarDiff
@@ -437,8 +438,6 @@ def from_tree(
     all_notes = cmp_notes + tuple(notes)
     by_local = False
     if roots_by is not None:
-        # imported here: its records and floors are a fifth of compare's imports, unused there
-        from lar_prec.report.local import local_columns
         cols = local_columns(vars_, tuple(roots), local, roots_by=roots_by, off=local_off, tree=tree)
         vars_, roots, all_notes = cols.vars, list(cols.roots), all_notes + cols.notes
         top.update(cols.extra)
