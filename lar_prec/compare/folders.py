@@ -156,6 +156,7 @@ def compare_folders(
     notes = _folder_notes(fa, fb, paired)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
+    measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
     total = sum(j.nbytes for j in plans)
     # workers only for what is left to measure
     n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))

@@ -119,7 +119,7 @@ def same_graph(fa: DumpFolder, fb: DumpFolder) -> bool:
 
 def _same_name(fa: DumpFolder, fb: DumpFolder, v: int) -> bool:
     # the same title is the same name (most vars of two runs of one graph): B's not parsed
-    return fa[v].title == fb[v].title or fa.var_info(v).name == fb.var_info(v).name
+    return fa.title(v) == fb.title(v) or fa.var_info(v).name == fb.var_info(v).name
 
 
 def _by_name(fa: DumpFolder, fb: DumpFolder) -> Pairing:

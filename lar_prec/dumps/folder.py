@@ -113,6 +113,8 @@ class DumpFolder:
         self.stray: Tuple[Path, ...] = tuple(sorted(stray))
         self.incomplete: bool = incomplete
         self._cache: Dict[int, BinaryDump] = {}
+        #: var id -> another folder's dump with the same header and title (cache_like)
+        self._like: Dict[int, BinaryDump] = {}
         self._ids: Optional[Tuple[int, ...]] = None
         self._input_infos: Optional[Dict[int, VarInfo]] = None
         self.bad: Dict[Path, DumpFormatError] = {}
@@ -139,6 +141,13 @@ class DumpFolder:
 
     def __getitem__(self, var_id: int) -> BinaryDump:
         d = self._cache.get(var_id)
+        if d is None and var_id in self._like:
+            # another folder's header and title, this folder's file
+            d = object.__new__(BinaryDump)
+            values = self._like.pop(var_id).__dict__.copy()
+            values["file"] = self._files[var_id]
+            object.__setattr__(d, "__dict__", values)
+            self._cache[var_id] = d
         if d is None:
             path = self._files.get(var_id)
             if path is None:
@@ -155,6 +164,7 @@ class DumpFolder:
         """Drop the cached header and title of ``var_id`` (read again on next access): a
         caller that goes once through tens of thousands of vars need not keep them all."""
         self._cache.pop(var_id, None)
+        self._like.pop(var_id, None)
 
     def cache_head(self, var_id: int, dtype: DType, shape: Tuple[int, ...], size: int, file_size: int, title: str,
                    title_len: int, parsed: Optional[Sequence[Any]] = None) -> BinaryDump:
@@ -171,15 +181,18 @@ class DumpFolder:
         self._cache[var_id] = d
         return d
 
-    def cache_like(self, var_id: int, other: BinaryDump) -> BinaryDump:
-        """Cache the dump of ``var_id`` as one whose header and title are byte for byte those
-        of ``other``, the same var id's dump in another folder (only the file differs)."""
-        d = object.__new__(BinaryDump)
-        values = other.__dict__.copy()
-        values["file"] = self._files[var_id]
-        object.__setattr__(d, "__dict__", values)
-        self._cache[var_id] = d
-        return d
+    def cache_like(self, var_id: int, other: BinaryDump) -> None:
+        """Note that the dump of ``var_id`` has byte for byte the header and title of
+        ``other``, the same var id's dump in another folder (only the file differs): its
+        record is made from ``other`` when it is asked for (a folder of tens of thousands
+        need not hold a copy of each at once)."""
+        self._like[var_id] = other
+
+    def title(self, var_id: int) -> str:
+        """The title of ``var_id``'s dump (without making its record when it is known to be
+        another folder's, :meth:`cache_like`)."""
+        other = self._like.get(var_id)
+        return other.title if other is not None else self[var_id].title
 
     def paths(self) -> Dict[int, Path]:
         """Var id -> main dump file, without reading any file."""

@@ -77,7 +77,10 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
             da = fa.cache_head(v, dt, ha[1], ha[2], ha[3], ha[4], _title_len(ha), ha[5])
             if hb is None:
                 continue
-            db = fb.cache_like(v, da) if same else fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], _title_len(hb), hb[5])
+            if same:
+                fb.cache_like(v, da)
+            else:
+                db = fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], _title_len(hb), hb[5])
             if fields is None:
                 continue
             # the record the Python engine would make (plan.var_job, value_fields), judged; the
