@@ -187,3 +187,30 @@ def test_any_header_is_read_as_the_python_reader_reads_it_or_left_to_it(tmp_path
             continue  # left to the Python reader
         d = read_binary_dump(path)  # C took it: Python must read it too, the same way
         assert (d.dtype.code, d.shape, d.size, d.data_offset + d.nbytes, d.title) == tuple(head[:5])
+
+
+@needs_batch
+def test_b_records_made_from_a_when_asked_and_name_pairing_still_reads_them(tmp_path):
+    """A's header and title stand for B's where they are the same bytes (no copy held); a
+    folder pair that pairs by name (renumbered vars) reads its names from what the batch read."""
+    from lar_prec.dumps.folder import DumpFolder
+
+    a, b = dtype_corners(tmp_path)
+    fa, fb = DumpFolder(a), DumpFolder(b)
+    batch.prefetch(fa, fb, 1 << 15, parse_threshold(1e-3), 2)
+    assert fb.title(1) == fa.title(1) and fb.title(18) != fa.title(18)
+    d = fb[1]
+    assert d.file == str(b / dump_file_name(1)) and d.title == fa[1].title and d.var == read_binary_dump(d.file).var
+    # a renumbered copy of B: paired by name, every pair found as without the batch reader
+    renum = tmp_path / "renum"
+    renum.mkdir()
+    for p in sorted(b.iterdir()):
+        d = read_binary_dump(p)
+        write_binary_dump(renum / dump_file_name(d.id + 1000), d.array() if d.dtype.name != "BFloat16" else
+                          np.frombuffer(p.read_bytes()[d.data_offset:], np.uint16),
+                          d.title.replace(f"{{id:{d.id},", f"{{id:{d.id + 1000},", 1), d.dtype.code)
+    got = [compare_folders(a, renum, threshold=1e-3, pairing=m, settings=s) for m in ("auto", "name")
+           for s in (EngineSettings(), PYTHON)]
+    assert all(g.pairing == "name" for g in got) and len(got[0].pairs) >= 15
+    for g in got[1:]:
+        assert [dataclasses.asdict(x) for x in g] == [dataclasses.asdict(x) for x in got[0]]
