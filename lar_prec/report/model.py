@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mappi
 
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_writer
-from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, run_from_result, var_from_diff, vars_json_texts
+from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, roots_json_texts, run_from_result, var_from_diff, vars_json_texts
 from lar_prec.compare.records import STATUSES
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.report.local import local_columns
@@ -179,7 +179,7 @@ class Report:
             "command": self.command,
             "threshold": self.threshold.to_json(),
             "vars": self.iter_vars_json(),
-            "roots": [r.to_json() for r in self.roots],
+            "roots": (r.to_json() for r in self.roots),  # made as consumed (the writer has its own)
             "runs": [r.to_json() for r in self.runs],
             "verdict": self.verdict or auto_verdict(self),
             "cause": self.cause,
@@ -196,6 +196,7 @@ class Report:
         NaN/Inf anywhere become null."""
         d = self.json_items()
         d["vars"] = list(d["vars"])
+        d["roots"] = list(d["roots"])
         return d
 
     @classmethod
@@ -290,6 +291,9 @@ def _write_stream(report: Report, out: IO[str]) -> None:
                     out.write(lead + ",\n  ".join(texts))
                     lead = ",\n  "
             out.write("[]" if lead == "[\n  " else "\n ]")
+        elif k == "roots":  # thousands where a whole model diverges
+            texts = roots_json_texts(report.roots)
+            out.write("[\n  " + ",\n  ".join(texts) + "\n ]" if texts else "[]")
         elif isinstance(v, (list, Iterator)):
             items = iter(v)
             first = next(items, _END)

@@ -268,6 +268,29 @@ def vars_json_texts(records: Sequence[Any], chunk: int = 1024) -> Iterator[List[
         yield [t if t is not None else _ENCODE(_fields_json(d, VAR_FIELDS)) for t, d in zip(texts, part)]
 
 
+#: the roots' JSON text, fast, as for the vars: every key of ROOT_FIELDS where no optional
+#: value is None and no extra key is there (the usual root), else the json module
+_ROOT_KEYS = tuple(k for k, *_ in ROOT_FIELDS)
+_ROOT_GET = operator.attrgetter(*_ROOT_KEYS)
+_ROOT_PREFIXES = tuple(("{" if i == 0 else ", ") + encode_basestring_ascii(k) + ": " for i, k in enumerate(_ROOT_KEYS)) + ("}",)
+_ROOT_KINDS = "".join({"float": "f", "int": "i", "num": "n", "str": "s", "bool": "b", "ints": "l"}[kind]
+                      for _, kind, _, _ in ROOT_FIELDS)
+_ROOT_OPTIONAL = tuple(i for i, (_, _, always, _) in enumerate(ROOT_FIELDS) if not always)
+
+
+def roots_json_texts(roots: Sequence[Any]) -> List[str]:
+    """Each root's JSON text as ``json`` writes :meth:`ReportRoot.to_json` (ASCII, no NaN)."""
+    rows = [_ROOT_GET(r) for r in roots]
+    fast = [not getattr(r, "extra", None) and all(row[i] is not None for i in _ROOT_OPTIONAL) for r, row in zip(roots, rows)]
+    texts = KERNEL.json_rows(_ROOT_PREFIXES, [row for row, f in zip(rows, fast) if f], _ROOT_KINDS) if KERNEL is not None else []  # type: ignore[attr-defined]
+    it = iter(texts)
+    out = []
+    for r, f in zip(roots, fast):
+        t = next(it) if f and KERNEL is not None else None
+        out.append(t if t is not None else _ENCODE(_fields_json(r, ROOT_FIELDS)))
+    return out
+
+
 def _fields_from_json(d: Mapping[str, Any], table: Tuple[Tuple[str, str, bool, str], ...],
                       required: Sequence[str], where: str) -> Dict[str, Any]:
     """Keyword arguments of a record from its JSON object; unknown keys go to ``extra``."""

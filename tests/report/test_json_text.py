@@ -80,3 +80,18 @@ def test_any_name_number_and_shape_as_json_writes_them(name, note, x, n, shape):
                 status="ok", max_err=x, worst_a=-x, scale=abs(x), note=note, size=abs(n))
     assert var_json_text(d) == slow(d)
     assert json.loads(var_json_text(d))["name"] == name
+
+
+@needs_kernel
+def test_roots_written_as_json_writes_them(tmp_path):
+    from compare_helpers import dtype_corners
+    from lar_prec.diagnosis.tree import VarTree
+    from lar_prec.report.model import from_tree
+    from lar_prec.report.records import ROOT_FIELDS, roots_json_texts
+
+    a, b = dtype_corners(tmp_path)
+    roots = list(from_tree(VarTree.from_comparison(compare_folders(a, b, threshold=0.0))).roots)
+    assert len(roots) >= 5
+    roots[0] = dataclasses.replace(roots[0], extra={"why": "x"})
+    roots[1] = dataclasses.replace(roots[1], note=None, amplification=math.nan, max_err=1)
+    assert roots_json_texts(roots) == [ENCODE(_fields_json(r, ROOT_FIELDS)) for r in roots]
