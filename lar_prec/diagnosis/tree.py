@@ -105,15 +105,23 @@ class VarTree:
         self._preds: Dict[int, Dict[int, Tuple[str, Optional[int]]]] = {}
         self._succs: Dict[int, Dict[int, None]] = {}
         self._compared: Dict[int, bool] = {}
+        # _add_node/_add_edge written out: tens of thousands of vars
+        by_id, order, preds, succs, compared = self._diffs, self._order, self._preds, self._succs, self._compared
         for i, d in enumerate(diffs):
-            self._diffs[d.id] = d
-            self._order[d.id] = i
-            self._add_node(d.id, True)
+            v = d.id
+            by_id[v] = d
+            order[v] = i
+            if v not in preds:
+                preds[v], succs[v], compared[v] = {}, {}, True
         for d in diffs:
+            v = d.id
+            into = preds[v]
             for k, u in enumerate(d.inputs):
-                self._add_node(u, False)
-                if u != d.id and u not in self._preds[d.id]:
-                    self._add_edge(u, d.id, "value", k)
+                if u not in preds:
+                    preds[u], succs[u], compared[u] = {}, {}, False
+                if u != v and u not in into:
+                    into[u] = ("value", k)
+                    succs[u][v] = None
         if text_dump is not None:
             td = text_dump if isinstance(text_dump, TextDump) else read_text_dump(text_dump)
             if td.truncated:
@@ -310,11 +318,6 @@ class VarTree:
 
     # ------------------------------------------------------------------ roots
 
-    def _blocking(self, var_id: int) -> bool:
-        """True when ``var_id`` is a compared var that is not ok (it explains its consumers)."""
-        d = self._diffs.get(var_id)
-        return d is not None and d.status not in ("ok", "missing")
-
     def roots(self) -> Tuple[Root, ...]:
         """The roots, most likely origin first (see the module docstring for the order)."""
         if self._roots is not None:
@@ -326,11 +329,13 @@ class VarTree:
         found: List[Tuple[Tuple[Any, ...], Root]] = []
         # dump-only auto: vars that make error by the edge rule are roots behind divergent inputs too
         made = self.threshold.made if self.threshold is not None else {}
-        for d in self._diffs.values():
+        by_id = self._diffs
+        for d in by_id.values():
             if d.status == "ok":
                 continue
             preds = list(self._preds[d.id])
-            if d.id not in made and any(self._blocking(u) for u in preds):
+            # a compared input that is not ok explains this var (it is not a root)
+            if d.id not in made and any(by_id[u].status not in ("ok", "missing") for u in preds if u in by_id):
                 continue
             compared = [self._diffs[u] for u in preds if u in self._diffs and self._diffs[u].status != "missing"]
             errs = [(u.max_err, u.id) for u in compared if u.max_err is not None]
