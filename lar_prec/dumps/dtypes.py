@@ -109,6 +109,7 @@ def _table_row(line: str) -> DType:
 #: every ``DTypeEnum`` value of MegDNN (dnn/include/megdnn/dtype.h), by code
 DTYPES: Dict[int, DType] = {d.code: d for d in map(_table_row, _TABLE.strip().splitlines())}
 _DTYPES_BY_NAME: Dict[str, DType] = {d.name.lower(): d for d in DTYPES.values()}
+_DTYPES_BY_EXACT_NAME: Dict[str, DType] = {d.name: d for d in DTYPES.values()}
 
 # numpy dtype (its .str) -> the DTypeEnum code a writer uses when the caller gives no dtype
 _NUMPY_TO_CODE = {"<f4": 0, "|u1": 1, "|i1": 2, "<i2": 3, "<i4": 4, "<f2": 9, "|b1": 12, "<u2": 13, "<c8": 14}
@@ -120,7 +121,9 @@ def dtype_by_name(name: str) -> DType:
     Raises:
         UsageError: the name is not a MegDNN dtype; the message lists the known names.
     """
-    d = _DTYPES_BY_NAME.get(name.strip().lower())
+    d = _DTYPES_BY_EXACT_NAME.get(name)  # the usual spelling, without normalising it (per var)
+    if d is None:
+        d = _DTYPES_BY_NAME.get(name.strip().lower())
     if d is None:
         known = ", ".join(x.name for x in DTYPES.values())
         raise UsageError(f"unknown dtype name {name!r}; known: {known}")

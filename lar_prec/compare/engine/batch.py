@@ -88,10 +88,11 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
             pa = da._parsed
             name, owner, opr_type = (pa[7], pa[4], pa[5]) if pa is not None else _names(da)
             note = "" if same else name_note(name, db.var.name)
-            if dt.is_quantized:
+            quantized = dt.is_quantized
+            if quantized:
                 note = f"{note}; {QUANTIZED_NOTE}" if note else QUANTIZED_NOTE
             d = diff_from(_KEYS, (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
-                                  dt.is_quantized) + fields)
+                                  quantized) + fields)
             if fixed is not None:
                 d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
             measured[v] = d
