@@ -898,7 +898,7 @@ static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) 
     for (int i = 0; i < h->ndim; i++) PyTuple_SET_ITEM(shape, i, PyLong_FromUnsignedLong(h->dims[i]));
     PyObject *parsed = (t->ok && h->title) ? title_tuple(h->title, t) : (Py_INCREF(Py_None), Py_None);
     if (!parsed) { Py_DECREF(title); Py_DECREF(shape); return NULL; }
-    return Py_BuildValue("(lNLLNN)", (long)h->code, shape, h->size, h->file_size, title, parsed);
+    return Py_BuildValue("(lNLLNNI)", (long)h->code, shape, h->size, h->file_size, title, parsed, (unsigned int)h->name_len);
 }
 
 PyDoc_STRVAR(scan_pairs_doc,
@@ -907,7 +907,7 @@ PyDoc_STRVAR(scan_pairs_doc,
 "at most max_file bytes of the same dtype and shape, the values compared as the Python engine\n"
 "does with chunks of `chunk` elements (threshold: count errors above it, or None). dtypes is a\n"
 "sequence of (code, bits, handler). One tuple per pair: (head_a, head_b, title_same, fields);\n"
-"a head is (code, shape, size, file_size, title, parsed) or None where the Python reader must\n"
+"a head is (code, shape, size, file_size, title, parsed, title bytes) or None where the Python reader must\n"
 "read the file; head_b's title and parsed are None when title_same; parsed is the title's\n"
 "fields (input_index, id, is_layout, layout text, dtype, owner, opr_type, opr_id, name, slot,\n"
 "comp_node, storage, shape_infer, value_infer, where the inputs start, input ids) or None\n"

@@ -22,7 +22,6 @@ from lar_prec.compare.records import VarDiff, diff_from
 from lar_prec.compare.threshold import Threshold, judge
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.dumps.titles import HEADER_SIZE
 
 #: files up to this size are read whole and measured in C (bigger ones: the Python engine,
 #: which maps them in windows and splits them over workers)
@@ -74,13 +73,13 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
             if ha is None:
                 continue
             dt = DTYPES[ha[0]]
-            da = fa.cache_head(v, dt, ha[1], ha[2], ha[3], ha[4], _title_len(ha), ha[5])
+            da = fa.cache_head(v, dt, ha[1], ha[2], ha[3], ha[4], ha[6], ha[5])
             if hb is None:
                 continue
             if same:
                 fb.cache_like(v, da)
             else:
-                db = fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], _title_len(hb), hb[5])
+                db = fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], hb[6], hb[5])
             if fields is None:
                 continue
             # the record the Python engine would make (plan.var_job, value_fields), judged; the
@@ -102,8 +101,3 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
 def _names(d: Any) -> Tuple[str, str, str]:
     v = d.var
     return v.name, v.owner, v.opr_type
-
-
-def _title_len(head: Tuple[Any, ...]) -> int:
-    # scan_pairs checked file size = header + title + data: the title's bytes in the file
-    return head[3] - HEADER_SIZE - DTYPES[head[0]].nbytes(head[2])

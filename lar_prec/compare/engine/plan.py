@@ -189,7 +189,7 @@ def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool,
     measured = measured or {}
     for i, entry in enumerate(pairing.order):
         r = measured.get(entry[0]) if entry[0] == entry[1] else None  # type: ignore[arg-type]
-        j = var_job(entry, fa, fb, i, 1 << 62) if r is None else _measured_job(fa[entry[0]], fb[entry[0]], i, r, keep)  # type: ignore[index]
+        j = var_job(entry, fa, fb, i, 1 << 62) if r is None else _measured_job(fa[entry[0]], fb, i, r, keep)  # type: ignore[index]
         plans.append(j)
         if keep and j.kind in ("float", "mismatch") and j.da is not None and j.db is not None:
             kept[entry[0]] = (j.da, j.db)  # type: ignore[index]
@@ -200,15 +200,15 @@ def plan_folders(fa: DumpFolder, fb: DumpFolder, pairing: Pairing, keep: bool,
     return plans, kept
 
 
-def _measured_job(da: BinaryDump, db: BinaryDump, index: int, d: VarDiff, keep: bool) -> Job:
+def _measured_job(da: BinaryDump, fb: DumpFolder, index: int, d: VarDiff, keep: bool) -> Job:
     """The finished job of a var the batch reader measured and made the record of (same id,
-    dtype and shape on both sides: a value comparison :func:`plan` would give); with
-    ``keep`` it holds the extents (a second pass may read the values again)."""
+    dtype and shape on both sides, so the same bytes: a value comparison :func:`plan` would
+    give); with ``keep`` it holds the extents (a second pass may read the values again)."""
     d.__dict__["index"] = index  # its place in the order, known now; the record is not shared yet
     kind = "float" if da.dtype.kind == "float" else "exact"
     if not keep:
-        return Job({}, done=d.__dict__, kind=kind, nbytes=da.nbytes + db.nbytes, diff=d)
-    return Job({}, done=d.__dict__, da=Extent.of(da), db=Extent.of(db), kind=kind, nbytes=da.nbytes + db.nbytes, diff=d)
+        return Job({}, done=d.__dict__, kind=kind, nbytes=2 * da.nbytes, diff=d)
+    return Job({}, done=d.__dict__, da=Extent.of(da), db=Extent.of(fb[da.var_id]), kind=kind, nbytes=2 * da.nbytes, diff=d)
 
 
 def measure_forked(plans: List[Job], tasks: List[tuple], finish: Callable[[int, Sequence[object]], None], n_workers: int,
