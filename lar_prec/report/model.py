@@ -292,8 +292,11 @@ def _write_stream(report: Report, out: IO[str]) -> None:
                     lead = ",\n  "
             out.write("[]" if lead == "[\n  " else "\n ]")
         elif k == "roots":  # thousands where a whole model diverges
-            texts = roots_json_texts(report.roots)
-            out.write("[\n  " + ",\n  ".join(texts) + "\n ]" if texts else "[]")
+            lead = "[\n  "
+            for i in range(0, len(report.roots), 256):
+                out.write(lead + ",\n  ".join(roots_json_texts(report.roots[i : i + 256])))
+                lead = ",\n  "
+            out.write("[]" if lead == "[\n  " else "\n ]")
         elif isinstance(v, (list, Iterator)):
             items = iter(v)
             first = next(items, _END)

@@ -256,7 +256,7 @@ def var_json_text(d: Any) -> str:
     return _ENCODE(_fields_json(d, VAR_FIELDS))
 
 
-def vars_json_texts(records: Sequence[Any], chunk: int = 1024) -> Iterator[List[str]]:
+def vars_json_texts(records: Sequence[Any], chunk: int = 256) -> Iterator[List[str]]:
     """:func:`var_json_text` of each record, in order, a list per ``chunk`` records: the
     compare records (VarDiff, no optional keys) of a chunk go to the kernel in one call."""
     for k in range(0, len(records), chunk):
