@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from lar_prec.compare.engine.workers import (
     EngineSettings,
     Strategy,
     ThreadWorkers,
+    default_jobs,
     resolve_strategy,
     run_shared,
 )
@@ -151,7 +151,7 @@ def compare_folders(
     measured = None
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and small vars' values (C, threads)
-        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=_threads(jobs))
+        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs))
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
@@ -208,11 +208,6 @@ def compare_folders(
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
                       pairs=paired.pairs)
-
-
-def _threads(jobs: Optional[int]) -> int:
-    # as resolve_strategy counts workers: None is one per CPU, at most 8
-    return jobs if jobs is not None else min(8, os.cpu_count() or 1)
 
 
 #: the note of a quantized var that differs by exactly one step (issue 23 #3)

@@ -156,6 +156,15 @@ class BinaryDump:
             object.__setattr__(self, "_var", v)
         return v
 
+    def names(self) -> Tuple[str, str, str]:
+        """(name, owner, operator type) of the dumped var, from the fields the C reader
+        delimited when it did (no record made), else from :attr:`var`."""
+        p = self._parsed
+        if p is not None and self._var is None:
+            return p[7], p[4], p[5]
+        v = self.var
+        return v.name, v.owner, v.opr_type
+
     @property
     def inputs(self) -> Tuple[VarInfo, ...]:
         """The records of the owner operator's inputs (parsed on first use).
@@ -332,7 +341,7 @@ def _input_of(where: PathLike, file: str, ids: Tuple[int, Optional[int]], input_
     """The output var an ``-inp<k>`` file belongs to (None for a main file), after checking
     that the title agrees with the load_and_run file name."""
     file_id, k = ids
-    name = os.path.basename(file) if input_index != k or k is not None else ""
+    name = os.path.basename(file) if input_index != k else ""  # only the errors name it
     if k is None:
         if input_index is not None:
             raise _header_error(where, HEADER_SIZE, f"a title without 'inp<k>: ' for a file named {name}", f"'inp{input_index}: '")

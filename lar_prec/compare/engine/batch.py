@@ -6,17 +6,19 @@ header and title, then opening each file again for its values, and the Python ar
 each pair once on several threads: the header (checked as :mod:`lar_prec.dumps.binary` checks
 it), the title and, for a file of at most :data:`MAX_FILE` bytes, the values, measured as
 :mod:`lar_prec.compare.engine.chunks` measures them (the same kernel calls per chunk, the same
-order of accumulation: the same numbers). The headers go into the folders' caches (the
-pairing reads them from there); the measured vars come back as :class:`Acc`. Whatever
+order of accumulation: the same numbers), their fields finished in C as
+:func:`~lar_prec.compare.engine.plan.value_fields` finishes them. The headers go into the
+folders' caches (the pairing reads them from there); the measured vars come back as their
+records. Whatever
 ``scan_pairs`` leaves (a file it cannot read or that is not a dump, NaN/Inf, a big var, a
 dtype it does not take) is read and measured by the Python reader and engine as before,
 which say what is wrong with a bad file.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-from lar_prec.compare.engine.plan import QUANTIZED_NOTE, name_note
+from lar_prec.compare.engine.plan import QUANTIZED_NOTE, join_notes, name_note
 from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.records import VarDiff, diff_from
 from lar_prec.compare.threshold import Threshold, judge
@@ -82,22 +84,15 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
                 db = fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], hb[6], hb[5])
             if fields is None:
                 continue
-            # the record the Python engine would make (plan.var_job, value_fields), judged; the
-            # names from the C reader's fields where it delimited the title (no VarInfo made)
-            pa = da._parsed
-            name, owner, opr_type = (pa[7], pa[4], pa[5]) if pa is not None else _names(da)
+            # the record the Python engine would make (plan.var_job, value_fields), judged
+            name, owner, opr_type = da.names()
             note = "" if same else name_note(name, db.var.name)
             quantized = dt.is_quantized
             if quantized:
-                note = f"{note}; {QUANTIZED_NOTE}" if note else QUANTIZED_NOTE
+                note = join_notes(note, QUANTIZED_NOTE)
             d = diff_from(_KEYS, (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
                                   quantized) + fields)
             if fixed is not None:
                 d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
             measured[v] = d
     return measured
-
-
-def _names(d: Any) -> Tuple[str, str, str]:
-    v = d.var
-    return v.name, v.owner, v.opr_type

@@ -136,7 +136,7 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
         ndiff = parts[0]
         note = f"{da.dtype.name} values are not decoded; raw bytes compared ({ndiff} byte(s) differ)"
         fields = dict(job.base, status="ok", n_diff=ndiff, n_over=ndiff)
-        fields["note"] = _join(fields.get("note"), note)
+        fields["note"] = join_notes(fields.get("note"), note)
     elif job.kind in ("float", "exact"):
         return value_fields(job.base, merge(parts), da.shape, job.kind, da.dtype.is_quantized)  # type: ignore[arg-type]
     else:
@@ -148,9 +148,9 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
         extra = f"dtype {da.dtype.name} in A, {db.dtype.name} in B"
         if fields.get("max_err") is not None:
             extra += ", values compared as numbers"
-        fields["note"] = _join(fields.get("note"), extra)
+        fields["note"] = join_notes(fields.get("note"), extra)
     if da.dtype.is_quantized and fields["status"] not in ("dtype_mismatch", "missing"):
-        fields.update(scale_unknown=True, note=_join(fields.get("note"), QUANTIZED_NOTE))
+        fields.update(scale_unknown=True, note=join_notes(fields.get("note"), QUANTIZED_NOTE))
     return fields
 
 
@@ -164,7 +164,7 @@ def value_fields(base: Dict[str, object], acc: Acc, shape: Tuple[int, ...], kind
         fields["n_diff"] = fields["n_over"] = acc.n_diff
     if quantized:
         fields["scale_unknown"] = True
-        fields["note"] = _join(fields.get("note"), QUANTIZED_NOTE)
+        fields["note"] = join_notes(fields.get("note"), QUANTIZED_NOTE)
     return fields
 
 
@@ -172,7 +172,8 @@ def value_fields(base: Dict[str, object], acc: Acc, shape: Tuple[int, ...], kind
 QUANTIZED_NOTE = "scale unknown: raw quantized integers compared exactly"
 
 
-def _join(*notes: object) -> str:
+def join_notes(*notes: object) -> str:
+    """The non-empty notes, joined by "; "."""
     return "; ".join(str(x) for x in notes if x)
 
 

@@ -100,6 +100,11 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def default_jobs(jobs: Optional[int]) -> int:
+    """``jobs`` as given, or for None one worker per CPU, at most 8."""
+    return jobs if jobs is not None else min(8, os.cpu_count() or 1)
+
+
 def resolve_strategy(settings: EngineSettings, jobs: Optional[int], total_bytes: int) -> Tuple[int, Strategy]:
     """(workers, strategy) for ``jobs`` (None: one per CPU, at most 8) and this much data.
 
@@ -108,8 +113,7 @@ def resolve_strategy(settings: EngineSettings, jobs: Optional[int], total_bytes:
     Raises:
         UsageError: ``jobs`` < 1, or ``fork`` asked for where the platform cannot fork.
     """
-    if jobs is None:
-        jobs = min(8, os.cpu_count() or 1)
+    jobs = default_jobs(jobs)
     if jobs < 1:
         raise UsageError(f"jobs must be >= 1, got {jobs}")
     st = settings.strategy
