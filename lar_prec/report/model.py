@@ -284,19 +284,8 @@ def _write_stream(report: Report, out: IO[str]) -> None:
     for k, v in report.json_items().items():
         out.write(sep + " " + enc(k) + ": ")
         sep = ",\n"
-        if k == "vars":  # tens of thousands: each var's text made by the fast path
-            lead = "[\n  "
-            for texts in report.iter_vars_texts():
-                if texts:
-                    out.write(lead + ",\n  ".join(texts))
-                    lead = ",\n  "
-            out.write("[]" if lead == "[\n  " else "\n ]")
-        elif k == "roots":  # thousands where a whole model diverges
-            lead = "[\n  "
-            for i in range(0, len(report.roots), 256):
-                out.write(lead + ",\n  ".join(roots_json_texts(report.roots[i : i + 256])))
-                lead = ",\n  "
-            out.write("[]" if lead == "[\n  " else "\n ]")
+        if k in ("vars", "roots"):  # tens of thousands of vars, thousands of roots where a whole model diverges
+            _write_texts(out, report.iter_vars_texts() if k == "vars" else roots_json_texts(report.roots))
         elif isinstance(v, (list, Iterator)):
             items = iter(v)
             first = next(items, _END)
@@ -310,6 +299,16 @@ def _write_stream(report: Report, out: IO[str]) -> None:
         else:
             out.write(enc(v))
     out.write("\n}\n")
+
+
+def _write_texts(out: IO[str], chunks: Iterator[List[str]]) -> None:
+    """A JSON list of items already written as text, one per line, a chunk at a time."""
+    lead = "[\n  "
+    for texts in chunks:
+        if texts:
+            out.write(lead + ",\n  ".join(texts))
+            lead = ",\n  "
+    out.write("[]" if lead == "[\n  " else "\n ]")
 
 
 def dumps(report: Report) -> str:

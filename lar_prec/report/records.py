@@ -22,7 +22,6 @@ from lar_prec.compare.records import STATUSES, VarDiff
 from lar_prec.compare.engine.scan import KERNEL
 
 if TYPE_CHECKING:
-    from lar_prec.compare.records import VarDiff
     from lar_prec.run.record import RunResult
     from lar_prec.diagnosis.tree import Root
 
@@ -229,66 +228,69 @@ def _fields_json(obj: Any, table: Tuple[Tuple[str, str, bool, str], ...]) -> Dic
     return _merge_extra(d, extra) if extra else d
 
 
-# The JSON text of one var, fast: every var of a report of tens of thousands goes through it
-# (json's encoder took ~10 us a var, longer than comparing it). The compare kernel's
-# json_values writes _fields_json's keys and values into one buffer, taking the values in one
-# attrgetter call; a value it would not write as json does (NaN, a numpy scalar, an int in a
-# float field), a var with optional keys or extras, or no C kernel: the json module.
-_ALWAYS = tuple(k for k, _, always, _ in VAR_FIELDS if always)
-_OPTIONAL = tuple(k for k, _, always, _ in VAR_FIELDS if not always)
-_GET_ALWAYS = operator.attrgetter(*_ALWAYS)
-_PREFIXES = tuple(("{" if i == 0 else ", ") + encode_basestring_ascii(k) + ": " for i, k in enumerate(_ALWAYS)) + ("}",)
-_KINDS = "".join({"float": "f", "int": "i", "num": "n", "str": "s", "bool": "b", "ints": "l"}[kind]
-                 for _, kind, always, _ in VAR_FIELDS if always)
+# The JSON text of vars and roots, fast: a report of tens of thousands of vars goes through
+# it (json's encoder took ~10 us a var, longer than comparing it). The compare kernel's
+# json_rows writes a table's keys and values into one buffer per record, the values taken in
+# one attrgetter call; a value it would not write as json does (NaN, a numpy scalar, an int in
+# a float field), a record with extras or a None in an optional key, or no C kernel: the json
+# module, through _fields_json.
 _ENCODE = json.JSONEncoder(allow_nan=False).encode
+_KIND_CODE = {"float": "f", "int": "i", "num": "n", "str": "s", "bool": "b", "ints": "l"}
+
+
+def _layout(rows: Sequence[Tuple[str, str, bool, str]]) -> Tuple[Callable[[Any], Tuple[Any, ...]], Tuple[str, ...], str]:
+    """(getter of the values, JSON prefixes, kind codes) of a table's ``rows``, for json_rows."""
+    keys = [k for k, *_ in rows]
+    prefixes = tuple(("{" if i == 0 else ", ") + encode_basestring_ascii(k) + ": " for i, k in enumerate(keys)) + ("}",)
+    return operator.attrgetter(*keys), prefixes, "".join(_KIND_CODE[kind] for _, kind, _, _ in rows)
+
+
+# vars: the always-written keys (a compare VarDiff has no optional ones)
+_VAR_GET, _VAR_PREFIXES, _VAR_KINDS = _layout([r for r in VAR_FIELDS if r[2]])
+_VAR_OPTIONAL = tuple(k for k, _, always, _ in VAR_FIELDS if not always)
+# roots: every key, where none of the optional ones is None (the usual root)
+_ROOT_GET, _ROOT_PREFIXES, _ROOT_KINDS = _layout(ROOT_FIELDS)
+_ROOT_OPTIONAL = tuple(i for i, (_, _, always, _) in enumerate(ROOT_FIELDS) if not always)
+
+
+def _texts(records: Sequence[Any], fast: Sequence[bool], rows: List[Tuple[Any, ...]], prefixes: Tuple[str, ...],
+           kinds: str, table: Tuple[Tuple[str, str, bool, str], ...]) -> List[str]:
+    """The JSON text of each record: through the kernel where ``fast`` says it may (``rows``:
+    those records' values, in order), else (or where the kernel declines a value) through the
+    json module."""
+    it = iter(KERNEL.json_rows(prefixes, rows, kinds) if rows else ())  # type: ignore[union-attr]
+    return [t if t is not None else _ENCODE(_fields_json(r, table))
+            for r, t in zip(records, (next(it) if f else None for f in fast))]
 
 
 def var_json_text(d: Any) -> str:
     """``json.dumps(_fields_json(d, VAR_FIELDS))`` as the report writer encodes it (ASCII, no
     NaN), for a VarDiff or ReportVar ``d``."""
-    if KERNEL is not None and not getattr(d, "extra", None) and all(getattr(d, k, None) is None for k in _OPTIONAL):
-        try:
-            text = KERNEL.json_values(_PREFIXES, _GET_ALWAYS(d), _KINDS)  # type: ignore[attr-defined]
-        except AttributeError:  # not a var record: the general path says what is missing
-            text = None
-        if text is not None:
-            return text
-    return _ENCODE(_fields_json(d, VAR_FIELDS))
+    return next(vars_json_texts([d]))[0]
 
 
 def vars_json_texts(records: Sequence[Any], chunk: int = 256) -> Iterator[List[str]]:
-    """:func:`var_json_text` of each record, in order, a list per ``chunk`` records: the
-    compare records (VarDiff, no optional keys) of a chunk go to the kernel in one call."""
+    """:func:`var_json_text` of each record, in order, a list per ``chunk`` records (one
+    kernel call each)."""
     for k in range(0, len(records), chunk):
         part = records[k : k + chunk]
-        if KERNEL is None or not all(type(d) is VarDiff for d in part):
-            yield [var_json_text(d) for d in part]
-            continue
-        texts = KERNEL.json_rows(_PREFIXES, list(map(_GET_ALWAYS, part)), _KINDS)  # type: ignore[attr-defined]
-        yield [t if t is not None else _ENCODE(_fields_json(d, VAR_FIELDS)) for t, d in zip(texts, part)]
+        # a compare VarDiff has neither extras nor optional keys; a ReportVar is asked
+        fast = [KERNEL is not None and (type(d) is VarDiff or (
+            not getattr(d, "extra", None) and all(getattr(d, o, None) is None for o in _VAR_OPTIONAL)
+            and all(hasattr(d, k) for k, _, a, _ in VAR_FIELDS if a))) for d in part]
+        rows = [_VAR_GET(d) for d, f in zip(part, fast) if f]
+        yield _texts(part, fast, rows, _VAR_PREFIXES, _VAR_KINDS, VAR_FIELDS)
 
 
-#: the roots' JSON text, fast, as for the vars: every key of ROOT_FIELDS where no optional
-#: value is None and no extra key is there (the usual root), else the json module
-_ROOT_KEYS = tuple(k for k, *_ in ROOT_FIELDS)
-_ROOT_GET = operator.attrgetter(*_ROOT_KEYS)
-_ROOT_PREFIXES = tuple(("{" if i == 0 else ", ") + encode_basestring_ascii(k) + ": " for i, k in enumerate(_ROOT_KEYS)) + ("}",)
-_ROOT_KINDS = "".join({"float": "f", "int": "i", "num": "n", "str": "s", "bool": "b", "ints": "l"}[kind]
-                      for _, kind, _, _ in ROOT_FIELDS)
-_ROOT_OPTIONAL = tuple(i for i, (_, _, always, _) in enumerate(ROOT_FIELDS) if not always)
-
-
-def roots_json_texts(roots: Sequence[Any]) -> List[str]:
-    """Each root's JSON text as ``json`` writes :meth:`ReportRoot.to_json` (ASCII, no NaN)."""
-    rows = [_ROOT_GET(r) for r in roots]
-    fast = [not getattr(r, "extra", None) and all(row[i] is not None for i in _ROOT_OPTIONAL) for r, row in zip(roots, rows)]
-    texts = KERNEL.json_rows(_ROOT_PREFIXES, [row for row, f in zip(rows, fast) if f], _ROOT_KINDS) if KERNEL is not None else []  # type: ignore[attr-defined]
-    it = iter(texts)
-    out = []
-    for r, f in zip(roots, fast):
-        t = next(it) if f and KERNEL is not None else None
-        out.append(t if t is not None else _ENCODE(_fields_json(r, ROOT_FIELDS)))
-    return out
+def roots_json_texts(roots: Sequence[Any], chunk: int = 256) -> Iterator[List[str]]:
+    """Each root's JSON text as ``json`` writes :meth:`ReportRoot.to_json` (ASCII, no NaN), a
+    list per ``chunk`` roots."""
+    for k in range(0, len(roots), chunk):
+        part = roots[k : k + chunk]
+        rows = [_ROOT_GET(r) for r in part]
+        fast = [KERNEL is not None and not getattr(r, "extra", None) and all(row[i] is not None for i in _ROOT_OPTIONAL)
+                for r, row in zip(part, rows)]
+        yield _texts(part, fast, [row for row, f in zip(rows, fast) if f], _ROOT_PREFIXES, _ROOT_KINDS, ROOT_FIELDS)
 
 
 def _fields_from_json(d: Mapping[str, Any], table: Tuple[Tuple[str, str, bool, str], ...],

@@ -1,5 +1,5 @@
 """A report var's JSON text (report/records.var_json_text, vars_json_texts): written by the C
-kernel's json_values where it can, it must be the text the json module writes for the same
+kernel's json_rows where it can, it must be the text the json module writes for the same
 object, byte for byte, and fall back to it for anything else (NaN, numpy scalars, an int in a
 float field, extras)."""
 from __future__ import annotations
@@ -94,4 +94,4 @@ def test_roots_written_as_json_writes_them(tmp_path):
     assert len(roots) >= 5
     roots[0] = dataclasses.replace(roots[0], extra={"why": "x"})
     roots[1] = dataclasses.replace(roots[1], note=None, amplification=math.nan, max_err=1)
-    assert roots_json_texts(roots) == [ENCODE(_fields_json(r, ROOT_FIELDS)) for r in roots]
+    assert [t for chunk in roots_json_texts(roots, chunk=3) for t in chunk] == [ENCODE(_fields_json(r, ROOT_FIELDS)) for r in roots]

@@ -1021,7 +1021,7 @@ done:
     return out;
 }
 
-/* ======================================================================== json_values
+/* ======================================================================== json_rows
  *
  * One report var as JSON text: json's C encoder spends ~9 us on a var's 30 keys (a str object
  * per key, separator and value, then a join); a report of 20,000 vars took longer to write than
@@ -1132,28 +1132,15 @@ static int sb_value(sbuf_t *b, PyObject *v, char kind) {
     return 1;
 }
 
-PyDoc_STRVAR(json_values_doc,
-"json_values(prefixes, values, kinds) -> str or None\n\n"
-"prefixes[0] + json(values[0]) + prefixes[1] + ... + prefixes[-1] (len(prefixes) is\n"
-"len(values) + 1; prefixes are ASCII str, e.g. '{\"id\": ', ', \"name\": ', '}'), each value\n"
-"written as json.dumps writes it (ensure_ascii). kinds[i] says what values[i] may be: 'f' a\n"
-"float, 'i' an int, 'n' either, 's' a str, 'b' a bool, 'l' a tuple/list of ints (or None).\n"
-"None when a value is NaN/Inf or not of its kind's type.");
-
 static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk);
-
-static PyObject *py_json_values(PyObject *self, PyObject *args) {
-    PyObject *prefixes, *values;
-    const char *kinds;
-    Py_ssize_t nk;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!s#", &PyTuple_Type, &prefixes, &PyTuple_Type, &values, &kinds, &nk)) return NULL;
-    return json_one(prefixes, values, kinds, nk);
-}
 
 PyDoc_STRVAR(json_rows_doc,
 "json_rows(prefixes, rows, kinds) -> list\n\n"
-"json_values(prefixes, row, kinds) for each tuple of the list rows (one call for many vars).");
+"For each tuple of the list rows: prefixes[0] + json(row[0]) + prefixes[1] + ... + prefixes[-1]\n"
+"(len(prefixes) is len(row) + 1; ASCII str, e.g. '{\"id\": ', ', \"name\": ', '}'), each value\n"
+"written as json.dumps writes it (ensure_ascii). kinds[i] says what row[i] may be: 'f' a\n"
+"float, 'i' an int, 'n' either, 's' a str, 'b' a bool, 'l' a tuple/list of ints (or None).\n"
+"None for a row with a value NaN/Inf or not of its kind's type.");
 
 static PyObject *py_json_rows(PyObject *self, PyObject *args) {
     PyObject *prefixes, *rows;
@@ -1177,7 +1164,7 @@ static PyObject *py_json_rows(PyObject *self, PyObject *args) {
 static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk) {
     Py_ssize_t n = PyTuple_GET_SIZE(values);
     if (PyTuple_GET_SIZE(prefixes) != n + 1 || nk != n) {
-        PyErr_SetString(PyExc_ValueError, "json_values: needs one prefix more than values, and one kind per value");
+        PyErr_SetString(PyExc_ValueError, "json_rows: needs one prefix more than values, and one kind per value");
         return NULL;
     }
     sbuf_t b = {NULL, 0, 0};
@@ -1202,7 +1189,6 @@ static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"same", py_same, METH_VARARGS, same_doc},
     {"scan_pairs", py_scan_pairs, METH_VARARGS, scan_pairs_doc},
-    {"json_values", py_json_values, METH_VARARGS, json_values_doc},
     {"json_rows", py_json_rows, METH_VARARGS, json_rows_doc},
     {NULL, NULL, 0, NULL},
 };
