@@ -330,13 +330,22 @@ class VarTree:
         # dump-only auto: vars that make error by the edge rule are roots behind divergent inputs too
         made = self.threshold.made if self.threshold is not None else {}
         by_id = self._diffs
+        get = by_id.get
         for d in by_id.values():
             if d.status == "ok":
                 continue
-            preds = list(self._preds[d.id])
-            # a compared input that is not ok explains this var (it is not a root)
-            if d.id not in made and any(by_id[u].status not in ("ok", "missing") for u in preds if u in by_id):
-                continue
+            preds = self._preds[d.id]
+            # a compared input that is not ok explains this var (it is not a root); a loop, not
+            # any() over a generator: most of tens of thousands of divergent vars stop here
+            if d.id not in made:
+                explained = False
+                for u in preds:
+                    e = get(u)
+                    if e is not None and e.status != "ok" and e.status != "missing":
+                        explained = True
+                        break
+                if explained:
+                    continue
             compared = [self._diffs[u] for u in preds if u in self._diffs and self._diffs[u].status != "missing"]
             errs = [(u.max_err, u.id) for u in compared if u.max_err is not None]
             in_err: Optional[float] = None

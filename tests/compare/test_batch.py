@@ -214,3 +214,33 @@ def test_b_records_made_from_a_when_asked_and_name_pairing_still_reads_them(tmp_
     assert all(g.pairing == "name" for g in got) and len(got[0].pairs) >= 15
     for g in got[1:]:
         assert [dataclasses.asdict(x) for x in g] == [dataclasses.asdict(x) for x in got[0]]
+
+
+@needs_batch
+def test_blocks_read_ahead_on_the_kernels_threads_give_the_same_records(tmp_path, monkeypatch):
+    # blocks of 3 vars: several blocks in flight while earlier ones are filed
+    a, b = dtype_corners(tmp_path)
+    whole = batch.prefetch(*_folders(a, b), 1 << 15, parse_threshold(1e-3), 2)
+    monkeypatch.setattr(batch, "BLOCK", 3)
+    small = batch.prefetch(*_folders(a, b), 1 << 15, parse_threshold(1e-3), 2)
+    assert {v: dataclasses.asdict(d) for v, d in small.items()} == {v: dataclasses.asdict(d) for v, d in whole.items()}
+    assert_identical(*both(a, b, threshold=1e-3))
+
+
+@needs_batch
+def test_a_started_scan_gives_what_scan_pairs_gives_once_and_may_be_dropped(tmp_path):
+    from lar_prec.compare.engine.scan import KERNEL
+
+    a, b = dtype_corners(tmp_path)
+    fa, fb = _folders(a, b)
+    files_a, files_b = fa.files(), fb.files()
+    ids = sorted(files_a)
+    args = ([files_a[v] for v in ids], [files_b.get(v) for v in ids], batch._DTYPE_ROWS, batch.MAX_FILE, 1 << 15, 1e-3, 2)
+    job = KERNEL.scan_start(*args)
+    assert KERNEL.scan_finish(job) == KERNEL.scan_pairs(*args)
+    with pytest.raises(ValueError, match="finished"):
+        KERNEL.scan_finish(job)
+    for _ in range(20):  # dropped while its threads read: waited for and freed, no crash
+        KERNEL.scan_start(*args)
+    with pytest.raises(TypeError):
+        KERNEL.scan_start([1], [None], batch._DTYPE_ROWS, batch.MAX_FILE, 1 << 15, None, 1)

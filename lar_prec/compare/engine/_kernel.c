@@ -562,33 +562,79 @@ static const dt_t *find_dt(const scan_t *s, uint32_t code) {
     return NULL;
 }
 
-/* Read the header and title of one file, and all of it when it is small: 0 when this path
- * cannot take the file (the Python reader will, and says what is wrong with it). */
-static int read_file(const scan_t *s, const char *path, head_t *h, char **buf, size_t *cap, size_t *got_out) {
-    memset(h, 0, sizeof *h);
-    *got_out = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return 0;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return 0; }
-    long long fsize = (long long)st.st_size;
-    size_t want = fsize <= s->max_file ? (size_t)fsize : (size_t)65536;
-    if (want > (size_t)fsize) want = (size_t)fsize;
-    if (want > *cap) {
-        char *nb = realloc(*buf, want);
-        if (!nb) { close(fd); return 0; }
-        *buf = nb;
-        *cap = want;
+/* A thread's open folder: the files of a block are in one or two folders, and opening each
+ * by its name in an open folder saves walking the whole path every time (a third of the
+ * system time of reading 40,000 small files). */
+typedef struct { int fd; size_t len; char path[4096]; } dirc_t;
+
+static int open_in(dirc_t *dc, const char *path) {
+    const char *slash = strrchr(path, '/');
+    size_t len = slash ? (size_t)(slash - path) : 0;
+    if (!slash || len == 0 || len >= sizeof dc->path) return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (dc->fd < 0 || dc->len != len || memcmp(dc->path, path, len) != 0) {
+        if (dc->fd >= 0) close(dc->fd);
+        memcpy(dc->path, path, len);
+        dc->path[len] = 0;
+        dc->len = len;
+        dc->fd = open(dc->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dc->fd < 0) { dc->len = 0; return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); }
     }
+    return openat(dc->fd, slash + 1, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+static size_t read_all(int fd, char *p, size_t want) {
     size_t got = 0;
     while (got < want) {
-        ssize_t k = read(fd, *buf + got, want - got);
+        ssize_t k = read(fd, p + got, want - got);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
         got += (size_t)k;
     }
+    return got;
+}
+
+static int grow(char **buf, size_t *cap, size_t want) {
+    if (want <= *cap) return 1;
+    char *nb = realloc(*buf, want);
+    if (!nb) return 0;
+    *buf = nb;
+    *cap = want;
+    return 1;
+}
+
+/* the first read of a file: a small one is whole after it (no fstat) */
+#define FIRST_READ 65536
+
+/* Read the header and title of one file, and all of it when it is small: 0 when this path
+ * cannot take the file (the Python reader will, and says what is wrong with it). */
+static int read_file(const scan_t *s, dirc_t *dc, const char *path, head_t *h, char **buf, size_t *cap, size_t *got_out) {
+    memset(h, 0, sizeof *h);
+    *got_out = 0;
+    int fd = open_in(dc, path);
+    if (fd < 0) return 0;
+    if (!grow(buf, cap, FIRST_READ)) { close(fd); return 0; }
+    /* a folder fails to read, a fifo or device gives no dump header: left to the Python reader */
+    ssize_t k;
+    do k = read(fd, *buf, FIRST_READ); while (k < 0 && errno == EINTR);
+    /* one read: a short one is the end of the file (a second read would return 0), or a file
+     * system that reads in pieces, whose header then does not match the bytes: Python */
+    size_t got = k > 0 ? (size_t)k : 0;
+    long long fsize;
+    if (got < FIRST_READ) {
+        fsize = (long long)got;
+    } else {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return 0; }
+        fsize = (long long)st.st_size;
+        if (fsize < FIRST_READ) { close(fd); return 0; }  /* it shrank: the Python reader */
+        if (fsize <= s->max_file) {
+            if (!grow(buf, cap, (size_t)fsize)) { close(fd); return 0; }
+            got += read_all(fd, *buf + got, (size_t)fsize - got);
+            if (got != (size_t)fsize) { close(fd); return 0; }
+        }
+    }
     close(fd);
-    if (got != want || got < HDR) return 0;
+    if (got < HDR) return 0;
     uint32_t w[10];
     memcpy(w, *buf, HDR);  /* little-endian hosts only: the module is built for x86-64/arm64 */
     if (w[2] != NDIM) return 0;
@@ -811,12 +857,15 @@ static void *scan_worker(void *arg) {
     char *ba = NULL, *bb = NULL;
     size_t ca = 0, cb = 0, fcap = 0;
     float *fa = NULL, *fb = NULL;
+    dirc_t da, db;  /* A's folder, B's */
+    da.fd = db.fd = -1;
+    da.len = db.len = 0;
     for (;;) {
         Py_ssize_t i = __atomic_fetch_add(&s->next, 1, __ATOMIC_RELAXED);
         if (i >= s->n) break;
         pair_t *p = &s->pairs[i];
         size_t ga, gb;
-        int oka = read_file(s, p->pa, &p->a, &ba, &ca, &ga);
+        int oka = read_file(s, &da, p->pa, &p->a, &ba, &ca, &ga);
         if (oka) {
             p->a.title = malloc(p->a.name_len ? p->a.name_len : 1);
             if (!p->a.title) { __atomic_store_n(&s->oom, 1, __ATOMIC_RELAXED); p->a.ok = 0; oka = 0; }
@@ -826,7 +875,7 @@ static void *scan_worker(void *arg) {
             }
         }
         if (!p->pb) continue;
-        int okb = read_file(s, p->pb, &p->b, &bb, &cb, &gb);
+        int okb = read_file(s, &db, p->pb, &p->b, &bb, &cb, &gb);
         if (!okb) continue;
         p->title_same = oka && p->a.name_len == p->b.name_len && memcmp(p->a.title, bb + HDR, p->b.name_len) == 0;
         if (!p->title_same) {
@@ -841,6 +890,8 @@ static void *scan_worker(void *arg) {
             continue;
         p->measured = measure(s, p, ba + HDR + p->a.name_len, bb + HDR + p->b.name_len, &fa, &fb, &fcap);
     }
+    if (da.fd >= 0) close(da.fd);
+    if (db.fd >= 0) close(db.fd);
     free(ba);
     free(bb);
     free(fa);
@@ -915,31 +966,69 @@ PyDoc_STRVAR(scan_pairs_doc,
 "mean_abs_err, rmse, cosine, max_ulp, worst_index, worst_a, worst_b, scale, n_over, threshold,\n"
 "n_diff), as the Python engine finishes them, or None.");
 
-static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
+/* One call's work: what the threads read (no Python object is touched off the GIL) and what
+ * is freed after. scan_start hands it to threads of its own and returns at once (the caller
+ * files the last block meanwhile); scan_finish joins them and makes the results. */
+typedef struct {
+    scan_t s;
+    dt_t *dts;
+    pair_t *pairs;
+    PyObject *encoded;  /* the paths as bytes, alive until the end */
+    pthread_t tid[16];
+    int started;
+    int joined;
+} job_t;
+
+static void job_free(job_t *j) {
+    if (!j) return;
+    if (!j->joined) {
+        Py_BEGIN_ALLOW_THREADS
+        for (int t = 0; t < j->started; t++) pthread_join(j->tid[t], NULL);
+        Py_END_ALLOW_THREADS
+        j->joined = 1;
+    }
+    if (j->pairs)
+        for (Py_ssize_t i = 0; i < j->s.n; i++) {
+            free(j->pairs[i].a.title);
+            free(j->pairs[i].b.title);
+            free(j->pairs[i].ta.input_ids);
+            free(j->pairs[i].tb.input_ids);
+        }
+    PyMem_Free(j->pairs);
+    PyMem_Free(j->dts);
+    Py_XDECREF(j->encoded);
+    PyMem_Free(j);
+}
+
+/* the arguments checked, the paths encoded: a job ready to run (NULL and an exception if not) */
+static job_t *job_new(PyObject *args, int *threads_out) {
     PyObject *la, *lb, *dts_obj, *thr_obj;
     long long max_file, chunk;
     int threads;
-    (void)self;
     if (!PyArg_ParseTuple(args, "O!O!OLLOi", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk, &thr_obj, &threads))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(la);
     if (PyList_GET_SIZE(lb) != n) { PyErr_SetString(PyExc_ValueError, "scan_pairs: paths_a and paths_b differ in length"); return NULL; }
     if (chunk < 1 || threads < 1) { PyErr_SetString(PyExc_ValueError, "scan_pairs: chunk and threads must be >= 1"); return NULL; }
+    job_t *j = PyMem_Calloc(1, sizeof(job_t));
+    if (!j) { PyErr_NoMemory(); return NULL; }
+    j->joined = 1;
     PyObject *dseq = PySequence_Fast(dts_obj, "scan_pairs: dtypes must be a sequence");
-    if (!dseq) return NULL;
+    if (!dseq) goto fail;
     Py_ssize_t nd = PySequence_Fast_GET_SIZE(dseq);
-    PyObject *encoded = NULL;
-    dt_t *dts = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(dt_t));
-    pair_t *pairs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(pair_t));
-    PyObject *out = NULL;
-    if (!dts || !pairs) { PyErr_NoMemory(); goto done; }
+    j->dts = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(dt_t));
+    j->pairs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(pair_t));
+    j->s.n = 0;  /* nothing to free in pairs until they are set */
+    if (!j->dts || !j->pairs) { PyErr_NoMemory(); goto fail_seq; }
     for (Py_ssize_t i = 0; i < nd; i++) {
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(dseq, i), "Lii", &dts[i].code, &dts[i].bits, &dts[i].handler)) goto done;
-        if (dts[i].bits < 1 || dts[i].handler < H_NONE || dts[i].handler > H_BOOL) { PyErr_SetString(PyExc_ValueError, "scan_pairs: bad dtype row"); goto done; }
+        dt_t *d = &j->dts[i];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(dseq, i), "Lii", &d->code, &d->bits, &d->handler)) goto fail_seq;
+        if (d->bits < 1 || d->handler < H_NONE || d->handler > H_BOOL) { PyErr_SetString(PyExc_ValueError, "scan_pairs: bad dtype row"); goto fail_seq; }
     }
+    Py_CLEAR(dseq);
     /* paths as file system bytes (os.fsencode's encoding), held until the end */
-    encoded = PyList_New(0);
-    if (!encoded) goto done;
+    j->encoded = PyList_New(0);
+    if (!j->encoded) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *xy[2] = {PyList_GET_ITEM(la, i), PyList_GET_ITEM(lb, i)};
         const char *pp[2] = {NULL, NULL};
@@ -949,37 +1038,42 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
             PyObject *enc = PyUnicode_Check(x) ? PyUnicode_EncodeFSDefault(x) : (PyBytes_Check(x) ? (Py_INCREF(x), x) : NULL);
             if (!enc) {
                 if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "scan_pairs: paths must be str or bytes");
-                goto done;
+                goto fail;
             }
-            int bad = PyList_Append(encoded, enc);
+            int bad = PyList_Append(j->encoded, enc);
             Py_DECREF(enc);
-            if (bad) goto done;
+            if (bad) goto fail;
             pp[k] = PyBytes_AS_STRING(enc);
         }
-        pairs[i].pa = pp[0];
-        pairs[i].pb = pp[1];
+        j->pairs[i].pa = pp[0];
+        j->pairs[i].pb = pp[1];
     }
-    scan_t s = {pairs, n, 0, dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, 0};
+    scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, 0};
     if (s.count) {
         double t = PyFloat_AsDouble(thr_obj);
-        if (t == -1.0 && PyErr_Occurred()) goto done;
+        if (t == -1.0 && PyErr_Occurred()) goto fail;
         s.thr = (float)t;
         s.thr_d = t;
     }
+    j->s = s;
     if (threads > 16) threads = 16;
     if (threads > n) threads = n > 0 ? (int)n : 1;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_t tid[16];
-    int started = 0;
-    for (int t = 1; t < threads; t++)
-        if (pthread_create(&tid[started], NULL, scan_worker, &s) == 0) started++;
-    scan_worker(&s);
-    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-    Py_END_ALLOW_THREADS
-    out = PyList_New(n);
-    if (!out) goto done;
+    *threads_out = threads;
+    return j;
+fail_seq:
+    Py_XDECREF(dseq);
+fail:
+    job_free(j);
+    return NULL;
+}
+
+/* the results of a job whose threads are done (NULL and an exception on failure) */
+static PyObject *job_results(job_t *j) {
+    Py_ssize_t n = j->s.n;
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        pair_t *p = &pairs[i];
+        pair_t *p = &j->pairs[i];
         PyObject *ha = Py_None, *hb = Py_None, *acc = Py_None;
         Py_INCREF(Py_None); Py_INCREF(Py_None); Py_INCREF(Py_None);
         if (p->a.ok) {
@@ -994,30 +1088,88 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
         }
         if (ha && hb && p->measured) {
             Py_DECREF(acc);
-            acc = fields_tuple(p, &s);
+            acc = fields_tuple(p, &j->s);
         }
         if (!ha || !hb || !acc) {
             Py_XDECREF(ha); Py_XDECREF(hb); Py_XDECREF(acc);
-            Py_CLEAR(out);
-            goto done;
+            Py_DECREF(out);
+            return NULL;
         }
         PyObject *item = Py_BuildValue("(NNON)", ha, hb, p->title_same ? Py_True : Py_False, acc);
-        if (!item) { Py_CLEAR(out); goto done; }
+        if (!item) { Py_DECREF(out); return NULL; }
         PyList_SET_ITEM(out, i, item);
     }
-    if (s.oom) { Py_CLEAR(out); PyErr_NoMemory(); }
-done:
-    if (pairs)
-        for (Py_ssize_t i = 0; i < n; i++) {
-            free(pairs[i].a.title);
-            free(pairs[i].b.title);
-            free(pairs[i].ta.input_ids);
-            free(pairs[i].tb.input_ids);
-        }
-    PyMem_Free(pairs);
-    PyMem_Free(dts);
-    Py_XDECREF(encoded);
-    Py_DECREF(dseq);
+    if (j->s.oom) { Py_DECREF(out); return PyErr_NoMemory(); }
+    return out;
+}
+
+static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
+    (void)self;
+    int threads;
+    job_t *j = job_new(args, &threads);
+    if (!j) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&j->tid[j->started], NULL, scan_worker, &j->s) == 0) j->started++;
+    scan_worker(&j->s);
+    for (int t = 0; t < j->started; t++) pthread_join(j->tid[t], NULL);
+    Py_END_ALLOW_THREADS
+    PyObject *out = job_results(j);
+    job_free(j);
+    return out;
+}
+
+/* scan_start: the job runs on threads of its own while the caller goes on (with the GIL) */
+#define JOB_CAPSULE "lar_prec._kernel.scan_job"
+
+static void job_capsule_free(PyObject *cap) {
+    job_free(PyCapsule_GetPointer(cap, JOB_CAPSULE));
+}
+
+PyDoc_STRVAR(scan_start_doc,
+"scan_start(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads) -> job\n\n"
+"scan_pairs on `threads` threads of its own, started now; scan_finish(job) waits for them and\n"
+"returns what scan_pairs returns. A job dropped unfinished is waited for and freed.");
+
+static PyObject *py_scan_start(PyObject *self, PyObject *args) {
+    (void)self;
+    int threads;
+    job_t *j = job_new(args, &threads);
+    if (!j) return NULL;
+    j->joined = 0;
+    for (int t = 0; t < threads; t++)
+        if (pthread_create(&j->tid[j->started], NULL, scan_worker, &j->s) == 0) j->started++;
+    if (!j->started) {  /* no thread to be had: do it here */
+        Py_BEGIN_ALLOW_THREADS
+        scan_worker(&j->s);
+        Py_END_ALLOW_THREADS
+    }
+    PyObject *cap = PyCapsule_New(j, JOB_CAPSULE, job_capsule_free);
+    if (!cap) job_free(j);
+    return cap;
+}
+
+PyDoc_STRVAR(scan_finish_doc, "scan_finish(job) -> list\n\nWait for a scan_start job and return its results (once).");
+
+static PyObject *py_scan_finish(PyObject *self, PyObject *cap) {
+    (void)self;
+    job_t *j = PyCapsule_GetPointer(cap, JOB_CAPSULE);
+    if (!j) return NULL;
+    if (j->s.pairs == NULL) { PyErr_SetString(PyExc_ValueError, "scan_finish: this job was finished"); return NULL; }
+    if (!j->joined) {
+        Py_BEGIN_ALLOW_THREADS
+        for (int t = 0; t < j->started; t++) pthread_join(j->tid[t], NULL);
+        Py_END_ALLOW_THREADS
+        j->joined = 1;
+    }
+    PyObject *out = job_results(j);
+    /* its memory now, not when the capsule goes */
+    job_t *gone = PyMem_Calloc(1, sizeof(job_t));
+    if (gone) {
+        gone->joined = 1;
+        if (PyCapsule_SetPointer(cap, gone) == 0) job_free(j);
+        else PyMem_Free(gone);
+    }
     return out;
 }
 
@@ -1061,6 +1213,16 @@ static int sb_str(sbuf_t *b, PyObject *v) {
     int kind = PyUnicode_KIND(v);
     const void *data = PyUnicode_DATA(v);
     Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    if (PyUnicode_IS_ASCII(v)) {
+        /* the usual name: runs of characters json writes as they are, copied at once */
+        const char *c = (const char *)data;
+        Py_ssize_t i = 0;
+        while (i < n && c[i] >= ' ' && c[i] != '\\' && c[i] != '"' && c[i] != 0x7f) i++;
+        if (i == n) {
+            if (sb_put(b, "\"", 1) || sb_put(b, c, (size_t)n)) return -1;
+            return sb_put(b, "\"", 1);
+        }
+    }
     if (sb_put(b, "\"", 1)) return -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
@@ -1099,7 +1261,12 @@ static int sb_str(sbuf_t *b, PyObject *v) {
  * field holds ('f' float, 'i' int, 'n' int or float, 's' str, 'b' bool, 'l' ints): a value of
  * another type is written differently by the caller's general path (an int in a float field
  * as 1.0), so it falls back */
-static int sb_value(sbuf_t *b, PyObject *v, char kind) {
+/* the last few floats written and their text: a report's rows repeat values (the threshold
+ * in every row, norm_err equal to max_err, zeros of identical vars) */
+#define N_SEEN 8
+typedef struct { double x[N_SEEN]; char text[N_SEEN][32]; size_t len[N_SEEN]; int next; } seen_t;
+
+static int sb_value(sbuf_t *b, PyObject *v, char kind, seen_t *seen) {
     if (v == Py_None) return sb_put(b, "null", 4);
     if (kind == 'b') {
         if (v == Py_True) return sb_put(b, "true", 4);
@@ -1109,9 +1276,21 @@ static int sb_value(sbuf_t *b, PyObject *v, char kind) {
     if (PyFloat_CheckExact(v) && (kind == 'f' || kind == 'n')) {
         double x = PyFloat_AS_DOUBLE(v);
         if (!isfinite(x)) return 1;
+        if (seen) { /* the same double as one written lately: its text again (repr is slow) */
+            for (int j = 0; j < N_SEEN; j++)
+                if (seen->len[j] && memcmp(&seen->x[j], &x, sizeof x) == 0) return sb_put(b, seen->text[j], seen->len[j]);
+        }
         char *s = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
         if (!s) return -1;
-        int r = sb_put(b, s, strlen(s));
+        size_t k = strlen(s);
+        if (seen && k < sizeof seen->text[0]) {
+            int j = seen->next;
+            seen->next = (j + 1) % N_SEEN;
+            seen->x[j] = x;
+            memcpy(seen->text[j], s, k);
+            seen->len[j] = k;
+        }
+        int r = sb_put(b, s, k);
         PyMem_Free(s);
         return r;
     }
@@ -1132,7 +1311,7 @@ static int sb_value(sbuf_t *b, PyObject *v, char kind) {
     return 1;
 }
 
-static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk);
+static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk, sbuf_t *b, seen_t *seen);
 
 PyDoc_STRVAR(json_rows_doc,
 "json_rows(prefixes, rows, kinds) -> list\n\n"
@@ -1151,44 +1330,48 @@ static PyObject *py_json_rows(PyObject *self, PyObject *args) {
     Py_ssize_t n = PyList_GET_SIZE(rows);
     PyObject *out = PyList_New(n);
     if (!out) return NULL;
+    sbuf_t b = {NULL, 0, 0};  /* one buffer for every row */
+    seen_t seen;
+    memset(&seen, 0, sizeof seen);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyTuple_Check(row)) { Py_DECREF(out); PyErr_SetString(PyExc_TypeError, "json_rows: rows must be tuples"); return NULL; }
-        PyObject *t = json_one(prefixes, row, kinds, nk);
-        if (!t) { Py_DECREF(out); return NULL; }
+        if (!PyTuple_Check(row)) { Py_CLEAR(out); PyErr_SetString(PyExc_TypeError, "json_rows: rows must be tuples"); break; }
+        PyObject *t = json_one(prefixes, row, kinds, nk, &b, &seen);
+        if (!t) { Py_CLEAR(out); break; }
         PyList_SET_ITEM(out, i, t);
     }
+    PyMem_Free(b.p);
     return out;
 }
 
-static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk) {
+static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk, sbuf_t *b, seen_t *seen) {
     Py_ssize_t n = PyTuple_GET_SIZE(values);
     if (PyTuple_GET_SIZE(prefixes) != n + 1 || nk != n) {
         PyErr_SetString(PyExc_ValueError, "json_rows: needs one prefix more than values, and one kind per value");
         return NULL;
     }
-    sbuf_t b = {NULL, 0, 0};
-    PyObject *out = NULL;
+    b->n = 0;
     for (Py_ssize_t i = 0; i <= n; i++) {
         Py_ssize_t k;
         const char *p = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(prefixes, i), &k);
-        if (!p || sb_put(&b, p, (size_t)k)) goto done;
+        if (!p || sb_put(b, p, (size_t)k)) goto fail;
         if (i == n) break;
-        int r = sb_value(&b, PyTuple_GET_ITEM(values, i), kinds[i]);
-        if (r < 0) goto done;
-        if (r > 0) { out = Py_None; Py_INCREF(out); goto done; }
+        int r = sb_value(b, PyTuple_GET_ITEM(values, i), kinds[i], seen);
+        if (r < 0) goto fail;
+        if (r > 0) Py_RETURN_NONE;
     }
-    out = PyUnicode_DecodeASCII(b.p, (Py_ssize_t)b.n, "strict");
-done:
-    if (!out && !PyErr_Occurred()) PyErr_NoMemory();
-    PyMem_Free(b.p);
-    return out;
+    return PyUnicode_DecodeASCII(b->p, (Py_ssize_t)b->n, "strict");
+fail:
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"same", py_same, METH_VARARGS, same_doc},
     {"scan_pairs", py_scan_pairs, METH_VARARGS, scan_pairs_doc},
+    {"scan_start", py_scan_start, METH_VARARGS, scan_start_doc},
+    {"scan_finish", py_scan_finish, METH_O, scan_finish_doc},
     {"json_rows", py_json_rows, METH_VARARGS, json_rows_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -41,7 +41,7 @@ _DTYPE_ROWS = tuple((d.code, d.bits, _HANDLER.get(d.name, 0)) for d in DTYPES.va
 
 def available() -> bool:
     """Whether the C kernel with ``scan_pairs`` is built (and not turned off)."""
-    return KERNEL is not None and hasattr(KERNEL, "scan_pairs")
+    return KERNEL is not None and hasattr(KERNEL, "scan_start")
 
 
 #: the fields scan_pairs gives a measured var, in its order
@@ -65,34 +65,51 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
     files_a, files_b = fa.files(), fb.files()
     ids = list(files_a)
     measured: Dict[int, VarDiff] = {}
-    scan = KERNEL.scan_pairs  # type: ignore[union-attr]
     count_over = fixed.value if fixed is not None else None
-    for k in range(0, len(ids), BLOCK):
-        block = ids[k : k + BLOCK]
+    blocks = [ids[k : k + BLOCK] for k in range(0, len(ids), BLOCK)]
+    start, finish = KERNEL.scan_start, KERNEL.scan_finish  # type: ignore[union-attr]
+
+    def read(block: List[int]) -> object:
         pb: List[Optional[str]] = [files_b.get(v) for v in block]
-        got = scan([files_a[v] for v in block], pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads)
-        for v, (ha, hb, same, fields) in zip(block, got):
-            if ha is None:
-                continue
-            dt = DTYPES[ha[0]]
-            da = fa.cache_head(v, dt, ha[1], ha[2], ha[3], ha[4], ha[6], ha[5])
-            if hb is None:
-                continue
-            if same:
-                fb.cache_like(v, da)
-            else:
-                db = fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], hb[6], hb[5])
-            if fields is None:
-                continue
-            # the record the Python engine would make (plan.var_job, value_fields), judged
-            name, owner, opr_type = da.names()
-            note = "" if same else name_note(name, db.var.name)
-            quantized = dt.is_quantized
-            if quantized:
-                note = join_notes(note, QUANTIZED_NOTE)
-            d = diff_from(_KEYS, (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
-                                  quantized) + fields)
-            if fixed is not None:
-                d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
-            measured[v] = d
+        return start([files_a[v] for v in block], pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads)
+
+    # the next block is read by the kernel's own threads (system calls and comparing, no
+    # Python) while this thread files the last one (Python): both cores busy
+    ahead = [read(b) for b in blocks[:2]]
+    for k, block in enumerate(blocks):
+        got = finish(ahead[k])
+        ahead[k] = None
+        if k + 2 < len(blocks):  # two blocks ahead: the threads never wait for this one
+            ahead.append(read(blocks[k + 2]))
+        _file(fa, fb, block, got, fixed, measured)
     return measured
+
+
+def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Optional[Threshold],
+          measured: Dict[int, VarDiff]) -> None:
+    """File one block's headers in the folders' caches and its measured vars' records in
+    ``measured``."""
+    for v, (ha, hb, same, fields) in zip(block, got):
+        if ha is None:
+            continue
+        dt = DTYPES[ha[0]]
+        da = fa.cache_head(v, dt, ha[1], ha[2], ha[3], ha[4], ha[6], ha[5])
+        if hb is None:
+            continue
+        if same:
+            fb.cache_like(v, da)
+        else:
+            db = fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], hb[6], hb[5])
+        if fields is None:
+            continue
+        # the record the Python engine would make (plan.var_job, value_fields), judged
+        name, owner, opr_type = da.names()
+        note = "" if same else name_note(name, db.var.name)
+        quantized = dt.is_quantized
+        if quantized:
+            note = join_notes(note, QUANTIZED_NOTE)
+        d = diff_from(_KEYS, (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
+                              quantized) + fields)
+        if fixed is not None:
+            d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
+        measured[v] = d
