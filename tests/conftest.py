@@ -3,7 +3,7 @@
 Dumps come from real runs of the bundled load_and_run (``python -m lar_prec.lar``, which runs
 the MegEngine runtime through megenginelite), each in a fresh process because
 MGB_USE_MEGDNN_DBG is read once per process. They are cached for the whole session (of each
-pytest-xdist worker: `make test` runs tests on every core, so no test may share a file, port
+pytest-xdist worker: `make test` runs tests on every core (one worker more), so no test may share a file, port
 or server with another; each makes its own under tmp_path).
 """
 from __future__ import annotations
