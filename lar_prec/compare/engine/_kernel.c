@@ -975,18 +975,31 @@ typedef struct {
     pair_t *pairs;
     PyObject *encoded;  /* the paths as bytes, alive until the end */
     pthread_t tid[16];
-    int started;
-    int joined;
+    int started;  /* threads running or not yet joined */
 } job_t;
 
-static void job_free(job_t *j) {
-    if (!j) return;
-    if (!j->joined) {
+/* run the job on `threads` threads of its own (on this one, without the GIL, when none can be had) */
+static void job_start(job_t *j, int threads) {
+    for (int t = 0; t < threads; t++)
+        if (pthread_create(&j->tid[j->started], NULL, scan_worker, &j->s) == 0) j->started++;
+    if (!j->started) {
         Py_BEGIN_ALLOW_THREADS
-        for (int t = 0; t < j->started; t++) pthread_join(j->tid[t], NULL);
+        scan_worker(&j->s);
         Py_END_ALLOW_THREADS
-        j->joined = 1;
     }
+}
+
+static void job_join(job_t *j) {
+    if (!j->started) return;
+    Py_BEGIN_ALLOW_THREADS
+    for (int t = 0; t < j->started; t++) pthread_join(j->tid[t], NULL);
+    Py_END_ALLOW_THREADS
+    j->started = 0;
+}
+
+/* wait for its threads and free what it read: a finished job has no pairs */
+static void job_clear(job_t *j) {
+    job_join(j);
     if (j->pairs)
         for (Py_ssize_t i = 0; i < j->s.n; i++) {
             free(j->pairs[i].a.title);
@@ -996,7 +1009,15 @@ static void job_free(job_t *j) {
         }
     PyMem_Free(j->pairs);
     PyMem_Free(j->dts);
-    Py_XDECREF(j->encoded);
+    Py_CLEAR(j->encoded);
+    j->pairs = j->s.pairs = NULL;
+    j->dts = NULL;
+    j->s.n = 0;
+}
+
+static void job_free(job_t *j) {
+    if (!j) return;
+    job_clear(j);
     PyMem_Free(j);
 }
 
@@ -1012,13 +1033,11 @@ static job_t *job_new(PyObject *args, int *threads_out) {
     if (chunk < 1 || threads < 1) { PyErr_SetString(PyExc_ValueError, "scan_pairs: chunk and threads must be >= 1"); return NULL; }
     job_t *j = PyMem_Calloc(1, sizeof(job_t));
     if (!j) { PyErr_NoMemory(); return NULL; }
-    j->joined = 1;
     PyObject *dseq = PySequence_Fast(dts_obj, "scan_pairs: dtypes must be a sequence");
     if (!dseq) goto fail;
     Py_ssize_t nd = PySequence_Fast_GET_SIZE(dseq);
     j->dts = PyMem_Calloc((size_t)(nd ? nd : 1), sizeof(dt_t));
     j->pairs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(pair_t));
-    j->s.n = 0;  /* nothing to free in pairs until they are set */
     if (!j->dts || !j->pairs) { PyErr_NoMemory(); goto fail_seq; }
     for (Py_ssize_t i = 0; i < nd; i++) {
         dt_t *d = &j->dts[i];
@@ -1108,12 +1127,8 @@ static PyObject *py_scan_pairs(PyObject *self, PyObject *args) {
     int threads;
     job_t *j = job_new(args, &threads);
     if (!j) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    for (int t = 1; t < threads; t++)
-        if (pthread_create(&j->tid[j->started], NULL, scan_worker, &j->s) == 0) j->started++;
-    scan_worker(&j->s);
-    for (int t = 0; t < j->started; t++) pthread_join(j->tid[t], NULL);
-    Py_END_ALLOW_THREADS
+    job_start(j, threads);
+    job_join(j);
     PyObject *out = job_results(j);
     job_free(j);
     return out;
@@ -1136,14 +1151,7 @@ static PyObject *py_scan_start(PyObject *self, PyObject *args) {
     int threads;
     job_t *j = job_new(args, &threads);
     if (!j) return NULL;
-    j->joined = 0;
-    for (int t = 0; t < threads; t++)
-        if (pthread_create(&j->tid[j->started], NULL, scan_worker, &j->s) == 0) j->started++;
-    if (!j->started) {  /* no thread to be had: do it here */
-        Py_BEGIN_ALLOW_THREADS
-        scan_worker(&j->s);
-        Py_END_ALLOW_THREADS
-    }
+    job_start(j, threads);
     PyObject *cap = PyCapsule_New(j, JOB_CAPSULE, job_capsule_free);
     if (!cap) job_free(j);
     return cap;
@@ -1155,21 +1163,10 @@ static PyObject *py_scan_finish(PyObject *self, PyObject *cap) {
     (void)self;
     job_t *j = PyCapsule_GetPointer(cap, JOB_CAPSULE);
     if (!j) return NULL;
-    if (j->s.pairs == NULL) { PyErr_SetString(PyExc_ValueError, "scan_finish: this job was finished"); return NULL; }
-    if (!j->joined) {
-        Py_BEGIN_ALLOW_THREADS
-        for (int t = 0; t < j->started; t++) pthread_join(j->tid[t], NULL);
-        Py_END_ALLOW_THREADS
-        j->joined = 1;
-    }
+    if (j->pairs == NULL) { PyErr_SetString(PyExc_ValueError, "scan_finish: this job was finished"); return NULL; }
+    job_join(j);
     PyObject *out = job_results(j);
-    /* its memory now, not when the capsule goes */
-    job_t *gone = PyMem_Calloc(1, sizeof(job_t));
-    if (gone) {
-        gone->joined = 1;
-        if (PyCapsule_SetPointer(cap, gone) == 0) job_free(j);
-        else PyMem_Free(gone);
-    }
+    job_clear(j);  /* its memory now, not when the capsule goes */
     return out;
 }
 
@@ -1207,6 +1204,9 @@ static int sb_int(sbuf_t *b, PyObject *v) {
     return sb_put(b, tmp, (size_t)k);
 }
 
+/* a character json writes as it is (ensure_ascii) */
+static inline int json_plain(Py_UCS4 c) { return c >= ' ' && c <= '~' && c != '\\' && c != '"'; }
+
 static int sb_str(sbuf_t *b, PyObject *v) {
     static const char hex[] = "0123456789abcdef";
     if (PyUnicode_READY(v) < 0) return -1;
@@ -1217,7 +1217,7 @@ static int sb_str(sbuf_t *b, PyObject *v) {
         /* the usual name: runs of characters json writes as they are, copied at once */
         const char *c = (const char *)data;
         Py_ssize_t i = 0;
-        while (i < n && c[i] >= ' ' && c[i] != '\\' && c[i] != '"' && c[i] != 0x7f) i++;
+        while (i < n && json_plain((unsigned char)c[i])) i++;
         if (i == n) {
             if (sb_put(b, "\"", 1) || sb_put(b, c, (size_t)n)) return -1;
             return sb_put(b, "\"", 1);
@@ -1228,7 +1228,7 @@ static int sb_str(sbuf_t *b, PyObject *v) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         char e[12];
         size_t k = 0;
-        if (c >= ' ' && c <= '~' && c != '\\' && c != '"') { e[k++] = (char)c; }
+        if (json_plain(c)) { e[k++] = (char)c; }
         else {
             e[k++] = '\\';
             switch (c) {

@@ -1,21 +1,21 @@
-"""Many small vars in one pass per pair of files: the C kernel's ``scan_pairs``.
+"""Many small vars in one pass per pair of files: the C kernel's ``scan_start``/``scan_finish``.
 
 A folder of tens of thousands of small vars costs per file, not per byte: reading each
 header and title, then opening each file again for its values, and the Python around both.
-:func:`prefetch` hands the pairs of files of the same var id to ``scan_pairs``, which reads
-each pair once on several threads: the header (checked as :mod:`lar_prec.dumps.binary` checks
-it), the title and, for a file of at most :data:`MAX_FILE` bytes, the values, measured as
-:mod:`lar_prec.compare.engine.chunks` measures them (the same kernel calls per chunk, the same
-order of accumulation: the same numbers), their fields finished in C as
-:func:`~lar_prec.compare.engine.plan.value_fields` finishes them. The headers go into the
-folders' caches (the pairing reads them from there); the measured vars come back as their
-records. Whatever
-``scan_pairs`` leaves (a file it cannot read or that is not a dump, NaN/Inf, a big var, a
-dtype it does not take) is read and measured by the Python reader and engine as before,
-which say what is wrong with a bad file.
+:func:`prefetch` hands blocks of pairs of files of the same var id to ``scan_start``, which
+reads each pair once on threads of its own while this thread files the block before: the
+header (checked as :mod:`lar_prec.dumps.binary` checks it), the title and, for a file of at
+most :data:`MAX_FILE` bytes, the values, measured as :mod:`lar_prec.compare.engine.chunks`
+measures them (the same kernel calls per chunk, the same order of accumulation: the same
+numbers), their fields finished in C as :func:`~lar_prec.compare.engine.plan.value_fields`
+finishes them. The headers go into the folders' caches (the pairing reads them from there);
+the measured vars come back as their records. Whatever the kernel leaves (a file it cannot
+read or that is not a dump, NaN/Inf, a big var, a dtype it does not take) is read and
+measured by the Python reader and engine as before, which say what is wrong with a bad file.
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import Dict, List, Optional
 
 from lar_prec.compare.engine.plan import QUANTIZED_NOTE, join_notes, name_note
@@ -40,11 +40,11 @@ _DTYPE_ROWS = tuple((d.code, d.bits, _HANDLER.get(d.name, 0)) for d in DTYPES.va
 
 
 def available() -> bool:
-    """Whether the C kernel with ``scan_pairs`` is built (and not turned off)."""
+    """Whether the C kernel with ``scan_start`` is built (and not turned off)."""
     return KERNEL is not None and hasattr(KERNEL, "scan_start")
 
 
-#: the fields scan_pairs gives a measured var, in its order
+#: the fields the kernel gives a measured var, in its order
 _MEASURED = ("max_err", "max_abs_err", "max_rel_err", "mean_abs_err", "rmse", "cosine", "max_ulp", "worst_index",
              "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff")
 _KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "status", "note", "scale_unknown") + _MEASURED
@@ -75,10 +75,9 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
 
     # the next block is read by the kernel's own threads (system calls and comparing, no
     # Python) while this thread files the last one (Python): both cores busy
-    ahead = [read(b) for b in blocks[:2]]
+    ahead = deque(read(b) for b in blocks[:2])
     for k, block in enumerate(blocks):
-        got = finish(ahead[k])
-        ahead[k] = None
+        got = finish(ahead.popleft())
         if k + 2 < len(blocks):  # two blocks ahead: the threads never wait for this one
             ahead.append(read(blocks[k + 2]))
         _file(fa, fb, block, got, fixed, measured)
