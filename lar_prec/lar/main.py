@@ -44,6 +44,7 @@ import re
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -103,6 +104,65 @@ def _megengine_message(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+class _Installed:
+    """What pkg_resources.working_set lists of a package: its key."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _installed() -> List[_Installed]:
+    """The installed distributions on sys.path, keyed as pkg_resources keys them (the
+    dist-info or egg-info folder's name up to its version, lower case, runs of other
+    characters as '-'), from the folder names alone."""
+    found: List[_Installed] = []
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith((".dist-info", ".egg-info")):
+                project = n.rsplit(".", 1)[0].split("-", 1)[0]
+                found.append(_Installed(re.sub(r"[^A-Za-z0-9.]+", "-", project).lower()))
+    return found
+
+
+def _import_lite() -> Tuple[Any, Any]:
+    """megenginelite and its tensor module, imported with stand-ins for two modules it
+    imports at start-up and the bundled lar does not need: they were ~0.4 s of its ~0.65 s,
+    paid by every run. ``megfile`` (with boto3) opens s3:// model paths: the lar hands lite an
+    open file (:func:`_load`), so lite never calls it; ``pkg_resources`` serves one check that
+    megbrain or megenginelite is not installed beside megengine: its ``working_set`` here
+    lists the same packages from the folder names (:func:`_installed`). Modules already
+    imported are left as they are; the stand-ins leave sys.modules after the import."""
+    stand_ins: Dict[str, Any] = {}
+    if "megfile" not in sys.modules:
+        megfile = types.ModuleType("megfile")
+        megfile.smart_open = open  # type: ignore[attr-defined]  # local paths, as megfile opens them
+        stand_ins["megfile"] = megfile
+    if "pkg_resources" not in sys.modules:
+        pkg = types.ModuleType("pkg_resources")
+        pkg.working_set = _installed()  # type: ignore[attr-defined]
+        stand_ins["pkg_resources"] = pkg
+    sys.modules.update(stand_ins)
+    try:
+        # on first use: importing it costs ~0.25 s even so, and needs the wheel
+        import megenginelite as L
+        import megenginelite.tensor as LT
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+    return L, LT
+
+
+def _load(net: Any, model: Path) -> None:
+    """``net.load`` of a model file opened here (lite opens a path through megfile)."""
+    with open(model, "rb") as f:
+        net.load(f)
+
+
 class _Lite:
     """megenginelite, imported on first use (importing it is ~1 s and needs the wheel)."""
 
@@ -115,8 +175,7 @@ class _Lite:
         logging.getLogger().addHandler(logging.NullHandler())
         try:
             # megenginelite only when a model runs (--help and --version stay fast)
-            import megenginelite as L
-            import megenginelite.tensor as LT
+            L, LT = _import_lite()
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise LarUsageError(
                 f"cannot import megenginelite ({exc}); install megengine==1.13.0 or give --lar PATH"
@@ -313,7 +372,7 @@ def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[
         net.io_bin_dump(opts.bin_io_dump.rstrip("/") + "/")
 
     t0 = time.perf_counter()
-    net.load(str(model))
+    _load(net, model)
     _log(f"load model: {(time.perf_counter() - t0) * 1e3:.3f}ms")
 
     model_inputs = {n: lite.layout_of(net.get_io_tensor(n)) for n in net.get_all_input_name()}
@@ -387,7 +446,7 @@ def describe_model(model: str) -> Dict[str, List[Dict[str, Any]]]:
     lite = _Lite()
     net = lite.L.LiteNetwork(lite.L.LiteConfig(device_type=lite.L.LiteDeviceType.LITE_CPU))
     try:
-        net.load(str(model))
+        _load(net, model)
         out: Dict[str, List[Dict[str, Any]]] = {"inputs": [], "outputs": []}
         for key, names in (("inputs", net.get_all_input_name()), ("outputs", net.get_all_output_name())):
             for n in names:
