@@ -514,7 +514,6 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
     NaN/Inf in other places, another shape or dtype, or exists on one side only), 2 on bad input.
     """
-    from lar_prec.diagnosis.megcompat import megengine_text
     from lar_prec.report.model import exit_code
     from lar_prec.report.terminal import render_csv, render_terminal
     from lar_prec.workflows.compare import check_model_options, compare_dumps
@@ -537,6 +536,8 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
         if fmt == "csv":
             click.echo(render_csv(report), nl=False)
         elif fmt == "megengine":
+            from lar_prec.diagnosis.megcompat import megengine_text
+
             for block in megengine_text(tree.comparison):  # type: ignore[arg-type]
                 click.echo(_lines_shown(block))
             missing = [d.id for d in tree.diffs if d.status == "missing"]

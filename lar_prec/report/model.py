@@ -67,8 +67,10 @@ class DiffVars(Sequence[ReportVar]):
     (:meth:`records`).
     """
 
-    def __init__(self, diffs: Sequence["VarDiff"]) -> None:
+    def __init__(self, diffs: Sequence["VarDiff"], counts: Optional[Mapping[str, int]] = None) -> None:
         self._diffs = diffs
+        # vars per status when the caller counted them (VarTree.counts: the same definition)
+        self._counts: Optional[Dict[str, int]] = dict(counts) if counts is not None else None
 
     def __len__(self) -> int:
         return len(self._diffs)
@@ -98,6 +100,16 @@ class DiffVars(Sequence[ReportVar]):
     def records(self) -> Sequence["VarDiff"]:
         """The VarDiffs (NaN not yet None): cheap to scan for status and error."""
         return self._diffs
+
+    def status_counts(self) -> Dict[str, int]:
+        """Vars per status, every status of :data:`STATUSES` (zeros too), counted once: the
+        reports a command derives from one another (verdict, exit code) share these vars."""
+        if self._counts is None:
+            counts = {s: 0 for s in STATUSES}
+            for d in self._diffs:
+                counts[d.status] = counts.get(d.status, 0) + 1
+            self._counts = counts
+        return self._counts
 
 
 def _records(vars_: Sequence[ReportVar]) -> Sequence[Any]:
@@ -149,9 +161,12 @@ class Report:
     def status_counts(self) -> Dict[str, int]:
         """Number of variables per status, in :data:`STATUSES` order, zero counts left out."""
         def count() -> Dict[str, int]:
-            counts = {s: 0 for s in STATUSES}
-            for v in _records(self.vars):
-                counts[v.status] = counts.get(v.status, 0) + 1
+            if isinstance(self.vars, DiffVars):
+                counts = self.vars.status_counts()
+            else:
+                counts = {s: 0 for s in STATUSES}
+                for v in self.vars:
+                    counts[v.status] = counts.get(v.status, 0) + 1
             return {s: n for s, n in counts.items() if n}
         return dict(self._cached("_counts", count))
 
@@ -419,7 +434,8 @@ def from_tree(
             except KeyError:  # a root not reachable from any model input
                 path = ()
         roots.append(root_from_tree(r, path))
-    top: Dict[str, Any] = {"counts": tree.counts(), "diverged": tree.diverged}
+    tree_counts = tree.counts()
+    top: Dict[str, Any] = {"counts": tree_counts, "diverged": tree.diverged}
     cmp = tree.comparison
     cmp_notes: Tuple[str, ...] = ()
     if cmp is not None:
@@ -436,7 +452,7 @@ def from_tree(
     top.update(extra or {})
     vars_: Sequence[ReportVar]
     if roots_by is None and not runs_differing and lazy_vars:
-        vars_ = DiffVars(tree.diffs)
+        vars_ = DiffVars(tree.diffs, counts=tree_counts)
     else:
         vars_ = tuple(var_from_diff(d) for d in tree.diffs)
     if runs_differing is not None:

@@ -19,7 +19,7 @@ import itertools
 import math
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from lar_prec.report.model import Report, _records, auto_verdict, exit_code
+from lar_prec.report.model import DiffVars, Report, _records, auto_verdict, exit_code
 from lar_prec.report.console import Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
 from lar_prec.report.shake import cause_cell, render_root_causes, render_runs_by_operator, render_shake_top
@@ -250,10 +250,12 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
         cols.insert(7, ("local", _NUM, lambda p, v: cell(fmt_err(v.extra.get("local_err")) if "label" in v.extra
                                                          else "—", "red" if v.extra.get("label") == "root" else "")))
         cols.insert(8, ("label", {"no_wrap": True}, lambda p, v: cell(_label_text(v))))
-    if any(getattr(rec, "runs_differing", None) is not None for rec in recs):
+    # a comparison's VarDiffs (DiffVars) carry neither column below: shake's ReportVars do
+    extras = not isinstance(report.vars, DiffVars)
+    if extras and any(getattr(rec, "runs_differing", None) is not None for rec in recs):
         cols.append(("runs differing", _NUM,
                      lambda p, v: cell("—" if v.runs_differing is None else str(v.runs_differing))))
-    if any("cause" in getattr(rec, "extra", {}) for rec in recs):  # shake: why it wobbles
+    if extras and any("cause" in getattr(rec, "extra", {}) for rec in recs):  # shake: why it wobbles
         cols.append(("cause", {"overflow": "fold", "ratio": 2}, lambda p, v: cell(cause_cell(v.extra))))
     if narrow:
         cols = [c for c in cols if c[0] not in ("dtype shape", "max_abs_err", "cosine")]
