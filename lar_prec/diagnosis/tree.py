@@ -100,20 +100,36 @@ class VarTree:
         self.source = source
         self._diffs: Dict[int, VarDiff] = {}
         self._order: Dict[int, int] = {}
-        # plain adjacency: rooting needs nothing more, and networkx (a fifth of the command's
-        # start-up) is imported only when a query or a caller asks for ``graph``
-        self._preds: Dict[int, Dict[int, Tuple[str, Optional[int]]]] = {}
-        self._succs: Dict[int, Dict[int, None]] = {}
-        self._compared: Dict[int, bool] = {}
-        # _add_node/_add_edge written out: tens of thousands of vars
-        by_id, order, preds, succs, compared = self._diffs, self._order, self._preds, self._succs, self._compared
         for i, d in enumerate(diffs):
-            v = d.id
-            by_id[v] = d
-            order[v] = i
-            if v not in preds:
-                preds[v], succs[v], compared[v] = {}, {}, True
-        for d in diffs:
+            self._diffs[d.id] = d
+            self._order[d.id] = i
+        # the adjacency is made on first use (_make_adjacency): rooting reads each var's inputs
+        # from its record, and a command that only roots (compare) never needs it; networkx
+        # (a fifth of the command's start-up) is imported only when ``graph`` is asked for
+        self._adj: Optional[Tuple[Dict[int, Dict[int, Tuple[str, Optional[int]]]], Dict[int, Dict[int, None]],
+                                  Dict[int, bool]]] = None
+        self._text_dump: Optional[TextDump] = None
+        if text_dump is not None:
+            td = text_dump if isinstance(text_dump, TextDump) else read_text_dump(text_dump)
+            if td.truncated:
+                # its edges end at the cut: say so where the command's output is read (stderr)
+                log.warning("note: text dump %s was cut (%s); only the edges before the cut are used", td.path, td.truncated)
+            self._text_dump = td
+            self._make_adjacency()  # its edges count for the roots
+        self._graph: Optional["nx.DiGraph"] = None
+        self._roots: Optional[Tuple[Root, ...]] = None
+
+    def _make_adjacency(self) -> None:
+        """Every var's inputs and consumers (the records' inputs and the text dump's edges),
+        and the place in execution order of vars known only as inputs."""
+        preds: Dict[int, Dict[int, Tuple[str, Optional[int]]]] = {}
+        succs: Dict[int, Dict[int, None]] = {}
+        compared: Dict[int, bool] = {}
+        self._adj = (preds, succs, compared)
+        # _add_node/_add_edge written out: tens of thousands of vars
+        for v in self._diffs:
+            preds[v], succs[v], compared[v] = {}, {}, True
+        for d in self._diffs.values():
             v = d.id
             into = preds[v]
             for k, u in enumerate(d.inputs):
@@ -122,25 +138,41 @@ class VarTree:
                 if u != v and u not in into:
                     into[u] = ("value", k)
                     succs[u][v] = None
-        if text_dump is not None:
-            td = text_dump if isinstance(text_dump, TextDump) else read_text_dump(text_dump)
-            if td.truncated:
-                # its edges end at the cut: say so where the command's output is read (stderr)
-                log.warning("note: text dump %s was cut (%s); only the edges before the cut are used", td.path, td.truncated)
-            for u, v, kind in td.edges():
+        if self._text_dump is not None:
+            for u, v, kind in self._text_dump.edges():
                 if kind not in _DATA_DEPS or u == v:
                     continue
                 self._add_node(u, False)
                 self._add_node(v, False)
-                if u not in self._preds[v]:
+                if u not in preds[v]:
                     self._add_edge(u, v, kind, None)
-        self._graph: Optional["nx.DiGraph"] = None
         # vars known only as inputs sit just before their first consumer in execution order
-        for n in self._preds:
+        n_diffs = len(self._diffs)
+        for n in preds:
             if n not in self._order:
-                consumers = [self._order[c] for c in self._succs[n] if c in self._order]
-                self._order[n] = (min(consumers) if consumers else len(diffs)) - 1
-        self._roots: Optional[Tuple[Root, ...]] = None
+                consumers = [self._order[c] for c in succs[n] if c in self._order]
+                self._order[n] = (min(consumers) if consumers else n_diffs) - 1
+
+    @property
+    def _preds(self) -> Dict[int, Dict[int, Tuple[str, Optional[int]]]]:
+        """Var -> its inputs -> (edge kind, input index)."""
+        if self._adj is None:
+            self._make_adjacency()
+        return self._adj[0]  # type: ignore[index]
+
+    @property
+    def _succs(self) -> Dict[int, Dict[int, None]]:
+        """Var -> its consumers."""
+        if self._adj is None:
+            self._make_adjacency()
+        return self._adj[1]  # type: ignore[index]
+
+    @property
+    def _compared(self) -> Dict[int, bool]:
+        """Var -> dumped on both sides (False: known only as an input)."""
+        if self._adj is None:
+            self._make_adjacency()
+        return self._adj[2]  # type: ignore[index]
 
     def _add_node(self, n: int, compared: bool) -> None:
         if n not in self._preds:
@@ -331,22 +363,26 @@ class VarTree:
         made = self.threshold.made if self.threshold is not None else {}
         by_id = self._diffs
         get = by_id.get
+        # a var's inputs: its record's, unless the adjacency is made (a text dump adds edges)
+        adj_preds = self._adj[0] if self._adj is not None else None
         for d in by_id.values():
             if d.status == "ok":
                 continue
-            preds = self._preds[d.id]
+            v = d.id
+            preds = adj_preds[v] if adj_preds is not None else d.inputs
             # a compared input that is not ok explains this var (it is not a root); a loop, not
             # any() over a generator: most of tens of thousands of divergent vars stop here
-            if d.id not in made:
+            if v not in made:
                 explained = False
                 for u in preds:
                     e = get(u)
-                    if e is not None and e.status != "ok" and e.status != "missing":
+                    if e is not None and e.status != "ok" and e.status != "missing" and u != v:
                         explained = True
                         break
                 if explained:
                     continue
-            compared = [self._diffs[u] for u in preds if u in self._diffs and self._diffs[u].status != "missing"]
+            # (an input listed twice counts once: only the largest error is taken)
+            compared = [e for u in preds if u != v for e in (get(u),) if e is not None and e.status != "missing"]
             errs = [(u.max_err, u.id) for u in compared if u.max_err is not None]
             in_err: Optional[float] = None
             worst_in: Optional[int] = None

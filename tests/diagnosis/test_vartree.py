@@ -110,6 +110,18 @@ def test_no_roots_when_everything_agrees():
     assert t.roots() == () and not t.diverged
 
 
+def test_an_input_listed_twice_or_itself_roots_as_once():
+    # an operator reading one var twice (x * x), and a record naming itself among its inputs:
+    # rooting reads the records' inputs and must agree with the adjacency the queries use
+    diffs = [vd(1, max_err=2e-7), vd(2, "divergent", [1, 1], 4e-3), vd(3, "divergent", [3, 2]), vd(4, "divergent", [4])]
+    lazy = VarTree(diffs).roots()
+    built = VarTree(diffs)
+    assert built.inputs(2) == (1,) and built.inputs(3) == (2,) and built.inputs(4) == ()
+    assert built.roots() == lazy
+    assert [(r.id, r.input_max_err, r.worst_input) for r in lazy] == [(2, 2e-7, 1), (4, None, None)]
+    assert lazy[0].amplification == pytest.approx(4e-3 / 2e-7)
+
+
 def test_queries():
     diffs = [vd(1, opr_type="Host2DeviceCopy"), vd(2, opr_type="ImmutableTensor"), vd(3, inputs=[1, 2]),
              vd(4, inputs=[3]), vd(5, inputs=[3, 2]), vd(6, "divergent", [4, 5])]
