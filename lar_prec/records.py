@@ -9,10 +9,22 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Type, TypeVar, Union
 
 #: a file or folder argument: str or any os.PathLike (one alias for the package)
 PathLike = Union[str, "os.PathLike[str]"]
+
+_R = TypeVar("_R")
+
+
+def frozen_record(cls: Type[_R], fields: Dict[str, Any]) -> _R:
+    """``cls(**fields)`` for a frozen dataclass without the generated ``__init__``, which sets
+    each field through the frozen class's setattr (a few microseconds a record: thousands of
+    roots, tens of thousands of vars). ``fields`` must hold every field, and becomes the
+    record's ``__dict__``: only for values lar-prec made itself, no checks run."""
+    new = object.__new__(cls)
+    object.__setattr__(new, "__dict__", fields)
+    return new
 
 
 @dataclass(frozen=True)

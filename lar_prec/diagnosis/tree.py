@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # networkx is imported on first use (VarTree.graph and graph 
 
 log = logging.getLogger(__name__)
 
-from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.records import PathLike, frozen_record  # noqa: E402
 from lar_prec.graph import reach
 
 #: statuses that say the values (or their shape/dtype) differ; ``missing`` ranks after them
@@ -397,10 +397,11 @@ class VarTree:
             # a root making 100x what its inputs explain goes before one making 2x, whatever the order
             margin = made.get(d.id)
             mkey = -math.floor(math.log10(margin)) if margin else 0
-            r = Root(
-                id=d.id, name=d.name, opr=d.opr, opr_type=d.opr_type, status=d.status, dtype=d.dtype,
-                max_err=d.max_err, input_max_err=in_err, amplification=amp, worst_input=worst_in, order=pos, note=d.note,
-            )
+            r = frozen_record(Root, {
+                "id": d.id, "name": d.name, "opr": d.opr, "opr_type": d.opr_type, "status": d.status, "dtype": d.dtype,
+                "max_err": d.max_err, "input_max_err": in_err, "amplification": amp, "worst_input": worst_in,
+                "order": pos, "note": d.note,
+            })
             found.append(((rank, mkey, pos, amp_key, d.id), r))
         found.sort(key=lambda t: t[0])
         self._roots = tuple(r for _, r in found)

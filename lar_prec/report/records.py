@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import UsageError
-from lar_prec.records import VarKey
+from lar_prec.records import VarKey, frozen_record
 from lar_prec.compare.records import STATUSES, VarDiff
 from lar_prec.compare.engine.scan import KERNEL
 
@@ -474,10 +474,11 @@ def root_from_tree(r: "Root", path: Sequence[int] = ()) -> ReportRoot:
     """The :class:`ReportRoot` of a vartree ``Root`` (an infinite amplification, i.e. exact
     inputs, becomes None with ``inputs_equal``)."""
     amp = r.amplification
-    return ReportRoot(id=int(r.id), name=r.name, opr=r.opr, opr_type=r.opr_type, max_err=_finite(r.max_err),
-                      input_max_err=_finite(r.input_max_err), amplification=_finite(amp), path=tuple(path),
-                      status=r.status, dtype=r.dtype, inputs_equal=amp is not None and math.isinf(amp),
-                      worst_input=None if r.worst_input is None else int(r.worst_input), note=r.note)
+    return frozen_record(ReportRoot, {
+        "id": int(r.id), "name": r.name, "opr": r.opr, "opr_type": r.opr_type, "max_err": _finite(r.max_err),
+        "input_max_err": _finite(r.input_max_err), "amplification": _finite(amp), "path": tuple(path),
+        "neighbourhood": (), "status": r.status, "dtype": r.dtype, "inputs_equal": amp is not None and math.isinf(amp),
+        "worst_input": None if r.worst_input is None else int(r.worst_input), "note": r.note, "extra": {}})
 
 
 _RUN_KEYS = ("label", "dir", "argv", "returncode", "seconds", "env", "config")

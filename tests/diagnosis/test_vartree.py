@@ -2,6 +2,7 @@
 into real dumps, and compatibility with MegEngine's accuracy_shake_var_tree."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -20,7 +21,8 @@ from lar_prec.compare.records import VarDiff
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.report.terminal import render_csv, render_table
 from lar_prec.report.model import from_tree
-from lar_prec.diagnosis.tree import VarTree
+from lar_prec.diagnosis.tree import Root, VarTree
+from lar_prec.report.records import ReportRoot, root_from_tree
 from lar_prec.diagnosis.megcompat import parse, read_megengine_diff, tree_from_megengine_diff, varNode
 
 PY = sys.executable
@@ -120,6 +122,17 @@ def test_an_input_listed_twice_or_itself_roots_as_once():
     assert built.roots() == lazy
     assert [(r.id, r.input_max_err, r.worst_input) for r in lazy] == [(2, 2e-7, 1), (4, None, None)]
     assert lazy[0].amplification == pytest.approx(4e-3 / 2e-7)
+
+
+def test_roots_are_the_records_their_classes_make():
+    # Root and ReportRoot are made without their __init__ (frozen_record): every field there
+    t = VarTree([vd(1, max_err=0.0), vd(2, "divergent", [1]), vd(3, "nonfinite", [2]), vd(4, "divergent")])
+    for r in t.roots():
+        assert set(r.__dict__) == {f.name for f in dataclasses.fields(Root)}
+        assert r == Root(**r.__dict__)
+        rr = root_from_tree(r, (1, r.id))
+        assert set(rr.__dict__) == {f.name for f in dataclasses.fields(ReportRoot)}
+        assert rr == ReportRoot(**rr.__dict__)
 
 
 def test_queries():
