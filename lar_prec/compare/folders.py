@@ -154,6 +154,19 @@ def compare_folders(
         measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs))
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
+    if count_over is not None and paired.mode == "id" and measured and len(measured) == len(paired.order) \
+            and all(a in measured for a, _ in paired.order):
+        # the batch reader measured and judged every var (a folder of small vars, a fixed
+        # threshold): their records in execution order, no jobs to plan
+        diffs = _in_order(measured, paired)
+        fa.forget_all()
+        fb.forget_all()
+        # a var whose own threshold is not the fixed value (scaled by its magnitude): its
+        # count of elements over it from the files, as below
+        diffs = _recount(fa.path, fb.path, diffs, st)
+        return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(diffs), threshold=fixed, notes=tuple(notes),
+                          chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
+                          pairs=paired.pairs)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
     measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
@@ -208,6 +221,17 @@ def compare_folders(
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
                       pairs=paired.pairs)
+
+
+def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> List[VarDiff]:
+    """The batch reader's records of every entry of ``paired``, in its order, each given its
+    place (``index``) as its job would (:func:`~lar_prec.compare.engine.plan.plan_folders`)."""
+    out = []
+    for i, (v, _) in enumerate(paired.order):
+        d = measured[v]
+        d.__dict__["index"] = i  # a record not yet shared
+        out.append(d)
+    return out
 
 
 #: the note of a quantized var that differs by exactly one step (issue 23 #3)

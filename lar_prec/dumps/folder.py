@@ -166,6 +166,11 @@ class DumpFolder:
         self._cache.pop(var_id, None)
         self._like.pop(var_id, None)
 
+    def forget_all(self) -> None:
+        """:meth:`forget` every var."""
+        self._cache.clear()
+        self._like.clear()
+
     def cache_head(self, var_id: int, dtype: DType, shape: Tuple[int, ...], size: int, file_size: int, title: str,
                    title_len: int, parsed: Optional[Sequence[Any]] = None) -> BinaryDump:
         """Cache the dump of ``var_id`` from a header and title read elsewhere (the compare

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compare_helpers import GraphDump, dtype_corners, var_info
+from lar_prec.compare import folders as folders_mod
 from lar_prec.compare.engine import batch
 from lar_prec.compare.engine.workers import EngineSettings
 from lar_prec.compare.folders import compare_folders
@@ -53,6 +54,24 @@ def test_real_dumps_identical_to_the_python_engine(lar_dump, case):
     for thr in ("auto", 1e-6, 0.0):
         for chunk in (None, 1000):  # 1000: float32 vars over several kernel calls
             assert_identical(*both(naive, default, threshold=thr, chunk_elements=chunk, jobs=2))
+
+
+@needs_batch
+@pytest.mark.megengine
+def test_every_var_measured_by_the_batch_reader_needs_no_jobs(lar_dump, monkeypatch):
+    # every var of these is small and of a dtype the kernel measures: under a fixed threshold
+    # the records come straight from the batch reader (fp16 and quantized: per-dtype
+    # thresholds, n_over recounted), and are the Python engine's
+    pairs = {case: (lar_dump(case, "naive"), lar_dump(case, "default")) for case in ("resnet", "fp16", "quantized")}
+    expected = {(case, thr): compare_folders(*pair, threshold=thr, settings=PYTHON)
+                for case, pair in pairs.items() for thr in (1e-6, 0.0)}
+
+    def no_jobs(*args, **kw):
+        raise AssertionError("jobs planned for vars the batch reader measured")
+
+    monkeypatch.setattr(folders_mod, "plan_folders", no_jobs)
+    for (case, thr), cp in expected.items():
+        assert_identical(compare_folders(*pairs[case], threshold=thr), cp)
 
 
 @needs_batch
