@@ -12,6 +12,7 @@ import json
 import math
 import operator
 import shlex
+import sys
 from json.encoder import encode_basestring_ascii
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -238,27 +239,29 @@ _ENCODE = json.JSONEncoder(allow_nan=False).encode
 _KIND_CODE = {"float": "f", "int": "i", "num": "n", "str": "s", "bool": "b", "ints": "l"}
 
 
-def _layout(rows: Sequence[Tuple[str, str, bool, str]]) -> Tuple[Callable[[Any], Tuple[Any, ...]], Tuple[str, ...], str]:
-    """(getter of the values, JSON prefixes, kind codes) of a table's ``rows``, for json_rows."""
-    keys = [k for k, *_ in rows]
+def _layout(rows: Sequence[Tuple[str, str, bool, str]]) -> Tuple[Tuple[str, ...], Tuple[str, ...], str]:
+    """(attribute names, JSON prefixes, kind codes) of a table's ``rows``, for json_rows."""
+    keys = tuple(sys.intern(k) for k, *_ in rows)
     prefixes = tuple(("{" if i == 0 else ", ") + encode_basestring_ascii(k) + ": " for i, k in enumerate(keys)) + ("}",)
-    return operator.attrgetter(*keys), prefixes, "".join(_KIND_CODE[kind] for _, kind, _, _ in rows)
+    return keys, prefixes, "".join(_KIND_CODE[kind] for _, kind, _, _ in rows)
 
 
-# vars: the always-written keys (a compare VarDiff has no optional ones)
-_VAR_GET, _VAR_PREFIXES, _VAR_KINDS = _layout([r for r in VAR_FIELDS if r[2]])
+# vars: the always-written keys (a compare VarDiff has no optional ones), read by the kernel
+_VAR_KEYS, _VAR_PREFIXES, _VAR_KINDS = _layout([r for r in VAR_FIELDS if r[2]])
 _VAR_OPTIONAL = tuple(k for k, _, always, _ in VAR_FIELDS if not always)
 # roots: every key, where none of the optional ones is None (the usual root)
-_ROOT_GET, _ROOT_PREFIXES, _ROOT_KINDS = _layout(ROOT_FIELDS)
+_ROOT_KEYS, _ROOT_PREFIXES, _ROOT_KINDS = _layout(ROOT_FIELDS)
+_ROOT_GET = operator.attrgetter(*_ROOT_KEYS)
 _ROOT_OPTIONAL = tuple(i for i, (_, _, always, _) in enumerate(ROOT_FIELDS) if not always)
 
 
-def _texts(records: Sequence[Any], fast: Sequence[bool], rows: List[Tuple[Any, ...]], prefixes: Tuple[str, ...],
-           kinds: str, table: Tuple[Tuple[str, str, bool, str], ...]) -> List[str]:
+def _texts(records: Sequence[Any], fast: Sequence[bool], rows: List[Any], prefixes: Tuple[str, ...],
+           kinds: str, table: Tuple[Tuple[str, str, bool, str], ...], keys: Optional[Tuple[str, ...]] = None) -> List[str]:
     """The JSON text of each record: through the kernel where ``fast`` says it may (``rows``:
-    those records' values, in order), else (or where the kernel declines a value) through the
-    json module."""
-    it = iter(KERNEL.json_rows(prefixes, rows, kinds) if rows else ())  # type: ignore[union-attr]
+    those records' values in order, or with ``keys`` the records, whose attributes of those
+    names the kernel reads), else (or where the kernel declines a value) through the json
+    module."""
+    it = iter(KERNEL.json_rows(prefixes, rows, kinds, keys) if rows else ())  # type: ignore[union-attr]
     return [t if t is not None else _ENCODE(_fields_json(r, table))
             for r, t in zip(records, (next(it) if f else None for f in fast))]
 
@@ -278,8 +281,7 @@ def vars_json_texts(records: Sequence[Any], chunk: int = 256) -> Iterator[List[s
         fast = [KERNEL is not None and (type(d) is VarDiff or (
             not getattr(d, "extra", None) and all(getattr(d, o, None) is None for o in _VAR_OPTIONAL)
             and all(hasattr(d, k) for k, _, a, _ in VAR_FIELDS if a))) for d in part]
-        rows = [_VAR_GET(d) for d, f in zip(part, fast) if f]
-        yield _texts(part, fast, rows, _VAR_PREFIXES, _VAR_KINDS, VAR_FIELDS)
+        yield _texts(part, fast, [d for d, f in zip(part, fast) if f], _VAR_PREFIXES, _VAR_KINDS, VAR_FIELDS, _VAR_KEYS)
 
 
 def roots_json_texts(roots: Sequence[Any], chunk: int = 256) -> Iterator[List[str]]:

@@ -159,3 +159,31 @@ def test_the_kernels_powers_of_ten_are_the_nearest_64_bits():
         assert 2**63 <= f < 2**64
         exact = Fraction(10) ** k / Fraction(2) ** e
         assert abs(exact - f) <= Fraction(1, 2), k  # the 64 bits nearest 10^k
+
+
+@needs_kernel
+def test_rows_read_as_attributes_as_getattr_reads_them():
+    class Row:
+        def __init__(self) -> None:
+            self.a, self.b = 1.5, "x"
+            self.__dict__["c"] = "shadowed"  # a property of the class wins, as for getattr
+
+        @property
+        def c(self) -> str:
+            return "property"
+
+    class Slotted:
+        __slots__ = ("a", "b", "c")
+
+        def __init__(self) -> None:
+            self.a, self.b, self.c = 2.0, "y", "z"
+
+    prefixes, kinds = ('{"a": ', ', "b": ', ', "c": ', "}"), "fss"
+    rows = [Row(), Slotted()]
+    want = [ENCODE({"a": r.a, "b": r.b, "c": r.c}) for r in rows]
+    assert KERNEL.json_rows(prefixes, rows, kinds, ("a", "b", "c")) == want
+    assert want[0].endswith('"c": "property"}')
+    with pytest.raises(AttributeError):
+        KERNEL.json_rows(prefixes, [object()], kinds, ("a", "b", "c"))
+    with pytest.raises(TypeError):
+        KERNEL.json_rows(prefixes, rows, kinds, ("a", "b"))

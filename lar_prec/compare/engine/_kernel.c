@@ -1199,9 +1199,13 @@ static int sb_int(sbuf_t *b, PyObject *v) {
     int overflow;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 1; }
-    char tmp[32];
-    int k = snprintf(tmp, sizeof tmp, "%lld", x);
-    return sb_put(b, tmp, (size_t)k);
+    /* decimal digits from the end (snprintf's format parsing was a tenth of a row) */
+    char tmp[24];
+    char *p = tmp + sizeof tmp;
+    unsigned long long u = x < 0 ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    do { *--p = (char)('0' + u % 10); u /= 10; } while (u);
+    if (x < 0) *--p = '-';
+    return sb_put(b, p, (size_t)(tmp + sizeof tmp - p));
 }
 
 /* a character json writes as it is (ensure_ascii) */
@@ -1486,41 +1490,82 @@ static int sb_value(sbuf_t *b, PyObject *v, char kind, seen_t *seen) {
     return 1;
 }
 
-static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk, sbuf_t *b, seen_t *seen);
+static PyObject *json_one(PyObject *prefixes, PyObject *const *values, Py_ssize_t n, const char *kinds, Py_ssize_t nk,
+                          sbuf_t *b, seen_t *seen);
 
 PyDoc_STRVAR(json_rows_doc,
-"json_rows(prefixes, rows, kinds) -> list\n\n"
+"json_rows(prefixes, rows, kinds, keys=None) -> list\n\n"
 "For each tuple of the list rows: prefixes[0] + json(row[0]) + prefixes[1] + ... + prefixes[-1]\n"
 "(len(prefixes) is len(row) + 1; ASCII str, e.g. '{\"id\": ', ', \"name\": ', '}'), each value\n"
 "written as json.dumps writes it (ensure_ascii). kinds[i] says what row[i] may be: 'f' a\n"
 "float, 'i' an int, 'n' either, 's' a str, 'b' a bool, 'l' a tuple/list of ints (or None).\n"
-"None for a row with a value NaN/Inf or not of its kind's type.");
+"None for a row with a value NaN/Inf or not of its kind's type. With keys (a tuple of str),\n"
+"rows are objects and row[i] is getattr(row, keys[i]).");
+
+/* getattr(obj, key) (a new reference): the instance dict read directly where the type has no
+ * data descriptor of that name (what getattr does first), else the generic lookup */
+static PyObject *attr_of(PyObject *obj, PyObject *key) {
+    PyObject *descr = _PyType_Lookup(Py_TYPE(obj), key);
+    if (descr == NULL || Py_TYPE(descr)->tp_descr_set == NULL) {
+        PyObject **dp = _PyObject_GetDictPtr(obj);
+        if (dp && *dp) {
+            PyObject *v = PyDict_GetItemWithError(*dp, key);
+            if (v) { Py_INCREF(v); return v; }
+            if (PyErr_Occurred()) return NULL;
+        }
+    }
+    return PyObject_GetAttr(obj, key);
+}
 
 static PyObject *py_json_rows(PyObject *self, PyObject *args) {
-    PyObject *prefixes, *rows;
+    PyObject *prefixes, *rows, *keys = Py_None;
     const char *kinds;
     Py_ssize_t nk;
     (void)self;
-    if (!PyArg_ParseTuple(args, "O!O!s#", &PyTuple_Type, &prefixes, &PyList_Type, &rows, &kinds, &nk)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!s#|O", &PyTuple_Type, &prefixes, &PyList_Type, &rows, &kinds, &nk, &keys))
+        return NULL;
+    if (keys != Py_None) {
+        if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != nk) {
+            PyErr_SetString(PyExc_TypeError, "json_rows: keys must be a tuple of str, one per kind");
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < nk; j++)
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(keys, j))) {
+                PyErr_SetString(PyExc_TypeError, "json_rows: keys must be a tuple of str, one per kind");
+                return NULL;
+            }
+    }
     Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject **vals = keys != Py_None ? PyMem_Malloc(sizeof(PyObject *) * (size_t)(nk ? nk : 1)) : NULL;
+    if (keys != Py_None && !vals) return PyErr_NoMemory();
     PyObject *out = PyList_New(n);
-    if (!out) return NULL;
+    if (!out) { PyMem_Free(vals); return NULL; }
     sbuf_t b = {NULL, 0, 0};  /* one buffer for every row */
     seen_t seen;
     memset(&seen, 0, sizeof seen);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyTuple_Check(row)) { Py_CLEAR(out); PyErr_SetString(PyExc_TypeError, "json_rows: rows must be tuples"); break; }
-        PyObject *t = json_one(prefixes, row, kinds, nk, &b, &seen);
+        PyObject *row = PyList_GET_ITEM(rows, i), *t = NULL;
+        if (keys != Py_None) {  /* an object: its attributes, read without a tuple of them per row */
+            Py_ssize_t j = 0;
+            for (; j < nk; j++)
+                if (!(vals[j] = attr_of(row, PyTuple_GET_ITEM(keys, j)))) break;
+            if (j == nk) t = json_one(prefixes, vals, nk, kinds, nk, &b, &seen);
+            while (j > 0) Py_DECREF(vals[--j]);
+        } else if (!PyTuple_Check(row)) {
+            PyErr_SetString(PyExc_TypeError, "json_rows: rows must be tuples");
+        } else {
+            t = json_one(prefixes, ((PyTupleObject *)row)->ob_item, PyTuple_GET_SIZE(row), kinds, nk, &b, &seen);
+        }
         if (!t) { Py_CLEAR(out); break; }
         PyList_SET_ITEM(out, i, t);
     }
+    PyMem_Free(vals);
     PyMem_Free(b.p);
     return out;
 }
 
-static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kinds, Py_ssize_t nk, sbuf_t *b, seen_t *seen) {
-    Py_ssize_t n = PyTuple_GET_SIZE(values);
+static PyObject *json_one(PyObject *prefixes, PyObject *const *values, Py_ssize_t n, const char *kinds, Py_ssize_t nk,
+                          sbuf_t *b, seen_t *seen) {
     if (PyTuple_GET_SIZE(prefixes) != n + 1 || nk != n) {
         PyErr_SetString(PyExc_ValueError, "json_rows: needs one prefix more than values, and one kind per value");
         return NULL;
@@ -1531,7 +1576,7 @@ static PyObject *json_one(PyObject *prefixes, PyObject *values, const char *kind
         const char *p = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(prefixes, i), &k);
         if (!p || sb_put(b, p, (size_t)k)) goto fail;
         if (i == n) break;
-        int r = sb_value(b, PyTuple_GET_ITEM(values, i), kinds[i], seen);
+        int r = sb_value(b, values[i], kinds[i], seen);
         if (r < 0) goto fail;
         if (r > 0) Py_RETURN_NONE;
     }
