@@ -135,7 +135,18 @@ def _import_lite() -> Tuple[Any, Any]:
     open file (:func:`_load`), so lite never calls it; ``pkg_resources`` serves one check that
     megbrain or megenginelite is not installed beside megengine: its ``working_set`` here
     lists the same packages from the folder names (:func:`_installed`). Modules already
-    imported are left as they are; the stand-ins leave sys.modules after the import."""
+    imported are left as they are; the stand-ins leave sys.modules after the import. A
+    megenginelite that asks them for more (another version) is imported again without them."""
+    try:
+        return _import_lite_with(_stand_ins())
+    except (ImportError, AttributeError):
+        for name in [m for m in sys.modules if m == "megenginelite" or m.startswith("megenginelite.")]:
+            del sys.modules[name]  # half imported with the stand-ins
+        return _import_lite_with({})
+
+
+def _stand_ins() -> Dict[str, Any]:
+    """The stand-in modules :func:`_import_lite` uses, for those not imported already."""
     stand_ins: Dict[str, Any] = {}
     if "megfile" not in sys.modules:
         megfile = types.ModuleType("megfile")
@@ -145,6 +156,11 @@ def _import_lite() -> Tuple[Any, Any]:
         pkg = types.ModuleType("pkg_resources")
         pkg.working_set = _installed()  # type: ignore[attr-defined]
         stand_ins["pkg_resources"] = pkg
+    return stand_ins
+
+
+def _import_lite_with(stand_ins: Dict[str, Any]) -> Tuple[Any, Any]:
+    """megenginelite imported with ``stand_ins`` in sys.modules (taken out after)."""
     sys.modules.update(stand_ins)
     try:
         # on first use: importing it costs ~0.25 s even so, and needs the wheel
@@ -164,7 +180,7 @@ def _load(net: Any, model: Path) -> None:
 
 
 class _Lite:
-    """megenginelite, imported on first use (importing it is ~1 s and needs the wheel)."""
+    """megenginelite, imported on first use (importing it takes ~0.25 s and needs the wheel)."""
 
     def __init__(self) -> None:
         import ctypes

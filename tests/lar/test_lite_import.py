@@ -56,3 +56,20 @@ def test_megenginelite_still_refuses_megbrain_installed_beside_megengine(tmp_pat
     proc = _probe(extra_path=str(tmp_path))
     assert proc.returncode != 0
     assert "Your python packages may be corrupted" in proc.stderr
+
+
+def test_a_megenginelite_asking_more_of_them_gets_the_real_modules(tmp_path):
+    # another megenginelite version might use more of megfile or pkg_resources than the
+    # stand-ins have: it is imported again with the real ones
+    pkg = tmp_path / "megenginelite"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import pkg_resources\nVERSION = pkg_resources.get_distribution('numpy').version\n"
+                                     "import megfile.fs\n")
+    (pkg / "tensor.py").write_text("")
+    code = ("import sys\nfrom lar_prec.lar.main import _import_lite\nL, LT = _import_lite()\n"
+            "print(L.__file__, L.VERSION, hasattr(sys.modules['pkg_resources'], 'get_distribution'))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    where, version, real = proc.stdout.split()
+    assert where == str(pkg / "__init__.py") and version[0].isdigit() and real == "True"
