@@ -69,14 +69,12 @@ def dump_file_name(var_id: int, input_index: Optional[int] = None) -> str:
 def _name_ids(name: str) -> Optional[Tuple[int, Optional[int]]]:
     """(file id, k) when ``name`` is exactly what load_and_run would write, else None."""
     if "-" not in name:
-        # the usual main file, without a regex (a folder lists tens of thousands): int() is
-        # lenient (" 1f", "0x1f", "1_f"), the round trip through the name load_and_run
-        # writes is not
-        try:
-            vid = int(name, 16)
-        except ValueError:
+        # the usual main file, without a regex or formatting the id back (a folder lists tens
+        # of thousands): what "%06x" writes is six or more lower-case hex digits, with no
+        # zero before a seventh (int() alone would also take a sign, spaces, "0x" or "_")
+        if len(name) < 6 or (name[0] == "0" and len(name) > 6) or name.strip("0123456789abcdef"):
             return None
-        return (vid, None) if vid >= 0 and name == f"{vid:06x}" else None
+        return (int(name, 16), None)
     m = _MAIN_NAME.match(name)
     if m:
         vid = int(m.group(1), 16)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fuzz_helpers import read_or_refused
 from lar_prec.errors import DumpFormatError
 from lar_prec.dumps.dtypes import DTYPES
-from lar_prec.dumps.binary import BinaryDump, dump_file_name, read_binary_dump, write_binary_dump
+from lar_prec.dumps.binary import BinaryDump, _name_ids, dump_file_name, read_binary_dump, write_binary_dump
 from lar_prec.dumps.titles import VarInfo, contiguous_layout, format_title, parse_title
 from test_iodump import _GOOD_FILE, CN, header
 
@@ -195,3 +195,21 @@ def test_fuzz_structured_dump(tmp_path, pieces, code, shape, max_ndim, extra, na
     nbytes = dt.nbytes(size) if dt else size
     data = header(len(title), code, shape, max_ndim) + title + bytes(max(0, nbytes + extra))
     _check_binary_bytes(tmp_path, data, name)
+
+
+_NAMES = (st.text(alphabet="0123456789abcdefABCDEFxg_ +-\u00e9\u0663", max_size=12)
+          | st.integers(0, 2**40).map(lambda v: f"{v:06x}") | st.integers(0, 2**40).map(lambda v: f"{v:08x}")
+          | st.sampled_from(["0x1234", " 12345", "12_345", "+abcdef", "\u0663" * 6, "00000a", "0000000"]))
+
+
+@settings(max_examples=3000)
+@given(name=_NAMES)
+def test_a_main_file_name_is_exactly_what_load_and_run_writes(name):
+    # the round trip through "%06x": a folder's listing takes only the names load_and_run writes
+    try:
+        vid = int(name, 16)
+        want = (vid, None) if vid >= 0 and dump_file_name(vid) == name else None
+    except ValueError:
+        want = None
+    if "-" not in name:
+        assert _name_ids(name) == want
