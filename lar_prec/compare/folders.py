@@ -163,10 +163,7 @@ def compare_folders(
         fb.forget_all()
         # a var whose own threshold is not the fixed value (scaled by its magnitude): its
         # count of elements over it from the files, as below
-        diffs = _recount(fa.path, fb.path, diffs, st)
-        return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(diffs), threshold=fixed, notes=tuple(notes),
-                          chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
-                          pairs=paired.pairs)
+        return _comparison(fa, fb, _recount(fa.path, fb.path, diffs, st), fixed, notes, st, paired)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
     measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
@@ -218,7 +215,12 @@ def compare_folders(
     finally:
         if relaid is not None:
             relaid.cleanup()
-    return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(judged), threshold=thr, notes=tuple(notes),
+    return _comparison(fa, fb, judged, thr, notes, st, paired)
+
+
+def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],
+                st: EngineSettings, paired: Pairing) -> Comparison:
+    return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(diffs), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
                       pairs=paired.pairs)
 

@@ -153,26 +153,26 @@ class VarTree:
                 consumers = [self._order[c] for c in succs[n] if c in self._order]
                 self._order[n] = (min(consumers) if consumers else n_diffs) - 1
 
+    def _adjacency(self) -> Tuple[Dict[int, Dict[int, Tuple[str, Optional[int]]]], Dict[int, Dict[int, None]],
+                                  Dict[int, bool]]:
+        if self._adj is None:
+            self._make_adjacency()
+        return self._adj  # type: ignore[return-value]
+
     @property
     def _preds(self) -> Dict[int, Dict[int, Tuple[str, Optional[int]]]]:
         """Var -> its inputs -> (edge kind, input index)."""
-        if self._adj is None:
-            self._make_adjacency()
-        return self._adj[0]  # type: ignore[index]
+        return self._adjacency()[0]
 
     @property
     def _succs(self) -> Dict[int, Dict[int, None]]:
         """Var -> its consumers."""
-        if self._adj is None:
-            self._make_adjacency()
-        return self._adj[1]  # type: ignore[index]
+        return self._adjacency()[1]
 
     @property
     def _compared(self) -> Dict[int, bool]:
         """Var -> dumped on both sides (False: known only as an input)."""
-        if self._adj is None:
-            self._make_adjacency()
-        return self._adj[2]  # type: ignore[index]
+        return self._adjacency()[2]
 
     def _add_node(self, n: int, compared: bool) -> None:
         if n not in self._preds:

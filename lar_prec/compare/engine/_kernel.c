@@ -1428,6 +1428,16 @@ static size_t grisu_repr(double x, char *out) {
     return (size_t)(p - out);
 }
 
+/* repr(x) into text (40 bytes) for a finite x: its length, 0 for zero and where Grisu3 is not
+ * sure (then Python's dtoa says) */
+static size_t float_text(double x, char *text) {
+    if (!isfinite(x) || x == 0) return 0;
+    size_t neg = x < 0;
+    text[0] = '-';
+    size_t k = grisu_repr(fabs(x), text + neg);
+    return k ? k + neg : 0;
+}
+
 /* 0 written, 1 not written the same way (the caller falls back), -1 error. kind: what the
  * field holds ('f' float, 'i' int, 'n' int or float, 's' str, 'b' bool, 'l' ints): a value of
  * another type is written differently by the caller's general path (an int in a float field
@@ -1451,11 +1461,10 @@ static int sb_value(sbuf_t *b, PyObject *v, char kind, seen_t *seen) {
             for (int j = 0; j < N_SEEN; j++)
                 if (seen->len[j] && memcmp(&seen->x[j], &x, sizeof x) == 0) return sb_put(b, seen->text[j], seen->len[j]);
         }
-        char text[40];  /* '-' and grisu_repr's 32 */
-        size_t k = x != 0 ? grisu_repr(fabs(x), text + 1) : 0;
-        const char *s = text + 1;
+        char text[40];
+        size_t k = float_text(x, text);
+        const char *s = text;
         char *py = NULL;
-        if (k && x < 0) { text[0] = '-'; s = text; k++; }
         if (!k) {  /* zero, or a double Grisu3 is not sure of: Python's dtoa */
             py = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
             if (!py) return -1;
@@ -1596,10 +1605,9 @@ static PyObject *py_grisu_repr(PyObject *self, PyObject *arg) {
     double x = PyFloat_AsDouble(arg);
     if (x == -1.0 && PyErr_Occurred()) return NULL;
     char text[40];
-    size_t k = isfinite(x) && x != 0 ? grisu_repr(fabs(x), text + 1) : 0;
+    size_t k = float_text(x, text);
     if (!k) Py_RETURN_NONE;
-    if (x < 0) { text[0] = '-'; return PyUnicode_FromStringAndSize(text, (Py_ssize_t)k + 1); }
-    return PyUnicode_FromStringAndSize(text + 1, (Py_ssize_t)k);
+    return PyUnicode_FromStringAndSize(text, (Py_ssize_t)k);
 }
 
 static PyMethodDef methods[] = {
