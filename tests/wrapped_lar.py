@@ -12,7 +12,9 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   the same re-dumped graph (same var ids, same weight alignment).
 * ``WRAPPED_LAR_JITTER=NAME:SIZE``: a default kernel that jitters: as the fault, with a
   factor 1 + SIZE x (a random number in [0.5, 1.5), new in every process), unless
-  ``--reproducible`` is in argv.
+  ``--reproducible`` is in argv. With ``WRAPPED_LAR_JITTER_DIR=FOLDER`` the k-th process
+  (counted by files made there) takes 1 + k instead: any two differ by SIZE or more, so a test
+  can tell a jitter from rounding every time.
 * ``WRAPPED_LAR_HANG=TEXT``: on a model whose path contains TEXT it hangs, with a child
   ``sleep`` in its process group whose pid goes to ``WRAPPED_LAR_HANG_PID``.
 * ``WRAPPED_LAR_RENUMBER=OFFSET``: its dumps number vars differently from the graph MegEngine
@@ -54,6 +56,18 @@ def flag_value(argv, name):
     return None
 
 
+def _process_index(folder):
+    """This process's number among the jittering ones: the first ``jitter-<k>`` file it can
+    create in ``folder`` (atomic, also for processes started at once)."""
+    k = 0
+    while True:
+        try:
+            os.close(os.open(os.path.join(folder, f"jitter-{k}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return k
+        except FileExistsError:
+            k += 1
+
+
 def main():
     argv = sys.argv[1:]
     if argv == ["--version"]:
@@ -81,7 +95,9 @@ def main():
             name, _, size = fault.rpartition(":")
             step = float(size)
             if not os.environ.get("WRAPPED_LAR_FAULT"):  # jitter: a new factor in every process
-                step *= 0.0 if "--reproducible" in argv else 0.5 + random.random()
+                count_dir = os.environ.get("WRAPPED_LAR_JITTER_DIR")
+                step *= 0.0 if "--reproducible" in argv else (1 + _process_index(count_dir) if count_dir else
+                                                              0.5 + random.random())
             factor = 1.0 if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" else 1.0 + step
             tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
             rewritten = os.path.join(tmp, "model.mge")

@@ -263,7 +263,9 @@ def test_shake_without_jitter_says_local_error_was_not_needed(manifest, tmp_path
 
 def test_shake_with_a_user_load_and_run_measures_local_error_with_that_binary(manifest, tmp_path):
     # the user's binary: c2's default kernel jitters from process to process, unless --reproducible
-    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_JITTER="c2.weight:1e-5")
+    # (its k-th process jitters by (1 + k) x 1e-5: the layerwise run's output differs from run
+    # 1's by 1e-5 or more, never by a chance near zero)
+    lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_JITTER="c2.weight:1e-5", WRAPPED_LAR_JITTER_DIR=str(tmp_path))
     case = manifest["cnn"]
     proc = cli("shake", case.model, "--input", ";".join(case.input_specs()), "-q", "-n", "2", "--lar", lar,
                "--out", tmp_path / "s", "--json", tmp_path / "s.json")
