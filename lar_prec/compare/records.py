@@ -5,16 +5,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.compare.threshold import Threshold, scale_factor
-from lar_prec.records import VarKey
+from lar_prec.records import VarKey, frozen_record
 
 #: var statuses, in the order reports list them (design.md)
 STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
 #: statuses that come from the values (the others come from headers or file presence)
 VALUE_STATUSES = ("ok", "divergent", "nonfinite")
+
+
+def count_statuses(records: Iterable[Any]) -> Dict[str, int]:
+    """Records (anything with ``status``) per status: every one of :data:`STATUSES`, zeros
+    included, in that order."""
+    out = {s: 0 for s in STATUSES}
+    for d in records:
+        out[d.status] = out.get(d.status, 0) + 1
+    return out
 
 @dataclass(frozen=True)
 class VarDiff(VarKey):
@@ -85,11 +94,9 @@ _VARDIFF_DICT: Dict[str, object] = VarDiff(id=0, name="", opr="", opr_type="", d
 
 def _with_dict(template: Dict[str, object], changes: Dict[str, object]) -> VarDiff:
     # a VarDiff being built here, not one anybody holds: its dict is filled before it is shared
-    new = object.__new__(VarDiff)
     values = template.copy()
     values.update(changes.items())  # pairs, not a dict: update() would resize (unshare) it
-    object.__setattr__(new, "__dict__", values)
-    return new
+    return frozen_record(VarDiff, values)
 
 
 def new_diff(fields: Dict[str, object]) -> VarDiff:
@@ -100,11 +107,9 @@ def new_diff(fields: Dict[str, object]) -> VarDiff:
 
 def diff_from(keys: Tuple[str, ...], values: Tuple[object, ...]) -> VarDiff:
     """:func:`new_diff` of ``dict(zip(keys, values))`` without making that dict."""
-    new = object.__new__(VarDiff)
     d = _VARDIFF_DICT.copy()
     d.update(zip(keys, values))
-    object.__setattr__(new, "__dict__", d)
-    return new
+    return frozen_record(VarDiff, d)
 
 
 def with_changes(d: VarDiff, **changes: object) -> VarDiff:
@@ -157,10 +162,7 @@ class Comparison:
 
     def counts(self) -> Dict[str, int]:
         """Number of vars per status (every status present, zeros included)."""
-        out = {s: 0 for s in STATUSES}
-        for d in self.diffs:
-            out[d.status] += 1
-        return out
+        return count_statuses(self.diffs)
 
     @property
     def not_ok(self) -> Tuple[VarDiff, ...]:

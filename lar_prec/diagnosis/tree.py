@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.compare.folders import compare_folders
-from lar_prec.compare.records import STATUSES
+from lar_prec.compare.records import count_statuses
 from lar_prec.compare.records import Comparison, VarDiff
 from lar_prec.compare.engine.plan import ProgressHook
 from lar_prec.compare.threshold import Threshold
@@ -72,6 +72,10 @@ class Root:
     note: str = ""
 
 
+#: a tree's inputs (var -> input -> (edge kind, input index)), consumers, and compared flags
+_Adjacency = Tuple[Dict[int, Dict[int, Tuple[str, Optional[int]]]], Dict[int, Dict[int, None]], Dict[int, bool]]
+
+
 class VarTree:
     """The var DAG of one comparison, its roots, and dependence queries.
 
@@ -106,8 +110,7 @@ class VarTree:
         # the adjacency is made on first use (_make_adjacency): rooting reads each var's inputs
         # from its record, and a command that only roots (compare) never needs it; networkx
         # (a fifth of the command's start-up) is imported only when ``graph`` is asked for
-        self._adj: Optional[Tuple[Dict[int, Dict[int, Tuple[str, Optional[int]]]], Dict[int, Dict[int, None]],
-                                  Dict[int, bool]]] = None
+        self._adj: Optional[_Adjacency] = None
         self._text_dump: Optional[TextDump] = None
         if text_dump is not None:
             td = text_dump if isinstance(text_dump, TextDump) else read_text_dump(text_dump)
@@ -153,8 +156,7 @@ class VarTree:
                 consumers = [self._order[c] for c in succs[n] if c in self._order]
                 self._order[n] = (min(consumers) if consumers else n_diffs) - 1
 
-    def _adjacency(self) -> Tuple[Dict[int, Dict[int, Tuple[str, Optional[int]]]], Dict[int, Dict[int, None]],
-                                  Dict[int, bool]]:
+    def _adjacency(self) -> _Adjacency:
         if self._adj is None:
             self._make_adjacency()
         return self._adj  # type: ignore[return-value]
@@ -413,10 +415,7 @@ class VarTree:
 
     def counts(self) -> Dict[str, int]:
         """Number of compared vars per status."""
-        out = {s: 0 for s in STATUSES}
-        for d in self._diffs.values():
-            out[d.status] = out.get(d.status, 0) + 1
-        return out
+        return count_statuses(self._diffs.values())
 
     @property
     def diverged(self) -> bool:

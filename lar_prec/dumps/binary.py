@@ -35,7 +35,7 @@ from lar_prec.dumps.titles import (HEADER_SIZE, VarInfo, _input_ids_at, _parse_h
 
 log = logging.getLogger(__name__)
 
-from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.records import PathLike, frozen_record  # noqa: E402
 
 # The dtypes, titles, text dumps, dump folders and topological_order live in their own
 # modules (dtypes.py, titles.py, textdump.py, dumpfolder.py, graph.py); their names stay
@@ -408,13 +408,11 @@ def dump_from_head(file: str, ids: Optional[Tuple[int, Optional[int]]], dt: DTyp
         _HEADER_SHAPES.clear()
     # BinaryDump(...) without its per-field frozen setattr (a quarter of reading a small
     # dump), as for VarInfo: a copy of a key-sharing instance dict, overwritten key by key
-    d = object.__new__(BinaryDump)
     values = _DUMP_DICT.copy()
     values.update(zip(_DUMP_FIELDS, (file, title, input_of, input_index, dt, shape, size, data_offset, nbytes, var_id, var, inputs)))
     if parsed is not None:
         values["_inputs_at"], values["_input_ids"], values["_parsed"] = parsed[14], parsed[15], parsed[1:14]
-    object.__setattr__(d, "__dict__", values)
-    return d
+    return frozen_record(BinaryDump, values)
 
 
 _DUMP_FIELDS = ("file", "title", "input_of", "input_index", "dtype", "shape", "size", "data_offset", "nbytes", "var_id", "_var", "_inputs")

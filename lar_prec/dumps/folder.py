@@ -26,7 +26,7 @@ from lar_prec.dumps.binary import (
     read_binary_dump,
 )
 from lar_prec.dumps.dtypes import DType
-from lar_prec.records import PathLike
+from lar_prec.records import PathLike, frozen_record
 from lar_prec.dumps.titles import VarInfo
 
 log = logging.getLogger(__name__)
@@ -143,11 +143,9 @@ class DumpFolder:
         d = self._cache.get(var_id)
         if d is None and var_id in self._like:
             # another folder's header and title, this folder's file
-            d = object.__new__(BinaryDump)
             values = self._like.pop(var_id).__dict__.copy()
             values["file"] = self._files[var_id]
-            object.__setattr__(d, "__dict__", values)
-            self._cache[var_id] = d
+            d = self._cache[var_id] = frozen_record(BinaryDump, values)
         if d is None:
             path = self._files.get(var_id)
             if path is None:

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec.errors import DumpFormatError, UsageError
 
-from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.records import PathLike, frozen_record  # noqa: E402
 
 #: bytes before the title: name_len, dtype, max_ndim, shape[7], all uint32 little-endian
 HEADER_SIZE = 40
@@ -244,7 +244,6 @@ def info_from_fields(vid: int, is_layout: bool, text: str, dtype: str, owner: st
     shape = shape_of_text(is_layout, text, text_pos)
     # the fields VarInfo's generated __init__ would set, without its per-field frozen setattr
     # (a third of the cost of a block); nothing to check: the matches checked every field
-    info = object.__new__(VarInfo)
     # a copy of a key-sharing instance dict, overwritten key by key, stays key-sharing: a
     # third of the size of a dict filled by update() (a folder keeps one VarInfo per var)
     values = _VARINFO_DICT.copy()
@@ -254,8 +253,7 @@ def info_from_fields(vid: int, is_layout: bool, text: str, dtype: str, owner: st
         vid, name, owner, intern(opr_type), opr_id, intern(dtype), shape,
         intern(text) if is_layout else None, slot, intern(cn), intern(storage), si, vi,
     )))
-    object.__setattr__(info, "__dict__", values)
-    return info
+    return frozen_record(VarInfo, values)
 
 
 def _parse_head(s: str) -> Tuple[VarInfo, int, Optional[int]]:

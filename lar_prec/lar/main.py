@@ -104,18 +104,11 @@ def _megengine_message(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-class _Installed:
-    """What pkg_resources.working_set lists of a package: its key."""
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
-def _installed() -> List[_Installed]:
-    """The installed distributions on sys.path, keyed as pkg_resources keys them (the
-    dist-info or egg-info folder's name up to its version, lower case, runs of other
-    characters as '-'), from the folder names alone."""
-    found: List[_Installed] = []
+def _installed() -> List[types.SimpleNamespace]:
+    """The installed distributions on sys.path as pkg_resources.working_set lists them for
+    megenginelite's check: each with its ``key`` (the dist-info or egg-info folder's name up to
+    its version, lower case, runs of other characters as '-'), from the folder names alone."""
+    found: List[types.SimpleNamespace] = []
     for entry in sys.path:
         try:
             names = os.listdir(entry or ".")
@@ -124,7 +117,7 @@ def _installed() -> List[_Installed]:
         for n in names:
             if n.endswith((".dist-info", ".egg-info")):
                 project = n.rsplit(".", 1)[0].split("-", 1)[0]
-                found.append(_Installed(re.sub(r"[^A-Za-z0-9.]+", "-", project).lower()))
+                found.append(types.SimpleNamespace(key=re.sub(r"[^A-Za-z0-9.]+", "-", project).lower()))
     return found
 
 

@@ -33,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mappi
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_writer
 from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, roots_json_texts, run_from_result, var_from_diff, vars_json_texts
-from lar_prec.compare.records import STATUSES
+from lar_prec.compare.records import count_statuses
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.report.local import local_columns
 
@@ -69,7 +69,7 @@ class DiffVars(Sequence[ReportVar]):
 
     def __init__(self, diffs: Sequence["VarDiff"], counts: Optional[Mapping[str, int]] = None) -> None:
         self._diffs = diffs
-        # vars per status when the caller counted them (VarTree.counts: the same definition)
+        # vars per status when the caller counted them (VarTree.counts, the same count_statuses)
         self._counts: Optional[Dict[str, int]] = dict(counts) if counts is not None else None
 
     def __len__(self) -> int:
@@ -102,13 +102,10 @@ class DiffVars(Sequence[ReportVar]):
         return self._diffs
 
     def status_counts(self) -> Dict[str, int]:
-        """Vars per status, every status of :data:`STATUSES` (zeros too), counted once: the
+        """Vars per status (:func:`~lar_prec.compare.records.count_statuses`), counted once: the
         reports a command derives from one another (verdict, exit code) share these vars."""
         if self._counts is None:
-            counts = {s: 0 for s in STATUSES}
-            for d in self._diffs:
-                counts[d.status] = counts.get(d.status, 0) + 1
-            self._counts = counts
+            self._counts = count_statuses(self._diffs)
         return self._counts
 
 
@@ -161,12 +158,7 @@ class Report:
     def status_counts(self) -> Dict[str, int]:
         """Number of variables per status, in :data:`STATUSES` order, zero counts left out."""
         def count() -> Dict[str, int]:
-            if isinstance(self.vars, DiffVars):
-                counts = self.vars.status_counts()
-            else:
-                counts = {s: 0 for s in STATUSES}
-                for v in self.vars:
-                    counts[v.status] = counts.get(v.status, 0) + 1
+            counts = self.vars.status_counts() if isinstance(self.vars, DiffVars) else count_statuses(self.vars)
             return {s: n for s, n in counts.items() if n}
         return dict(self._cached("_counts", count))
 
