@@ -187,3 +187,24 @@ def test_rows_read_as_attributes_as_getattr_reads_them():
         KERNEL.json_rows(prefixes, [object()], kinds, ("a", "b", "c"))
     with pytest.raises(TypeError):
         KERNEL.json_rows(prefixes, rows, kinds, ("a", "b"))
+
+
+_FLUSH_TO_ZERO_CHECK = r"""
+import json, math
+import megengine  # noqa: F401  (sets flush-to-zero in this process, as in any process that ran a model)
+from lar_prec.compare.engine.scan import KERNEL
+xs = [5e-324, -5e-324, 2.5e-310, -1e-310, 0.0, -0.0, 2.2250738585072014e-308, 1.5, -3e-300]
+got = [t[6:-1] for t in KERNEL.json_rows(('{"x": ', "}"), [(x,) for x in xs], "f")]
+want = [json.dumps(x) for x in xs]
+assert got == want, (got, want)
+print(want[0])
+"""
+
+
+@needs_kernel
+@pytest.mark.megengine
+def test_floats_written_as_json_writes_them_under_flush_to_zero():
+    # MegEngine sets flush-to-zero: repr then writes a subnormal as 0.0, and so must the kernel
+    proc = subprocess.run([sys.executable, "-c", _FLUSH_TO_ZERO_CHECK], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1] == "0.0"  # the flush is on: otherwise this test checks nothing

@@ -1266,7 +1266,7 @@ static int sb_str(sbuf_t *b, PyObject *v) {
  * it when several are that short. Python's dtoa finds it with big integers (~0.4 us a float: a
  * report of 20,000 vars writes 220,000 of them). Grisu3 (Loitsch, "Printing floating-point
  * numbers quickly and accurately with integers", PLDI 2010) finds it with 64-bit integers for
- * all but ~0.5% of doubles, and says when it cannot be sure: those, and zero, go to
+ * all but ~0.5% of doubles, and says when it cannot be sure: those go to
  * PyOS_double_to_string as before. The text is then laid out as repr lays it out. */
 
 typedef struct { uint64_t f; int e; } diyfp_t;
@@ -1428,12 +1428,14 @@ static size_t grisu_repr(double x, char *out) {
     return (size_t)(p - out);
 }
 
-/* repr(x) into text (40 bytes) for a finite x: its length, 0 for zero and where Grisu3 is not
- * sure (then Python's dtoa says) */
+/* repr(x) into text (40 bytes): its length, 0 for NaN/Inf and where Grisu3 is not sure (then
+ * Python's dtoa says). Zero as dtoa tells it, by a comparison: where MegEngine set
+ * flush-to-zero, a subnormal is zero for both (repr writes 0.0 for it there). */
 static size_t float_text(double x, char *text) {
-    if (!isfinite(x) || x == 0) return 0;
-    size_t neg = x < 0;
+    if (!isfinite(x)) return 0;
+    size_t neg = signbit(x) != 0;
     text[0] = '-';
+    if (x == 0) { memcpy(text + neg, "0.0", 3); return neg + 3; }
     size_t k = grisu_repr(fabs(x), text + neg);
     return k ? k + neg : 0;
 }
@@ -1442,12 +1444,7 @@ static size_t float_text(double x, char *text) {
  * field holds ('f' float, 'i' int, 'n' int or float, 's' str, 'b' bool, 'l' ints): a value of
  * another type is written differently by the caller's general path (an int in a float field
  * as 1.0), so it falls back */
-/* the last few floats written and their text: a report's rows repeat values (the threshold
- * in every row, norm_err equal to max_err, zeros of identical vars) */
-#define N_SEEN 8
-typedef struct { double x[N_SEEN]; char text[N_SEEN][32]; size_t len[N_SEEN]; int next; } seen_t;
-
-static int sb_value(sbuf_t *b, PyObject *v, char kind, seen_t *seen) {
+static int sb_value(sbuf_t *b, PyObject *v, char kind) {
     if (v == Py_None) return sb_put(b, "null", 4);
     if (kind == 'b') {
         if (v == Py_True) return sb_put(b, "true", 4);
@@ -1457,26 +1454,15 @@ static int sb_value(sbuf_t *b, PyObject *v, char kind, seen_t *seen) {
     if (PyFloat_CheckExact(v) && (kind == 'f' || kind == 'n')) {
         double x = PyFloat_AS_DOUBLE(v);
         if (!isfinite(x)) return 1;
-        if (seen) { /* the same double as one written lately: its text again (repr is slow) */
-            for (int j = 0; j < N_SEEN; j++)
-                if (seen->len[j] && memcmp(&seen->x[j], &x, sizeof x) == 0) return sb_put(b, seen->text[j], seen->len[j]);
-        }
         char text[40];
         size_t k = float_text(x, text);
         const char *s = text;
         char *py = NULL;
-        if (!k) {  /* zero, or a double Grisu3 is not sure of: Python's dtoa */
+        if (!k) {  /* a double Grisu3 is not sure of: Python's dtoa */
             py = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
             if (!py) return -1;
             s = py;
             k = strlen(py);
-        }
-        if (seen && k < sizeof seen->text[0]) {
-            int j = seen->next;
-            seen->next = (j + 1) % N_SEEN;
-            seen->x[j] = x;
-            memcpy(seen->text[j], s, k);
-            seen->len[j] = k;
         }
         int r = sb_put(b, s, k);
         PyMem_Free(py);
@@ -1500,7 +1486,7 @@ static int sb_value(sbuf_t *b, PyObject *v, char kind, seen_t *seen) {
 }
 
 static PyObject *json_one(PyObject *prefixes, PyObject *const *values, Py_ssize_t n, const char *kinds, Py_ssize_t nk,
-                          sbuf_t *b, seen_t *seen);
+                          sbuf_t *b);
 
 PyDoc_STRVAR(json_rows_doc,
 "json_rows(prefixes, rows, kinds, keys=None) -> list\n\n"
@@ -1534,15 +1520,9 @@ static PyObject *py_json_rows(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!s#|O", &PyTuple_Type, &prefixes, &PyList_Type, &rows, &kinds, &nk, &keys))
         return NULL;
     if (keys != Py_None) {
-        if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != nk) {
-            PyErr_SetString(PyExc_TypeError, "json_rows: keys must be a tuple of str, one per kind");
-            return NULL;
-        }
-        for (Py_ssize_t j = 0; j < nk; j++)
-            if (!PyUnicode_Check(PyTuple_GET_ITEM(keys, j))) {
-                PyErr_SetString(PyExc_TypeError, "json_rows: keys must be a tuple of str, one per kind");
-                return NULL;
-            }
+        int ok = PyTuple_Check(keys) && PyTuple_GET_SIZE(keys) == nk;
+        for (Py_ssize_t j = 0; ok && j < nk; j++) ok = PyUnicode_Check(PyTuple_GET_ITEM(keys, j));
+        if (!ok) { PyErr_SetString(PyExc_TypeError, "json_rows: keys must be a tuple of str, one per kind"); return NULL; }
     }
     Py_ssize_t n = PyList_GET_SIZE(rows);
     PyObject **vals = keys != Py_None ? PyMem_Malloc(sizeof(PyObject *) * (size_t)(nk ? nk : 1)) : NULL;
@@ -1550,20 +1530,18 @@ static PyObject *py_json_rows(PyObject *self, PyObject *args) {
     PyObject *out = PyList_New(n);
     if (!out) { PyMem_Free(vals); return NULL; }
     sbuf_t b = {NULL, 0, 0};  /* one buffer for every row */
-    seen_t seen;
-    memset(&seen, 0, sizeof seen);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(rows, i), *t = NULL;
         if (keys != Py_None) {  /* an object: its attributes, read without a tuple of them per row */
             Py_ssize_t j = 0;
             for (; j < nk; j++)
                 if (!(vals[j] = attr_of(row, PyTuple_GET_ITEM(keys, j)))) break;
-            if (j == nk) t = json_one(prefixes, vals, nk, kinds, nk, &b, &seen);
+            if (j == nk) t = json_one(prefixes, vals, nk, kinds, nk, &b);
             while (j > 0) Py_DECREF(vals[--j]);
         } else if (!PyTuple_Check(row)) {
             PyErr_SetString(PyExc_TypeError, "json_rows: rows must be tuples");
         } else {
-            t = json_one(prefixes, ((PyTupleObject *)row)->ob_item, PyTuple_GET_SIZE(row), kinds, nk, &b, &seen);
+            t = json_one(prefixes, ((PyTupleObject *)row)->ob_item, PyTuple_GET_SIZE(row), kinds, nk, &b);
         }
         if (!t) { Py_CLEAR(out); break; }
         PyList_SET_ITEM(out, i, t);
@@ -1574,7 +1552,7 @@ static PyObject *py_json_rows(PyObject *self, PyObject *args) {
 }
 
 static PyObject *json_one(PyObject *prefixes, PyObject *const *values, Py_ssize_t n, const char *kinds, Py_ssize_t nk,
-                          sbuf_t *b, seen_t *seen) {
+                          sbuf_t *b) {
     if (PyTuple_GET_SIZE(prefixes) != n + 1 || nk != n) {
         PyErr_SetString(PyExc_ValueError, "json_rows: needs one prefix more than values, and one kind per value");
         return NULL;
@@ -1585,7 +1563,7 @@ static PyObject *json_one(PyObject *prefixes, PyObject *const *values, Py_ssize_
         const char *p = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(prefixes, i), &k);
         if (!p || sb_put(b, p, (size_t)k)) goto fail;
         if (i == n) break;
-        int r = sb_value(b, values[i], kinds[i], seen);
+        int r = sb_value(b, values[i], kinds[i]);
         if (r < 0) goto fail;
         if (r > 0) Py_RETURN_NONE;
     }
@@ -1598,7 +1576,7 @@ fail:
 PyDoc_STRVAR(grisu_repr_doc,
 "grisu_repr(x) -> str or None\n\n"
 "repr(x) as json_rows writes it without Python's dtoa (Grisu3), or None where Grisu3 cannot be\n"
-"sure (about 0.5% of doubles; zero, NaN, Inf): json_rows asks Python for those.");
+"sure (about 0.5% of doubles; NaN, Inf): json_rows asks Python for those.");
 
 static PyObject *py_grisu_repr(PyObject *self, PyObject *arg) {
     (void)self;
