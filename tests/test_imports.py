@@ -52,8 +52,8 @@ def test_the_walk_finds_the_stage_folders_and_the_specified_modules():
     assert len(mods) > 60, mods
     for m in SPECIFIED:
         assert m in mods, f"{m} is missing: the project was specified with it and users import it"
-    assert {"cli", "dumps", "run", "lar", "remote", "compare", "compare/engine", "diagnosis", "report",
-            "workflows"} <= set(subpackages())
+    assert {"dumps", "run", "lar", "remote", "compare", "compare/engine", "diagnosis", "report",
+            "workflows", "workflows/shake", "workflows/sweep", "cli"} <= set(subpackages())
 
 
 def test_import_lar_prec_pulls_in_neither_megengine_nor_click():

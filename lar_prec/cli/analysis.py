@@ -83,7 +83,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     only the vars that differ from run 1 (--keep-all keeps every dump).
     Exit code 0 no jitter, 1 jitter found, 2 usage or input error, 3 a run failed.
     """
-    from lar_prec.workflows.shake import shake
+    from lar_prec.workflows.shake.shake import shake
 
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
@@ -189,8 +189,8 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     diverges, 1 an option diverges, crashes or hangs, 2 usage or input error, 3 the
     reference run failed.
     """
-    from lar_prec.workflows.sweep_options import parse_options
-    from lar_prec.workflows.sweep import sweep
+    from lar_prec.workflows.sweep.options import parse_options
+    from lar_prec.workflows.sweep.sweep import sweep
 
     parse_options(options)  # a bad name fails before anything runs
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
