@@ -16,6 +16,8 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
+from cases import arch
+
 SEED = 20261122
 
 
@@ -392,6 +394,14 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
     ("shufflenet", case_shufflenet, "ShuffleNetV2 unit with 58-channel branches (depthwise 3x3, grouped 1x1, split, concat, "
      "channel shuffle) and a YOLOX-style head (1-channel objectness, nearest resize, concat)", {}),
     ("longred", case_longred, "three 3x3 convolutions over 8, 256 and 512 channels: reductions of 72, 2,304 and 4,608 terms", {}),
+    ("vit", arch.case_vit, "ViT: 4x4 patch conv, class token, two pre-norm encoder blocks of 2-head softmax attention "
+     "(head dim 24, 65 tokens) and GELU MLP, LayerNorm, linear head", {}),
+    ("mobilenetv3", arch.case_mobilenetv3, "MobileNetV3-small's first stages: hswish/hsigmoid, squeeze-excite, 3x3 and 5x5 "
+     "depthwise convolutions, odd widths (72, 88, 96), fused BatchNorm", {}),
+    ("gru_topk", arch.case_gru_topk, "a GRU unrolled over 8 steps from a zero initial state, a 20-class head and its TopK(5): "
+     "values and int32 indices", {}),
+    ("resnet18", arch.case_resnet18, "ResNet-18 at 224x224, 1000 classes, fused BatchNorm (the one deployment-sized case)",
+     {"heavy": True, "note": "a naive run takes seconds: per-case test loops leave it out"}),
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
      {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
 ]
@@ -425,6 +435,7 @@ def build(out: Path, only: List[str]) -> dict:
             "dump_fails": extra.get("dump_fails", False),
             "optimize_for_inference": opts.get("optimize", True),
             "note": extra.get("note", ""),
+            "heavy": extra.get("heavy", False),
             "model_sha256": digest,
         })
         print(f"built {name:14s} {time.time() - t0:5.2f}s  {description}", file=sys.stderr)
