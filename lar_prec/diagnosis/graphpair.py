@@ -354,10 +354,10 @@ def _inside_reason(gl: GraphLayers, other: GraphLayers, lay: Layer, v: int, part
     to_come = lay.remaining[v]
     after = "+".join(lay.effects[lay.exit][len(lay.effects[lay.exit]) - to_come:]) if to_come else ""
     o = og.producer(olay.anchor)
+    effects = "+".join(olay.effects[olay.exit])
     return (f"an intermediate value{' (before ' + after + ')' if after else ''}: the {oname} model's "
-            f"{o.type if o else olay.kind} {og.vars[olay.anchor].name} computes "
-            f"{'+'.join(olay.effects[olay.exit]) or 'its layer'} in {len(olay.vars)} var(s), none of them at this "
-            f"point (fused away)")
+            f"{o.type if o else olay.kind} {og.vars[olay.anchor].name} computes this layer"
+            f"{' with its ' + effects if effects else ''} without holding it (fused away)")
 
 
 def _layer_reason(gl: GraphLayers, other: GraphLayers, lay: Layer, partners: Mapping[int, int], oname: str,

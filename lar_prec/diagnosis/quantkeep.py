@@ -71,8 +71,8 @@ def choose_keep(layers: Sequence[LayerError], margin_db: float = KEEP_IN_FLOAT_M
     median = snrs[len(snrs) // 2] if len(snrs) % 2 else (snrs[len(snrs) // 2 - 1] + snrs[len(snrs) // 2]) / 2
     floor = median - margin_db
     kept = [KeptLayer(l.quant_name, l.opr_type, l.local.snr_db,  # type: ignore[union-attr]
-                      f"local SNR {l.local.snr_db:.1f} dB, {median - l.local.snr_db:.1f} dB below the median "  # type: ignore[union-attr]
-                      f"{median:.1f} dB of the model's {len(cands)} int8 layers (floor {floor:.1f} dB)")
+                      f"local SNR {l.local.snr_db:.1f} dB: {median - l.local.snr_db:.1f} dB below the median "  # type: ignore[union-attr]
+                      f"{median:.1f} dB of the model's {len(cands)} int8 layers, floor {floor:.1f} dB")
             for l in sorted(cands, key=lambda l: l.local.snr_db) if l.local.snr_db < floor]  # type: ignore[union-attr]
     return KeepChoice(tuple(kept), median, floor, len(cands))
 

@@ -146,9 +146,6 @@ def _output_text(o: OutputAgreement) -> str:
 
 def _check_pair(float_path: Path, quant_path: Path, fg: GraphInfo, qg: GraphInfo, pairing: QuantPairing) -> None:
     """A usage error unless FLOAT is a float model and QUANT an int8 model of the same network."""
-    if sha256_file(float_path) == sha256_file(quant_path):
-        raise UsageError(f"{float_path} and {quant_path} are the same model: expected a float model and the int8 "
-                         "model MegEngine's quantization made from it")
     fq = sorted({v.dtype for v in fg.vars.values() if v.is_quantized})
     if fq:
         raise UsageError(f"{float_path}: expected the float model, it has {', '.join(fq)} vars (give the float model "
@@ -185,6 +182,9 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     """
     quant_path = check_file(quant_model, "quantized model file")
     float_path = check_file(float_model, "float model file")
+    if sha256_file(float_path) == sha256_file(quant_path):
+        raise UsageError(f"{float_path} and {quant_path} are the same model: expected a float model and the int8 "
+                         "model MegEngine's quantization made from it")
     fg, qg, tmp = _graphs(float_path, quant_path, timeout)
     try:
         pairing = pair_quant(fg, qg)
