@@ -26,15 +26,13 @@ megengine is imported only inside :func:`rewrite_keep`.
 """
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from lar_prec.errors import LarPrecError, UsageError
-from lar_prec.lar.graphopts import RewriteError, _megengine_message, _write_bytes_atomically
+from lar_prec.lar.graphopts import load_output_vars, rewrite_errors, write_model
 from lar_prec.outputs import atomic_write_text
 from lar_prec.records import PathLike
 
@@ -119,18 +117,12 @@ def rewrite_keep(model: PathLike, out: PathLike, keep: Sequence[Dict[str, Any]])
         RewriteError: MegEngine refused the rewrite (its first line is the message).
     """
     src, dst = Path(model), Path(out)
-    if not src.is_file():
-        raise UsageError(f"model file {src} does not exist (expected a MegEngine .mge model)")
-    import logging
-
-    logging.getLogger("megengine").setLevel(logging.ERROR)
     # megengine only in the rewrite's own process
     import megengine.core.tensor.megbrain_graph as G
     import megengine.utils.comp_graph_tools as cgt
 
-    try:
-        loaded = G.load_graph(io.BytesIO(src.read_bytes()))
-        outs = loaded.output_vars_list
+    with rewrite_errors(f"cannot keep layers of {src} in float"):
+        outs = load_output_vars(src)
         order = {o.outputs[0].name: k for k, o in enumerate(cgt.get_oprs_seq(outs, prune_reshape=False))}
         for k in sorted(keep, key=lambda k: order.get(k["name"], -1)):
             found = [v for o in cgt.get_oprs_seq(outs, prune_reshape=False) for v in o.outputs if v.name == k["name"]]
@@ -143,14 +135,8 @@ def rewrite_keep(model: PathLike, out: PathLike, keep: Sequence[Dict[str, Any]])
         for v in cgt.get_dep_vars(outs, "Host2DeviceCopy"):
             v.owner.name = v.name  # lite names inputs by their operator (graph-options.md section 1)
         buf, _ = G.dump_graph(outs, keep_var_name=2, keep_param_name=True)
-    except (RuntimeError, AssertionError, ValueError, TypeError) as exc:
-        raise RewriteError(f"cannot keep layers of {src} in float: {_megengine_message(exc)}") from None
-    try:
-        _write_bytes_atomically(dst, buf)
-    except OSError as exc:
-        raise UsageError(f"cannot write the model to {dst}: {exc.strerror or exc}") from None
-    return {"schema": RECORD_SCHEMA, "model": str(dst), "sha256": hashlib.sha256(buf).hexdigest(),
-            "kept": [k["name"] for k in keep]}
+    sha = write_model(dst, buf, "the model with layers kept in float")
+    return {"schema": RECORD_SCHEMA, "model": str(dst), "sha256": sha, "kept": [k["name"] for k in keep]}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
