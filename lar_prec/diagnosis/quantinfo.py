@@ -319,6 +319,23 @@ def layer_errors(float_g: GraphInfo, quant_g: GraphInfo, float_dump: Any, quant_
     return tuple(out)
 
 
+def not_in_dumps(pairing: QuantPairing, layers: Sequence[LayerError], float_g: GraphInfo, quant_g: GraphInfo,
+                 float_dump: Any, quant_dump: Any) -> List[Tuple[str, str]]:
+    """(quantized var name, why) of every pair :func:`layer_errors` could not measure: a var
+    one of the runs did not dump (a load_and_run that dumps no constants has no bias to add)."""
+    done = {l.quant_id for l in layers}
+    out = []
+    for p in pairing.pairs:
+        if p.quant_id in done:
+            continue
+        need = [(float_dump, float_g.vars[p.float_id], "float"), (quant_dump, quant_g.vars[p.quant_id], "quantized")]
+        if p.bias_id is not None:
+            need.append((quant_dump, quant_g.vars[p.bias_id], "quantized"))
+        lost = [f"{v.name} is not in the {side} run's dump" for d, v, side in need if _dump_of(d, v) is None]
+        out.append((p.quant_name, "; ".join(lost) or "not measured"))
+    return out
+
+
 def worst_first(layers: Sequence[LayerError], by: str = "local") -> List[LayerError]:
     """Layers by SNR of ``by`` (``local`` or ``entire``), lowest first; exact ones (infinite SNR)
     after every finite one, unmeasured ones last."""

@@ -52,6 +52,8 @@ def render_quant_terminal(data: Mapping[str, Any], out: TextIO, *, limit: int = 
         out.write(f"{len(lost)} var(s) not paired:\n")
         for u in lost[:limit]:
             out.write(f"  {u['side']}: {u['name']}: {u['why']}\n")
+    for m in data["not_measured"]:
+        out.write(f"not measured: {m['name']}: {m['why']}\n")
     v = data.get("verification")
     if v and v.get("model"):
         out.write(f"model with the kept layer(s) in float32: {v['model']}\n")

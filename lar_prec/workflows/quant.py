@@ -23,6 +23,7 @@ from lar_prec.diagnosis.quantinfo import (
     QuantPairing,
     layer_errors,
     local_quant_errors,
+    not_in_dumps,
     pair_quant,
     with_local,
     worst_first,
@@ -79,6 +80,7 @@ class QuantAnalysis:
     keep: KeepChoice
     outputs: Tuple[OutputAgreement, ...]
     verification: Optional[Verification] = None
+    not_measured: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def keep_in_float(self) -> Tuple[str, ...]:
@@ -125,6 +127,7 @@ class QuantAnalysis:
                        for l in self.layers],
             "unpaired": [{"side": u.side, "id": u.id, "name": u.name, "why": u.why, "fused": u.fused}
                          for u in self.pairing.unpaired],
+            "not_measured": [{"name": n, "why": why} for n, why in self.not_measured],
             "runs": [r.to_json() for r in self.runs],
         }
 
@@ -198,7 +201,8 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     q_run = run_once(quant_path, prepared, "default", adir, lar=lar_obj, timeout=timeout, label="quant-default")
     fd, qd = DumpFolder(f_run.dump), DumpFolder(q_run.dump)
     local = local_quant_errors(quant_path, qg, fg, pairing, fd, qd, adir / "local", lar=lar_obj, timeout=timeout)
-    layers = worst_first(with_local(layer_errors(fg, qg, fd, qd, pairing), local))
+    measured = layer_errors(fg, qg, fd, qd, pairing)
+    layers = worst_first(with_local(measured, local))
     keep = choose_keep(layers, margin_db)
     outputs = tuple(output_agreements(pairing.outputs, fg, qg, fd, qd))
     runs: List[RunResult] = [f_run, q_run]
@@ -207,7 +211,8 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
         verification = _verify(quant_path, keep, pairing, fg, qg, fd, outputs, prepared, adir, lar_obj, timeout)
         if verification.run is not None:
             runs.append(verification.run)
-    res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification)
+    res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
+                        tuple(not_in_dumps(pairing, measured, fg, qg, fd, qd)))
     data = res.to_json()
     atomic_write_text(adir / "quant.json", json.dumps(data, indent=1, allow_nan=False) + "\n", what="quant result")
     write_html(data, adir / "quant.html")

@@ -153,3 +153,27 @@ def test_the_page_shows_the_verdict_outputs_and_exact_matches(clean, chromium): 
                        ".map(r => [r.cells[0].innerText, r.cells[3].innerText])")
     assert [r[0] for r in rows] == [l["name"] for l in data["layers"]]
     assert dict(rows)["classifier.1.ADD"].startswith("exact")
+
+
+@pytest.mark.megengine
+def test_a_reference_whose_bias_is_not_dumped_is_listed_as_not_measured(clean, tmp_path):
+    """A load_and_run that dumps no constants: the projections' moved bias cannot be added back;
+    they are listed with why, never compared with a float var that lacks its bias."""
+    import shutil
+
+    from lar_prec.diagnosis.quantinfo import layer_errors, not_in_dumps, pair_quant
+    from lar_prec.dumps.folder import DumpFolder
+
+    adir = clean[2] / "a"
+    fg, qg = read_graph_info(adir / "float.graph.json"), read_graph_info(adir / "quant.graph.json")
+    pairing = pair_quant(fg, qg)
+    shutil.copytree(adir / "quant-default" / "dump", tmp_path / "q")
+    biased = [p for p in pairing.pairs if p.bias_id is not None]
+    for p in biased:
+        DumpFolder(tmp_path / "q")[p.bias_id].path.unlink()
+    fd, qd = DumpFolder(adir / "float-naive" / "dump"), DumpFolder(tmp_path / "q")
+    layers = layer_errors(fg, qg, fd, qd, pairing)
+    assert {l.quant_name for l in layers} == {p.quant_name for p in pairing.pairs} - {p.quant_name for p in biased}
+    lost = dict(not_in_dumps(pairing, layers, fg, qg, fd, qd))
+    assert set(lost) == {p.quant_name for p in biased} and len(lost) == 6
+    assert all(w.endswith("is not in the quantized run's dump") and w.startswith("const{") for w in lost.values()), lost

@@ -912,6 +912,11 @@ function quantView() {
     box.appendChild(el('h2', null, 'Not paired'));
     box.appendChild(simpleTable(uCols, lost));
   }
+  if ((R.not_measured || []).length) {
+    box.appendChild(el('h2', null, 'Paired, not measured'));
+    box.appendChild(simpleTable([{ label: 'var', get: function (m) { return m.name; }, cls: 'name' },
+                                 { label: 'why', get: function (m) { return m.why; }, cls: 'wrap' }], R.not_measured));
+  }
   if (fused.length) {
     box.appendChild(el('h2', null, 'Fused away ', el('small', null, fused.length + ' float intermediate value(s) that an int8 operator computes inside itself')));
     box.appendChild(simpleTable(uCols, fused));
