@@ -7,6 +7,8 @@
   an int8 step); 6 dB is four times the median layer's noise power. A layer with weights on an
   8x coarser grid makes up to 64x the weight-rounding noise (18 dB). Conversions and float
   layers left in the int8 model are not candidates, nor layers that are exact;
+* :func:`explain`: what each kept layer's scales say (how much of the int8 range its weights use,
+  what rounding its output alone allows), so a mis-scaled layer reads as one;
 * :func:`output_agreement`: an output of the int8 model against the float model's: SNR and
   cosine, and for a classifier output (``N x C`` scores, ``C >= 2``) top-1 agreement (the same
   best class) and top-5 agreement (the float model's best class among the int8 model's five
@@ -18,15 +20,16 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.diagnosis.graphinfo import GraphInfo
 from lar_prec.diagnosis.local import child_env, run_child
-from lar_prec.diagnosis.quantinfo import LayerError, Metrics, QuantPair, metrics, real_values
+from lar_prec.diagnosis.quantinfo import LayerError, Metrics, QuantPair, metrics, real_values, reference_values
 from lar_prec.errors import RunError, UsageError
 from lar_prec.lar.quant_rewrite import KEEP_SCHEMA, KEEPABLE, USAGE_EXIT
 from lar_prec.outputs import atomic_write_text
@@ -75,6 +78,34 @@ def choose_keep(layers: Sequence[LayerError], margin_db: float = KEEP_IN_FLOAT_M
                       f"{median:.1f} dB of the model's {len(cands)} int8 layers, floor {floor:.1f} dB")
             for l in sorted(cands, key=lambda l: l.local.snr_db) if l.local.snr_db < floor]  # type: ignore[union-attr]
     return KeepChoice(tuple(kept), median, floor, len(cands))
+
+
+def explain(choice: KeepChoice, pairs: Sequence[QuantPair], float_g: GraphInfo, quant_g: GraphInfo, float_dump: Any,
+            quant_dump: Any) -> KeepChoice:
+    """``choice`` with each kept layer's why completed from the arithmetic of its scales: how
+    many of the 127 int8 steps its weights use (all of them when calibrated; 16 when the weight
+    scale is 8x too large), and the SNR that rounding its output to its scale alone allows
+    (``10 log10(12 mean(f^2) / scale^2)``: uniform rounding noise of ``scale^2 / 12``)."""
+    by_name = {p.quant_name: p for p in pairs}
+    out = []
+    for k in choice.layers:
+        p = by_name.get(k.name)
+        if p is None:
+            out.append(k)
+            continue
+        q, opr = quant_g.vars[p.quant_id], quant_g.producer(p.quant_id)
+        notes = []
+        w = quant_g.vars[opr.inputs[1]] if opr is not None and opr.type == "ConvBiasForward" else None
+        raw = quant_dump[w.id].array() if w is not None and w.is_quantized and w.id in quant_dump else None
+        if raw is not None and np.asarray(raw).size:
+            notes.append(f"its weights use up to {int(np.abs(np.asarray(raw).astype(np.int64)).max())} of the 127 "
+                         "int8 steps")
+        f = reference_values(p, float_g, quant_g, float_dump, quant_dump) if q.scale else None
+        if f is not None and f.size and np.isfinite(f).all() and float(np.mean(f * f)) > 0:
+            bound = 10 * math.log10(12 * float(np.mean(f * f)) / (q.scale * q.scale))  # type: ignore[operator]
+            notes.append(f"rounding its output to its scale alone would allow {bound:.1f} dB")
+        out.append(replace(k, why=k.why + "".join(f"; {n}" for n in notes)))
+    return replace(choice, layers=tuple(out))
 
 
 # ============================================================================ outputs

@@ -33,6 +33,7 @@ from lar_prec.diagnosis.quantkeep import (
     KeepChoice,
     OutputAgreement,
     choose_keep,
+    explain,
     keep_spec,
     output_agreements,
     write_kept_model,
@@ -203,7 +204,7 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     local = local_quant_errors(quant_path, qg, fg, pairing, fd, qd, adir / "local", lar=lar_obj, timeout=timeout)
     measured = layer_errors(fg, qg, fd, qd, pairing)
     layers = worst_first(with_local(measured, local))
-    keep = choose_keep(layers, margin_db)
+    keep = explain(choose_keep(layers, margin_db), pairing.pairs, fg, qg, fd, qd)
     outputs = tuple(output_agreements(pairing.outputs, fg, qg, fd, qd))
     runs: List[RunResult] = [f_run, q_run]
     verification = None

@@ -108,7 +108,9 @@ def test_each_mis_scaled_layer_is_first_alone_and_keeping_it_in_float_is_verifie
     for case, bad in MISSCALED.items():
         res = misscaled[case]
         assert res.layers[0].quant_name == bad and res.keep_in_float == (bad,), (case, res.verdict)
-        assert res.keep.layers[0].why.startswith(f"local SNR {res.layers[0].local.snr_db:.1f} dB: ")
+        why = res.keep.layers[0].why
+        assert why.startswith(f"local SNR {res.layers[0].local.snr_db:.1f} dB: ") and \
+            "its weights use up to 16 of the 127 int8 steps" in why, why  # 127 / 8
         # local error is local: every other layer is fed the float model's values, untouched by the bad one
         for l in res.layers:
             if l.int8 and l.quant_name != bad:
