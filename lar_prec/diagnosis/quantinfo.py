@@ -88,6 +88,9 @@ class QuantUnpaired:
     why: str
     fused: bool = False
 
+    def to_json(self) -> Dict[str, Any]:
+        return {"side": self.side, "id": self.id, "name": self.name, "why": self.why, "fused": self.fused}
+
 
 @dataclass(frozen=True)
 class QuantPairing:
@@ -118,10 +121,6 @@ class QuantPairing:
             return (f"{quant_model} is not the quantized model of {float_model}: only {self.layers_paired} of its "
                     f"{self.layers_total} layers pair" + (f" (first: {first.name}: {first.why})" if first else ""))
         return None
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"pairs": [p.__dict__ for p in self.pairs], "unpaired": [u.__dict__ for u in self.unpaired],
-                "layers_total": self.layers_total, "layers_paired": self.layers_paired}
 
 
 def _bias_of(quant_g: GraphInfo, layer: Layer, var_id: int, static: frozenset) -> Optional[int]:
@@ -296,10 +295,11 @@ class LayerError:
         return self.dtype.startswith("Quantized") and self.opr_type != "TypeCvt"
 
     def to_json(self) -> Dict[str, Any]:
-        return {"quant_id": self.quant_id, "quant_name": self.quant_name, "opr_type": self.opr_type,
-                "dtype": self.dtype, "scale": self.scale, "float_name": self.float_name, "how": self.how,
-                "entire": self.entire.to_json(), "local": self.local.to_json() if self.local else None,
-                "local_note": self.local_note or None, "reference": self.reference, "output": self.output}
+        """The layer in ``quant.json`` (``layers[]``; ``docs/mixed-precision.md``)."""
+        return {"id": self.quant_id, "name": self.quant_name, "opr_type": self.opr_type, "dtype": self.dtype,
+                "scale": self.scale, "float_name": self.float_name, "reference": self.reference, "paired_by": self.how,
+                "output": self.output, "int8": self.int8, "accumulated": self.entire.to_json(),
+                "local": self.local.to_json() if self.local else None, "local_note": self.local_note}
 
 
 def layer_errors(float_g: GraphInfo, quant_g: GraphInfo, float_dump: Any, quant_dump: Any,

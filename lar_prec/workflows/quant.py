@@ -121,13 +121,8 @@ class QuantAnalysis:
                         "share": p.layers_paired / p.layers_total if p.layers_total else None},
             "outputs": [o.to_json() for o in self.outputs],
             "verification": self.verification.to_json() if self.verification else None,
-            "layers": [{"id": l.quant_id, "name": l.quant_name, "opr_type": l.opr_type, "dtype": l.dtype,
-                        "scale": l.scale, "float_name": l.float_name, "reference": l.reference, "paired_by": l.how,
-                        "output": l.output, "int8": l.int8, "accumulated": l.entire.to_json(),
-                        "local": l.local.to_json() if l.local else None, "local_note": l.local_note}
-                       for l in self.layers],
-            "unpaired": [{"side": u.side, "id": u.id, "name": u.name, "why": u.why, "fused": u.fused}
-                         for u in self.pairing.unpaired],
+            "layers": [l.to_json() for l in self.layers],
+            "unpaired": [u.to_json() for u in self.pairing.unpaired],
             "not_measured": [{"name": n, "why": why} for n, why in self.not_measured],
             "runs": [r.to_json() for r in self.runs],
         }
