@@ -108,6 +108,17 @@ class GraphLayers:
         a = self.by_var.get(var_id)
         return self.layers[a] if a is not None else None
 
+    def readers(self) -> Dict[int, List[int]]:
+        """Layer anchor -> the anchors of the layers that read it (built once)."""
+        cache = self.__dict__.get("_readers")
+        if cache is None:
+            cache = {}
+            for lay in self.layers.values():
+                for i in lay.inputs:
+                    cache.setdefault(i, []).append(lay.anchor)
+            object.__setattr__(self, "_readers", cache)
+        return cache
+
 
 def _static_vars(g: GraphInfo) -> set:
     """Constants and what is computed from shapes and constants alone."""
@@ -382,7 +393,8 @@ def _layer_reason(gl: GraphLayers, other: GraphLayers, lay: Layer, partners: Map
         return roots[lay.anchor]
     else:
         want = {partners[i] for i in lay.inputs}
-        readers = sorted((ol for ol in other.layers.values() if want and want <= set(ol.inputs)), key=lambda l: l.order)
+        first = other.readers().get(next(iter(want)), ()) if want else ()
+        readers = sorted((other.layers[r] for r in first if want <= set(other.layers[r].inputs)), key=lambda l: l.order)
         if not readers:
             why = (f"the {oname} model reads its inputs ({', '.join(og.vars[other.layers[i].exit].name for i in want)}) "
                    f"in no layer that reads them all together")
