@@ -8,13 +8,19 @@ def _f(x: Any, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
+#: how an SNR that is not a number is shown, by its ``snr_note``
+SNR_NOTES = {"exact": "exact", "zero signal": "no signal"}
+
+
 def snr_text(m: Optional[Mapping[str, Any]]) -> str:
-    """An SNR for a table: dB, ``exact`` (infinite: equal values), or ``-`` (not measured, no signal)."""
+    """An SNR for a table: dB, ``exact`` (infinite: equal values), ``no signal`` (the float
+    values are all zero), ``NaN/Inf`` (non-finite values), or ``-`` (not measured)."""
     if not m:
         return "-"
     if m.get("snr_db") is not None:
         return format(m["snr_db"], ".1f")
-    return "exact" if m.get("snr_note") == "exact" else "-"
+    note = m.get("snr_note") or ""
+    return SNR_NOTES.get(note, "NaN/Inf" if note.startswith("non-finite") else "-")
 
 
 def _share(x: Any, n: int) -> str:

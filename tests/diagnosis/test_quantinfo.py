@@ -148,3 +148,17 @@ def test_a_graph_record_that_is_not_one_is_a_usage_error(tmp_path):
     bad.write_text("[]")
     with pytest.raises(UsageError, match="expected a graph record"):
         read_graph_info(bad)
+
+
+def test_an_snr_that_is_not_a_number_is_null_in_strict_json_and_says_why():
+    from lar_prec.diagnosis.quantinfo import metrics
+    from lar_prec.report.quant import snr_text
+
+    exact, zero = metrics(np.ones(4), np.ones(4)), metrics(np.zeros(4), np.ones(4))
+    nan = metrics(np.array([1.0, np.nan, 2.0]), np.ones(3))
+    assert exact.snr_db == float("inf") and zero.snr_db is None and nan.snr_db is None
+    got = json.loads(json.dumps([m.to_json() for m in (exact, zero, nan)], allow_nan=False))
+    assert [(g["snr_db"], g["snr_note"]) for g in got] == [
+        (None, "exact"), (None, "zero signal"), (None, "non-finite values (1)")]
+    assert [snr_text(g) for g in got] == ["exact", "no signal", "NaN/Inf"]
+    assert snr_text(metrics(np.ones(4), np.array([1.0, 1.0, 1.0, 1.1])).to_json()) == "26.0"  # 10 log10(4 / 0.01)

@@ -855,7 +855,9 @@ function mixedView() {
 function snrText(m) {
   if (!m) return '\u2014';
   if (typeof m.snr_db === 'number') return fmt(m.snr_db);
-  return m.snr_note === 'exact' ? 'exact' : '\u2014';
+  if (m.snr_note === 'exact') return 'exact';
+  if (m.snr_note === 'zero signal') return 'no signal';
+  return /^non-finite/.test(m.snr_note || '') ? 'NaN/Inf' : '\u2014';
 }
 function cosText(x) { return typeof x === 'number' ? x.toFixed(5) : '\u2014'; }
 function share(x, n) { return typeof x === 'number' ? Math.round(x * n) + '/' + n : '\u2014'; }
