@@ -18,9 +18,11 @@ What each kept operator becomes (anything else is refused, with the operator nam
 * ``ElemwiseMultiType`` ``QADD``, ``QFUSE_ADD_RELU``, ...: the float ``Elemwise`` of that mode;
 * ``PoolingForward``: the same pooling in float32.
 
-The replacement keeps the var's name, so the rewritten model's dump pairs with the int8
-model's by name. Operators are replaced one at a time in execution order (``cg::replace_vars``
-copies everything downstream; the next kept var is found again by name in the new graph).
+The replacement keeps the var's name (its float vars are ``<name>.float`` and
+``<name>.<input>.float``), so the rewritten model's dump pairs with the int8 model's by name.
+Operators are replaced one at a time in execution order (``cg::replace_vars`` copies everything
+downstream; the next kept var is found again by name in the new graph). On MegEngine 1.13 an
+int8 add kept this way gives the int8 add's bits (its arithmetic is dequantize, add, round).
 
 megengine is imported only inside :func:`rewrite_keep`.
 """
@@ -80,7 +82,9 @@ def _float_of(var: Any, name: str, weight: Optional[str]) -> Any:
     f32 = np.dtype("float32")
 
     def dequant(v: Any) -> Any:
-        return G.apply_normal_varnode(builtin.TypeCvt(dtype=f32), v)[0]
+        d = G.apply_normal_varnode(builtin.TypeCvt(dtype=f32), v)[0]
+        d.name = f"{name}.{v.name}.float"
+        return d
 
     if opr.type == "ConvBiasForward":
         if weight is None or len(opr.inputs) != 3:
@@ -103,6 +107,7 @@ def _float_of(var: Any, name: str, weight: Optional[str]) -> Any:
     else:
         node = str_to_mge_class(opr.type).load(opr)
         y = G.apply_normal_varnode(node.opdef(**node.params), dequant(opr.inputs[0]))[0]
+    y.name = f"{name}.float"  # the var's own name goes to its int8 output alone
     out = G.apply_normal_varnode(builtin.TypeCvt(dtype=var.dtype), y)[0]
     out.name = var.name
     return out
