@@ -852,32 +852,76 @@ function mixedView() {
     { label: 'local error', num: true, get: function (o) { return [errText(o.local_err, o.nonfinite), errBar(o.nonfinite ? worst : o.local_err, worst, o.floor !== null && (o.nonfinite || o.local_err > o.floor))]; } },
     { label: 'float16 floor', num: true, get: function (o) { return fmt(o.floor); } }], ops, function (o) { return o.float32 ? 'kept' : null; }));
 }
+function snrText(m) {
+  if (!m) return '\u2014';
+  if (typeof m.snr_db === 'number') return fmt(m.snr_db);
+  if (m.snr_note === 'exact') return 'exact';
+  if (m.snr_note === 'zero signal') return 'no signal';
+  return /^non-finite/.test(m.snr_note || '') ? 'NaN/Inf' : '\u2014';
+}
+function cosText(x) { return typeof x === 'number' ? x.toFixed(5) : '\u2014'; }
+function share(x, n) { return typeof x === 'number' ? Math.round(x * n) + '/' + n : '\u2014'; }
 function quantView() {
-  var vd = document.getElementById('verdict'), keep = R.keep_in_float || [];
-  vd.textContent = keep.length ? keep.length + ' layer(s) to keep in float (local SNR below ' + fmt(R.snr_floor_db) + ' dB): ' + keep.join(', ') : 'no layer to keep in float (every local SNR at or above ' + fmt(R.snr_floor_db) + ' dB)';
+  var vd = document.getElementById('verdict'), keep = R.keep_in_float || [], p = R.pairing || {};
+  vd.textContent = R.verdict;
   vd.className = 'verdict ' + (keep.length ? 'bad' : 'good');
-  adviceMeta([['command', 'quant'], ['layers compared', String((R.layers || []).length)], ['not paired', String((R.unpaired || []).length)]]);
+  var unpaired = R.unpaired || [], fused = unpaired.filter(function (u) { return u.fused; });
+  adviceMeta([['command', 'quant'], ['layers paired', p.layers_paired + ' of the int8 model\'s ' + p.layers_total],
+              ['vars compared', String((R.layers || []).length)], ['fused away', fused.length + ' float intermediate value(s)'],
+              ['median local SNR', R.snr_median_db === null ? null : fmt(R.snr_median_db) + ' dB of ' + R.int8_layers + ' int8 layers'],
+              ['analysis folder', R.analysis_dir]]);
   var box = document.getElementById('advice'), layers = R.layers || [];
-  var keepSet = new Set(keep), worst = 0;
-  layers.forEach(function (l) { var s = l.local && l.local.snr_db; if (typeof s === 'number' && s > worst) worst = s; });
-  function m(l, side, k) { return l[side] ? l[side][k] : null; }
-  box.appendChild(el('h2', null, 'Layers, worst first ', el('small', null, 'local: the quantized operator on the float reference\'s inputs; accumulated: against the float model\'s naive run')));
-  box.appendChild(simpleTable([
+  var outCols = [
+    { label: 'output', get: function (o) { return o.name; }, cls: 'name' },
+    { label: 'SNR dB', num: true, get: function (o) { return snrText(o.metrics); } },
+    { label: 'cosine', num: true, get: function (o) { return cosText(o.metrics.cosine); } },
+    { label: 'top-1', num: true, get: function (o) { return share(o.top1, o.samples); } },
+    { label: 'top-5', num: true, get: function (o) { return share(o.top5, o.samples); } }];
+  box.appendChild(el('h2', null, 'Outputs ', el('small', null, 'the int8 model against the float model; top-k: samples whose float best class is the int8 best (top-1) or among its five best (top-5)')));
+  box.appendChild(simpleTable(outCols, R.outputs || []));
+  box.appendChild(el('h2', null, 'Keep in float ', el('small', null, 'int8 layers whose local SNR falls far below the median int8 layer\'s')));
+  if ((R.keep || []).length) {
+    box.appendChild(simpleTable([
+      { label: 'layer', get: function (k) { return k.name; }, cls: 'name' },
+      { label: 'type', get: function (k) { return k.opr_type; } },
+      { label: 'local SNR dB', num: true, get: function (k) { return fmt(k.local_snr_db); } },
+      { label: 'why', get: function (k) { return k.why; }, cls: 'wrap' }], R.keep));
+  } else box.appendChild(el('p', null, 'none'));
+  var v = R.verification;
+  if (v && (v.outputs || []).length) {
+    box.appendChild(el('h2', null, 'Verification ', el('small', null, 'the int8 model with ' + v.kept.length + ' layer(s) computed in float32, run with the default kernels: ' + (v.verified ? 'verified' : 'NOT verified'))));
+    box.appendChild(simpleTable(outCols, v.outputs));
+  }
+  var keepSet = new Set(keep), best = 0;
+  layers.forEach(function (l) { var s = l.int8 && l.local && l.local.snr_db; if (typeof s === 'number' && s > best) best = s; });
+  box.appendChild(el('h2', null, 'Layers, worst first ', el('small', null, 'local: the int8 operator on the float model\'s inputs (quantized with its input scales); accumulated: against the float model\'s naive run')));
+  var layerTable = simpleTable([
     { label: 'layer', get: function (l) { return l.name; }, cls: 'name' },
     { label: 'type', get: function (l) { return l.opr_type; } },
     { label: 'dtype', get: function (l) { return l.dtype + (l.scale ? ' \u00d7' + fmt(l.scale) : ''); } },
-    { label: 'local SNR dB', num: true, get: function (l) { var s = m(l, 'local', 'snr_db'); return [fmt(s), errBar(s, worst, keepSet.has(l.name))]; } },
-    { label: 'local cos', num: true, get: function (l) { return fmt(m(l, 'local', 'cosine')); } },
-    { label: 'acc SNR dB', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'snr_db')); } },
-    { label: 'acc cos', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'cosine')); } },
-    { label: 'acc rel err', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'rel_err')); } },
-    { label: 'paired by', get: function (l) { return l.paired_by + (l.local_note ? ' \u00b7 ' + l.local_note : ''); }, cls: 'wrap' }], layers,
-    function (l) { return keepSet.has(l.name) ? 'kept' : null; }));
-  if ((R.unpaired || []).length) {
+    { label: 'local SNR dB', num: true, get: function (l) { var s = l.local && l.local.snr_db; return [snrText(l.local), l.int8 && typeof s === 'number' ? errBar(Math.max(best - s, 0), best, keepSet.has(l.name)) : null]; } },
+    { label: 'local cos', num: true, get: function (l) { return cosText(l.local ? l.local.cosine : null); } },
+    { label: 'acc SNR dB', num: true, get: function (l) { return snrText(l.accumulated); } },
+    { label: 'acc cos', num: true, get: function (l) { return cosText(l.accumulated ? l.accumulated.cosine : null); } },
+    { label: 'float reference', get: function (l) { return l.reference + (l.output ? ' (model output)' : '') + (l.local_note ? ' \u00b7 ' + l.local_note : ''); }, cls: 'wrap' }], layers,
+    function (l) { return keepSet.has(l.name) ? 'kept' : null; });
+  layerTable.id = 'quant-layers';
+  box.appendChild(layerTable);
+  var lost = unpaired.filter(function (u) { return !u.fused; });
+  var uCols = [{ label: 'side', get: function (u) { return u.side; } }, { label: 'var', get: function (u) { return u.name; }, cls: 'name' },
+               { label: 'why', get: function (u) { return u.why; }, cls: 'wrap' }];
+  if (lost.length) {
     box.appendChild(el('h2', null, 'Not paired'));
-    box.appendChild(simpleTable([
-      { label: 'side', get: function (u) { return u.side; } }, { label: 'var', get: function (u) { return u.name; }, cls: 'name' },
-      { label: 'why', get: function (u) { return u.why; }, cls: 'wrap' }], R.unpaired));
+    box.appendChild(simpleTable(uCols, lost));
+  }
+  if ((R.not_measured || []).length) {
+    box.appendChild(el('h2', null, 'Paired, not measured'));
+    box.appendChild(simpleTable([{ label: 'var', get: function (m) { return m.name; }, cls: 'name' },
+                                 { label: 'why', get: function (m) { return m.why; }, cls: 'wrap' }], R.not_measured));
+  }
+  if (fused.length) {
+    box.appendChild(el('h2', null, 'Fused away ', el('small', null, fused.length + ' float intermediate value(s) that an int8 operator computes inside itself')));
+    box.appendChild(simpleTable(uCols, fused));
   }
 }
 function adviceSection() {
