@@ -1,7 +1,7 @@
 """The one exception root of lar-prec and its structured subclasses.
 
 Every error a user can cause (bad files, bad options, a failing load_and_run) is a
-``LarPrecError``; ``cli.py`` turns it into a one-line ``Error: ...`` and its ``exit_code``.
+``LarPrecError``; ``cli/common.handle_errors`` turns it into a one-line ``Error: ...`` and its ``exit_code``.
 Anything else that escapes is a bug in lar-prec and keeps its traceback.
 """
 from __future__ import annotations
