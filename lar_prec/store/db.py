@@ -102,7 +102,8 @@ class Store:
             with self.engine.begin() as conn:
                 run_id = conn.execute(runs_table.insert().values(**row)).inserted_primary_key[0]
                 if summary.ops:
-                    conn.execute(ops_table.insert(), [{**asdict(o), "run_id": run_id} for o in summary.ops])
+                    conn.execute(ops_table.insert(), [{**asdict(o), "run_id": run_id, "inputs": json.dumps(list(o.inputs))}
+                                                      for o in summary.ops])
         except SQLAlchemyError as exc:
             raise self._fail(f"writing run {run.uid[:12]} ({len(summary.ops)} operators) failed; nothing of it was "
                              "written", exc) from None
@@ -154,6 +155,12 @@ class Store:
              .order_by(runs_table.c.created, runs_table.c.id))
         return [dict(r._mapping) for r in self._rows(q)]
 
+    def ops_of_runs(self, run_ids: Sequence[int], part: str = "") -> List[Dict[str, Any]]:
+        """The operator rows of several runs (dicts), in run and var order."""
+        q = (sa.select(ops_table).where(ops_table.c.run_id.in_(list(run_ids)), ops_table.c.part == part)
+             .order_by(ops_table.c.run_id, ops_table.c.id))
+        return [dict(r._mapping) for r in self._rows(q)] if run_ids else []
+
     def series_ops(self, series: str, part: str = "", before: Optional[int] = None) -> Iterator[Any]:
         """Every operator row of a series (``before``: only runs with a smaller id), with its
         run's id and time: what a check judges a new run against."""
@@ -194,7 +201,8 @@ def run_summary_of(d: Dict[str, Any]) -> RunSummary:
 
 
 def _op(r: Any) -> OpSummary:
-    m = r._mapping
+    m = dict(r._mapping)
+    m["inputs"] = tuple(json.loads(m.get("inputs") or "[]"))
     return OpSummary(**{k: m[k] for k in _OP_FIELDS})
 
 

@@ -73,6 +73,7 @@ ops = Table(
     Column("is_root", Boolean, nullable=False),
     Column("root_rank", Integer),
     Column("cause", Text),
+    Column("inputs", Text, nullable=False),  # JSON list of the keys of its inputs
 )
 Index("ix_ops_run", ops.c.run_id)
 Index("ix_ops_key_run", ops.c.op_key, ops.c.run_id)

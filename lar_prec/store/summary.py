@@ -12,10 +12,12 @@ MegEngine version) and time vary along it.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -105,6 +107,8 @@ class OpSummary:
     is_root: bool = False
     root_rank: Optional[int] = None
     cause: Optional[str] = None
+    #: the keys of its inputs (what check walks to name the root among regressed operators)
+    inputs: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,7 +214,7 @@ def run_summary(command: str, verdict: str, exit_code: int, *, runs: Sequence[Ma
     host = env.get("host")
     lar_path = lar.get("path") or env.get("load_and_run")
     created = _utc(next((r.get("started") for r in runs if r.get("started")), None))
-    uid = hashlib.sha256(f"{analysis_dir}\x1f{created}\x1f{command}\x1f{now_iso()}".encode()).hexdigest()[:32]
+    uid = uuid.uuid4().hex  # two writes of one analysis are two samples, never one overwriting the other
     input_sha = _inputs_sha(inputs) or _inputs_sha(test.get("inputs"))
     return RunSummary(
         uid=uid, created=created, command=command, config=str(cfg.get("name") or ""),
@@ -295,7 +299,8 @@ def report_ops(report: Any, reference_dump: Optional[str] = None) -> Tuple[OpSum
             max_abs_err=v.max_abs_err, cosine=v.cosine, max_ulp=_num(v.max_ulp), n_nonfinite=v.n_nonfinite,
             local_err=_num(ex.get("local_err")), floor=_num(ex.get("floor")), algorithm=_algorithm(ex),
             jitter_band=v.max_err if shake else None, is_root=rank_root is not None,
-            root_rank=rank_root[0] if rank_root else None, cause=None if cause is None else str(cause))
+            root_rank=rank_root[0] if rank_root else None, cause=None if cause is None else str(cause),
+            inputs=tuple(keys[int(u)] for u in v.inputs or () if int(u) in keys))
         rows.append(base)
         per_option = ex.get("options") if report.command == "sweep" else None
         if isinstance(per_option, Mapping):
@@ -303,7 +308,8 @@ def report_ops(report: Any, reference_dump: Optional[str] = None) -> Tuple[OpSum
             for opt, err in per_option.items():
                 rows.append(OpSummary(part=str(opt), op_key=base.op_key, var_id=base.var_id, name=v.name,
                                       opr_type=v.opr_type, dtype=v.dtype, shape=base.shape,
-                                      status="ok", max_err=_num(err), local_err=_num(local.get(opt))))
+                                      status="ok", max_err=_num(err), local_err=_num(local.get(opt)),
+                                      inputs=base.inputs))
     return tuple(rows)
 
 
@@ -322,11 +328,16 @@ def summary_from_report(report: Any, *, argv: Sequence[str] = (), settings: Opti
     if ref_dump is None and isinstance(report.extra.get("dirs"), Mapping):
         ref_dump = report.extra["dirs"].get("a")
     ops = report_ops(report, ref_dump)
+    graph = None
+    if not runs:  # compare: no run records; its series is the reference graph's structure
+        graph = hashlib.sha256(" ".join(sorted({o.op_key for o in ops})).encode()).hexdigest()
     run = run_summary(report.command, report.verdict, exit_code(report), runs=runs,  # type: ignore[arg-type]
                       analysis_dir=report.extra.get("analysis_dir") or (str(Path(ref_dump).parent) if ref_dump else None),
                       n_vars=len(report.vars), n_not_ok=report.n_not_ok, n_roots=len(report.roots),
                       output_err=_output_err(report), inputs=report.extra.get("inputs"), model=report.model,
                       argv=argv, settings=settings)
+    if graph is not None and run.model_sha256 is None:
+        run = dataclasses.replace(run, model_sha256=graph, model_name=run.model_name or "graph of " + Path(ref_dump or "?").name)
     return Summary(run, ops)
 
 

@@ -69,6 +69,7 @@ def upgrade() -> None:
         sa.Column("is_root", sa.Boolean, nullable=False),
         sa.Column("root_rank", sa.Integer),
         sa.Column("cause", sa.Text),
+        sa.Column("inputs", sa.Text, nullable=False),
     )
     op.create_index("ix_ops_run", "ops", ["run_id"])
     op.create_index("ix_ops_key_run", "ops", ["op_key", "run_id"])
