@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from lar_prec.compare.namepair import pair_by_name  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder  # noqa: E402
 from lar_prec.opkey import match_keys, operator_keys, value_hash, var_role  # noqa: E402
-from lar_prec.workflows.sweep_options import DEFAULT_OPTIONS, OPTIONS  # noqa: E402
+from lar_prec.workflows.sweep.options import DEFAULT_OPTIONS, OPTIONS  # noqa: E402
 
 TARGET = 0.95
 FLOATS = ("Float32", "Float16", "BFloat16")

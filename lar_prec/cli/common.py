@@ -111,11 +111,15 @@ def finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, q
 
 
 def to_store(store: str | None, result: Any, exit_code: int | None = None) -> None:
-    """The finished analysis into the results store, when ``--store``/``LAR_PREC_STORE`` names one."""
+    """The finished analysis (a Report, or the JSON of quant/mixed) into the results store, after
+    its outputs are written, when ``--store``/``LAR_PREC_STORE`` names one; without one nothing
+    happens. A StoreError (exit 2) leaves nothing of it in the store and the analysis folder whole
+    (``lar-prec store add DIR`` writes it later)."""
     if store:
-        from lar_prec.workflows.common import save_to_store
+        # SQLAlchemy and the store load only when a store is named: every other run starts as before
+        from lar_prec.workflows.history import store_result
 
-        save_to_store(store, result, argv=tuple(sys.argv), exit_code=exit_code)
+        store_result(store, result, argv=tuple(sys.argv), exit_code=exit_code)
 
 
 def store_option(func: F) -> F:

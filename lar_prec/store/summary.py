@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
-import json
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -376,10 +375,3 @@ def summary_from_result_json(data: Mapping[str, Any], exit_code: int, *, argv: S
 def _name_key(name: str, index: int) -> str:
     # these results name operators but carry no graph: the name is the key where it is stable
     return f"n/{name}" if not is_generated_name(name) else f"i/{index}"
-
-
-def summary_json(summary: Summary) -> str:
-    """The summary as JSON text (``lar-prec store`` tests and the ``history`` JSON use it)."""
-    from dataclasses import asdict  # noqa: PLC0415 (stdlib, only here)
-
-    return json.dumps({"run": asdict(summary.run), "ops": [asdict(o) for o in summary.ops]}, default=str)

@@ -237,22 +237,6 @@ def write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optiona
     return json_path, html_path
 
 
-def save_to_store(url: Optional[str], result: object, *, argv: Sequence[str] = (),
-                  exit_code: Optional[int] = None) -> Optional[int]:
-    """Write a finished analysis (a Report, or the JSON of quant/mixed) into the results store
-    named by ``url`` (``--store``, or ``LAR_PREC_STORE`` as the command line reads it); without
-    one, nothing happens. Its id in the store.
-
-    Raises StoreError (exit 2): the store could not take it; nothing of it is there, the
-    analysis folder and its reports are kept (``lar-prec store add`` writes it later)."""
-    if not url:
-        return None
-    # SQLAlchemy and the store load only when a store is named: every other run starts as before
-    from lar_prec.workflows.history import store_result
-
-    return store_result(url, result, argv=argv, exit_code=exit_code)
-
-
 def compare_progress(progress: Optional[StageProgress]) -> Optional[Callable[[int, int], None]]:
     if progress is None:
         return None

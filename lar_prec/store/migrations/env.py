@@ -16,7 +16,7 @@ def run(config) -> None:  # type: ignore[no-untyped-def]
 
 try:
     _config = context.config
-except NameError:  # imported outside a migration (the import checks of the tests): nothing to run
+except (NameError, AttributeError):  # imported outside a migration (the import checks of the tests): nothing to run
     _config = None
 if _config is not None:
     run(_config)
