@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from browser_helpers import _clean_page, browser, chromium  # noqa: F401 (chromium: a fixture)
 from conftest import ROOT
 from store_fixtures import postgres, store_url  # noqa: F401 (fixtures)
 from remote_fixtures import free_port
@@ -146,3 +147,24 @@ def test_a_full_disk_while_writing_leaves_nothing_half_written(tmp_path, lar_dum
     assert after == before
     p = _cli("store", "add", str(tmp_path), "--store", str(db))
     assert p.returncode == 2 and "not an analysis folder" in p.stderr
+
+
+@browser
+@pytest.mark.browser
+def test_the_trend_page_draws_an_operator_over_builds(chromium, tmp_path, lar_dump, faulty):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    db = str(tmp_path / "results.db")
+    for d in (clean, clean, faulty):
+        store_result(db, compare_dumps(ref, d).report)
+    p = _cli("history", "--store", db, "--html", str(tmp_path / "trend.html"))
+    assert p.returncode == 0, p.stderr
+    chromium.open(tmp_path / "trend.html")
+    _clean_page(chromium)
+    text = chromium.js("document.getElementById('advice').innerText")
+    assert "c2.Convolution" in text and "3 run(s)" in text
+    assert chromium.js("document.querySelectorAll('svg.trend').length") == 10  # one line per computed operator
+    chromium.js("Array.from(document.querySelectorAll('a.trend-op')).find(a => a.textContent === 'c2.Convolution')"
+                ".click()")
+    chromium.settle()
+    assert chromium.js("document.querySelector('.trend-detail tbody').rows.length") == 3
+    assert chromium.problems() == []
