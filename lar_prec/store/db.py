@@ -161,17 +161,19 @@ class Store:
              .order_by(ops_table.c.run_id, ops_table.c.id))
         return [dict(r._mapping) for r in self._rows(q)] if run_ids else []
 
-    def series_ops(self, series: str, part: str = "", before: Optional[int] = None) -> Iterator[Any]:
-        """Every operator row of a series (``before``: only runs with a smaller id), with its
-        run's id and time: what a check judges a new run against."""
+    def series_ops(self, series: str, part: str = "", before: Optional[int] = None, window: int = 200) -> Iterator[Any]:
+        """The operator rows of a series' newest ``window`` runs (``before``: runs with a smaller
+        id), with their run's id and time, oldest first: what a check judges a new run against."""
+        last = sa.select(runs_table.c.id).where(runs_table.c.series == series)
+        if before is not None:
+            last = last.where(runs_table.c.id < before)
+        last = last.order_by(runs_table.c.created.desc(), runs_table.c.id.desc()).limit(window)
         q = (sa.select(ops_table.c.run_id, ops_table.c.op_key, ops_table.c.status, ops_table.c.max_err,
                        ops_table.c.local_err, ops_table.c.floor, ops_table.c.jitter_band, ops_table.c.algorithm,
                        runs_table.c.created, runs_table.c.command)
              .join(runs_table, runs_table.c.id == ops_table.c.run_id)
-             .where(runs_table.c.series == series, ops_table.c.part == part)
+             .where(ops_table.c.run_id.in_(last.scalar_subquery()), ops_table.c.part == part)
              .order_by(runs_table.c.created, runs_table.c.id))
-        if before is not None:
-            q = q.where(runs_table.c.id < before)
         return iter(self._rows(q))
 
     def bands(self, model_sha256: Optional[str], input_sha256: Optional[str], device_kind: str) -> Dict[str, float]:

@@ -112,8 +112,8 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
             start = found[0]["created"]
         jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
         past = [r for r in store.series_ops(run["series"], before=run["id"]) if start is None or r.created >= start]
-        past_runs = [r for r in store.runs(series=run["series"]) if r["id"] < run["id"]
-                     and (start is None or r["created"] >= start)]
+        seen = {r.run_id for r in past}
+        past_runs = [r for r in store.runs(series=run["series"]) if r["id"] in seen]
         bands = bands_of(past, jitter)
         verdicts = judge_run(store.ops(run["id"], part=""), bands, jitter)
     by_run = {r["id"]: r for r in past_runs}
