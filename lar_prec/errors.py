@@ -84,3 +84,10 @@ class AnalysisInterrupted(LarPrecError):
     def __init__(self, message: str, *, analysis_dir: "Optional[Path]" = None) -> None:
         self.analysis_dir = analysis_dir
         super().__init__(message)
+
+
+class StoreError(LarPrecError):
+    """The results store named by ``--store`` / ``LAR_PREC_STORE`` cannot be opened, read or
+    written (unreachable, not a store, written by a newer lar-prec, locked, full). Exit 2: the
+    store is an input the user named; the analysis folder stays on disk and nothing of the run
+    is left half-written in the store (one transaction per run)."""

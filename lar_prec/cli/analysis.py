@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from lar_prec.cli.common import finish_analysis, handle_errors, remote_from_options, remote_options, workflow_options
+from lar_prec.cli.common import (finish_analysis, handle_errors, remote_from_options, remote_options, store_option,
+                                 workflow_options)
 from lar_prec.clisupport import ProgressBars, check_report_outputs, input_paths, pass_through_flags
 from lar_prec.errors import UsageError
 
@@ -17,12 +18,13 @@ from lar_prec.errors import UsageError
 @click.option("--text-dump", is_flag=True, help="Also make a --io-dump run and use its dependency edges.")
 @click.option("-j", "--jobs", type=click.IntRange(1, 16), default=1, show_default=True, help="Runs at once.")
 @remote_options
+@store_option
 @handle_errors
 def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
                          json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
                          lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool,
                          local_checks: bool, text_dump: bool, jobs: int, remote: str | None, remote_dir: str | None,
-                         keep_remote: bool) -> None:
+                         keep_remote: bool, store: str | None = None) -> None:
     """Which operator computes wrongly? Reference kernels against the default ones.
 
     Runs MODEL with MGB_USE_MEGDNN_DBG=2 (naive reference kernels) and with the default
@@ -41,7 +43,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
                                     text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
                                     keep_going=keep_going, remote=spec, local=not no_local,
                                     local_checks=local_checks)
-    finish_analysis(analysis, json_out, html_out, quiet)
+    finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
 
@@ -65,13 +67,14 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
 @click.option("--observer", is_flag=True,
               help="Also run once without --bin-io-dump (outputs only): do the dumps perturb the run?")
 @remote_options
+@store_option
 @handle_errors
 def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
               json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
               lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
               repeat: int, config_name: str, jobs: int, no_explain: bool, keep_all: bool, threads: str | None,
               batch_positions: int | None, observer: bool, remote: str | None, remote_dir: str | None,
-              keep_remote: bool) -> None:
+              keep_remote: bool, store: str | None = None) -> None:
     """Does the output jitter from run to run, where does it start, and what removes it?
 
     Runs MODEL --repeat times with one configuration, each in a fresh process. Jitter is any
@@ -95,7 +98,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
                          progress=progress, keep_going=keep_going, remote=spec, local=not no_local,
                          local_checks=local_checks, keep_all=keep_all, threads=threads,
                          batch_positions=batch_positions, observer=observer)
-    finish_analysis(analysis, json_out, html_out, quiet)
+    finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
 # ---- devices (issue 15) ----
@@ -116,12 +119,13 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
               default="default", show_default=True, help="Configuration run on every target.")
 @click.option("--remote-dir", "remote_dir", metavar="DIR", default=None, help="The devices' working folder.")
 @click.option("--keep-remote", is_flag=True, help="Keep each run's folder on the devices after pulling it.")
+@store_option
 @handle_errors
 def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None, out: str | None,
                 json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
                 lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
                 remotes: tuple, local: bool, reference: str, config_name: str, remote_dir: str | None,
-                keep_remote: bool) -> None:
+                keep_remote: bool, store: str | None = None) -> None:
     """Does MODEL compute the same on several devices? One configuration on every target.
 
     Runs --config on each target in parallel (one worker per target), compares each with the
@@ -143,7 +147,7 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
                        # with --remote it is the devices' path, and --local runs the usual lookup
                        threshold=threshold or "auto", lar=lar_path if not remotes else None, timeout=timeout,
                        extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed)
-    finish_analysis(analysis, json_out, html_out, quiet)
+    finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
 @click.command("sweep", context_settings={"ignore_unknown_options": True})
@@ -172,11 +176,12 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
               help="Do not measure the local error of every operator under each option (one build of the "
                    "layerwise model, one run of it per option).")
 @remote_options
+@store_option
 @handle_errors
 def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, jobs: int, timeout: float,
               out: str | None, json_out: str | None, html_out: str | None, lar_path: str | None, lar_args: tuple,
               seed: int, quiet: bool, no_local: bool, remote: str | None, remote_dir: str | None,
-              keep_remote: bool) -> None:
+              keep_remote: bool, store: str | None = None) -> None:
     """Which load_and_run optimisation option changes the result, and where?
 
     Runs MODEL once with the naive kernels on the plain graph (the reference), then with the
@@ -200,4 +205,4 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
         analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
                          extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress,
                          remote=spec, local=not no_local)
-    finish_analysis(analysis, json_out, html_out, quiet)
+    finish_analysis(analysis, json_out, html_out, quiet, store)

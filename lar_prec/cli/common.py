@@ -94,9 +94,10 @@ def report_out() -> Any:
     return console() if out.isatty() else out
 
 
-def finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool) -> None:
+def finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool,
+                    store: str | None = None) -> None:
     """Render an Analysis: terminal report first (the verdict survives a failing write),
-    then --json and --html, each written atomically; exit with its code."""
+    then --json and --html, each written atomically, then the store (``--store``); exit with its code."""
     from lar_prec.report.terminal import render_terminal
 
     if json_out != "-":
@@ -105,7 +106,28 @@ def finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, q
         click.echo(shown(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)"),
                    err=True)
     write_outputs(analysis.report, json_out, html_out)
+    to_store(store, analysis.report)
     sys.exit(analysis.exit_code)
+
+
+def to_store(store: str | None, result: Any, exit_code: int | None = None) -> None:
+    """The finished analysis (a Report, or the JSON of quant/mixed) into the results store, after
+    its outputs are written, when ``--store``/``LAR_PREC_STORE`` names one; without one nothing
+    happens. A StoreError (exit 2) leaves nothing of it in the store and the analysis folder whole
+    (``lar-prec store add DIR`` writes it later)."""
+    if store:
+        # SQLAlchemy and the store load only when a store is named: every other run starts as before
+        from lar_prec.workflows.history import store_result
+
+        store_result(store, result, argv=tuple(sys.argv), exit_code=exit_code)
+
+
+def store_option(func: F) -> F:
+    """``--store URL`` (or ``LAR_PREC_STORE``): where an analysis command writes its summary."""
+    return click.option("--store", "store", metavar="URL", envvar="LAR_PREC_STORE", default=None,
+                        help="Also write this analysis' summary into a results store: an SQLite file "
+                             "(results.db, sqlite:///PATH) or postgresql://USER@HOST:PORT/DB. "
+                             "[default: $LAR_PREC_STORE; none]")(func)
 
 
 def write_outputs(report: Any, json_out: str | None, html_out: str | None) -> None:

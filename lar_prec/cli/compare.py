@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from lar_prec.cli.common import handle_errors, lines_shown, report_out, write_outputs
+from lar_prec.cli.common import handle_errors, lines_shown, report_out, store_option, to_store, write_outputs
 from lar_prec.clisupport import check_report_outputs
 
 
@@ -46,11 +46,12 @@ from lar_prec.clisupport import check_report_outputs
 @click.option("--lar", "lar_path", metavar="PATH", default=None,
               help="With --model: the load_and_run B ran, for the layerwise run ('bundled' for python -m "
                    "lar_prec.lar). [default: bundled]")
+@store_option
 @handle_errors
 def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
                 text_dump: str | None, jobs: int | None, all_vars: bool, pair: str, model: str | None,
                 local_config: str, local_out: str | None, no_local: bool, local_checks: bool,
-                algo_policy: str | None, lar_path: str | None) -> None:
+                algo_policy: str | None, lar_path: str | None, store: str | None = None) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
     Exit code 0 when every var agrees within the threshold, 1 when any var diverges (or has
@@ -88,6 +89,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
         else:
             render_terminal(report, report_out(), all_vars=all_vars)
     write_outputs(report, json_out, html_out)  # after the table: a failing write keeps the verdict shown
+    to_store(store, report)
     sys.exit(exit_code(report))
 
 

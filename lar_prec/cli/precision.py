@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from lar_prec.cli.common import advice_outputs, handle_errors
+from lar_prec.cli.common import advice_outputs, handle_errors, store_option, to_store
 from lar_prec.clisupport import check_report_outputs, input_paths
 
 
@@ -21,9 +21,10 @@ from lar_prec.clisupport import check_report_outputs, input_paths
               help="Kill a run after S seconds.")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML page here.")
 @click.option("--lar", "lar_path", metavar="PATH", default=None, help="The load_and_run to use. [default: bundled]")
+@store_option
 @handle_errors
 def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None, json_out: str | None,
-              html_out: str | None, timeout: float | None, lar_path: str | None) -> None:
+              html_out: str | None, timeout: float | None, lar_path: str | None, store: str | None = None) -> None:
     """Per-layer error of QUANT_MODEL (int8) against FLOAT_MODEL, worst first.
 
     Exit code 1 when some layer should stay in float (local SNR far below the others), 0 when none.
@@ -35,7 +36,9 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
     res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout)
     data = res.to_json()
     advice_outputs(data, render_quant_terminal, json_out, html_out)
-    sys.exit(1 if data["keep_in_float"] else 0)
+    code = 1 if data["keep_in_float"] else 0
+    to_store(store, data, code)
+    sys.exit(code)
 
 
 @click.command("mixed")
@@ -53,10 +56,11 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
 @click.option("--lar", "lar_path", metavar="PATH", default=None, help="The load_and_run to use. [default: bundled]")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML page here.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@store_option
 @handle_errors
 def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, out: str | None,
               json_out: str | None, html_out: str | None, timeout: float | None, lar_path: str | None,
-              quiet: bool) -> None:
+              quiet: bool, store: str | None = None) -> None:
     """Which operators of MODEL to keep in float32 under --enable-ioc16 / --enable-io16xc32, verified.
 
     Proposes the operators whose local error under the option exceeds their float16 floor,
@@ -74,5 +78,8 @@ def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, o
     res = mixed_analysis(model, list(inputs), option=option,
                          tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance, out=out, lar=lar_path,
                          timeout=timeout, progress=say)
-    advice_outputs(res.to_json(), render_mixed_terminal, json_out, html_out)
-    sys.exit(1 if res.needs_float32 else 0)
+    data = res.to_json()
+    advice_outputs(data, render_mixed_terminal, json_out, html_out)
+    code = 1 if res.needs_float32 else 0
+    to_store(store, data, code)
+    sys.exit(code)

@@ -924,8 +924,67 @@ function quantView() {
     box.appendChild(simpleTable(uCols, fused));
   }
 }
+// the trend page (lar-prec history --html, schema lar-prec.history/1): per series, the error of each
+// operator over builds as a line (x = run order), worst moved first; a click shows the operator's values
+function trendLine(points) {
+  var w = 240, h = 36, vals = points.map(function (p) { return typeof p.max_err === 'number' ? p.max_err : null; });
+  var fin = vals.filter(function (v) { return v !== null; }), hi = Math.max.apply(null, fin.concat([0]));
+  var svg = sv('svg', { 'class': 'trend', width: w, height: h, viewBox: '0 0 ' + w + ' ' + h });
+  var step = points.length > 1 ? (w - 4) / (points.length - 1) : 0, d = '';
+  vals.forEach(function (v, i) {
+    var x = 2 + i * step, y = v === null ? 2 : h - 2 - (hi > 0 ? (v / hi) * (h - 4) : 0);
+    d += (d ? ' L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
+    if (v === null) svg.appendChild(sv('circle', { cx: x, cy: y, r: 2, 'class': 'trend-nonfinite' }));
+  });
+  svg.appendChild(sv('path', { d: d, 'class': 'trend-line', fill: 'none' }));
+  return svg;
+}
+function historyView() {
+  var box = document.getElementById('advice');
+  box.appendChild(el('h2', null, 'History of ' + (R.model || 'no model'), el('small', null, ' ' + R.store)));
+  (R.series || []).forEach(function (s, k) {
+    box.appendChild(el('h2', null, s.model_name + ' · ' + s.command + ' ' + s.config + ' ' + s.options.join(' ') + ' · ' + s.device_kind,
+      el('small', null, ' ' + s.runs.length + ' run(s)')));
+    box.appendChild(simpleTable([
+      { label: 'time', get: function (r) { return r.created; } }, { label: 'run', get: function (r) { return r.run.slice(0, 12); } },
+      { label: 'build', get: function (r) { return r.build; }, cls: 'wrap' },
+      { label: 'output err', num: true, get: function (r) { return fmt(r.output_err); } },
+      { label: 'verdict', get: function (r) { return r.verdict; }, cls: 'wrap' }], s.runs.slice(-20)));
+    var detail = el('div', { 'class': 'trend-detail', id: 'trend-detail-' + k });
+    box.appendChild(simpleTable([
+      { label: 'operator', get: function (o) { return el('a', { href: '#', 'class': 'trend-op', 'data-key': o.op_key }, o.name); }, cls: 'name' },
+      { label: 'type', get: function (o) { return o.opr_type; } },
+      { label: 'error over builds', get: function (o) { return trendLine(o.points); } },
+      { label: 'moved', num: true, get: function (o) { return fmt(o.moved); } },
+      { label: 'first out of its band', get: function (o) { return o.first_out_of_band ? o.first_out_of_band.run.slice(0, 12) + ' ' + o.first_out_of_band.created : '—'; } }],
+      s.ops, function (o) { return o.first_out_of_band ? 'kept' : null; }));
+    box.appendChild(detail);
+    box.querySelectorAll('a.trend-op').forEach(function (a) {
+      a.addEventListener('click', function (ev) {
+        ev.preventDefault();
+        var op = s.ops.filter(function (o) { return o.op_key === a.getAttribute('data-key'); })[0];
+        if (!op) return;
+        detail.textContent = '';
+        detail.appendChild(el('h2', null, op.name + ' ', el('small', null, op.op_key)));
+        detail.appendChild(simpleTable([
+          { label: 'time', get: function (p) { return p.created; } }, { label: 'build', get: function (p) { return p.build; }, cls: 'wrap' },
+          { label: 'max_err', num: true, get: function (p) { return fmt(p.max_err); } },
+          { label: 'local err', num: true, get: function (p) { return fmt(p.local_err); } },
+          { label: 'status', get: function (p) { return p.status; } },
+          { label: 'algorithm', get: function (p) { return p.algorithm || '—'; }, cls: 'wrap' }], op.points));
+      });
+    });
+  });
+  if (R.diff) {
+    box.appendChild(el('h2', null, 'Changed between ' + R.diff.a.slice(0, 12) + ' and ' + R.diff.b.slice(0, 12)));
+    box.appendChild(simpleTable([
+      { label: 'operator', get: function (c) { return c.name; }, cls: 'name' },
+      { label: 'A', num: true, get: function (c) { return c.a ? fmt(c.a.max_err) + ' ' + c.a.status : '—'; } },
+      { label: 'B', num: true, get: function (c) { return c.b ? fmt(c.b.max_err) + ' ' + c.b.status : '—'; } }], R.diff.ops));
+  }
+}
 function adviceSection() {
-  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView };
+  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView };
   var view = views[R.schema];
   if (!view) return false;
   ['roots-section', 'chart-section', 'cards-section', 'table-section'].forEach(function (id) { document.getElementById(id).hidden = true; });
