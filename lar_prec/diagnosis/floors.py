@@ -249,6 +249,18 @@ def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = Non
     return LocalVerdict(tuple(roots), labels, came, floors)
 
 
+def over_floor_text(local_err: float, floor: float) -> str:
+    """``local 8.764e-07 > floor 8.758e-07 (x1.0007)``: as many digits as it takes for the two
+    numbers, and the margin, to differ (a root is never printed "x1" over an equal floor)."""
+    if floor <= 0:
+        return f"{local_err:.3g} > floor 0"
+    for digits in range(3, 10):
+        a, b, m = f"{local_err:.{digits}g}", f"{floor:.{digits}g}", f"{local_err / floor:.{digits}g}"
+        if a != b and m != "1":
+            return f"{a} > floor {b} (x{m})"
+    return f"{local_err!r} > floor {floor!r} (x{local_err / floor!r})"
+
+
 def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iterable[str]:
     """Lines for a terminal: checks, then the roots with their floor and margin."""
     verdict = verdict or local_roots(result)
@@ -258,8 +270,7 @@ def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iter
         note = f"; {c.note}" if c.note else ""
         yield f"check {c.name}: {c.status}{extra}{note}"
     for r in verdict.roots:
-        yield (f"root {r.id} {r.name} [{r.opr_type}]: local {r.local_err:.3g} > floor {r.floor:.3g} "
-               f"(x{r.margin:.3g})")
+        yield f"root {r.id} {r.name} [{r.opr_type}]: local {over_floor_text(r.local_err, r.floor)}"
 
 
 
