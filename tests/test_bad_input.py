@@ -402,6 +402,16 @@ def test_bad_runs_and_binaries(row: Row, ctx: Ctx) -> None:
     check_row(row, ctx)
 
 
+@pytest.mark.megengine
+def test_an_unknown_reference_lists_each_target_once(ctx: Ctx) -> None:
+    """Issue 41 #6: `devices MODEL --local --reference nosuch` listed the targets as "(local, local)"."""
+    row = Row("devices-reference-unknown", lambda c: ["devices", c.model, *c.inputs(), "--local", "--reference",
+                                                      "nosuch", "--out", c.tmp / "out"], 2,
+              lambda c: ["--reference 'nosuch'"], ["is not one of the targets"])
+    r = check_row(row, ctx)
+    assert error_lines(r.stderr)[0].endswith("is not one of the targets; expected one of local"), r.stderr
+
+
 def _run_json(folder: Path) -> dict:
     import json
 

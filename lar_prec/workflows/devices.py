@@ -95,7 +95,8 @@ def _reference(targets: List[Target], reference: Optional[str]) -> Target:
             return t
     if ref == LOCAL:
         return Target(LOCAL, None)  # the naive run only; this machine is not a compared target
-    raise UsageError(f"--reference {ref!r} is not one of the targets ({', '.join(t.name for t in targets)}, local)")
+    names = list(dict.fromkeys([*(t.name for t in targets), LOCAL]))  # local is always a reference
+    raise UsageError(f"--reference {ref!r} is not one of the targets; expected one of {', '.join(names)}")
 
 
 # --------------------------------------------------------------------------- comparing one target
