@@ -154,14 +154,15 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult) -> Tuple[OptionRe
         run_dir=str(rec.dir), seconds=rec.seconds)
     if g.outputs_total and g.output_err is None:
         # nothing to hold the model's output to: never an all-clear
-        r = replace(r, verdict="diverges", reason="the model's output was not dumped under this option "
-                    f"({g.outputs_total} output(s), none paired with a dumped var)")
+        r = replace(r, verdict="diverges", output_unseen=True,
+                    reason="the model's output was not dumped under this option "
+                           f"({g.outputs_total} output(s), none paired with a dumped var)")
     if g.root is not None:
         r = replace(r, root_id=g.root.b, root_ref_id=g.root.a, root_name=g.root.name, root_opr_type=g.root.opr_type,
                     root_err=g.root.max_err)
     notes = [e for e in g.errs if e.note]
     if notes:
-        r = replace(r, reason=f"{len(notes)} paired var(s) not compared: {notes[0].name}: {notes[0].note}")
+        r = replace(r, reason=_join(r.reason, f"{len(notes)} paired var(s) not compared: {notes[0].name}: {notes[0].note}"))
     return r, g
 
 
@@ -188,7 +189,8 @@ def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: Optional[
 def _with_local(r: OptionResult, loc: OptionLocal) -> OptionResult:
     """The option's root and verdict by local error when it was measured: a local root makes
     the option diverge and is its root; no local root makes it ok, unless the dump-only root
-    is an operator local error did not measure (then the dump's verdict stands, with why)."""
+    is an operator local error did not measure or the model's output was not dumped (then the
+    dump's verdict stands, with why)."""
     dump_root = None if r.root_name is None else (r.root_id, r.root_ref_id, r.root_name, r.root_opr_type or "",
                                                   r.root_err)
     r = replace(r, local=loc, dump_root=dump_root)
@@ -202,6 +204,9 @@ def _with_local(r: OptionResult, loc: OptionLocal) -> OptionResult:
                        root_err=errs.get(top.name, top.entire_err))
     if r.verdict != "diverges":
         return replace(r, root_rule="local")
+    if r.output_unseen:  # local error speaks for operators, not for an output nobody compared
+        return replace(r, root_rule="local", reason=_join(r.reason, "kept diverging: no operator's local error can "
+                                                                   "stand for the output that was not compared"))
     if r.root_name is not None and r.root_name not in loc.measured_names():
         why = dict(loc.not_measured).get(r.root_name, "not measured")
         return replace(r, reason=_join(r.reason, f"kept diverging by the dumps: local error did not measure "

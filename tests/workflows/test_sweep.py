@@ -9,6 +9,7 @@ option leaves the other options reported.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import shutil
 from pathlib import Path
@@ -325,6 +326,36 @@ def test_load_failures_bad_dumps_and_a_missing_output_are_findings_and_the_sweep
     assert opts["weight-preprocess"]["status"] == "runs" and opts["weight-preprocess"]["verdict"] == "ok"
     assert "const-shape load failed (the model did not load" in d["verdict"]
     assert "nhwcd4 dump unreadable" in d["verdict"] and "no option diverges" not in d["verdict"]
+
+
+#: the bundled load_and_run, but under --record-comp-seq the user's model loses its last dump file (its output)
+DROP_OUTPUT_LAR = """import os, subprocess, sys
+argv = sys.argv[1:]
+rc = subprocess.call([sys.executable, "-m", "lar_prec.lar", *argv], env={**os.environ, "PYTHONPATH": ROOT})
+if rc == 0 and "--record-comp-seq" in argv and "--bin-io-dump" in argv and argv[0] == MODEL:
+    folder = argv[argv.index("--bin-io-dump") + 1]
+    os.remove(os.path.join(folder, sorted(n for n in os.listdir(folder) if not n.startswith("."))[-1]))
+sys.exit(rc)
+"""
+
+
+@pytest.mark.megengine
+def test_an_output_never_dumped_is_not_a_pass_when_local_error_is_measured(manifest, tmp_path):
+    """Issue 41 #2: `sweep MODEL --options record-comp-seq,weight-preprocess --lar lar.py`, whose run
+    under record-comp-seq never dumped the model's output: every operator's local error within
+    its floor turned that option `ok` and the sweep said "no option diverges", exit 0 (the
+    reason column said the output was missing). A comparison that cannot see the output is not
+    a pass: exit 1, and the verdict says why."""
+    case = manifest["cnn"]
+    lar = tmp_path / "lar.py"
+    lar.write_text(f"#!{sys.executable}\nROOT, MODEL = {str(ROOT)!r}, {str(case.model)!r}\n{DROP_OUTPUT_LAR}")
+    lar.chmod(0o755)
+    d, res = sweep_json(tmp_path, case, ["record-comp-seq", "weight-preprocess"], "--lar", str(lar), expect=1)
+    o = by_option(d)["record-comp-seq"]
+    assert o["local"]["measured"] and o["verdict"] == "diverges" and o["output_unseen"] is True, o
+    assert d["verdict"].startswith("1 of 2 option(s) that ran diverge; worst: record-comp-seq (the model's output "
+                                   "was not dumped under this option"), d["verdict"]
+    assert by_option(d)["weight-preprocess"]["verdict"] == "ok"
 
 
 @pytest.mark.megengine
