@@ -262,6 +262,9 @@ def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = 
         seen = load_npy(work / "observed.npy", d / "observed.npy")
         try:
             test = _run(work, d, rec, "test", timeout, prefix)
+            if test.shape != want.shape:  # another model than the one the outputs came from
+                raise UsageError(f"{d / 'model.mge'}: its output has shape {test.shape}, reference.npy's is "
+                                 f"{want.shape}; expected the model these outputs came from")
             ref_bitwise = None
             if reference:
                 got_ref = _run(work, d, rec, "reference", timeout)
