@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
+from lar_prec.inputspec import read_json_file
 from lar_prec.records import PathLike
 from lar_prec.lar.graphopts import RewriteError, _megengine_message, _write_bytes_atomically
 from lar_prec.errors import LarPrecError
@@ -56,6 +57,8 @@ MODES = ("ioc16", "io16xc32")
 #: schema of a keep-list file and of the rewrite's record
 KEEP_SCHEMA = "lar-prec.keep/1"
 RECORD_SCHEMA = "lar-prec.mixed-model/1"
+#: bytes a keep-list file may have (one name per kept operator: far less)
+KEEP_LIMIT = 16 << 20
 #: exit status of the child process for a usage error (a rewrite MegEngine refused: 1)
 USAGE_EXIT = 2
 #: operators that only provide values: they have no precision of their own
@@ -371,11 +374,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write(usage)
         return 2
     try:
-        try:
-            data = json.loads(Path(opts["--keep"]).read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{opts['--keep']}: expected a keep-list JSON file: {exc}") from None
-        keep = KeepList.from_json(data, opts["--keep"])
+        keep = KeepList.from_json(read_json_file(opts["--keep"], "keep-list", limit=KEEP_LIMIT), opts["--keep"])
         done = rewrite_mixed(pos[0], pos[1], keep, opts["--mode"])
         if "--record" in opts:
             atomic_write_text(opts["--record"], json.dumps(done.to_json(), indent=1) + "\n", what="mixed-model record")
