@@ -73,9 +73,9 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except LarPrecError as exc:
             if exc.report is not None:  # the analysis finished, writing its report did not: verdict first
-                from lar_prec.report.terminal import render_terminal
+                from lar_prec.report.terminal import render_result
 
-                render_terminal(exc.report, _report_out())
+                render_result(exc.report, _report_out())
             msg = _one_line(str(exc)) or type(exc).__name__
             click.echo(f"Error: {msg}", err=True)
             tail = getattr(exc, "stderr_tail", "")
@@ -582,10 +582,10 @@ def _advice_outputs(data: dict, render: Any, json_out: str | None, html_out: str
     from lar_prec.outputs import atomic_write_text
     from lar_prec.report.html import write_html
 
+    if json_out != "-":  # the verdict first: it survives a failing write
+        render(data, _report_out())
     if html_out:
         write_html(data, html_out)
-    if json_out != "-":
-        render(data, _report_out())
     if json_out == "-":
         click.echo(json.dumps(data, indent=1))
     elif json_out:

@@ -585,6 +585,29 @@ def test_ctrl_c_exits_130(row: SignalRow, ctx: Ctx) -> None:
     assert not (ctx.tmp / "r.json").exists()
 
 
+def _lar_making_folder(c: Ctx, where: Path) -> Path:
+    """The bundled load_and_run behind a wrapper that first makes a folder at ``where`` (as a
+    full disk would fail a write there at the end)."""
+    wrapper = c.tmp / "lar.sh"
+    wrapper.write_text(f"#!/bin/sh\nmkdir -p {where}\nPYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.megengine
+def test_mixed_prints_its_verdict_and_keep_list_before_a_late_write_fails(ctx: Ctx) -> None:
+    """Issue 41 #4: `mixed MODEL --input ... --out OUT --lar lar.sh`, keep.json unwritable at the
+    end: the verdict and the operators to keep on stdout, then one Error line naming keep.json,
+    exit 2 (stdout was empty)."""
+    out = ctx.tmp / "out"
+    r = lar_prec(["mixed", ctx.model, *ctx.inputs(), "--out", out, "--lar", _lar_making_folder(ctx, out / "keep.json"),
+                  "-q"], cwd=ctx.tmp, env=ctx.env)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout.startswith("--enable-ioc16 alone") and f"keep-list: {out / 'keep.json'}" in r.stdout, r.stdout
+    assert error_lines(r.stderr) == [r.stderr.strip()] and r.stderr.startswith("Error: cannot write the keep-list")
+    assert "keep.json" in r.stderr
+
+
 def test_the_verdict_is_printed_when_the_analysis_folder_cannot_take_the_report(ctx: Ctx) -> None:
     """Issue 21 §3: every run done, then report.json cannot be written (here a folder took its
     place while the runs ran, as a full disk would fail it): the verdict is shown, then the

@@ -361,16 +361,20 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     final_keep = KeepList(instances=tuple(kept_names)) if final_model is not None else KeepList()
     fraction = fp16_fraction(g, final_keep)
     keep_file = adir / "keep.json"
-    atomic_write_text(keep_file, json.dumps(_keep_file(final_keep, kept, g, option), indent=1) + "\n",
-                      what="keep-list")
     res = MixedAnalysis(adir, model_path, option, float(tolerance), plain_err, plain, proposal, kept,
                         tuple(attempts), verified, final_model, fraction, local, tuple(runs), keep_file,
                         time.monotonic() - t0, note, plain_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
                               for m in prep.layerwise.measured if m.name in errors))
     data = res.to_json()
-    atomic_write_text(adir / "mixed.json", json.dumps(data, indent=1) + "\n", what="mixed result")
-    write_html(data, adir / "mixed.html")
+    try:
+        atomic_write_text(keep_file, json.dumps(_keep_file(final_keep, kept, g, option), indent=1) + "\n",
+                          what="keep-list")
+        atomic_write_text(adir / "mixed.json", json.dumps(data, indent=1) + "\n", what="mixed result")
+        write_html(data, adir / "mixed.html")
+    except LarPrecError as exc:  # a full disk at the very end: the verdict and the keep-list are shown first
+        exc.report = data
+        raise
     return res
 
 

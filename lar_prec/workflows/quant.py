@@ -20,6 +20,7 @@ from lar_prec.diagnosis.quantinfo import (
     worst_first,
 )
 from lar_prec.dumps.folder import DumpFolder
+from lar_prec.errors import LarPrecError
 from lar_prec.inputspec import check_file
 from lar_prec.outputs import atomic_write_text
 from lar_prec.records import PathLike
@@ -87,6 +88,10 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
                        if l.local is not None and l.local.snr_db is not None and l.local.snr_db < floor]
     res = QuantAnalysis(adir, tuple(layers), pairing, (f_run, q_run), tuple(keep), floor)
     data = res.to_json()
-    atomic_write_text(adir / "quant.json", json.dumps(data, indent=1) + "\n", what="quant result")
-    write_html(data, adir / "quant.html")
+    try:
+        atomic_write_text(adir / "quant.json", json.dumps(data, indent=1) + "\n", what="quant result")
+        write_html(data, adir / "quant.html")
+    except LarPrecError as exc:  # a full disk at the very end: the verdict is shown first
+        exc.report = data
+        raise
     return res
