@@ -349,8 +349,7 @@ def _check_model(path: Path, fd: int, size: int) -> None:
 def _npy_layout(path: Path, fd: int, size: int, what: str) -> Tuple[Tuple[int, ...], Any]:
     """(shape, dtype) of a ``.npy`` from its header, which must describe exactly the bytes the
     file holds, in a dtype of plain numbers (no pickle, string or record)."""
-    from numpy.lib import format as npy_format
-
+    npy_format = np.lib.format
     with os.fdopen(os.dup(fd), "rb") as fh:
         try:
             version = npy_format.read_magic(fh)
