@@ -577,9 +577,7 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
 def _advice_outputs(data: dict, render: Any, json_out: str | None, html_out: str | None) -> None:
     """The terminal view (unless the JSON goes to stdout), --json and --html of a command whose
     result is its own JSON (``quant``, ``mixed``: no Report)."""
-    import json  # noqa: PLC0415  (stdlib; kept out of every other command)
-
-    from lar_prec.outputs import atomic_write_text
+    from lar_prec.outputs import atomic_write_text, json_text
     from lar_prec.report.html import write_html
 
     if json_out != "-":  # the verdict first: it survives a failing write
@@ -587,9 +585,9 @@ def _advice_outputs(data: dict, render: Any, json_out: str | None, html_out: str
     if html_out:
         write_html(data, html_out)
     if json_out == "-":
-        click.echo(json.dumps(data, indent=1))
+        click.echo(json_text(data), nl=False)
     elif json_out:
-        atomic_write_text(json_out, json.dumps(data, indent=1) + "\n", what="JSON result")
+        atomic_write_text(json_out, json_text(data), what="JSON result")
 
 
 

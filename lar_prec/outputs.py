@@ -3,6 +3,7 @@
 Every file lar-prec writes goes through :func:`atomic_write_text` (or :func:`atomic_writer`):
 the bytes go to a temporary file beside the target, are flushed and fsynced, and only then
 renamed over it, so a full disk or a crash leaves the earlier file whole and no half file.
+:func:`json_text` is the one (strict) JSON encoding of the records written.
 :func:`check_output_path` refuses, before anything runs, an output that cannot be written or
 that would replace one of the analysis' inputs; :func:`save_crash_report` keeps the traceback
 of an internal error; :func:`make_output_pipe_safe` lets a closed stdout or stderr pipe end
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 import stat
 import sys
@@ -151,6 +153,14 @@ def _read_umask() -> int:
 
 
 _UMASK = _read_umask()
+
+
+def json_text(obj: Any, *, indent: Optional[int] = 1, default: Any = None) -> str:
+    """The JSON text of a record lar-prec writes, with its final newline: strict JSON, which
+    has no NaN or Infinity. A non-finite number reaching here is a bug of its writer (which
+    writes null and says why, as :func:`lar_prec.records.json_number` and a ``nonfinite`` key
+    do): ValueError, never a file other programs cannot read."""
+    return json.dumps(obj, indent=indent, default=default, allow_nan=False) + "\n"
 
 
 def atomic_write_text(path: PathLike, text: str, *, what: str = "output") -> Path:

@@ -32,7 +32,7 @@ from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.relayout import to_plain
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run import proc as runproc
 from lar_prec.run.config import LoadAndRun, RunConfig, bundled_load_and_run, get_config
 from lar_prec.run.once import run_once
@@ -519,5 +519,5 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         results.append(CheckResult("algorithm_cache", "fail", note=str(exc)))
     result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
                          Path(local.path), tuple(rows), tuple(results), algorithms, tuple(runs))
-    atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
+    atomic_write_text(out / "local.json", json_text(local_json(result)), what="local error record")
     return result

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ from lar_prec.inputspec import read_json_file
 from lar_prec.records import PathLike
 from lar_prec.lar.graphopts import RewriteError, _megengine_message, _write_bytes_atomically
 from lar_prec.errors import LarPrecError
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 
 #: the fp16 options a mixed model can follow
 MODES = ("ioc16", "io16xc32")
@@ -377,7 +376,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         keep = KeepList.from_json(read_json_file(opts["--keep"], "keep-list", limit=KEEP_LIMIT), opts["--keep"])
         done = rewrite_mixed(pos[0], pos[1], keep, opts["--mode"])
         if "--record" in opts:
-            atomic_write_text(opts["--record"], json.dumps(done.to_json(), indent=1) + "\n", what="mixed-model record")
+            atomic_write_text(opts["--record"], json_text(done.to_json()), what="mixed-model record")
     except LarPrecError as exc:
         sys.stderr.write(f"mixed_rewrite: error: {exc}\n")
         return USAGE_EXIT if isinstance(exc, UsageError) else 1

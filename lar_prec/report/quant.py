@@ -8,6 +8,10 @@ def _f(x: Any, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _snr(m: Mapping[str, Any]) -> str:
+    return "inf" if m.get("snr_infinite") else _f(m.get("snr_db"), ".1f")
+
+
 def render_quant_terminal(data: Mapping[str, Any], out: TextIO, *, limit: int = 20) -> None:
     """Layers worst first (local SNR), the layers to keep in float, and what did not pair."""
     layers = data["layers"]
@@ -17,8 +21,8 @@ def render_quant_terminal(data: Mapping[str, Any], out: TextIO, *, limit: int = 
               f"{'acc rel':>9}\n")
     for l in layers[:limit]:
         lo, acc = l["local"] or {}, l["accumulated"] or {}
-        out.write(f"{l['name'][:32]:<32} {l['opr_type'][:14]:<14} {_f(lo.get('snr_db'), '.1f'):>9} "
-                  f"{_f(lo.get('cosine'), '.5f'):>10} {_f(acc.get('snr_db'), '.1f'):>8} "
+        out.write(f"{l['name'][:32]:<32} {l['opr_type'][:14]:<14} {_snr(lo):>9} "
+                  f"{_f(lo.get('cosine'), '.5f'):>10} {_snr(acc):>8} "
                   f"{_f(acc.get('cosine'), '.5f'):>9} {_f(acc.get('rel_err'), '.2e'):>9}\n")
     if len(layers) > limit:
         out.write(f"... {len(layers) - limit} more in the JSON\n")
@@ -28,8 +32,8 @@ def render_quant_terminal(data: Mapping[str, Any], out: TextIO, *, limit: int = 
         for u in unpaired[:limit]:
             out.write(f"  {u['side']}: {u['name']}: {u['why']}\n")
     keep = data["keep_in_float"]
-    floor = data["snr_floor_db"]
+    floor = data["snr_floor_text"] or f"{data['snr_floor_db']:.1f}"
     if keep:
-        out.write(f"keep in float ({len(keep)}; local SNR below {floor:.1f} dB): {', '.join(keep)}\n")
+        out.write(f"keep in float ({len(keep)}; local SNR below {floor} dB): {', '.join(keep)}\n")
     else:
-        out.write(f"no layer to keep in float (every local SNR at or above {floor:.1f} dB)\n")
+        out.write(f"no layer to keep in float (every local SNR at or above {floor} dB)\n")

@@ -4,7 +4,7 @@ values dequantized with their scales, and every layer's accumulated and local er
 The measuring lives in :mod:`lar_prec.diagnosis.quantinfo`; this module only runs and composes."""
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -22,8 +22,8 @@ from lar_prec.diagnosis.quantinfo import (
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError
 from lar_prec.inputspec import check_file
-from lar_prec.outputs import atomic_write_text
-from lar_prec.records import PathLike
+from lar_prec.outputs import atomic_write_text, json_text
+from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
@@ -47,14 +47,16 @@ class QuantAnalysis:
     snr_floor_db: float
 
     def to_json(self) -> Dict[str, Any]:
+        """Strict JSON: infinite SNRs (equal values) and floors are null, said beside them."""
         def m(x: Any) -> Optional[Dict[str, Any]]:
-            return None if x is None else {"cosine": x.cosine, "rel_err": x.rel_err, "snr_db": x.snr_db,
-                                           "max_err": x.max_err}
+            return None if x is None else x.to_json()
         return {
             "schema": "lar-prec.quant/1",
             "analysis_dir": str(self.analysis_dir),
             "keep_in_float": list(self.keep_in_float),
-            "snr_floor_db": self.snr_floor_db,
+            "snr_floor_db": json_number(self.snr_floor_db),
+            # inf: the median layer is exact; -inf: no layer's local SNR was measured
+            "snr_floor_text": None if math.isfinite(self.snr_floor_db) else str(self.snr_floor_db),
             "layers": [{"id": l.quant_id, "name": l.quant_name, "opr_type": l.opr_type, "dtype": l.dtype,
                         "scale": l.scale, "float_name": l.float_name, "paired_by": l.how,
                         "accumulated": m(l.entire), "local": m(l.local), "local_note": l.local_note}
@@ -89,7 +91,7 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     res = QuantAnalysis(adir, tuple(layers), pairing, (f_run, q_run), tuple(keep), floor)
     data = res.to_json()
     try:
-        atomic_write_text(adir / "quant.json", json.dumps(data, indent=1) + "\n", what="quant result")
+        atomic_write_text(adir / "quant.json", json_text(data), what="quant result")
         write_html(data, adir / "quant.html")
     except LarPrecError as exc:  # a full disk at the very end: the verdict is shown first
         exc.report = data

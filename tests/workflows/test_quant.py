@@ -47,6 +47,27 @@ def test_the_quant_command_prints_the_worst_layer_and_exits_1(misscaled_pair, tm
 
 
 @pytest.mark.megengine
+def test_every_json_file_of_a_quant_with_exact_layers_is_strict(misscaled_pair, tmp_path):  # noqa: F811
+    """Issue 41 #7: `quant QUANT QUANT --input ... --out OUT --json J --html H`: every layer equals
+    itself, an infinite SNR, which quant.json wrote as Infinity (then the page's encoder failed:
+    exit 4). Now null with `snr_infinite`, "inf" on the terminal, and every JSON file strict."""
+    from test_strict_json import strict_load
+
+    out, js = tmp_path / "a", tmp_path / "q.json"
+    q = str(misscaled_pair["quant"])
+    proc = subprocess.run([sys.executable, "-m", "lar_prec", "quant", q, q, "--input", f"data:{misscaled_pair['data']}",
+                           "--out", str(out), "--json", str(js), "--html", str(tmp_path / "q.html")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr
+    files = sorted(out.rglob("*.json")) + [js]
+    assert {"quant.json", "quant_local.json", "float.graph.json", "run.json", "inputs.json"} <= {f.name for f in files}
+    data = [strict_load(f) for f in files][-1]
+    exact = [l for l in data["layers"] if l["local"] and l["local"]["snr_infinite"]]
+    assert exact and all(l["local"]["snr_db"] is None for l in exact), data["layers"]
+    assert " inf " in proc.stdout, proc.stdout
+
+
+@pytest.mark.megengine
 def test_quant_prints_its_verdict_before_a_late_write_fails(misscaled_pair, tmp_path):  # noqa: F811
     """Issue 41 #4: `quant FLOAT QUANT --input ... --out OUT --lar lar.sh`, quant.html unwritable at the end
     (a folder took its place while the runs ran, as a full disk fails it): the layers and the

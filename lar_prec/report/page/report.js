@@ -854,21 +854,23 @@ function mixedView() {
 }
 function quantView() {
   var vd = document.getElementById('verdict'), keep = R.keep_in_float || [];
-  vd.textContent = keep.length ? keep.length + ' layer(s) to keep in float (local SNR below ' + fmt(R.snr_floor_db) + ' dB): ' + keep.join(', ') : 'no layer to keep in float (every local SNR at or above ' + fmt(R.snr_floor_db) + ' dB)';
+  var floor = R.snr_floor_text || fmt(R.snr_floor_db);
+  vd.textContent = keep.length ? keep.length + ' layer(s) to keep in float (local SNR below ' + floor + ' dB): ' + keep.join(', ') : 'no layer to keep in float (every local SNR at or above ' + floor + ' dB)';
   vd.className = 'verdict ' + (keep.length ? 'bad' : 'good');
   adviceMeta([['command', 'quant'], ['layers compared', String((R.layers || []).length)], ['not paired', String((R.unpaired || []).length)]]);
   var box = document.getElementById('advice'), layers = R.layers || [];
   var keepSet = new Set(keep), worst = 0;
   layers.forEach(function (l) { var s = l.local && l.local.snr_db; if (typeof s === 'number' && s > worst) worst = s; });
   function m(l, side, k) { return l[side] ? l[side][k] : null; }
+  function snr(l, side) { return l[side] && l[side].snr_infinite ? 'inf' : fmt(m(l, side, 'snr_db')); }
   box.appendChild(el('h2', null, 'Layers, worst first ', el('small', null, 'local: the quantized operator on the float reference\'s inputs; accumulated: against the float model\'s naive run')));
   box.appendChild(simpleTable([
     { label: 'layer', get: function (l) { return l.name; }, cls: 'name' },
     { label: 'type', get: function (l) { return l.opr_type; } },
     { label: 'dtype', get: function (l) { return l.dtype + (l.scale ? ' \u00d7' + fmt(l.scale) : ''); } },
-    { label: 'local SNR dB', num: true, get: function (l) { var s = m(l, 'local', 'snr_db'); return [fmt(s), errBar(s, worst, keepSet.has(l.name))]; } },
+    { label: 'local SNR dB', num: true, get: function (l) { var s = m(l, 'local', 'snr_db'); return [snr(l, 'local'), errBar(s, worst, keepSet.has(l.name))]; } },
     { label: 'local cos', num: true, get: function (l) { return fmt(m(l, 'local', 'cosine')); } },
-    { label: 'acc SNR dB', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'snr_db')); } },
+    { label: 'acc SNR dB', num: true, get: function (l) { return snr(l, 'accumulated'); } },
     { label: 'acc cos', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'cosine')); } },
     { label: 'acc rel err', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'rel_err')); } },
     { label: 'paired by', get: function (l) { return l.paired_by + (l.local_note ? ' \u00b7 ' + l.local_note : ''); }, cls: 'wrap' }], layers,
