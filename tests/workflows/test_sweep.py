@@ -295,6 +295,63 @@ def test_ctrl_c_during_a_sweep_is_130_and_leaves_run_folders_consistent(manifest
     assert "running" not in runs.values()
 
 
+def _sweep_stand_in(tmp_path, lar_dump, manifest, env: dict) -> "tuple[list, dict]":
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default")), **env}
+    return [sys.executable, "-m", "lar_prec", "sweep", *case_args(manifest["cnn"]), "--options",
+            "nhwcd4,weight-preprocess", "--lar", str(FAKE_LAR), "--out", str(tmp_path / "a"), "--no-local"], env
+
+
+@pytest.mark.megengine
+def test_sweep_says_each_finished_step_in_a_log(manifest, lar_dump, tmp_path):
+    """Issue 41 #8: `sweep MODEL --input ... 2> ci.log` printed nothing for minutes: now one
+    line per finished step, as mixed prints (the reference, then each option and its verdict)."""
+    import subprocess
+
+    argv, env = _sweep_stand_in(tmp_path, lar_dump, manifest, {})
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("lar-prec sweep: steps ")]
+    assert lines[0].startswith("lar-prec sweep: steps 1/3: reference (naive kernels, plain graph) ok in "), lines
+    assert lines[1:] == ["lar-prec sweep: steps 2/3: nhwcd4: runs, ok",  # one run at a time: in order
+                         "lar-prec sweep: steps 3/3: weight-preprocess: runs, ok"], lines
+
+
+@pytest.mark.megengine
+def test_sweep_bar_names_the_option_under_way_in_a_terminal(manifest, lar_dump, tmp_path):
+    """Issue 41 #8: on a terminal the sweep's bar said only "load_and_run runs": it names the
+    step under way (here nhwcd4, whose stand-in run keeps the CPU busy for 2 s)."""
+    import os
+    import pty
+    import subprocess
+    import threading
+
+    argv, env = _sweep_stand_in(tmp_path, lar_dump, manifest, {"FAKE_LAR_MODE_IF_FLAG": "--enable-nhwcd4=busy",
+                                                                 "FAKE_LAR_BUSY_SECONDS": "2", "COLUMNS": "120"})
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closed with the process
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert proc.wait(timeout=300) == 0
+    reader.join(timeout=10)
+    os.close(master)
+    assert b"steps: nhwcd4" in seen, bytes(seen[-2000:])
+
+
 def test_every_spelling_of_an_option_names_it():
     """Issue 21 §3: `--options enable_ioc16` was refused while `--enable-ioc16` was accepted."""
     from lar_prec.workflows.sweep_options import parse_options
