@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml setup.py lar_prec/compare/engine/_kernel.c constraints.
 	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); "$$py" -m venv $(VENV); \
 	fi; \
 	echo "installing lar-prec and pinned dependencies (first time: megengine is a ~940 MB download)"; \
-	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,test]'; \
+	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,store,test]'; \
 	if ! $(PY) -c 'import lar_prec.compare.engine._kernel' 2>/dev/null; then \
 	  echo "warning: the C kernel (lar_prec/compare/engine/_kernel.c) was not built: no C compiler? compare falls back to numpy, ~2x slower"; \
 	fi; \
@@ -40,6 +40,7 @@ demo: $(CASES)
 test: $(CASES)
 	@bash scripts/ensure-chromium.sh
 	@bash scripts/ensure-sshd.sh
+	@bash scripts/ensure-postgres.sh
 	@# independent tests run on every core (pytest-xdist); each test makes its own temp folders,
 	@# ports and servers, so none shares a resource with another (see tests/conftest.py). One
 	@# worker more than cores: tests wait on child processes, timeouts and servers a good part

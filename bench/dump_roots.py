@@ -49,7 +49,7 @@ from lar_prec.diagnosis.tree import VarTree  # noqa: E402
 from lar_prec.dumps.algocache import prefer_algorithms  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder  # noqa: E402
 from lar_prec.run.config import get_config  # noqa: E402
-from lar_prec.workflows.sweep_options import parse_options  # noqa: E402
+from lar_prec.workflows.sweep.options import parse_options  # noqa: E402
 
 CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "fastrun_shake", "shufflenet", "longred", "amplify")
 SIZES = (1e-3, 1e-4, 1e-5)

@@ -6,6 +6,7 @@ input; ``manifest.json`` indexes them. megengine is imported only here (and in l
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import numpy as np
+
+from cases import arch
 
 SEED = 20261122
 
@@ -374,6 +377,142 @@ def case_bn_unfused(rng):
     return net, net, {"data": rng.rand(1, 3, 16, 16).astype("float32")}, {"optimize": False}
 
 
+# ---------------------------------------------------------------- int8 MobileNetV2 pair (issue 35)
+# Built the way MegEngine's official quantized models are (MegEngine/Models,
+# official/quantization/models/mobilenet_v2.py and calibration.py): inverted residuals of
+# ConvBnRelu2d expand, depthwise ConvBnRelu2d and a ConvBn2d projection without activation,
+# residual add by Elemwise("ADD"), QuantStub/DequantStub, the classifier left in float; then
+# quantize_qat(calibration_qconfig), calibration in eval mode with the observers enabled
+# (eval() alone disables them), quantize. Small: 8 images of 32x32, odd channel counts.
+#: (expand ratio t, output channels c, blocks n, first stride s), as MobileNetV2's table
+MBV2_SETTING = ((1, 10, 1, 1), (3, 14, 2, 2), (3, 22, 3, 2))
+#: the mis-scaled variants: the layer whose weight scale is 8x too large (weights on a grid 8x coarser)
+MBV2_MISSCALED = {"mbv2_int8_expand": "features.4.conv.0", "mbv2_int8_proj": "features.5.conv.2"}
+MBV2_FACTOR = 8.0
+
+
+def _mbv2_net(rng):
+    _, F, M, _ = _mge()
+
+    class InvertedResidual(M.Module):
+        def __init__(self, inp, oup, stride, t):
+            super().__init__()
+            hidden = inp * t
+            self.use_res_connect = stride == 1 and inp == oup
+            layers = [M.ConvBnRelu2d(inp, hidden, 1, bias=False)] if t != 1 else []
+            layers += [M.ConvBnRelu2d(hidden, hidden, 3, padding=1, stride=stride, groups=hidden, bias=False),
+                       M.ConvBn2d(hidden, oup, 1, bias=False)]
+            self.conv = M.Sequential(*layers)
+            if self.use_res_connect:  # an add that never runs has no calibrated scale: quantize() fails on it
+                self.add = M.Elemwise("ADD")
+
+        def forward(self, x):
+            return self.add(x, self.conv(x)) if self.use_res_connect else self.conv(x)
+
+    class MobileNetV2(M.Module):
+        def __init__(self, classes=20):
+            super().__init__()
+            features, cin = [M.ConvBnRelu2d(3, 12, 3, padding=1, stride=2, bias=False)], 12
+            for t, c, n, s in MBV2_SETTING:
+                for i in range(n):
+                    features.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                    cin = c
+            features.append(M.ConvBnRelu2d(cin, 64, 1, bias=False))
+            self.features = M.Sequential(*features)
+            self.classifier = M.Sequential(M.Dropout(0.2), M.Linear(64, classes))
+            self.classifier.disable_quantize()
+            self.quant, self.dequant = M.QuantStub(), M.DequantStub()
+            for m in self.modules():
+                if isinstance(m, M.Conv2d):
+                    M.init.msra_normal_(m.weight, mode="fan_out")
+                elif isinstance(m, M.BatchNorm2d):  # not the identity, so folding BN changes the weights
+                    m.weight._reset(rng.uniform(0.5, 1.5, m.weight.shape).astype("float32"))
+                    m.bias._reset(rng.uniform(-0.2, 0.2, m.bias.shape).astype("float32"))
+                elif isinstance(m, M.Linear):
+                    M.init.normal_(m.weight, 0, 0.1)
+
+        def forward(self, x):
+            x = self.features(self.quant(x))
+            x = F.flatten(F.avg_pool2d(x, 4), 1)
+            return self.classifier(self.dequant(x))
+
+    return MobileNetV2()
+
+
+@functools.lru_cache(maxsize=1)
+def _mbv2_calibrated():
+    """The float MobileNetV2, its calibrated QAT copy (observers off) and the input; built once."""
+    import copy
+
+    mge, _, _, _ = _mge()
+    from megengine.quantization import calibration_qconfig, disable_observer, enable_observer, quantize_qat
+
+    rng = _seed()
+    net = _mbv2_net(rng)
+    net.train()  # batch norm statistics from data
+    for _ in range(8):
+        net(mge.tensor(rng.randn(8, 3, 32, 32).astype("float32")))
+    net.eval()
+    x = rng.randn(8, 3, 32, 32).astype("float32")
+    qat = quantize_qat(copy.deepcopy(net), qconfig=calibration_qconfig)
+    qat.eval()
+    enable_observer(qat)
+    for _ in range(4):
+        qat(mge.tensor(rng.randn(8, 3, 32, 32).astype("float32")))
+    qat(mge.tensor(x))
+    disable_observer(qat)
+    return net, qat, x
+
+
+def _mbv2_int8(misscaled=None):
+    """The calibrated model quantized; ``misscaled``: the module whose weight scale becomes
+    8x too large (its weight observer's range stretched before ``quantize``)."""
+    import copy
+
+    from megengine.quantization import quantize
+
+    _, qat, x = _mbv2_calibrated()
+    q = copy.deepcopy(qat)
+    if misscaled:
+        obs = dict(q.named_modules())[misscaled].weight_observer
+        obs.min_val._reset(obs.min_val * MBV2_FACTOR)
+        obs.max_val._reset(obs.max_val * MBV2_FACTOR)
+    quantize(q)
+    q.eval()
+    return q, q, {"data": x}, {}
+
+
+def case_mbv2_float(rng):
+    net, _, x = _mbv2_calibrated()
+    return net, net, {"data": x}, {}
+
+
+def case_mbv2_int8(rng):
+    return _mbv2_int8()
+
+
+def case_mbv2_int8_expand(rng):
+    return _mbv2_int8(MBV2_MISSCALED["mbv2_int8_expand"])
+
+
+def case_mbv2_int8_proj(rng):
+    return _mbv2_int8(MBV2_MISSCALED["mbv2_int8_proj"])
+
+
+_MBV2 = "MobileNetV2-style (inverted residuals, ConvBn2d projections, residual adds, float classifier of 20 classes)"
+_INT8_NOTE = {"dtype": "float32", "note": "int8; its float model is the mbv2_float case (lar-prec quant mbv2_float/model.mge THIS_MODEL)"}
+MBV2_CASES: List[Tuple[str, Callable, str, Dict]] = [
+    ("mbv2_float", case_mbv2_float, f"{_MBV2} in float32: the float side of the mbv2_int8* cases", {}),
+    ("mbv2_int8", case_mbv2_int8, f"{_MBV2} int8 by quantize_qat, calibration and quantize, as MegEngine's own models",
+     _INT8_NOTE),
+    ("mbv2_int8_expand", case_mbv2_int8_expand, f"mbv2_int8 with the expand conv {MBV2_MISSCALED['mbv2_int8_expand']} "
+     "mis-scaled (weights on an 8x coarser grid)", _INT8_NOTE),
+    ("mbv2_int8_proj", case_mbv2_int8_proj, f"mbv2_int8 with the projection {MBV2_MISSCALED['mbv2_int8_proj']} "
+     "mis-scaled (weights on an 8x coarser grid), feeding a residual add", _INT8_NOTE),
+]
+# ---------------------------------------------------------------- end int8 MobileNetV2 pair
+
+
 CASES: List[Tuple[str, Callable, str, Dict]] = [
     ("cnn", case_cnn, "conv, relu, max and average pooling, linear, softmax", {}),
     ("resnet", case_resnet, "stem conv and three residual blocks (conv-relu-conv + skip), global average pooling, linear", {}),
@@ -392,8 +531,17 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
     ("shufflenet", case_shufflenet, "ShuffleNetV2 unit with 58-channel branches (depthwise 3x3, grouped 1x1, split, concat, "
      "channel shuffle) and a YOLOX-style head (1-channel objectness, nearest resize, concat)", {}),
     ("longred", case_longred, "three 3x3 convolutions over 8, 256 and 512 channels: reductions of 72, 2,304 and 4,608 terms", {}),
+    ("vit", arch.case_vit, "ViT: 4x4 patch conv, class token, two pre-norm encoder blocks of 2-head softmax attention "
+     "(head dim 24, 65 tokens) and GELU MLP, LayerNorm, linear head", {}),
+    ("mobilenetv3", arch.case_mobilenetv3, "MobileNetV3-small's first stages: hswish/hsigmoid, squeeze-excite, 3x3 and 5x5 "
+     "depthwise convolutions, odd widths (72, 88, 96), fused BatchNorm", {}),
+    ("gru_topk", arch.case_gru_topk, "a GRU unrolled over 8 steps from a zero initial state, a 20-class head and its TopK(5): "
+     "values and int32 indices", {}),
+    ("resnet18", arch.case_resnet18, "ResNet-18 at 224x224, 1000 classes, fused BatchNorm (the one deployment-sized case)",
+     {"heavy": True, "note": "a naive run takes seconds: per-case test loops leave it out"}),
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
      {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
+    *MBV2_CASES,
 ]
 
 
@@ -425,6 +573,7 @@ def build(out: Path, only: List[str]) -> dict:
             "dump_fails": extra.get("dump_fails", False),
             "optimize_for_inference": opts.get("optimize", True),
             "note": extra.get("note", ""),
+            "heavy": extra.get("heavy", False),
             "model_sha256": digest,
         })
         print(f"built {name:14s} {time.time() - t0:5.2f}s  {description}", file=sys.stderr)

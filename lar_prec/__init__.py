@@ -27,11 +27,11 @@ from lar_prec.errors import (
 # submodule imported later would otherwise replace the package attribute).
 _LAZY = {
     "naive_vs_default": "lar_prec.workflows.naive_vs_default",
-    "shake": "lar_prec.workflows.shake",
-    "sweep": "lar_prec.workflows.sweep",
+    "shake": "lar_prec.workflows.shake.shake",
+    "sweep": "lar_prec.workflows.sweep.sweep",
     "parse_targets": "lar_prec.workflows.devices",
     "Analysis": "lar_prec.workflows.common",
-    "SweepAnalysis": "lar_prec.workflows.sweep",
+    "SweepAnalysis": "lar_prec.workflows.sweep.sweep",
     "RemoteSpec": "lar_prec.run.device",
     "compare_folders": "lar_prec.compare.folders",
     "compare_arrays": "lar_prec.compare.arrays",

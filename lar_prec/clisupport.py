@@ -1,7 +1,7 @@
 """What the command line needs besides click: progress bars, the load_and_run flags a command
 passes through, and the checks of --json/--html before anything runs.
 
-Kept apart from ``cli.py`` (the only module that imports click) so that module stays thin.
+Kept apart from ``cli/`` (the only package that imports click) so that its modules stay thin.
 """
 from __future__ import annotations
 

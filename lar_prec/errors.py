@@ -1,7 +1,7 @@
 """The one exception root of lar-prec and its structured subclasses.
 
 Every error a user can cause (bad files, bad options, a failing load_and_run) is a
-``LarPrecError``; ``cli.py`` turns it into a one-line ``Error: ...`` and its ``exit_code``.
+``LarPrecError``; ``cli/common.handle_errors`` turns it into a one-line ``Error: ...`` and its ``exit_code``.
 Anything else that escapes is a bug in lar-prec and keeps its traceback.
 """
 from __future__ import annotations
@@ -85,3 +85,10 @@ class AnalysisInterrupted(LarPrecError):
     def __init__(self, message: str, *, analysis_dir: "Optional[Path]" = None) -> None:
         self.analysis_dir = analysis_dir
         super().__init__(message)
+
+
+class StoreError(LarPrecError):
+    """The results store named by ``--store`` / ``LAR_PREC_STORE`` cannot be opened, read or
+    written (unreachable, not a store, written by a newer lar-prec, locked, full). Exit 2: the
+    store is an input the user named; the analysis folder stays on disk and nothing of the run
+    is left half-written in the store (one transaction per run)."""

@@ -35,9 +35,15 @@ def _encoders(tree: ast.AST) -> List[ast.Call]:
             and n.func.attr in ("dumps", "dump", "JSONEncoder")]
 
 
+#: JSON that is no file: the store's columns (its own stage, read back by it alone)
+NOT_FILES = ("lar_prec/store/",)
+
+
 def test_every_json_writer_of_the_package_refuses_nan_and_infinity():
     loose = []
     for p in sorted((ROOT / "lar_prec").rglob("*.py")):
+        if str(p.relative_to(ROOT)).startswith(NOT_FILES):
+            continue
         for call in _encoders(ast.parse(p.read_text())):
             strict = any(k.arg == "allow_nan" and isinstance(k.value, ast.Constant) and k.value.value is False
                          for k in call.keywords)

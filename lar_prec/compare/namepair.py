@@ -24,14 +24,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence, Tuple
 
-#: operator types whose outputs are not computed by the graph: inputs and parameters
-INPUT_OPRS = frozenset({"Host2DeviceCopy"})
-CONST_OPRS = frozenset({
-    "ImmutableTensor", "SharedDeviceTensor", "SharedDeviceTensorWithFormat", "VolatileSharedDeviceTensor",
-    "MultipleDeviceTensorHolder", "MultipleDeviceTensorWithFormatHolder",
-})
-#: value infer type of a var whose value is a compile-time constant (static_infer.h: CONST)
-VALUE_INFER_CONST = 2
+# the roles of vars are the stable operator key's (one definition)
+from lar_prec.opkey import CONST_OPRS, INPUT_OPRS, VALUE_INFER_CONST
+
 
 _INDEX_SUFFIX = re.compile(r"\[\d+\]\Z")
 

@@ -1,9 +1,16 @@
-"""Noise floors of local error per operator, and roots by local error (issue 14).
+"""Noise floors of local error per operator, and roots by local error (issues 14 and 34).
 
 An operator is a root when its local error (``lar_prec.diagnosis.local``) exceeds its own noise floor:
-0 for data movement and integer operators (any difference there is a bug), a few ulps for
-elementwise float operators, and ``eps * sqrt(K) * s`` for operators that sum K terms, with
-``s`` calibrated from the spread of local errors in the same run. Numpy only.
+0 for data movement, selections (max pooling, max/min reductions) and integer operators (any
+difference there is a bug), a few ulps for elementwise float operators, and for an operator that
+sums terms (convolution, matrix products, reductions, average pooling, Softmax, LayerNorm) a
+bound from the rounding of its own sums: ``TERMS_C`` rounding units of each output element,
+a unit being ``eps * (sqrt(K) + 1) * sum(|terms|)`` of that element on the reference's inputs
+(:mod:`lar_prec.diagnosis.bounds`). An operator whose terms could not be measured falls back to
+``eps * sqrt(K) * s`` scaled by its output's magnitude, with ``s`` calibrated from the run.
+Static operators (computed from constants alone, such as a recurrent cell's ``zeros @ W + b``)
+are part of the model's constants: never roots; a fault in them roots where they first meet
+data. Numpy only.
 """
 from __future__ import annotations
 
@@ -20,11 +27,21 @@ from lar_prec.compare.growth import DATA_MOVEMENT, ELEMWISE_ULPS, REDUCING, redu
 
 from lar_prec.diagnosis.local_records import LayerwiseModel, LocalResult, LocalVar, MeasuredVar
 
-#: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
-EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+from lar_prec.diagnosis.bounds import EPS
 #: the smallest step of a dtype (its subnormal spacing): below it rounding is absolute
 SUBNORMAL_STEP = {"float16": 2.0 ** -24}
-#: bounds of the calibrated factor on ``eps * sqrt(reduction length)``
+#: how many rounding units (:mod:`lar_prec.diagnosis.bounds`) two correct kernels may differ by
+#: at one element. Model: a summation's error is a sum of independent roundings, each uniform
+#: within u = eps/2 of its partial sum. The worst case is terms of one sign summed one after
+#: the other (the naive kernels): partial sums grow to T = sum |terms|, and the error's
+#: standard deviation is u * T * sqrt(K) / 3 = 1/6 of a unit (eps * (sqrt(K) + 1) * T); a kernel
+#: that sums in blocks errs less. 1.5 units is 9 of those standard deviations: the largest of
+#: 10^8 elements is about 6. Measured on every case of ``cases/`` under default, reproducible,
+#: fast-run (pinned; Winograd has its own factor) and every option that ran, naive against the
+#: test kernels: at most 0.55 units (ResNet-18's global average pooling, 512 sums of 49
+#: positive terms, 3.3 standard deviations; bench/RESULTS-floors.md).
+TERMS_C = 1.5
+#: bounds of the calibrated factor on ``eps * sqrt(reduction length)`` (the fallback)
 FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
 #: the calibrated factor is this many times the median of the run's normalised local errors
 #: (a median: one fault among three reducing operators does not move it)
@@ -87,12 +104,29 @@ def _unit_reduction(m: "MeasuredVar | LocalVar") -> int:
     return int(getattr(m, "unit_reduction", 1) or 1)
 
 
-def _kind(m: "MeasuredVar | LocalVar") -> str:
-    if m.opr_type in DATA_MOVEMENT:
+#: modes of reducing operators that select one of their inputs: no rounding at all
+SELECTING = {"PoolingForward": frozenset({"MAX"}), "AdaptivePoolingForward": frozenset({"MAX"}),
+             "Reduce": frozenset({"MAX", "MIN"})}
+
+
+def _kind(m: MeasuredVar) -> str:
+    if m.opr_type in DATA_MOVEMENT or m.mode in SELECTING.get(m.opr_type, ()):
         return "exact"
     if m.dtype not in EPS:
         return "exact"  # integer and quantized arithmetic has no rounding freedom on one device
     return "reducing" if m.opr_type in REDUCING or _unit_reduction(m) > 1 else "elementwise"
+
+
+def bound_floor(v: LocalVar, units: float) -> float:
+    """The floor, in MegEngine's metric, of a var measured in rounding units (``v.bound``) held
+    to ``units`` of them: the local error at which its worst element would reach ``units``
+    (so ``local_err > floor`` exactly when that element's units exceed ``units``), or, where
+    nothing differs, ``units`` at the element where a unit is largest."""
+    b = v.bound
+    assert b is not None
+    if v.local_err and b.units > 0:
+        return v.local_err * units / b.units if math.isfinite(b.units) else 0.0
+    return units * b.unit_scale
 
 
 def _magnitude(v: "LocalVar", cap: float = 1.0) -> float:
@@ -127,13 +161,14 @@ def _eps(dtype: str, compute_dtype: Optional[str]) -> float:
 def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Dict[int, float]:
     """Each measured var's noise floor of local error (MegEngine's metric).
 
-    Data movement and integer operators: 0 (bit-exact). Elementwise float operators: a few
-    ulps. Reducing operators: ``eps * sqrt(K) * s`` with K the reduction length and ``s``
-    calibrated from this run: 4 x the median of ``local_err / (eps * sqrt(K))``
-    over the reducing operators, bounded to [1.5, 64] (a single fault does not move a median).
-    Float floors are scaled by the var's magnitude (:func:`_magnitude`). An operator that ran
-    a Winograd algorithm (``result.algorithms``, read from the fast-run cache) gets
-    :func:`algorithm_factor` more, before and after calibration.
+    Data movement, selections and integer operators: 0 (bit-exact). Elementwise float
+    operators: a few ulps. Operators that sum terms and whose terms were measured
+    (``v.bound``): :data:`TERMS_C` rounding units of their worst element (:func:`bound_floor`).
+    Other reducing operators (the fallback): ``eps * sqrt(K) * s`` with K the reduction length
+    and ``s`` calibrated from this run: 4 x the median of ``local_err / (eps * sqrt(K))`` over
+    them, bounded to [1.5, 64] (a single fault does not move a median), scaled by the var's
+    magnitude (:func:`_magnitude`). An operator that ran a Winograd algorithm
+    (``result.algorithms``, read from the fast-run cache) gets :func:`algorithm_factor` more.
 
     ``compute_dtype`` (``"float16"`` for sweep's ioc16/io16xc32): float vars are computed in
     that dtype from inputs rounded to it, so every float floor uses its eps, and data movement
@@ -146,7 +181,7 @@ def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Di
     ratios = []
     for v in result.vars:
         m = lw[v.id]
-        if _kind(m) == "reducing":
+        if _kind(m) == "reducing" and v.bound is None:
             algo = algorithm_factor(result.algorithms.get(v.id, ()))
             units[v.id] = (_eps(m.dtype, compute_dtype) * math.sqrt(reduction_length(m))
                            * _magnitude(v, cap=1.0 if algo == 1.0 else math.inf) * algo)
@@ -164,6 +199,8 @@ def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Di
             floors[v.id] = max(_eps(v.dtype, compute_dtype) * _magnitude(v), SUBNORMAL_STEP.get(compute_dtype or "", 0.0))
         elif kind == "exact":
             floors[v.id] = 0.0
+        elif v.bound is not None and kind == "reducing":
+            floors[v.id] = bound_floor(v, TERMS_C * algorithm_factor(result.algorithms.get(v.id, ())))
         elif kind == "elementwise":
             floors[v.id] = _eps(v.dtype, compute_dtype) * ELEMWISE_ULPS * _magnitude(v)
             if v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
@@ -191,9 +228,12 @@ def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = Non
     floors = dict(floors if floors is not None else noise_floors(result))
     labels: Dict[int, str] = {}
     roots: List[LocalRoot] = []
+    static = {m.id for m in result.layerwise.measured if m.static}
     for v in result.vars:
         f = floors.get(v.id, 0.0)
-        if not v.isolated:
+        if v.id in static:
+            labels[v.id] = "constant"  # computed from constants alone: part of the model's weights
+        elif not v.isolated:
             labels[v.id] = "not_isolated"
         elif v.local_err is not None and v.local_err > f:
             labels[v.id] = "root"

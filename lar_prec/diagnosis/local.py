@@ -43,7 +43,9 @@ from lar_prec.run.record import RunResult
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.run.device import RemoteSessions, RemoteSpec
 from lar_prec.dumps.algocache import chosen_algorithms, read_algo_cache
-from lar_prec.diagnosis.floors import local_json
+from lar_prec.diagnosis import bounds
+from lar_prec.diagnosis.floors import local_json, reduction_length
+from lar_prec.lar.layerwise_build import MAG_SUFFIX
 from lar_prec.diagnosis.local_records import CheckResult, Feed, LayerwiseModel, LocalResult, LocalVar, MeasuredVar
 
 #: output names of measured vars in a layerwise model end with ``.lw<original id>``
@@ -157,7 +159,9 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
         measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
                                      tuple(m["inputs"]), tuple(tuple(s) for s in m["input_shapes"]), tuple(m["shape"]),
                                      m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())),
-                                     int(m.get("unit_reduction", 1)))
+                                     int(m.get("unit_reduction", 1)), _opt_str(m.get("mode")),
+                                     _opt_str(m.get("magnitude")), _opt_int(m.get("axis")),
+                                     int(m.get("output_index", 0)))
                          for m in data["measured"])
         kept = tuple((k["id"], k["reason"]) for k in data["kept"])
         model, ref_dump = Path(data["model"]), Path(data["ref_dump"]) if data["ref_dump"] else None
@@ -180,6 +184,18 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
 _FEED_NAME = re.compile(r"(?![.-])[^/\\:;=\x00-\x1f\x7f]{1,200}\Z")
 #: the dtypes a feed is written in (numpy names)
 _FEED_DTYPES = frozenset({"float32", "float16", "int32", "int16", "int8", "uint8", "uint16"})
+
+
+def _opt_str(value: Any) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"expected a string or null, found {value!r}")
+    return value
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ValueError(f"expected an integer or null, found {value!r}")
+    return value
 
 
 def _no_constant(name: str) -> None:
@@ -301,6 +317,71 @@ def _same_var(folder: DumpFolder, m: MeasuredVar) -> Optional[int]:
         return m.id
     ids = [d.id for d in folder if d.var.name == m.name]
     return ids[0] if len(ids) == 1 else None
+
+
+def magnitude_ids(folder: DumpFolder) -> Dict[int, int]:
+    """Original var id -> id in a layerwise dump of the output holding its sum of |terms|."""
+    out: Dict[int, int] = {}
+    for d in folder:
+        head, sep, tail = d.var.name.rpartition(MAG_SUFFIX)
+        if sep and tail.isdigit():
+            out[int(tail)] = d.id
+    return out
+
+
+def _reference_value(lw: LayerwiseModel, ref: DumpFolder, var_id: int, fmt: Optional[str]) -> Optional["np.ndarray"]:
+    """The reference's value of an operator input ``var_id`` (original id): a fed var's by its
+    reference id, a constant's under its own id (the same loader numbers both alike)."""
+    feed = next((f for f in lw.feeds if f.id == var_id), None)
+    rid = feed.ref_id if feed is not None else var_id
+    if rid is None or rid not in ref:
+        return None
+    arr = np.asarray(ref[rid].array())
+    return _plain(arr, feed.shape, fmt) if feed is not None else arr
+
+
+#: load_and_run options that compute float operators in float16
+FLOAT16_FLAGS = frozenset({"enable_ioc16", "enable_io16xc32"})
+
+
+def compute_dtype(flags: Sequence[str]) -> Optional[str]:
+    """``"float16"`` when load_and_run ``flags`` make float operators compute in float16 (their
+    floors use float16's eps and count the rounding of their inputs), else None."""
+    return "float16" if flag_names(flags) & FLOAT16_FLAGS else None
+
+
+def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "np.ndarray", ref: DumpFolder,
+                  local: DumpFolder, mags: Mapping[int, int], fmt: Optional[str],
+                  compute: Optional[str] = None) -> Optional[Bound]:
+    """How far ``got`` (m's local output) is from ``want`` (its reference), in rounding units of
+    each element's own scale (:mod:`lar_prec.diagnosis.bounds`) in the dtype it was computed in
+    (``compute``, a coarser one than m's own under a float16 option); None where no scale is
+    known."""
+    if m.dtype not in bounds.EPS:
+        return None
+    dtype = compute if compute in bounds.EPS and bounds.EPS[compute] > bounds.EPS[m.dtype] else m.dtype
+    if m.magnitude is not None and m.id in mags:
+        mag = _plain(np.asarray(local[mags[m.id]].array()), m.shape, fmt)
+        k = reduction_length(m)
+        return bounds.measure(got, want, bounds.terms_scale(mag, k), dtype, "terms", bounds.roundings(k))
+    if m.opr_type == "SoftmaxForward" and m.axis is not None and m.inputs:
+        x = _reference_value(lw, ref, m.inputs[0], fmt)
+        if x is not None and x.shape == want.shape:
+            n = bounds.roundings(x.shape[m.axis])
+            return bounds.measure(got, want, bounds.softmax_scale(x, want, m.axis), dtype, "softmax", n)
+    if m.opr_type == "LayerNormForward" and m.axis is not None and m.inputs:
+        x = _reference_value(lw, ref, m.inputs[0], fmt)
+        if x is None or not 0 < m.axis < x.ndim:
+            return None
+        params = [_reference_value(lw, ref, u, None) for u in m.inputs[1:3]]
+        if len(params) == 2 and all(p is not None and p.shape == x.shape[m.axis:] for p in params):
+            gamma, beta = params
+        else:
+            gamma = beta = None
+        scale = bounds.layernorm_scale(x, want, m.axis, m.output_index, gamma, beta)
+        n = bounds.roundings(int(np.prod(x.shape[m.axis:])))
+        return bounds.measure(got, want, scale, dtype, "layernorm", n)
+    return None
 
 
 def output_ids(folder: DumpFolder) -> Dict[int, int]:
@@ -498,20 +579,24 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
                         CheckResult("test_fed", "skipped", note="checks=False")]
     iso = dict(results[0].failures)
     rows = []
+    mags = magnitude_ids(local)
     for m in lw.measured:
         local_err = entire = None
-        scale = None
+        scale = bound = None
         if m.id in outs and m.ref_id is not None:
             # a layout option (NCHW44: 58 channels padded to 60) dumps vars in its own layout:
             # both sides back to the model's plain shape before comparing
             want = _plain(ref[m.ref_id].array(), m.shape, fmt)
-            local_err = megengine_rel(_plain(local[outs[m.id]].array(), m.shape, fmt), want)
+            got = _plain(local[outs[m.id]].array(), m.shape, fmt)
+            local_err = megengine_rel(got, want)
             scale = _max_abs(want)
+            bound = measure_bound(lw, m, got, want, ref, local, mags, fmt, compute_dtype(cfg.flags))
         tid = _same_var(test, m) if test is not None else None
         if tid is not None and m.ref_id is not None:
             entire = megengine_rel(_plain(test[tid].array(), m.shape, fmt), _plain(ref[m.ref_id].array(), m.shape, fmt))
         problem = m.problem or iso.get(m.id)
-        rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale))
+        rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale,
+                             bound))
     try:
         algorithms = algorithms_run(lw, cfg)
     except UsageError as exc:  # an unreadable cache: floors without it, and say so

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection, List, Optional, Sequence, Tuple
 
-from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, flag_names, is_fast_run, local_errors
+from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, compute_dtype, flag_names, is_fast_run, local_errors
 from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots, noise_floors
 from lar_prec.run.config import RunConfig, get_config
@@ -57,16 +57,6 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
     if sessions is not None:  # the cache lives where load_and_run runs
         return ("--fast-run-algo-policy", f"{sessions.get().remote_dir}/{adir.name}-{ALGO_CACHE}")
     return ("--fast-run-algo-policy", str(adir / ALGO_CACHE))
-
-
-#: load_and_run options that compute float operators in float16
-FLOAT16_FLAGS = frozenset({"enable_ioc16", "enable_io16xc32"})
-
-
-def compute_dtype(flags: Sequence[str]) -> Optional[str]:
-    """``"float16"`` when load_and_run ``flags`` make float operators compute in float16 (their
-    floors use float16's eps and count the rounding of their inputs), else None."""
-    return "float16" if flag_names(flags) & FLOAT16_FLAGS else None
 
 
 def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_config: "str | RunConfig",

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple
 
+from lar_prec.diagnosis.bounds import Bound
 from lar_prec.run.record import RunResult
 
 
@@ -46,6 +47,14 @@ class MeasuredVar:
     unit: Tuple[int, ...] = ()
     #: the longest reduction fused into the unit (a convolution behind a var named RELU): 1 if none
     unit_reduction: int = 1
+    #: the operator's mode (Elemwise, Reduce, Pooling) or ConvBias's nonlinearity, when it has one
+    mode: Optional[str] = None
+    #: the layerwise model's output holding the sum of |terms| of each element (sums of products)
+    magnitude: Optional[str] = None
+    #: Softmax: the axis it normalises; LayerNorm: its first normalised axis
+    axis: Optional[int] = None
+    #: which output of its operator this var is (LayerNorm: 0 values, 1 mean, 2 rstd)
+    output_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,9 @@ class LocalVar:
     problem: Optional[str] = None
     #: max |reference value| over finite elements (None: not a float var or no reference)
     ref_max_abs: Optional[float] = None
+    #: the local difference in rounding units of each element's own scale
+    #: (:mod:`lar_prec.diagnosis.bounds`; None where no scale is known for the operator)
+    bound: Optional[Bound] = None
 
 
 @dataclass(frozen=True)

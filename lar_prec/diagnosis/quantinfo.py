@@ -7,20 +7,27 @@ layer is from the float one:
 * **scales** come from the quantized model's graph (:mod:`lar_prec.lar.graph_records`): dump
   titles name ``QuantizedS8``/``QuantizedS32`` but carry no scale, so a dumped tensor is
   ``raw x scale`` (``(raw - zero_point) x scale`` when asymmetric) only with the graph;
-* **pairing** (:func:`pair_quant`): module names survive quantization, operators do not. A
-  quantized var pairs with the float var of the same name (``pool.Pooling``,
-  ``fc.MatrixMul``); else, as the last var of its module (``c1.ConvBias``: conv, bias and
-  ReLU fused into one int8 operator), with the last var of that module in the float model
-  (``c1.RELU``); else, as a ``TypeCvt`` (quantize, requantize, dequantize), with what its
-  input pairs with (``q.TypeCvt`` with the float input ``data``). Float vars inside a fused
-  module have no quantized counterpart: each unpaired var says why;
+* **pairing** (:func:`pair_quant`): by the graph (:mod:`lar_prec.diagnosis.graphpair`), not by
+  names: each quantized layer (``ConvBias`` with its fused bias and ReLU, ``QADD``, ``Pooling``,
+  the float classifier left in the int8 model, the ``TypeCvt`` conversions at the model's input
+  and output) pairs with the float layer of the same operator and position from the inputs.
+  Where the float model's ``optimize_for_inference`` moved a layer's bias into a later operator
+  (a conv + batch norm without activation: MobileNetV2's projections), the float var lacks that
+  bias and the reference is the float var plus the quantized model's bias (its int32 rounding,
+  below a thousandth of an int8 step, is the one error left out). Float vars inside a fused
+  layer have no quantized counterpart; every unpaired var says why, and
+  :meth:`QuantPairing.mismatch` says when the two models are not a float model and its
+  quantization (an output of the quantized model unpaired, or most of its layers);
 * **accumulated error** (:func:`layer_errors`): each pair's dequantized values against the
   float ones, cosine, relative error and SNR in dB, and MegEngine's metric;
 * **local error** (:func:`local_quant_errors`): the quantized model's layerwise model
-  (:mod:`lar_prec.local`) fed with the float run's values of each layer's inputs, quantized to
-  the input's own scale by the layerwise model's ``TypeCvt``: each quantized operator on the
-  float reference's inputs, against the float reference's output. A deliberately mis-scaled
-  layer is the worst here, and only it (:func:`worst_first`).
+  (:mod:`lar_prec.diagnosis.local`) fed with the float reference of each layer's inputs, quantized
+  to the input's own scale by the layerwise model's ``TypeCvt``: each quantized operator on the
+  float model's inputs, against the float reference of its output. A deliberately mis-scaled
+  layer is the worst here wherever it is (:func:`worst_first`).
+
+Metrics that are not finite numbers (an exact match has an infinite SNR) are null in JSON with a
+``snr_note`` saying why.
 
 :func:`step_differences` counts differences of exactly one quantization step between two
 runs of a quantized var apart from larger ones (optimised int8 kernels may round differently).
@@ -28,13 +35,13 @@ runs of a quantized var apart from larger ones (optimised int8 kernels may round
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.diagnosis.graphinfo import GraphInfo, GraphVar
+from lar_prec.diagnosis.graphpair import Layer, pair_graphs
 from lar_prec.diagnosis.oracle import dequantize
 from lar_prec.errors import UsageError
 from lar_prec.compare.metrics import cosine_from_sums, max_megengine_err
@@ -43,144 +50,139 @@ from lar_prec.run.inputs import PreparedInput, PreparedInputs
 from lar_prec.outputs import atomic_write_text, json_text, sha256_file
 from lar_prec.diagnosis.local import build_layerwise, output_ids, run_layerwise
 
-#: a var named ``<module path>.<Operator>[<k>]``: the module path is every dotted part but the last
-_MODULE_VAR = re.compile(r"\A([A-Za-z_]\w*(?:\.\w+)*)\.[A-Za-z_]\w*(?:\[\d+\])?\Z")
-
-
-def module_of(name: str) -> Optional[str]:
-    """``blocks.0`` for ``blocks.0.RELU[1]``, ``c1`` for ``c1.ConvBias``; None for names that
-    are not ``module.Operator`` (auto names such as ``conv(data,w)[12]``)."""
-    m = _MODULE_VAR.match(name)
-    return m.group(1) if m else None
-
-
 # ============================================================================ pairing
 
 
 @dataclass(frozen=True)
 class QuantPair:
-    """Quantized var ``quant_id`` holds (a quantization of) float var ``float_id``.
-    ``how``: ``name`` | ``module output`` | ``conversion``."""
+    """Quantized var ``quant_id`` holds (a quantization of) float var ``float_id``; ``how`` its
+    layers paired (:mod:`lar_prec.diagnosis.graphpair`). ``bias_id``: a quantized model's bias
+    var whose values complete the float var (the float model's ``optimize_for_inference`` moved
+    that layer's bias into a later operator, so no float var holds the layer's own output).
+    ``float_anchor``: the var of the float layer's main operator (its convolution, say)."""
 
     quant_id: int
     quant_name: str
     float_id: int
     float_name: str
     how: str
+    bias_id: Optional[int] = None
+    float_anchor: Optional[int] = None
+
+    @property
+    def reference(self) -> str:
+        """What the quantized var is compared with, in words."""
+        return self.float_name + (" + the quantized model's bias (the float model applies it later)"
+                                  if self.bias_id is not None else "")
 
 
 @dataclass(frozen=True)
 class QuantUnpaired:
-    """A computed var of one side (``float`` | ``quant``) without a partner, and why."""
+    """A computed var of one side (``float`` | ``quant``) without a partner, and why;
+    ``fused``: an intermediate value the other side computes inside one operator."""
 
     side: str
     id: int
     name: str
     why: str
+    fused: bool = False
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"side": self.side, "id": self.id, "name": self.name, "why": self.why, "fused": self.fused}
 
 
 @dataclass(frozen=True)
 class QuantPairing:
+    """The pairs, what did not pair, how many of the quantized model's layers paired, and each
+    output of the quantized model with its float partner (None: not paired, ``outputs_why``)."""
+
     pairs: Tuple[QuantPair, ...]
     unpaired: Tuple[QuantUnpaired, ...]
+    layers_total: int
+    layers_paired: int
+    outputs: Tuple[Tuple[int, Optional[int]], ...] = ()
+    outputs_why: Tuple[str, ...] = ()
 
     def by_quant(self) -> Dict[int, QuantPair]:
         return {p.quant_id: p for p in self.pairs}
 
-    def to_json(self) -> Dict[str, Any]:
-        return {"pairs": [p.__dict__ for p in self.pairs], "unpaired": [u.__dict__ for u in self.unpaired]}
+    def mismatch(self, float_model: Any, quant_model: Any) -> Optional[str]:
+        """Why these two models cannot be compared layer by layer (None when they can): an
+        output of the quantized model without a float partner, or fewer than half its layers
+        paired."""
+        lost = [why for (_q, f), why in zip(self.outputs, self.outputs_why) if f is None]
+        if lost:
+            return (f"{quant_model} is not the quantized model of {float_model}: {lost[0]}"
+                    f"{f' (and {len(lost) - 1} more output(s))' if len(lost) > 1 else ''}; "
+                    f"{self.layers_paired} of its {self.layers_total} layers pair")
+        if 2 * self.layers_paired < self.layers_total:
+            first = next((u for u in self.unpaired if u.side == "quant" and not u.fused), None)
+            return (f"{quant_model} is not the quantized model of {float_model}: only {self.layers_paired} of its "
+                    f"{self.layers_total} layers pair" + (f" (first: {first.name}: {first.why})" if first else ""))
+        return None
 
 
-def _computed(g: GraphInfo, want) -> List[GraphVar]:
-    """Computed vars of ``g`` in execution order whose dtype ``want`` accepts (the last
-    producer of a repeated name wins, as the dump pairing does)."""
-    out: Dict[str, GraphVar] = {}
-    for opr in g.computing():
-        for vid in opr.outputs:
-            v = g.vars[vid]
-            if want(v) and v.shape:
-                out.pop(v.name, None)
-                out[v.name] = v
-    return list(out.values())
+def _bias_of(quant_g: GraphInfo, layer: Layer, var_id: int, static: frozenset) -> Optional[int]:
+    """The constant var that applied the bias on the way from ``layer``'s anchor to ``var_id``:
+    a ConvBias's bias input or the constant of a bias add."""
+    for v in layer.vars[:layer.vars.index(var_id) + 1]:
+        o = quant_g.producer(v)
+        if o is None or "bias" not in layer.effects[v]:
+            continue
+        if o.type == "ConvBiasForward" and len(o.inputs) > 2:
+            return o.inputs[2]
+        consts = [i for i in o.inputs if i in static]
+        if o.type == "Elemwise" and len(consts) == 1:
+            return consts[0]
+    return None
 
 
 def pair_quant(float_g: GraphInfo, quant_g: GraphInfo) -> QuantPairing:
-    """Pair the quantized model's vars with the float model's (the rules of the module doc)."""
-    fvars = _computed(float_g, lambda v: v.is_float)
-    qvars = _computed(quant_g, lambda v: v.is_quantized or v.is_float)
-    f_by_name = {v.name: v for v in fvars}
-    f_inputs = {float_g.vars[o.outputs[0]].name: float_g.vars[o.outputs[0]]
-                for o in float_g.operators if o.type == "Host2DeviceCopy"}
-    f_last: Dict[str, GraphVar] = {}
-    for v in fvars:
-        mod = module_of(v.name)
-        if mod:
-            f_last[mod] = v  # in execution order: the module's output is the last
-    q_last: Dict[str, int] = {}
-    for v in qvars:
-        mod = module_of(v.name)
-        if mod:
-            q_last[mod] = v.id
+    """Pair the quantized model's computed vars with the float model's by the graph
+    (:func:`~lar_prec.diagnosis.graphpair.pair_graphs`)."""
+    gp = pair_graphs(float_g, quant_g, "float", "quantized")
     pairs: Dict[int, QuantPair] = {}
-    why: Dict[int, str] = {}
-    for q in qvars:
-        f = f_by_name.get(q.name)
-        mod = module_of(q.name)
-        if f is None and mod and q_last.get(mod) == q.id:
-            f, how = f_last.get(mod), "module output"
-        else:
-            how = "name"
-        if f is not None:
-            if f.shape == q.shape:
-                pairs[q.id] = QuantPair(q.id, q.name, f.id, f.name, how)
-                continue
-            why[q.id] = f"float var {f.name} has shape {list(f.shape or ())}, this one {list(q.shape)}"
-    for q in qvars:  # conversions, in execution order: a chain follows its first paired var
+    unpaired: List[QuantUnpaired] = []
+    for p in gp.pairs:
+        q, f = quant_g.vars[p.b_id], float_g.vars[p.a_id]
         opr = quant_g.producer(q.id)
-        if q.id in pairs or opr is None or opr.type != "TypeCvt":
+        if opr is None or opr.is_source:
+            continue  # a model input: computed by neither model
+        if f.shape != q.shape:
+            unpaired.append(QuantUnpaired("quant", q.id, q.name, f"its float partner {f.name} has shape "
+                                          f"{list(f.shape or ())}, this var {list(q.shape or ())}"))
             continue
-        src = quant_g.vars[opr.inputs[0]]
-        f = (float_g.vars[pairs[src.id].float_id] if src.id in pairs
-             else f_inputs.get(src.name) if quant_g.producer(src.id).type == "Host2DeviceCopy" else None)
-        if f is not None and f.shape == q.shape:
-            pairs[q.id] = QuantPair(q.id, q.name, f.id, f.name, "conversion")
-            why.pop(q.id, None)
-    unpaired = [QuantUnpaired("quant", q.id, q.name, why.get(q.id) or
-                              f"no float var named {q.name}" + (f", no module {module_of(q.name)} in the float model"
-                                                                if module_of(q.name) else "")
-                              + ", not a conversion of a paired var")
-                for q in qvars if q.id not in pairs]
-    paired_f = {p.float_id: p for p in pairs.values()}
-    consumers: Dict[int, List[int]] = {}
-    for opr in float_g.computing():
-        for i in opr.inputs:
-            consumers.setdefault(i, []).extend(opr.outputs)
-    for f in fvars:
-        if f.id in paired_f:
+        bias = None
+        if "bias" in p.b_effects and "bias" not in p.a_effects:
+            bias = _bias_of(quant_g, gp.b.layer_of(q.id), q.id, gp.b.static)
+            if bias is None:
+                unpaired.append(QuantUnpaired("quant", q.id, q.name, f"its float partner {f.name} lacks the layer's "
+                                              "bias (the float model applies it later) and no quantized bias "
+                                              "constant was found to add"))
+                continue
+        pairs[q.id] = QuantPair(q.id, q.name, f.id, f.name, p.how, bias, gp.a.by_var.get(f.id))
+    for u in gp.unpaired:
+        g = float_g if u.side == "a" else quant_g
+        unpaired.append(QuantUnpaired("float" if u.side == "a" else "quant", u.id, g.vars[u.id].name, u.why,
+                                      u.intermediate))
+    q_layers = [l for l in gp.b.layers.values() if l.kind != "input"]
+    paired_layers = {b for _a, b in gp.layers}
+    outputs, whys = [], []
+    for o in quant_g.outputs:
+        p = pairs.get(o)
+        if p is not None and p.float_id in float_g.outputs:
+            outputs.append((o, p.float_id))
+            whys.append("")
             continue
-        down = _first_paired_downstream(f.id, consumers, paired_f)
-        if down is not None:
-            reason = (f"an intermediate of {down.float_name}, which quantized {down.quant_name} computes in one "
-                      f"operator ({down.how}): the quantization fused it away")
-        else:
-            reason = "no quantized var computes it (no var of that name, module or conversion)"
-        unpaired.append(QuantUnpaired("float", f.id, f.name, reason))
-    return QuantPairing(tuple(pairs[q.id] for q in qvars if q.id in pairs), tuple(unpaired))
-
-
-def _first_paired_downstream(vid: int, consumers: Mapping[int, List[int]],
-                             paired: Mapping[int, QuantPair]) -> Optional[QuantPair]:
-    seen, frontier = {vid}, list(consumers.get(vid, []))
-    while frontier:
-        nxt: List[int] = []
-        for k in frontier:
-            if k in paired:
-                return paired[k]
-            if k not in seen:
-                seen.add(k)
-                nxt.extend(consumers.get(k, []))
-        frontier = nxt
-    return None
+        outputs.append((o, None))
+        why = next((u.why for u in unpaired if u.side == "quant" and u.id == o), "")
+        whys.append(f"its output {quant_g.vars[o].name} " + (
+            f"pairs with {p.float_name}, which is not an output of the float model" if p is not None
+            else f"has no float partner ({why})"))
+    return QuantPairing(tuple(sorted(pairs.values(), key=lambda p: quant_g.producer(p.quant_id).index)),
+                        tuple(unpaired),
+                        len(q_layers), sum(1 for l in q_layers if l.anchor in paired_layers), tuple(outputs),
+                        tuple(whys))
 
 
 # ============================================================================ metrics
@@ -189,18 +191,20 @@ def _first_paired_downstream(vid: int, consumers: Mapping[int, List[int]],
 @dataclass(frozen=True)
 class Metrics:
     """A quantized layer's dequantized values ``x`` against the float ones ``f``: cosine,
-    relative error ``|x - f| / |f|`` (2-norms), SNR ``10 log10(|f|^2 / |x - f|^2)`` dB (inf when
-    equal), MegEngine's ``max_err``."""
+    relative error ``|x - f| / |f|`` (2-norms), SNR ``10 log10(|f|^2 / |x - f|^2)`` dB, MegEngine's
+    ``max_err``. ``snr_note`` says why ``snr_db`` is not a finite number: ``exact`` (equal
+    values: infinite), ``zero signal`` (``f`` is all zeros), ``non-finite values``."""
 
     cosine: Optional[float]
     rel_err: Optional[float]
     snr_db: Optional[float]
     max_err: Optional[float]
+    snr_note: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
-        """Strict JSON: an infinite SNR (the values are equal) is null with ``snr_infinite``."""
+        """Strict JSON: a number that is not finite is null, ``snr_note`` says why."""
         d: Dict[str, Any] = {k: json_number(getattr(self, k)) for k in ("cosine", "rel_err", "snr_db", "max_err")}
-        d["snr_infinite"] = self.snr_db == math.inf
+        d["snr_note"] = self.snr_note
         return d
 
 
@@ -209,13 +213,18 @@ def metrics(reference: "np.ndarray", values: "np.ndarray") -> Metrics:
     x = np.asarray(values, np.float64).ravel()
     if f.shape != x.shape:
         raise UsageError(f"cannot compare a var of {f.size} values with one of {x.size}")
+    bad = int(np.count_nonzero(~np.isfinite(f)) + np.count_nonzero(~np.isfinite(x)))
+    if bad:
+        return Metrics(None, None, None, max_megengine_err(f.astype(np.float32), x.astype(np.float32)),
+                       f"non-finite values ({bad})")
     ff, xx, fx = float(np.einsum("i,i->", f, f)), float(np.einsum("i,i->", x, x)), float(np.einsum("i,i->", f, x))
     d = x - f
     dd = float(np.einsum("i,i->", d, d))
+    note = "exact" if dd == 0 else "zero signal" if ff == 0 else None
     rel = math.sqrt(dd / ff) if ff > 0 else None
     snr = (math.inf if dd == 0 else 10.0 * math.log10(ff / dd)) if ff > 0 else None
-    return Metrics(cosine_from_sums(ff, fx, xx), rel, snr,
-                   max_megengine_err(f.astype(np.float32), x.astype(np.float32)))
+    return Metrics(cosine_from_sums(ff, fx, xx), rel, snr, max_megengine_err(f.astype(np.float32), x.astype(np.float32)),
+                   note)
 
 
 def _dump_of(folder: Any, var: GraphVar) -> Optional[Any]:
@@ -240,14 +249,31 @@ def real_values(folder: Any, var: GraphVar) -> Optional["np.ndarray"]:
     return dequantize(np.asarray(d.array()), var)
 
 
+def reference_values(p: QuantPair, float_g: GraphInfo, quant_g: GraphInfo, float_dump: Any,
+                     quant_dump: Any) -> Optional["np.ndarray"]:
+    """What quantized var ``p.quant_id`` should hold, from the float run: its partner's values,
+    plus the layer's (dequantized) bias where the float model applies that bias later; None
+    when a dump lacks what it takes."""
+    f = real_values(float_dump, float_g.vars[p.float_id])
+    if f is None or p.bias_id is None:
+        return f
+    b = real_values(quant_dump, quant_g.vars[p.bias_id])
+    if b is None:
+        return None
+    if b.ndim > f.ndim or any(n not in (1, m) for n, m in zip(b.shape[::-1], f.shape[::-1])):
+        raise UsageError(f"bias {quant_g.vars[p.bias_id].name} of shape {list(b.shape)} does not broadcast to "
+                         f"{p.float_name} {list(f.shape)}")
+    return f + b
+
+
 # ============================================================================ per layer
 
 
 @dataclass(frozen=True)
 class LayerError:
-    """One quantized var against its float partner: ``entire`` (accumulated, the two runs'
+    """One quantized var against its float reference: ``entire`` (accumulated, the two runs'
     dumps) and ``local`` (the quantized operator on the float reference's inputs; None with
-    ``local_note`` when not measured)."""
+    ``local_note`` when not measured). ``output``: an output of the model."""
 
     quant_id: int
     quant_name: str
@@ -259,31 +285,59 @@ class LayerError:
     entire: Metrics
     local: Optional[Metrics] = None
     local_note: str = ""
+    reference: str = ""
+    output: bool = False
+
+    @property
+    def int8(self) -> bool:
+        """Computed by a quantized operator (not a conversion, not a float layer left in the model)."""
+        return self.dtype.startswith("Quantized") and self.opr_type != "TypeCvt"
 
     def to_json(self) -> Dict[str, Any]:
-        return {"quant_id": self.quant_id, "quant_name": self.quant_name, "opr_type": self.opr_type,
-                "dtype": self.dtype, "scale": self.scale, "float_name": self.float_name, "how": self.how,
-                "entire": self.entire.to_json(), "local": self.local.to_json() if self.local else None,
-                "local_note": self.local_note or None}
+        """The layer in ``quant.json`` (``layers[]``; ``docs/mixed-precision.md``)."""
+        return {"id": self.quant_id, "name": self.quant_name, "opr_type": self.opr_type, "dtype": self.dtype,
+                "scale": self.scale, "float_name": self.float_name, "reference": self.reference, "paired_by": self.how,
+                "output": self.output, "int8": self.int8, "accumulated": self.entire.to_json(),
+                "local": self.local.to_json() if self.local else None, "local_note": self.local_note}
 
 
 def layer_errors(float_g: GraphInfo, quant_g: GraphInfo, float_dump: Any, quant_dump: Any,
                  pairing: QuantPairing) -> Tuple[LayerError, ...]:
     """Accumulated error of every pair present in both dumps, in the quantized execution order."""
     out: List[LayerError] = []
+    outputs = {q for q, f in pairing.outputs if f is not None}
     for p in pairing.pairs:
-        q, f = quant_g.vars[p.quant_id], float_g.vars[p.float_id]
-        fv, qv = real_values(float_dump, f), real_values(quant_dump, q)
+        q = quant_g.vars[p.quant_id]
+        fv = reference_values(p, float_g, quant_g, float_dump, quant_dump)
+        qv = real_values(quant_dump, q)
         if fv is None or qv is None:
             continue
         opr = quant_g.producer(q.id)
-        out.append(LayerError(q.id, q.name, opr.type if opr else "", q.dtype, q.scale, f.name, p.how,
-                              metrics(fv, qv.reshape(fv.shape))))
+        out.append(LayerError(q.id, q.name, opr.type if opr else "", q.dtype, q.scale, p.float_name, p.how,
+                              metrics(fv, qv.reshape(fv.shape)), reference=p.reference, output=q.id in outputs))
     return tuple(out)
 
 
+def not_in_dumps(pairing: QuantPairing, layers: Sequence[LayerError], float_g: GraphInfo, quant_g: GraphInfo,
+                 float_dump: Any, quant_dump: Any) -> List[Tuple[str, str]]:
+    """(quantized var name, why) of every pair :func:`layer_errors` could not measure: a var
+    one of the runs did not dump (a load_and_run that dumps no constants has no bias to add)."""
+    done = {l.quant_id for l in layers}
+    out = []
+    for p in pairing.pairs:
+        if p.quant_id in done:
+            continue
+        need = [(float_dump, float_g.vars[p.float_id], "float"), (quant_dump, quant_g.vars[p.quant_id], "quantized")]
+        if p.bias_id is not None:
+            need.append((quant_dump, quant_g.vars[p.bias_id], "quantized"))
+        lost = [f"{v.name} is not in the {side} run's dump" for d, v, side in need if _dump_of(d, v) is None]
+        out.append((p.quant_name, "; ".join(lost) or "not measured"))
+    return out
+
+
 def worst_first(layers: Sequence[LayerError], by: str = "local") -> List[LayerError]:
-    """Layers by SNR of ``by`` (``local`` or ``entire``), lowest first; unmeasured ones last."""
+    """Layers by SNR of ``by`` (``local`` or ``entire``), lowest first; exact ones (infinite SNR)
+    after every finite one, unmeasured ones last."""
     def key(l: LayerError):
         m = l.local if by == "local" else l.entire
         snr = m.snr_db if m is not None else None
@@ -296,10 +350,10 @@ def worst_first(layers: Sequence[LayerError], by: str = "local") -> List[LayerEr
 
 def write_float_feeds(lw: Any, quant_g: GraphInfo, float_g: GraphInfo, pairing: QuantPairing, float_dump: Any,
                       quant_dump: Any, out_dir: PathLike) -> Tuple[Any, Dict[int, str]]:
-    """One ``.npy`` per feed of the quantized model's layerwise model: the float run's values
-    of the paired float var (real float32; the layerwise model's TypeCvt quantizes them to the
-    var's scale), else the quantized run's own (dequantized). Returns the runner's inputs and,
-    per fed var id, where its values came from."""
+    """One ``.npy`` per feed of the quantized model's layerwise model: the float reference of
+    the var (real float32; the layerwise model's TypeCvt quantizes it with the var's own scale),
+    else the quantized run's own values (dequantized). Returns the runner's inputs and, per fed
+    var id, where its values came from."""
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -312,19 +366,21 @@ def write_float_feeds(lw: Any, quant_g: GraphInfo, float_g: GraphInfo, pairing: 
         if q is None:
             raise UsageError(f"{lw.path}: fed var {feed.var_name} (id {feed.id}) is not in the quantized model's graph")
         p = by_quant.get(q.id)
-        f = float_g.vars[p.float_id] if p else (f_inputs.get(q.name) if feed.model_input else None)
-        arr = real_values(float_dump, f) if f is not None else None
-        if arr is not None:
-            source[q.id] = f"float {f.name}"
+        if p is not None:
+            arr, src = reference_values(p, float_g, quant_g, float_dump, quant_dump), f"float {p.reference}"
+        elif feed.model_input and q.name in f_inputs:
+            arr, src = real_values(float_dump, f_inputs[q.name]), f"float {q.name}"
         else:
-            arr = real_values(quant_dump, q)
+            arr = None
+        if arr is None:
+            arr, src = real_values(quant_dump, q), "quantized run (no float partner)"
             if arr is None:
                 raise UsageError(f"no value to feed {q.name}: neither the float nor the quantized dump has it")
-            source[q.id] = "quantized run (no float partner)"
+        source[q.id] = src
         arr = np.ascontiguousarray(np.asarray(arr, np.float64).astype(feed.feed_dtype).reshape(feed.shape))
         path = out / f"{feed.name}.npy"
         np.save(path, arr)
-        items.append(PreparedInput(feed.name, path, sha256_file(path), source[q.id], str(arr.dtype), tuple(arr.shape)))
+        items.append(PreparedInput(feed.name, path, sha256_file(path), src, str(arr.dtype), tuple(arr.shape)))
     return PreparedInputs(tuple(items), out), source
 
 
@@ -332,9 +388,10 @@ def local_quant_errors(quant_model: PathLike, quant_g: GraphInfo, float_g: Graph
                        float_dump: Any, quant_dump: Any, out_dir: PathLike, *, config: Any = "default",
                        lar: Any = None, timeout: Optional[float] = 600.0) -> Dict[int, Tuple[Optional[Metrics], str]]:
     """Local error of every paired quantized operator: its layerwise model (cut where the
-    quantized run has values) run once under ``config`` on the float run's inputs; quantized
-    var id -> (metrics against the float reference, note). ``quant_dump`` is a dump of the
-    quantized model (it decides what is cut, and feeds what has no float partner).
+    quantized run has values) run once under ``config`` on the float reference of each input
+    (quantized with that input's own scale); quantized var id -> (metrics against the float
+    reference of its output, note). ``quant_dump`` is a dump of the quantized model (it decides
+    what is cut, and feeds what has no float partner).
 
     Raises:
         UsageError: missing files; RunError: the layerwise build or run failed.
@@ -357,14 +414,13 @@ def local_quant_errors(quant_model: PathLike, quant_g: GraphInfo, float_g: Graph
         if m.id not in outs:
             result[m.id] = (None, "its output is not in the layerwise run's dump")
             continue
-        q = quant_g.vars[m.id]
-        got = dequantize(np.asarray(dump[outs[m.id]].array()), q)
-        ref = real_values(float_dump, float_g.vars[p.float_id])
+        ref = reference_values(p, float_g, quant_g, float_dump, quant_dump)
         if ref is None:
-            result[m.id] = (None, f"float var {p.float_name} is not in the float dump")
+            result[m.id] = (None, f"{p.reference} is not in the dumps")
             continue
-        fed = sorted({source[i] for i in m.inputs if i in source})
-        note = "" if all(s.startswith("float ") for s in fed) else "some inputs fed from the quantized run"
+        got = dequantize(np.asarray(dump[outs[m.id]].array()), quant_g.vars[m.id])
+        from_quant = [quant_g.vars[i].name for i in m.inputs if source.get(i, "").startswith("quantized")]
+        note = f"input(s) {', '.join(from_quant)} fed from the quantized run (no float partner)" if from_quant else ""
         result[m.id] = (metrics(ref, got.reshape(ref.shape)), note)
     record = {"schema": "lar-prec.quant-local/1", "layerwise_model": str(lw.path), "dump": str(dump.path),
               "fed_from": {str(k): v for k, v in source.items()},

@@ -73,7 +73,7 @@ def _params(opr: Any) -> Any:
         return None
 
 
-def _probe_softmax_axis(graph: Any, opr: Any) -> Optional[int]:
+def probe_softmax_axis(graph: Any, opr: Any) -> Optional[int]:
     """The axis MegEngine's Softmax normalises over: run it on a random input of the same
     shape and find the one axis whose sums are all 1."""
     # megengine (and numpy) only in the rewrite's own process
@@ -118,7 +118,7 @@ def describe(model: str) -> Dict[str, Any]:
         params = _params(opr)
         probed: Dict[str, str] = {}
         if opr.type == "SoftmaxForward" and isinstance(params, dict) and "axis" not in params:
-            axis = _probe_softmax_axis(loaded.graph, opr)
+            axis = probe_softmax_axis(loaded.graph, opr)
             if axis is not None:
                 params["axis"] = axis
                 probed["axis"] = "the axis whose sums are 1 when MegEngine runs this operator on a random input"

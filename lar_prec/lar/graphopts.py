@@ -28,7 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.outputs import sha256_file as sha256_of
@@ -131,6 +131,50 @@ def _write_bytes_atomically(path: Path, data: bytes) -> None:
         if tmp:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def rewrite_errors(what: str) -> Iterator[None]:
+    """MegEngine's errors while rewriting as a RewriteError ``<what>: <MegEngine's first line>``;
+    a UsageError passes as it is."""
+    try:
+        yield
+    except (RuntimeError, AssertionError, ValueError, TypeError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        raise RewriteError(f"{what}: {_megengine_message(exc)}") from None
+
+
+def write_model(path: Path, data: bytes, what: str) -> str:
+    """``data`` written to ``path`` atomically; returns its sha256.
+
+    Raises:
+        UsageError: ``path`` cannot be written (``what`` names the model).
+    """
+    try:
+        _write_bytes_atomically(path, data)
+    except OSError as exc:
+        raise UsageError(f"cannot write {what} to {path}: {exc.strerror or exc}") from None
+    return hashlib.sha256(data).hexdigest()
+
+
+def load_output_vars(model: Path) -> list:
+    """The output vars of ``model`` loaded with MegEngine's graph API, its log quiet; read from
+    memory (``load_graph(path)`` leaves the file open). MegEngine's errors propagate.
+
+    Raises:
+        UsageError: there is no such file.
+    """
+    if not model.is_file():
+        raise UsageError(f"model file {model} does not exist (expected a MegEngine .mge model)")
+    import io
+    import logging
+
+    logging.getLogger("megengine").setLevel(logging.ERROR)
+    # megengine only when a model is rewritten
+    import megengine.core.tensor.megbrain_graph as G
+
+    return G.load_graph(io.BytesIO(model.read_bytes())).output_vars_list
 
 
 def _load_network(model: PathLike):  # -> megengine.utils.network.Network

@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.dumps.folder import DumpFolder
+from lar_prec.lar.graph_records import probe_softmax_axis as _probe_softmax_axis
 
 #: schema of layerwise.json
 SCHEMA = "lar-prec.layerwise/1"
@@ -43,6 +44,19 @@ SHAPE_SLOTS = frozenset({("Reshape", 1), ("Broadcast", 1)})
 FEEDABLE = frozenset({"float32", "float16", "int32", "int16", "int8", "uint8", "uint16"})
 #: suffix of every measured output's name in the layerwise model: ``<name>.lw<original id>``
 OUT_SUFFIX = re.compile(r"\.lw(\d+)$")
+#: operators whose output element is a sum of products (or of terms) of their inputs, by the
+#: modes where it is: the same operator on the absolute values of its inputs gives each
+#: element's sum of |terms|, the scale of its rounding (``shared/reference/layerwise.md``;
+#: a mode of None means any). ConvBias only without a nonlinearity that bends the sum.
+SUM_OF_TERMS = {
+    "ConvolutionForward": None, "Convolution3DForward": None, "MatrixMul": None, "BatchedMatrixMul": None,
+    "Dot": None, "ConvBiasForward": frozenset({"IDENTITY", "RELU"}),
+    "Reduce": frozenset({"SUM", "MEAN", "SUM_SQR"}),
+    "PoolingForward": frozenset({"AVERAGE", "AVERAGE_COUNT_EXCLUDE_PADDING"}),
+    "AdaptivePoolingForward": frozenset({"AVERAGE", "AVERAGE_COUNT_EXCLUDE_PADDING"}),
+}
+#: suffix of the output holding a measured var's sum of |terms|: ``<name>.mag<original id>``
+MAG_SUFFIX = ".mag"
 
 
 def feed_name(var_id: int, name: str) -> str:
@@ -99,6 +113,47 @@ def _dtype_info(var: Any) -> Dict[str, Any]:
     if name == "bool":
         return {"dtype": name, "feed_dtype": "int32", "scale": None, "convert": True}
     return {"dtype": name, "feed_dtype": None, "scale": None, "convert": False}
+
+
+def _params(opr: Any) -> Dict[str, Any]:
+    """MegEngine's parameter JSON of an operator (a dict; empty when it has none it shows)."""
+    try:
+        params = json.loads(opr.params)
+    except (ValueError, TypeError, RuntimeError):
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def _mode(opr: Any) -> Optional[str]:
+    """The operator's mode (Elemwise, Reduce, Pooling) or ConvBias's nonlinearity."""
+    p = _params(opr)
+    mode = p.get("mode", p.get("nonlineMode"))
+    if opr.type.startswith("ConvBias"):
+        mode = p.get("nonlineMode")
+    return mode if isinstance(mode, str) else None
+
+
+def _sums_terms(opr: Any) -> bool:
+    """Whether each output element of ``opr`` is a sum of terms (:data:`SUM_OF_TERMS`)."""
+    if opr.type not in SUM_OF_TERMS:
+        return False
+    modes = SUM_OF_TERMS[opr.type]
+    return modes is None or _mode(opr) in modes
+
+
+def _magnitude(var: Any, cur: Any) -> Any:
+    """The same operator as ``cur`` (var's operator, its inputs cut) on the absolute values of
+    its float inputs: each element's sum of |terms|."""
+    # megengine only in the build's own process
+    import megengine.utils.comp_graph_tools as cgt
+    from megengine.core.ops.builtin import Elemwise
+    from megengine.core.tensor import megbrain_graph as G
+
+    absolute = {u: G.apply_normal_varnode(Elemwise(Elemwise.Mode.ABS), u)[0]
+                for u in cur.owner.inputs if _dtype_info(u)["dtype"] in ("float32", "float16")}
+    mag = cgt.replace_vars([cur], absolute)[0]
+    mag.name = f"{var.name}{MAG_SUFFIX}{var.id}"
+    return mag
 
 
 def _is_static(var: Any, static: set) -> bool:
@@ -219,6 +274,20 @@ def _unit_reductions(oprs: Sequence[Any], units: Dict[int, List[int]]) -> Dict[i
     return out
 
 
+def _axis(graph: Any, opr: Any) -> Optional[int]:
+    """The axis a Softmax normalises over (its JSON has none in MegEngine 1.13: probed), or
+    the first normalised axis of a LayerNorm (its mean output drops the normalised axes)."""
+    if opr.type == "SoftmaxForward":
+        axis = _params(opr).get("axis")
+        return axis if isinstance(axis, int) else _probe_softmax_axis(graph, opr)
+    if opr.type == "LayerNormForward" and len(opr.outputs) > 1:
+        try:
+            return len(opr.outputs[1].shape)
+        except TypeError:  # a shape not known statically
+            return None
+    return None
+
+
 def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int] = None) -> Dict[str, Any]:
     """Write ``layerwise.mge`` and ``layerwise.json`` into ``out_dir``; returns the JSON object.
 
@@ -263,6 +332,13 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
         feeds.append({"name": fname, "id": v.id, "var_name": v.name, "ref_id": plan["ref"].get(v.id),
                       "shape": [int(d) for d in v.shape], "model_input": is_input, **info})
     outputs = []
+    magnitudes: Dict[int, str] = {}
+    if only is None:  # a repro model has no use for them
+        for v in measured:
+            if (_sums_terms(v.owner) and v.id not in plan["static"] and not problems.get(v.id)
+                    and _dtype_info(v)["dtype"] in ("float32", "float16")):
+                outputs.append(_magnitude(v, cur[v.id]))
+                magnitudes[v.id] = outputs[-1].name
     for k, var in cur.items():
         var.name = output_name(k, var.name)
         info = _dtype_info(var)
@@ -284,7 +360,8 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
              "inputs": [u.id for u in v.owner.inputs], "input_shapes": [[int(d) for d in u.shape] for u in v.owner.inputs],
              "shape": [int(d) for d in v.shape], "dtype": _dtype_info(v)["dtype"],
              "static": v.id in plan["static"], "problem": problems.get(v.id), "unit": units.get(v.id, []),
-             "unit_reduction": unit_k.get(v.id, 1)}
+             "unit_reduction": unit_k.get(v.id, 1), "mode": _mode(v.owner), "magnitude": magnitudes.get(v.id),
+             "axis": _axis(loaded.graph, v.owner), "output_index": list(v.owner.outputs).index(v)}
             for v in measured]
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
               "feeds": list(reversed(feeds)), "measured": meas,

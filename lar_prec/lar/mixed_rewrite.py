@@ -37,8 +37,6 @@ process and measures what is left in float16.
 """
 from __future__ import annotations
 
-import hashlib
-import io
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +45,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from lar_prec.errors import UsageError
 from lar_prec.inputspec import read_json_file
 from lar_prec.records import PathLike
-from lar_prec.lar.graphopts import RewriteError, _megengine_message, _write_bytes_atomically
+from lar_prec.lar.graphopts import load_output_vars, rewrite_errors, write_model
 from lar_prec.errors import LarPrecError
 from lar_prec.outputs import atomic_write_text, json_text
 
@@ -304,20 +302,14 @@ def rewrite_mixed(model: PathLike, out: PathLike, keep: KeepList, mode: str = "i
     src, dst = Path(model), Path(out)
     if mode not in MODES:
         raise UsageError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
-    if not src.is_file():
-        raise UsageError(f"model file {src} does not exist (expected a MegEngine .mge model)")
-    import logging
-
-    logging.getLogger("megengine").setLevel(logging.ERROR)
     # megengine (and numpy) only in the rewrite's own process
     import megengine.core.tensor.megbrain_graph as G
     import megengine.utils.comp_graph_tools as cgt
     from megengine.core.ops.builtin import TypeCvt
     import numpy as np
 
-    try:
-        loaded = G.load_graph(io.BytesIO(src.read_bytes()))
-        outs = loaded.output_vars_list
+    with rewrite_errors(f"cannot rewrite {src} to mixed precision ({mode})"):
+        outs = load_output_vars(src)
         oprs = cgt.get_oprs_seq(outs, prune_reshape=False)
         missing = _unmatched(oprs, keep)
         if missing:
@@ -338,16 +330,8 @@ def rewrite_mixed(model: PathLike, out: PathLike, keep: KeepList, mode: str = "i
         final, _ = G.optimize_for_inference(final, enable_fuse_grain=False)
         G.set_priority_to_id([getattr(v, "_node", v) for v in final])
         buf, _ = G.dump_graph(final, keep_var_name=2, keep_param_name=True)
-    except (RuntimeError, AssertionError, ValueError, TypeError) as exc:
-        if isinstance(exc, UsageError):
-            raise
-        raise RewriteError(f"cannot rewrite {src} to mixed precision ({mode}): {_megengine_message(exc)}") from None
-    try:
-        _write_bytes_atomically(dst, buf)
-    except OSError as exc:
-        raise UsageError(f"cannot write the mixed-precision model to {dst}: {exc.strerror or exc}") from None
-    return MixedModel(dst, hashlib.sha256(buf).hexdigest(), mode, tuple(rb.kept), tuple(rb.float16),
-                      tuple(rb.boundaries))
+    sha = write_model(dst, buf, "the mixed-precision model")
+    return MixedModel(dst, sha, mode, tuple(rb.kept), tuple(rb.float16), tuple(rb.boundaries))
 
 
 # ============================================================================ in a child process

@@ -1,39 +1,66 @@
 """The terminal view of ``lar-prec quant``: drawn from the analysis's JSON (``QuantAnalysis.to_json``)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, TextIO
+from typing import Any, Mapping, Optional, TextIO
 
 
 def _f(x: Any, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _snr(m: Mapping[str, Any]) -> str:
-    return "inf" if m.get("snr_infinite") else _f(m.get("snr_db"), ".1f")
+#: how an SNR that is not a number is shown, by its ``snr_note``
+SNR_NOTES = {"exact": "exact", "zero signal": "no signal"}
+
+
+def snr_text(m: Optional[Mapping[str, Any]]) -> str:
+    """An SNR for a table: dB, ``exact`` (infinite: equal values), ``no signal`` (the float
+    values are all zero), ``NaN/Inf`` (non-finite values), or ``-`` (not measured)."""
+    if not m:
+        return "-"
+    if m.get("snr_db") is not None:
+        return format(m["snr_db"], ".1f")
+    note = m.get("snr_note") or ""
+    return SNR_NOTES.get(note, "NaN/Inf" if note.startswith("non-finite") else "-")
+
+
+def _share(x: Any, n: int) -> str:
+    return "-" if x is None else f"{round(x * n)}/{n}"
 
 
 def render_quant_terminal(data: Mapping[str, Any], out: TextIO, *, limit: int = 20) -> None:
-    """Layers worst first (local SNR), the layers to keep in float, and what did not pair."""
+    """The verdict, the outputs, layers worst first (local SNR), the layers to keep in float and
+    the check of that list, what did not pair, and where the files are."""
+    out.write(data["verdict"] + "\n")
+    p = data["pairing"]
+    fused = sum(1 for u in data["unpaired"] if u["fused"])
+    out.write(f"pairing: {p['layers_paired']} of the int8 model's {p['layers_total']} layers paired with the float "
+              f"model's; {fused} float intermediate value(s) fused away by quantization\n")
+    if data["outputs"]:
+        out.write(f"{'output':<32} {'SNR dB':>7} {'cosine':>9} {'top-1':>6} {'top-5':>6}\n")
+        for o in data["outputs"]:
+            out.write(f"{o['name'][:32]:<32} {snr_text(o['metrics']):>7} {_f(o['metrics']['cosine'], '.5f'):>9} "
+                      f"{_share(o['top1'], o['samples']):>6} {_share(o['top5'], o['samples']):>6}\n")
     layers = data["layers"]
-    out.write(f"{len(layers)} layer(s) compared, worst first (local SNR in dB; accumulated = against the "
-              f"float model's naive run)\n")
-    out.write(f"{'layer':<32} {'type':<14} {'local SNR':>9} {'local cos':>10} {'acc SNR':>8} {'acc cos':>9} "
-              f"{'acc rel':>9}\n")
+    kept = set(data["keep_in_float"])
+    out.write(f"{len(layers)} var(s) compared, worst first (local SNR in dB: the int8 operator on the float "
+              f"model's inputs; accumulated: against the float model's naive run)\n")
+    out.write(f"  {'layer':<32} {'type':<18} {'local SNR':>9} {'local cos':>10} {'acc SNR':>8} {'acc cos':>9}\n")
     for l in layers[:limit]:
         lo, acc = l["local"] or {}, l["accumulated"] or {}
-        out.write(f"{l['name'][:32]:<32} {l['opr_type'][:14]:<14} {_snr(lo):>9} "
-                  f"{_f(lo.get('cosine'), '.5f'):>10} {_snr(acc):>8} "
-                  f"{_f(acc.get('cosine'), '.5f'):>9} {_f(acc.get('rel_err'), '.2e'):>9}\n")
+        mark = "*" if l["name"] in kept else " "
+        out.write(f"{mark} {l['name'][:32]:<32} {l['opr_type'][:18]:<18} {snr_text(lo):>9} "
+                  f"{_f(lo.get('cosine'), '.5f'):>10} {snr_text(acc):>8} {_f(acc.get('cosine'), '.5f'):>9}"
+                  f"{'  ' + l['local_note'] if l['local_note'] else ''}\n")
     if len(layers) > limit:
-        out.write(f"... {len(layers) - limit} more in the JSON\n")
-    unpaired = data["unpaired"]
-    if unpaired:
-        out.write(f"{len(unpaired)} var(s) not paired:\n")
-        for u in unpaired[:limit]:
+        out.write(f"  ... {len(layers) - limit} more in the JSON\n")
+    lost = [u for u in data["unpaired"] if not u["fused"]]
+    if lost:
+        out.write(f"{len(lost)} var(s) not paired:\n")
+        for u in lost[:limit]:
             out.write(f"  {u['side']}: {u['name']}: {u['why']}\n")
-    keep = data["keep_in_float"]
-    floor = data["snr_floor_text"] or f"{data['snr_floor_db']:.1f}"
-    if keep:
-        out.write(f"keep in float ({len(keep)}; local SNR below {floor} dB): {', '.join(keep)}\n")
-    else:
-        out.write(f"no layer to keep in float (every local SNR at or above {floor} dB)\n")
+    for m in data["not_measured"]:
+        out.write(f"not measured: {m['name']}: {m['why']}\n")
+    v = data.get("verification")
+    if v and v.get("model"):
+        out.write(f"model with the kept layer(s) in float32: {v['model']}\n")
+    out.write(f"analysis folder: {data['analysis_dir']} (quant.json, quant.html)\n")

@@ -1,7 +1,7 @@
 """The shake's part of the terminal report, drawn from its JSON (the page draws the same from
 ``lar_prec/report/page/report.js``).
 
-Read this way for a shake (``workflows/shake.py`` builds it):
+Read this way for a shake (``workflows/shake/shake.py`` builds it):
 
 * each var: ``n_results`` (distinct results over the runs), ``results`` (when more than one:
   the runs sharing each result, run 1's first, with its ``max_err`` against run 1 and the

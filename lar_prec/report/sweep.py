@@ -1,4 +1,4 @@
-"""The sweep's part of the report: its terminal table. :mod:`lar_prec.workflows.sweep_report`
+"""The sweep's part of the report: its terminal table. :mod:`lar_prec.workflows.sweep.report`
 builds the report itself; the HTML page draws its options table and option-by-variable view
 from the JSON (``lar_prec/report/page/report.js``).
 

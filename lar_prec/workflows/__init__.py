@@ -1,6 +1,7 @@
 """The commands users come for, each a library function that chains the stages:
 :func:`naive_vs_default`, :func:`shake`, :func:`sweep`, :func:`devices`, and the
-``compare``/``tree`` commands on existing dumps (:mod:`.compare`, :mod:`.tree`).
+``compare``/``tree`` commands on existing dumps (:mod:`.compare`, :mod:`.tree`). A command of
+several modules has its own package (:mod:`.shake`, :mod:`.sweep`).
 ``from lar_prec.workflows import naive_vs_default`` is the path the README documented."""
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ _LAZY = {
     "devices": "lar_prec.workflows.devices",
     "parse_targets": "lar_prec.workflows.devices",
     "naive_vs_default": "lar_prec.workflows.naive_vs_default",
-    "shake": "lar_prec.workflows.shake",
-    "sweep": "lar_prec.workflows.sweep",
-    "SweepAnalysis": "lar_prec.workflows.sweep",
+    "shake": "lar_prec.workflows.shake.shake",
+    "sweep": "lar_prec.workflows.sweep.sweep",
+    "SweepAnalysis": "lar_prec.workflows.sweep.sweep",
 }
 
 __all__ = sorted(_LAZY)
@@ -35,13 +36,18 @@ def __getattr__(name: str) -> Any:
 
 class _Workflows(ModuleType):
     """This package's module type. Importing a submodule binds its name on the package
-    (``workflows.sweep = <module sweep>``); where a function has that name, the package keeps the
-    function, so ``from lar_prec.workflows import sweep`` is always callable (as when the
-    functions were imported eagerly here)."""
+    (``workflows.devices = <module devices>``, ``workflows.sweep = <package sweep>``); where a
+    function has that name, the package keeps the function, so ``from lar_prec.workflows import
+    sweep`` is always callable (as when the functions were imported eagerly here). A package
+    named like its function is not bound: the function loads on first use (``__getattr__``)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, ModuleType) and _LAZY.get(name) == value.__name__:
-            value = getattr(value, name)
+        module = _LAZY.get(name)
+        if isinstance(value, ModuleType) and module is not None:
+            if module == value.__name__:
+                value = getattr(value, name)
+            elif module.startswith(value.__name__ + "."):
+                return
         super().__setattr__(name, value)
 
 

@@ -3,7 +3,7 @@
 1. The naive float32 run of the plain model is the reference; the plain model under the option
    with the default kernels is what a user would deploy (its output error is the baseline).
 2. Every operator's local error under the option (the sweep's measuring,
-   :mod:`lar_prec.workflows.sweep_local`): its local roots are the proposal.
+   :mod:`lar_prec.workflows.sweep.local`): its local roots are the proposal.
 3. Verification: the mixed model (:func:`lar_prec.diagnosis.mixed.write_mixed_model`: listed
    operators in float32, the rest as the option runs them) runs with the default kernels and its
    outputs are held against the reference. While an output is out of ``tolerance`` the list
@@ -50,7 +50,7 @@ from lar_prec.run.config import get_config
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common import prepare_analysis
-from lar_prec.workflows.sweep_local import OptionLocal, measure_option, prepare
+from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
 SCHEMA = "lar-prec.mixed/1"
 #: default target: 4 float16 units (2^-8) of MegEngine's error on every model output

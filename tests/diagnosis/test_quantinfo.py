@@ -1,8 +1,8 @@
 """Per-layer quantization error (issue 23) on a real pair: a float model and the int8 model
 MegEngine's quantization API made from the same weights (tests/quant_fixtures.py).
 
-Scales come from the quantized model's graph (dump titles carry none); vars pair by name,
-by module and through conversions, and what does not pair says why; dequantized values
+Scales come from the quantized model's graph (dump titles carry none); vars pair by the graph's
+structure, through fused layers and conversions, and what does not pair says why; dequantized values
 track the float ones; a layer whose weight scale was deliberately stretched is the worst by
 local error, and every other layer's local error stays what it was in the clean pair.
 """
@@ -15,8 +15,9 @@ import pytest
 
 from conftest import run_lar
 from lar_prec.diagnosis.graphinfo import describe_model, read_graph_info
-from lar_prec.diagnosis.quantinfo import (layer_errors, local_quant_errors, module_of, pair_quant, real_values,
-                                          step_differences, with_local, worst_first)
+from lar_prec.diagnosis.graphpair import module_of
+from lar_prec.diagnosis.quantinfo import (layer_errors, local_quant_errors, pair_quant, real_values, step_differences,
+                                          with_local, worst_first)
 from lar_prec.errors import UsageError
 from lar_prec.dumps.folder import DumpFolder
 from quant_fixtures import misscaled_pair, quant_pair  # noqa: F401  (fixtures)
@@ -76,25 +77,28 @@ def test_scales_come_from_the_quantized_graph_and_dequantize_the_dumps(clean):
 
 
 @pytest.mark.megengine
-def test_vars_pair_by_name_module_and_conversion_and_the_rest_say_why(clean):
+def test_vars_pair_by_structure_through_fused_layers_and_conversions_and_the_rest_say_why(clean):
     _, _, _, _, pairing, _ = clean
-    got = {(p.quant_name, p.float_name, p.how) for p in pairing.pairs}
+    got = {(p.quant_name, p.float_name) for p in pairing.pairs}
     assert got == {
-        ("q.TypeCvt", "data", "conversion"),  # the input, quantized
-        ("c1.ConvBias", "c1.RELU", "module output"),  # conv + batch norm + relu: one int8 operator
-        ("g.ConvBias", "g.RELU", "module output"),
-        ("dw.ConvBias", "dw.RELU", "module output"),
-        ("pool.Pooling", "pool.Pooling", "name"),
-        ("Reshape", "Reshape", "name"),
-        ("fc.MatrixMul", "fc.MatrixMul", "name"),  # QuantizedS32 accumulators
-        ("fc.ADD", "fc.ADD", "name"),
-        ("fc.TypeCvt", "fc.ADD", "module output"),  # requantized to int8
-        ("dq.TypeCvt", "fc.ADD", "conversion"),  # dequantized output
+        ("q.TypeCvt", "data"),  # the input, quantized
+        ("c1.ConvBias", "c1.RELU"),  # conv + batch norm + relu: one int8 operator
+        ("g.ConvBias", "g.RELU"),
+        ("dw.ConvBias", "dw.RELU"),
+        ("pool.Pooling", "pool.Pooling"),
+        ("Reshape", "Reshape"),
+        ("fc.MatrixMul", "fc.MatrixMul"),  # QuantizedS32 accumulators, before the bias as the float one
+        ("fc.ADD", "fc.ADD"),
+        ("fc.TypeCvt", "fc.ADD"),  # requantized to int8
+        ("dq.TypeCvt", "fc.ADD"),  # dequantized output
     }
-    unpaired = {(u.side, u.name): u.why for u in pairing.unpaired}
+    assert {p.how for p in pairing.pairs} == {"structure"} and not any(p.bias_id for p in pairing.pairs)
+    assert (pairing.layers_paired, pairing.layers_total) == (6, 6) and pairing.mismatch("f", "q") is None
+    unpaired = {(u.side, u.name): u for u in pairing.unpaired}
     assert set(unpaired) == {("float", "g.Convolution"), ("float", "dw.Convolution"),
                              ("float", next(n for s, n in unpaired if n.startswith("conv(data")))}
-    assert "g.ConvBias computes in one operator" in unpaired[("float", "g.Convolution")]
+    assert all(u.fused for u in unpaired.values())
+    assert "ConvBiasForward g.ConvBias computes this layer with its bias+relu" in unpaired[("float", "g.Convolution")].why
 
 
 @pytest.mark.megengine
@@ -144,3 +148,17 @@ def test_a_graph_record_that_is_not_one_is_a_usage_error(tmp_path):
     bad.write_text("[]")
     with pytest.raises(UsageError, match="expected a graph record"):
         read_graph_info(bad)
+
+
+def test_an_snr_that_is_not_a_number_is_null_in_strict_json_and_says_why():
+    from lar_prec.diagnosis.quantinfo import metrics
+    from lar_prec.report.quant import snr_text
+
+    exact, zero = metrics(np.ones(4), np.ones(4)), metrics(np.zeros(4), np.ones(4))
+    nan = metrics(np.array([1.0, np.nan, 2.0]), np.ones(3))
+    assert exact.snr_db == float("inf") and zero.snr_db is None and nan.snr_db is None
+    got = json.loads(json.dumps([m.to_json() for m in (exact, zero, nan)], allow_nan=False))
+    assert [(g["snr_db"], g["snr_note"]) for g in got] == [
+        (None, "exact"), (None, "zero signal"), (None, "non-finite values (1)")]
+    assert [snr_text(g) for g in got] == ["exact", "no signal", "NaN/Inf"]
+    assert snr_text(metrics(np.ones(4), np.array([1.0, 1.0, 1.0, 1.1])).to_json()) == "26.0"  # 10 log10(4 / 0.01)

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.workflows.jitter_causes import CAUSES
+from lar_prec.workflows.shake.causes import CAUSES
 
 pytestmark = pytest.mark.megengine
 

@@ -10,7 +10,7 @@ import pytest
 
 from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.workflows.shake_store import PRUNED_JSON, RunStore, var_digest
+from lar_prec.workflows.shake.store import PRUNED_JSON, RunStore, var_digest
 
 pytestmark = pytest.mark.megengine
 

@@ -25,9 +25,9 @@ from lar_prec.cli import cli
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
 from lar_prec.report.records import SCHEMA
-from lar_prec.workflows.sweep_options import OPTIONS
-from lar_prec.workflows.sweep_options import parse_options
-from lar_prec.workflows.sweep_analysis import cross_graph, same_graph
+from lar_prec.workflows.sweep.options import OPTIONS
+from lar_prec.workflows.sweep.options import parse_options
+from lar_prec.workflows.sweep.analysis import cross_graph, same_graph
 
 FAKE_LAR = ROOT / "tests" / "fake_lar.py"
 NO_CHANGE = ["weight-preprocess", "fuse-preprocess", "const-shape", "record-comp-seq"]
@@ -354,7 +354,7 @@ def test_sweep_bar_names_the_option_under_way_in_a_terminal(manifest, lar_dump, 
 
 def test_every_spelling_of_an_option_names_it():
     """Issue 21 §3: `--options enable_ioc16` was refused while `--enable-ioc16` was accepted."""
-    from lar_prec.workflows.sweep_options import parse_options
+    from lar_prec.workflows.sweep.options import parse_options
 
     for spelling in ("ioc16", "enable_ioc16", "enable-ioc16", "--enable-ioc16", "--enable_ioc16"):
         assert [o.name for o in parse_options(spelling)] == ["ioc16"], spelling

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lar_prec.workflows import sweep_local
+from lar_prec.workflows.sweep import local as sweep_local
 from test_sweep import by_option, sweep_json
 
 

@@ -852,38 +852,139 @@ function mixedView() {
     { label: 'local error', num: true, get: function (o) { return [errText(o.local_err, o.nonfinite), errBar(o.nonfinite ? worst : o.local_err, worst, o.floor !== null && (o.nonfinite || o.local_err > o.floor))]; } },
     { label: 'float16 floor', num: true, get: function (o) { return fmt(o.floor); } }], ops, function (o) { return o.float32 ? 'kept' : null; }));
 }
+function snrText(m) {
+  if (!m) return '\u2014';
+  if (typeof m.snr_db === 'number') return fmt(m.snr_db);
+  if (m.snr_note === 'exact') return 'exact';
+  if (m.snr_note === 'zero signal') return 'no signal';
+  return /^non-finite/.test(m.snr_note || '') ? 'NaN/Inf' : '\u2014';
+}
+function cosText(x) { return typeof x === 'number' ? x.toFixed(5) : '\u2014'; }
+function share(x, n) { return typeof x === 'number' ? Math.round(x * n) + '/' + n : '\u2014'; }
 function quantView() {
-  var vd = document.getElementById('verdict'), keep = R.keep_in_float || [];
-  var floor = R.snr_floor_text || fmt(R.snr_floor_db);
-  vd.textContent = keep.length ? keep.length + ' layer(s) to keep in float (local SNR below ' + floor + ' dB): ' + keep.join(', ') : 'no layer to keep in float (every local SNR at or above ' + floor + ' dB)';
+  var vd = document.getElementById('verdict'), keep = R.keep_in_float || [], p = R.pairing || {};
+  vd.textContent = R.verdict;
   vd.className = 'verdict ' + (keep.length ? 'bad' : 'good');
-  adviceMeta([['command', 'quant'], ['layers compared', String((R.layers || []).length)], ['not paired', String((R.unpaired || []).length)]]);
+  var unpaired = R.unpaired || [], fused = unpaired.filter(function (u) { return u.fused; });
+  adviceMeta([['command', 'quant'], ['layers paired', p.layers_paired + ' of the int8 model\'s ' + p.layers_total],
+              ['vars compared', String((R.layers || []).length)], ['fused away', fused.length + ' float intermediate value(s)'],
+              ['median local SNR', R.snr_median_db === null ? null : fmt(R.snr_median_db) + ' dB of ' + R.int8_layers + ' int8 layers'],
+              ['analysis folder', R.analysis_dir]]);
   var box = document.getElementById('advice'), layers = R.layers || [];
-  var keepSet = new Set(keep), worst = 0;
-  layers.forEach(function (l) { var s = l.local && l.local.snr_db; if (typeof s === 'number' && s > worst) worst = s; });
-  function m(l, side, k) { return l[side] ? l[side][k] : null; }
-  function snr(l, side) { return l[side] && l[side].snr_infinite ? 'inf' : fmt(m(l, side, 'snr_db')); }
-  box.appendChild(el('h2', null, 'Layers, worst first ', el('small', null, 'local: the quantized operator on the float reference\'s inputs; accumulated: against the float model\'s naive run')));
-  box.appendChild(simpleTable([
+  var outCols = [
+    { label: 'output', get: function (o) { return o.name; }, cls: 'name' },
+    { label: 'SNR dB', num: true, get: function (o) { return snrText(o.metrics); } },
+    { label: 'cosine', num: true, get: function (o) { return cosText(o.metrics.cosine); } },
+    { label: 'top-1', num: true, get: function (o) { return share(o.top1, o.samples); } },
+    { label: 'top-5', num: true, get: function (o) { return share(o.top5, o.samples); } }];
+  box.appendChild(el('h2', null, 'Outputs ', el('small', null, 'the int8 model against the float model; top-k: samples whose float best class is the int8 best (top-1) or among its five best (top-5)')));
+  box.appendChild(simpleTable(outCols, R.outputs || []));
+  box.appendChild(el('h2', null, 'Keep in float ', el('small', null, 'int8 layers whose local SNR falls far below the median int8 layer\'s')));
+  if ((R.keep || []).length) {
+    box.appendChild(simpleTable([
+      { label: 'layer', get: function (k) { return k.name; }, cls: 'name' },
+      { label: 'type', get: function (k) { return k.opr_type; } },
+      { label: 'local SNR dB', num: true, get: function (k) { return fmt(k.local_snr_db); } },
+      { label: 'why', get: function (k) { return k.why; }, cls: 'wrap' }], R.keep));
+  } else box.appendChild(el('p', null, 'none'));
+  var v = R.verification;
+  if (v && (v.outputs || []).length) {
+    box.appendChild(el('h2', null, 'Verification ', el('small', null, 'the int8 model with ' + v.kept.length + ' layer(s) computed in float32, run with the default kernels: ' + (v.verified ? 'verified' : 'NOT verified'))));
+    box.appendChild(simpleTable(outCols, v.outputs));
+  }
+  var keepSet = new Set(keep), best = 0;
+  layers.forEach(function (l) { var s = l.int8 && l.local && l.local.snr_db; if (typeof s === 'number' && s > best) best = s; });
+  box.appendChild(el('h2', null, 'Layers, worst first ', el('small', null, 'local: the int8 operator on the float model\'s inputs (quantized with its input scales); accumulated: against the float model\'s naive run')));
+  var layerTable = simpleTable([
     { label: 'layer', get: function (l) { return l.name; }, cls: 'name' },
     { label: 'type', get: function (l) { return l.opr_type; } },
     { label: 'dtype', get: function (l) { return l.dtype + (l.scale ? ' \u00d7' + fmt(l.scale) : ''); } },
-    { label: 'local SNR dB', num: true, get: function (l) { var s = m(l, 'local', 'snr_db'); return [snr(l, 'local'), errBar(s, worst, keepSet.has(l.name))]; } },
-    { label: 'local cos', num: true, get: function (l) { return fmt(m(l, 'local', 'cosine')); } },
-    { label: 'acc SNR dB', num: true, get: function (l) { return snr(l, 'accumulated'); } },
-    { label: 'acc cos', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'cosine')); } },
-    { label: 'acc rel err', num: true, get: function (l) { return fmt(m(l, 'accumulated', 'rel_err')); } },
-    { label: 'paired by', get: function (l) { return l.paired_by + (l.local_note ? ' \u00b7 ' + l.local_note : ''); }, cls: 'wrap' }], layers,
-    function (l) { return keepSet.has(l.name) ? 'kept' : null; }));
-  if ((R.unpaired || []).length) {
+    { label: 'local SNR dB', num: true, get: function (l) { var s = l.local && l.local.snr_db; return [snrText(l.local), l.int8 && typeof s === 'number' ? errBar(Math.max(best - s, 0), best, keepSet.has(l.name)) : null]; } },
+    { label: 'local cos', num: true, get: function (l) { return cosText(l.local ? l.local.cosine : null); } },
+    { label: 'acc SNR dB', num: true, get: function (l) { return snrText(l.accumulated); } },
+    { label: 'acc cos', num: true, get: function (l) { return cosText(l.accumulated ? l.accumulated.cosine : null); } },
+    { label: 'float reference', get: function (l) { return l.reference + (l.output ? ' (model output)' : '') + (l.local_note ? ' \u00b7 ' + l.local_note : ''); }, cls: 'wrap' }], layers,
+    function (l) { return keepSet.has(l.name) ? 'kept' : null; });
+  layerTable.id = 'quant-layers';
+  box.appendChild(layerTable);
+  var lost = unpaired.filter(function (u) { return !u.fused; });
+  var uCols = [{ label: 'side', get: function (u) { return u.side; } }, { label: 'var', get: function (u) { return u.name; }, cls: 'name' },
+               { label: 'why', get: function (u) { return u.why; }, cls: 'wrap' }];
+  if (lost.length) {
     box.appendChild(el('h2', null, 'Not paired'));
+    box.appendChild(simpleTable(uCols, lost));
+  }
+  if ((R.not_measured || []).length) {
+    box.appendChild(el('h2', null, 'Paired, not measured'));
+    box.appendChild(simpleTable([{ label: 'var', get: function (m) { return m.name; }, cls: 'name' },
+                                 { label: 'why', get: function (m) { return m.why; }, cls: 'wrap' }], R.not_measured));
+  }
+  if (fused.length) {
+    box.appendChild(el('h2', null, 'Fused away ', el('small', null, fused.length + ' float intermediate value(s) that an int8 operator computes inside itself')));
+    box.appendChild(simpleTable(uCols, fused));
+  }
+}
+// the trend page (lar-prec history --html, schema lar-prec.history/1): per series, the error of each
+// operator over builds as a line (x = run order), worst moved first; a click shows the operator's values
+function trendLine(points) {
+  var w = 240, h = 36, vals = points.map(function (p) { return typeof p.max_err === 'number' ? p.max_err : null; });
+  var fin = vals.filter(function (v) { return v !== null; }), hi = Math.max.apply(null, fin.concat([0]));
+  var svg = sv('svg', { 'class': 'trend', width: w, height: h, viewBox: '0 0 ' + w + ' ' + h });
+  var step = points.length > 1 ? (w - 4) / (points.length - 1) : 0, d = '';
+  vals.forEach(function (v, i) {
+    var x = 2 + i * step, y = v === null ? 2 : h - 2 - (hi > 0 ? (v / hi) * (h - 4) : 0);
+    d += (d ? ' L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
+    if (v === null) svg.appendChild(sv('circle', { cx: x, cy: y, r: 2, 'class': 'trend-nonfinite' }));
+  });
+  svg.appendChild(sv('path', { d: d, 'class': 'trend-line', fill: 'none' }));
+  return svg;
+}
+function historyView() {
+  var box = document.getElementById('advice');
+  box.appendChild(el('h2', null, 'History of ' + (R.model || 'no model'), el('small', null, ' ' + R.store)));
+  (R.series || []).forEach(function (s, k) {
+    box.appendChild(el('h2', null, s.model_name + ' · ' + s.command + ' ' + s.config + ' ' + s.options.join(' ') + ' · ' + s.device_kind,
+      el('small', null, ' ' + s.runs.length + ' run(s)')));
     box.appendChild(simpleTable([
-      { label: 'side', get: function (u) { return u.side; } }, { label: 'var', get: function (u) { return u.name; }, cls: 'name' },
-      { label: 'why', get: function (u) { return u.why; }, cls: 'wrap' }], R.unpaired));
+      { label: 'time', get: function (r) { return r.created; } }, { label: 'run', get: function (r) { return r.run.slice(0, 12); } },
+      { label: 'build', get: function (r) { return r.build; }, cls: 'wrap' },
+      { label: 'output err', num: true, get: function (r) { return fmt(r.output_err); } },
+      { label: 'verdict', get: function (r) { return r.verdict; }, cls: 'wrap' }], s.runs.slice(-20)));
+    var detail = el('div', { 'class': 'trend-detail', id: 'trend-detail-' + k });
+    box.appendChild(simpleTable([
+      { label: 'operator', get: function (o) { return el('a', { href: '#', 'class': 'trend-op', 'data-key': o.op_key }, o.name); }, cls: 'name' },
+      { label: 'type', get: function (o) { return o.opr_type; } },
+      { label: 'error over builds', get: function (o) { return trendLine(o.points); } },
+      { label: 'moved', num: true, get: function (o) { return fmt(o.moved); } },
+      { label: 'first out of its band', get: function (o) { return o.first_out_of_band ? o.first_out_of_band.run.slice(0, 12) + ' ' + o.first_out_of_band.created : '—'; } }],
+      s.ops, function (o) { return o.first_out_of_band ? 'kept' : null; }));
+    box.appendChild(detail);
+    box.querySelectorAll('a.trend-op').forEach(function (a) {
+      a.addEventListener('click', function (ev) {
+        ev.preventDefault();
+        var op = s.ops.filter(function (o) { return o.op_key === a.getAttribute('data-key'); })[0];
+        if (!op) return;
+        detail.textContent = '';
+        detail.appendChild(el('h2', null, op.name + ' ', el('small', null, op.op_key)));
+        detail.appendChild(simpleTable([
+          { label: 'time', get: function (p) { return p.created; } }, { label: 'build', get: function (p) { return p.build; }, cls: 'wrap' },
+          { label: 'max_err', num: true, get: function (p) { return fmt(p.max_err); } },
+          { label: 'local err', num: true, get: function (p) { return fmt(p.local_err); } },
+          { label: 'status', get: function (p) { return p.status; } },
+          { label: 'algorithm', get: function (p) { return p.algorithm || '—'; }, cls: 'wrap' }], op.points));
+      });
+    });
+  });
+  if (R.diff) {
+    box.appendChild(el('h2', null, 'Changed between ' + R.diff.a.slice(0, 12) + ' and ' + R.diff.b.slice(0, 12)));
+    box.appendChild(simpleTable([
+      { label: 'operator', get: function (c) { return c.name; }, cls: 'name' },
+      { label: 'A', num: true, get: function (c) { return c.a ? fmt(c.a.max_err) + ' ' + c.a.status : '—'; } },
+      { label: 'B', num: true, get: function (c) { return c.b ? fmt(c.b.max_err) + ' ' + c.b.status : '—'; } }], R.diff.ops));
   }
 }
 function adviceSection() {
-  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView };
+  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView };
   var view = views[R.schema];
   if (!view) return false;
   ['roots-section', 'chart-section', 'cards-section', 'table-section'].forEach(function (id) { document.getElementById(id).hidden = true; });

@@ -4,10 +4,10 @@ removes it?
 A shake runs one configuration several times in fresh processes (``--repeat``), or under
 each thread count (``--threads``), or with the input at each position of a batch
 (``--batch-positions``); run 1 is the reference. Each later run is hashed per variable as it
-finishes and keeps only what differs from run 1 (:mod:`.shake_store`). Under fast-run every
-run writes its own algorithm cache (:mod:`.shake_algos`), so each operator's algorithm is
+finishes and keeps only what differs from run 1 (:mod:`.store`). Under fast-run every
+run writes its own algorithm cache (:mod:`.algos`), so each operator's algorithm is
 known per run. Every root and every var that is not ok gets a cause from one vocabulary
-(:mod:`.jitter_causes`); local error compares like with like: each diverging run's operator
+(:mod:`.causes`); local error compares like with like: each diverging run's operator
 against run 1's on run 1's inputs, under that run's own algorithms.
 """
 from __future__ import annotations
@@ -28,15 +28,15 @@ from lar_prec.run.config import LoadAndRun, get_config
 from lar_prec.run.device import RemoteSpec
 from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.record import RunResult
-from lar_prec.workflows import jitter_causes as jc
-from lar_prec.workflows import shake_algos as algos_mod
+from lar_prec.workflows.shake import causes as jc
+from lar_prec.workflows.shake import algos as algos_mod
 from lar_prec.workflows.common import (Analysis, Planned, StageProgress, environment_extra, open_remote,
                                        prepare_analysis, run_plan, write_reports)
-from lar_prec.workflows.jitter import compare_runs, merge_comparisons, shake_verdict
-from lar_prec.workflows.shake_modes import (BATCH_MODE, REPEAT_MODE, THREADS_MODE, ShakeRun, observer_check,
+from lar_prec.workflows.shake.jitter import compare_runs, merge_comparisons, shake_verdict
+from lar_prec.workflows.shake.modes import (BATCH_MODE, REPEAT_MODE, THREADS_MODE, ShakeRun, observer_check,
                                             parse_threads, plan_batch, plan_repeat, plan_threads, remove_tree,
                                             slice_dump)
-from lar_prec.workflows.shake_store import RunStore, var_digest
+from lar_prec.workflows.shake.store import RunStore, var_digest
 from lar_prec.diagnosis.tree import VarTree
 
 SHAKE_CONFIGS = ("default", "reproducible", "fast-run")

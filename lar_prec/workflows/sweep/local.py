@@ -9,7 +9,7 @@ arithmetic the option imposes (float16 under ``ioc16``/``io16xc32``:
 :func:`lar_prec.floors.noise_floors` with ``compute_dtype``).
 
 The option's rewrite applies to the layerwise model as to the plain one: layouts put relayouts
-around convolutions (brought back with :func:`lar_prec.sweep_analysis.compare_pair`), fp16
+around convolutions (brought back with :func:`lar_prec.workflows.sweep.analysis.compare_pair`), fp16
 options add TypeCvts (the ``.lw<id>`` output names stay on the conversion back to float32).
 An operator whose output is missing or not comparable is *not measured under this option*,
 with the reason; a layerwise run that fails or hangs leaves the option unmeasured, with why.
@@ -33,7 +33,7 @@ from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run.config import get_config
 from lar_prec.records import json_number
 from lar_prec.diagnosis.local import _max_abs
-from lar_prec.workflows.sweep_analysis import compare_pair
+from lar_prec.workflows.sweep.analysis import compare_pair
 from lar_prec.diagnosis.replay import make_repros
 
 

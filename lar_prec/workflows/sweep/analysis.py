@@ -1,6 +1,6 @@
 """The analysis half of a sweep: one option's dump against the reference's (numpy only).
 
-A sweep (:mod:`lar_prec.workflows.sweep`) compares dumps of *different* graphs: the reference ran the
+A sweep (:mod:`lar_prec.workflows.sweep.sweep`) compares dumps of *different* graphs: the reference ran the
 plain model, an option ran a rewritten one (new var ids, maybe NCHWx layouts, fp16 copies,
 fused operators). Pairing, relayout, the fp16 widening and the metric are the comparison
 engine's (:func:`lar_prec.compare.folders.compare_folders`, what ``lar-prec compare --pair name``

@@ -6,17 +6,17 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from lar_prec.diagnosis.local_analysis import compute_dtype
+from lar_prec.diagnosis.local import compute_dtype
 from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.sweep_local import OptionLocal
+from lar_prec.workflows.sweep.local import OptionLocal
 
 #: seconds a run may take in a sweep unless told otherwise (some options hang at load)
 DEFAULT_TIMEOUT = 120.0
 #: tolerance of ``max_err`` for options that keep float32 (kernel and reassociation rounding)
 TOL_FLOAT32 = 1e-4
 #: tolerance for options that compute or store in float16 (its rounding is ~1e-3 relative);
-#: the same as sweep_analysis.TOL_HALF, which float16 vars of the reference get under any option
+#: the same as analysis.TOL_HALF, which float16 vars of the reference get under any option
 TOL_FLOAT16 = 1e-2
 
 
@@ -131,7 +131,7 @@ class OptionResult:
     None (did not run). ``cause``: for a divergent option, ``kernel wrong under this option``,
     ``option changes the math``, both joined by ``and``, or why it could not be told.
     ``errors``: reference var name -> max_err (the option-by-variable view).
-    ``local``: local error under the option (:class:`lar_prec.sweep_local.OptionLocal`; None
+    ``local``: local error under the option (:class:`lar_prec.workflows.sweep.local.OptionLocal`; None
     when the option did not run). ``root_rule``: ``local`` when the root and verdict come from
     local error, ``dump`` when from the dumps alone; ``dump_root`` keeps the dump-only root
     (id in the rewritten graph, reference id, name, operator type, max_err).

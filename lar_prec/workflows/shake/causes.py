@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from lar_prec.workflows.shake_algos import grouped
+from lar_prec.workflows.shake.algos import grouped
 
 ALGORITHM = "algorithm differs between runs"
 SAME_ALGORITHM = "same algorithm, result differs"

@@ -24,14 +24,14 @@ from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import UsageError
 from lar_prec.run.inputs import PlannedInput, PreparedInputs, write_inputs
-from lar_prec.workflows.jitter_causes import BASE, BATCH_RUN, REPEAT, THREAD_RUN
+from lar_prec.workflows.shake.causes import BASE, BATCH_RUN, REPEAT, THREAD_RUN
 
 REPEAT_MODE, THREADS_MODE, BATCH_MODE = "repeat", "threads", "batch"
 
 
 @dataclass(frozen=True)
 class ShakeRun:
-    """One planned run of a shake: its label, its role against run 1 (jitter_causes roles),
+    """One planned run of a shake: its label, its role against run 1 (the roles of :mod:`.causes`),
     its own flags, the setting it changes (for people) and, for batch runs, its inputs."""
 
     label: str

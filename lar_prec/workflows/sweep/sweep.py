@@ -5,7 +5,7 @@
    with a timeout, up to ``jobs`` at once. A run that fails to load, crashes (a signal) or
    hangs (killed at the timeout) is a finding, reported; the sweep goes on.
 3. Each option's dump is paired with the reference by var name (the rewritten graph has new
-   ids), brought back to the plain layout and compared (:mod:`lar_prec.workflows.sweep_analysis`). It is
+   ids), brought back to the plain layout and compared (:mod:`lar_prec.workflows.sweep.analysis`). It is
    ``ok`` when every paired var is within the tolerance its dtype allows (fp16 rounding for
    ``ioc16``/``io16xc32``), else ``diverges``, with the root where divergence starts in the
    rewritten graph.
@@ -13,7 +13,7 @@
    graph, so their dump pairs with the default one by id): naive-under-option against
    default-under-option differing means *a kernel is wrong under this option*;
    naive-under-option already differing from the reference means *the option changes the math*.
-5. **Local error** (:mod:`lar_prec.workflows.sweep_local`, unless ``local=False``): the layerwise model
+5. **Local error** (:mod:`lar_prec.workflows.sweep.local`, unless ``local=False``): the layerwise model
    of the plain model is built once (here) from the reference dump and run under each option
    that ran, where the options ran (the sweep's ``--lar``, its ``--remote`` device), fed with
    the reference's values; an operator whose
@@ -24,7 +24,7 @@
 
 Example::
 
-    from lar_prec.workflows.sweep import sweep
+    from lar_prec.workflows.sweep.sweep import sweep
     s = sweep("model.mge", ["data:x.npy"], options=["nhwcd4", "ioc16"], jobs=2, timeout=60)
     for o in s.options:
         print(o.option, o.status, o.verdict, o.root_name)
@@ -47,18 +47,18 @@ from lar_prec.run.record import RunResult
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 
 from lar_prec.records import PathLike  # noqa: E402
-from lar_prec.workflows.sweep_local import OptionLocal, SweepLayerwise  # noqa: E402
+from lar_prec.workflows.sweep.local import OptionLocal, SweepLayerwise  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.workflows.sweep_analysis import cross_graph, same_graph
-from lar_prec.workflows.sweep_local import prepare, measure_option
+from lar_prec.workflows.sweep.analysis import cross_graph, same_graph
+from lar_prec.workflows.sweep.local import prepare, measure_option
 from lar_prec.compare.namepair import skip_reason
 from lar_prec.run.device import RemoteSessions
 from lar_prec.diagnosis.local_analysis import off_reason
-from lar_prec.workflows.sweep_options import DEFAULT_TIMEOUT, parse_options
-from lar_prec.workflows.sweep_report import sweep_report
+from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
+from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.common import StageProgress, open_remote, prepare_analysis, write_reports
-from lar_prec.workflows.sweep_options import CONV_OPRS, OptionResult, SweepOption, SweepResult
+from lar_prec.workflows.sweep.options import CONV_OPRS, OptionResult, SweepOption, SweepResult
 
 def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
     """(status, one short reason, record) of a run that failed; the run's folder is in the
@@ -464,7 +464,7 @@ def sweep(
             inputs pushed once, dumps pulled back; the analysis runs here).
         local: measure the local error of every operator under each option that ran (the
             layerwise model built once, run once per option where the options ran:
-            :mod:`lar_prec.workflows.sweep_local`).
+            :mod:`lar_prec.workflows.sweep.local`).
 
     Raises:
         UsageError: bad model, inputs, options or flags (exit 2).
@@ -477,7 +477,7 @@ def sweep(
     model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "sweep", seed, lar, timeout, extra_flags,
                                                    remote)
 
-    # the layerwise model runs where the options ran (sweep_local.run_option_layerwise)
+    # the layerwise model runs where the options ran (local.run_option_layerwise)
     off = off_reason(local=local)
     sessions = open_remote(remote, model_path, prepared)
     # the layerwise files go to the device once for all options, and are removed at the end

@@ -31,7 +31,7 @@ from lar_prec.records import json_number
 from lar_prec.report.model import Report
 from lar_prec.report.records import ReportRoot, ReportThreshold, ReportVar, fmt_err, run_from_result
 from lar_prec.report.sweep import STATUS_TEXT
-from lar_prec.workflows.sweep_options import OptionResult, SweepResult
+from lar_prec.workflows.sweep.options import OptionResult, SweepResult
 
 
 def _verdict(result: SweepResult) -> str:

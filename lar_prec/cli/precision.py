@@ -1,0 +1,85 @@
+"""The deployment-precision commands (issue 23), whose result is their own JSON: ``quant`` (an int8
+model against its float one) and ``mixed`` (which operators to keep in float32 under a float16
+option). Each imports its workflow when it runs, so ``lar-prec --help`` stays fast."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from lar_prec.cli.common import advice_outputs, handle_errors, store_option, to_store
+from lar_prec.clisupport import check_report_outputs, input_paths
+
+
+@click.command("quant")
+@click.argument("float_model", type=click.Path(path_type=str))
+@click.argument("quant_model", type=click.Path(path_type=str))
+@click.option("--input", "inputs", multiple=True, metavar="SPEC", help="Inputs, as for naive-vs-default.")
+@click.option("--out", default=None, metavar="DIR", help="Parent folder of the analysis folder.")
+@click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON result; '-' for stdout.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Kill a run after S seconds.")
+@click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML page here.")
+@click.option("--lar", "lar_path", metavar="PATH", default=None, help="The load_and_run to use. [default: bundled]")
+@store_option
+@handle_errors
+def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None, json_out: str | None,
+              html_out: str | None, timeout: float | None, lar_path: str | None, store: str | None = None) -> None:
+    """Per-layer error of QUANT_MODEL (int8) against FLOAT_MODEL, worst first.
+
+    Exit code 1 when some layer should stay in float (local SNR far below the others), 0 when none.
+    """
+    from lar_prec.report.quant import render_quant_terminal
+    from lar_prec.workflows.quant import quant_analysis
+
+    check_report_outputs(json_out, html_out, input_paths(float_model, inputs, lar_path) + [quant_model])
+    res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout)
+    data = res.to_json()
+    advice_outputs(data, render_quant_terminal, json_out, html_out)
+    code = 1 if data["keep_in_float"] else 0
+    to_store(store, data, code)
+    sys.exit(code)
+
+
+@click.command("mixed")
+@click.argument("model", type=click.Path(path_type=str))
+@click.option("--input", "inputs", multiple=True, metavar="SPEC", help="Inputs, as for naive-vs-default.")
+@click.option("--option", "option", type=click.Choice(["ioc16", "io16xc32"]), default="ioc16", show_default=True,
+              help="The float16 option to deploy with.")
+@click.option("--tolerance", type=click.FloatRange(min=0), default=None, metavar="E",
+              help="Largest MegEngine error (|a-b|/max(|a|,|b|,1)) allowed on every output against the naive "
+                   "float32 reference. [default: 4 float16 units, 2^-8]")
+@click.option("--out", default=None, metavar="DIR", help="Parent folder of the analysis folder.")
+@click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON result; '-' for stdout.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Kill a run after S seconds.")
+@click.option("--lar", "lar_path", metavar="PATH", default=None, help="The load_and_run to use. [default: bundled]")
+@click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML page here.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@store_option
+@handle_errors
+def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, out: str | None,
+              json_out: str | None, html_out: str | None, timeout: float | None, lar_path: str | None,
+              quiet: bool, store: str | None = None) -> None:
+    """Which operators of MODEL to keep in float32 under --enable-ioc16 / --enable-io16xc32, verified.
+
+    Proposes the operators whose local error under the option exceeds their float16 floor,
+    writes a model with them in float32 and the rest in float16, runs it and widens the list
+    until every output is within --tolerance of the naive float32 reference. Writes the
+    keep-list (keep.json), the mixed model (mixed-N.mge) and mixed.json in the analysis folder.
+
+    Exit code 0 when the option alone is within tolerance, 1 when operators must be kept in float32.
+    """
+    from lar_prec.report.mixed import render_mixed_terminal
+    from lar_prec.workflows.mixed import DEFAULT_TOLERANCE, mixed_analysis
+
+    check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path), analysis_dir=out)
+    say = None if quiet else (lambda msg: click.echo(f"lar-prec mixed: {msg}", err=True))
+    res = mixed_analysis(model, list(inputs), option=option,
+                         tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance, out=out, lar=lar_path,
+                         timeout=timeout, progress=say)
+    data = res.to_json()
+    advice_outputs(data, render_mixed_terminal, json_out, html_out)
+    code = 1 if res.needs_float32 else 0
+    to_store(store, data, code)
+    sys.exit(code)

@@ -1,0 +1,144 @@
+"""The rounding scale of each output element, from the magnitudes of what it sums (issue 34).
+
+A sum of K terms computed in floating point differs from the exact sum by about
+``eps * sqrt(K) * sum(|term|)`` (Higham & Mary, "A new approach to probabilistic rounding error
+analysis", SISC 2019), and two kernels that sum in different orders differ from each other by
+as much. The output's own magnitude does not bound it: where terms cancel (attention scores, a
+residual that nearly undoes its input) ``sum(|term|)`` is far larger than ``|sum|``. So each
+element ``i`` of an operator's local output gets its own scale ``U_i`` (in absolute units;
+times ``eps`` it is one rounding unit of that element), and the operator is measured by
+
+    units = max_i |local_i - reference_i| / (eps * U_i)
+
+the worst element's difference in rounding units. :mod:`lar_prec.diagnosis.floors` holds it
+to a constant (``TERMS_C``), the same for every operator and model.
+
+``U`` by operator (all on the reference's own inputs, ``x`` the reference input, ``y`` the
+reference output):
+
+* sums of products (convolution, matrix products, sum/mean reductions, average pooling):
+  ``(sqrt(K) + 1) * T`` with ``T`` the same operator on the absolute values of its inputs
+  (``|W| conv |x| + |b|``, ``|A| . |B|``, ``sum |x|``), computed by the layerwise run itself
+  (``lar/layerwise_build.py`` adds it as an output); the ``+ 1`` is the rounding of the
+  products and of the result;
+* Softmax over an axis of N: ``(sqrt(N) + |x_i| + |max x| + 1) * y_i``: the sum of the
+  exponentials, and ``exp``'s argument, whose rounding is relative to ``|x|``;
+* LayerNorm over N elements with mean ``mu``, variance ``var``, ``rstd = 1/sqrt(var+e)``:
+  ``|gamma_i| rstd (sqrt(N) mean|x| + |x_i| + |mu| + |x_i - mu| r) + |beta_i| + |y_i|`` with
+  ``r = 1 + sqrt(N) (E[x^2] + mu^2) / (2 var)`` (the variance's relative error, as a one-pass
+  kernel makes it); its mean output ``(sqrt(N) + 1) mean|x|``, its rstd output ``rstd (r + 1)``.
+
+Numpy only; float64 throughout.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from lar_prec._lazy import numpy as np
+
+#: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
+EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+#: the absolute rounding of a dtype where its values are tiny: float16's subnormal spacing;
+#: float32 and bfloat16 below their smallest normal, which MegEngine flushes to zero
+TINY = {"float32": 2.0 ** -126, "float16": 2.0 ** -24, "bfloat16": 2.0 ** -126}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """How far one operator's local output is from the reference, in rounding units.
+
+    ``units``: the worst element's ``|local - reference|`` in rounding units (``eps * U``, plus the
+    dtype's absolute rounding where values are tiny: :func:`measure`); ``unit_scale``: one
+    rounding unit in MegEngine's metric at the element where it is largest (``unit /
+    max(|reference|, 1)``), what a floor of ``c`` units is in the metric when nothing differs;
+    ``dtype``: the dtype whose rounding is the unit (the compute dtype); ``kind``: which rule
+    gave ``U``."""
+
+    units: float
+    unit_scale: float
+    dtype: str
+    kind: str
+
+
+def _f64(a: "np.ndarray") -> "np.ndarray":
+    return np.asarray(a, dtype=np.float64)
+
+
+def measure(local: "np.ndarray", ref: "np.ndarray", scale: "np.ndarray", dtype: str, kind: str,
+            roundings: float = 1.0) -> Optional[Bound]:
+    """:class:`Bound` of ``local`` against ``ref`` with per-element scale ``scale`` (``U``, absolute
+    units, broadcast to the output's shape), computed in ``dtype``: one unit of an element is
+    ``EPS[dtype] * U + TINY[dtype] * roundings`` (``roundings``: how many roundings add up, as
+    ``U`` counts them: where values are tiny each is absolute). None when a scale is not finite
+    (an overflowed magnitude says nothing) or the shapes do not match."""
+    local, ref = _f64(local), _f64(ref)
+    try:
+        scale = np.broadcast_to(_f64(scale), ref.shape)
+    except ValueError:
+        return None
+    if local.shape != ref.shape or not np.isfinite(scale).all():
+        return None
+    finite = np.isfinite(local) & np.isfinite(ref)
+    diff = np.where(finite, np.abs(local - ref), 0.0)
+    unit = EPS[dtype] * scale + TINY[dtype] * roundings
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(diff > 0, diff / unit, 0.0)  # diff > 0 over a unit of 0: inf
+        metric_unit = unit / np.maximum(np.abs(ref), 1.0)
+    units = float(ratio.max()) if ratio.size else 0.0
+    unit_scale = float(metric_unit[finite].max()) if finite.any() else 0.0
+    return Bound(units, unit_scale, dtype, kind)
+
+
+def roundings(n: int) -> float:
+    """How many roundings of a sum of ``n`` terms add up (as ``U`` counts them)."""
+    return math.sqrt(max(n, 1)) + 1.0
+
+
+def terms_scale(magnitude: "np.ndarray", k: int) -> "np.ndarray":
+    """``U`` of a sum of ``k`` terms whose absolute values sum to ``magnitude``."""
+    return roundings(k) * np.abs(_f64(magnitude))
+
+
+def softmax_scale(x: "np.ndarray", y: "np.ndarray", axis: int) -> "np.ndarray":
+    """``U`` of a Softmax of ``x`` over ``axis`` whose reference output is ``y``."""
+    x, y = _f64(x), _f64(y)
+    n = x.shape[axis]
+    top = np.abs(np.max(x, axis=axis, keepdims=True))
+    return (math.sqrt(n) + np.abs(x) + top + 1.0) * np.abs(y)
+
+
+def _norm_stats(x: "np.ndarray", axis: int):
+    axes = tuple(range(axis, x.ndim))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    mu = x.mean(axis=axes, keepdims=True)
+    var = x.var(axis=axes, keepdims=True)
+    mean_abs = np.abs(x).mean(axis=axes, keepdims=True)
+    sq = (x * x).mean(axis=axes, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = 1.0 + math.sqrt(n) * (sq + mu * mu) / (2.0 * var)
+    return n, mu, var, mean_abs, np.where(np.isfinite(r), r, np.inf)
+
+
+def layernorm_scale(x: "np.ndarray", out: "np.ndarray", axis: int, which: int,
+                    gamma: Optional["np.ndarray"] = None, beta: Optional["np.ndarray"] = None,
+                    norm_eps: float = 1e-5) -> "np.ndarray":
+    """``U`` of LayerNorm's output ``which`` (0: the normalised values, 1: the mean, 2: rstd) of
+    ``x`` normalised over the axes from ``axis`` on; ``out`` is that output's reference value."""
+    x, out = _f64(x), _f64(out)
+    n, mu, var, mean_abs, r = _norm_stats(x, axis)
+    rstd = 1.0 / np.sqrt(var + norm_eps)
+    if which == 1:
+        return ((math.sqrt(n) + 1.0) * mean_abs).reshape(out.shape)
+    if which == 2:
+        return (rstd * (r + 1.0)).reshape(out.shape)
+    g = np.abs(_f64(gamma)) if gamma is not None else 1.0
+    b = np.abs(_f64(beta)) if beta is not None else 0.0
+    inner = math.sqrt(n) * mean_abs + np.abs(x) + np.abs(mu) + np.abs(x - mu) * r
+    return g * rstd * inner + b + np.abs(out)
+
+
+def same_shape(a: "np.ndarray", shape: Sequence[int]) -> bool:
+    """Whether ``a`` has exactly ``shape``."""
+    return tuple(np.shape(a)) == tuple(shape)

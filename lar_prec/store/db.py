@@ -1,0 +1,298 @@
+"""Opening a store, migrating it forward, writing one analysis in one transaction, and reading
+rows back as records. The only module besides the schema and migrations that talks SQL.
+
+A store is named by ``--store URL`` or ``LAR_PREC_STORE``: a file path (``results.db``) or
+``sqlite:///path`` for the embedded SQLite file, ``postgresql://user@host:port/db`` for a
+server a team shares. Opening one that is new creates the schema; one written by an older
+lar-prec is migrated (Alembic, ``migrations/``); one written by a newer lar-prec is refused.
+Every failure is a :class:`~lar_prec.errors.StoreError` (exit 2) naming the store.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic import command as alembic_command
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.url import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
+
+from lar_prec.errors import StoreError
+from lar_prec.store.schema import ops as ops_table, runs as runs_table
+from lar_prec.store.summary import OpSummary, RunSummary, Summary
+
+log = logging.getLogger(__name__)
+
+#: the environment variable that names a store when ``--store`` is not given
+STORE_ENV = "LAR_PREC_STORE"
+_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_RUN_FIELDS = [f.name for f in fields(RunSummary)]
+_OP_FIELDS = [f.name for f in fields(OpSummary)]
+
+
+def store_url(value: Optional[str]) -> Optional[str]:
+    """``--store``'s value, else ``$LAR_PREC_STORE``, else None (no store)."""
+    return value or os.environ.get(STORE_ENV) or None
+
+
+def _shown(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _engine_url(url: str) -> str:
+    if "://" not in url:  # a plain path: the SQLite file
+        return "sqlite:///" + str(Path(url).expanduser().resolve())
+    return url
+
+
+def _migration_config(conn: Connection) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    cfg.attributes["connection"] = conn
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest schema revision this lar-prec knows."""
+    return ScriptDirectory(str(_MIGRATIONS)).get_current_head()  # type: ignore[return-value]
+
+
+class Store:
+    """An open store. Use :func:`open_store`; ``close()`` (or ``with``) when done."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _fail(self, what: str, exc: BaseException) -> StoreError:
+        return store_error(self.url, what, exc)
+
+    # ---------------------------------------------------------------- writing
+
+    def write(self, summary: Summary) -> int:
+        """Write one analysis (its run and every operator row) in one transaction; the run's id.
+        A failure (locked, full, gone) rolls back: nothing of the run stays in the store."""
+        run = summary.run
+        row = {k: v for k, v in asdict(run).items()}
+        row.update(options=json.dumps(list(run.options)), cpu_features=" ".join(run.cpu_features),
+                   argv=json.dumps(list(run.argv)), settings=json.dumps(dict(run.settings), default=str),
+                   series=run.series)
+        try:
+            with self.engine.begin() as conn:
+                run_id = conn.execute(runs_table.insert().values(**row)).inserted_primary_key[0]
+                if summary.ops:
+                    conn.execute(ops_table.insert(), [{**asdict(o), "run_id": run_id, "inputs": json.dumps(list(o.inputs))}
+                                                      for o in summary.ops])
+        except SQLAlchemyError as exc:
+            raise self._fail(f"writing run {run.uid[:12]} ({len(summary.ops)} operators) failed; nothing of it was "
+                             "written", exc) from None
+        return int(run_id)
+
+    # ---------------------------------------------------------------- reading
+
+    def _rows(self, query: Any) -> List[Any]:
+        try:
+            with self.engine.connect() as conn:
+                return list(conn.execute(query).fetchall())
+        except SQLAlchemyError as exc:
+            raise self._fail("reading failed", exc) from None
+
+    def runs(self, *, series: Optional[str] = None, model: Optional[str] = None, uid: Optional[str] = None,
+             analysis_dir: Optional[str] = None, limit: Optional[int] = None, newest_first: bool = False
+             ) -> List[Dict[str, Any]]:
+        """Runs (dicts with ``id`` and the :class:`RunSummary` fields) in time order."""
+        q = sa.select(runs_table)
+        if series is not None:
+            q = q.where(runs_table.c.series == series)
+        if model is not None:  # a sha256 or a file name
+            q = q.where(sa.or_(runs_table.c.model_sha256 == model, runs_table.c.model_name == model))
+        if uid is not None:
+            q = q.where(runs_table.c.uid.startswith(uid))
+        if analysis_dir is not None:
+            q = q.where(runs_table.c.analysis_dir == analysis_dir)
+        order = (runs_table.c.created.desc(), runs_table.c.id.desc()) if newest_first else \
+            (runs_table.c.created, runs_table.c.id)
+        q = q.order_by(*order)
+        if limit is not None:
+            q = q.limit(limit)
+        return [_run_dict(r) for r in self._rows(q)]
+
+    def ops(self, run_id: int, part: Optional[str] = None) -> List[OpSummary]:
+        """The operator rows of one run, in var order."""
+        q = sa.select(ops_table).where(ops_table.c.run_id == run_id).order_by(ops_table.c.id)
+        if part is not None:
+            q = q.where(ops_table.c.part == part)
+        return [_op(r) for r in self._rows(q)]
+
+    def op_history(self, series: str, op_key: str, part: str = "") -> List[Dict[str, Any]]:
+        """One operator's rows along a series, oldest first: each with its run's id, uid,
+        created, build fields and verdict."""
+        q = (sa.select(ops_table, runs_table.c.uid, runs_table.c.created, runs_table.c.lar_path,
+                       runs_table.c.lar_sha256, runs_table.c.lar_version, runs_table.c.megengine_version)
+             .join(runs_table, runs_table.c.id == ops_table.c.run_id)
+             .where(runs_table.c.series == series, ops_table.c.op_key == op_key, ops_table.c.part == part)
+             .order_by(runs_table.c.created, runs_table.c.id))
+        return [dict(r._mapping) for r in self._rows(q)]
+
+    def ops_of_runs(self, run_ids: Sequence[int], part: str = "") -> List[Dict[str, Any]]:
+        """The operator rows of several runs (dicts), in run and var order."""
+        q = (sa.select(ops_table).where(ops_table.c.run_id.in_(list(run_ids)), ops_table.c.part == part)
+             .order_by(ops_table.c.run_id, ops_table.c.id))
+        return [dict(r._mapping) for r in self._rows(q)] if run_ids else []
+
+    def series_ops(self, series: str, part: str = "", before: Optional[int] = None, window: int = 200) -> Iterator[Any]:
+        """The operator rows of a series' newest ``window`` runs (``before``: runs with a smaller
+        id), with their run's id and time, oldest first: what a check judges a new run against."""
+        last = sa.select(runs_table.c.id).where(runs_table.c.series == series)
+        if before is not None:
+            last = last.where(runs_table.c.id < before)
+        last = last.order_by(runs_table.c.created.desc(), runs_table.c.id.desc()).limit(window)
+        q = (sa.select(ops_table.c.run_id, ops_table.c.op_key, ops_table.c.status, ops_table.c.max_err,
+                       ops_table.c.local_err, ops_table.c.floor, ops_table.c.jitter_band, ops_table.c.algorithm,
+                       runs_table.c.created, runs_table.c.command)
+             .join(runs_table, runs_table.c.id == ops_table.c.run_id)
+             .where(ops_table.c.run_id.in_(last.scalar_subquery()), ops_table.c.part == part)
+             .order_by(runs_table.c.created, runs_table.c.id))
+        return iter(self._rows(q))
+
+    def bands(self, model_sha256: Optional[str], input_sha256: Optional[str], device_kind: str) -> Dict[str, float]:
+        """The jitter band per operator that shake measured for this model and input on this kind
+        of device (the largest over its shake runs)."""
+        q = (sa.select(ops_table.c.op_key, sa.func.max(ops_table.c.jitter_band))
+             .join(runs_table, runs_table.c.id == ops_table.c.run_id)
+             .where(runs_table.c.command == "shake", runs_table.c.model_sha256 == model_sha256,
+                    runs_table.c.input_sha256 == input_sha256, runs_table.c.device_kind == device_kind,
+                    ops_table.c.jitter_band.is_not(None))
+             .group_by(ops_table.c.op_key))
+        return {k: float(v) for k, v in self._rows(q) if v is not None}
+
+
+def _run_dict(r: Any) -> Dict[str, Any]:
+    d = dict(r._mapping)
+    d["options"] = tuple(json.loads(d.get("options") or "[]"))
+    d["argv"] = tuple(json.loads(d.get("argv") or "[]"))
+    d["settings"] = json.loads(d.get("settings") or "{}")
+    d["cpu_features"] = tuple((d.get("cpu_features") or "").split())
+    return d
+
+
+def run_summary_of(d: Dict[str, Any]) -> RunSummary:
+    """A :class:`RunSummary` from a row dict of :meth:`Store.runs`."""
+    return RunSummary(**{k: d.get(k) for k in _RUN_FIELDS})
+
+
+def _op(r: Any) -> OpSummary:
+    m = dict(r._mapping)
+    m["inputs"] = tuple(json.loads(m.get("inputs") or "[]"))
+    return OpSummary(**{k: m[k] for k in _OP_FIELDS})
+
+
+def store_error(url: str, what: str, exc: BaseException) -> StoreError:
+    """One line: which store, what failed, and the database's own words (first line)."""
+    orig = getattr(exc, "orig", None) or exc
+    detail = " ".join(str(orig).split("\n")[0].split()) or type(orig).__name__
+    hint = ""
+    low = detail.lower()
+    if "locked" in low:
+        hint = " (another process holds the SQLite file: retry when it is done)"
+    elif "disk is full" in low or "disk full" in low or "no space" in low or "file too large" in low:
+        hint = " (the disk is full: free space, then add the analysis with `lar-prec store add`)"
+    return StoreError(f"store {_shown(url)}: {what}: {detail}{hint}")
+
+
+def open_store(url: str) -> Store:
+    """Open (create or migrate) the store at ``url``.
+
+    Raises:
+        StoreError: the URL is malformed, the server or file cannot be reached or opened, the
+            database is not a lar-prec store, or a newer lar-prec wrote it.
+    """
+    try:
+        engine = sa.create_engine(_engine_url(url), future=True)
+    except (ArgumentError, ImportError, ValueError) as exc:
+        raise StoreError(f"store {_shown(url)}: not a store URL (expected a file path, sqlite:///PATH or "
+                         f"postgresql://USER@HOST:PORT/DB): {exc}") from None
+    if engine.dialect.name == "sqlite":
+        path = engine.url.database
+        if path and path != ":memory:" and not Path(path).parent.is_dir():
+            raise StoreError(f"store {_shown(url)}: the folder {Path(path).parent} does not exist")
+        if path and Path(path).is_dir():
+            raise StoreError(f"store {_shown(url)}: {path} is a folder, not an SQLite file")
+
+        @sa.event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+    try:
+        _migrate(engine, url)
+    except StoreError:
+        engine.dispose()
+        raise
+    except (SQLAlchemyError, DBAPIError) as exc:
+        engine.dispose()
+        raise store_error(url, "cannot open it", exc) from None
+    return Store(engine, url)
+
+
+def _migrate(engine: Engine, url: str) -> None:
+    """Create the schema of a new store, or bring an older one forward, in one transaction."""
+    head = head_revision()
+    with engine.begin() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+        names = set(sa.inspect(conn).get_table_names())
+        if current is None and names - {"alembic_version"}:
+            raise StoreError(f"store {_shown(url)}: the database has tables ({', '.join(sorted(names)[:5])}) but is "
+                             "not a lar-prec store")
+        if current == head:
+            return
+        script = ScriptDirectory(str(_MIGRATIONS))
+        known = {rev.revision for rev in script.walk_revisions()}
+        if current is not None and current not in known:
+            raise StoreError(f"store {_shown(url)}: written by a newer lar-prec (schema revision {current}; this "
+                             f"lar-prec knows up to {head}): upgrade lar-prec to read it")
+        log.info("store %s: schema %s -> %s", _shown(url), current, head)
+        alembic_command.upgrade(_migration_config(conn), head)
+
+
+def migrate_to(url: str, revision: str) -> None:
+    """Bring a store to ``revision`` exactly (tests make a store of the first schema with it)."""
+    engine = sa.create_engine(_engine_url(url), future=True)
+    try:
+        with engine.begin() as conn:
+            alembic_command.upgrade(_migration_config(conn), revision)
+    finally:
+        engine.dispose()
+
+
+def write_summary(url: str, summary: Summary) -> int:
+    """Open the store, write one analysis, close; the run's id in the store."""
+    with open_store(url) as store:
+        return store.write(summary)
+
+
+def read_runs_json(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Run rows as JSON objects (tuples as lists)."""
+    return [{k: list(v) if isinstance(v, tuple) else v for k, v in r.items()} for r in rows]

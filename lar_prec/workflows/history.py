@@ -1,0 +1,275 @@
+"""The store's commands as library functions: ``store_result`` (an analysis written after it
+finished, ``--store``), ``add_analysis`` (``lar-prec store add DIR``), ``check``, ``baseline
+update`` and ``history``. Each answers with a JSON object (schemas ``lar-prec.check/1`` and
+``lar-prec.history/1``; the page draws the history as the trend view).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from lar_prec.errors import UsageError
+from lar_prec.outputs import atomic_write_text
+from lar_prec.report.model import read_json
+from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
+from lar_prec.store.summary import Summary, summary_from_report, summary_from_result_json
+from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text, judge_baseline,
+                                      judge_run, output_margin, parse_baseline)
+
+CHECK_SCHEMA = "lar-prec.check/1"
+HISTORY_SCHEMA = "lar-prec.history/1"
+
+
+def summarize(result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> Summary:
+    """The summary of a finished analysis: a Report, or the JSON of ``quant``/``mixed``."""
+    if isinstance(result, Mapping):
+        return summary_from_result_json(result, int(exit_code or 0), argv=argv)
+    return summary_from_report(result, argv=argv)
+
+
+def store_result(url: str, result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> int:
+    """Write a finished analysis into the store at ``url`` (one transaction); its id there.
+
+    Raises StoreError (exit 2): nothing of the analysis is in the store, its folder is kept."""
+    summary = summarize(result, argv=argv, exit_code=exit_code)
+    with open_store(url) as store:
+        return store.write(summary)
+
+
+def _read_analysis(adir: Path) -> Any:
+    """The result of an analysis folder: report.json, or mixed.json / quant.json."""
+    for name in ("report.json", "mixed.json", "quant.json"):
+        p = adir / name
+        if p.is_file():
+            if name == "report.json":
+                return read_json(p)
+            try:
+                return json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UsageError(f"cannot read {p}: {exc}") from None
+    raise UsageError(f"{adir} is not an analysis folder: expected report.json, mixed.json or quant.json in it")
+
+
+def add_analysis(url: str, adir: str, argv: Sequence[str] = ()) -> Dict[str, Any]:
+    """Write an analysis folder already on disk into the store (after a store write failed, or
+    for analyses made without ``--store``). A folder the store holds already is not written twice."""
+    path = Path(adir).resolve()
+    result = _read_analysis(path)
+    code = None
+    if isinstance(result, Mapping):
+        code = 1 if (result.get("keep_in_float") or result.get("verdict") in ("fixed", "not_fixed")) else 0
+    summary = summarize(result, argv=argv, exit_code=code)
+    with open_store(url) as store:
+        old = store.runs(analysis_dir=str(summary.run.analysis_dir or path))
+        if old:
+            return {"added": False, "run": old[-1]["uid"], "why": "the store holds this analysis already"}
+        store.write(summary)
+    return {"added": True, "run": summary.run.uid}
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _checked_run(store: Store, adir: Optional[str]) -> Dict[str, Any]:
+    """The run to check: the one the store holds for ``adir`` (written to it first when it does
+    not), or the store's newest run."""
+    if adir is None:
+        newest = store.runs(limit=1, newest_first=True)
+        if not newest:
+            raise UsageError(f"store {store.url} holds no run yet: run an analysis with --store first")
+        return newest[0]
+    path = str(Path(adir).resolve())
+    held = store.runs(analysis_dir=path)
+    if not held:
+        result = _read_analysis(Path(path))
+        store.write(summarize(result))
+        held = store.runs(analysis_dir=path)
+    return held[-1]
+
+
+def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[str] = None,
+          since: Optional[str] = None) -> Dict[str, Any]:
+    """Judge an analysis against its series' history (and the baseline file): the
+    ``lar-prec.check/1`` object; ``exit_code`` 1 on a regression or an unrecorded improvement
+    of the baseline, else 0. ``since``: a run uid (prefix) before which history is ignored."""
+    recorded = None
+    if baseline is not None:
+        p = Path(baseline)
+        try:
+            recorded = parse_baseline(p.read_text(encoding="utf-8"), str(p))
+        except FileNotFoundError:
+            raise UsageError(f"baseline {p} does not exist (write it with `lar-prec baseline update`)") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read baseline {p}: {exc.strerror or exc}") from None
+    with open_store(url) as store:
+        run = _checked_run(store, analysis_dir)
+        start = None
+        if since is not None:
+            found = store.runs(uid=since)
+            if not found:
+                raise UsageError(f"store {url}: no run {since!r} (a run uid or its prefix, see lar-prec history)")
+            start = found[0]["created"]
+        jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
+        past = [r for r in store.series_ops(run["series"], before=run["id"]) if start is None or r.created >= start]
+        seen = {r.run_id for r in past}
+        past_runs = [r for r in store.runs(series=run["series"]) if r["id"] in seen]
+        bands = bands_of(past, jitter)
+        verdicts = judge_run(store.ops(run["id"], part=""), bands, jitter)
+    by_run = {r["id"]: r for r in past_runs}
+    for v in verdicts:
+        if v.last_good:
+            r = by_run.get(v.last_good["run_id"], {})
+            v.last_good.update(uid=r.get("uid"), build=run_summary_of(r).build if r else None)  # type: ignore[union-attr]
+    regressed = [v for v in verdicts if v.verdict == "regressed"]
+    improved = [v for v in verdicts if v.verdict == "improved"]
+    out: Dict[str, Any] = {
+        "schema": CHECK_SCHEMA, "store": url, "run": read_runs_json([run])[0], "history_runs": len(past_runs),
+        "regressed": [v.to_json() for v in regressed], "improved": [v.to_json() for v in improved],
+    }
+    code = 1 if regressed else 0
+    parts = []
+    if not past_runs:
+        parts.append("no history for this model, input and configuration on this kind of device yet")
+    else:
+        parts.append(f"{len(regressed)} operator(s) regressed, {len(improved)} improved against {len(past_runs)} "
+                     "past run(s)")
+        if regressed:
+            parts[-1] += f"; root: {regressed[0].name}"
+    if recorded is not None:
+        line = recorded.get(baseline_key(run))
+        outs = [r["output_err"] for r in past_runs if r.get("output_err") is not None]
+        state, why = judge_baseline(run, line, output_margin(line["output_err"] if line else None, outs))
+        out["baseline"] = {"file": baseline, "state": state, "why": why}
+        parts.append(f"baseline: {why}")
+        if state in ("regressed", "improved", "unrecorded"):
+            code = 1
+    out["verdict"] = "; ".join(parts)
+    out["exit_code"] = code
+    return out
+
+
+def update_baseline(url: str, baseline: str) -> Dict[str, Any]:
+    """Rewrite the baseline file from the newest run of every series in the store (lines of
+    models the store does not hold are kept)."""
+    p = Path(baseline)
+    lines: Dict[str, str] = {}
+    if p.exists():
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read baseline {p}: {exc.strerror or exc}") from None
+        parse_baseline(text, str(p))  # refuse to rewrite a file that is not a baseline
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("#"):
+                lines[line.rpartition(" | ")[0]] = line
+    with open_store(url) as store:
+        newest: Dict[str, Dict[str, Any]] = {}
+        for r in store.runs():
+            newest[r["series"]] = r
+    changed = 0
+    for r in newest.values():
+        line = baseline_line(r)
+        key = baseline_key(r)
+        changed += lines.get(key) != line
+        lines[key] = line
+    atomic_write_text(p, baseline_text(lines), what="baseline")
+    return {"file": str(p), "lines": len(lines), "changed": changed}
+
+
+# --------------------------------------------------------------------------- history
+
+
+def _points(rows: Sequence[Mapping[str, Any]], builds: Mapping[int, str]) -> List[Dict[str, Any]]:
+    return [{"run": r["uid"], "created": r["created"], "build": builds.get(r["run_id"]), "max_err": r["max_err"],
+             "local_err": r["local_err"], "status": r["status"], "algorithm": r["algorithm"]} for r in rows]
+
+
+def history(url: str, *, model: Optional[str] = None, op: Optional[str] = None, diff: Sequence[str] = (),
+            last_runs: int = 50, limit_ops: int = 50) -> Dict[str, Any]:
+    """The ``lar-prec.history/1`` object: the series of a model (default: the newest run's
+    model) with their runs over time, and operators' errors over builds with the first run
+    where each left its band: ``op`` (a key or a name) over the whole series, else the
+    ``limit_ops`` operators that moved most over the last ``last_runs`` runs; ``diff``: what
+    changed between two runs (uids)."""
+    with open_store(url) as store:
+        if model is None:
+            newest = store.runs(limit=1, newest_first=True)
+            if not newest:
+                return {"schema": HISTORY_SCHEMA, "store": url, "model": None, "series": [], "diff": None}
+            model = newest[0]["model_sha256"] or newest[0]["model_name"]
+        runs = store.runs(model=model)
+        if not runs:
+            raise UsageError(f"store {url}: no run of model {model!r} (a model file name or its sha256)")
+        series: Dict[str, List[Dict[str, Any]]] = {}
+        for r in runs:
+            series.setdefault(r["series"], []).append(r)
+        out_series = []
+        for key, rs in series.items():
+            builds = {r["id"]: run_summary_of(r).build for r in rs}
+            uids = {r["id"]: r for r in rs}
+            last = rs[-1]
+            jitter = store.bands(last["model_sha256"], last["input_sha256"], last["device_kind"])
+            by_op: Dict[str, List[Dict[str, Any]]] = {}
+            if op is not None:
+                keys = [o.op_key for o in store.ops(last["id"], part="") if op in (o.op_key, o.name)]
+                for k in keys:
+                    by_op[k] = store.op_history(key, k)
+            else:
+                for o in store.ops_of_runs([r["id"] for r in rs[-last_runs:]]):
+                    by_op.setdefault(o["op_key"], []).append({**o, "uid": uids[o["run_id"]]["uid"],
+                                                              "created": uids[o["run_id"]]["created"]})
+            series_ops = []
+            for k, rows in by_op.items():
+                vals = [r["max_err"] for r in rows if r["max_err"] is not None]
+                series_ops.append({"op_key": k, "name": rows[-1]["name"], "opr_type": rows[-1]["opr_type"],
+                                   "moved": (max(vals) - min(vals)) if vals else 0.0,
+                                   "first_out_of_band": _first_out(rows, jitter.get(k, 0.0)),
+                                   "points": _points(rows, builds)})
+            series_ops.sort(key=lambda x: -x["moved"])
+            out_series.append({
+                "series": key, "command": last["command"], "config": last["config"], "options": list(last["options"]),
+                "device_kind": last["device_kind"], "model_name": last["model_name"],
+                "runs": [{"run": r["uid"], "created": r["created"], "build": builds[r["id"]], "verdict": r["verdict"],
+                          "exit_code": r["exit_code"], "output_err": r["output_err"], "n_roots": r["n_roots"]}
+                         for r in rs],
+                "ops": series_ops if op is not None else series_ops[:limit_ops]})
+        diff_out = _diff(store, diff) if diff else None
+    return {"schema": HISTORY_SCHEMA, "store": url, "model": model, "series": out_series, "diff": diff_out}
+
+
+def _first_out(rows: Sequence[Mapping[str, Any]], jitter: float) -> Optional[Dict[str, Any]]:
+    """The first run where the operator left the band of the runs before it (docs/history.md)."""
+    band = Band()
+    for r in rows:
+        ulps = TWO_ULPS.get(r.get("dtype") or "Float32", TWO_ULPS["Float32"])
+        if band.judge(r["max_err"], r["status"], jitter, r.get("floor") or 0.0, ulps) == "regressed":
+            lo, hi = band.limits(jitter, r.get("floor") or 0.0, ulps)
+            return {"run": r["uid"], "created": r["created"], "value": r["max_err"], "band": [max(lo, 0.0), hi]}
+        band.accept(r["max_err"], r["status"], {"run_id": r["run_id"]}, r.get("algorithm"))
+    return None
+
+
+def _diff(store: Store, uids: Sequence[str]) -> Dict[str, Any]:
+    """Operators whose error, status or algorithm differ between runs A and B (by key)."""
+    if len(uids) != 2:
+        raise UsageError("--diff takes two runs: --diff A --diff B (run uids or prefixes)")
+    found = []
+    for u in uids:
+        rs = store.runs(uid=u)
+        if len(rs) != 1:
+            raise UsageError(f"store {store.url}: {'no' if not rs else 'more than one'} run {u!r}")
+        found.append(rs[0])
+    a, b = ({o.op_key: o for o in store.ops(r["id"], part="")} for r in found)
+    changed = []
+    for k in a.keys() | b.keys():
+        oa, ob = a.get(k), b.get(k)
+        if oa is None or ob is None or (oa.max_err, oa.status, oa.algorithm) != (ob.max_err, ob.status, ob.algorithm):
+            changed.append({"op_key": k, "name": (oa or ob).name, "a": None if oa is None else
+                            {"max_err": oa.max_err, "status": oa.status, "algorithm": oa.algorithm},
+                            "b": None if ob is None else {"max_err": ob.max_err, "status": ob.status,
+                                                          "algorithm": ob.algorithm}})
+    changed.sort(key=lambda c: c["name"])
+    fields = ("lar_path", "lar_sha256", "lar_version", "megengine_version", "device", "options", "config", "command")
+    env = {f: [found[0].get(f), found[1].get(f)] for f in fields if found[0].get(f) != found[1].get(f)}
+    return {"a": found[0]["uid"], "b": found[1]["uid"], "run_differences": env, "ops": changed}

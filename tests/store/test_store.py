@@ -1,0 +1,170 @@
+"""The results store on SQLite and on a real PostgreSQL server the tests start (store_url runs
+each test on both): summaries of real analyses written and read back, migrations from the
+first schema, a newer schema refused, check and history on real compares, and the bad inputs
+(unreachable, locked, full) of the command line."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from browser_helpers import _clean_page, browser, chromium  # noqa: F401 (chromium: a fixture)
+from conftest import ROOT
+from store_fixtures import postgres, store_url  # noqa: F401 (fixtures)
+from remote_fixtures import free_port
+from lar_prec.errors import StoreError
+from lar_prec.store.db import head_revision, migrate_to, open_store
+from lar_prec.store.summary import series_key
+from lar_prec.workflows.compare import compare_dumps
+from lar_prec.workflows.history import check, history, store_result
+
+
+def _cli(*args, env=None, preexec=None):
+    return subprocess.run([sys.executable, "-m", "lar_prec", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **(env or {})}, preexec_fn=preexec)
+
+
+@pytest.fixture(scope="module")
+def faulty(manifest, tmp_path_factory):
+    """A default run of cnn through tests/wrapped_lar.py with c2.weight scaled by 1+1e-3."""
+    c = manifest["cnn"]
+    out = tmp_path_factory.mktemp("faulty") / "dump"
+    out.mkdir()
+    argv = [sys.executable, str(ROOT / "tests" / "wrapped_lar.py"), str(c.model), "--input", ";".join(c.input_specs()),
+            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(out)]
+    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, timeout=300,
+                   env={**os.environ, "WRAPPED_LAR_FAULT": "c2.weight:1e-3", "PYTHONPATH": str(ROOT)})
+    return out
+
+
+def test_a_compare_written_and_read_back(store_url, lar_dump):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    report = compare_dumps(ref, clean).report
+    run_id = store_result(store_url, report, argv=("lar-prec", "compare"))
+    with open_store(store_url) as st:
+        [run] = st.runs()
+        ops = st.ops(run_id)
+    assert run["command"] == "compare" and run["series"] == series_key(
+        run["model_sha256"], run["input_sha256"], "compare", run["config"], run["options"], run["device_kind"])
+    computed = [v for v in report.vars if v.opr_type not in ("ImmutableTensor", "Host2DeviceCopy")]
+    assert [o.name for o in ops] == [v.name for v in computed]
+    conv = next(o for o in ops if o.name == "c2.Convolution")
+    assert conv.op_key == "n/c2.Convolution" and conv.inputs == ("n/Pooling[0]", "c/c2.weight")
+    assert conv.max_err == next(v.max_err for v in computed if v.name == "c2.Convolution")
+
+
+def test_check_names_the_root_among_regressed_operators(store_url, lar_dump, faulty):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    for _ in range(3):
+        store_result(store_url, compare_dumps(ref, clean).report)
+    store_result(store_url, compare_dumps(ref, faulty).report)
+    res = check(store_url)
+    assert res["exit_code"] == 1 and res["history_runs"] == 3
+    first = res["regressed"][0]
+    assert first["name"] == "c2.Convolution" and first["root"]
+    assert not any(v["root"] for v in res["regressed"][1:])  # downstream of c2 only carries it
+    assert {v["name"] for v in res["regressed"]} >= {"c2.Convolution", "Softmax"}
+    assert "c1.Convolution" not in {v["name"] for v in res["regressed"]}
+    hist = history(store_url, op="c2.Convolution")
+    [s] = hist["series"]
+    [o] = s["ops"]
+    assert len(o["points"]) == 4 and o["first_out_of_band"]["run"] == s["runs"][-1]["run"]
+
+
+def test_a_store_of_the_first_schema_is_migrated_and_read(store_url):
+    migrate_to(store_url, "0001")
+    engine = sa.create_engine(store_url if "://" in store_url else f"sqlite:///{store_url}")
+    with engine.begin() as conn:  # a run as the first schema wrote it
+        conn.execute(sa.text(
+            "INSERT INTO runs (uid, created, command, config, options, lar_prec_version, device, cpu_features, "
+            "model_sha256, input_sha256, verdict, exit_code, n_vars, n_not_ok, n_roots, argv, settings) VALUES "
+            "('u1', '2026-01-01T00:00:00+00:00', 'naive-vs-default', 'default', '[]', '0.1.0', 'local AMD EPYC x86_64', "
+            "'avx2', 'm', 'i', 'ok', 0, 3, 0, 0, '[]', '{}')"))
+    engine.dispose()
+    with open_store(store_url) as st:  # migrates to the newest schema
+        [run] = st.runs()
+    assert run["device_kind"] == "AMD EPYC x86_64"
+    assert run["series"] == series_key("m", "i", "naive-vs-default", "default", (), "AMD EPYC x86_64")
+    assert head_revision() != "0001"
+
+
+def test_a_store_of_a_newer_schema_is_refused(store_url):
+    with open_store(store_url):
+        pass
+    engine = sa.create_engine(store_url if "://" in store_url else f"sqlite:///{store_url}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    with pytest.raises(StoreError, match="newer lar-prec .*9999"):
+        open_store(store_url)
+
+
+def test_an_unreachable_store_is_one_line_and_exit_2(tmp_path, lar_dump):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    for url in (f"postgresql://lar@127.0.0.1:{free_port()}/x", str(tmp_path / "no" / "such" / "results.db")):
+        p = _cli("compare", str(ref), str(clean), "--store", url, "--json", str(tmp_path / "r.json"))
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.count("\n") == 1 and p.stderr.startswith("Error: store ") and "Traceback" not in p.stderr
+        assert json.loads((tmp_path / "r.json").read_text())["command"] == "compare"  # the result is kept
+
+
+def test_a_locked_sqlite_store_is_exit_2_and_keeps_it_whole(tmp_path, lar_dump):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    db = tmp_path / "results.db"
+    store_result(str(db), compare_dumps(ref, clean).report)
+    holder = sqlite3.connect(db)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        p = _cli("compare", str(ref), str(clean), "--store", f"sqlite:///{db}?timeout=0.2")
+    finally:
+        holder.rollback()
+        holder.close()
+    assert p.returncode == 2 and "locked" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    with open_store(str(db)) as st:
+        assert len(st.runs()) == 1
+
+
+def test_a_full_disk_while_writing_leaves_nothing_half_written(tmp_path, lar_dump):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    db = tmp_path / "results.db"
+    store_result(str(db), compare_dumps(ref, clean).report)
+    with open_store(str(db)) as st:
+        before = (len(st.runs()), sum(len(st.ops(r["id"])) for r in st.runs()))
+    # no file of the command may grow past one page: SQLite's rollback journal (the pages a write
+    # changes, kept first) cannot be written (EFBIG, as on a full disk)
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
+    p = _cli("compare", str(ref), str(clean), "--store", str(db), preexec=limit)
+    assert p.returncode == 2 and p.stderr.startswith("Error: store ") and p.stderr.count("\n") == 1, p.stderr
+    with open_store(str(db)) as st:
+        after = (len(st.runs()), sum(len(st.ops(r["id"])) for r in st.runs()))
+    assert after == before
+    p = _cli("store", "add", str(tmp_path), "--store", str(db))
+    assert p.returncode == 2 and "not an analysis folder" in p.stderr
+
+
+@browser
+@pytest.mark.browser
+def test_the_trend_page_draws_an_operator_over_builds(chromium, tmp_path, lar_dump, faulty):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    db = str(tmp_path / "results.db")
+    for d in (clean, clean, faulty):
+        store_result(db, compare_dumps(ref, d).report)
+    p = _cli("history", "--store", db, "--html", str(tmp_path / "trend.html"))
+    assert p.returncode == 0, p.stderr
+    chromium.open(tmp_path / "trend.html")
+    _clean_page(chromium)
+    text = chromium.js("document.getElementById('advice').innerText")
+    assert "c2.Convolution" in text and "3 run(s)" in text
+    assert chromium.js("document.querySelectorAll('svg.trend').length") == 10  # one line per computed operator
+    chromium.js("Array.from(document.querySelectorAll('a.trend-op')).find(a => a.textContent === 'c2.Convolution')"
+                ".click()")
+    chromium.settle()
+    assert chromium.js("document.querySelector('.trend-detail tbody').rows.length") == 3
+    assert chromium.problems() == []
