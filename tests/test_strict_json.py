@@ -6,10 +6,10 @@ How every report the suite writes is checked: each writer encodes with ``allow_n
 non-finite number never reaches a file: it fails the command that would write it, and with it
 the test that ran the command, on whichever xdist worker. Scanning the files after the tests
 instead cannot tell lar-prec's files from the hostile ones tests write on purpose. This test
-keeps the writers so (a new ``json.dumps`` without it fails here); the values a non-finite
-number may take are written as null with a key that says why (``nonfinite``, ``snr_infinite``,
-``snr_floor_text``), and ``tests/workflows/test_quant.py`` runs the command that wrote
-``Infinity`` and reads every file back strictly.
+keeps the writers so (a new ``json.dumps`` without it fails here); a value that may be
+non-finite is written as null with a key that says why (``nonfinite``, ``snr_note``), and
+``tests/workflows/test_quant.py`` runs the command that wrote ``Infinity`` and reads every JSON
+file of its analysis back strictly.
 """
 from __future__ import annotations
 

@@ -21,6 +21,7 @@ Facts it relies on are in ``shared/reference/layerwise.md``:
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
