@@ -25,7 +25,7 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError
@@ -43,7 +43,7 @@ from lar_prec.run.record import RunResult
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.run.device import RemoteSessions, RemoteSpec
 from lar_prec.dumps.algocache import chosen_algorithms, read_algo_cache
-from lar_prec.diagnosis import bounds
+from lar_prec.compare import bounds
 from lar_prec.diagnosis.floors import local_json, reduction_length
 from lar_prec.lar.layerwise_build import MAG_SUFFIX
 from lar_prec.diagnosis.local_records import CheckResult, Feed, LayerwiseModel, LocalResult, LocalVar, MeasuredVar
@@ -354,7 +354,7 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
                   local: DumpFolder, mags: Mapping[int, int], fmt: Optional[str],
                   compute: Optional[str] = None) -> Optional[Bound]:
     """How far ``got`` (m's local output) is from ``want`` (its reference), in rounding units of
-    each element's own scale (:mod:`lar_prec.diagnosis.bounds`) in the dtype it was computed in
+    each element's own scale (:mod:`lar_prec.compare.bounds`) in the dtype it was computed in
     (``compute``, a coarser one than m's own under a float16 option); None where no scale is
     known."""
     if m.dtype not in bounds.EPS:
@@ -382,6 +382,24 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
         n = bounds.roundings(int(np.prod(x.shape[m.axis:])))
         return bounds.measure(got, want, scale, dtype, "layernorm", n)
     return None
+
+
+def local_outputs(result: LocalResult, fmt: Optional[str] = None) -> "Callable[[int], Optional[np.ndarray]]":
+    """``value(var id)``: the test kernel's output of measured var ``var_id`` (original id) on the
+    reference's inputs, from the layerwise run, in the model's plain shape (``fmt``: the layout
+    option the run had); None where it was not measured or not isolated."""
+    folder = DumpFolder(result.local_dump)
+    outs = output_ids(folder)
+    measured = {m.id: m for m in result.layerwise.measured}
+    isolated = {v.id for v in result.vars if v.isolated}
+
+    def value(var_id: int) -> Optional["np.ndarray"]:
+        m = measured.get(var_id)
+        if m is None or var_id not in outs or var_id not in isolated:
+            return None
+        return _plain(np.asarray(folder[outs[var_id]].array()), m.shape, fmt)
+
+    return value
 
 
 def output_ids(folder: DumpFolder) -> Dict[int, int]:

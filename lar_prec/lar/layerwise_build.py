@@ -134,12 +134,13 @@ def _mode(opr: Any) -> Optional[str]:
     return mode if isinstance(mode, str) else None
 
 
-def _sums_terms(opr: Any) -> bool:
-    """Whether each output element of ``opr`` is a sum of terms (:data:`SUM_OF_TERMS`)."""
-    if opr.type not in SUM_OF_TERMS:
+def sums_terms(opr_type: str, mode: Optional[str]) -> bool:
+    """Whether each output element of an operator of this type and mode (its ``mode``, or
+    ConvBias's nonlinearity) is a sum of terms (:data:`SUM_OF_TERMS`)."""
+    if opr_type not in SUM_OF_TERMS:
         return False
-    modes = SUM_OF_TERMS[opr.type]
-    return modes is None or _mode(opr) in modes
+    modes = SUM_OF_TERMS[opr_type]
+    return modes is None or mode in modes
 
 
 def _magnitude(var: Any, cur: Any) -> Any:
@@ -336,7 +337,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
     magnitudes: Dict[int, str] = {}
     if only is None:  # a repro model has no use for them
         for v in measured:
-            if (_sums_terms(v.owner) and v.id not in plan["static"] and not problems.get(v.id)
+            if (sums_terms(v.owner.type, _mode(v.owner)) and v.id not in plan["static"] and not problems.get(v.id)
                     and _dtype_info(v)["dtype"] in ("float32", "float16")):
                 outputs.append(_magnitude(v, cur[v.id]))
                 magnitudes[v.id] = outputs[-1].name

@@ -30,7 +30,10 @@ from lar_prec.records import json_number
 from lar_prec.report.model import from_tree
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.compare.threshold import parse_threshold_spec
-from lar_prec.diagnosis.local_analysis import off_reason, pin_flags
+from lar_prec.compare.bounds import TERMS_C
+from lar_prec.diagnosis.local import layout_fmt, local_outputs
+from lar_prec.diagnosis.local_analysis import LocalAnalysis, off_reason, pin_flags
+from lar_prec.report.local import report_ids
 
 def naive_vs_default(
     model: PathLike,
@@ -126,9 +129,18 @@ def naive_vs_default(
     # the graph that ran: the rewritten model the default run recorded, when it is here
     ran = Path(default.rewritten_models[-1][0]) if default.rewritten_models else model_path
     ran = ran if ran.is_file() else model_path
-    report = oracle_roots(report, ran, naive.dump_dir, default.dump_dir, adir)  # type: ignore[arg-type]
+    report = oracle_roots(report, ran, naive.dump_dir, default.dump_dir, la, layout_fmt(extra_flags),  # type: ignore[arg-type]
+                          adir)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+def _distance(s) -> str:
+    """Each side's distance from the oracle: in rounding units where the operator has them."""
+    if s.reference_units is not None and s.test_units is not None:
+        return (f"naive {s.reference_err:.3g} from it, {s.reference_units:.2g} rounding units; default "
+                f"{s.test_err:.3g}, {s.test_units:.2g} units; a correct kernel is within {TERMS_C:g}")
+    return f"naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g}"
 
 
 #: words for :func:`lar_prec.diagnosis.oracle.which_side` in naive-vs-default
@@ -138,11 +150,17 @@ SIDE_WORDS = {"test": "the default kernel is wrong", "reference": "the naive (re
 ORACLE_ROOTS = 5
 
 
-def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
+def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, la: Optional[LocalAnalysis],
+                 fmt: Optional[str], adir: Path):
     """``report`` with each of its first roots told which side is wrong by the float64 oracle
-    on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
-    note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
-    it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
+    on the naive run's inputs (issues 23 #5, 34 #3): ``wrong_side`` and ``oracle`` on the root,
+    one note per root. Both sides are judged on the same inputs: the naive dump's value, and
+    the default kernel's output on the naive run's inputs (``la``'s layerwise run, in layout
+    ``fmt``); without it, the default run's dumped output against the oracle on that run's
+    own inputs; never a side's output against another side's inputs. ``model``
+    is the graph that ran (the rewritten model when an option rewrote it). Where the oracle
+    cannot say (no local error measured, an operator it does not compute), the root says why;
+    nothing here fails the analysis."""
     if not report.roots:
         return report
     try:
@@ -157,7 +175,14 @@ def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: 
         if floor is None:
             floor = v.threshold if v is not None and v.threshold is not None else report.threshold.value
         asked.append((r.id, r.name, float(floor)))
-    sides = {s.id: s for s in root_sides(g, DumpFolder(naive_dir), DumpFolder(default_dir), asked)}
+    to_local = report_ids(la)[0] if la is not None else {}
+    local = local_outputs(la.result, fmt) if la is not None else None
+
+    def default_value(vid: int):
+        return local(to_local[vid]) if local is not None and vid in to_local else None
+
+    sides = {s.id: s for s in root_sides(g, DumpFolder(naive_dir), asked, test_local=default_value,
+                                         test_dump=DumpFolder(default_dir))}
     roots, notes = [], list(report.notes)
     for k, r in enumerate(report.roots, 1):
         s = sides.get(r.id)
@@ -166,9 +191,11 @@ def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: 
             continue
         extra = {**r.extra, "wrong_side": s.side, "oracle": {
             "naive_err": json_number(s.reference_err), "default_err": json_number(s.test_err),
-            "floor": json_number(s.floor), "why": s.why or None}}
+            "floor": json_number(s.floor), "naive_units": json_number(s.reference_units),
+            "default_units": json_number(s.test_units), "why": s.why or None}}
         roots.append(replace(r, extra=extra))
         if s.side != "unknown":
-            notes.append(f"oracle (float64 on the naive run's inputs): root #{k} {r.name}: {SIDE_WORDS[s.side]} "
-                         f"(naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g})")
+            on = "both kernels on the naive run's inputs" if default_value(r.id) is not None else \
+                "each kernel on its own run's inputs"
+            notes.append(f"oracle (float64, {on}): root #{k} {r.name}: {SIDE_WORDS[s.side]} ({_distance(s)})")
     return replace(report, roots=tuple(roots), notes=tuple(notes))
