@@ -32,7 +32,7 @@ from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.relayout import to_plain
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run import proc as runproc
 from lar_prec.run.config import LoadAndRun, RunConfig, bundled_load_and_run, get_config
 from lar_prec.run.once import run_once
@@ -82,16 +82,22 @@ def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float]
     interrupt its whole group is killed (``runproc.run_logged``), as for a run.
 
     Raises:
-        RunTimeout: past ``timeout`` seconds; RunError: it failed or could not start.
+        RunTimeout: past ``timeout`` seconds; RunError: it failed, stalled (dead by the rule of
+            :mod:`lar_prec.stall`) or could not start.
         KeyboardInterrupt: Ctrl-C (the group is killed first).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     err_path = log_dir / "stderr.txt"
     try:
-        rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt",
-                                stderr_path=err_path)
+        ended, rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt",
+                                       stderr_path=err_path)
     except OSError as exc:
         raise RunError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}", run_dir=log_dir, argv=argv) from None
+    if ended == "stalled":
+        said = runproc.last_meaningful_line(runproc.read_end(err_path))
+        raise RunError(f"{what} stalled: alive but using no CPU for {runproc.stall_after():g} s "
+                       f"({runproc.STALL_ENV} sets this), killed with its process group"
+                       + (f"; stalled after: {said}" if said else ""), run_dir=log_dir, argv=argv)
     if rc is None:
         raise RunTimeout(f"{what} ran past its timeout of {timeout:g} s and was killed with its process group",
                          run_dir=log_dir, argv=argv)
@@ -616,5 +622,5 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         results.append(CheckResult("algorithm_cache", "fail", note=str(exc)))
     result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
                          Path(local.path), tuple(rows), tuple(results), algorithms, tuple(runs))
-    atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
+    atomic_write_text(out / "local.json", json_text(local_json(result)), what="local error record")
     return result

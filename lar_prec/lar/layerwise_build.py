@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.lar.graph_records import probe_softmax_axis as _probe_softmax_axis
 
@@ -368,7 +368,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
               "feeds": list(reversed(feeds)), "measured": meas,
               "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}
-    atomic_write_text(out / "layerwise.json", json.dumps(record, indent=1) + "\n", what="layerwise model record")
+    atomic_write_text(out / "layerwise.json", json_text(record), what="layerwise model record")
     return record
 
 

@@ -113,7 +113,7 @@ def naive_vs_default(
     text = runs[2].text_dump if text_dump else None
     la, off = measure_local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
                      get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
-                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote)
+                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote, progress=progress)
     tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=spec.for_comparison, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=compare_progress(progress))
     env_extra, notes = environment_extra(runs)

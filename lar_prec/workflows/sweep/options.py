@@ -167,6 +167,8 @@ class OptionResult:
     local: Optional[OptionLocal] = None
     root_rule: str = "dump"
     dump_root: Optional[Tuple[Optional[int], Optional[int], str, str, Optional[float]]] = None
+    #: the run dumped none of the model's outputs: nothing was compared there, never an all-clear
+    output_unseen: bool = False
 
     @property
     def finding(self) -> bool:
@@ -203,6 +205,7 @@ class OptionResult:
             "dump_root": None if dr is None else {"id": dr[0], "reference_id": dr[1], "name": dr[2],
                                                   "opr_type": dr[3], "max_err": dr[4], "nonfinite": _nonfinite(dr[4])},
             "local": None if self.local is None else self.local.to_json(),
+            "output_unseen": self.output_unseen,
         }
 
 
