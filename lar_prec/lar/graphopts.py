@@ -380,8 +380,8 @@ def rewrite_for(opts: Any, model: Path, target: Path, *, kept: bool) -> Path:
     try:
         import logging
 
-        # megengine only when a model is rewritten (without megfile and pkg_resources: quickimport)
-        quickimport.import_megengine()
+        quickimport.import_megengine()  # without megfile and pkg_resources
+        # megengine only when a model is rewritten
         import megengine.logger
 
         # an int: the function compares with logging's numbers (a name would mean DEBUG)

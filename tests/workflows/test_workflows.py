@@ -148,15 +148,24 @@ def test_shake_fast_run_finds_convolution_roots_and_the_algorithm_cause(manifest
 
 
 @pytest.mark.megengine
-def test_shake_default_config_is_bitwise_stable(manifest, tmp_path):
-    res = invoke(["shake", *case_args(manifest["cnn"]), "--repeat", "3", "--out", str(tmp_path / "s"),
+@pytest.mark.parametrize("name, repeat", [("cnn", 3), ("vit", 2), ("mobilenetv3", 2), ("gru_topk", 2)])
+def test_shake_default_config_is_bitwise_stable(manifest, tmp_path, name, repeat):
+    res = invoke(["shake", *case_args(manifest[name]), "--repeat", str(repeat), "--out", str(tmp_path / "s"),
                   "--json", "-", "-q"])
     assert res.exit_code == 0, res.stderr[-2000:]
     d = json.loads(res.stdout)
     validate_report(d, "shake")
     assert d["threshold"]["value"] == 0 and d["threshold"]["mode"] == "fixed"
     assert d["roots"] == [] and all(v["max_err"] == 0 for v in d["vars"] if v["max_err"] is not None)
-    assert len(d["runs"]) == 3
+    assert len(d["runs"]) == repeat
+
+
+@pytest.mark.megengine
+def test_devices_agree_with_the_naive_run_on_a_transformer(manifest, tmp_path):
+    res = invoke(["devices", *case_args(manifest["vit"]), "--local", "--config", "default", "--out",
+                  str(tmp_path / "d"), "--json", str(tmp_path / "d.json"), "-q"])
+    assert res.exit_code == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert json.loads((tmp_path / "d.json").read_text())["roots"] == []
 
 
 def _inject(src: Path, dst: Path, var_id: int, rel: float) -> list:
