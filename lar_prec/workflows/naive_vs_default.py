@@ -19,7 +19,7 @@ from lar_prec.workflows.common import prepare_analysis
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.diagnosis.graphinfo import describe_model
 from lar_prec.diagnosis.oracle import root_sides
@@ -138,13 +138,22 @@ SIDE_WORDS = {"test": "the default kernel is wrong", "reference": "the naive (re
 ORACLE_ROOTS = 5
 
 
-def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
+def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path, *,
+                 names: Tuple[str, str] = ("naive", "default"), side_names: Optional[Mapping[str, str]] = None,
+                 words: Optional[Mapping[str, str]] = None):
     """``report`` with each of its first roots told which side is wrong by the float64 oracle
     on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
     note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
-    it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
+    it). Where the oracle cannot say, the root says why; nothing here fails the analysis.
+
+    ``names`` (reference, test) name the two dumps in the JSON keys (``naive_err``) and notes;
+    ``side_names`` maps :func:`~lar_prec.diagnosis.oracle.which_side`'s ``reference``/``test``
+    to the values of ``wrong_side`` (default: unchanged); ``words`` says each in a note
+    (default :data:`SIDE_WORDS`). ``lar-prec diff`` asks the same of its sides A and B."""
     if not report.roots:
         return report
+    words = SIDE_WORDS if words is None else words
+    ref_name, test_name = names
     try:
         g = describe_model(model, adir / "graph.json")
     except LarPrecError as exc:
@@ -164,11 +173,11 @@ def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: 
         if s is None:
             roots.append(r)
             continue
-        extra = {**r.extra, "wrong_side": s.side, "oracle": {
-            "naive_err": json_number(s.reference_err), "default_err": json_number(s.test_err),
+        extra = {**r.extra, "wrong_side": (side_names or {}).get(s.side, s.side), "oracle": {
+            f"{ref_name}_err": json_number(s.reference_err), f"{test_name}_err": json_number(s.test_err),
             "floor": json_number(s.floor), "why": s.why or None}}
         roots.append(replace(r, extra=extra))
         if s.side != "unknown":
-            notes.append(f"oracle (float64 on the naive run's inputs): root #{k} {r.name}: {SIDE_WORDS[s.side]} "
-                         f"(naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g})")
+            notes.append(f"oracle (float64 on the {ref_name} run's inputs): root #{k} {r.name}: {words[s.side]} "
+                         f"({ref_name} {s.reference_err:.3g} from it, {test_name} {s.test_err:.3g}; floor {s.floor:.3g})")
     return replace(report, roots=tuple(roots), notes=tuple(notes))
