@@ -24,6 +24,7 @@ from lar_prec.report.console import Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
 from lar_prec.report.shake import cause_cell, render_root_causes, render_runs_by_operator, render_shake_top
 from lar_prec.report.sweep import render_sweep_terminal
+from lar_prec.report.envs import render_diff_top
 from lar_prec.run.env import format_differences
 from lar_prec.report.model import from_tree
 
@@ -115,6 +116,8 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
         render_shake_top(report, con)
     if report.extra.get("targets"):
         _targets_table(report, con)
+    if report.command == "diff":
+        render_diff_top(report, con)
     if report.roots:
         _roots_table(report, con, top, narrow)
         if shake:

@@ -108,13 +108,16 @@ def same_vars(a: Any, b: Any) -> bool:
 
 
 def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path, ref_dest: Path,
-                 pairs: Optional[Sequence[Tuple[int, int]]] = None) -> Tuple[int, int, int]:
+                 pairs: Optional[Sequence[Tuple[int, int]]] = None,
+                 layout_format: Optional[str] = None) -> Tuple[int, int, int]:
     """Write the vars of ``other_dir`` that pair by name with ``ref_dir`` into ``dest``, under the
     reference's var ids and titles (values brought to the reference's layout), and the same
     vars of the reference into ``ref_dest`` (links), so the two compare by id and a var with
     no partner (fused or folded away by the rewrite) is left out instead of "missing".
     ``pairs`` ((reference id, other id), ...): pairs made otherwise (``diff`` pairs by the
-    stable operator key) instead of by name. Returns (reference vars, paired, written)."""
+    stable operator key) instead of by name. ``layout_format``: the operator format the other
+    side's graph was rewritten to (``NCHW44``), which settles a shape two layouts fit.
+    Returns (reference vars, paired, written)."""
     ra, rb = DumpFolder(ref_dir), DumpFolder(other_dir)
     infos_a = [d.var for d in ra]
     if pairs is None:
@@ -127,7 +130,7 @@ def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path, ref_dest: Path,
         try:
             arr = db.array()
             if tuple(arr.shape) != tuple(da.var.shape):
-                arr, _det = to_plain(arr, da.var.shape)
+                arr, _det = to_plain(arr, da.var.shape, fmt=layout_format, layout=db.var.layout)
                 if arr is None:
                     continue
             arr = np.ascontiguousarray(arr, dtype=da.array().dtype)

@@ -19,10 +19,10 @@ from lar_prec.workflows.common import prepare_analysis
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 from lar_prec.diagnosis.graphinfo import describe_model
-from lar_prec.diagnosis.oracle import root_sides
+from lar_prec.diagnosis.oracle import RootSide, root_sides
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError
 from lar_prec.records import json_number
@@ -138,26 +138,17 @@ SIDE_WORDS = {"test": "the default kernel is wrong", "reference": "the naive (re
 ORACLE_ROOTS = 5
 
 
-def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path, *,
-                 names: Tuple[str, str] = ("naive", "default"), side_names: Optional[Mapping[str, str]] = None,
-                 words: Optional[Mapping[str, str]] = None):
-    """``report`` with each of its first roots told which side is wrong by the float64 oracle
-    on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
-    note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
-    it). Where the oracle cannot say, the root says why; nothing here fails the analysis.
-
-    ``names`` (reference, test) name the two dumps in the JSON keys (``naive_err``) and notes;
-    ``side_names`` maps :func:`~lar_prec.diagnosis.oracle.which_side`'s ``reference``/``test``
-    to the values of ``wrong_side`` (default: unchanged); ``words`` says each in a note
-    (default :data:`SIDE_WORDS`). ``lar-prec diff`` asks the same of its sides A and B."""
+def oracle_sides(report, model: Path, ref_dir: Path, test_dir: Path, adir: Path) -> Tuple[Dict[int, RootSide], Optional[str]]:
+    """The float64 oracle on each of the report's first roots (:data:`ORACLE_ROOTS`), fed the
+    reference dump's values of its inputs, against both dumps: root id -> RootSide, and why the
+    oracle did not run at all (None when it did). The floor asked for is the root's local
+    floor, else its var's threshold, else the report's. ``lar-prec diff`` asks it of its sides."""
     if not report.roots:
-        return report
-    words = SIDE_WORDS if words is None else words
-    ref_name, test_name = names
+        return {}, None
     try:
         g = describe_model(model, adir / "graph.json")
     except LarPrecError as exc:
-        return replace(report, notes=report.notes + (f"oracle not run: {exc}",))
+        return {}, str(exc)
     by_var = {v.id: v for v in report.vars}
     asked = []
     for r in report.roots[:ORACLE_ROOTS]:
@@ -166,18 +157,28 @@ def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: 
         if floor is None:
             floor = v.threshold if v is not None and v.threshold is not None else report.threshold.value
         asked.append((r.id, r.name, float(floor)))
-    sides = {s.id: s for s in root_sides(g, DumpFolder(naive_dir), DumpFolder(default_dir), asked)}
+    return {s.id: s for s in root_sides(g, DumpFolder(ref_dir), DumpFolder(test_dir), asked)}, None
+
+
+def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
+    """``report`` with each of its first roots told which side is wrong by the float64 oracle
+    on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
+    note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
+    it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
+    sides, why = oracle_sides(report, model, naive_dir, default_dir, adir)
+    if why is not None:
+        return replace(report, notes=report.notes + (f"oracle not run: {why}",))
     roots, notes = [], list(report.notes)
     for k, r in enumerate(report.roots, 1):
         s = sides.get(r.id)
         if s is None:
             roots.append(r)
             continue
-        extra = {**r.extra, "wrong_side": (side_names or {}).get(s.side, s.side), "oracle": {
-            f"{ref_name}_err": json_number(s.reference_err), f"{test_name}_err": json_number(s.test_err),
+        extra = {**r.extra, "wrong_side": s.side, "oracle": {
+            "naive_err": json_number(s.reference_err), "default_err": json_number(s.test_err),
             "floor": json_number(s.floor), "why": s.why or None}}
         roots.append(replace(r, extra=extra))
         if s.side != "unknown":
-            notes.append(f"oracle (float64 on the {ref_name} run's inputs): root #{k} {r.name}: {words[s.side]} "
-                         f"({ref_name} {s.reference_err:.3g} from it, {test_name} {s.test_err:.3g}; floor {s.floor:.3g})")
+            notes.append(f"oracle (float64 on the naive run's inputs): root #{k} {r.name}: {SIDE_WORDS[s.side]} "
+                         f"(naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g})")
     return replace(report, roots=tuple(roots), notes=tuple(notes))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
 from lar_prec.records import PathLike, json_number
@@ -25,15 +25,16 @@ from lar_prec.report.model import Report, from_tree
 from lar_prec.report.records import ReportRun, run_from_result
 from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
+from lar_prec.store.db import open_store
 from lar_prec.workflows.common import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
 from lar_prec.workflows.diff.judge import EQUAL, NONFINITE, OUTSIDE, WITHIN, Judged, judge
 from lar_prec.workflows.diff.sides import Side, SideResult, identical_sides, read_side, run_side
-from lar_prec.workflows.naive_vs_default import oracle_roots
+from lar_prec.workflows.naive_vs_default import oracle_sides
 
 #: the oracle's findings in a diff's words (``which_side``: reference is A, test is B)
 DIFF_WORDS = {"test": "B is off exact arithmetic, A is not", "reference": "A is off exact arithmetic, B is not",
               "both": "both are off exact arithmetic", "neither": "both are within rounding of exact arithmetic"}
-_SIDE_NAMES = {"reference": "a", "test": "b"}
+_SIDE_NAMES = {"reference": "a", "test": "b"}  # which side is off: which_side's words in a diff
 #: a root's local keys (of its var) the report repeats on the root
 _ROOT_LOCAL = ("local_err", "floor", "label", "margin")
 
@@ -97,6 +98,27 @@ def diff_folders(dir_a: PathLike, dir_b: PathLike, *, out: Optional[PathLike] = 
         report = with_oracle(report, Path(model), j, adir)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("diff", adir, report, j.tree, (), json_path, html_path)
+
+
+def store_run_folders(url: str, runs: Sequence[str]) -> List[str]:
+    """The analysis folders of two runs of the store (uids or their prefixes), for :func:`diff_folders`.
+
+    Raises:
+        UsageError / StoreError (exit 2): no such run, more than one, or its folder is gone.
+    """
+    out = []
+    with open_store(url) as store:
+        for uid in runs:
+            rows = store.runs(uid=uid)
+            if len(rows) != 1:
+                raise UsageError(f"store {url}: {'no' if not rows else 'more than one'} run {uid!r} (a run uid or a "
+                                 "prefix of one, as lar-prec history lists them)")
+            folder = rows[0].get("analysis_dir")
+            if not folder or not Path(folder).is_dir():
+                raise UsageError(f"store {url}: run {uid} was made in {folder or 'an unknown folder'}, which is gone: "
+                                 "diff needs its dumps (lar-prec history --diff compares the stored summaries)")
+            out.append(str(folder))
+    return out
 
 
 def _local_error(model: Path, j: Judged, ra: SideResult, rb: SideResult, a: Side, b: Side, adir: Path, config: str,
@@ -172,22 +194,36 @@ def _verdict(j: Judged, counts: Mapping[str, int]) -> str:
 
 
 def with_oracle(report: Report, model: Path, j: Judged, adir: Path) -> Report:
-    """Each first root told which side the float64 oracle finds nearer (``nearer``: a, b or tie),
-    on A's inputs."""
-    if not report.roots:
-        return report
-    report = oracle_roots(report, model, j.dirs[0], j.dirs[1], adir, names=("a", "b"), side_names=_SIDE_NAMES,
-                          words=DIFF_WORDS)
-    roots = []
-    for r in report.roots:
-        o = r.extra.get("oracle") or {}
-        ea, eb = o.get("a_err"), o.get("b_err")
-        if isinstance(ea, (int, float)) and isinstance(eb, (int, float)):
-            r = replace(r, extra={**r.extra, "nearer": "a" if ea < eb else "b" if eb < ea else "tie"})
-        roots.append(r)
-    report = replace(report, roots=tuple(roots))
-    near = roots[0].extra.get("nearer")
-    if near in ("a", "b") and any(v == OUTSIDE or v == NONFINITE for v in j.verdicts.values()):
+    """Each first root told which side the float64 oracle (on A's inputs) finds nearer: ``oracle``
+    (``a_err``, ``b_err``) and ``nearer`` (a, b or tie); with a rounding floor (its local
+    error's) also ``wrong_side`` (a, b, both or neither off exact arithmetic beyond it)."""
+    # the oracle reads the root's inputs from A's whole dump (a var left unpaired is still A's input)
+    sides, why = oracle_sides(report, model, j.a_dump, j.dirs[1], adir)
+    if why is not None:
+        return replace(report, notes=report.notes + (f"oracle not run: {why}",))
+    roots, notes = [], list(report.notes)
+    for k, r in enumerate(report.roots, 1):
+        s = sides.get(r.id)
+        if s is None:
+            roots.append(r)
+            continue
+        has_floor = isinstance(r.extra.get("floor"), (int, float))
+        extra: Dict[str, Any] = {**r.extra, "oracle": {"a_err": json_number(s.reference_err),
+                                                       "b_err": json_number(s.test_err), "why": s.why or None}}
+        if s.reference_err is not None and s.test_err is not None:
+            ea, eb = s.reference_err, s.test_err
+            extra["nearer"] = "a" if ea < eb else "b" if eb < ea else "tie"
+            line = (f"float64 oracle on A's inputs: root #{k} {r.name}: A {ea:.3g} from it, B {eb:.3g}: "
+                    + ("equally near" if ea == eb else f"{extra['nearer'].upper()} nearer"))
+            if has_floor and s.side != "unknown":
+                extra["wrong_side"] = _SIDE_NAMES.get(s.side, s.side)
+                extra["oracle"]["floor"] = json_number(s.floor)
+                line += f"; beyond the rounding floor {s.floor:.3g}: {DIFF_WORDS[s.side]}"
+            notes.append(line)
+        roots.append(replace(r, extra=extra))
+    report = replace(report, roots=tuple(roots), notes=tuple(notes))
+    near = roots[0].extra.get("nearer") if roots else None
+    if near in ("a", "b") and report.n_not_ok:
         report = replace(report, verdict=report.verdict + f"; nearer float64 there: {near.upper()}")
     return report
 

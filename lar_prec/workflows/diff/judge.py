@@ -25,6 +25,7 @@ from lar_prec.dumps.keys import dump_keys
 from lar_prec.opkey import match_keys
 from lar_prec.workflows.devices import final_outputs, renamed_copy, same_vars
 from lar_prec.workflows.diff.sides import SideResult
+from lar_prec.workflows.sweep.options import layout_format
 
 EQUAL, WITHIN, OUTSIDE, NONFINITE = "equal", "within_jitter", "outside_jitter", "nonfinite"
 #: the per-variable verdicts, in the order reports count them
@@ -37,13 +38,14 @@ DIFFERS = (OUTSIDE, NONFINITE)
 class Judged:
     """A against B: the tree (A's var ids; statuses ``ok`` for equal and within jitter), each
     var's verdict and the jitter it was held to (``j_A``, ``j_B``), how vars were paired, the
-    folders compared and A's model outputs."""
+    folders compared (B's with A's ids), A's whole dump and A's model outputs."""
 
     tree: VarTree
     verdicts: Mapping[int, str]
     jitter: Mapping[int, Tuple[float, float]]
     pairing: Mapping[str, Any]
     dirs: Tuple[Path, Path]
+    a_dump: Path
     outputs: Tuple[int, ...]
 
     def counts(self) -> Dict[str, int]:
@@ -70,6 +72,12 @@ def verdict_of(d: Any, ja: float, jb: float) -> Tuple[str, str]:
     return (WITHIN, "ok") if d.max_err <= ja + jb else (OUTSIDE, "divergent")
 
 
+def _layout(side: SideResult) -> Optional[str]:
+    """The operator format a side's runs laid tensors out in (from their load_and_run flags)."""
+    argv = getattr(side.runs[0], "argv", ()) if side.runs else ()
+    return layout_format([str(x) for x in argv])
+
+
 def _pair(a: SideResult, b: SideResult, work: Path) -> Tuple[Path, Path, Dict[int, int], Dict[str, Any]]:
     """The folders to compare by id and B's id -> A's id, pairing by key when the graphs differ."""
     fa, fb = DumpFolder(a.dump), DumpFolder(b.dump)
@@ -78,7 +86,7 @@ def _pair(a: SideResult, b: SideResult, work: Path) -> Tuple[Path, Path, Dict[in
     m = match_keys(dump_keys(a.dump), dump_keys(b.dump))
     base = work / "by-key"
     n_ref, n_pairs, written = renamed_copy(a.dump, b.dump, base / "b", base / "a",
-                                           pairs=[(x, y) for x, y, _ in m.pairs])
+                                           pairs=[(x, y) for x, y, _ in m.pairs], layout_format=_layout(b))
     got = set(DumpFolder(base / "b").ids) if written else set()
     unpaired_a = [{"id": i, "name": fa[i].var.name, "reason": why} for i, why in m.unmatched_a]
     unpaired_a += [{"id": x, "name": fa[x].var.name,
@@ -108,4 +116,4 @@ def judge(a: SideResult, b: SideResult, work: Path) -> Judged:
         diffs.append(replace(d, status=status, threshold=ja + jb, note=note))
     tree = VarTree(diffs, threshold=comp.threshold, comparison=comp,
                    source=f"B ({b.dump}) against A ({a.dump})")
-    return Judged(tree, verdicts, jitter, info, (Path(dir_a), Path(dir_b)), tuple(final_outputs(a.dump)))
+    return Judged(tree, verdicts, jitter, info, (Path(dir_a), Path(dir_b)), a.dump, tuple(final_outputs(a.dump)))

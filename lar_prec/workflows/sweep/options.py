@@ -85,6 +85,14 @@ DEFAULT_OPTIONS: Dict[str, Tuple[str, ...]] = {
     "arm": ("nchw44", "nchw44-dot", "nhwcd4", "layout-transform") + _COMMON,
 }
 
+def layout_format(flags: Sequence[str]) -> Optional[str]:
+    """The operator format load_and_run ``flags`` lay tensors out in (``--enable-nchw44``:
+    ``NCHW44``), None when they choose none."""
+    given = {f.split("=", 1)[0] for f in flags}
+    found = [o.fmt for o in OPTIONS.values() if o.group == "layout" and o.fmt and o.flags[0] in given]
+    return found[-1] if found else None
+
+
 #: operator types that make ``needs="conv"`` options apply
 CONV_OPRS = frozenset({"ConvolutionForward", "ConvBiasForward", "ConvBias", "Convolution"})
 
