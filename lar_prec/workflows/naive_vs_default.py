@@ -19,7 +19,7 @@ from lar_prec.workflows.common import prepare_analysis
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from lar_prec.diagnosis.graphinfo import describe_model
 from lar_prec.diagnosis.oracle import RootSide, root_sides
@@ -160,25 +160,37 @@ def oracle_sides(report, model: Path, ref_dir: Path, test_dir: Path, adir: Path)
     return {s.id: s for s in root_sides(g, DumpFolder(ref_dir), DumpFolder(test_dir), asked)}, None
 
 
-def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
-    """``report`` with each of its first roots told which side is wrong by the float64 oracle
-    on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
-    note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
-    it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
-    sides, why = oracle_sides(report, model, naive_dir, default_dir, adir)
+def annotate_oracle(report, model: Path, ref_dir: Path, test_dir: Path, adir: Path,
+                    annotate: Callable[[int, Any, RootSide], Tuple[Any, Optional[str]]]):
+    """``report`` with each root the oracle answered for (:func:`oracle_sides`) replaced by
+    ``annotate(rank, root, side)`` -> (root, note or None); a note when the oracle did not run."""
+    sides, why = oracle_sides(report, model, ref_dir, test_dir, adir)
     if why is not None:
         return replace(report, notes=report.notes + (f"oracle not run: {why}",))
     roots, notes = [], list(report.notes)
     for k, r in enumerate(report.roots, 1):
         s = sides.get(r.id)
-        if s is None:
-            roots.append(r)
-            continue
+        if s is not None:
+            r, note = annotate(k, r, s)
+            if note:
+                notes.append(note)
+        roots.append(r)
+    return replace(report, roots=tuple(roots), notes=tuple(notes))
+
+
+def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
+    """``report`` with each of its first roots told which side is wrong by the float64 oracle
+    on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
+    note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
+    it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
+
+    def annotate(k: int, r: Any, s: RootSide) -> Tuple[Any, Optional[str]]:
         extra = {**r.extra, "wrong_side": s.side, "oracle": {
             "naive_err": json_number(s.reference_err), "default_err": json_number(s.test_err),
             "floor": json_number(s.floor), "why": s.why or None}}
-        roots.append(replace(r, extra=extra))
-        if s.side != "unknown":
-            notes.append(f"oracle (float64 on the naive run's inputs): root #{k} {r.name}: {SIDE_WORDS[s.side]} "
-                         f"(naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g})")
-    return replace(report, roots=tuple(roots), notes=tuple(notes))
+        note = None if s.side == "unknown" else (
+            f"oracle (float64 on the naive run's inputs): root #{k} {r.name}: {SIDE_WORDS[s.side]} "
+            f"(naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g})")
+        return replace(r, extra=extra), note
+
+    return annotate_oracle(report, model, naive_dir, default_dir, adir, annotate)

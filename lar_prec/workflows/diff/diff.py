@@ -29,7 +29,7 @@ from lar_prec.store.db import open_store
 from lar_prec.workflows.common import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
 from lar_prec.workflows.diff.judge import EQUAL, NONFINITE, OUTSIDE, WITHIN, Judged, judge
 from lar_prec.workflows.diff.sides import Side, SideResult, identical_sides, read_side, run_side
-from lar_prec.workflows.naive_vs_default import oracle_sides
+from lar_prec.workflows.naive_vs_default import annotate_oracle
 
 #: the oracle's findings in a diff's words (``which_side``: reference is A, test is B)
 DIFF_WORDS = {"test": "B is off exact arithmetic, A is not", "reference": "A is off exact arithmetic, B is not",
@@ -197,32 +197,25 @@ def with_oracle(report: Report, model: Path, j: Judged, adir: Path) -> Report:
     """Each first root told which side the float64 oracle (on A's inputs) finds nearer: ``oracle``
     (``a_err``, ``b_err``) and ``nearer`` (a, b or tie); with a rounding floor (its local
     error's) also ``wrong_side`` (a, b, both or neither off exact arithmetic beyond it)."""
-    # the oracle reads the root's inputs from A's whole dump (a var left unpaired is still A's input)
-    sides, why = oracle_sides(report, model, j.a_dump, j.dirs[1], adir)
-    if why is not None:
-        return replace(report, notes=report.notes + (f"oracle not run: {why}",))
-    roots, notes = [], list(report.notes)
-    for k, r in enumerate(report.roots, 1):
-        s = sides.get(r.id)
-        if s is None:
-            roots.append(r)
-            continue
-        has_floor = isinstance(r.extra.get("floor"), (int, float))
+
+    def annotate(k: int, r: Any, s: Any) -> Tuple[Any, Optional[str]]:
         extra: Dict[str, Any] = {**r.extra, "oracle": {"a_err": json_number(s.reference_err),
                                                        "b_err": json_number(s.test_err), "why": s.why or None}}
-        if s.reference_err is not None and s.test_err is not None:
-            ea, eb = s.reference_err, s.test_err
-            extra["nearer"] = "a" if ea < eb else "b" if eb < ea else "tie"
-            line = (f"float64 oracle on A's inputs: root #{k} {r.name}: A {ea:.3g} from it, B {eb:.3g}: "
-                    + ("equally near" if ea == eb else f"{extra['nearer'].upper()} nearer"))
-            if has_floor and s.side != "unknown":
-                extra["wrong_side"] = _SIDE_NAMES.get(s.side, s.side)
-                extra["oracle"]["floor"] = json_number(s.floor)
-                line += f"; beyond the rounding floor {s.floor:.3g}: {DIFF_WORDS[s.side]}"
-            notes.append(line)
-        roots.append(replace(r, extra=extra))
-    report = replace(report, roots=tuple(roots), notes=tuple(notes))
-    near = roots[0].extra.get("nearer") if roots else None
+        if s.reference_err is None or s.test_err is None:
+            return replace(r, extra=extra), None
+        ea, eb = s.reference_err, s.test_err
+        extra["nearer"] = "a" if ea < eb else "b" if eb < ea else "tie"
+        note = (f"float64 oracle on A's inputs: root #{k} {r.name}: A {ea:.3g} from it, B {eb:.3g}: "
+                + ("equally near" if ea == eb else f"{extra['nearer'].upper()} nearer"))
+        if isinstance(r.extra.get("floor"), (int, float)) and s.side != "unknown":  # a local floor: who is off
+            extra["wrong_side"] = _SIDE_NAMES.get(s.side, s.side)
+            extra["oracle"]["floor"] = json_number(s.floor)
+            note += f"; beyond the rounding floor {s.floor:.3g}: {DIFF_WORDS[s.side]}"
+        return replace(r, extra=extra), note
+
+    # the oracle reads the root's inputs from A's whole dump (a var left unpaired is still A's input)
+    report = annotate_oracle(report, model, j.a_dump, j.dirs[1], adir, annotate)
+    near = report.roots[0].extra.get("nearer") if report.roots else None
     if near in ("a", "b") and report.n_not_ok:
         report = replace(report, verdict=report.verdict + f"; nearer float64 there: {near.upper()}")
     return report
