@@ -96,13 +96,24 @@ def test_bisect_names_build_9_and_the_operator_skipping_5_then_reuses_the_store(
 
 
 @pytest.mark.slow
-def test_bisect_of_two_builds_measures_only_the_ends(manifest, builds, tmp_path):
-    proc = cli(["bisect", *case_args(manifest), "--builds", f"{builds / 'build-08'},{builds / 'build-09'}",
-                "--good", "build-08", "--bad", "2", "--out", tmp_path / "b", "--json", "-", "-q"])
+def test_bisect_of_two_builds_measures_only_the_ends_and_operator_narrows_bad(manifest, builds, tmp_path):
+    args = ["bisect", *case_args(manifest), "--builds", f"{builds / 'build-08'},{builds / 'build-09'}",
+            "--good", "build-08", "--bad", "2", "--store", tmp_path / "results.db", "--json", "-", "-q"]
+    proc = cli([*args, "--out", tmp_path / "b"])
     assert proc.returncode == 1, proc.stderr
     r = json.loads(proc.stdout)
     assert r["analyses"] == 2 and r["runs"] == 3 and r["first_bad"]["index"] == 2
     assert r["first_bad"]["root"]["name"] == FAULTY_OP
+    # bad only where c1's convolution leaves the band: it does not (the fault is in c2); the good end's
+    # band comes from the store, the bad end is judged anew (another question)
+    narrow = cli([*args, "--operator", "c1.Convolution", "--out", tmp_path / "b2"])
+    assert narrow.returncode == 0, narrow.stderr
+    r2 = json.loads(narrow.stdout)
+    assert r2["first_bad"] is None and r2["analyses"] == 1 and r2["runs"] == 1 and r2["reused"] == 1
+    assert "stays within the good end's band" in r2["verdict"] and r2["operator"]["name"] == "c1.Convolution"
+    unknown = cli([*args, "--operator", "no.such.op", "--out", tmp_path / "b3"])
+    assert unknown.returncode == 2
+    assert_one_line_error(unknown.stderr, ["--operator no.such.op"], ["no variable of that name"])
 
 
 def test_bisect_stops_when_the_good_end_cannot_run(manifest, builds, tmp_path):

@@ -32,7 +32,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.keys import dump_keys
-from lar_prec.errors import LarPrecError, RunError, UsageError
+from lar_prec.errors import (AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError,
+                             UsageError)
 from lar_prec.outputs import atomic_write_text, sha256_file
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
@@ -51,6 +52,8 @@ from lar_prec.workflows.diff.sides import MIN_RUNS, Side, SideResult, read_side,
 
 SCHEMA = "lar-prec.bisect/1"
 GOOD, BAD, SKIP, UNTESTED = "good", "bad", "skip", "untested"
+#: what a build's result holds (and the store keeps, as the run's settings)
+_RESULT_KEYS = ("verdict", "why", "dir", "output_max_err", "n_outside", "root")
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,8 @@ class _Bisect:
                  "env": sorted([list(e) for e in self.env]), "build": build.identity()}
         if kind == "build":
             parts.update(good=self.builds[self.good_index].identity(), operator=self.operator)
+        else:  # the band of more runs is another band
+            parts.update(repeat=self.repeat)
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
     def _cached(self, command: str, setting: str, key: str) -> Optional[Dict[str, Any]]:
@@ -246,9 +251,13 @@ class _Bisect:
         b = self.builds[i]
         key = self._key("build", b)
         row = self._cached("diff", "bisect_key", key)
-        if row is not None:
+        cached = (row or {}).get("settings", {}).get("bisect_result")
+        # the store is data: a result that is not one of ours is not reused
+        if isinstance(cached, dict) and cached.get("verdict") in (GOOD, BAD, SKIP):
             self.reused += 1
-            return self._enter(i, {**row["settings"]["bisect_result"], "source": "store"})
+            root = cached.get("root")
+            root = root if isinstance(root, dict) and {"id", "name", "opr_type"} <= set(root) else None
+            return self._enter(i, {**{k: cached.get(k) for k in _RESULT_KEYS}, "root": root, "source": "store"})
         self.analyses += 1
         out = self.adir / f"{b.index:02d}-{_safe(b.name)}"
         self.runs += 1
@@ -262,7 +271,11 @@ class _Bisect:
             return self._enter(i, {**result, "source": "run"})
         side = SideResult("b", out, Path(str(rec.dump_dir)), {}, (rec,), {"build": b.lar.describe()}, str(self.model),
                           measured=False)
-        j = judge(self.good, side, out)  # type: ignore[arg-type]
+        try:
+            j = judge(self.good, side, out)  # type: ignore[arg-type]
+        except (DumpFolderError, DumpFormatError) as exc:  # it ran, but what it wrote is no dump: untestable
+            result = {"verdict": SKIP, "dir": str(out), "why": f"its dump cannot be read (skipped, not bad): {exc}"}
+            return self._enter(i, {**result, "source": "run"})
         result = self._result(j, out)
         report = diff_report(j, self.good, side, model=str(self.model), adir=out,  # type: ignore[arg-type]
                              extra={"bisect": {"build": b.label(), "good": self.builds[self.good_index].label(),
@@ -387,6 +400,10 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
         lo, hi = (g, b) if end["verdict"] == BAD else (g, -1)
         if hi >= 0:
             lo, hi = st.search(g, b)
+    except KeyboardInterrupt:  # the run under way was killed with its process group; its run.json says so
+        kept = " (and each result so far in the store)" if db is not None else ""
+        raise AnalysisInterrupted(f"interrupted; every build's folder is kept in {adir}{kept}",
+                                  analysis_dir=adir) from None
     finally:
         if db is not None:
             db.close()
