@@ -41,6 +41,7 @@ from gen import PairInfo, PairSpec, generate_pair  # noqa: E402
 from procs import LAR, _ok  # noqa: E402
 from results import _pair_line, ensure_bytecode, machine_info, render, targets  # noqa: E402
 from sections import (  # noqa: E402,F401  (parse_size: tests/test_bench.py reads it here)
+    CHAIN_VARS,
     ROOTING_VARS,
     Section,
     _fmt_bytes,
@@ -69,6 +70,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--many-vars", type=int, default=20_000,
                     help="variables of the many-small-variables pair (default 20000; 0 skips it)")
     ap.add_argument("--rooting-vars", type=int, default=ROOTING_VARS, help="graph size for the rooting benchmark")
+    ap.add_argument("--chain-vars", type=int, default=CHAIN_VARS,
+                    help="depth of the chain whose root's path is measured (default 50000; 0 skips it)")
     ap.add_argument("--quick", action="store_true",
                     help="tiny sizes, each command run once (no warm-up): proves the script works (tests)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"), help="report file (default bench/RESULTS.md)")
@@ -84,6 +87,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         args.repeat = 0 if args.repeat == 3 else args.repeat  # the warm-up run is the only run
         args.vars = 60 if args.vars == 400 else args.vars
         args.rooting_vars = 2000 if args.rooting_vars == ROOTING_VARS else args.rooting_vars
+        args.chain_vars = 2000 if args.chain_vars == CHAIN_VARS else args.chain_vars
         args.many_vars = 300 if args.many_vars == 20_000 else args.many_vars
     return args
 
@@ -141,7 +145,7 @@ def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
             sections["startup"] = bench_startup(tiny, args.repeat, have_lar)
         if "rooting" not in skip:
             print(f"[4] rooting {args.rooting_vars:,} variables", flush=True)
-            sections["rooting"] = bench_rooting(args.rooting_vars)
+            sections["rooting"] = bench_rooting(args.rooting_vars, args.chain_vars)
         if "nvd" not in skip:
             print("[5] naive-vs-default on resnet", flush=True)
             sections["naive-vs-default"] = bench_nvd(args.repeat, work, warmup=not args.quick)

@@ -17,6 +17,8 @@ from procs import LAR, MGE_COMPARE, PY, ROOT, Proc, _median, _ok, run_proc
 
 THRESHOLD = "1e-3"
 ROOTING_VARS = 20_000
+#: depth of the chain whose root's path is measured (issue 41 #9: 50,000 deep ran 14 minutes at 5 GB)
+CHAIN_VARS = 50_000
 
 
 @dataclass
@@ -301,8 +303,8 @@ def bench_startup(tiny: Optional[PairInfo], repeat: int, have_lar: bool) -> Sect
     return s
 
 
-def bench_rooting(n_vars: int) -> Section:
-    """Section 4: roots of a synthetic n_vars graph.
+def bench_rooting(n_vars: int, chain_vars: int = CHAIN_VARS) -> Section:
+    """Section 4: roots of a synthetic n_vars graph, and the path to a root ``chain_vars`` deep.
 
     The graph is a chain with skip connections (gen.graph_edges); divergence starts at a third
     and again at two thirds, so there are two true roots. Per-var results are built in memory
@@ -356,7 +358,38 @@ def bench_rooting(n_vars: int) -> Section:
     s.data["root_ids"] = [r.id for r in roots][:5]
     s.data["expected_roots"] = [ids[n_vars // 3], ids[2 * n_vars // 3]]
     s.data["api"] = "VarTree(diffs) then .roots(), diffs = in-memory lar_prec.compare.VarDiff"
+    if chain_vars:
+        s.data["chain"] = _deep_chain(tree_cls, VarDiff, chain_vars)
     return s
+
+
+def _deep_chain(tree_cls: Any, diff_cls: Any, depth: int) -> Dict[str, Any]:
+    """A plain chain ``depth`` vars deep (a model input, then one operator after another) that
+    diverges at its last var: the tree, its root and the path from the input to that root, as
+    a report builds them (median of 3, and the peak of Python's allocations in that work)."""
+    import tracemalloc
+
+    diffs = [diff_cls(id=v, name=f"var{v}", opr=f"op{v}", opr_type="Host2DeviceCopy" if v == 1 else "Elemwise",
+                      dtype="Float32", shape=(16,), inputs=(v - 1,) if v > 1 else (),
+                      status="divergent" if v == depth else "ok", max_err=1e-2 if v == depth else 1e-7,
+                      size=64, scale=1.0, index=v - 1)
+                 for v in range(1, depth + 1)]
+    def work() -> Tuple[int, int]:
+        tree = tree_cls(diffs)
+        root = tree.roots()[0].id
+        return root, len(tree.path(root))
+
+    seconds = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        root, length = work()
+        seconds.append(time.perf_counter() - t0)
+    tracemalloc.start()  # a fourth time for memory: tracing slows what it traces
+    work()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {"depth": depth, "seconds": seconds, "median_s": _median(seconds), "root": root, "path_len": length,
+            "peak_mb": round(peak / 2**20, 1)}
 
 
 def _local_run_seconds(folder: Optional[Path]) -> List[float]:

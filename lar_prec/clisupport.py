@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, Optional, Sequence
 
 from lar_prec.errors import UsageError
 from lar_prec.lar.flags import SUPPORTED_FLAGS, UNSUPPORTED_FLAGS
 from lar_prec.lar.graphopts import REFUSED_FLAGS
 from lar_prec.run.argv import split_lar_args
 from lar_prec.outputs import check_distinct, check_output_path
+from lar_prec.report.console import shown
 
 
 def console(stderr: bool = False) -> Any:
@@ -29,13 +30,26 @@ def console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, soft_wrap=False, width=width)
 
 
-class ProgressBars:
-    """Rich progress bars on a terminal for runs and comparison; nothing otherwise."""
+#: what a stage of a workflow's progress is called on the terminal
+_STAGES = {"runs": "load_and_run runs", "compare": "comparing dumps", "local": "local error", "steps": "steps"}
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
+
+class ProgressBars:
+    """A workflow's progress on stderr: on a terminal, rich bars naming the steps under way; into
+    a file or pipe (a CI log), one line per finished step (``lar-prec sweep: steps 3/12: nhwcd4: runs, ok``),
+    as ``mixed`` prints; nothing when not ``enabled`` (``-q``).
+
+    Called as ``progress(stage, done, total, running=(...), finished="...")``: ``running``
+    names the steps under way, ``finished`` the one that just ended and how."""
+
+    def __init__(self, enabled: bool, command: str = "") -> None:
+        tty = sys.stderr.isatty()
+        self.enabled = enabled and tty
+        self.lines = enabled and not tty
+        self.prefix = f"lar-prec {command}: " if command else "lar-prec: "
         self._bar = None
         self._tasks: dict = {}
+        self._said: dict = {}
 
     def __enter__(self) -> "ProgressBars":
         if self.enabled:
@@ -51,13 +65,27 @@ class ProgressBars:
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
-    def __call__(self, stage: str, done: int, total: int) -> None:
+    def __call__(self, stage: str, done: int, total: int, *, running: Sequence[str] = (),
+                 finished: Optional[str] = None) -> None:
+        label = _STAGES.get(stage, stage)
+        if self.lines:
+            self._line(stage, label, done, total, finished)
         if self._bar is None:
             return
-        label = {"runs": "load_and_run runs", "compare": "comparing dumps"}.get(stage, stage)
+        described = f"{label}: {', '.join(running)}" if running else label
         if stage not in self._tasks:
-            self._tasks[stage] = self._bar.add_task(label, total=max(total, 1))
-        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1))
+            self._tasks[stage] = self._bar.add_task(described, total=max(total, 1))
+        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1), description=described)
+
+    def _line(self, stage: str, label: str, done: int, total: int, finished: Optional[str]) -> None:
+        """One line per finished step; a stage that names none (comparing dumps) once, at its end."""
+        if finished is None and (done < total or not total or self._said.get(stage) == done):
+            return
+        self._said[stage] = done
+        # one line, whatever a message holds; a stage counted in bytes or vars just ends
+        said = f" {done}/{total}: {' '.join(finished.split())}" if finished else ": done"
+        sys.stderr.write(shown(f"{self.prefix}{label}{said}") + "\n")
+        sys.stderr.flush()
 
 
 def pass_through_flags(lar_args: tuple, trailing: tuple) -> tuple:

@@ -19,7 +19,8 @@ class LarPrecError(Exception):
     run_dir: "Optional[Path]" = None
     #: that run's RunResult (as written to its run.json), when a run raised it
     result: Any = None
-    #: the finished analysis' Report, when only writing it failed: the verdict is shown anyway
+    #: the finished analysis' Report (quant, mixed: their JSON), when only writing it failed: the
+    #: verdict is shown anyway
     report: Any = None
 
 

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-__all__ = ["reach", "topological_order"]
+__all__ = ["bfs_parents", "path_to", "reach", "topological_order"]
 
 
 def topological_order(inputs: Mapping[int, Iterable[int]]) -> Tuple[List[int], List[int]]:
@@ -59,3 +59,34 @@ def reach(start: int, neighbours: Mapping[int, Iterable[int]],
                 todo.append(w)
     seen.discard(start)
     return seen
+
+
+def bfs_parents(starts: Sequence[int], neighbours: Mapping[int, Iterable[int]]) -> Dict[int, Optional[int]]:
+    """One breadth-first search from every id of ``starts`` at once (most preferred first):
+    each id reached -> the id before it on a shortest path from its nearest start (None for
+    a start). Of equally near starts the most preferred wins, and a path's steps are the first
+    found. Linear in the graph: every edge is looked at once, whatever its depth."""
+    parent: Dict[int, Optional[int]] = {s: None for s in starts}
+    # a level is walked in order of preference of its ids' starts: each id found takes the
+    # preference of the first one that finds it, so the next level is in that order too
+    frontier = list(parent)
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in neighbours.get(v, ()):
+                if w not in parent:
+                    parent[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return parent
+
+
+def path_to(target: int, parent: Mapping[int, Optional[int]]) -> List[int]:
+    """The path ``start -> ... -> target`` of a :func:`bfs_parents` search (``target`` reached)."""
+    path = [target]
+    step = parent[target]
+    while step is not None:
+        path.append(step)
+        step = parent[step]
+    path.reverse()
+    return path

@@ -199,20 +199,46 @@ def check_file(path: PathLike, what: str) -> Path:
     return Path(path)
 
 
+def _strict_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (a number must be finite)")
+
+
+def read_json_file(path: PathLike, what: str, *, limit: Optional[int] = 64 << 20, strict: bool = True) -> Any:
+    """The JSON value of ``path`` (``strict``: no ``NaN``/``Infinity``), read as every reader of a
+    user's file reads: a regular file only (a FIFO or device refused without blocking), at most
+    ``limit`` bytes (None: any size), nesting as deep as Python's parser goes.
+
+    Raises:
+        InputSpecError: one line naming the file and what was expected (``what``).
+    """
+    check_file(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in after the check must not hang
+    except OSError as exc:
+        raise InputSpecError(f"{what} {os.fspath(path)} cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputSpecError(f"{what} {os.fspath(path)} is not a regular file")
+        if limit is not None and st.st_size > limit:
+            raise InputSpecError(f"{what} {os.fspath(path)} is {st.st_size} bytes; expected at most {limit}")
+        raw = fh.read() if limit is None else fh.read(limit + 1)
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_strict_constant if strict else None)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputSpecError(f"{what} {os.fspath(path)} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InputSpecError(f"{what} {os.fspath(path)} is nested deeper than Python's JSON parser goes; "
+                             "expected a JSON file of a few levels") from None
+
+
 _JSON_TYPES = {"float32": "float32", "float": "float32", "int32": "int32", "int": "int32",
                "int8": "int8", "uint8": "uint8"}
 
 
 def load_json_inputs(path: str) -> Dict[str, np.ndarray]:
     """Read a load_and_run ``.json`` input file: ``{name: {shape, type, raw}}``."""
-    check_file(path, "input file")
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise InputSpecError(f"cannot read input file {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputSpecError(f"input file {path} is not valid JSON: {exc}") from None
+    data = read_json_file(path, "input file", limit=None, strict=False)  # load_and_run's own format
     if not isinstance(data, dict):
         raise InputSpecError(f"input file {path}: expected an object {{name: {{shape, type, raw}}}}")
     out: Dict[str, np.ndarray] = {}

@@ -3,16 +3,18 @@
 Every file lar-prec writes goes through :func:`atomic_write_text` (or :func:`atomic_writer`):
 the bytes go to a temporary file beside the target, are flushed and fsynced, and only then
 renamed over it, so a full disk or a crash leaves the earlier file whole and no half file.
+:func:`json_text` is the one (strict) JSON encoding of the records written.
 :func:`check_output_path` refuses, before anything runs, an output that cannot be written or
 that would replace one of the analysis' inputs; :func:`save_crash_report` keeps the traceback
-of an internal error; :func:`make_stdout_pipe_safe` lets a closed stdout pipe end the output
-without ending the command. :func:`sha256_file` is the package's one file hash.
+of an internal error; :func:`make_output_pipe_safe` lets a closed stdout or stderr pipe end
+the output without ending the command. :func:`sha256_file` is the package's one file hash.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import io
+import json
 import os
 import stat
 import sys
@@ -153,6 +155,14 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
+def json_text(obj: Any, *, indent: Optional[int] = 1, default: Any = None) -> str:
+    """The JSON text of a record lar-prec writes, with its final newline: strict JSON, which
+    has no NaN or Infinity. A non-finite number reaching here is a bug of its writer (which
+    writes null and says why, as :func:`lar_prec.records.json_number` and a ``nonfinite`` key
+    do): ValueError, never a file other programs cannot read."""
+    return json.dumps(obj, indent=indent, default=default, allow_nan=False) + "\n"
+
+
 def atomic_write_text(path: PathLike, text: str, *, what: str = "output") -> Path:
     """Replace ``path`` by ``text`` atomically (see :func:`atomic_writer`); returns the path."""
     with atomic_writer(path, what=what) as f:
@@ -181,12 +191,14 @@ def save_crash_report(exc: BaseException, argv: Iterable[str] = ()) -> Path:
     return Path(name)
 
 
-class PipeSafeStdout(io.RawIOBase):
-    """File descriptor 1 that a closed pipe cannot crash (``lar-prec compare --json - | head``).
+class PipeSafeStream(io.RawIOBase):
+    """File descriptor 1 or 2 that a closed pipe cannot crash (``lar-prec compare --json - | head``,
+    ``lar-prec naive-vs-default ... 2>&1 | head -2``).
 
-    The first write into a closed pipe points fd 1 at /dev/null and the command goes on to
+    The first write into a closed pipe points the fd at /dev/null and the command goes on to
     its verdict: the output stops silently and the exit code stays the verdict's (0 or 1),
-    not click's 1 for every EPIPE, and no "Exception ignored" at interpreter exit.
+    not click's 1 for every EPIPE, and no "Exception ignored" at interpreter exit. A reader
+    that goes away never turns one verdict into another.
     """
 
     def __init__(self, fd: int) -> None:
@@ -210,23 +222,27 @@ class PipeSafeStdout(io.RawIOBase):
             return os.write(self._fd, b)
         except BrokenPipeError:
             self._broken = True
-            with contextlib.suppress(OSError):  # fd 1 to /dev/null: nothing else writes into the pipe
+            with contextlib.suppress(OSError):  # the fd to /dev/null: nothing else writes into the pipe
                 null = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(null, self._fd)
                 os.close(null)
             return len(memoryview(b))
 
 
-def make_stdout_pipe_safe() -> None:
-    """Replace sys.stdout by the same text stream over :class:`PipeSafeStdout`."""
-    old = sys.stdout
-    try:
-        fd = old.fileno()
-    except (AttributeError, OSError, ValueError):  # not a real file (embedded, captured)
-        return
-    old.flush()
-    sys.stdout = io.TextIOWrapper(io.BufferedWriter(PipeSafeStdout(fd)), encoding=old.encoding,
-                                  errors=old.errors, line_buffering=old.line_buffering)
+def make_output_pipe_safe() -> None:
+    """Replace sys.stdout and sys.stderr by the same text streams over :class:`PipeSafeStream`
+    (stderr carries the notes and progress lines written after the verdict)."""
+    for name in ("stdout", "stderr"):
+        old = getattr(sys, name)
+        try:
+            fd = old.fileno()
+        except (AttributeError, OSError, ValueError):  # not a real file (embedded, captured)
+            continue
+        with contextlib.suppress(OSError):  # already into a closed pipe: nothing to keep
+            old.flush()
+        setattr(sys, name, io.TextIOWrapper(io.BufferedWriter(PipeSafeStream(fd)), encoding=old.encoding,
+                                            errors=old.errors, line_buffering=old.line_buffering,
+                                            write_through=getattr(old, "write_through", False)))
 
 
 _SHA_CACHE: Dict[Tuple[str, int, int], str] = {}

@@ -17,7 +17,7 @@ Only the standard library: it must behave like a foreign program, not like lar-p
   (copies half of the dump, then kills itself with SIGSEGV); ``sleep`` (starts a child
   ``sleep`` in its process group, writes its pid to ``FAKE_LAR_CHILD_PID``, sleeps 60 s);
   ``stall`` (what MegEngine does after some JIT errors on some CPUs: prints
-  ``bad err=45 in Xbyak::Error``, then every thread waits forever using no CPU); ``busy``
+  ``bad err=45 in Xbyak::Error``, then every thread waits forever in a futex, using no CPU); ``busy``
   (burns CPU for ``FAKE_LAR_BUSY_SECONDS``, default 8, then runs as ``ok``: slow but healthy);
   ``drop_output`` (the dump without its last var, the model's output); ``bad_dump`` (its last
   file cut to 30 bytes), both exiting 0.
@@ -36,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -116,7 +117,11 @@ def main():
     if mode == "stall":
         sys.stderr.write("bad err=45 in Xbyak::Error\n")
         sys.stderr.flush()
-        signal.pause()  # no CPU at all until killed, like threads parked in a futex wait
+        # no CPU at all until killed: every thread parked in a futex wait, as MegEngine's are
+        never = threading.Event()
+        for _ in range(2):
+            threading.Thread(target=never.wait, daemon=True).start()
+        never.wait()
         return 0
     if mode == "busy":
         end = time.monotonic() + float(os.environ.get("FAKE_LAR_BUSY_SECONDS", "8"))

@@ -402,6 +402,62 @@ def test_bad_runs_and_binaries(row: Row, ctx: Ctx) -> None:
     check_row(row, ctx)
 
 
+@pytest.mark.megengine
+def test_an_unknown_reference_lists_each_target_once(ctx: Ctx) -> None:
+    """Issue 41 #6: `devices MODEL --local --reference nosuch` listed the targets as "(local, local)"."""
+    row = Row("devices-reference-unknown", lambda c: ["devices", c.model, *c.inputs(), "--local", "--reference",
+                                                      "nosuch", "--out", c.tmp / "out"], 2,
+              lambda c: ["--reference 'nosuch'"], ["is not one of the targets"])
+    r = check_row(row, ctx)
+    assert error_lines(r.stderr)[0].endswith("is not one of the targets; expected one of local"), r.stderr
+
+
+def _run_json(folder: Path) -> dict:
+    import json
+
+    return json.loads(next(folder.rglob("run.json")).read_text())
+
+
+@pytest.mark.megengine
+def test_a_wrapper_waiting_on_a_lock_is_not_a_dead_run(ctx: Ctx) -> None:
+    """Issue 41 #1: `run MODEL --lar lar.sh --timeout 60` where lar.sh is `flock gpu.lock
+    load_and_run "$@"` and another job holds the lock for 10 s: the run waits (no CPU, asleep
+    in the lock) past the stall watch's 5 s and finishes ok, exit 0 (it was "stalled", exit 3)."""
+    import fcntl
+    import threading
+
+    lock = ctx.tmp / "gpu.lock"
+    wrapper = ctx.tmp / "lar.sh"
+    wrapper.write_text(f"#!/bin/sh\nexport PYTHONPATH={ROOT}\n"
+                       f"[ \"$1\" = --version ] && exec {PY} -m lar_prec.lar --version\n"
+                       f"exec flock {lock} {PY} -m lar_prec.lar \"$@\"\n")
+    wrapper.chmod(0o755)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        release = threading.Timer(10, held.close)  # the other job ends in 10 s
+        release.start()
+        try:
+            r = lar_prec(["run", ctx.model, *ctx.inputs(), "--lar", wrapper, "--timeout", "60", "--out", ctx.tmp / "out"],
+                         cwd=ctx.tmp, env={k: v for k, v in ctx.env.items() if k != "LAR_PREC_STALL_AFTER"})
+        finally:
+            release.cancel()
+    assert r.returncode == 0, r.stderr
+    rec = _run_json(ctx.tmp / "out")
+    assert rec["status"] == "ok" and rec["seconds"] > 5, rec  # it waited past the grace period
+
+
+@pytest.mark.megengine
+def test_a_dead_megengine_is_stalled_within_10_s(ctx: Ctx) -> None:
+    """Issue 41 #1: `run MODEL --lar fake_lar.py --timeout 60`, the stand-in printing MegEngine's
+    fatal line, then every thread parked in a futex: "stalled", exit 3, under the default grace."""
+    r = lar_prec(_fake(ctx, "stall", "--timeout", "60"), cwd=ctx.tmp, env=ctx.env)
+    assert r.returncode == 3, r.stderr
+    assert error_lines(r.stderr)[0].startswith("Error: load_and_run stalled: alive but using no CPU for 5 s"), r.stderr
+    assert "stalled after: bad err=45 in Xbyak::Error" in r.stderr
+    rec = _run_json(ctx.tmp / "out")
+    assert rec["status"] == "stalled" and rec["seconds"] < 10, rec
+
+
 # ----------------------------------------------------------------------------- outputs
 
 
@@ -527,6 +583,29 @@ def test_ctrl_c_exits_130(row: SignalRow, ctx: Ctx) -> None:
     assert len(error_lines(err)) == 1 and "interrupted" in error_lines(err)[0], err
     assert_intact(before, snapshot(ctx.tmp))
     assert not (ctx.tmp / "r.json").exists()
+
+
+def _lar_making_folder(c: Ctx, where: Path) -> Path:
+    """The bundled load_and_run behind a wrapper that first makes a folder at ``where`` (as a
+    full disk would fail a write there at the end)."""
+    wrapper = c.tmp / "lar.sh"
+    wrapper.write_text(f"#!/bin/sh\nmkdir -p {where}\nPYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.megengine
+def test_mixed_prints_its_verdict_and_keep_list_before_a_late_write_fails(ctx: Ctx) -> None:
+    """Issue 41 #4: `mixed MODEL --input ... --out OUT --lar lar.sh`, keep.json unwritable at the
+    end: the verdict and the operators to keep on stdout, then one Error line naming keep.json,
+    exit 2 (stdout was empty)."""
+    out = ctx.tmp / "out"
+    r = lar_prec(["mixed", ctx.model, *ctx.inputs(), "--out", out, "--lar", _lar_making_folder(ctx, out / "keep.json"),
+                  "-q"], cwd=ctx.tmp, env=ctx.env)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout.startswith("--enable-ioc16 alone") and f"keep-list: {out / 'keep.json'}" in r.stdout, r.stdout
+    assert error_lines(r.stderr) == [r.stderr.strip()] and r.stderr.startswith("Error: cannot write the keep-list")
+    assert "keep.json" in r.stderr
 
 
 def test_the_verdict_is_printed_when_the_analysis_folder_cannot_take_the_report(ctx: Ctx) -> None:

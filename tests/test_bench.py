@@ -83,7 +83,7 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
         assert heading in text
     assert "CPU:" in text and "numpy" in text and "Quick mode" in text
     res = json.loads(raw.read_text())
-    assert len(res["targets"]) == 10
+    assert len(res["targets"]) == 11
     # the many-variable pair, stage by stage: the stages add up to the total
     prof = res["sections"]["profile-many"]["data"]
     stages = ("start-up", "index", "read", "pairing", "records", "tree", "report", "json")
@@ -118,6 +118,8 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
     if root["available"]:
         # the two stretches where divergence starts are exactly the roots
         assert root["data"]["root_ids"] == root["data"]["expected_roots"]
+        chain = root["data"]["chain"]  # the path to the deep chain's root is the whole chain
+        assert chain["root"] == chain["depth"] == chain["path_len"] > 0
     nvd = res["sections"]["naive-vs-default"]
     if nvd["available"]:
         assert {row["mode"] for row in nvd["data"]["rows"]} == {"pipe", "terminal"}

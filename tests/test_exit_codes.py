@@ -6,6 +6,7 @@ by one that raises (a stand-in for a bug); MegEngine is never touched.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -159,6 +160,35 @@ def test_workflow_json_to_a_closed_pipe_keeps_the_verdict(manifest, tmp_path):
     assert full.returncode in (0, 1) and len(full.stdout) > 8192, full.stderr
     r = closed_pipe(argv + ["--out", tmp_path / "b"], tmp_path)
     assert r.returncode == full.returncode and "Traceback" not in r.stderr and "Error" not in r.stderr, r.stderr
+
+
+def into_a_gone_reader(argv: List[str], cwd: Path, streams: str) -> subprocess.CompletedProcess:
+    """``lar-prec argv`` with ``streams`` (``stdout``, ``stderr`` or ``both``: ``2>&1 | head``)
+    into a pipe whose reader has already gone: every write there meets EPIPE."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    to = {"stdout": {"stdout": w_fd, "stderr": subprocess.PIPE}, "stderr": {"stdout": subprocess.PIPE, "stderr": w_fd},
+          "both": {"stdout": w_fd, "stderr": w_fd}}[streams]
+    try:
+        return subprocess.run([PY, "-m", "lar_prec", *map(str, argv)], cwd=cwd, env=env, timeout=120, **to)
+    finally:
+        os.close(w_fd)
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("streams", ["stdout", "stderr", "both"])
+def test_a_reader_that_goes_away_never_changes_the_verdict(manifest, tmp_path, streams):
+    """Issue 41 #10: ``naive-vs-default MODEL --input ... 2>&1 | head -2`` on a clean model exited 1
+    (the notes written to stderr after the reader had gone): the analysis finishes and exits
+    with its verdict's code, with stderr alone or both streams into the closed pipe."""
+    case = manifest["cnn"]
+    out = tmp_path / "a"
+    r = into_a_gone_reader(["naive-vs-default", case.model, *sum((["--input", s] for s in case.input_specs()), []),
+                            "--no-local", "--out", out], tmp_path, streams)
+    report = json.loads((out / "report.json").read_text())
+    assert r.returncode == int(report["diverged"]), (r.returncode, r.stdout, r.stderr)
+    assert report["verdict"].startswith(("no divergence", "divergence")), report["verdict"]
 
 
 # ------------------------------------------------------------------------ full disk

@@ -37,7 +37,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
-    with ProgressBars(not quiet) as progress:
+    with ProgressBars(not quiet, "naive-vs-default") as progress:
         analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
                                     timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
                                     text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
@@ -91,7 +91,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
-    with ProgressBars(not quiet) as progress:
+    with ProgressBars(not quiet, "shake") as progress:
         analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
                          threshold=0.0 if threshold is None else threshold, explain=not no_explain,
                          lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
@@ -142,11 +142,12 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
 
     targets = parse_targets(remotes, local=local, lar=lar_path, remote_dir=remote_dir, keep_remote=keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None), analysis_dir=out)
-    analysis = devices(model, inputs, targets, reference=reference, config=config_name, out=out,
-                       # without --remote, --lar can only name this machine's binary (a missing one is exit 2);
-                       # with --remote it is the devices' path, and --local runs the usual lookup
-                       threshold=threshold or "auto", lar=lar_path if not remotes else None, timeout=timeout,
-                       extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed)
+    with ProgressBars(not quiet, "devices") as progress:
+        analysis = devices(model, inputs, targets, reference=reference, config=config_name, out=out,
+                           # without --remote, --lar can only name this machine's binary (a missing one is
+                           # exit 2); with --remote it is the devices' path, and --local runs the usual lookup
+                           threshold=threshold or "auto", lar=lar_path if not remotes else None, timeout=timeout,
+                           extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, progress=progress)
     finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
@@ -201,7 +202,7 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
-    with ProgressBars(not quiet) as progress:
+    with ProgressBars(not quiet, "sweep") as progress:
         analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
                          extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress,
                          remote=spec, local=not no_local)

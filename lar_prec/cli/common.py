@@ -67,9 +67,9 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except LarPrecError as exc:
             if exc.report is not None:  # the analysis finished, writing its report did not: verdict first
-                from lar_prec.report.terminal import render_terminal
+                from lar_prec.report.terminal import render_result
 
-                render_terminal(exc.report, report_out())
+                render_result(exc.report, report_out())
             msg = _one_line(str(exc)) or type(exc).__name__
             click.echo(f"Error: {msg}", err=True)
             tail = getattr(exc, "stderr_tail", "")
@@ -145,19 +145,17 @@ def write_outputs(report: Any, json_out: str | None, html_out: str | None) -> No
 def advice_outputs(data: dict, render: Any, json_out: str | None, html_out: str | None) -> None:
     """The terminal view (unless the JSON goes to stdout), --json and --html of a command whose
     result is its own JSON (``quant``, ``mixed``: no Report)."""
-    import json  # noqa: PLC0415  (stdlib; kept out of every other command)
-
-    from lar_prec.outputs import atomic_write_text
+    from lar_prec.outputs import atomic_write_text, json_text
     from lar_prec.report.html import write_html
 
+    if json_out != "-":  # the verdict first: it survives a failing write
+        render(data, report_out())
     if html_out:
         write_html(data, html_out)
-    if json_out != "-":
-        render(data, report_out())
     if json_out == "-":
-        click.echo(json.dumps(data, indent=1))
+        click.echo(json_text(data), nl=False)
     elif json_out:
-        atomic_write_text(json_out, json.dumps(data, indent=1) + "\n", what="JSON result")
+        atomic_write_text(json_out, json_text(data), what="JSON result")
 
 
 _workflow_options = [

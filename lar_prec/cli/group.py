@@ -47,8 +47,8 @@ def cli() -> None:
 
     Exit codes: 0 no divergence, 1 divergence found, 2 usage or input error,
     3 a load_and_run run failed, 4 internal error of lar-prec (the traceback is saved to a
-    file whose path is printed), 130 interrupted. A closed stdout pipe ends the output
-    silently and keeps the verdict's code.
+    file whose path is printed), 130 interrupted. A closed stdout or stderr pipe ends
+    that output silently and keeps the verdict's code.
     """
 
 
@@ -76,9 +76,9 @@ def _run_cli() -> int:
 
 def main() -> None:
     """Console-script entry point."""
-    from lar_prec.outputs import make_stdout_pipe_safe
+    from lar_prec.outputs import make_output_pipe_safe
 
-    make_stdout_pipe_safe()
+    make_output_pipe_safe()
     if len(sys.argv) > 1 and sys.argv[1] in ("compare", "tree"):
         # these own the process and run their own workers: OpenBLAS's thread pool, started
         # when numpy is imported, only burns CPU there (measured: ~0.1 s less CPU, and the

@@ -27,16 +27,16 @@ def _need(store: str | None) -> str:
 
 def _emit(data: Any, json_out: str | None, lines: list) -> None:
     """The lines on stdout (unless the JSON goes there), then --json."""
-    from lar_prec.outputs import atomic_write_text
+    from lar_prec.outputs import atomic_write_text, json_text
 
     if json_out != "-":
         for line in lines:
             click.echo(shown(line))
-    text = json.dumps(data, indent=1, default=str)
+    text = json_text(data, default=str)
     if json_out == "-":
-        click.echo(text)
+        click.echo(text, nl=False)
     elif json_out:
-        atomic_write_text(json_out, text + "\n", what="JSON result")
+        atomic_write_text(json_out, text, what="JSON result")
 
 
 @click.command("check")

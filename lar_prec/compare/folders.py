@@ -24,7 +24,7 @@ import logging
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 
 from lar_prec.compare.engine import batch
@@ -54,6 +54,7 @@ from lar_prec.errors import UsageError
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
+from lar_prec.compare.explain import RECOMPUTED, Recomputed, recompute
 from lar_prec.compare.growth import grow, with_growth
 from lar_prec.compare.threshold import (
     Threshold,
@@ -204,7 +205,8 @@ def compare_folders(
         if not judged[i]:
             diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
     if fixed is None:  # auto: the band, then each var against what its inputs explain
-        diffs, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))  # type: ignore[arg-type,assignment]
+        diffs, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb),  # type: ignore[arg-type,assignment]
+                             recheck=_recheck(fa, fb, dict(paired.pairs)))
         thr = with_growth(thr, growth)
         diffs, one_step = _one_step(diffs)  # type: ignore[arg-type,assignment]
         if one_step:
@@ -216,6 +218,27 @@ def compare_folders(
         if relaid is not None:
             relaid.cleanup()
     return _comparison(fa, fb, judged, thr, notes, st, paired)
+
+
+def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callable[[VarDiff], Optional[Recomputed]]:
+    """``recheck(var)`` for the dump-only rule: the var recomputed from each side's own inputs
+    (:func:`lar_prec.compare.explain.recompute`; None when a side lacks it or an input)."""
+
+    def values(folder: DumpFolder, vid: int) -> Optional[Tuple[Any, List[Any]]]:
+        ins = folder.inputs_of(vid)
+        if vid not in folder or not all(u in folder for u in ins):
+            return None
+        return folder[vid].array(), [folder[u].array() for u in ins]
+
+    def recheck(d: VarDiff) -> Optional[Recomputed]:
+        if d.opr_type not in RECOMPUTED or d.id not in b_of:
+            return None
+        a, b = values(fa, d.id), values(fb, b_of[d.id])
+        if a is None or b is None:
+            return None
+        return recompute(d.opr_type, a[0], a[1], b[0], b[1], str(d.dtype).lower())
+
+    return recheck
 
 
 def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],

@@ -15,15 +15,23 @@ may amplify its inputs' error) are calibrated on the run's own errors (4 x their
 bounded), so one fault does not move them. A var above ``explained`` makes error: a root
 (``made``), whatever its inputs. A var not reached from one is held to
 ``max(band, explained)``: rounding carried along edges is not a divergence. Every number is
-``norm_err`` (max_err over ``min(1, scale)``), like the auto threshold's. Numpy only.
+``norm_err`` (max_err over ``min(1, scale)``), like the auto threshold's.
+
+This rule is a screen. A var it names as making error is then recomputed in float64 from each
+side's own inputs where the dumps tell its operator's parameters (``recheck``,
+:mod:`lar_prec.compare.explain`): when both sides are within ``TERMS_C`` rounding units of
+their own exact results, the operator made nothing and its error came through its inputs (a
+product of cancelling terms shows its inputs' error many times over). Numpy only.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
+from lar_prec.compare.bounds import TERMS_C
+from lar_prec.compare.explain import Recomputed
 from lar_prec.compare.records import VarDiff, with_changes
 from lar_prec.compare.threshold import Threshold, scale_factor
 
@@ -97,6 +105,8 @@ class Growth:
     gain_elementwise: float
     explained_over_band: int
     reason: str
+    #: vars the screen named that, recomputed from each side's own inputs, made nothing
+    rechecked: Mapping[int, Recomputed] = field(default_factory=dict)
 
 
 def _kind(d: VarDiff) -> str:
@@ -119,11 +129,14 @@ def _winograd_shaped(d: VarDiff, ins: Sequence[VarDiff]) -> bool:
     return d.opr_type.startswith(("Convolution", "ConvBias")) and len(ins) > 1 and tuple(ins[1].shape[-2:]) == (3, 3)
 
 
-def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
+def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
+         recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]] = None) -> Tuple[List[VarDiff], Optional[Growth]]:
     """``diffs`` (judged by the auto band ``thr``) re-judged by the edge rule: statuses and
     per-var thresholds of float vars, and which of them make error. Other dtypes, structural
     statuses and NaN/Inf are left as they are. None when no float var has a compared input.
-    ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd)."""
+    ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd).
+    ``recheck(var)``: the var recomputed from each side's own inputs (None: it cannot be);
+    a var the rule names whose recomputation says it made nothing is not a root."""
     by_id = {d.id: d for d in diffs}
     err: Dict[int, float] = {}
     for d in diffs:
@@ -187,6 +200,14 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
         explained[vid] = max(guard, own) + g * in_err[vid]
         if err[vid] > explained[vid]:
             made[vid] = err[vid] / explained[vid]
+    rechecked: Dict[int, Recomputed] = {}
+    for vid in list(made) if recheck is not None else ():
+        r = recheck(by_id[vid])  # type: ignore[misc]
+        allowance = TERMS_C * (WINOGRAD_ALLOWANCE if vid in winograd else 1.0)
+        if r is not None and not r.made_here(allowance):
+            rechecked[vid] = r
+            del made[vid]
+            explained[vid] = max(explained[vid], err[vid])  # all of its error came through its inputs
     out: List[VarDiff] = []
     divergent: set = set()
     over_band = 0
@@ -224,8 +245,11 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
                    f"(a side profiled: Winograd may have run)")
     if over_band:
         reason += f"; {over_band} var(s) above the band are rounding carried from their inputs"
+    if rechecked:
+        reason += (f"; {len(rechecked)} var(s) it named made nothing when recomputed in float64 from each side's own "
+                   f"inputs (within {TERMS_C:g} rounding units of their terms): their error came through their inputs")
     return out, Growth(made=made, explained=explained, scale=s, gain_reducing=g_red, gain_elementwise=g_elem,
-                       explained_over_band=over_band, reason=reason)
+                       explained_over_band=over_band, reason=reason, rechecked=rechecked)
 
 
 def with_growth(thr: Threshold, growth: Optional[Growth]) -> Threshold:

@@ -6,7 +6,7 @@ difference there is a bug), a few ulps for elementwise float operators, and for 
 sums terms (convolution, matrix products, reductions, average pooling, Softmax, LayerNorm) a
 bound from the rounding of its own sums: ``TERMS_C`` rounding units of each output element,
 a unit being ``eps * (sqrt(K) + 1) * sum(|terms|)`` of that element on the reference's inputs
-(:mod:`lar_prec.diagnosis.bounds`). An operator whose terms could not be measured falls back to
+(:mod:`lar_prec.compare.bounds`). An operator whose terms could not be measured falls back to
 ``eps * sqrt(K) * s`` scaled by its output's magnitude, with ``s`` calibrated from the run.
 Static operators (computed from constants alone, such as a recurrent cell's ``zeros @ W + b``)
 are part of the model's constants: never roots; a fault in them roots where they first meet
@@ -27,20 +27,9 @@ from lar_prec.compare.growth import DATA_MOVEMENT, ELEMWISE_ULPS, REDUCING, redu
 
 from lar_prec.diagnosis.local_records import LayerwiseModel, LocalResult, LocalVar, MeasuredVar
 
-from lar_prec.diagnosis.bounds import EPS
+from lar_prec.compare.bounds import EPS, TERMS_C
 #: the smallest step of a dtype (its subnormal spacing): below it rounding is absolute
 SUBNORMAL_STEP = {"float16": 2.0 ** -24}
-#: how many rounding units (:mod:`lar_prec.diagnosis.bounds`) two correct kernels may differ by
-#: at one element. Model: a summation's error is a sum of independent roundings, each uniform
-#: within u = eps/2 of its partial sum. The worst case is terms of one sign summed one after
-#: the other (the naive kernels): partial sums grow to T = sum |terms|, and the error's
-#: standard deviation is u * T * sqrt(K) / 3 = 1/6 of a unit (eps * (sqrt(K) + 1) * T); a kernel
-#: that sums in blocks errs less. 1.5 units is 9 of those standard deviations: the largest of
-#: 10^8 elements is about 6. Measured on every case of ``cases/`` under default, reproducible,
-#: fast-run (pinned; Winograd has its own factor) and every option that ran, naive against the
-#: test kernels: at most 0.55 units (ResNet-18's global average pooling, 512 sums of 49
-#: positive terms, 3.3 standard deviations; bench/RESULTS-floors.md).
-TERMS_C = 1.5
 #: bounds of the calibrated factor on ``eps * sqrt(reduction length)`` (the fallback)
 FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
 #: the calibrated factor is this many times the median of the run's normalised local errors
@@ -119,13 +108,13 @@ def _kind(m: MeasuredVar) -> str:
 
 def bound_floor(v: LocalVar, units: float) -> float:
     """The floor, in MegEngine's metric, of a var measured in rounding units (``v.bound``) held
-    to ``units`` of them: the local error at which its worst element would reach ``units``
-    (so ``local_err > floor`` exactly when that element's units exceed ``units``), or, where
-    nothing differs, ``units`` at the element where a unit is largest."""
+    to ``units`` of them: the local error at which its worse test (worst element, or the whole
+    output's scale) would reach ``units`` (so ``local_err > floor`` exactly when it exceeds
+    ``units``), or, where nothing differs, ``units`` at the element where a unit is largest."""
     b = v.bound
     assert b is not None
-    if v.local_err and b.units > 0:
-        return v.local_err * units / b.units if math.isfinite(b.units) else 0.0
+    if v.local_err and b.worst > 0:
+        return v.local_err * units / b.worst if math.isfinite(b.worst) else 0.0
     return units * b.unit_scale
 
 
@@ -260,6 +249,18 @@ def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = Non
     return LocalVerdict(tuple(roots), labels, came, floors)
 
 
+def over_floor_text(local_err: float, floor: float) -> str:
+    """``local 8.764e-07 > floor 8.758e-07 (x1.0007)``: as many digits as it takes for the two
+    numbers, and the margin, to differ (a root is never printed "x1" over an equal floor)."""
+    if floor <= 0:
+        return f"{local_err:.3g} > floor 0"
+    for digits in range(3, 10):
+        a, b, m = f"{local_err:.{digits}g}", f"{floor:.{digits}g}", f"{local_err / floor:.{digits}g}"
+        if a != b and m != "1":
+            return f"{a} > floor {b} (x{m})"
+    return f"{local_err!r} > floor {floor!r} (x{local_err / floor!r})"
+
+
 def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iterable[str]:
     """Lines for a terminal: checks, then the roots with their floor and margin."""
     verdict = verdict or local_roots(result)
@@ -269,8 +270,7 @@ def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iter
         note = f"; {c.note}" if c.note else ""
         yield f"check {c.name}: {c.status}{extra}{note}"
     for r in verdict.roots:
-        yield (f"root {r.id} {r.name} [{r.opr_type}]: local {r.local_err:.3g} > floor {r.floor:.3g} "
-               f"(x{r.margin:.3g})")
+        yield f"root {r.id} {r.name} [{r.opr_type}]: local {over_floor_text(r.local_err, r.floor)}"
 
 
 

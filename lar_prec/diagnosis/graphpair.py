@@ -177,7 +177,7 @@ def _anchor_kind(g: GraphInfo, o: GraphOpr, static: set) -> Tuple[str, Tuple]:
         return ("add" if base.startswith("FUSE_ADD_") else base.lower()), ()
     params = o.params if isinstance(o.params, dict) else {"params": o.params}
     kept = {k: v for k, v in params.items() if k not in _HOW}
-    return o.type, (json.dumps(kept, sort_keys=True, default=str),)
+    return o.type, (json.dumps(kept, sort_keys=True, default=str, allow_nan=False),)
 
 
 def layers_of(g: GraphInfo, intern: Dict[tuple, int]) -> GraphLayers:

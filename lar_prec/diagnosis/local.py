@@ -25,14 +25,14 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.relayout import to_plain
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run import proc as runproc
 from lar_prec.run.config import LoadAndRun, RunConfig, bundled_load_and_run, get_config
 from lar_prec.run.once import run_once
@@ -43,7 +43,7 @@ from lar_prec.run.record import RunResult
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.run.device import RemoteSessions, RemoteSpec
 from lar_prec.dumps.algocache import chosen_algorithms, read_algo_cache
-from lar_prec.diagnosis import bounds
+from lar_prec.compare import bounds
 from lar_prec.diagnosis.floors import local_json, reduction_length
 from lar_prec.lar.layerwise_build import MAG_SUFFIX
 from lar_prec.diagnosis.local_records import CheckResult, Feed, LayerwiseModel, LocalResult, LocalVar, MeasuredVar
@@ -82,16 +82,22 @@ def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float]
     interrupt its whole group is killed (``runproc.run_logged``), as for a run.
 
     Raises:
-        RunTimeout: past ``timeout`` seconds; RunError: it failed or could not start.
+        RunTimeout: past ``timeout`` seconds; RunError: it failed, stalled (dead by the rule of
+            :mod:`lar_prec.stall`) or could not start.
         KeyboardInterrupt: Ctrl-C (the group is killed first).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     err_path = log_dir / "stderr.txt"
     try:
-        rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt",
-                                stderr_path=err_path)
+        ended, rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt",
+                                       stderr_path=err_path)
     except OSError as exc:
         raise RunError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}", run_dir=log_dir, argv=argv) from None
+    if ended == "stalled":
+        said = runproc.last_meaningful_line(runproc.read_end(err_path))
+        raise RunError(f"{what} stalled: alive but using no CPU for {runproc.stall_after():g} s "
+                       f"({runproc.STALL_ENV} sets this), killed with its process group"
+                       + (f"; stalled after: {said}" if said else ""), run_dir=log_dir, argv=argv)
     if rc is None:
         raise RunTimeout(f"{what} ran past its timeout of {timeout:g} s and was killed with its process group",
                          run_dir=log_dir, argv=argv)
@@ -348,7 +354,7 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
                   local: DumpFolder, mags: Mapping[int, int], fmt: Optional[str],
                   compute: Optional[str] = None) -> Optional[Bound]:
     """How far ``got`` (m's local output) is from ``want`` (its reference), in rounding units of
-    each element's own scale (:mod:`lar_prec.diagnosis.bounds`) in the dtype it was computed in
+    each element's own scale (:mod:`lar_prec.compare.bounds`) in the dtype it was computed in
     (``compute``, a coarser one than m's own under a float16 option); None where no scale is
     known."""
     if m.dtype not in bounds.EPS:
@@ -376,6 +382,24 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
         n = bounds.roundings(int(np.prod(x.shape[m.axis:])))
         return bounds.measure(got, want, scale, dtype, "layernorm", n)
     return None
+
+
+def local_outputs(result: LocalResult, fmt: Optional[str] = None) -> "Callable[[int], Optional[np.ndarray]]":
+    """``value(var id)``: the test kernel's output of measured var ``var_id`` (original id) on the
+    reference's inputs, from the layerwise run, in the model's plain shape (``fmt``: the layout
+    option the run had); None where it was not measured or not isolated."""
+    folder = DumpFolder(result.local_dump)
+    outs = output_ids(folder)
+    measured = {m.id: m for m in result.layerwise.measured}
+    isolated = {v.id for v in result.vars if v.isolated}
+
+    def value(var_id: int) -> Optional["np.ndarray"]:
+        m = measured.get(var_id)
+        if m is None or var_id not in outs or var_id not in isolated:
+            return None
+        return _plain(np.asarray(folder[outs[var_id]].array()), m.shape, fmt)
+
+    return value
 
 
 def output_ids(folder: DumpFolder) -> Dict[int, int]:
@@ -598,5 +622,5 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         results.append(CheckResult("algorithm_cache", "fail", note=str(exc)))
     result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
                          Path(local.path), tuple(rows), tuple(results), algorithms, tuple(runs))
-    atomic_write_text(out / "local.json", json.dumps(local_json(result), indent=1) + "\n", what="local error record")
+    atomic_write_text(out / "local.json", json_text(local_json(result)), what="local error record")
     return result

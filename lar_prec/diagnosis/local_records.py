@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Tuple
 
-from lar_prec.diagnosis.bounds import Bound
+from lar_prec.compare.bounds import Bound
 from lar_prec.run.record import RunResult
 
 
@@ -106,7 +106,7 @@ class LocalVar:
     #: max |reference value| over finite elements (None: not a float var or no reference)
     ref_max_abs: Optional[float] = None
     #: the local difference in rounding units of each element's own scale
-    #: (:mod:`lar_prec.diagnosis.bounds`; None where no scale is known for the operator)
+    #: (:mod:`lar_prec.compare.bounds`; None where no scale is known for the operator)
     bound: Optional[Bound] = None
 
 

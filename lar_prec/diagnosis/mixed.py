@@ -12,7 +12,7 @@ from lar_prec.diagnosis.graphinfo import macs
 from lar_prec.diagnosis.local import child_env, run_child
 from lar_prec.errors import RunError, UsageError
 from lar_prec.lar.mixed_rewrite import MODES, SHAPE_READERS, USAGE_EXIT, KeepList, MixedModel
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike
 
 
@@ -79,7 +79,7 @@ def write_mixed_model(model: PathLike, out: PathLike, keep: KeepList, mode: str 
     dst = Path(out)
     keep_file = dst.with_name(dst.name + ".keep.json")
     record = dst.with_name(dst.name + ".json")
-    atomic_write_text(keep_file, json.dumps(keep.to_json(), indent=1) + "\n", what="keep-list")
+    atomic_write_text(keep_file, json_text(keep.to_json()), what="keep-list")
     argv = [sys.executable, "-m", "lar_prec.lar.mixed_rewrite", str(model), str(dst), "--keep", str(keep_file),
             "--mode", mode, "--record", str(record)]
     try:

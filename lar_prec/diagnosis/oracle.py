@@ -36,6 +36,9 @@ from lar_prec.diagnosis.graphinfo import GraphInfo, GraphOpr, GraphVar
 from lar_prec.errors import LarPrecError
 from lar_prec.compare.metrics import max_megengine_err, n_nonfinite
 from lar_prec.diagnosis.graphinfo import macs
+from lar_prec.compare import bounds, exact
+from lar_prec.compare.bounds import TERMS_C
+from lar_prec.lar.layerwise_build import sums_terms
 from lar_prec.records import json_number
 
 #: float16 rounding unit (2^-10) and float32's (2^-23)
@@ -104,66 +107,12 @@ def to_dtype(real: "np.ndarray", var: GraphVar) -> "np.ndarray":
 # ============================================================================ operators
 
 
-def _conv2d(x: "np.ndarray", w: "np.ndarray", p: Dict[str, Any]) -> "np.ndarray":
-    if p.get("format", "NCHW") != "NCHW":
-        raise OracleUnsupported(f"convolution format {p.get('format')} (NCHW only)")
-    if p.get("sparse", "DENSE") == "GROUP":
-        g, ocg, icg, kh, kw = w.shape
-    else:
-        ocg, icg, kh, kw = w.shape
-        g, w = 1, w[None]
-    if p.get("mode", "CROSS_CORRELATION") == "CONVOLUTION":
-        w = w[..., ::-1, ::-1]
-    n, c, h, wd = x.shape
-    if c != g * icg:
-        raise OracleUnsupported(f"convolution input has {c} channels, filter expects {g}x{icg}")
-    sh, sw, ph, pw = p.get("stride_h", 1), p.get("stride_w", 1), p.get("pad_h", 0), p.get("pad_w", 0)
-    dh, dw = p.get("dilate_h", 1), p.get("dilate_w", 1)
-    oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    out = np.zeros((n, g, ocg, oh, ow))
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh, j * dw: j * dw + sw * (ow - 1) + 1: sw]
-            out += np.einsum("ngchw,goc->ngohw", patch.reshape(n, g, icg, oh, ow), w[:, :, :, i, j])
-    return out.reshape(n, g * ocg, oh, ow)
-
-
 _NONLINEAR: Dict[str, Callable[["np.ndarray"], "np.ndarray"]] = {
     "IDENTITY": lambda x: x,
     "RELU": lambda x: np.maximum(x, 0.0),
     "SIGMOID": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "H_SWISH": lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
 }
-
-
-def _pool2d(x: "np.ndarray", p: Dict[str, Any]) -> "np.ndarray":
-    if p.get("format", "NCHW") != "NCHW":
-        raise OracleUnsupported(f"pooling format {p.get('format')} (NCHW only)")
-    mode = p.get("mode", "MAX")
-    kh, kw, sh, sw = p["window_h"], p["window_w"], p.get("stride_h", 1), p.get("stride_w", 1)
-    ph, pw = p.get("pad_h", 0), p.get("pad_w", 0)
-    n, c, h, w = x.shape
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
-    fill = -np.inf if mode == "MAX" else 0.0
-    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
-    valid = np.pad(np.ones((h, w)), ((ph, ph), (pw, pw)))
-    acc = np.full((n, c, oh, ow), -np.inf) if mode == "MAX" else np.zeros((n, c, oh, ow))
-    count = np.zeros((oh, ow))
-    for i in range(kh):
-        for j in range(kw):
-            sl = (slice(i, i + sh * (oh - 1) + 1, sh), slice(j, j + sw * (ow - 1) + 1, sw))
-            win = xp[(slice(None), slice(None)) + sl]
-            acc = np.maximum(acc, win) if mode == "MAX" else acc + win
-            count += valid[sl]
-    if mode == "MAX":
-        return acc
-    if mode == "AVERAGE":
-        return acc / (kh * kw)
-    if mode == "AVERAGE_COUNT_EXCLUDE_PADDING":
-        return acc / np.maximum(count, 1.0)
-    raise OracleUnsupported(f"pooling mode {mode}")
 
 
 def _erf(x: "np.ndarray") -> "np.ndarray":
@@ -218,17 +167,6 @@ def _elemwise(mode: str, xs: Sequence["np.ndarray"], integer: bool) -> "np.ndarr
         return np.asarray(fn(*xs))
 
 
-def _reduce(x: "np.ndarray", mode: str, out_shape: Tuple[int, ...]) -> "np.ndarray":
-    if len(out_shape) != x.ndim:
-        raise OracleUnsupported(f"Reduce to shape {out_shape} from {x.shape}")
-    axes = tuple(k for k in range(x.ndim) if out_shape[k] == 1 and x.shape[k] != 1)
-    fns = {"SUM": np.sum, "MEAN": np.mean, "MAX": np.max, "MIN": np.min, "PRODUCT": np.prod,
-           "SUM_SQR": lambda a, axis, keepdims: np.sum(a * a, axis=axis, keepdims=keepdims)}
-    if mode not in fns:
-        raise OracleUnsupported(f"Reduce mode {mode}")
-    return fns[mode](x, axis=axes, keepdims=True) if axes else x.copy()
-
-
 def _dimshuffle(x: "np.ndarray", p: Dict[str, Any], out_shape: Tuple[int, ...]) -> "np.ndarray":
     pattern = [int(k) for k in p.get("pattern", [])[: p.get("ndim", len(p.get("pattern", [])))]]
     kept = [k for k in pattern if k >= 0]
@@ -248,10 +186,18 @@ def _compute(g: GraphInfo, opr: GraphOpr, xs: List[Optional["np.ndarray"]]) -> L
         return got  # type: ignore[return-value]
 
     t = opr.type
+    try:
+        return _compute_op(t, p, xs, need, g, opr, shape0)
+    except exact.Unsupported as exc:
+        raise OracleUnsupported(str(exc)) from None
+
+
+def _compute_op(t: str, p: Dict[str, Any], xs: List[Optional["np.ndarray"]], need: Callable[..., List["np.ndarray"]],
+                g: GraphInfo, opr: GraphOpr, shape0: Tuple[int, ...]) -> List["np.ndarray"]:
     if t == "ConvolutionForward":
-        return [_conv2d(*need(0, 1), p)]
+        return [exact.conv2d(*need(0, 1), p)]
     if t == "ConvBiasForward":
-        y = _conv2d(*need(0, 1), p)
+        y = exact.conv2d(*need(0, 1), p)
         if len(xs) > 2 and xs[2] is not None and xs[2].size:
             y = y + xs[2]
         if len(xs) > 3 and xs[3] is not None and xs[3].size:
@@ -261,28 +207,21 @@ def _compute(g: GraphInfo, opr: GraphOpr, xs: List[Optional["np.ndarray"]]) -> L
             raise OracleUnsupported(f"ConvBias nonlinearity {mode}")
         return [_NONLINEAR[mode](y)]
     if t in ("MatrixMul", "BatchedMatrixMul"):
-        a, b = need(0, 1)
         if p.get("format", "DEFAULT") != "DEFAULT":
             raise OracleUnsupported(f"{t} format {p.get('format')}")
-        if p.get("transposeA"):
-            a = np.swapaxes(a, -1, -2)
-        if p.get("transposeB"):
-            b = np.swapaxes(b, -1, -2)
-        return [np.einsum("...ik,...kj->...ij", a, b)]
+        return [exact.matmul(*need(0, 1), bool(p.get("transposeA")), bool(p.get("transposeB")))]
     if t == "PoolingForward":
-        return [_pool2d(need(0)[0], p)]
+        return [exact.pool2d(need(0)[0], p)]
     if t == "Elemwise":
         vals = [np.broadcast_to(v, shape0) if v.ndim else v for v in need(*range(len(xs)))]
         integer = all(g.vars[i].dtype.startswith(("Int", "Uint")) for i in opr.inputs)
         return [_elemwise(p.get("mode", ""), vals, integer)]
     if t == "Reduce":
-        return [_reduce(need(0)[0], p.get("mode", "SUM"), shape0)]
+        return [exact.reduce(need(0)[0], p.get("mode", "SUM"), shape0)]
     if t == "SoftmaxForward":
         if "axis" not in p:
             raise OracleUnsupported("Softmax without a known axis (neither in the params nor probed)")
-        x = need(0)[0]
-        e = np.exp(x - x.max(axis=p["axis"], keepdims=True))
-        return [e / e.sum(axis=p["axis"], keepdims=True)]
+        return [exact.softmax(need(0)[0], p["axis"])]
     if t in ("TypeCvt", "Copy", "Identity"):
         return [need(0)[0]]
     if t in ("Reshape", "AxisAddRemove"):
@@ -525,8 +464,40 @@ def which_side(reference: "np.ndarray", test: "np.ndarray", oracle: "np.ndarray"
     """In naive-vs-default: ``"test"`` when the reference agrees with the oracle and the test
     does not, ``"reference"`` for the opposite, ``"both"`` when neither does, ``"neither"``
     when both do (a difference within ``floor`` of exact arithmetic)."""
-    r, t = _err(oracle, reference) <= floor, _err(oracle, test) <= floor
-    return {(True, False): "test", (False, True): "reference", (False, False): "both"}.get((r, t), "neither")
+    return _side(_err(oracle, reference) <= floor, _err(oracle, test) <= floor)
+
+
+def _side(reference_ok: bool, test_ok: bool) -> str:
+    return {(True, False): "test", (False, True): "reference", (False, False): "both"}.get(
+        (reference_ok, test_ok), "neither")
+
+
+def _mode(opr: GraphOpr) -> Optional[str]:
+    return opr.param("nonlineMode") if opr.type.startswith("ConvBias") else opr.param("mode")
+
+
+def rounding_scale(g: GraphInfo, opr: GraphOpr, inputs: Sequence[Optional["np.ndarray"]], index: int,
+                   exact: "np.ndarray") -> Optional[Tuple["np.ndarray", float]]:
+    """Each element's rounding scale ``U`` of output ``index`` of ``opr`` on ``inputs`` (stored
+    values) whose exact value is ``exact``, and how many roundings add up
+    (:mod:`lar_prec.compare.bounds`); None for an operator without one. A sum's magnitudes
+    are the oracle itself on the absolute values of the inputs."""
+    xs = [None if x is None else np.abs(dequantize(np.asarray(x), g.vars[v])) for v, x in zip(opr.inputs, inputs)]
+    if sums_terms(opr.type, _mode(opr)):
+        k = reduction_terms(g, opr)
+        return bounds.terms_scale(evaluate(g, opr, xs)[index], k), bounds.roundings(k)
+    x = None if not inputs or inputs[0] is None else dequantize(np.asarray(inputs[0]), g.vars[opr.inputs[0]])
+    if x is None:
+        return None
+    if opr.type == "SoftmaxForward" and isinstance(opr.param("axis"), int):
+        axis = opr.param("axis")
+        return bounds.softmax_scale(x, exact, axis), bounds.roundings(x.shape[axis])
+    if opr.type == "LayerNormForward" and len(opr.outputs) > 1 and g.vars[opr.outputs[1]].shape is not None:
+        axis = len(g.vars[opr.outputs[1]].shape)
+        gamma, beta = (xs[1], xs[2]) if len(xs) == 3 else (None, None)
+        n = int(np.prod(x.shape[axis:]))
+        return bounds.layernorm_scale(x, exact, axis, index, gamma, beta), bounds.roundings(n)
+    return None
 
 
 # ============================================================================ roots of naive-vs-default
@@ -535,8 +506,10 @@ def which_side(reference: "np.ndarray", test: "np.ndarray", oracle: "np.ndarray"
 @dataclass(frozen=True)
 class RootSide:
     """Which side of a naive-vs-default root is wrong by the float64 oracle on the reference's
-    inputs (:func:`which_side`: ``test``, ``reference``, ``both``, ``neither``; ``unknown``
-    with ``why`` when the oracle could not say), and each side's distance from it."""
+    inputs (``test``, ``reference``, ``both``, ``neither``; ``unknown`` with ``why`` when the
+    oracle could not say), each side's distance from it (MegEngine's metric) and, where the
+    operator has a rounding scale (:func:`rounding_scale`), in rounding units, each side held
+    to ``TERMS_C`` of them; else to ``floor`` in the metric."""
 
     id: int
     side: str
@@ -544,14 +517,23 @@ class RootSide:
     test_err: Optional[float] = None
     floor: Optional[float] = None
     why: str = ""
+    reference_units: Optional[float] = None
+    test_units: Optional[float] = None
 
 
-def root_sides(g: GraphInfo, ref: Any, test: Any, roots: Sequence[Tuple[int, str, float]]) -> List[RootSide]:
-    """For each root ``(var id in the dumps, name, floor)``: the oracle on the operator that
-    writes it, fed the reference dump's values of its inputs, against both dumps' values.
+def root_sides(g: GraphInfo, ref: Any, roots: Sequence[Tuple[int, str, float]], *,
+               test_local: Optional[Callable[[int], Optional["np.ndarray"]]] = None,
+               test_dump: Any = None) -> List[RootSide]:
+    """For each root ``(var id in the dumps, name, floor)``: each side's output against the
+    float64 oracle of the operator that writes it *on the inputs that side computed from*,
+    never a side's output against exact arithmetic on other inputs (that difference carries
+    the inputs' error). The reference side: its dumped value, oracle on the reference dump's
+    inputs. The test side: ``test_local(var id)``, the test kernel's output on the reference's
+    inputs (the layerwise run of local error), with the same oracle; where that is None, the
+    ``test_dump`` folder's value with the oracle on that dump's own inputs; else unknown.
     ``g`` describes the graph that ran (ids as in the dumps, else found by the var's name);
-    ``floor`` is how far a correct result may be from exact arithmetic (a float16 var gets at
-    least :func:`io_floor`)."""
+    ``floor`` is how far a correct result may be from exact arithmetic where the operator has
+    no rounding scale (a float16 var gets at least :func:`io_floor`)."""
     by_name: Dict[str, List[int]] = {}
     for vid, v in g.vars.items():
         by_name.setdefault(v.name, []).append(vid)
@@ -560,15 +542,25 @@ def root_sides(g: GraphInfo, ref: Any, test: Any, roots: Sequence[Tuple[int, str
         gid = vid if vid in g.vars and g.vars[vid].name == name else (
             by_name[name][0] if len(by_name.get(name, ())) == 1 else None)
         opr = g.producer(gid) if gid is not None else None
-        if opr is None or vid not in ref or vid not in test:
+        if opr is None or vid not in ref:
             out.append(RootSide(vid, "unknown", why="its operator is not in the model's graph or a dump lacks it"))
+            continue
+        test_value = test_local(vid) if test_local is not None else None
+        test_inputs = None  # None: the reference's
+        if test_value is None and test_dump is not None and vid in test_dump:
+            test_value, test_inputs = np.asarray(test_dump[vid].array()), golden_inputs(g, opr, test_dump)
+        if test_value is None:
+            out.append(RootSide(vid, "unknown", why="the test kernel's output was not measured on known inputs"))
             continue
         fmt = opr.params.get("format") if isinstance(opr.params, dict) else None
         if fmt not in (None, "NCHW", "DEFAULT"):
             out.append(RootSide(vid, "unknown", why=f"the oracle computes NCHW only, this operator runs in {fmt}"))
             continue
+        index = list(opr.outputs).index(gid)
+        inputs = golden_inputs(g, opr, ref)
         try:
-            got = evaluate(g, opr, golden_inputs(g, opr, ref))[list(opr.outputs).index(gid)]
+            got = evaluate(g, opr, inputs)[index]
+            got_test = got if test_inputs is None else evaluate(g, opr, test_inputs)[index]
         except OracleUnsupported as exc:
             out.append(RootSide(vid, "unknown", why=f"the oracle does not compute it: {exc}"))
             continue
@@ -577,8 +569,22 @@ def root_sides(g: GraphInfo, ref: Any, test: Any, roots: Sequence[Tuple[int, str
             continue
         v = g.vars[gid]
         a = dequantize(np.asarray(ref[vid].array()), v)
-        b = dequantize(np.asarray(test[vid].array()), v)
+        b = dequantize(np.asarray(test_value), v).reshape(a.shape) if np.size(test_value) == a.size else None
+        if b is None:
+            out.append(RootSide(vid, "unknown", why="the test kernel's output has another size than the reference's"))
+            continue
         if v.dtype == "Float16":
             floor = max(floor, io_floor(a))
-        out.append(RootSide(vid, which_side(a, b, got, floor), _err(got, a), _err(got, b), floor))
+        dtype = v.dtype.lower() if v.dtype.lower() in bounds.EPS else "float32"
+        units = []
+        for value, exact, ins in ((a, got, inputs), (b, got_test, test_inputs or inputs)):
+            scale = rounding_scale(g, opr, ins, index, exact)
+            units.append(bounds.measure(value, exact, scale[0], dtype, "oracle", scale[1]) if scale else None)
+        if units[0] is not None and units[1] is not None:
+            side = _side(units[0].worst <= TERMS_C, units[1].worst <= TERMS_C)
+        else:
+            side = _side(_err(got, a) <= floor, _err(got_test, b) <= floor)
+        out.append(RootSide(vid, side, _err(got, a), _err(got_test, b), floor,
+                            reference_units=units[0].worst if units[0] else None,
+                            test_units=units[1].worst if units[1] else None))
     return out

@@ -34,7 +34,6 @@ runs of a quantized var apart from larger ones (optimised int8 kernels may round
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,7 +47,7 @@ from lar_prec.errors import UsageError
 from lar_prec.compare.metrics import cosine_from_sums, max_megengine_err
 from lar_prec.records import PathLike, json_number
 from lar_prec.run.inputs import PreparedInput, PreparedInputs
-from lar_prec.outputs import sha256_file, atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text, sha256_file
 from lar_prec.diagnosis.local import build_layerwise, output_ids, run_layerwise
 
 # ============================================================================ pairing
@@ -426,8 +425,7 @@ def local_quant_errors(quant_model: PathLike, quant_g: GraphInfo, float_g: Graph
     record = {"schema": "lar-prec.quant-local/1", "layerwise_model": str(lw.path), "dump": str(dump.path),
               "fed_from": {str(k): v for k, v in source.items()},
               "layers": {str(k): {"metrics": m.to_json() if m else None, "note": n} for k, (m, n) in result.items()}}
-    atomic_write_text(out / "quant_local.json", json.dumps(record, indent=1, allow_nan=False) + "\n",
-                      what="quantized local error record")
+    atomic_write_text(out / "quant_local.json", json_text(record), what="quantized local error record")
     return result
 
 

@@ -19,7 +19,6 @@
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, replace
@@ -32,7 +31,7 @@ from lar_prec.diagnosis.local import child_env, run_child
 from lar_prec.diagnosis.quantinfo import LayerError, Metrics, QuantPair, metrics, real_values, reference_values
 from lar_prec.errors import RunError, UsageError
 from lar_prec.lar.quant_rewrite import KEEP_SCHEMA, KEEPABLE, USAGE_EXIT
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike, json_number
 
 #: how far below the median int8 layer's local SNR a layer must fall to be kept in float
@@ -201,8 +200,7 @@ def write_kept_model(quant_model: PathLike, out: PathLike, spec: Sequence[Dict[s
     """
     dst = Path(out)
     keep_file, record = dst.with_name(dst.name + ".keep.json"), dst.with_name(dst.name + ".json")
-    atomic_write_text(keep_file, json.dumps({"schema": KEEP_SCHEMA, "layers": list(spec)}, indent=1) + "\n",
-                      what="keep file")
+    atomic_write_text(keep_file, json_text({"schema": KEEP_SCHEMA, "layers": list(spec)}), what="keep file")
     argv = [sys.executable, "-m", "lar_prec.lar.quant_rewrite", str(quant_model), str(dst), "--keep", str(keep_file),
             "--record", str(record)]
     try:

@@ -15,7 +15,6 @@ observed one bit for bit, and its error against the reference is the one recorde
 """
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import sys
@@ -39,7 +38,7 @@ from lar_prec.diagnosis.local import (
 from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.repro_check import ALGO_CACHE, SCHEMA, ReproRecord, load_npy, private_copy, read_record
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import json_number
 from lar_prec.run.config import RunConfig, get_config
 from lar_prec.run.config import resolve_load_and_run
@@ -139,7 +138,7 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
         "reference": {"name": ref_cfg.name, "flags": list(ref_cfg.flags), "env": [list(e) for e in ref_cfg.env],
                       "commands": _commands(inputs, ref_cfg, "dump-reference")},
     }
-    atomic_write_text(out / "repro.json", json.dumps(record, indent=1, allow_nan=False) + "\n", what="repro record")
+    atomic_write_text(out / "repro.json", json_text(record), what="repro record")
     atomic_write_text(out / "README.md", _readme(record), what="repro README")
     return Repro(out, m.id, m.name, m.opr_type, float(row.local_err or 0.0))
 
@@ -262,6 +261,9 @@ def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = 
         seen = load_npy(work / "observed.npy", d / "observed.npy")
         try:
             test = _run(work, d, rec, "test", timeout, prefix)
+            if test.shape != want.shape:  # another model than the one the outputs came from
+                raise UsageError(f"{d / 'model.mge'}: its output has shape {test.shape}, reference.npy's is "
+                                 f"{want.shape}; expected the model these outputs came from")
             ref_bitwise = None
             if reference:
                 got_ref = _run(work, d, rec, "reference", timeout)

@@ -12,10 +12,12 @@ or device) into a working folder of its own, where the runs read and write.
 """
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import re
+import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +92,9 @@ def read_record(folder: Path) -> ReproRecord:
         rec = json.loads(raw.decode("utf-8"), parse_constant=_strict_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{path}: expected a lar-prec repro record (strict JSON): {exc}; nothing was run") from None
+    except RecursionError:  # json's parser recurses per level: a record lar-prec writes has three
+        raise UsageError(f"{path}: expected a lar-prec repro record (strict JSON), found values nested deeper "
+                         "than Python's parser goes; nothing was run") from None
     if not isinstance(rec, dict):
         raise _bad(path, "the record", "a JSON object", type(rec).__name__)
     if rec.get("schema") != SCHEMA:
@@ -124,6 +129,8 @@ def _inputs(path: Path, value: Any) -> Tuple[Tuple[str, str], ...]:
             raise _bad(path, "'inputs'", "'name:inputs/<file>.npy' items", item)
         if not _INPUT_FILE.match(file) or ".." in file.split("/"):
             raise _bad(path, "'inputs'", "files of the folder's inputs/ (no '..', no absolute path)", file)
+        if any(name == n or file == f for n, f in items):
+            raise _bad(path, "'inputs'", "each input name and file once", item)
         items.append((name, file))
     return tuple(items)
 
@@ -235,24 +242,131 @@ def _open_regular(path: Path, what: str) -> int:
 
 def private_copy(folder: Path, rec: ReproRecord, work: Path) -> None:
     """Copy what replay reads (``model.mge``, ``reference.npy``, ``observed.npy``, the input
-    files) from ``folder`` into ``work``, each checked by :func:`read_regular`; ``inputs/``
-    itself must be a real folder of ``folder``."""
+    files) from ``folder`` into ``work``, each opened by :func:`_open_regular`; ``inputs/``
+    itself must be a real folder of ``folder``. Before a byte is copied, each file's header is
+    checked against its size (:func:`_check_model`, :func:`_npy_layout`: a header claiming
+    terabytes or a sparse file of zeros is refused), both outputs must have one shape, and the
+    working folder must have room for them all; the copy goes in blocks (bounded memory)."""
     inputs_dir = folder / "inputs"
     if inputs_dir.is_symlink() or not inputs_dir.is_dir():
         raise UsageError(f"{inputs_dir}: expected the repro's inputs folder (a real folder, not a link); nothing was run")
-    (work / "inputs").mkdir(parents=True)
     names = ["model.mge", "reference.npy", "observed.npy"] + [f for _, f in rec.inputs]
     if any(ALGO_CACHE in c.flags for c in (rec.test, rec.reference)):
         names.append(ALGO_CACHE)
     what = {"model.mge": "the repro's model", "reference.npy": "the reference output (.npy)",
             "observed.npy": "the observed output (.npy)"}
-    for name in names:
-        data = read_regular(folder / name, None, what.get(name, "an input (.npy)"))
-        fd = os.open(work / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
+    fds: Dict[str, int] = {}
+    try:
+        shapes: Dict[str, Tuple[int, ...]] = {}
+        for name in names:
+            fds[name] = fd = _open_regular(folder / name, what.get(name, "an input (.npy)"))
+            size = os.fstat(fd).st_size
+            if name == "model.mge":
+                _check_model(folder / name, fd, size)
+            elif name != ALGO_CACHE:
+                shapes[name] = _npy_layout(folder / name, fd, size, what.get(name, "an input (.npy)"))[0]
+        if shapes["observed.npy"] != shapes["reference.npy"]:
+            raise UsageError(f"{folder / 'reference.npy'}: expected the output's shape, that of observed.npy "
+                             f"{shapes['observed.npy']}, found {shapes['reference.npy']}; nothing was run")
+        need = sum(_room(fd) for fd in fds.values())
+        free = shutil.disk_usage(work).free
+        if need > free:
+            raise UsageError(f"{folder}: its files take {need} bytes, the working folder {work} has {free} free; "
+                             "nothing was run")
+        (work / "inputs").mkdir(parents=True)
+        for name, fd in fds.items():
+            _copy(fd, folder / name, work / name)
+    finally:
+        for fd in fds.values():
             os.close(fd)
+
+
+def _copy(fd: int, shown: Path, dest: Path) -> None:
+    """Copy the file open as ``fd`` to ``dest`` in blocks, its holes left holes (a sparse file
+    takes no more room in the copy than in the folder)."""
+    out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        for start, end in _data_extents(fd, size):
+            while start < end:
+                block = os.pread(fd, min(1 << 20, end - start), start)
+                if not block:
+                    break
+                os.pwrite(out, block, start)
+                start += len(block)
+        os.ftruncate(out, size)
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot copy it into the working folder {dest.parent}: {exc.strerror or exc}; "
+                         "nothing was run") from None
+    finally:
+        os.close(out)
+
+
+def _data_extents(fd: int, size: int) -> List[Tuple[int, int]]:
+    """(start, end) of each run of data in the file, holes skipped (SEEK_DATA/SEEK_HOLE; the
+    whole file where the platform cannot say)."""
+    if not hasattr(os, "SEEK_DATA"):
+        return [(0, size)]
+    out, pos = [], 0
+    try:
+        while pos < size:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            pos = os.lseek(fd, start, os.SEEK_HOLE)
+            out.append((start, pos))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data after pos: the rest is a hole
+            return out
+        return [(0, size)]  # the filesystem does not tell holes apart
+    return out
+
+
+def _room(fd: int) -> int:
+    """Bytes the file takes on disk (its holes take none), at most its size."""
+    st = os.fstat(fd)
+    return min(st.st_size, getattr(st, "st_blocks", st.st_size // 512 + 1) * 512)
+
+
+#: the starts of a MegEngine model file: FBS (``MGBC``, as the layerwise build dumps it), and
+#: FBS v2 (``mgv2`` after a size prefix and the root offset)
+_MODEL_V1 = b"MGBC"
+_MODEL_V2 = b"mgv2"
+
+
+def _check_model(path: Path, fd: int, size: int) -> None:
+    """A model lar-prec wrote starts with its format's magic (v2: and its size prefix is the
+    file's size), and is not mostly holes (load_and_run reads a model whole): a file of zeros,
+    however large, is refused without reading it."""
+    head = os.pread(fd, 12, 0)
+    if not (head[:4] == _MODEL_V1 or (head[8:12] == _MODEL_V2 and int.from_bytes(head[:4], "little") == size - 4)):
+        raise UsageError(f"{path}: expected a MegEngine model (.mge, starting with {_MODEL_V1.decode()!r} or a "
+                         f"size-prefixed {_MODEL_V2.decode()!r}), found {head!r} at its start; nothing was run")
+    data = sum(end - start for start, end in _data_extents(fd, size))
+    if data < size // 2:
+        raise UsageError(f"{path}: expected a MegEngine model, found a sparse file ({data} of its {size} bytes "
+                         "hold data); nothing was run")
+
+
+def _npy_layout(path: Path, fd: int, size: int, what: str) -> Tuple[Tuple[int, ...], Any]:
+    """(shape, dtype) of a ``.npy`` from its header, which must describe exactly the bytes the
+    file holds, in a dtype of plain numbers (no pickle, string or record)."""
+    npy_format = np.lib.format
+    with os.fdopen(os.dup(fd), "rb") as fh:
+        try:
+            version = npy_format.read_magic(fh)
+            if version not in ((1, 0), (2, 0)):
+                raise ValueError(f"format version {version}, expected 1.0 or 2.0")
+            header = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+            shape, _fortran, dtype = header(fh)
+        except (ValueError, OSError, EOFError) as exc:
+            raise UsageError(f"{path}: expected {what}, a .npy array of numbers: {exc}; nothing was run") from None
+        offset = fh.tell()
+    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biuf":
+        raise UsageError(f"{path}: expected {what}, a .npy array of numbers, found dtype {dtype}; nothing was run")
+    need = math.prod(shape) * dtype.itemsize
+    if size - offset != need:
+        raise UsageError(f"{path}: expected {what} whose header tells its size: shape {shape} of {dtype} is "
+                         f"{need} bytes of data, the file holds {size - offset}; nothing was run")
+    return tuple(shape), dtype
 
 
 def load_npy(path: Path, shown: Path) -> Any:
@@ -261,7 +375,7 @@ def load_npy(path: Path, shown: Path) -> Any:
     Raises:
         UsageError: not a .npy of plain numbers (named by ``shown``, the file in the repro folder).
     """
-    try:
-        return np.load(path, allow_pickle=False)
+    try:  # mapped, not read: its header was checked against its size, its pages load when compared
+        return np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
         raise UsageError(f"{shown}: expected a .npy array of numbers ({exc}); nothing was run") from None

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # networkx is imported on first use (VarTree.graph and graph 
 log = logging.getLogger(__name__)
 
 from lar_prec.records import PathLike, frozen_record  # noqa: E402
-from lar_prec.graph import reach
+from lar_prec.graph import bfs_parents, path_to, reach
 
 #: statuses that say the values (or their shape/dtype) differ; ``missing`` ranks after them
 _VALUE_PROBLEMS = ("divergent", "nonfinite", "shape_mismatch", "dtype_mismatch")
@@ -121,6 +121,7 @@ class VarTree:
             self._make_adjacency()  # its edges count for the roots
         self._graph: Optional["nx.DiGraph"] = None
         self._roots: Optional[Tuple[Root, ...]] = None
+        self._paths: Optional[Tuple[Dict[int, Optional[int]], Dict[int, Optional[int]]]] = None
 
     def _make_adjacency(self) -> None:
         """Every var's inputs and consumers (the records' inputs and the text dump's edges),
@@ -300,39 +301,34 @@ class VarTree:
         """A shortest dependency path ``source -> ... -> target``.
 
         Without ``source`` it starts at a model input: the nearest ``Host2DeviceCopy``
-        ancestor, else the nearest ancestor without inputs (a constant), else ``target`` itself.
+        ancestor, else the nearest ancestor without inputs (a constant), else ``target`` itself
+        (of equally near ones, the first in execution order). One search from every start
+        serves the paths of every var (made on first use): the paths to all roots cost one
+        walk of the graph, whatever its depth.
 
         Raises:
             KeyError: unknown id, or no path from ``source`` to ``target``.
         """
         self._check(target)
-        rev = self._bfs_back(target)
         if source is not None:
             self._check(source)
-            if source not in rev:
+            back = bfs_parents([target], self._preds)  # source -> ... -> target, read backwards
+            if source not in back:
                 raise KeyError(f"var {target} does not depend on var {source}")
-            return [int(x) for x in reversed(rev[source])]
-        starts = [n for n in rev if not self._preds[n] and n != target]
-        if not starts:
-            return [target]
-        h2d = [n for n in starts if self.node(n).opr_type == "Host2DeviceCopy"]
-        pool = h2d or starts
-        best = min(pool, key=lambda n: (len(rev[n]), self._order.get(n, 0), n))
-        return [int(x) for x in reversed(rev[best])]
+            return [int(x) for x in reversed(path_to(source, back))]
+        for parent in self._input_paths():
+            if target in parent:
+                return [int(x) for x in path_to(target, parent)]
+        return [target]
 
-    def _bfs_back(self, target: int) -> Dict[int, List[int]]:
-        """Shortest paths from every ancestor to ``target``, each as ``[target, ..., ancestor]``."""
-        paths: Dict[int, List[int]] = {target: [target]}
-        frontier = [target]
-        while frontier:
-            nxt = []
-            for v in frontier:
-                for u in sorted(self._preds[v]):
-                    if u not in paths:
-                        paths[u] = paths[v] + [u]
-                        nxt.append(u)
-            frontier = nxt
-        return paths
+    def _input_paths(self) -> Tuple[Dict[int, Optional[int]], Dict[int, Optional[int]]]:
+        """The searches :meth:`path` reads: from the model inputs, then from every var without
+        inputs (constants), each start preferred in execution order."""
+        if self._paths is None:
+            sources = sorted((n for n in self._preds if not self._preds[n]), key=lambda n: (self._order.get(n, 0), n))
+            h2d = [n for n in sources if self.node(n).opr_type == "Host2DeviceCopy"]
+            self._paths = (bfs_parents(h2d, self._succs), bfs_parents(sources, self._succs))
+        return self._paths
 
     def subgraph(self, var_id: int, radius: int = 2) -> "nx.DiGraph":
         """The vars within ``radius`` edges of ``var_id`` (either direction), with their

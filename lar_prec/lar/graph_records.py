@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 
 #: schema of the JSON record
 SCHEMA = "lar-prec.graph/1"
@@ -67,8 +67,8 @@ def _var_record(var: Any) -> Dict[str, Any]:
 
 
 def _params(opr: Any) -> Any:
-    try:
-        return json.loads(opr.params)
+    try:  # a NaN or Infinity parameter (a fill value) stays its name, a string: JSON has neither
+        return json.loads(opr.params, parse_constant=str)
     except (ValueError, TypeError, RuntimeError):
         return None
 
@@ -142,7 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except RuntimeError as exc:  # MegEngine's errors: the first line is the message
         sys.stderr.write(f"graph_records: error: {str(exc).splitlines()[0] if str(exc) else exc!r}\n")
         return 1
-    atomic_write_text(Path(args[1]), json.dumps(record, indent=1) + "\n", what="graph record")
+    atomic_write_text(Path(args[1]), json_text(record), what="graph record")
     return 0
 
 

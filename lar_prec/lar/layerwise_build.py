@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.lar.graph_records import probe_softmax_axis as _probe_softmax_axis
 
@@ -134,12 +134,13 @@ def _mode(opr: Any) -> Optional[str]:
     return mode if isinstance(mode, str) else None
 
 
-def _sums_terms(opr: Any) -> bool:
-    """Whether each output element of ``opr`` is a sum of terms (:data:`SUM_OF_TERMS`)."""
-    if opr.type not in SUM_OF_TERMS:
+def sums_terms(opr_type: str, mode: Optional[str]) -> bool:
+    """Whether each output element of an operator of this type and mode (its ``mode``, or
+    ConvBias's nonlinearity) is a sum of terms (:data:`SUM_OF_TERMS`)."""
+    if opr_type not in SUM_OF_TERMS:
         return False
-    modes = SUM_OF_TERMS[opr.type]
-    return modes is None or _mode(opr) in modes
+    modes = SUM_OF_TERMS[opr_type]
+    return modes is None or mode in modes
 
 
 def _magnitude(var: Any, cur: Any) -> Any:
@@ -336,7 +337,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
     magnitudes: Dict[int, str] = {}
     if only is None:  # a repro model has no use for them
         for v in measured:
-            if (_sums_terms(v.owner) and v.id not in plan["static"] and not problems.get(v.id)
+            if (sums_terms(v.owner.type, _mode(v.owner)) and v.id not in plan["static"] and not problems.get(v.id)
                     and _dtype_info(v)["dtype"] in ("float32", "float16")):
                 outputs.append(_magnitude(v, cur[v.id]))
                 magnitudes[v.id] = outputs[-1].name
@@ -367,7 +368,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
               "feeds": list(reversed(feeds)), "measured": meas,
               "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}
-    atomic_write_text(out / "layerwise.json", json.dumps(record, indent=1) + "\n", what="layerwise model record")
+    atomic_write_text(out / "layerwise.json", json_text(record), what="layerwise model record")
     return record
 
 

@@ -37,7 +37,6 @@ environment; nothing here touches them. Run each configuration in a fresh proces
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -54,6 +53,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.dumps.binary import write_binary_dump
 from lar_prec.dumps.titles import VarInfo, contiguous_layout, format_title
 from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.outputs import json_text
 from lar_prec.lar import graphopts
 from lar_prec.lar.graphopts import (
     rewritten_model_path,
@@ -471,7 +471,7 @@ def describe_model(model: str) -> Dict[str, List[Dict[str, Any]]]:
 def describe_main(argv: Sequence[str]) -> int:
     """``python -c 'from lar_prec.lar.main import describe_main; ...' MODEL``: describe_model as JSON on stdout."""
     try:
-        sys.stdout.write(json.dumps(describe_model(argv[0])) + "\n")
+        sys.stdout.write(json_text(describe_model(argv[0]), indent=None))
     except (UsageError, MegEngineError) as exc:
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE

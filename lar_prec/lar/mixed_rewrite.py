@@ -37,23 +37,25 @@ process and measures what is left in float16.
 """
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
+from lar_prec.inputspec import read_json_file
 from lar_prec.records import PathLike
 from lar_prec.lar.graphopts import load_output_vars, rewrite_errors, write_model
 from lar_prec.errors import LarPrecError
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 
 #: the fp16 options a mixed model can follow
 MODES = ("ioc16", "io16xc32")
 #: schema of a keep-list file and of the rewrite's record
 KEEP_SCHEMA = "lar-prec.keep/1"
 RECORD_SCHEMA = "lar-prec.mixed-model/1"
+#: bytes a keep-list file may have (one name per kept operator: far less)
+KEEP_LIMIT = 16 << 20
 #: exit status of the child process for a usage error (a rewrite MegEngine refused: 1)
 USAGE_EXIT = 2
 #: operators that only provide values: they have no precision of their own
@@ -355,14 +357,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write(usage)
         return 2
     try:
-        try:
-            data = json.loads(Path(opts["--keep"]).read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{opts['--keep']}: expected a keep-list JSON file: {exc}") from None
-        keep = KeepList.from_json(data, opts["--keep"])
+        keep = KeepList.from_json(read_json_file(opts["--keep"], "keep-list", limit=KEEP_LIMIT), opts["--keep"])
         done = rewrite_mixed(pos[0], pos[1], keep, opts["--mode"])
         if "--record" in opts:
-            atomic_write_text(opts["--record"], json.dumps(done.to_json(), indent=1) + "\n", what="mixed-model record")
+            atomic_write_text(opts["--record"], json_text(done.to_json()), what="mixed-model record")
     except LarPrecError as exc:
         sys.stderr.write(f"mixed_rewrite: error: {exc}\n")
         return USAGE_EXIT if isinstance(exc, UsageError) else 1

@@ -35,7 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.lar.graphopts import load_output_vars, rewrite_errors, write_model
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike
 
 #: schema of the keep file and of the record written beside the model
@@ -152,7 +152,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         record = rewrite_keep(args[0], args[1], read_keep(args[3]))
-        atomic_write_text(args[5], json.dumps(record, indent=1) + "\n", what="kept-model record")
+        atomic_write_text(args[5], json_text(record), what="kept-model record")
     except LarPrecError as exc:
         sys.stderr.write(f"quant_rewrite: error: {exc}\n")
         return USAGE_EXIT if isinstance(exc, UsageError) else 1

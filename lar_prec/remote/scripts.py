@@ -1,7 +1,7 @@
 """What lar-prec runs on a device: small POSIX ``sh`` scripts, and what they print back.
 
 Each script needs only a POSIX shell and the tools every Linux board and Android phone
-has (busybox, toybox or coreutils): mkdir, cat, mv, rm, kill, find, wc, sleep, and
+has (busybox, toybox or coreutils): mkdir, cat, mv, rm, kill, find, wc, tail, sleep, and
 setsid/sha256sum/timeout when present. Paths are quoted with :func:`lar_prec.remote.transport.shell_quote`.
 """
 from __future__ import annotations
@@ -111,9 +111,10 @@ def kill_script(run_dir: str, grace: int = KILL_GRACE_SECONDS) -> str:
 
 
 def cpu_script(run_dir: str) -> str:
-    """``cpu=<clock ticks>`` used by a run's process group on the device (user + system, with
-    reaped children, from ``/proc``), ``none`` when the run has no pid yet, has ended, or the
-    device has no ``/proc``: what the stall watch of :meth:`RemoteSession.run` polls."""
+    """What the stall watch of :meth:`RemoteSession.run` polls on the device, from ``/proc``: a
+    ``thread STATE WCHAN`` line per thread of the run's process group, then ``cpu=<clock
+    ticks>`` (user + system, with reaped children); ``none`` when the run has no pid yet, has
+    ended, or the device has no ``/proc``. A wait channel the kernel hides reads ``0``."""
     return "\n".join([
         f"cd {shell_quote(run_dir)} 2>/dev/null || {{ echo none; exit 0; }}",
         "[ -s .pid ] || { echo none; exit 0; }",
@@ -124,9 +125,35 @@ def cpu_script(run_dir: str) -> str:
         "  set -- ${line##*) }",
         "  [ \"$3\" = \"$p\" ] || continue",
         "  found=1; t=$((t + ${12} + ${13} + ${14} + ${15}))",
+        "  for ts in ${s%/stat}/task/[0-9]*/stat; do",
+        "    read -r tl < \"$ts\" 2>/dev/null || continue",
+        "    set -- ${tl##*) }",
+        # wchan has no newline: read fails but sets w
+        "    w=0; read -r w < \"${ts%/stat}/wchan\" 2>/dev/null",
+        "    echo \"thread $1 ${w:-0}\"",
+        "  done",
         "done",
         "if [ $found = 1 ]; then echo \"cpu=$t\"; else echo none; fi",
     ])
+
+
+def parse_cpu(out: str) -> Tuple[Optional[int], List[Tuple[str, str]]]:
+    """:func:`cpu_script`'s answer: the group's CPU ticks (None: no run to judge) and its
+    threads' (state, wait channel)."""
+    ticks: Optional[int] = None
+    threads: List[Tuple[str, str]] = []
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] == "thread":
+            threads.append((words[1], words[2] if len(words) > 2 else "0"))
+        elif line.startswith("cpu=") and line[4:].strip().isdigit():
+            ticks = int(line[4:])
+    return ticks, threads
+
+
+def stderr_script(run_dir: str, limit: int = 64 * 1024) -> str:
+    """The last ``limit`` bytes of a run's stderr on the device (read when the run looks idle)."""
+    return f"cd {shell_quote(run_dir)} 2>/dev/null && tail -c {int(limit)} stderr.txt 2>/dev/null"
 
 
 def manifest_script(remote_dir: str) -> str:

@@ -39,6 +39,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
 from lar_prec.outputs import sha256_file as sha256_of
+from lar_prec.stall import IdleClock, looks_dead
 from lar_prec.remote.transport import (
     AdbOptions,
     Completed,
@@ -63,8 +64,10 @@ from lar_prec.remote.scripts import (
     device_info_script,
     kill_script,
     manifest_script,
+    parse_cpu,
     parse_device_info,
     run_script,
+    stderr_script,
 )
 
 _UNREACHABLE = "could not reach the device to kill the run"
@@ -83,12 +86,14 @@ def stall_grace() -> float:
 
 
 class _StallWatch:
-    """Polls a remote run's CPU time from the device's ``/proc`` while the run goes on; when it
-    stays the same for the grace period, kills the run on the device (then the client ends).
-    A device without ``/proc`` (or a run that has not written its pid yet) is never judged."""
+    """Polls a remote run's CPU time and threads from the device's ``/proc`` while the run goes
+    on; when it stays the same for the grace period and the run looks dead by the rule of
+    :mod:`lar_prec.stall` (as for local runs; its stderr read on the device then), kills the
+    run on the device (then the client ends). A device without ``/proc`` (or a run that has not
+    written its pid yet) is never judged."""
 
-    def __init__(self, session: "RemoteSession", plan: RemoteRunPlan, grace: float) -> None:
-        self.session, self.plan, self.grace = session, plan, grace
+    def __init__(self, session: "RemoteSession", plan: RemoteRunPlan, grace: float, timed: bool) -> None:
+        self.session, self.plan, self.grace, self.timed = session, plan, grace, timed
         self.stalled, self.kill_report = False, ""
         self._done = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -104,22 +109,27 @@ class _StallWatch:
         if self._thread is not None:
             self._thread.join()
 
+    def _exec(self, script: str) -> Optional[str]:
+        try:
+            return self.session.transport.exec(script, timeout=30).stdout.decode("utf-8", "replace")
+        except RemoteError:
+            return None
+
     def _watch(self, proc: "subprocess.Popen") -> None:
-        last, since = None, time.monotonic()
+        clock = IdleClock(time.monotonic())
         while not self._done.wait(REMOTE_WATCH_SECONDS):
-            try:
-                res = self.session.transport.exec(cpu_script(self.plan.dir), timeout=30)
-            except RemoteError:
+            out = self._exec(cpu_script(self.plan.dir))
+            if out is None:
                 continue
-            out = res.stdout.decode("utf-8", "replace").strip().splitlines()
-            value = out[-1] if out else "none"
+            ticks, threads = parse_cpu(out)
             now = time.monotonic()
-            if not value.startswith("cpu="):
-                last, since = None, now
+            if ticks is None:  # no pid yet, or ended: start again
+                clock = IdleClock(now)
                 continue
-            if value != last:
-                last, since = value, now
-            elif now - since >= self.grace and not self._done.is_set():
+            if clock.idle_for(ticks, now) < self.grace or self._done.is_set():
+                continue
+            stderr = self._exec(stderr_script(self.plan.dir)) or ""
+            if looks_dead(threads, stderr, ran=clock.ran, timed=self.timed) and not self._done.is_set():
                 self.stalled = True
                 self.kill_report = self.session._kill(self.plan)
                 kill_group(proc)  # the client would wait for the device's pipes otherwise
@@ -416,7 +426,7 @@ class RemoteSession:
         local.mkdir(parents=True, exist_ok=True)
         script = run_script(plan, argv, env or {})
         t0 = time.monotonic()
-        watch = _StallWatch(self, plan, stall_grace())
+        watch = _StallWatch(self, plan, stall_grace(), timed=timeout is not None)
         try:
             res = run_transport_command(self.transport.shell_argv(script), timeout=timeout, target=self.target.spec,
                             on_start=lambda proc: (setattr(self, "_active", (proc, plan)), watch.start(proc)))

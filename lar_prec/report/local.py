@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from lar_prec.diagnosis.floors import layerwise_ancestors
+from lar_prec.diagnosis.floors import layerwise_ancestors, over_floor_text
 from lar_prec.records import json_number
 from lar_prec.report.records import ReportRoot, ReportVar
 
@@ -94,7 +94,7 @@ def _local_roots(by_id: Mapping[int, ReportVar], la: LocalAnalysis, paths: Mappi
             id=v.id, name=v.name, opr=v.opr, opr_type=v.opr_type, max_err=v.max_err, input_max_err=in_max,
             amplification=json_number(amp), path=paths.get(v.id, ()), status=v.status, dtype=v.dtype,
             inputs_equal=bool(ins) and in_max == 0,
-            note=f"local error {r.local_err:.3g} > its floor {r.floor:.3g} (x{r.margin:.3g})",
+            note=f"local error {over_floor_text(r.local_err, r.floor).replace('> floor', '> its floor')}",
             extra={"rule": "local", "local_err": json_number(r.local_err), "floor": json_number(r.floor),
                    "margin": json_number(r.margin)}))
     return tuple(out)

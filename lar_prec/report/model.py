@@ -264,7 +264,18 @@ def auto_verdict(report: Report, *, by_local: bool = False) -> str:
             return (f"no divergence: all {n} variables within their thresholds ({thr}; {above} above it carry "
                     f"rounding from their inputs, which is not divergence: see the threshold's reason)")
         return f"no divergence: all {n} variables within threshold {thr}"
-    text = f"divergence found: {bad} of {n} variables not ok (threshold {thr})"
+    per = report.threshold.per_dtype
+    over = sum(1 for v in report.vars if v.status != "ok" and v.max_err is not None
+               and v.max_err > per.get(v.dtype, report.threshold.value))
+    within = sum(1 for v in report.vars if v.status == "divergent" and v.max_err is not None
+                 and v.max_err <= per.get(v.dtype, report.threshold.value))
+    parts = [f"{over} above the threshold {thr}"] if over else []
+    if within:  # held to their own, lower threshold: say by what, as the threshold line does not
+        parts.append(f"{within} within it but above {'their local floor' if by_local else 'what their inputs explain'}")
+    others = bad - over - within  # missing, shape or dtype mismatches, NaN with no number
+    if others:
+        parts.append(f"{others} not compared as numbers")
+    text = f"divergence found: {bad} of {n} variables not ok ({'; '.join(parts) or 'threshold ' + thr})"
     if report.roots:
         r = report.roots[0]
         more = f" (+{len(report.roots) - 1} more)" if len(report.roots) > 1 else ""

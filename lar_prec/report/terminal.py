@@ -17,11 +17,13 @@ import heapq
 import io
 import itertools
 import math
-from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.report.model import DiffVars, Report, _records, auto_verdict, exit_code
 from lar_prec.report.console import Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
+from lar_prec.report.mixed import render_mixed_terminal
+from lar_prec.report.quant import render_quant_terminal
 from lar_prec.report.shake import cause_cell, render_root_causes, render_runs_by_operator, render_shake_top
 from lar_prec.report.sweep import render_sweep_terminal
 from lar_prec.report.envs import render_diff_top
@@ -89,6 +91,18 @@ def _path_steps(path: Sequence[int], limit: int) -> List[Optional[int]]:
         return list(path)
     tail = limit - 3
     return list(path[:2]) + [None] + list(path[-tail:])
+
+
+#: the terminal views of results that are their own JSON, by schema (as the page's views)
+_JSON_VIEWS = {"lar-prec.mixed/1": render_mixed_terminal, "lar-prec.quant/1": render_quant_terminal}
+
+
+def render_result(result: Union[Report, Mapping[str, Any]], out: Any) -> None:
+    """A command's result on the terminal: a Report, or the JSON of ``quant`` and ``mixed``."""
+    if isinstance(result, Report):
+        render_terminal(result, out)
+    else:
+        _JSON_VIEWS[result["schema"]](result, out)
 
 
 def render_terminal(report: Report, console: Union["Console", IO[str], None] = None, *, top: int = 10,

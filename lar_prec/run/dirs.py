@@ -7,13 +7,13 @@ folder, everyone else gets a numbered subfolder.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
 from lar_prec.errors import UsageError
 
+from lar_prec.outputs import json_text
 from lar_prec.records import PathLike  # noqa: E402
 
 #: file that marks a folder as claimed by one analysis (written once, never rewritten)
@@ -66,7 +66,7 @@ def _claim(path: Path, command: str) -> bool:
     except OSError as exc:
         raise UsageError(f"cannot write in the --out folder {path}: {exc.strerror or exc}") from None
     try:  # a claim, not a report: O_EXCL is the point, so not outputs.atomic_write_text
-        os.write(fd, (json.dumps({"command": command, "pid": os.getpid()}) + "\n").encode())
+        os.write(fd, json_text({"command": command, "pid": os.getpid()}, indent=None).encode())
     except OSError:
         pass  # an empty claim file claims as well (a full disk)
     finally:

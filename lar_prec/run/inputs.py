@@ -24,7 +24,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
 from lar_prec import inputspec
 from lar_prec.errors import UsageError
-from lar_prec.outputs import atomic_write_text, sha256_file
+from lar_prec.outputs import atomic_write_text, json_text, sha256_file
 from lar_prec.run.proc import child_env, last_meaningful_line
 
 log = logging.getLogger(__name__)
@@ -245,8 +245,8 @@ def write_inputs(planned: Iterable[PlannedInput], dest_dir: PathLike) -> Prepare
             raise UsageError(f"cannot write input file {path}: {exc.strerror or exc}") from None
         out.append(PreparedInput(p.name, path, sha256_file(path), p.source, p.dtype, tuple(p.shape), p.generated))
     prepared = PreparedInputs(tuple(out), dest.resolve())
-    atomic_write_text(dest / "inputs.json", json.dumps({"schema": INPUTS_SCHEMA, "inputs": prepared.to_json()},
-                                                       indent=2), what="inputs record")
+    atomic_write_text(dest / "inputs.json", json_text({"schema": INPUTS_SCHEMA, "inputs": prepared.to_json()}, indent=2),
+                      what="inputs record")
     return prepared
 
 

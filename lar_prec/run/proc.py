@@ -14,16 +14,17 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
+from lar_prec.stall import NOT_AN_ERROR, IdleClock, fatal_line, looks_dead
 
 #: lines of stderr kept in run.json and in RunError
 STDERR_TAIL_LINES = 20
 #: seconds a timed-out process group gets between SIGTERM and SIGKILL
 KILL_GRACE_SECONDS = 2.0
-#: seconds a child's process group may use no CPU at all, while alive, before it is taken for
-#: dead (MegEngine after some JIT errors: every thread in a futex wait until killed)
+#: seconds a child's process group may use no CPU at all, while alive, before the watch looks
+#: whether it is dead or waiting (:mod:`lar_prec.stall`)
 STALL_AFTER_DEFAULT = 5.0
 #: the environment variable that changes it (seconds; 0 turns the watch off)
 STALL_ENV = "LAR_PREC_STALL_AFTER"
@@ -68,39 +69,75 @@ def stall_after() -> float:
     return value
 
 
-def group_cpu_ticks(pgid: int) -> Optional[int]:
-    """CPU time (clock ticks, user + system, with reaped children) of every process in the
-    process group ``pgid``, from ``/proc``; None where there is no ``/proc``."""
-    total, seen = 0, False
+def _stat(path: str) -> Optional[List[bytes]]:
+    """The fields of a ``/proc`` stat file after the command name (0 = state, 2 = process group,
+    11..14 = CPU times); None when it cannot be read (gone meanwhile, or not ours)."""
+    try:
+        with open(path, "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after its last ')'
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+def _group_members(pgid: int) -> Optional[List[Tuple[str, List[bytes]]]]:
+    """(pid, stat fields) of every process in the process group ``pgid``; None without ``/proc``."""
     try:
         entries = os.listdir("/proc")
     except OSError:
         return None
+    members = []
     for name in entries:
-        if not name.isdigit():
-            continue
+        fields = _stat(f"/proc/{name}/stat") if name.isdigit() else None
+        if fields is not None and len(fields) > 14 and int(fields[2]) == pgid:
+            members.append((name, fields))
+    return members
+
+
+def group_cpu_ticks(pgid: int) -> Optional[int]:
+    """CPU time (clock ticks, user + system, with reaped children) of every process in the
+    process group ``pgid``, from ``/proc``; None where there is no ``/proc``."""
+    members = _group_members(pgid)
+    if not members:
+        return None
+    return sum(int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]) for _, f in members)
+
+
+def group_threads(pgid: int) -> List[Tuple[str, str]]:
+    """(state, wait channel) of every thread of every process in the process group ``pgid``,
+    from ``/proc`` (a wait channel the kernel hides reads ``0``)."""
+    out: List[Tuple[str, str]] = []
+    for pid, _ in _group_members(pgid) or ():
         try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:  # gone meanwhile, or not ours to read
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # gone meanwhile
             continue
-        # the command name (field 2) may hold spaces and parentheses: split after its last ')'
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 14 and int(fields[2]) == pgid:
-            seen = True
-            total += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-    return total if seen else None
+        for tid in tids:
+            fields = _stat(f"/proc/{pid}/task/{tid}/stat")
+            if not fields:
+                continue
+            try:
+                with open(f"/proc/{pid}/task/{tid}/wchan", "rb") as fh:
+                    wchan = fh.read(256).decode("ascii", "replace")
+            except OSError:
+                wchan = "0"
+            out.append((fields[0].decode("ascii", "replace"), wchan))
+    return out
 
 
-def wait_watched(proc: "subprocess.Popen", timeout: Optional[float], stall: Optional[float] = None) -> str:
+def wait_watched(proc: "subprocess.Popen", timeout: Optional[float], stall: Optional[float] = None, *,
+                 stderr_path: Optional[Path] = None) -> str:
     """Wait for ``proc`` (the leader of its own process group): ``"exited"``, ``"timeout"``
     after ``timeout`` seconds, or ``"stalled"`` when the whole group has used no CPU for
-    ``stall`` seconds (default :func:`stall_after`; 0 = never) while still alive. A run that
-    is busy but slow is never ended before its timeout. The caller kills the group."""
+    ``stall`` seconds (default :func:`stall_after`; 0 = never) while alive and looks dead
+    by :mod:`lar_prec.stall`'s rule (its threads and ``stderr_path``, the run's stderr): a
+    run that waits for something outside it, or is busy but slow, is never ended before its
+    timeout. The caller kills the group."""
     stall = stall_after() if stall is None else stall
     start = time.monotonic()
     deadline = start + timeout if timeout is not None else None
-    last_ticks, last_change = None, start
+    clock = IdleClock(start)
     while True:
         now = time.monotonic()
         wait = WATCH_POLL_SECONDS if deadline is None else max(0.0, min(WATCH_POLL_SECONDS, deadline - now))
@@ -117,9 +154,9 @@ def wait_watched(proc: "subprocess.Popen", timeout: Optional[float], stall: Opti
         ticks = group_cpu_ticks(proc.pid)
         if ticks is None:
             continue  # no /proc: only the timeout applies
-        if ticks != last_ticks:
-            last_ticks, last_change = ticks, now
-        elif now - last_change >= stall:
+        if clock.idle_for(ticks, now) >= stall and looks_dead(
+                group_threads(proc.pid), read_end(stderr_path, 64 * 1024) if stderr_path else "",
+                ran=clock.ran, timed=timeout is not None):
             return "stalled"
 
 
@@ -239,12 +276,13 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Optional[Dict[str, 
 
 
 def run_logged(argv: Sequence[str], *, env: Optional[Dict[str, str]], timeout: Optional[float],
-               stdout_path: Path, stderr_path: Path) -> Optional[int]:
+               stdout_path: Path, stderr_path: Path) -> Tuple[str, Optional[int]]:
     """Run a helper child (the layerwise build, a model rewrite, a repro run) in its own
     process group, its output into two files, like a run but without a run folder.
 
-    Returns its exit status (negative: a signal), or None when ``timeout`` seconds passed or
-    it stalled (no CPU while alive, :func:`wait_watched`; its group is then killed). Ctrl-C, or an interrupt from another thread, kills the group
+    Returns how it ended (``"exited"``, ``"timeout"`` or ``"stalled"``, as :func:`wait_watched`
+    says; the group is killed when it did not exit) and its exit status (negative: a signal;
+    None when it was killed). Ctrl-C, or an interrupt from another thread, kills the group
     and raises KeyboardInterrupt. OSError when it cannot start.
     """
     with open(stdout_path, "wb") as out_fh, open(stderr_path, "wb") as err_fh:
@@ -253,18 +291,18 @@ def run_logged(argv: Sequence[str], *, env: Optional[Dict[str, str]], timeout: O
         try:
             register(proc)
             try:
-                ended = wait_watched(proc, timeout)
+                ended = wait_watched(proc, timeout, stderr_path=stderr_path)
             except BaseException:  # Ctrl-C: never leave the helper (or its children) running
                 kill_group(proc)
                 raise
-            if ended != "exited":  # out of time, or dead (no CPU while alive): the same to a helper
+            if ended != "exited":
                 kill_group(proc)
-                return None
+                return ended, None
         finally:
             unregister(proc)
     if _INTERRUPTED.is_set() and proc.returncode != 0:  # another thread's Ctrl-C killed it
         raise KeyboardInterrupt
-    return proc.returncode
+    return ended, proc.returncode
 
 
 def tail(path: Path, lines: int = STDERR_TAIL_LINES, max_chars: int = 4000) -> str:
@@ -285,18 +323,13 @@ def read_end(path: Path, limit: int = 256 * 1024) -> str:
         return ""
 
 
-_SKIP_LINE = re.compile(r"^(backtrace:|/.*\.so|\s*$|\[\d+ \d\d:\d\d:\d\d .*\]\[(DEBUG|INFO)\])")
-
-
 def last_meaningful_line(stderr: str) -> str:
     """The line of stderr that best says why a run failed (MegEngine's error, not a backtrace)."""
-    lines = [ln.rstrip() for ln in stderr.splitlines()]
-    for ln in reversed(lines):
-        s = ln.strip()
-        if re.search(r"(error|assert|terminate called|what\(\)|failed|exception)", s, re.I) and not _SKIP_LINE.match(s):
-            return s
-    for ln in reversed(lines):
-        if not _SKIP_LINE.match(ln.strip()):
+    found = fatal_line(stderr)
+    if found is not None:
+        return found
+    for ln in reversed(stderr.splitlines()):
+        if not NOT_AN_ERROR.match(ln.strip()):
             return ln.strip()
     return ""
 

@@ -79,7 +79,8 @@ def execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], N
 
     Returns the record with the exit status and how it ended: ``"exited"``, ``"timeout"``
     (killed after ``rec.timeout`` s) or ``"stalled"`` (killed after using no CPU for the
-    grace period of :func:`lar_prec.run.proc.wait_watched` while alive: dead, not slow).
+    grace period of :func:`lar_prec.run.proc.wait_watched` while alive and dead by the rule of
+    :mod:`lar_prec.stall`: not slow, not waiting).
     Ctrl-C (or an interrupt from another thread) kills the process group, records
     ``interrupted`` and raises KeyboardInterrupt.
     """
@@ -108,7 +109,7 @@ def execute(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], N
             register(proc)
             if on_started is not None:
                 on_started()
-            ended = wait_watched(proc, rec.timeout)
+            ended = wait_watched(proc, rec.timeout, stderr_path=stderr_path)
             if ended != "exited":
                 kill_group(proc)
         except BaseException:  # KeyboardInterrupt and friends: never leave the run running

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from lar_prec.errors import UsageError
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 
 from lar_prec.records import PathLike  # noqa: E402
 
@@ -129,7 +129,7 @@ def write_run_json(result: RunResult) -> Path:
     Raises UsageError naming the file when even that fails (the folder then has no run.json).
     """
     path = result.json_path
-    text = json.dumps(result.to_json(), indent=2, default=str) + "\n"
+    text = json_text(result.to_json(), indent=2, default=str)
     try:
         return atomic_write_text(path, text, what="run record")
     except UsageError:

@@ -101,8 +101,9 @@ def conclude(rec: RunResult, ended: str) -> RunResult:
         msg = f"load_and_run did not finish within {rec.timeout:g} s and was killed with its process group; {where}"
     elif ended == "stalled":
         status = "stalled"
-        msg = (f"load_and_run stalled: alive but using no CPU for {stall_after():g} s ({STALL_ENV} sets this), "
-               f"ended with its process group; {where}" + (f"; stalled after: {last}" if last else ""))
+        msg = (f"load_and_run stalled: alive but using no CPU for {stall_after():g} s ({STALL_ENV} sets this) "
+               f"with no thread waiting on anything, ended with its process group; {where}"
+               + (f"; stalled after: {last}" if last else ""))
     elif rec.returncode is not None and rec.returncode < 0:
         status = "crashed"
         msg = f"load_and_run was killed by {rec.signal} in {where}" + (f": {last}" if last else "")

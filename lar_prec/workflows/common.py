@@ -40,8 +40,10 @@ if TYPE_CHECKING:  # loaded while load_and_run runs (see prefetch_analysis_modul
 log = logging.getLogger(__name__)
 
 from lar_prec.records import PathLike  # noqa: E402
-#: ``progress(stage, done, total)``: stage is ``"runs"`` or ``"compare"``
-StageProgress = Callable[[str, int, int], None]
+#: ``progress(stage, done, total, running=(...), finished="...")``: stage is ``"runs"``,
+#: ``"compare"`` or ``"local"``; ``running`` names the steps under way, ``finished`` the one
+#: that just ended and how (clisupport.ProgressBars: bars on a terminal, lines in a log)
+StageProgress = Callable[..., None]
 
 
 
@@ -107,6 +109,43 @@ class Planned:
 
 
 
+class Steps:
+    """The steps of one stage told to a ``progress`` hook (:data:`StageProgress`) from any
+    thread: which are under way (``start``/``stop``) and each one that ends well (``done``)."""
+
+    def __init__(self, progress: Optional[StageProgress], stage: str, total: int) -> None:
+        self.progress, self.stage, self.total = progress, stage, total
+        self.count = 0
+        self._running: Dict[str, None] = {}  # in the order they started
+        self._lock = threading.Lock()
+        self._tell()
+
+    def start(self, name: str) -> None:
+        with self._lock:
+            self._running[name] = None
+        self._tell()
+
+    def stop(self, name: str) -> None:
+        with self._lock:
+            self._running.pop(name, None)
+
+    def done(self, finished: str) -> None:
+        with self._lock:
+            self.count += 1
+        self._tell(finished)
+
+    def _tell(self, finished: Optional[str] = None) -> None:
+        if self.progress is not None:
+            with self._lock:
+                running, count = tuple(self._running), self.count
+            self.progress(self.stage, count, self.total, running=running, finished=finished)
+
+
+def ran(rec: RunResult) -> str:
+    """A finished run in a few words (a line of the progress in a log)."""
+    return f"{rec.label} ({rec.config}) {rec.status} in {rec.seconds:.1f} s"
+
+
 def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adir: Path, *,
               lar: Optional[LoadAndRun], timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
               progress: Optional[StageProgress], keep_going: bool = False,
@@ -125,10 +164,8 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
     ``env``: environment changes of every run (a value None removes the variable).
     """
     results: List[Optional[RunResult]] = [None] * len(plan)
-    done = 0
     failed = threading.Event()
-    if progress:
-        progress("runs", 0, len(plan))
+    steps = Steps(progress, "runs", len(plan))
 
     def one(i: int) -> Optional[RunResult]:
         # checked by the worker itself: a queued run must not slip in while the main thread
@@ -136,6 +173,7 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
         if failed.is_set() and not keep_going:
             return None
         p = plan[i]
+        steps.start(p.label)
         try:
             rec = run_once(model, p.inputs if p.inputs is not None else prepared, p.config, adir, lar=lar,
                            text_dump=p.text_dump, timeout=timeout, extra_flags=tuple(extra_flags) + p.extra_flags,
@@ -147,6 +185,8 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
         except LarPrecError:
             failed.set()
             raise
+        finally:
+            steps.stop(p.label)
 
     first_error: Optional[BaseException] = None
     # One path for any ``jobs``: runs go to worker threads so the main thread stays free to
@@ -167,11 +207,9 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
                         for other in futures:  # queued runs are pointless now
                             other.cancel()
                 continue
-            if results[i] is None:  # skipped after a failure
-                continue
-            done += 1
-            if progress:
-                progress("runs", done, len(plan))
+            rec = results[i]
+            if rec is not None:  # None: skipped after a failure
+                steps.done(ran(rec))
     except KeyboardInterrupt:
         for fut in futures:
             fut.cancel()
@@ -280,17 +318,22 @@ def dropped_note(dropped: Sequence[str], kept_by: str) -> str:
 def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
            checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
            timeout: Optional[float] = None, lar: Optional[LoadAndRun] = None,
-           remote: "Optional[RemoteSpec]" = None) -> Tuple[object, Optional[str]]:
+           remote: "Optional[RemoteSpec]" = None, progress: Optional[StageProgress] = None) -> Tuple[object, Optional[str]]:
     """Local errors into ``adir/local`` (None and why when off or when they could not be
     measured: the analysis by accumulated error stands either way). The layerwise runs go
-    where the test run went: ``lar`` (its binary) or ``remote`` (its device)."""
+    where the test run went: ``lar`` (its binary) or ``remote`` (its device). ``progress``
+    is told the step (stage ``local``)."""
     if off is not None:
         return None, off
-
+    steps = Steps(progress, "local", 1)
+    steps.start("layerwise model")
     try:
-        return run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
-                         bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
-                         lar=lar, remote=remote), None
+        la = run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
+                       bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
+                       lar=lar, remote=remote)
+        steps.stop("layerwise model")
+        steps.done(f"layerwise model built and run: {len(la.verdict.roots)} local root(s)")
+        return la, None
     except AnalysisInterrupted:
         raise
     except LarPrecError as exc:

@@ -69,8 +69,8 @@ def compare_dumps(dir_a: str, dir_b: str, *, threshold: "Union[str, float, Thres
     tree = VarTree.from_folders(dir_a, dir_b, threshold=spec.for_comparison, text_dump=text_dump, jobs=jobs,
                                 pairing=pairing)
     # lazy vars: each var's JSON is made from its VarDiff as it is written (20,000 vars, one
-    # copy). Paths to the roots only for the page: VarTree.path keeps every ancestor's whole
-    # path, quadratic in memory on a deep chain (400 MB at 10,000 vars deep).
+    # copy). Paths to the roots only for the page: they need the tree's adjacency and one search
+    # of the whole graph (linear: 0.05 s at 20,000 vars, a sixteenth of such a compare).
     report = from_tree(tree, command="compare", lazy_vars=True, max_paths=50 if paths else 0,
                        local=local, roots_by=spec.roots_by(local is not None) if with_model else None,
                        local_off=local_off)

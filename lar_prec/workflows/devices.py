@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 LOCAL = "local"
 from lar_prec.records import PathLike  # noqa: E402
-from lar_prec.workflows.common import Analysis, dropped_note, environment_extra, prepare_analysis, reference_flags, write_reports
+from lar_prec.workflows.common import (Analysis, StageProgress, Steps, dropped_note, environment_extra, prepare_analysis,
+                                       ran, reference_flags, write_reports)
 from lar_prec.compare.threshold import parse_threshold_spec
 
 
@@ -95,7 +96,8 @@ def _reference(targets: List[Target], reference: Optional[str]) -> Target:
             return t
     if ref == LOCAL:
         return Target(LOCAL, None)  # the naive run only; this machine is not a compared target
-    raise UsageError(f"--reference {ref!r} is not one of the targets ({', '.join(t.name for t in targets)}, local)")
+    names = list(dict.fromkeys([*(t.name for t in targets), LOCAL]))  # local is always a reference
+    raise UsageError(f"--reference {ref!r} is not one of the targets; expected one of {', '.join(names)}")
 
 
 # --------------------------------------------------------------------------- comparing one target
@@ -225,10 +227,12 @@ def devices(
     extra_flags: Sequence[str] = (),
     html: bool = True,
     seed: int = 0,
+    progress: Optional[StageProgress] = None,
 ) -> Any:
     """Run ``config`` on every target (one worker each), compare each with the reference
     target's naive run, and report per target. ``lar`` is this machine's load_and_run; each
-    device's is in its RemoteSpec. Returns a :class:`lar_prec.workflows.Analysis`.
+    device's is in its RemoteSpec. ``progress``: the runs under way and each one ended
+    (:data:`lar_prec.workflows.common.StageProgress`). Returns a :class:`lar_prec.workflows.Analysis`.
 
     Raises:
         UsageError (exit 2), RunError/RemoteError (exit 3: the first failed run, after every
@@ -252,9 +256,11 @@ def devices(
     results: Dict[str, RunResult] = {}
     errors: List[BaseException] = []
     lock = threading.Lock()
+    steps = Steps(progress, "runs", sum(len(plan) for _, plan in jobs))
 
     def work(t: Target, plan: List[Tuple[str, str]]) -> None:
         for cfg, label in plan:
+            steps.start(label)
             try:
                 # the naive reference makes no algorithm choice (and refuses fast-run profiling)
                 flags = naive_flags if cfg == "naive" else tuple(extra_flags)
@@ -264,8 +270,11 @@ def devices(
                 with lock:
                     errors.append(exc)
                 return
+            finally:
+                steps.stop(label)
             with lock:
                 results[label] = r
+            steps.done(ran(r))
 
     pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="lar-prec-target")
     try:

@@ -20,7 +20,6 @@ that run is the empty list's verification.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 import shutil
@@ -44,7 +43,7 @@ from lar_prec.diagnosis.oracle import (
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError, RunError, RunTimeout, UsageError
 from lar_prec.lar.mixed_rewrite import KEEP_SCHEMA, MODES, KeepList, MixedModel
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.run.config import get_config
@@ -361,16 +360,20 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     final_keep = KeepList(instances=tuple(kept_names)) if final_model is not None else KeepList()
     fraction = fp16_fraction(g, final_keep)
     keep_file = adir / "keep.json"
-    atomic_write_text(keep_file, json.dumps(_keep_file(final_keep, kept, g, option), indent=1) + "\n",
-                      what="keep-list")
     res = MixedAnalysis(adir, model_path, option, float(tolerance), plain_err, plain, proposal, kept,
                         tuple(attempts), verified, final_model, fraction, local, tuple(runs), keep_file,
                         time.monotonic() - t0, note, plain_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
                               for m in prep.layerwise.measured if m.name in errors))
     data = res.to_json()
-    atomic_write_text(adir / "mixed.json", json.dumps(data, indent=1) + "\n", what="mixed result")
-    write_html(data, adir / "mixed.html")
+    try:
+        atomic_write_text(keep_file, json_text(_keep_file(final_keep, kept, g, option)),
+                          what="keep-list")
+        atomic_write_text(adir / "mixed.json", json_text(data), what="mixed result")
+        write_html(data, adir / "mixed.html")
+    except LarPrecError as exc:  # a full disk at the very end: the verdict and the keep-list are shown first
+        exc.report = data
+        raise
     return res
 
 

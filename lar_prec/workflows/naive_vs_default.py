@@ -19,7 +19,7 @@ from lar_prec.workflows.common import prepare_analysis
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 from lar_prec.diagnosis.graphinfo import describe_model
 from lar_prec.diagnosis.oracle import RootSide, root_sides
@@ -30,7 +30,10 @@ from lar_prec.records import json_number
 from lar_prec.report.model import from_tree
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.compare.threshold import parse_threshold_spec
-from lar_prec.diagnosis.local_analysis import off_reason, pin_flags
+from lar_prec.compare.bounds import TERMS_C
+from lar_prec.diagnosis.local import layout_fmt, local_outputs
+from lar_prec.diagnosis.local_analysis import LocalAnalysis, off_reason, pin_flags
+from lar_prec.report.local import report_ids
 
 def naive_vs_default(
     model: PathLike,
@@ -110,7 +113,7 @@ def naive_vs_default(
     text = runs[2].text_dump if text_dump else None
     la, off = measure_local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
                      get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
-                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote)
+                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote, progress=progress)
     tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=spec.for_comparison, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=compare_progress(progress))
     env_extra, notes = environment_extra(runs)
@@ -126,9 +129,18 @@ def naive_vs_default(
     # the graph that ran: the rewritten model the default run recorded, when it is here
     ran = Path(default.rewritten_models[-1][0]) if default.rewritten_models else model_path
     ran = ran if ran.is_file() else model_path
-    report = oracle_roots(report, ran, naive.dump_dir, default.dump_dir, adir)  # type: ignore[arg-type]
+    report = oracle_roots(report, ran, naive.dump_dir, default.dump_dir, la, layout_fmt(extra_flags),  # type: ignore[arg-type]
+                          adir)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+def _distance(s) -> str:
+    """Each side's distance from the oracle: in rounding units where the operator has them."""
+    if s.reference_units is not None and s.test_units is not None:
+        return (f"naive {s.reference_err:.3g} from it, {s.reference_units:.2g} rounding units; default "
+                f"{s.test_err:.3g}, {s.test_units:.2g} units; a correct kernel is within {TERMS_C:g}")
+    return f"naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g}"
 
 
 #: words for :func:`lar_prec.diagnosis.oracle.which_side` in naive-vs-default
@@ -138,17 +150,22 @@ SIDE_WORDS = {"test": "the default kernel is wrong", "reference": "the naive (re
 ORACLE_ROOTS = 5
 
 
-def oracle_sides(report, model: Path, ref_dir: Path, test_dir: Path, adir: Path) -> Tuple[Dict[int, RootSide], Optional[str]]:
-    """The float64 oracle on each of the report's first roots (:data:`ORACLE_ROOTS`), fed the
-    reference dump's values of its inputs, against both dumps: root id -> RootSide, and why the
-    oracle did not run at all (None when it did). The floor asked for is the root's local
-    floor, else its var's threshold, else the report's. ``lar-prec diff`` asks it of its sides."""
+def annotate_oracle(report, model: Path, ref_dir: Path, test_dir: Path, la: Optional[LocalAnalysis],
+                    fmt: Optional[str], adir: Path,
+                    annotate: Callable[[int, Any, RootSide, bool], Tuple[Any, Optional[str]]]):
+    """``report`` with each of its first roots the float64 oracle answered for replaced by
+    ``annotate(rank, root, side, same_inputs)`` -> (root, note or None). Both sides are judged
+    on the same inputs where local error measured the test kernel on the reference's inputs
+    (``la``'s layerwise run, in layout ``fmt``: ``same_inputs``); without it, the test dump's
+    output against the oracle on that dump's own inputs; never a side's output against another
+    side's inputs. ``model`` is the graph that ran. A note when the oracle did not run; nothing
+    here fails the analysis. ``naive-vs-default`` and ``diff`` annotate their roots through it."""
     if not report.roots:
-        return {}, None
+        return report
     try:
         g = describe_model(model, adir / "graph.json")
     except LarPrecError as exc:
-        return {}, str(exc)
+        return replace(report, notes=report.notes + (f"oracle not run: {exc}",))
     by_var = {v.id: v for v in report.vars}
     asked = []
     for r in report.roots[:ORACLE_ROOTS]:
@@ -157,40 +174,39 @@ def oracle_sides(report, model: Path, ref_dir: Path, test_dir: Path, adir: Path)
         if floor is None:
             floor = v.threshold if v is not None and v.threshold is not None else report.threshold.value
         asked.append((r.id, r.name, float(floor)))
-    return {s.id: s for s in root_sides(g, DumpFolder(ref_dir), DumpFolder(test_dir), asked)}, None
+    to_local = report_ids(la)[0] if la is not None else {}
+    local = local_outputs(la.result, fmt) if la is not None else None
 
+    def test_value(vid: int):
+        return local(to_local[vid]) if local is not None and vid in to_local else None
 
-def annotate_oracle(report, model: Path, ref_dir: Path, test_dir: Path, adir: Path,
-                    annotate: Callable[[int, Any, RootSide], Tuple[Any, Optional[str]]]):
-    """``report`` with each root the oracle answered for (:func:`oracle_sides`) replaced by
-    ``annotate(rank, root, side)`` -> (root, note or None); a note when the oracle did not run."""
-    sides, why = oracle_sides(report, model, ref_dir, test_dir, adir)
-    if why is not None:
-        return replace(report, notes=report.notes + (f"oracle not run: {why}",))
+    sides = {s.id: s for s in root_sides(g, DumpFolder(ref_dir), asked, test_local=test_value,
+                                         test_dump=DumpFolder(test_dir))}
     roots, notes = [], list(report.notes)
     for k, r in enumerate(report.roots, 1):
         s = sides.get(r.id)
         if s is not None:
-            r, note = annotate(k, r, s)
+            r, note = annotate(k, r, s, local is not None and r.id in to_local)
             if note:
                 notes.append(note)
         roots.append(r)
     return replace(report, roots=tuple(roots), notes=tuple(notes))
 
 
-def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, adir: Path):
+def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, la: Optional[LocalAnalysis],
+                 fmt: Optional[str], adir: Path):
     """``report`` with each of its first roots told which side is wrong by the float64 oracle
-    on the naive run's inputs (issue 23 #5): ``wrong_side`` and ``oracle`` on the root, one
-    note per root. ``model`` is the graph that ran (the rewritten model when an option rewrote
-    it). Where the oracle cannot say, the root says why; nothing here fails the analysis."""
+    (issues 23 #5, 34 #3, :func:`annotate_oracle`): ``wrong_side`` and ``oracle`` on the root,
+    one note per root."""
 
-    def annotate(k: int, r: Any, s: RootSide) -> Tuple[Any, Optional[str]]:
+    def annotate(k: int, r: Any, s: RootSide, same_inputs: bool) -> Tuple[Any, Optional[str]]:
         extra = {**r.extra, "wrong_side": s.side, "oracle": {
             "naive_err": json_number(s.reference_err), "default_err": json_number(s.test_err),
-            "floor": json_number(s.floor), "why": s.why or None}}
-        note = None if s.side == "unknown" else (
-            f"oracle (float64 on the naive run's inputs): root #{k} {r.name}: {SIDE_WORDS[s.side]} "
-            f"(naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g})")
-        return replace(r, extra=extra), note
+            "floor": json_number(s.floor), "naive_units": json_number(s.reference_units),
+            "default_units": json_number(s.test_units), "why": s.why or None}}
+        if s.side == "unknown":
+            return replace(r, extra=extra), None
+        on = "both kernels on the naive run's inputs" if same_inputs else "each kernel on its own run's inputs"
+        return replace(r, extra=extra), f"oracle (float64, {on}): root #{k} {r.name}: {SIDE_WORDS[s.side]} ({_distance(s)})"
 
-    return annotate_oracle(report, model, naive_dir, default_dir, adir, annotate)
+    return annotate_oracle(report, model, naive_dir, default_dir, la, fmt, adir, annotate)

@@ -8,7 +8,6 @@ The measuring lives in :mod:`lar_prec.diagnosis.quantinfo` and :mod:`lar_prec.di
 this module only runs and composes."""
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import tempfile
@@ -39,9 +38,9 @@ from lar_prec.diagnosis.quantkeep import (
     write_kept_model,
 )
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.errors import UsageError
+from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.inputspec import check_file
-from lar_prec.outputs import atomic_write_text, sha256_file
+from lar_prec.outputs import atomic_write_text, json_text, sha256_file
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.run.once import run_once
@@ -210,8 +209,12 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
                         tuple(not_in_dumps(pairing, measured, fg, qg, fd, qd)))
     data = res.to_json()
-    atomic_write_text(adir / "quant.json", json.dumps(data, indent=1, allow_nan=False) + "\n", what="quant result")
-    write_html(data, adir / "quant.html")
+    try:
+        atomic_write_text(adir / "quant.json", json_text(data), what="quant result")
+        write_html(data, adir / "quant.html")
+    except LarPrecError as exc:  # a full disk at the very end: the verdict is shown first
+        exc.report = data
+        raise
     return res
 
 

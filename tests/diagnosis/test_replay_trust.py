@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -175,6 +176,58 @@ def test_malformed_records_are_exit_2_naming_the_key(repro, tmp_path, text, key)
     d = hostile_copy(repro, tmp_path)
     (d / "repro.json").write_text(text)
     refused(replay(d), "repro.json", key)
+
+
+def _npy_header(path: Path, shape: tuple) -> None:
+    """A float32 .npy header claiming ``shape``, followed by 64 bytes."""
+    from numpy.lib import format as npy_format
+
+    with open(path, "wb") as fh:
+        npy_format.write_array_header_1_0(fh, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        fh.write(bytes(64))
+
+
+def _sparse_model(d: Path) -> None:
+    """A 6 GB model.mge of zeros that takes no room on disk."""
+    with open(d / "model.mge", "wb") as fh:
+        fh.truncate(6 << 30)
+
+
+def _input_twice(d: Path) -> None:
+    edit(d, lambda r: r.__setitem__("inputs", r["inputs"] + ";again:" + r["inputs"].split(";")[0].split(":", 1)[1]))
+
+
+def _save(name: str, make) -> "Callable[[Path], None]":
+    def setup(d: Path) -> None:
+        import numpy as np
+
+        np.save(d / name, make(np))
+    return setup
+
+
+@pytest.mark.parametrize("setup,words", [
+    (lambda d: (d / "repro.json").write_text("[" * 50_000 + "]" * 50_000), ["repro.json", "nested deeper"]),
+    (_input_twice, ["repro.json", "'inputs' must be each input name and file once"]),
+    (_save("reference.npy", lambda np: np.zeros((3, 3), np.float32)), ["reference.npy", "expected the output's shape"]),
+    (_save("reference.npy", lambda np: np.array(["abc"] * 8)), ["reference.npy", "found dtype <U3"]),
+    (lambda d: _npy_header(d / "observed.npy", (1 << 40,)), ["observed.npy", "4398046511104 bytes of data"]),
+    (_sparse_model, ["model.mge", "expected a MegEngine model"]),
+], ids=["json-nested-50000", "input-file-twice", "reference-other-shape", "reference-strings", "npy-claims-4-tb",
+        "sparse-6-gb-model"])
+def test_data_a_folder_can_hold_is_exit_2_in_bounded_memory(repro, tmp_path, setup, words):
+    """Issue 41 #3: each of these ended `lar-prec replay DIR` with exit 4 (RecursionError,
+    FileExistsError, ValueError, MemoryError). Now exit 2 naming the file, "nothing was run",
+    under a 3 GB address-space limit (sizes are checked before anything is read)."""
+    import resource
+
+    d = hostile_copy(repro, tmp_path)
+    setup(d)
+    limit = 3 << 30
+    proc = subprocess.run([sys.executable, "-m", "lar_prec", "replay", str(d)], capture_output=True, text=True,
+                          timeout=300, cwd=d.parent, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                                          "OPENBLAS_NUM_THREADS": "1"},
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    refused(proc, *words)
 
 
 def test_a_folder_that_is_not_a_directory_is_exit_2(tmp_path):

@@ -171,3 +171,26 @@ def test_the_cores_read_their_records_without_megengine(manifest, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert proc.stdout.strip() == "8"
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda p: __import__("os").mkfifo(p), "is not a regular file (a FIFO)"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "is nested deeper than Python's JSON parser goes"),
+], ids=["fifo", "nested-100000"])
+def test_the_rewrite_child_reads_its_keep_list_as_every_reader_does(manifest, tmp_path, make, words):
+    """Issue 41 #5: `python -m lar_prec.lar.mixed_rewrite MODEL OUT --keep FIFO` hung forever, and a
+    keep.json nested 100,000 deep gave a traceback and exit 1 ("MegEngine refused"): one line, exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    keep = tmp_path / "keep.json"
+    make(keep)
+    proc = subprocess.run([sys.executable, "-m", "lar_prec.lar.mixed_rewrite", str(manifest["cnn"].model),
+                           str(tmp_path / "out.mge"), "--keep", str(keep)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"mixed_rewrite: error: keep-list {keep} {words}"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and not (tmp_path / "out.mge").exists()

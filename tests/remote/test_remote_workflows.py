@@ -425,7 +425,9 @@ def test_a_run_that_stalls_on_the_device_is_seen_in_seconds(sshd, manifest, tmp_
     pidfile = tmp_path / "device.pid"
     lar = write_exe(tmp_path / "device-bin" / "stall",
                     f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'load_and_run (stand-in)'; exit 0; fi\n"
-                    f"echo $$ > {pidfile}\necho 'bad err=45 in Xbyak::Error' >&2\nexec sleep 300\n")
+                    f"echo $$ > {pidfile}\necho 'bad err=45 in Xbyak::Error' >&2\n"
+                    # then every thread parked in a futex wait, as MegEngine's are
+                    f"exec {sys.executable} -c 'import threading; threading.Event().wait()'\n")
     t0 = time.monotonic()
     proc = cli(["run", str(case.model), *input_args(case), "--out", str(tmp_path / "a"), "--remote", sshd["target"],
                 "--lar", str(lar), "--remote-dir", str(tmp_path / "device"), "--timeout", "200"],

@@ -50,6 +50,33 @@ def test_the_quant_command_prints_the_worst_layer_and_exits_1(misscaled_pair, tm
     assert "keep 1 layer(s) in float: g.ConvBias (local SNR" in proc.stdout.splitlines()[0], proc.stdout
     assert "* g.ConvBias" in proc.stdout
     assert json.loads((tmp_path / "q.json").read_text())["layers"][0]["name"] == "g.ConvBias"
+    # issue 41 #7: every JSON file the analysis wrote (records, runs, graphs, the result) is strict
+    from test_strict_json import strict_load
+
+    written = sorted(tmp_path.rglob("*.json"))
+    assert {"quant.json", "quant_local.json", "run.json", "inputs.json", "q.json"} <= {f.name for f in written}
+    for f in written:
+        strict_load(f)
+
+
+@pytest.mark.megengine
+def test_quant_prints_its_verdict_before_a_late_write_fails(misscaled_pair, tmp_path):  # noqa: F811
+    """Issue 41 #4: `quant FLOAT QUANT --input ... --out OUT --lar lar.sh`, quant.html unwritable at the end
+    (a folder took its place while the runs ran, as a full disk fails it): the layers and the
+    verdict on stdout, then one Error line naming quant.html, exit 2 (stdout was empty)."""
+    from conftest import ROOT
+
+    out = tmp_path / "a"
+    lar = tmp_path / "lar.sh"
+    lar.write_text(f"#!/bin/sh\nmkdir -p {out / 'quant.html'}\nPYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
+    lar.chmod(0o755)
+    argv = [sys.executable, "-m", "lar_prec", "quant", str(misscaled_pair["float"]), str(misscaled_pair["quant"]),
+            "--input", f"data:{misscaled_pair['data']}", "--out", str(out), "--lar", str(lar)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr
+    assert "keep 1 layer(s) in float: g.ConvBias (local SNR" in proc.stdout.splitlines()[0], proc.stdout
+    assert proc.stderr.startswith("Error: cannot write the HTML report to") and "quant.html" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 @browser

@@ -9,6 +9,7 @@ option leaves the other options reported.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import shutil
 from pathlib import Path
@@ -294,6 +295,63 @@ def test_ctrl_c_during_a_sweep_is_130_and_leaves_run_folders_consistent(manifest
     assert "running" not in runs.values()
 
 
+def _sweep_stand_in(tmp_path, lar_dump, manifest, env: dict) -> "tuple[list, dict]":
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default")), **env}
+    return [sys.executable, "-m", "lar_prec", "sweep", *case_args(manifest["cnn"]), "--options",
+            "nhwcd4,weight-preprocess", "--lar", str(FAKE_LAR), "--out", str(tmp_path / "a"), "--no-local"], env
+
+
+@pytest.mark.megengine
+def test_sweep_says_each_finished_step_in_a_log(manifest, lar_dump, tmp_path):
+    """Issue 41 #8: `sweep MODEL --input ... 2> ci.log` printed nothing for minutes: now one
+    line per finished step, as mixed prints (the reference, then each option and its verdict)."""
+    import subprocess
+
+    argv, env = _sweep_stand_in(tmp_path, lar_dump, manifest, {})
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("lar-prec sweep: steps ")]
+    assert lines[0].startswith("lar-prec sweep: steps 1/3: reference (naive kernels, plain graph) ok in "), lines
+    assert lines[1:] == ["lar-prec sweep: steps 2/3: nhwcd4: runs, ok",  # one run at a time: in order
+                         "lar-prec sweep: steps 3/3: weight-preprocess: runs, ok"], lines
+
+
+@pytest.mark.megengine
+def test_sweep_bar_names_the_option_under_way_in_a_terminal(manifest, lar_dump, tmp_path):
+    """Issue 41 #8: on a terminal the sweep's bar said only "load_and_run runs": it names the
+    step under way (here nhwcd4, whose stand-in run keeps the CPU busy for 2 s)."""
+    import os
+    import pty
+    import subprocess
+    import threading
+
+    argv, env = _sweep_stand_in(tmp_path, lar_dump, manifest, {"FAKE_LAR_MODE_IF_FLAG": "--enable-nhwcd4=busy",
+                                                                 "FAKE_LAR_BUSY_SECONDS": "2", "COLUMNS": "120"})
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closed with the process
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert proc.wait(timeout=300) == 0
+    reader.join(timeout=10)
+    os.close(master)
+    assert b"steps: nhwcd4" in seen, bytes(seen[-2000:])
+
+
 def test_every_spelling_of_an_option_names_it():
     """Issue 21 §3: `--options enable_ioc16` was refused while `--enable-ioc16` was accepted."""
     from lar_prec.workflows.sweep.options import parse_options
@@ -325,6 +383,36 @@ def test_load_failures_bad_dumps_and_a_missing_output_are_findings_and_the_sweep
     assert opts["weight-preprocess"]["status"] == "runs" and opts["weight-preprocess"]["verdict"] == "ok"
     assert "const-shape load failed (the model did not load" in d["verdict"]
     assert "nhwcd4 dump unreadable" in d["verdict"] and "no option diverges" not in d["verdict"]
+
+
+#: the bundled load_and_run, but under --record-comp-seq the user's model loses its last dump file (its output)
+DROP_OUTPUT_LAR = """import os, subprocess, sys
+argv = sys.argv[1:]
+rc = subprocess.call([sys.executable, "-m", "lar_prec.lar", *argv], env={**os.environ, "PYTHONPATH": ROOT})
+if rc == 0 and "--record-comp-seq" in argv and "--bin-io-dump" in argv and argv[0] == MODEL:
+    folder = argv[argv.index("--bin-io-dump") + 1]
+    os.remove(os.path.join(folder, sorted(n for n in os.listdir(folder) if not n.startswith("."))[-1]))
+sys.exit(rc)
+"""
+
+
+@pytest.mark.megengine
+def test_an_output_never_dumped_is_not_a_pass_when_local_error_is_measured(manifest, tmp_path):
+    """Issue 41 #2: `sweep MODEL --options record-comp-seq,weight-preprocess --lar lar.py`, whose run
+    under record-comp-seq never dumped the model's output: every operator's local error within
+    its floor turned that option `ok` and the sweep said "no option diverges", exit 0 (the
+    reason column said the output was missing). A comparison that cannot see the output is not
+    a pass: exit 1, and the verdict says why."""
+    case = manifest["cnn"]
+    lar = tmp_path / "lar.py"
+    lar.write_text(f"#!{sys.executable}\nROOT, MODEL = {str(ROOT)!r}, {str(case.model)!r}\n{DROP_OUTPUT_LAR}")
+    lar.chmod(0o755)
+    d, res = sweep_json(tmp_path, case, ["record-comp-seq", "weight-preprocess"], "--lar", str(lar), expect=1)
+    o = by_option(d)["record-comp-seq"]
+    assert o["local"]["measured"] and o["verdict"] == "diverges" and o["output_unseen"] is True, o
+    assert d["verdict"].startswith("1 of 2 option(s) that ran diverge; worst: record-comp-seq (the model's output "
+                                   "was not dumped under this option"), d["verdict"]
+    assert by_option(d)["weight-preprocess"]["verdict"] == "ok"
 
 
 @pytest.mark.megengine

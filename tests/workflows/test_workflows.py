@@ -20,7 +20,8 @@ from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
 from lar_prec.report.records import SCHEMA
 
 FAKE_LAR = ROOT / "tests" / "fake_lar.py"
-FLOAT32_CASES = ["cnn", "resnet", "mlp", "attention", "multi_input", "quantized", "fastrun_shake"]
+FLOAT32_CASES = ["cnn", "resnet", "mlp", "attention", "multi_input", "quantized", "fastrun_shake", "vit", "mobilenetv3",
+                 "gru_topk"]
 
 VAR_KEYS = {"id": int, "name": str, "opr": str, "opr_type": str, "dtype": str, "shape": list, "inputs": list,
             "status": str}

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from lar_prec.diagnosis.local import layout_fmt
 from lar_prec.errors import UsageError
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.model import Report, from_tree
@@ -73,7 +74,7 @@ def diff(model: PathLike, inputs: Sequence[str], a: Side, b: Side, *, repeat: in
                            remote_dir, keep_remote)
     report = diff_report(j, ra, rb, model=str(model_path), adir=adir, local=la, local_off=off,
                          extra={"inputs": prepared.to_json(), "config": config, "repeat": repeat})
-    report = with_oracle(report, model_path, j, adir)
+    report = with_oracle(report, model_path, j, adir, la, layout_fmt(tuple(extra_flags) + b.flags))
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("diff", adir, report, j.tree, tuple(ra.runs) + tuple(rb.runs), json_path, html_path)
 
@@ -193,28 +194,31 @@ def _verdict(j: Judged, counts: Mapping[str, int]) -> str:
     return f"equal: A and B give bitwise the same result in all {n} variables"
 
 
-def with_oracle(report: Report, model: Path, j: Judged, adir: Path) -> Report:
-    """Each first root told which side the float64 oracle (on A's inputs) finds nearer: ``oracle``
-    (``a_err``, ``b_err``) and ``nearer`` (a, b or tie); with a rounding floor (its local
-    error's) also ``wrong_side`` (a, b, both or neither off exact arithmetic beyond it)."""
+def with_oracle(report: Report, model: Path, j: Judged, adir: Path, la: Any = None, fmt: Optional[str] = None) -> Report:
+    """Each first root told which side the float64 oracle finds nearer exact arithmetic, each
+    side on the inputs it computed from (B on A's inputs where local error measured it):
+    ``oracle`` (``a_err``, ``b_err``, rounding units where the operator has them) and ``nearer``
+    (a, b or tie); and, where the oracle can tell, ``wrong_side`` (a, b, both, neither)."""
 
-    def annotate(k: int, r: Any, s: Any) -> Tuple[Any, Optional[str]]:
-        extra: Dict[str, Any] = {**r.extra, "oracle": {"a_err": json_number(s.reference_err),
-                                                       "b_err": json_number(s.test_err), "why": s.why or None}}
+    def annotate(k: int, r: Any, s: Any, same_inputs: bool) -> Tuple[Any, Optional[str]]:
+        extra: Dict[str, Any] = {**r.extra, "oracle": {
+            "a_err": json_number(s.reference_err), "b_err": json_number(s.test_err),
+            "a_units": json_number(s.reference_units), "b_units": json_number(s.test_units), "why": s.why or None}}
         if s.reference_err is None or s.test_err is None:
             return replace(r, extra=extra), None
         ea, eb = s.reference_err, s.test_err
         extra["nearer"] = "a" if ea < eb else "b" if eb < ea else "tie"
-        note = (f"float64 oracle on A's inputs: root #{k} {r.name}: A {ea:.3g} from it, B {eb:.3g}: "
+        on = "both on A's inputs" if same_inputs else "each on its own run's inputs"
+        note = (f"float64 oracle ({on}): root #{k} {r.name}: A {ea:.3g} from it, B {eb:.3g}: "
                 + ("equally near" if ea == eb else f"{extra['nearer'].upper()} nearer"))
-        if isinstance(r.extra.get("floor"), (int, float)) and s.side != "unknown":  # a local floor: who is off
+        if s.side != "unknown":
             extra["wrong_side"] = _SIDE_NAMES.get(s.side, s.side)
             extra["oracle"]["floor"] = json_number(s.floor)
-            note += f"; beyond the rounding floor {s.floor:.3g}: {DIFF_WORDS[s.side]}"
+            note += f"; {DIFF_WORDS[s.side]}"
         return replace(r, extra=extra), note
 
-    # the oracle reads the root's inputs from A's whole dump (a var left unpaired is still A's input)
-    report = annotate_oracle(report, model, j.a_dump, j.dirs[1], adir, annotate)
+    # A's whole dump is the reference (a var left unpaired is still A's input); B's values in A's ids
+    report = annotate_oracle(report, model, j.a_dump, j.dirs[1], la, fmt, adir, annotate)
     near = report.roots[0].extra.get("nearer") if report.roots else None
     if near in ("a", "b") and report.n_not_ok:
         report = replace(report, verdict=report.verdict + f"; nearer float64 there: {near.upper()}")

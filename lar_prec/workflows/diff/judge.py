@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.compare.folders import compare_folders
+from lar_prec.diagnosis.local import layout_fmt
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.keys import dump_keys
 from lar_prec.opkey import match_keys
 from lar_prec.workflows.devices import final_outputs, renamed_copy, same_vars
 from lar_prec.workflows.diff.sides import SideResult
-from lar_prec.workflows.sweep.options import layout_format
 
 EQUAL, WITHIN, OUTSIDE, NONFINITE = "equal", "within_jitter", "outside_jitter", "nonfinite"
 #: the per-variable verdicts, in the order reports count them
@@ -75,7 +75,7 @@ def verdict_of(d: Any, ja: float, jb: float) -> Tuple[str, str]:
 def _layout(side: SideResult) -> Optional[str]:
     """The operator format a side's runs laid tensors out in (from their load_and_run flags)."""
     argv = getattr(side.runs[0], "argv", ()) if side.runs else ()
-    return layout_format([str(x) for x in argv])
+    return layout_fmt([str(x) for x in argv])
 
 
 def _pair(a: SideResult, b: SideResult, work: Path) -> Tuple[Path, Path, Dict[int, int], Dict[str, Any]]:

@@ -14,7 +14,6 @@ many distinct results the runs produced and which runs share each.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import threading
@@ -24,7 +23,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.dumps.binary import read_binary_dump
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 
 #: the record a pruned run leaves next to its dump
 PRUNED_JSON = "pruned.json"
@@ -124,7 +123,7 @@ class RunStore:
                       "digests": {str(k): v for k, v in sorted(digests.items())},
                       "why": "vars whose bytes equal the base run's, or an earlier run's kept file (same_as), were "
                              "removed (lar-prec shake; --keep-all keeps them)"}
-            atomic_write_text(dump.parent / PRUNED_JSON, json.dumps(record, indent=1) + "\n", what="pruned-run record")
+            atomic_write_text(dump.parent / PRUNED_JSON, json_text(record), what="pruned-run record")
         run = StoredRun(label, dump, digests, tuple(sorted(removed)), freed, same_as)
         with self._lock:
             self.runs[label] = run

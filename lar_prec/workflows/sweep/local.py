@@ -18,7 +18,6 @@ Numpy only: the build and the runs are child processes.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from lar_prec.diagnosis.floors import LocalRoot, local_json, local_roots, noise_
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.diagnosis.local_records import CheckResult, LayerwiseModel, LocalResult, LocalVar
 from lar_prec.diagnosis.local import build_layerwise, isolation_check, feed_inputs, output_ids, run_layerwise
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run.config import get_config
 from lar_prec.records import json_number
 from lar_prec.diagnosis.local import _max_abs
@@ -186,7 +185,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
     record = local_json(result, verdict)
     record["not_measured"] = [{"name": n, "why": w} for n, w in missing]
     record["compute_dtype"] = cdt
-    atomic_write_text(out_dir / "local.json", json.dumps(record, indent=1) + "\n", what="local error record")
+    atomic_write_text(out_dir / "local.json", json_text(record), what="local error record")
     return OptionLocal(
         True, roots=tuple(LocalRoot(int(ref_id[r.id] if ref_id[r.id] is not None else r.id), r.name, r.opr_type,
                                          r.local_err, r.floor, r.entire_err) for r in verdict.roots),

@@ -85,14 +85,6 @@ DEFAULT_OPTIONS: Dict[str, Tuple[str, ...]] = {
     "arm": ("nchw44", "nchw44-dot", "nhwcd4", "layout-transform") + _COMMON,
 }
 
-def layout_format(flags: Sequence[str]) -> Optional[str]:
-    """The operator format load_and_run ``flags`` lay tensors out in (``--enable-nchw44``:
-    ``NCHW44``), None when they choose none."""
-    given = {f.split("=", 1)[0] for f in flags}
-    found = [o.fmt for o in OPTIONS.values() if o.group == "layout" and o.fmt and o.flags[0] in given]
-    return found[-1] if found else None
-
-
 #: operator types that make ``needs="conv"`` options apply
 CONV_OPRS = frozenset({"ConvolutionForward", "ConvBiasForward", "ConvBias", "Convolution"})
 
@@ -175,6 +167,8 @@ class OptionResult:
     local: Optional[OptionLocal] = None
     root_rule: str = "dump"
     dump_root: Optional[Tuple[Optional[int], Optional[int], str, str, Optional[float]]] = None
+    #: the run dumped none of the model's outputs: nothing was compared there, never an all-clear
+    output_unseen: bool = False
 
     @property
     def finding(self) -> bool:
@@ -211,6 +205,7 @@ class OptionResult:
             "dump_root": None if dr is None else {"id": dr[0], "reference_id": dr[1], "name": dr[2],
                                                   "opr_type": dr[3], "max_err": dr[4], "nonfinite": _nonfinite(dr[4])},
             "local": None if self.local is None else self.local.to_json(),
+            "output_unseen": self.output_unseen,
         }
 
 

@@ -37,7 +37,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError, UsageError
 from lar_prec.run.config import LoadAndRun
@@ -56,7 +56,8 @@ from lar_prec.run.device import RemoteSessions
 from lar_prec.diagnosis.local_analysis import off_reason
 from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
 from lar_prec.workflows.sweep.report import sweep_report
-from lar_prec.workflows.common import open_remote, prepare_analysis, write_reports
+from lar_prec.report.sweep import STATUS_TEXT
+from lar_prec.workflows.common import StageProgress, open_remote, prepare_analysis, write_reports
 from lar_prec.workflows.sweep.options import CONV_OPRS, OptionResult, SweepOption, SweepResult
 
 def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
@@ -154,14 +155,15 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult) -> Tuple[OptionRe
         run_dir=str(rec.dir), seconds=rec.seconds)
     if g.outputs_total and g.output_err is None:
         # nothing to hold the model's output to: never an all-clear
-        r = replace(r, verdict="diverges", reason="the model's output was not dumped under this option "
-                    f"({g.outputs_total} output(s), none paired with a dumped var)")
+        r = replace(r, verdict="diverges", output_unseen=True,
+                    reason="the model's output was not dumped under this option "
+                           f"({g.outputs_total} output(s), none paired with a dumped var)")
     if g.root is not None:
         r = replace(r, root_id=g.root.b, root_ref_id=g.root.a, root_name=g.root.name, root_opr_type=g.root.opr_type,
                     root_err=g.root.max_err)
     notes = [e for e in g.errs if e.note]
     if notes:
-        r = replace(r, reason=f"{len(notes)} paired var(s) not compared: {notes[0].name}: {notes[0].note}")
+        r = replace(r, reason=_join(r.reason, f"{len(notes)} paired var(s) not compared: {notes[0].name}: {notes[0].note}"))
     return r, g
 
 
@@ -188,7 +190,8 @@ def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: Optional[
 def _with_local(r: OptionResult, loc: OptionLocal) -> OptionResult:
     """The option's root and verdict by local error when it was measured: a local root makes
     the option diverge and is its root; no local root makes it ok, unless the dump-only root
-    is an operator local error did not measure (then the dump's verdict stands, with why)."""
+    is an operator local error did not measure or the model's output was not dumped (then the
+    dump's verdict stands, with why)."""
     dump_root = None if r.root_name is None else (r.root_id, r.root_ref_id, r.root_name, r.root_opr_type or "",
                                                   r.root_err)
     r = replace(r, local=loc, dump_root=dump_root)
@@ -202,6 +205,9 @@ def _with_local(r: OptionResult, loc: OptionLocal) -> OptionResult:
                        root_err=errs.get(top.name, top.entire_err))
     if r.verdict != "diverges":
         return replace(r, root_rule="local")
+    if r.output_unseen:  # local error speaks for operators, not for an output nobody compared
+        return replace(r, root_rule="local", reason=_join(r.reason, "kept diverging: no operator's local error can "
+                                                                   "stand for the output that was not compared"))
     if r.root_name is not None and r.root_name not in loc.measured_names():
         why = dict(loc.not_measured).get(r.root_name, "not measured")
         return replace(r, reason=_join(r.reason, f"kept diverging by the dumps: local error did not measure "
@@ -247,9 +253,37 @@ def _measure_local(prep: SweepLayerwise, opt: SweepOption, r: OptionResult, adir
                           compute_dtype=opt.compute_dtype, entire=dict(r.errors), timeout=timeout)
 
 
+def _step(kind: str, opt: Optional[SweepOption]) -> str:
+    """A step of the sweep, as its progress names it."""
+    if opt is None:
+        return "layerwise model"
+    return {"default": opt.name, "naive": f"{opt.name} (naive kernels)", "local": f"{opt.name} (local error)"}[kind]
+
+
+def _under_way(pending: Mapping[Future, Tuple[str, Optional[SweepOption]]], jobs: int) -> Tuple[str, ...]:
+    """The steps under way: the pool takes them in the order they were queued, ``jobs`` at once."""
+    return tuple(_step(k, o) for k, o in list(pending.values())[:max(1, jobs)])
+
+
+def _finished(kind: str, opt: Optional[SweepOption], results: Mapping[str, OptionResult],
+              locals_: Mapping[str, OptionLocal], local_off: Optional[str]) -> str:
+    """What a finished step found, in a few words (one line of the progress in a log)."""
+    if opt is None:
+        return f"{_step(kind, opt)}: {local_off or 'built'}"
+    r = results[opt.name]
+    if kind == "local":
+        loc = locals_[opt.name]
+        found = f"{len(loc.roots)} local root(s)" if loc.measured else (loc.why or "not measured")
+    elif kind == "naive":
+        found = r.cause or "told apart"
+    else:
+        found = STATUS_TEXT.get(r.status, r.status) + (f", {r.verdict}" if r.verdict else "")
+    return f"{_step(kind, opt)}: {found}"
+
+
 def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequence[SweepOption], *,
               lar: LoadAndRun, timeout: float, extra_flags: Sequence[str] = (), jobs: int = 1,
-              progress: Optional[Callable[[str, int, int], None]] = None, remote: Any = None,
+              progress: Optional[StageProgress] = None, remote: Any = None,
               local_off: Optional[str] = None, layerwise_remote: Any = None) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
     :func:`lar_prec.workflows.sweep` for the whole workflow). Ctrl-C kills every run under
@@ -268,6 +302,8 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
     analysis = 0.0
     try:
+        if progress:
+            progress("steps", 0, 1 + len(options), running=("reference",))
         ref_rec, status, msg, error = runner.submit("naive", "reference", ()).result()
         if error is not None:  # exit 3 (2 for an input the model lacks): the sweep has no reference
             raise error
@@ -285,7 +321,7 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
             else:
                 pending[runner.submit("default", opt.name, opt.flags)] = ("default", opt)
         analysis += time.monotonic() - ta
-        total, done = len(pending), 0
+        total, done = 1 + len(pending), 1  # the reference is done
         defaults: Dict[str, RunResult] = {}
         locals_: Dict[str, OptionLocal] = {}
         naive_queued: set = set()
@@ -306,7 +342,8 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
             total += 1
 
         if progress:
-            progress("runs", 0, total)
+            progress("steps", done, total, running=_under_way(pending, jobs),
+                     finished=f"reference (naive kernels, plain graph) ok in {ref_rec.seconds:.1f} s")
         while pending:
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -355,7 +392,8 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
                 analysis += time.monotonic() - ta
                 done += 1
                 if progress:
-                    progress("runs", done, total)
+                    progress("steps", done, total, running=_under_way(pending, jobs),
+                             finished=_finished(kind, opt, results, locals_, local_off))
     except KeyboardInterrupt:
         interrupt_active_runs()
         runner.pool.shutdown(wait=True, cancel_futures=True)
@@ -407,7 +445,7 @@ def sweep(
     jobs: int = 1,
     html: bool = True,
     seed: int = 0,
-    progress: Optional[Callable[[str, int, int], None]] = None,
+    progress: Optional[StageProgress] = None,
     remote: Any = None,
     local: bool = True,
 ) -> SweepAnalysis:

@@ -10,8 +10,11 @@ times ``eps`` it is one rounding unit of that element), and the operator is meas
 
     units = max_i |local_i - reference_i| / (eps * U_i)
 
-the worst element's difference in rounding units. :mod:`lar_prec.diagnosis.floors` holds it
-to a constant (``TERMS_C``), the same for every operator and model.
+the worst element's difference in rounding units; and by ``scale_units``, the factor by which
+the whole output is scaled, in the same units (a consistent scale adds up over the elements,
+rounding does not). :data:`TERMS_C` is how many units two correct kernels may differ by in
+either test, the same for every operator and model (:mod:`lar_prec.diagnosis.floors` holds local error to it; the dump-only
+rule and the float64 oracle hold each side to it too).
 
 ``U`` by operator (all on the reference's own inputs, ``x`` the reference input, ``y`` the
 reference output):
@@ -40,6 +43,20 @@ from lar_prec._lazy import numpy as np
 
 #: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
 EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+#: how many rounding units two correct kernels may differ by at one element. Model: a summation's error is a sum of independent roundings, each uniform
+#: within u = eps/2 of its partial sum. The worst case is terms of one sign summed one after
+#: the other (the naive kernels): partial sums grow to T = sum |terms|, and the error's
+#: standard deviation is u * T * sqrt(K) / 3 = 1/6 of a unit (eps * (sqrt(K) + 1) * T); a kernel
+#: that sums in blocks errs less. 1.5 units is 9 of those standard deviations: the largest of
+#: 10^8 elements is about 6. Measured on every case of ``cases/`` under default, reproducible,
+#: fast-run (pinned; Winograd has its own factor) and every option that ran, naive against the
+#: test kernels: at most 0.55 units (ResNet-18's global average pooling, 512 sums of 49
+#: positive terms, 3.3 standard deviations; bench/RESULTS-floors.md).
+TERMS_C = 1.5
+#: roundings every element of a result may share, which scale it as a whole: the rounded 1/K
+#: of a mean, a Softmax row's or a LayerNorm row's normalizer, a Winograd transform's rounded
+#: constants. The scale test allows this much relative scale (in eps) before counting units.
+SHARED_ROUNDINGS = 2.0
 #: the absolute rounding of a dtype where its values are tiny: float16's subnormal spacing;
 #: float32 and bfloat16 below their smallest normal, which MegEngine flushes to zero
 TINY = {"float32": 2.0 ** -126, "float16": 2.0 ** -24, "bfloat16": 2.0 ** -126}
@@ -54,12 +71,24 @@ class Bound:
     rounding unit in MegEngine's metric at the element where it is largest (``unit /
     max(|reference|, 1)``), what a floor of ``c`` units is in the metric when nothing differs;
     ``dtype``: the dtype whose rounding is the unit (the compute dtype); ``kind``: which rule
-    gave ``U``."""
+    gave ``U``; ``scale_units``: the factor ``s`` by which the output is scaled as a whole (least
+    squares: ``s = sum(d_i y_i / u_i^2) / sum(y_i^2 / u_i^2)``, ``d`` the difference, ``y`` the
+    reference, ``u`` the unit), beyond :data:`SHARED_ROUNDINGS` eps, times ``sqrt(sum y_i^2 /
+    u_i^2)``: independent roundings of at most 1/6 unit each give it a standard deviation of at
+    most 1/6, like one element's, while a consistent scale (a weight off by 1e-5) adds up over
+    every element."""
 
     units: float
     unit_scale: float
     dtype: str
     kind: str
+    #: how far the output is scaled as a whole, in rounding units (:func:`measure`)
+    scale_units: float = 0.0
+
+    @property
+    def worst(self) -> float:
+        """The larger of the two tests: the worst element, and the whole output's scale."""
+        return max(self.units, self.scale_units)
 
 
 def _f64(a: "np.ndarray") -> "np.ndarray":
@@ -81,14 +110,23 @@ def measure(local: "np.ndarray", ref: "np.ndarray", scale: "np.ndarray", dtype: 
     if local.shape != ref.shape or not np.isfinite(scale).all():
         return None
     finite = np.isfinite(local) & np.isfinite(ref)
-    diff = np.where(finite, np.abs(local - ref), 0.0)
+    signed = np.where(finite, local - ref, 0.0)
+    diff = np.abs(signed)
     unit = EPS[dtype] * scale + TINY[dtype] * roundings
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.where(diff > 0, diff / unit, 0.0)  # diff > 0 over a unit of 0: inf
         metric_unit = unit / np.maximum(np.abs(ref), 1.0)
+        weight = np.where(unit > 0, ref / unit, 0.0)
+        norm2 = float(np.sum(weight * weight))
+        # the least-squares relative scale of the difference, less what shared roundings allow
+        factor = float(np.sum(np.where(unit > 0, signed / unit, 0.0) * weight)) / norm2 if norm2 > 0 else 0.0
+        scale_units = max(0.0, abs(factor) - SHARED_ROUNDINGS * EPS[dtype]) * math.sqrt(norm2)
     units = float(ratio.max()) if ratio.size else 0.0
+    # NaN or Inf on one side only (or different ones on both) is no rounding
+    if np.any(~finite & ~((local == ref) | (np.isnan(local) & np.isnan(ref)))):
+        units = math.inf
     unit_scale = float(metric_unit[finite].max()) if finite.any() else 0.0
-    return Bound(units, unit_scale, dtype, kind)
+    return Bound(units, unit_scale, dtype, kind, scale_units if math.isfinite(scale_units) else math.inf)
 
 
 def roundings(n: int) -> float:

@@ -1,0 +1,152 @@
+"""Where error is made, from two dumps alone: an operator recomputed from each side's own inputs.
+
+Without the model there is no local error, but a dump holds every var with its inputs' ids, so
+an operator whose parameters the shapes and values tell can be recomputed in float64 from
+each side's *own* inputs (:mod:`lar_prec.compare.exact`). Each side's output is then measured
+against its own exact result in rounding units of each element (:mod:`lar_prec.compare.bounds`):
+within ``TERMS_C`` on both sides, the operator made no error of its own and everything it
+differs by came through its inputs, however much its terms cancel (issue 34 #2: attention's
+score products "amplify" their inputs' error 5-6x by cancellation alone).
+
+Parameters not in a dump are found by trying the candidates the shapes allow (a matrix
+product's transposes; a convolution's stride, padding and dilation; a reduction's mode; a
+Softmax's axis) and keeping the one whose exact result is nearest side A's output. Operators
+with parameters a dump cannot tell (pooling windows, fused nonlinearities) are not recomputed.
+Numpy only.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+from lar_prec._lazy import numpy as np
+from lar_prec.compare import bounds, exact
+
+#: operator types :func:`recompute` knows
+RECOMPUTED = frozenset({"MatrixMul", "BatchedMatrixMul", "ConvolutionForward", "Reduce", "SoftmaxForward"})
+#: candidates tried at most for one operator
+MAX_CANDIDATES = 8
+
+#: a candidate: how it is described, and the operator on given inputs
+Candidate = Tuple[str, Callable[[Sequence["np.ndarray"]], "np.ndarray"], int]
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """Each side's output against the exact result on its own inputs, in rounding units (the
+    worse of its worst element and its scale as a whole: :class:`~lar_prec.compare.bounds.Bound`),
+    and the parameters that were found (``how``)."""
+
+    units_a: float
+    units_b: float
+    how: str
+
+    def made_here(self, allowance: float = bounds.TERMS_C) -> bool:
+        """Whether either side errs by more than ``allowance`` units on its own inputs."""
+        return self.units_a > allowance or self.units_b > allowance
+
+
+def _matmul(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    if len(shapes) != 2 or len(shapes[0]) < 2 or len(shapes[1]) < 2:
+        return
+    for ta, tb in itertools.product((False, True), repeat=2):
+        m = shapes[0][-1] if ta else shapes[0][-2]
+        k = shapes[0][-2] if ta else shapes[0][-1]
+        kb, n = (shapes[1][-1], shapes[1][-2]) if tb else (shapes[1][-2], shapes[1][-1])
+        if k == kb and out[-2:] == (m, n):
+            yield (f"transposeA={ta} transposeB={tb}",
+                   lambda xs, ta=ta, tb=tb: exact.matmul(xs[0], xs[1], ta, tb), k)
+
+
+def _conv_axis(size: int, k: int, out: int) -> List[Tuple[int, int, int]]:
+    """(stride, padding, dilation) that take ``size`` to ``out`` with a window of ``k``."""
+    found = []
+    for d in (1, 2):
+        for s in (1, 2, 3, 4):
+            for p in range(0, d * (k - 1) + 1):
+                if (size + 2 * p - d * (k - 1) - 1) // s + 1 == out and size + 2 * p >= d * (k - 1) + 1:
+                    found.append((s, p, d))
+    return found
+
+
+def _conv(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    if len(shapes) != 2 or len(shapes[0]) != 4 or len(out) != 4 or len(shapes[1]) not in (4, 5):
+        return
+    x, w = shapes
+    sparse = "GROUP" if len(w) == 5 else "DENSE"
+    kh, kw = w[-2], w[-1]
+    k = math.prod(w[-3:])
+    for (sh, ph, dh), (sw, pw, dw) in itertools.product(_conv_axis(x[2], kh, out[2]), _conv_axis(x[3], kw, out[3])):
+        p = {"sparse": sparse, "stride_h": sh, "stride_w": sw, "pad_h": ph, "pad_w": pw, "dilate_h": dh,
+             "dilate_w": dw}
+        yield (f"stride {sh}x{sw} padding {ph}x{pw} dilation {dh}x{dw} ({sparse.lower()})",
+               lambda xs, p=p: exact.conv2d(xs[0], xs[1], p), k)
+
+
+def _reduce(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    if len(shapes) < 1 or len(shapes[0]) != len(out):
+        return
+    k = max(1, math.prod(shapes[0]) // max(1, math.prod(out)))
+    for mode in ("SUM", "MEAN", "SUM_SQR", "MAX", "MIN"):
+        yield mode, (lambda xs, mode=mode: exact.reduce(xs[0], mode, out)), (0 if mode in ("MAX", "MIN") else k)
+
+
+def _softmax(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    if len(shapes) != 1 or shapes[0] != out:
+        return
+    for axis in range(len(out)):
+        if out[axis] > 1:
+            yield f"axis {axis}", (lambda xs, axis=axis: exact.softmax(xs[0], axis)), -1 - axis
+
+
+_CANDIDATES = {"MatrixMul": _matmul, "BatchedMatrixMul": _matmul, "ConvolutionForward": _conv,
+               "Reduce": _reduce, "SoftmaxForward": _softmax}
+
+
+def _scale(xs: Sequence["np.ndarray"], exact_out: "np.ndarray", fn: Callable, k: int) -> Tuple["np.ndarray", float]:
+    """``U`` and the roundings of a candidate (``k``: terms summed; 0: a selection, exact;
+    negative: a Softmax over axis ``-1 - k``)."""
+    if k == 0:
+        return np.zeros_like(exact_out), 0.0
+    if k < 0:
+        axis = -1 - k
+        return bounds.softmax_scale(xs[0], exact_out, axis), bounds.roundings(xs[0].shape[axis])
+    return bounds.terms_scale(fn([np.abs(x) for x in xs]), k), bounds.roundings(k)
+
+
+def recompute(opr_type: str, out_a: "np.ndarray", ins_a: Sequence["np.ndarray"], out_b: "np.ndarray",
+              ins_b: Sequence["np.ndarray"], dtype: str) -> Optional[Recomputed]:
+    """Each side's output (``out_a``/``out_b``) against the operator recomputed exactly from that
+    side's inputs (``ins_a``/``ins_b``), in rounding units of ``dtype`` (``float32``, ...); None
+    when the operator or its parameters cannot be told from the dumps."""
+    find = _CANDIDATES.get(opr_type)
+    if find is None or dtype not in bounds.EPS or len(ins_a) != len(ins_b):
+        return None
+    xa = [np.asarray(x, dtype=np.float64) for x in ins_a]
+    xb = [np.asarray(x, dtype=np.float64) for x in ins_b]
+    ya, yb = np.asarray(out_a, dtype=np.float64), np.asarray(out_b, dtype=np.float64)
+    if [x.shape for x in xa] != [x.shape for x in xb] or ya.shape != yb.shape:
+        return None
+    best = None
+    try:
+        for how, fn, k in itertools.islice(find([x.shape for x in xa], ya.shape), MAX_CANDIDATES):
+            got = np.asarray(fn(xa)).reshape(ya.shape)
+            dist = float(np.max(np.abs(got - ya))) if ya.size else 0.0
+            if best is None or dist < best[0]:
+                best = (dist, how, fn, k, got)
+    except (exact.Unsupported, ValueError, MemoryError):
+        return None
+    if best is None or not math.isfinite(best[0]):
+        return None
+    _dist, how, fn, k, exact_a = best
+    exact_b = np.asarray(fn(xb)).reshape(yb.shape)
+    units = []
+    for y, x, e in ((ya, xa, exact_a), (yb, xb, exact_b)):
+        scale, roundings = _scale(x, e, fn, k)
+        b = bounds.measure(y, e, scale, dtype, "recomputed", roundings)
+        if b is None:
+            return None
+        units.append(b.worst)
+    return Recomputed(units[0], units[1], f"{opr_type} {how}")
