@@ -3,7 +3,6 @@
 (SQLAlchemy loads only then), so ``lar-prec --help`` stays fast. docs/history.md has the rule."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 

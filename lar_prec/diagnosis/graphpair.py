@@ -360,7 +360,7 @@ def _reasons(a: GraphLayers, b: GraphLayers, a_name: str, b_name: str, matched: 
 
 def _inside_reason(gl: GraphLayers, other: GraphLayers, lay: Layer, v: int, partner: int, oname: str) -> str:
     """A var of a paired layer that has no var at the same place in the partner layer."""
-    g, og = gl.graph, other.graph
+    og = other.graph
     olay = other.layers[partner]
     to_come = lay.remaining[v]
     after = "+".join(lay.effects[lay.exit][len(lay.effects[lay.exit]) - to_come:]) if to_come else ""

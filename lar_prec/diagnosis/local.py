@@ -46,6 +46,7 @@ from lar_prec.dumps.algocache import chosen_algorithms, read_algo_cache
 from lar_prec.compare import bounds
 from lar_prec.diagnosis.floors import local_json, reduction_length
 from lar_prec.lar.layerwise_build import MAG_SUFFIX
+from lar_prec.compare.bounds import Bound
 from lar_prec.diagnosis.local_records import CheckResult, Feed, LayerwiseModel, LocalResult, LocalVar, MeasuredVar
 
 #: output names of measured vars in a layerwise model end with ``.lw<original id>``
@@ -111,11 +112,14 @@ def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float]
 
 
 def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_dir: PathLike, *,
-                    only: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT) -> LayerwiseModel:
+                    only: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
+                    assume_dumped: bool = False) -> LayerwiseModel:
     """Build the layerwise model of ``model`` into ``out_dir`` (``layerwise.mge`` + ``.json``).
 
     Vars are cut where the reference dump has their value; with ``only`` the model keeps only
-    the operator producing var ``only`` (a one-operator repro model).
+    the operator producing var ``only`` (a one-operator repro model). ``assume_dumped``
+    (``ref_dump_folder`` None): planned as if the reference dumped every var under its own id,
+    so the build can start before the reference has run; check it with :func:`fits`.
 
     Raises:
         UsageError: the model or the dump folder does not exist.
@@ -130,8 +134,18 @@ def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_di
     argv = [sys.executable, "-m", "lar_prec.lar.layerwise_build", str(model), str(ref_dump_folder or ""), str(out)]
     if only is not None:
         argv += ["--only", str(int(only))]
+    if assume_dumped:
+        argv.append("--assume-dumped")
     run_child(argv, child_env(), timeout, f"building the layerwise model of {model}", out)
     return read_layerwise(out)
+
+
+def fits(lw: LayerwiseModel, ref: DumpFolder) -> bool:
+    """Whether a layerwise model built before the reference ran (``assume_dumped``) fits its
+    dump: every var it feeds and measures is there under the id and name it assumed (a load
+    that fused vars away, or a binary that numbers them otherwise, needs a build on the dump)."""
+    wanted = [(f.ref_id, f.var_name) for f in lw.feeds] + [(m.ref_id, m.name) for m in lw.measured]
+    return all(vid is not None and vid in ref and ref[vid].var.name == name for vid, name in wanted)
 
 
 def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,

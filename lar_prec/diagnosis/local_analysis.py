@@ -13,11 +13,24 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection, List, Optional, Sequence, Tuple
 
-from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, compute_dtype, flag_names, is_fast_run, local_errors
+from lar_prec.diagnosis.local import (
+    DEFAULT_TIMEOUT,
+    build_layerwise,
+    compute_dtype,
+    fits,
+    flag_names,
+    is_fast_run,
+    local_errors,
+)
+from lar_prec.diagnosis.local_records import LayerwiseModel
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.errors import LarPrecError
+from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots, noise_floors
 from lar_prec.run.config import RunConfig, get_config
@@ -57,6 +70,41 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
     if sessions is not None:  # the cache lives where load_and_run runs
         return ("--fast-run-algo-policy", f"{sessions.get().remote_dir}/{adir.name}-{ALGO_CACHE}")
     return ("--fast-run-algo-policy", str(adir / ALGO_CACHE))
+
+
+class EarlyBuild:
+    """The layerwise model built on a thread of its own while the runs run (issue 34 #8): it
+    is planned from the model alone (:func:`~lar_prec.diagnosis.local.build_layerwise` with
+    ``assume_dumped``), so its child process can start before the reference has run; it is
+    used when it fits the reference dump (:func:`~lar_prec.diagnosis.local.fits`: the bundled
+    load_and_run dumps every var under its graph id), else built again on the dump."""
+
+    def __init__(self, model: Path, out_dir: Path, timeout: Optional[float]) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-layerwise")
+        self._future = self._pool.submit(build_layerwise, model, None, out_dir,
+                                         timeout=timeout or DEFAULT_TIMEOUT, assume_dumped=True)
+
+    def take(self, ref_dump: Path) -> Optional[LayerwiseModel]:
+        """The model when it was built and fits ``ref_dump``; None otherwise."""
+        try:
+            lw = self._future.result()
+        except (LarPrecError, KeyboardInterrupt):  # a build on the dump says it again, or stops
+            return None
+        finally:
+            self._pool.shutdown(wait=True)
+        return lw if fits(lw, DumpFolder(ref_dump)) else None
+
+    def cancel(self) -> None:
+        """Stop the build (the runs failed or were interrupted) and wait for its thread."""
+        if not self._future.done():
+            interrupt_active_runs()  # the runs are over: only the build's child is left
+            try:
+                self._future.result()
+            except BaseException:  # noqa: BLE001 (killed on purpose)
+                pass
+            finally:
+                reset_interrupt()
+        self._pool.shutdown(wait=True)
 
 
 def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_config: "str | RunConfig",

@@ -577,9 +577,9 @@ def root_sides(g: GraphInfo, ref: Any, roots: Sequence[Tuple[int, str, float]], 
             floor = max(floor, io_floor(a))
         dtype = v.dtype.lower() if v.dtype.lower() in bounds.EPS else "float32"
         units = []
-        for value, exact, ins in ((a, got, inputs), (b, got_test, test_inputs or inputs)):
-            scale = rounding_scale(g, opr, ins, index, exact)
-            units.append(bounds.measure(value, exact, scale[0], dtype, "oracle", scale[1]) if scale else None)
+        for value, want, ins in ((a, got, inputs), (b, got_test, test_inputs or inputs)):
+            scale = rounding_scale(g, opr, ins, index, want)
+            units.append(bounds.measure(value, want, scale[0], dtype, "oracle", scale[1]) if scale else None)
         if units[0] is not None and units[1] is not None:
             side = _side(units[0].worst <= TERMS_C, units[1].worst <= TERMS_C)
         else:

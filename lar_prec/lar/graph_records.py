@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from lar_prec.lar import quickimport
 from lar_prec.outputs import atomic_write_text, json_text
 
 #: schema of the JSON record
@@ -133,6 +134,7 @@ def describe(model: str) -> Dict[str, Any]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lar_prec.lar.graph_records MODEL OUT.json``."""
+    quickimport.import_megengine()  # this child runs MegEngine: import it without megfile and pkg_resources
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2:
         sys.stderr.write("usage: python -m lar_prec.lar.graph_records MODEL OUT.json\n")

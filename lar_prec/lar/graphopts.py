@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from lar_prec.lar import quickimport
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.outputs import sha256_file as sha256_of
 
@@ -379,7 +380,8 @@ def rewrite_for(opts: Any, model: Path, target: Path, *, kept: bool) -> Path:
     try:
         import logging
 
-        # megengine only when a model is rewritten
+        # megengine only when a model is rewritten (without megfile and pkg_resources: quickimport)
+        quickimport.import_megengine()
         import megengine.logger
 
         # an int: the function compares with logging's numbers (a name would mean DEBUG)

@@ -43,7 +43,6 @@ import re
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -54,7 +53,7 @@ from lar_prec.dumps.binary import write_binary_dump
 from lar_prec.dumps.titles import VarInfo, contiguous_layout, format_title
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.outputs import json_text
-from lar_prec.lar import graphopts
+from lar_prec.lar import graphopts, quickimport
 from lar_prec.lar.graphopts import (
     rewritten_model_path,
 )
@@ -104,65 +103,21 @@ def _megengine_message(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _installed() -> List[types.SimpleNamespace]:
-    """The installed distributions on sys.path as pkg_resources.working_set lists them for
-    megenginelite's check: each with its ``key`` (the dist-info or egg-info folder's name up to
-    its version, lower case, runs of other characters as '-'), from the folder names alone."""
-    found: List[types.SimpleNamespace] = []
-    for entry in sys.path:
-        try:
-            names = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for n in names:
-            if n.endswith((".dist-info", ".egg-info")):
-                project = n.rsplit(".", 1)[0].split("-", 1)[0]
-                found.append(types.SimpleNamespace(key=re.sub(r"[^A-Za-z0-9.]+", "-", project).lower()))
-    return found
-
-
 def _import_lite() -> Tuple[Any, Any]:
-    """megenginelite and its tensor module, imported with stand-ins for two modules it
-    imports at start-up and the bundled lar does not need: they were ~0.4 s of its ~0.65 s,
-    paid by every run. ``megfile`` (with boto3) opens s3:// model paths: the lar hands lite an
-    open file (:func:`_load`), so lite never calls it; ``pkg_resources`` serves one check that
-    megbrain or megenginelite is not installed beside megengine: its ``working_set`` here
-    lists the same packages from the folder names (:func:`_installed`). Modules already
-    imported are left as they are; the stand-ins leave sys.modules after the import. A
-    megenginelite that asks them for more (another version) is imported again without them."""
-    try:
-        return _import_lite_with(_stand_ins())
-    except (ImportError, AttributeError):
-        for name in [m for m in sys.modules if m == "megenginelite" or m.startswith("megenginelite.")]:
-            del sys.modules[name]  # half imported with the stand-ins
-        return _import_lite_with({})
+    """megenginelite and its tensor module, imported with the stand-ins of
+    :mod:`lar_prec.lar.quickimport` for two modules it imports at start-up and the bundled lar
+    does not need: they were ~0.4 s of its ~0.65 s, paid by every run. ``megfile`` (with boto3)
+    opens s3:// model paths: the lar hands lite an open file (:func:`_load`), so lite never
+    calls it; ``pkg_resources`` serves one check that megbrain or megenginelite is not installed
+    beside megengine."""
+    return quickimport.with_stand_ins(_import_lite_with, ("megenginelite",))
 
 
-def _stand_ins() -> Dict[str, Any]:
-    """The stand-in modules :func:`_import_lite` uses, for those not imported already."""
-    stand_ins: Dict[str, Any] = {}
-    if "megfile" not in sys.modules:
-        megfile = types.ModuleType("megfile")
-        megfile.smart_open = open  # type: ignore[attr-defined]  # local paths, as megfile opens them
-        stand_ins["megfile"] = megfile
-    if "pkg_resources" not in sys.modules:
-        pkg = types.ModuleType("pkg_resources")
-        pkg.working_set = _installed()  # type: ignore[attr-defined]
-        stand_ins["pkg_resources"] = pkg
-    return stand_ins
+def _import_lite_with() -> Tuple[Any, Any]:
+    # on first use: importing it costs ~0.25 s even so, and needs the wheel
+    import megenginelite as L
+    import megenginelite.tensor as LT
 
-
-def _import_lite_with(stand_ins: Dict[str, Any]) -> Tuple[Any, Any]:
-    """megenginelite imported with ``stand_ins`` in sys.modules (taken out after)."""
-    sys.modules.update(stand_ins)
-    try:
-        # on first use: importing it costs ~0.25 s even so, and needs the wheel
-        import megenginelite as L
-        import megenginelite.tensor as LT
-    finally:
-        for name, module in stand_ins.items():
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
     return L, LT
 
 

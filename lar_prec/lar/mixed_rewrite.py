@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from lar_prec.lar import quickimport
 from lar_prec.errors import UsageError
 from lar_prec.inputspec import read_json_file
 from lar_prec.records import PathLike
@@ -340,6 +341,7 @@ def rewrite_mixed(model: PathLike, out: PathLike, keep: KeepList, mode: str = "i
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lar_prec.lar.mixed_rewrite MODEL OUT --keep KEEP.json [--mode M] [--record R.json]``."""
 
+    quickimport.import_megengine()  # this child runs MegEngine: import it without megfile and pkg_resources
     args = list(sys.argv[1:] if argv is None else argv)
     usage = "usage: python -m lar_prec.lar.mixed_rewrite MODEL OUT --keep KEEP.json [--mode ioc16|io16xc32] [--record R.json]\n"
     opts: Dict[str, str] = {"--mode": "ioc16"}

@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from lar_prec.lar import quickimport
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.lar.graphopts import load_output_vars, rewrite_errors, write_model
 from lar_prec.outputs import atomic_write_text, json_text
@@ -146,6 +147,7 @@ def rewrite_keep(model: PathLike, out: PathLike, keep: Sequence[Dict[str, Any]])
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lar_prec.lar.quant_rewrite MODEL OUT --keep KEEP.json --record R.json``."""
+    quickimport.import_megengine()  # this child runs MegEngine: import it without megfile and pkg_resources
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 6 or args[2] != "--keep" or args[4] != "--record":
         sys.stderr.write("usage: python -m lar_prec.lar.quant_rewrite MODEL OUT --keep KEEP.json --record R.json\n")

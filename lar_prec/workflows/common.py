@@ -30,7 +30,7 @@ from lar_prec.run.env import environment_differences
 from lar_prec.run.device import open_sessions
 from lar_prec.report.html import write_html
 from lar_prec.report.model import write_json, exit_code
-from lar_prec.diagnosis.local_analysis import run_local
+from lar_prec.diagnosis.local_analysis import EarlyBuild, run_local
 
 if TYPE_CHECKING:  # loaded while load_and_run runs (see prefetch_analysis_modules)
     from lar_prec.run.device import RemoteSessions, RemoteSpec
@@ -318,11 +318,14 @@ def dropped_note(dropped: Sequence[str], kept_by: str) -> str:
 def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
            checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
            timeout: Optional[float] = None, lar: Optional[LoadAndRun] = None,
-           remote: "Optional[RemoteSpec]" = None, progress: Optional[StageProgress] = None) -> Tuple[object, Optional[str]]:
+           remote: "Optional[RemoteSpec]" = None, progress: Optional[StageProgress] = None,
+           early: Optional[EarlyBuild] = None) -> Tuple[object, Optional[str]]:
     """Local errors into ``adir/local`` (None and why when off or when they could not be
     measured: the analysis by accumulated error stands either way). The layerwise runs go
     where the test run went: ``lar`` (its binary) or ``remote`` (its device). ``progress``
-    is told the step (stage ``local``)."""
+    is told the step (stage ``local``). ``early``: the layerwise model built while the runs
+    ran (used when it fits the reference dump)."""
+    layerwise = early.take(ref_dump) if early is not None else None
     if off is not None:
         return None, off
     steps = Steps(progress, "local", 1)
@@ -330,7 +333,7 @@ def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, 
     try:
         la = run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
                        bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
-                       lar=lar, remote=remote)
+                       lar=lar, remote=remote, layerwise=layerwise)
         steps.stop("layerwise model")
         steps.done(f"layerwise model built and run: {len(la.verdict.roots)} local root(s)")
         return la, None

@@ -32,7 +32,7 @@ from lar_prec.diagnosis.tree import VarTree
 from lar_prec.compare.threshold import parse_threshold_spec
 from lar_prec.compare.bounds import TERMS_C
 from lar_prec.diagnosis.local import layout_fmt, local_outputs
-from lar_prec.diagnosis.local_analysis import LocalAnalysis, off_reason, pin_flags
+from lar_prec.diagnosis.local_analysis import EarlyBuild, LocalAnalysis, off_reason, pin_flags
 from lar_prec.report.local import report_ids
 
 def naive_vs_default(
@@ -96,6 +96,8 @@ def naive_vs_default(
 
     off = off_reason(local=local)
     naive_flags, dropped = reference_flags(extra_flags)
+    # the layerwise model builds on the other core while the runs run
+    early = EarlyBuild(model_path, adir / "local" / "layerwise", timeout) if off is None else None
     sessions = open_remote(remote, model_path, prepared)
     try:
         pin = pin_flags(extra_flags, adir, sessions) if off is None else ()
@@ -105,6 +107,10 @@ def naive_vs_default(
             plan.append(Planned("default", "default-text", text_dump=True, extra_flags=tuple(extra_flags)))
         runs = run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=(),
                          jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions)
+    except BaseException:
+        if early is not None:
+            early.cancel()
+        raise
     finally:
         if sessions is not None:
             sessions.close()
@@ -113,7 +119,8 @@ def naive_vs_default(
     text = runs[2].text_dump if text_dump else None
     la, off = measure_local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
                      get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
-                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote, progress=progress)
+                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote, progress=progress,
+                     early=early)
     tree = VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=spec.for_comparison, text_dump=text,  # type: ignore[arg-type]
                                 jobs=min(2, os.cpu_count() or 1), on_progress=compare_progress(progress))
     env_extra, notes = environment_extra(runs)

@@ -41,7 +41,7 @@ def test_lite_loads_a_model_without_megfile_or_pkg_resources():
 
 
 def test_the_package_list_is_what_importlib_metadata_says():
-    from lar_prec.lar.main import _installed
+    from lar_prec.lar.quickimport import _installed
 
     def key(name: str) -> str:
         return re.sub(r"[^A-Za-z0-9.]+", "-", name).lower()

@@ -1,0 +1,108 @@
+"""Floors from the rounding of each operator's sums (issue 34): false roots on clean models.
+
+    PYTHONPATH=. .venv/bin/python bench/floors.py --out bench/RESULTS-floors.md
+    PYTHONPATH=. .venv/bin/python bench/floors.py --cases vit,cnn --options nchw44     # a part
+
+For every float case of ``cases/`` and every configuration a user deploys (default,
+reproducible, fast-run pinned by its own algorithm cache) and every x86 option of a sweep under
+the default kernels, the clean model runs once more against the naive reference; then:
+
+* local error (the layerwise model fed the reference's values, under that configuration): the
+  largest difference of any operator that sums terms in rounding units, worst element and
+  whole-output scale (:mod:`lar_prec.compare.bounds`; ``TERMS_C`` = 1.5 is the allowance), and
+  the local roots (``noise_floors`` with the option's compute dtype): a clean model must have none;
+* dump-only (``lar-prec compare`` of the two dumps, no model): its roots, likewise none.
+
+An option that does not load, crashes or stalls on this CPU is listed as such (that is a finding
+of the sweep, not a floor). Prints one line per run and writes the table; nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lar_prec.compare.bounds import TERMS_C  # noqa: E402
+from lar_prec.diagnosis.floors import local_roots, noise_floors  # noqa: E402
+from lar_prec.diagnosis.local import build_layerwise, compute_dtype, local_errors  # noqa: E402
+from lar_prec.diagnosis.tree import VarTree  # noqa: E402
+from lar_prec.run.config import get_config  # noqa: E402
+from lar_prec.workflows.sweep.options import DEFAULT_OPTIONS, OPTIONS  # noqa: E402
+from procs import RunFailed, dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
+
+CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "shufflenet", "longred", "fastrun_shake", "vit",
+         "mobilenetv3", "gru_topk", "resnet18")
+CONFIGS = ("default", "reproducible", "fast-run")
+
+
+def _row(case: str, setting: str, res, flags) -> str:
+    summed = [v.bound for v in res.vars if v.bound is not None]
+    worst = max((b.units for b in summed), default=0.0)
+    scale = max((b.scale_units for b in summed), default=0.0)
+    roots = local_roots(res, noise_floors(res, compute_dtype(flags))).roots
+    named = ", ".join(r.name for r in roots[:3]) + (" ..." if len(roots) > 3 else "")
+    return f"| {case} | {setting} | {len(summed)} | {worst:.3f} | {scale:.3f} | {len(roots)}{' (' + named + ')' if roots else ''} |"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--options", default=",".join(DEFAULT_OPTIONS["x86"]))
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
+    ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
+    args = ap.parse_args(argv)
+    manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
+    cases = {c["name"]: c for c in manifest["cases"]}
+    build = ROOT / "cases" / "build"
+    work = Path(tempfile.mkdtemp(prefix="lar-prec-floors-"))
+    t0 = time.monotonic()
+    local_rows, dump_rows, failed = [], [], []
+    for name in args.cases.split(","):
+        case = cases[name]
+        model, inputs = build / case["model"], case["inputs"]
+        base = work / name
+        ref = dump_run(model, inputs, base / "naive", get_config("naive"), build, timeout=args.timeout)
+        lw = build_layerwise(model, ref, base / "layerwise")
+        settings = [(c, get_config(c)) for c in CONFIGS]
+        settings += [(o, get_config("default").with_extra(OPTIONS[o].flags)) for o in args.options.split(",") if o]
+        for setting, cfg in settings:
+            if setting == "fast-run":  # pinned by its own cache, as naive-vs-default pins it
+                cfg = cfg.with_extra(["--fast-run-algo-policy", str(base / "algo.cache")])
+            try:
+                test = dump_run(model, inputs, base / setting, cfg, build, timeout=args.timeout)
+                res = local_errors(model, ref, cfg, out_dir=base / f"local-{setting}", test_dump=test, checks=False,
+                                   layerwise=lw)
+            except (RunFailed, Exception) as exc:  # noqa: BLE001 (a finding per option, the bench goes on)
+                failed.append(f"| {name} | {setting} | {str(exc).splitlines()[0][:120]} |")
+                print(f"{name:12s} {setting:28s} did not run: {exc}", flush=True)
+                continue
+            local_rows.append(_row(name, setting, res, cfg.flags))
+            tree = VarTree.from_folders(ref, test)
+            dump_rows.append(f"| {name} | {setting} | {len(tree.root_ids())} |")
+            print(local_rows[-1], dump_rows[-1], flush=True)
+    elapsed = time.monotonic() - t0
+    text = "\n".join([
+        "# Floors from the rounding of each operator's sums: clean models (bench/floors.py)", "",
+        f"Machine: {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')}; {elapsed:.0f} s. "
+        f"Allowance: TERMS_C = {TERMS_C:g} rounding units (worst element, and the whole output's scale).", "",
+        "## Local error (with the model)", "",
+        "| case | configuration | sums measured | worst element (units) | whole-output scale (units) | local roots |",
+        "|---|---|---|---|---|---|", *local_rows, "",
+        "## Dump-only (compare, no model)", "", "| case | configuration | roots |", "|---|---|---|", *dump_rows, "",
+        "## Did not run on this CPU", "", "| case | configuration | why |", "|---|---|---|", *failed, ""])
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
