@@ -288,6 +288,8 @@ def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> D
                   "local_err": json_number(v.local_err), "entire_err": json_number(v.entire_err),
                   "nonfinite": any(x is not None and not math.isfinite(x) for x in (v.local_err, v.entire_err)),
                   "floor": verdict.floors.get(v.id), "label": verdict.labels.get(v.id),
+                  "units": json_number(v.bound.worst) if v.bound is not None else None,
+                  "units_kind": v.bound.kind if v.bound is not None else None,
                   "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
                   "algorithm": list(result.algorithms.get(v.id, ())),
                   "unit": list(lw.var(v.id).unit)} for v in result.vars],

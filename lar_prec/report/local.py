@@ -54,6 +54,8 @@ def _var_extra(la: LocalAnalysis, lv: Any, to_report: Mapping[int, int]) -> Dict
     d: Dict[str, Any] = {"local_err": json_number(lv.local_err), "floor": json_number(floor),
                          "label": la.verdict.labels.get(vid),
                          "inherited_from": [to_report.get(k, k) for k in la.verdict.inherited_from.get(vid, ())]}
+    if lv.bound is not None:  # the local difference in rounding units of its own sums (TERMS_C allowed)
+        d["local_units"] = json_number(lv.bound.worst)
     if d["label"] == "root" and floor:
         d["margin"] = json_number(lv.local_err / floor) if lv.local_err is not None else None
     if lv.problem:
