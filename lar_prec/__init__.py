@@ -29,6 +29,8 @@ _LAZY = {
     "naive_vs_default": "lar_prec.workflows.naive_vs_default",
     "shake": "lar_prec.workflows.shake.shake",
     "sweep": "lar_prec.workflows.sweep.sweep",
+    "diff": "lar_prec.workflows.diff.diff",
+    "bisect": "lar_prec.workflows.bisect",
     "parse_targets": "lar_prec.workflows.devices",
     "Analysis": "lar_prec.workflows.common",
     "SweepAnalysis": "lar_prec.workflows.sweep.sweep",

@@ -10,6 +10,11 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.lar.layerwise_build
   --scale-const``; under naive kernels it is rewritten with a factor of 1, so both sides run
   the same re-dumped graph (same var ids, same weight alignment).
+* ``WRAPPED_LAR_OP_FAULT=NAME:SIZE``: a binary whose kernel for the operator reading constant
+  NAME is wrong: its output comes out 1+SIZE times too large (the model runs with NAME scaled,
+  as the fault, and the dump shows NAME with the model's own values, as a wrong kernel's does).
+* ``WRAPPED_LAR_CACHE=FOLDER``: keep each rewritten model (by the model's bytes, NAME and
+  factor) there, so later runs skip the rewrite (its MegEngine import is most of a run).
 * ``WRAPPED_LAR_JITTER=NAME:SIZE``: a default kernel that jitters: as the fault, with a
   factor 1 + SIZE x (a random number in [0.5, 1.5), new in every process), unless
   ``--reproducible`` is in argv. With ``WRAPPED_LAR_JITTER_DIR=FOLDER`` the k-th process
@@ -23,6 +28,7 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
+import hashlib
 import os
 import random
 import shutil
@@ -45,6 +51,60 @@ for name in sorted(n for n in os.listdir(folder) if not n.startswith(".")):  # n
     write_binary_dump(os.path.join(folder, dump_file_name(d.var.id + k)), d.array(), title, d.var.dtype)
     os.remove(path)
 """
+
+
+#: the operator fault's rewrite: the model with the constant scaled, and the constant's own values
+OP_FAULT = """
+import sys
+import numpy as np
+import megengine.utils.comp_graph_tools as cgt
+from megengine.core.tensor import megbrain_graph as G
+from lar_prec.lar.layerwise_build import scale_const
+model, name, factor, out, original = sys.argv[1:]
+scale_const(model, name, float(factor), out)
+found = cgt.find_vars_by_name(G.load_graph(model).output_vars_list, [name])
+np.save(original, np.asarray(found[0].value))
+"""
+
+#: puts the constant's own values back into a dump folder (the kernel, not the weight, is wrong)
+RESTORE = """
+import os, sys
+import numpy as np
+from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
+from lar_prec.dumps.titles import format_title
+folder, name, original = sys.argv[1:]
+value = np.load(original)
+for f in sorted(n for n in os.listdir(folder) if not n.startswith(".")):
+    path = os.path.join(folder, f)
+    d = read_binary_dump(path)
+    if d.var.name == name and tuple(d.shape) == value.shape:
+        write_binary_dump(path, value, format_title(d.var, d.inputs), d.var.dtype)
+"""
+
+
+def rewrite(model, name, factor, tmp, op_fault):
+    """The model with constant ``name`` scaled by ``factor`` (and, for an operator fault, the path
+    of the constant's own values), from WRAPPED_LAR_CACHE when it holds it; None on failure."""
+    cache = os.environ.get("WRAPPED_LAR_CACHE")
+    folder = cache or tmp
+    key = ""
+    if cache:
+        with open(model, "rb") as fh:
+            key = hashlib.sha256(fh.read() + f"{name}:{factor!r}:{op_fault}".encode()).hexdigest()[:20] + "-"
+    out, original = os.path.join(folder, key + "model.mge"), os.path.join(folder, key + "original.npy")
+    if os.path.exists(out) and (not op_fault or os.path.exists(original)):
+        return out, original
+    part = os.path.join(tmp, "part.mge")
+    argv = (["-c", OP_FAULT, model, name, repr(factor), part, os.path.join(tmp, "original.npy")] if op_fault else
+            ["-m", "lar_prec.lar.layerwise_build", "--scale-const", model, name, repr(factor), part])
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        return None, None
+    if op_fault:
+        os.replace(os.path.join(tmp, "original.npy"), original)  # before the model: a model found means both are
+    os.replace(part, out)
+    return out, original
 
 
 def flag_value(argv, name):
@@ -88,28 +148,29 @@ def main():
             os.replace(pid_file + ".tmp", pid_file)
         child.wait()
         return 1
-    fault = os.environ.get("WRAPPED_LAR_FAULT") or os.environ.get("WRAPPED_LAR_JITTER")
+    op_fault = os.environ.get("WRAPPED_LAR_OP_FAULT")
+    fault = op_fault or os.environ.get("WRAPPED_LAR_FAULT") or os.environ.get("WRAPPED_LAR_JITTER")
     tmp = None
+    original = None
     try:
         if model and fault:
             name, _, size = fault.rpartition(":")
             step = float(size)
-            if not os.environ.get("WRAPPED_LAR_FAULT"):  # jitter: a new factor in every process
+            if not (op_fault or os.environ.get("WRAPPED_LAR_FAULT")):  # jitter: a new factor in every process
                 count_dir = os.environ.get("WRAPPED_LAR_JITTER_DIR")
                 step *= 0.0 if "--reproducible" in argv else (1 + _process_index(count_dir) if count_dir else
                                                               0.5 + random.random())
             factor = 1.0 if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" else 1.0 + step
             tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
-            rewritten = os.path.join(tmp, "model.mge")
-            proc = subprocess.run([sys.executable, "-m", "lar_prec.lar.layerwise_build", "--scale-const", model, name,
-                                   repr(factor), rewritten], capture_output=True, text=True)
-            if proc.returncode != 0:
-                sys.stderr.write(proc.stderr)
+            rewritten, original = rewrite(model, name, factor, tmp, bool(op_fault))
+            if rewritten is None:
                 return 1
             argv = [rewritten] + argv[1:]
         rc = subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
         offset = os.environ.get("WRAPPED_LAR_RENUMBER")
         dump = flag_value(argv, "bin_io_dump")
+        if rc == 0 and op_fault and dump:
+            rc = subprocess.run([sys.executable, "-c", RESTORE, dump, name, original]).returncode
         if rc == 0 and offset and dump:
             rc = subprocess.run([sys.executable, "-c", RENUMBER, dump, offset]).returncode
         return rc

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 SCHEMA = "lar-prec.report/1"
 #: every value a variable's ``status`` may take (design.md)
-COMMANDS = ("naive-vs-default", "shake", "compare", "tree", "sweep", "devices")
+COMMANDS = ("naive-vs-default", "shake", "compare", "tree", "sweep", "devices", "diff")
 
 Number = Union[int, float]
 

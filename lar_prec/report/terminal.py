@@ -26,6 +26,7 @@ from lar_prec.report.mixed import render_mixed_terminal
 from lar_prec.report.quant import render_quant_terminal
 from lar_prec.report.shake import cause_cell, render_root_causes, render_runs_by_operator, render_shake_top
 from lar_prec.report.sweep import render_sweep_terminal
+from lar_prec.report.envs import render_diff_top
 from lar_prec.run.env import format_differences
 from lar_prec.report.model import from_tree
 
@@ -129,6 +130,8 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
         render_shake_top(report, con)
     if report.extra.get("targets"):
         _targets_table(report, con)
+    if report.command == "diff":
+        render_diff_top(report, con)
     if report.roots:
         _roots_table(report, con, top, narrow)
         if shake:

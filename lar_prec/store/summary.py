@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec import __version__
-from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.keys import dump_keys
 from lar_prec.errors import LarPrecError
-from lar_prec.opkey import is_generated_name, operator_keys, value_hash, var_role
+from lar_prec.opkey import is_generated_name, operator_keys, var_role
 from lar_prec.outputs import sha256_file
 from lar_prec.report.model import exit_code
 from lar_prec.run.record import read_run_json
@@ -239,32 +239,9 @@ def _dump_keys(dump_dir: Optional[str]) -> Optional[Dict[int, str]]:
     if not dump_dir or not os.path.isdir(dump_dir):
         return None
     try:
-        folder = DumpFolder(dump_dir)
-        nodes, hashes = [], {}
-        for d in folder:
-            v = d.var
-            node = _Node(v.id, v.name, v.owner, v.opr_type, tuple(v.shape), tuple(u.id for u in d.inputs), v.slot,
-                         v.value_infer)
-            nodes.append(node)
-            if var_role(node) == "const":
-                with open(d.file, "rb") as fh:
-                    fh.seek(d.data_offset)
-                    hashes[v.id] = value_hash(fh.read(d.nbytes))
-        return operator_keys(nodes, hashes)
+        return dump_keys(dump_dir)
     except (LarPrecError, OSError):
         return None
-
-
-@dataclass(frozen=True)
-class _Node:
-    id: int
-    name: str
-    opr: str
-    opr_type: str
-    shape: Tuple[int, ...]
-    inputs: Tuple[int, ...]
-    slot: int = 0
-    value_infer: Optional[int] = None
 
 
 def _algorithm(extra: Mapping[str, Any]) -> Optional[str]:

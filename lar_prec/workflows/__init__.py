@@ -1,5 +1,6 @@
 """The commands users come for, each a library function that chains the stages:
-:func:`naive_vs_default`, :func:`shake`, :func:`sweep`, :func:`devices`, and the
+:func:`naive_vs_default`, :func:`shake`, :func:`sweep`, :func:`devices`, :func:`diff`,
+:func:`bisect`, and the
 ``compare``/``tree`` commands on existing dumps (:mod:`.compare`, :mod:`.tree`). A command of
 several modules has its own package (:mod:`.shake`, :mod:`.sweep`).
 ``from lar_prec.workflows import naive_vs_default`` is the path the README documented."""
@@ -14,6 +15,8 @@ from typing import Any
 # live in this package too and must not pay for loading every other workflow (~40 ms).
 _LAZY = {
     "Analysis": "lar_prec.workflows.common",
+    "bisect": "lar_prec.workflows.bisect",
+    "diff": "lar_prec.workflows.diff.diff",
     "devices": "lar_prec.workflows.devices",
     "parse_targets": "lar_prec.workflows.devices",
     "naive_vs_default": "lar_prec.workflows.naive_vs_default",

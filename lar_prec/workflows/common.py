@@ -15,7 +15,7 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
 from lar_prec.run.config import LoadAndRun, check_timeout, resolve_load_and_run
@@ -150,7 +150,8 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
               lar: Optional[LoadAndRun], timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
               progress: Optional[StageProgress], keep_going: bool = False,
               remote: "Optional[RemoteSessions]" = None,
-              after: Optional[Callable[[RunResult], None]] = None) -> List[RunResult]:
+              after: Optional[Callable[[RunResult], None]] = None,
+              env: Optional[Mapping[str, Optional[str]]] = None) -> List[RunResult]:
     """Run every planned configuration, up to ``jobs`` at once, each in a fresh process.
 
     ``after(result)`` is called in the worker thread as soon as a run ends well (shake hashes
@@ -160,6 +161,7 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
     run.json is final) and the failure is raised; with ``keep_going`` every run is made and
     the first failure raised at the end. Ctrl-C kills every run under way and raises
     AnalysisInterrupted naming the folder. With ``remote`` the runs go to that device.
+    ``env``: environment changes of every run (a value None removes the variable).
     """
     results: List[Optional[RunResult]] = [None] * len(plan)
     failed = threading.Event()
@@ -175,7 +177,7 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
         try:
             rec = run_once(model, p.inputs if p.inputs is not None else prepared, p.config, adir, lar=lar,
                            text_dump=p.text_dump, timeout=timeout, extra_flags=tuple(extra_flags) + p.extra_flags,
-                           label=p.label, on_started=prefetch_analysis_modules, remote=remote,
+                           label=p.label, on_started=prefetch_analysis_modules, remote=remote, extra_env=env,
                            **({"outputs_only": True} if p.outputs_only else {}))
             if after is not None:
                 after(rec)

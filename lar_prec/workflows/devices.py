@@ -103,28 +103,27 @@ def _reference(targets: List[Target], reference: Optional[str]) -> Target:
 # --------------------------------------------------------------------------- comparing one target
 
 
-def _same_vars(a: Any, b: Any) -> bool:
+def same_vars(a: Any, b: Any) -> bool:
     if set(a.ids) != set(b.ids):
         return False
     return all(a[i].var.name == b[i].var.name and a[i].var.shape == b[i].var.shape for i in a.ids)
 
 
-def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path, ref_dest: Path) -> Tuple[int, int, int]:
+def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path, ref_dest: Path,
+                 pairs: Optional[Sequence[Tuple[int, int]]] = None,
+                 layout_format: Optional[str] = None) -> Tuple[int, int, int]:
     """Write the vars of ``other_dir`` that pair by name with ``ref_dir`` into ``dest``, under the
     reference's var ids and titles (values brought to the reference's layout), and the same
     vars of the reference into ``ref_dest`` (links), so the two compare by id and a var with
     no partner (fused or folded away by the rewrite) is left out instead of "missing".
+    ``pairs`` ((reference id, other id), ...): pairs made otherwise (``diff`` pairs by the
+    stable operator key) instead of by name. ``layout_format``: the operator format the other
+    side's graph was rewritten to (``NCHW44``), which settles a shape two layouts fit.
     Returns (reference vars, paired, written)."""
     ra, rb = DumpFolder(ref_dir), DumpFolder(other_dir)
-    infos_a, infos_b = [d.var for d in ra], [d.var for d in rb]
-    pairing = pair_by_name(infos_a, infos_b)
-    pairs = [(p.a, p.b) for p in pairing.pairs]
-    # model inputs and constants take no part in name pairing; the same name and shape is theirs
-    by_name_b = {v.name: v for v in infos_b}
-    for s in pairing.skipped_a:
-        vb = by_name_b.get(s.name)
-        if vb is not None and vb.shape == ra[s.id].var.shape:
-            pairs.append((s.id, vb.id))
+    infos_a = [d.var for d in ra]
+    if pairs is None:
+        pairs = _name_pairs(ra, [d.var for d in rb])
     dest.mkdir(parents=True, exist_ok=True)
     ref_dest.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -133,7 +132,7 @@ def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path, ref_dest: Path) -> 
         try:
             arr = db.array()
             if tuple(arr.shape) != tuple(da.var.shape):
-                arr, _det = to_plain(arr, da.var.shape)
+                arr, _det = to_plain(arr, da.var.shape, fmt=layout_format, layout=db.var.layout)
                 if arr is None:
                     continue
             arr = np.ascontiguousarray(arr, dtype=da.array().dtype)
@@ -150,13 +149,25 @@ def renamed_copy(ref_dir: Path, other_dir: Path, dest: Path, ref_dest: Path) -> 
     return len(infos_a), len(pairs), written
 
 
+def _name_pairs(ra: Any, infos_b: List[Any]) -> List[Tuple[int, int]]:
+    pairing = pair_by_name([d.var for d in ra], infos_b)
+    pairs = [(p.a, p.b) for p in pairing.pairs]
+    # model inputs and constants take no part in name pairing; the same name and shape is theirs
+    by_name_b = {v.name: v for v in infos_b}
+    for s in pairing.skipped_a:
+        vb = by_name_b.get(s.name)
+        if vb is not None and vb.shape == ra[s.id].var.shape:
+            pairs.append((s.id, vb.id))
+    return pairs
+
+
 def _compare(ref: RunResult, run: RunResult, threshold: Any, work: Path) -> Tuple[Any, Dict[str, Any]]:
     """The VarTree of ``run`` against the reference, and how vars were paired: by ``id``, or by
     ``name`` through two folders under ``work/by-name/<label>/`` (kept: they are what was compared)."""
 
     a, b = ref.dump_dir, run.dump_dir
     assert a is not None and b is not None
-    if _same_vars(DumpFolder(a), DumpFolder(b)):
+    if same_vars(DumpFolder(a), DumpFolder(b)):
         return VarTree.from_folders(a, b, threshold=threshold), {"how": "id"}
     base = work / "by-name" / run.label
     n_ref, n_pairs, written = renamed_copy(a, b, base / "target", base / "reference")

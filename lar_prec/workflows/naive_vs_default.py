@@ -19,10 +19,10 @@ from lar_prec.workflows.common import prepare_analysis
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 from lar_prec.diagnosis.graphinfo import describe_model
-from lar_prec.diagnosis.oracle import root_sides
+from lar_prec.diagnosis.oracle import RootSide, root_sides
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError
 from lar_prec.records import json_number
@@ -157,17 +157,16 @@ SIDE_WORDS = {"test": "the default kernel is wrong", "reference": "the naive (re
 ORACLE_ROOTS = 5
 
 
-def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, la: Optional[LocalAnalysis],
-                 fmt: Optional[str], adir: Path):
-    """``report`` with each of its first roots told which side is wrong by the float64 oracle
-    on the naive run's inputs (issues 23 #5, 34 #3): ``wrong_side`` and ``oracle`` on the root,
-    one note per root. Both sides are judged on the same inputs: the naive dump's value, and
-    the default kernel's output on the naive run's inputs (``la``'s layerwise run, in layout
-    ``fmt``); without it, the default run's dumped output against the oracle on that run's
-    own inputs; never a side's output against another side's inputs. ``model``
-    is the graph that ran (the rewritten model when an option rewrote it). Where the oracle
-    cannot say (no local error measured, an operator it does not compute), the root says why;
-    nothing here fails the analysis."""
+def annotate_oracle(report, model: Path, ref_dir: Path, test_dir: Path, la: Optional[LocalAnalysis],
+                    fmt: Optional[str], adir: Path,
+                    annotate: Callable[[int, Any, RootSide, bool], Tuple[Any, Optional[str]]]):
+    """``report`` with each of its first roots the float64 oracle answered for replaced by
+    ``annotate(rank, root, side, same_inputs)`` -> (root, note or None). Both sides are judged
+    on the same inputs where local error measured the test kernel on the reference's inputs
+    (``la``'s layerwise run, in layout ``fmt``: ``same_inputs``); without it, the test dump's
+    output against the oracle on that dump's own inputs; never a side's output against another
+    side's inputs. ``model`` is the graph that ran. A note when the oracle did not run; nothing
+    here fails the analysis. ``naive-vs-default`` and ``diff`` annotate their roots through it."""
     if not report.roots:
         return report
     try:
@@ -185,24 +184,36 @@ def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, la: Op
     to_local = report_ids(la)[0] if la is not None else {}
     local = local_outputs(la.result, fmt) if la is not None else None
 
-    def default_value(vid: int):
+    def test_value(vid: int):
         return local(to_local[vid]) if local is not None and vid in to_local else None
 
-    sides = {s.id: s for s in root_sides(g, DumpFolder(naive_dir), asked, test_local=default_value,
-                                         test_dump=DumpFolder(default_dir))}
+    sides = {s.id: s for s in root_sides(g, DumpFolder(ref_dir), asked, test_local=test_value,
+                                         test_dump=DumpFolder(test_dir))}
     roots, notes = [], list(report.notes)
     for k, r in enumerate(report.roots, 1):
         s = sides.get(r.id)
-        if s is None:
-            roots.append(r)
-            continue
+        if s is not None:
+            r, note = annotate(k, r, s, local is not None and r.id in to_local)
+            if note:
+                notes.append(note)
+        roots.append(r)
+    return replace(report, roots=tuple(roots), notes=tuple(notes))
+
+
+def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, la: Optional[LocalAnalysis],
+                 fmt: Optional[str], adir: Path):
+    """``report`` with each of its first roots told which side is wrong by the float64 oracle
+    (issues 23 #5, 34 #3, :func:`annotate_oracle`): ``wrong_side`` and ``oracle`` on the root,
+    one note per root."""
+
+    def annotate(k: int, r: Any, s: RootSide, same_inputs: bool) -> Tuple[Any, Optional[str]]:
         extra = {**r.extra, "wrong_side": s.side, "oracle": {
             "naive_err": json_number(s.reference_err), "default_err": json_number(s.test_err),
             "floor": json_number(s.floor), "naive_units": json_number(s.reference_units),
             "default_units": json_number(s.test_units), "why": s.why or None}}
-        roots.append(replace(r, extra=extra))
-        if s.side != "unknown":
-            on = "both kernels on the naive run's inputs" if default_value(r.id) is not None else \
-                "each kernel on its own run's inputs"
-            notes.append(f"oracle (float64, {on}): root #{k} {r.name}: {SIDE_WORDS[s.side]} ({_distance(s)})")
-    return replace(report, roots=tuple(roots), notes=tuple(notes))
+        if s.side == "unknown":
+            return replace(r, extra=extra), None
+        on = "both kernels on the naive run's inputs" if same_inputs else "each kernel on its own run's inputs"
+        return replace(r, extra=extra), f"oracle (float64, {on}): root #{k} {r.name}: {SIDE_WORDS[s.side]} ({_distance(s)})"
+
+    return annotate_oracle(report, model, naive_dir, default_dir, la, fmt, adir, annotate)

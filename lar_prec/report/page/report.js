@@ -639,6 +639,7 @@ if (vars.some(function (v) { return v.cause; })) {
 ['max_rel_err', 'mean_abs_err', 'rmse', 'max_ulp', 'n_over', 'runs_differing', 'n_results'].forEach(function (k) {
   if (vars.some(function (v) { return v[k] !== undefined && v[k] !== null; })) COLS.push({ key: k, label: k.replace(/_/g, ' '), num: true });
 });
+if (vars.some(function (v) { return v.diff; })) COLS.splice(8, 0, { key: 'diff', label: 'diff' }, { key: 'jitter_a', label: 'jitter A', num: true }, { key: 'jitter_b', label: 'jitter B', num: true });
 if (vars.some(function (v) { return v.note; })) COLS.push({ key: 'note', label: 'note' });
 var state = { sort: '_i', dir: 1, page: 0, size: 100, filter: '', onlyBad: false, rows: vars.slice(), selected: null };
 
@@ -983,8 +984,75 @@ function historyView() {
       { label: 'B', num: true, get: function (c) { return c.b ? fmt(c.b.max_err) + ' ' + c.b.status : '—'; } }], R.diff.ops));
   }
 }
+// ---------------------------------------------------------------- diff (two environments) and bisect (builds)
+// diff: the sides, the variables per verdict, how they paired, the first root's local error and
+// the float64 oracle; the variables table carries each var's verdict and both sides' jitter.
+var DIFF_WORDS = { equal: 'equal', within_jitter: 'within jitter', outside_jitter: 'outside jitter', nonfinite: 'nonfinite' };
+function diffSection() {
+  if (R.command !== 'diff') return;
+  var box = el('section', { id: 'diff-section' }, el('h2', null, 'Two environments ', el('small', null, 'each side repeated: a difference no larger than both sides vary by themselves (j_A + j_B) is within jitter')));
+  document.body.insertBefore(box, document.getElementById('roots-section'));
+  var S = R.sides || {};
+  box.appendChild(simpleTable([
+    { label: 'side', get: function (k) { return k.toUpperCase(); } },
+    { label: 'build', get: function (k) { return S[k].build || S[k].from || '\u2014'; }, cls: 'name' },
+    { label: 'where', get: function (k) { return S[k].remote || 'this machine'; } },
+    { label: 'flags', get: function (k) { return (S[k].flags || []).join(' ') || 'none'; }, cls: 'wrap' },
+    { label: 'env', get: function (k) { var e = S[k].env || {}; return Object.keys(e).map(function (n) { return n + '=' + e[n]; }).join(' ') || 'unchanged'; }, cls: 'wrap' },
+    { label: 'runs', num: true, get: function (k) { return String(S[k].runs); } },
+    { label: 'largest jitter', num: true, get: function (k) { return S[k].jitter_measured ? fmt(S[k].largest_jitter) : 'not measured'; } }],
+    ['a', 'b'].filter(function (k) { return S[k]; })));
+  var c = R.diff_counts || {};
+  box.appendChild(el('p', { id: 'diff-counts' }, Object.keys(DIFF_WORDS).map(function (k) { return [badge(DIFF_WORDS[k], 'diff-' + k), ' ' + (c[k] || 0) + '  ']; })));
+  var p = R.diff_pairing || {};
+  if (p.how === 'key') {
+    box.appendChild(el('p', null, 'The two sides ran different graphs: ' + p.compared + ' of A\u2019s ' + p.reference_vars + ' variables paired by operator key.'));
+    var lost = (p.unpaired_a || []).map(function (u) { return { side: 'A', u: u }; }).concat((p.unpaired_b || []).map(function (u) { return { side: 'B', u: u }; }));
+    if (lost.length) box.appendChild(simpleTable([{ label: 'side', get: function (x) { return x.side; } }, { label: 'var', get: function (x) { return x.u.name; }, cls: 'name' },
+      { label: 'without a partner because', get: function (x) { return x.u.reason; }, cls: 'wrap' }], lost));
+  }
+  var r = roots[0];
+  if (r) {
+    var o = r.oracle || {};
+    box.appendChild(el('h3', null, 'First outside jitter: ', varLink(r.id, r.name), el('small', null, ' ' + r.opr_type + ' \u00b7 var ' + r.id)));
+    var kv = el('div', { 'class': 'kv', id: 'diff-root' });
+    [['max_err (B against A)', fmt(r.max_err)], ['local error on A\u2019s inputs', r.local_err === undefined ? 'not measured' : fmt(r.local_err) + ' (floor ' + fmt(r.floor) + ', ' + r.label + ')'],
+     ['float64 oracle', o.a_err === undefined ? (o.why || 'not run') : 'A ' + fmt(o.a_err) + ' from it, B ' + fmt(o.b_err)],
+     ['nearer float64', r.nearer ? r.nearer.toUpperCase() : '\u2014']].forEach(function (x) { kv.appendChild(el('div', null, x[0])); kv.appendChild(el('div', null, x[1])); });
+    box.appendChild(kv);
+  }
+}
+var BUILD_WORDS = { good: 'good', bad: 'bad', skip: 'skipped', untested: 'not tested' };
+function bisectView() {
+  var vd = document.getElementById('verdict');
+  vd.textContent = R.verdict;
+  vd.className = 'verdict ' + (R.exit_code ? 'bad' : 'good');
+  var f = R.first_bad;
+  adviceMeta([['command', 'bisect'], ['model', R.model], ['builds', R.builds.length + ' (good end #' + R.good + ', bad end #' + R.bad + ')'],
+              ['bad means', R.operator ? 'variable ' + R.operator.name + ' leaves the good end\u2019s band' : 'a model output leaves the good end\u2019s band'],
+              ['analyses', R.analyses + ' (' + R.runs + ' load_and_run runs; at most ' + R.bound + ' without skips)' + (R.reused ? ', ' + R.reused + ' reused from the store' : '')],
+              ['first bad build', f ? '#' + f.index + ' ' + f.build : null], ['its root', f && f.root ? f.root.name + ' (' + f.root.opr_type + ', var ' + f.root.id + ')' : null],
+              ['its diff report', f ? f.report : null]]);
+  var notes = document.getElementById('notes');
+  (R.notes || []).forEach(function (n) { notes.appendChild(el('li', null, n)); });
+  var box = document.getElementById('advice');
+  box.appendChild(el('h2', null, 'Builds ', el('small', null, 'oldest first; each tested build\u2019s run against the good end\u2019s band')));
+  var t = simpleTable([
+    { label: '#', num: true, get: function (b) { return String(b.index); } },
+    { label: 'build', get: function (b) { return b.build; }, cls: 'name' },
+    { label: 'verdict', get: function (b) { return badge(BUILD_WORDS[b.verdict] || b.verdict, 'build-' + b.verdict); } },
+    { label: 'from', get: function (b) { return b.source || '\u2014'; } },
+    { label: 'output max_err', num: true, get: function (b) { return fmt(b.output_max_err); } },
+    { label: 'root', get: function (b) { return b.root ? b.root.name + ' (' + b.root.opr_type + ')' : '\u2014'; }, cls: 'name' },
+    { label: 'why', get: function (b) { return b.why || ''; }, cls: 'wrap' }], R.builds,
+    function (b) { return f && b.index === f.index ? 'kept' : null; });
+  t.id = 'bisect-builds';
+  box.appendChild(t);
+  document.getElementById('runs-section').hidden = true;  // each build's runs are in its own folder
+}
 function adviceSection() {
-  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView };
+  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView,
+                'lar-prec.bisect/1': bisectView };
   var view = views[R.schema];
   if (!view) return false;
   ['roots-section', 'chart-section', 'cards-section', 'table-section'].forEach(function (id) { document.getElementById(id).hidden = true; });
@@ -1014,13 +1082,14 @@ function applyHash() {
 
 if (adviceSection()) {
   runsSection();
-  document.body.setAttribute('data-rendered', String((R.operators || R.layers || []).length));
+  document.body.setAttribute('data-rendered', String((R.operators || R.layers || R.builds || []).length));
   return;
 }
 header();
 shakeSection();
 sweepSection();
 targetsSection();
+diffSection();
 rootsSection();
 chart();
 table();

@@ -68,6 +68,7 @@ def shake(
     threads: Union[str, Sequence[int], None] = None,
     batch_positions: Optional[int] = None,
     observer: bool = False,
+    env: Optional[Mapping[str, Optional[str]]] = None,
 ) -> Analysis:
     """Run one configuration several times; find where the outputs start to differ, and why.
 
@@ -92,6 +93,8 @@ def shake(
         batch_positions: N: the batch-position mode instead of repeats.
         observer: one more run without ``--bin-io-dump`` (outputs only), compared bitwise
             with the dumped runs.
+        env: environment changes of every run (a value None removes the variable), local
+            error's layerwise runs included.
         Other arguments as :func:`naive_vs_default`.
 
     Raises:
@@ -123,7 +126,7 @@ def shake(
         plan, more = plan_batch(config, int(batch_positions or 0), prepared, adir, seed)
         notes += more
     sessions = open_remote(remote, model_path, prepared)
-    common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress,
+    common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress, env=env,
                   keep_going=keep_going, remote=sessions)
     shk = _Shake(model_path, prepared, adir, config, tuple(extra_flags), plan, mode, RunStore(adir, keep_all=keep_all),
                  common, sessions is not None)
@@ -386,7 +389,7 @@ class _Shake:
         algorithms, fed run 1's values, against run 1."""
         if off is not None:
             return {}, off
-        cfg = get_config(self.config).with_extra(self.user_flags)
+        cfg = get_config(self.config).with_extra(self.user_flags, self.common.get("env"))
         chosen: List[str] = []
         seen: set = set()
         algos = self.per_run_algos
