@@ -29,15 +29,15 @@ from lar_prec.errors import DumpFolderError
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.namepair import pair_by_name, skip_reason
 from lar_prec.compare.relayout import to_plain
+from lar_prec.compare.threshold import band
 
 from lar_prec.graph import reach
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.lar.graphopts import formats_beside_dump
 
-#: reference vars of these dtypes carry float16 rounding whatever the option: their
-#: tolerance is at least TOL_HALF (the sweep's fp16 tolerance)
+#: reference vars of these dtypes carry 16-bit rounding whatever the option: their tolerance
+#: is at least their own dtype's band (that of compare.tolerance for float16 outputs)
 HALF_DTYPES = frozenset({"Float16", "BFloat16"})
-TOL_HALF = 1e-2
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class GraphDiff:
 max_err = max_megengine_err
 
 
-def _outputs(folder: DumpFolder) -> List[int]:
+def model_outputs(folder: DumpFolder) -> List[int]:
     """Computed vars of ``folder`` that no var consumes (the model's outputs)."""
     consumed = set()
     computed = []
@@ -167,7 +167,7 @@ def _errs(cmp: Any, fa: DumpFolder, fb: DumpFolder, tol: float) -> List[VarErr]:
             note = d.note or (f"dtype {d.dtype} vs {d.dtype_b}" if d.dtype_b else f"shape {d.shape} vs {d.shape_b}")
         else:
             err, note = d.max_err, ""
-        tol_v = max(tol, TOL_HALF) if d.dtype in HALF_DTYPES else tol
+        tol_v = max(tol, band(d.dtype)[1]) if d.dtype in HALF_DTYPES else tol
         errs.append(VarErr(d.id, b, d.name, fb[b].var.opr_type, err, note, tol_v))
     errs.sort(key=lambda e: order_b.get(e.b, 0))
     return errs
@@ -176,7 +176,7 @@ def _errs(cmp: Any, fa: DumpFolder, fb: DumpFolder, tol: float) -> List[VarErr]:
 def _diff(fa: DumpFolder, fb: DumpFolder, errs: List[VarErr], tol: float,
           unpaired_a: Sequence[Tuple[int, str, str]], unpaired_b: Sequence[Tuple[int, str, str]],
           n_computed_a: int) -> GraphDiff:
-    outs = _outputs(fa)
+    outs = model_outputs(fa)
     by_a = {e.a: e for e in errs}
     out_errs = [by_a[o].max_err for o in outs if o in by_a and by_a[o].max_err is not None]
     return GraphDiff(tuple(errs), tol, max(out_errs) if out_errs else None, len(out_errs), len(outs),
