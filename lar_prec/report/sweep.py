@@ -51,9 +51,9 @@ def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
     if not loc["roots"]:
         return f"none ({loc['n_measured']} measured{missing})"
     r = loc["roots"][0]
-    err = None if r.get("nonfinite") else r["local_err"]
+    words = r.get("words") or over_floor(None if r.get("nonfinite") else r["local_err"], r["floor"])
     more = f" +{len(loc['roots']) - 1} more" if len(loc["roots"]) > 1 else ""
-    return f"{r['name']} ({r['opr_type']}) {over_floor(err, r['floor'], short=True)}{more}{missing}"
+    return f"{r['name']} ({r['opr_type']}) {words}{more}{missing}"
 
 
 def root_text(root: Optional[Mapping[str, Any]]) -> str:

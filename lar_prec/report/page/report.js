@@ -215,8 +215,9 @@ function errCell(err, nonfinite) {
 
 // ---------------------------------------------------------------- sweep: options, and option by variable
 var OPTION_STATUS = { runs: 'runs', load_failed: 'load failed', crashed: 'crashed (signal)', hung: 'hung (timed out)', stalled: 'stalled (no CPU)', bad_dump: 'dump unreadable', skipped: 'skipped' };
+var VERDICT_TEXT = { ok: 'ok', diverges: 'diverges', as_default: 'as default' };
 function localSummary(o) {
-  // one option's local error: its top local root over its floor, "none", or why it was not measured
+  // one option's local error: its top local root over its floor ("words": as the terminal says it), "none", or why it was not measured
   var loc = o.local;
   if (!loc) return '';
   if (!loc.measured) {
@@ -226,66 +227,80 @@ function localSummary(o) {
   var missing = (loc.not_measured || []).length ? ', ' + loc.not_measured.length + ' not measured' : '';
   if (!(loc.roots || []).length) return 'none (' + loc.n_measured + ' measured' + missing + ')';
   var r = loc.roots[0];
-  return [varLink(r.id, r.name), ' (' + r.opr_type + ') local ' + (r.nonfinite ? 'NaN/Inf' : fmt(r.local_err)) + ' > floor ' + fmt(r.floor) +
-    ', x' + (r.margin === null || r.margin === undefined ? 'inf, floor 0' : fmt(r.margin)) +
+  return [varLink(r.id, r.name), ' (' + r.opr_type + ') ' + r.words +
     (loc.roots.length > 1 ? ' +' + (loc.roots.length - 1) + ' more' : '') + missing];
+}
+function optionWhy(o) {
+  // the cause or reason; for an option as the default run, what it shares with it
+  if (o.verdict !== 'as_default') return o.cause || o.reason || '';
+  var shared = o.shared_roots || [];
+  return shared.length ? 'the default kernels\u2019 own roots: ' + shared.join(', ')
+    : 'outputs ' + fmt(o.default_err) + ' from the default run\u2019s: what the default run shows';
 }
 function sweepSection() {
   var O = R.options || [];
   if (R.command !== 'sweep' || !O.length) return;
   document.getElementById('sweep-section').hidden = false;
   var t = el('table', { id: 'sweep-options' });
-  var heads = [['option'], ['status'], ['paired', 'num', 'reference vars paired with a var of the option\u2019s run'], ['output err', 'num', 'max_err of the final outputs'],
-    ['tol', 'num', 'the option\u2019s tolerance'], ['verdict'], ['root', null, 'where divergence starts under the option'],
+  var heads = [['option'], ['status'], ['paired', 'num', 'reference vars paired with a var of the option\u2019s run'],
+    ['output error (tolerance)', null, 'max_err of the final outputs, and their tolerance: max(band, 2 x the level correct kernels reach in the same arithmetic)'],
+    ['verdict', null, 'as default: what it shows is the default run\u2019s own (its roots, its output error); diverges: it adds something over the default run'],
+    ['root', null, 'where divergence starts under the option'],
     ['local root (margin)', null, 'the operator run under the option on the reference\u2019s inputs: its error over its own noise floor'], ['cause / reason']];
   t.appendChild(el('thead', null, el('tr', null, heads.map(function (h) { return el('th', { 'class': h[1] || null, title: h[2] }, h[0]); }))));
   var tb = el('tbody');
-  O.forEach(function (o) {
+  var rows = (R['default'] ? [Object.assign({}, R['default'], { label: 'default (no option)' })] : []).concat(O);
+  rows.forEach(function (o) {
     var ran = o.status === 'runs', loc = o.local || {};
-    var root = o.root ? [varLink(o.root.reference_id, o.root.name), el('span', { 'class': 'dim' }, ' ' + o.root.opr_type + ' \u00b7 ' + (o.root.nonfinite ? 'NaN/Inf' : fmt(o.root.max_err)))] : '';
-    tb.appendChild(el('tr', { 'class': o.verdict === 'diverges' ? 'root-row' : null, 'data-option': o.option },
-      el('td', { 'class': 'opt', title: (o.flags || []).join(' ') }, o.option),
+    var root = o.root ? [varLink(o.root.reference_id, o.root.name), el('span', { 'class': 'dim' }, ' ' + o.root.opr_type + (o.root.nonfinite ? ' \u00b7 NaN/Inf' : (o.root.max_err === null || o.root.max_err === undefined ? '' : ' \u00b7 ' + fmt(o.root.max_err))))] : '';
+    tb.appendChild(el('tr', { 'class': o.verdict === 'diverges' ? 'root-row' : null, 'data-option': o.label ? 'default' : o.option },
+      el('td', { 'class': 'opt', title: (o.flags || []).join(' ') }, o.label || o.option),
       el('td', null, badge(OPTION_STATUS[o.status] || o.status, 'opt-' + o.status)),
       el('td', { 'class': 'num' }, ran ? o.vars_paired + '/' + o.vars_total : ''),
-      el('td', { 'class': 'num' }, ran ? (o.output_nonfinite ? 'NaN/Inf' : fmt(o.output_err)) : ''),
-      el('td', { 'class': 'num' }, fmt(o.tolerance)),
-      el('td', null, o.verdict ? badge(o.verdict, 'verdict-' + o.verdict) : '\u2014'),
+      el('td', { 'class': 'why' }, ran ? (o.output_words || '') : ''),
+      el('td', null, o.verdict ? badge(VERDICT_TEXT[o.verdict] || o.verdict, 'verdict-' + o.verdict) : '\u2014'),
       el('td', { 'class': 'wrap' }, root),
       el('td', { 'class': 'local' + ((loc.roots || []).length ? ' local-root' : (loc.measured === false ? ' local-off' : '')) }, localSummary(o)),
-      el('td', { 'class': 'why' }, o.cause || o.reason || '')));
+      el('td', { 'class': 'why' }, optionWhy(o))));
   });
   t.appendChild(tb);
   document.getElementById('sweep-options-box').appendChild(t);
   var ran = O.filter(function (o) { return o.status === 'runs'; });
   if (!ran.length) { document.getElementById('sweep-matrix').appendChild(el('p', null, 'No option ran: nothing to compare.')); return; }
-  var rootsOf = {};  // option -> ids of its roots: its local roots, or where divergence starts by the dumps
+  var rootsOf = {};  // option -> ids of its roots: the local roots it adds over the default run, or where divergence starts by the dumps
   ran.forEach(function (o) {
     var s = rootsOf[o.option] = new Set();
-    if (o.local && o.local.measured) (o.local.roots || []).forEach(function (r) { s.add(r.id); });
-    else if (o.verdict === 'diverges' && o.root) s.add(o.root.reference_id);
+    if (o.verdict !== 'diverges') return;
+    var told = (o.added_roots || []).length || (o.shared_roots || []).length;
+    if (o.local && o.local.measured) (o.local.roots || []).forEach(function (r) { if (!told || o.added_roots.indexOf(r.name) >= 0) s.add(r.id); });
+    if (o.root && o.root.reference_id !== null && o.root.reference_id !== undefined) s.add(o.root.reference_id);
   });
+  var d = R['default'] && R['default'].status === 'runs' ? R['default'] : null;
+  var cols = ran.map(function (o) { return { key: o.option, label: o.option, o: o, title: 'max_err under ' + o.option + ' (tolerance ' + fmt(o.tolerance) + ')' }; });
+  if (d) cols.unshift({ key: 'default', label: 'default', o: d, plain: true, title: 'max_err of the default run, no option (tolerance ' + fmt(d.tolerance) + ')' });
   matrixView(document.getElementById('sweep-matrix'), {
     id: 'sweep-matrix-table', ids: vars.map(function (v) { return v.id; }),
-    cols: ran.map(function (o) { return { key: o.option, label: o.option, o: o, title: 'max_err under ' + o.option + ' (tolerance ' + fmt(o.tolerance) + ')' }; }),
-    legend: [['ok', 'within'], ['divergent', 'diverges under the option'], ['nonfinite', 'NaN/Inf'], ['na', '\u2014 not compared (no partner in the option\u2019s graph)'], ['root', 'root: where it starts under the option']],
+    cols: cols,
+    legend: [['ok', 'within'], ['divergent', 'diverges under the option (beyond the default run)'], ['nonfinite', 'NaN/Inf'], ['na', '\u2014 not compared (no partner in the option\u2019s graph)'], ['root', 'root: where it starts under the option']],
     cell: function (id, c) {
       var v = byId.get(id), o = c.o;
-      var err = (v.options || {})[o.option];
-      var nonfinite = (v.options_nonfinite || []).indexOf(o.option) >= 0;
-      var divergent = v.options_divergent ? v.options_divergent.indexOf(o.option) >= 0 : (err !== null && err !== undefined && err > o.tolerance);
-      var root = rootsOf[o.option].has(id);
+      var err = c.plain ? v['default'] : (v.options || {})[o.option];
+      var nonfinite = !c.plain && (v.options_nonfinite || []).indexOf(o.option) >= 0;
+      var divergent = c.plain ? !!v.default_divergent : (v.options_divergent ? v.options_divergent.indexOf(o.option) >= 0 : (err !== null && err !== undefined && err > o.tolerance));
+      var root = c.plain ? (o.verdict === 'diverges' && o.root && o.root.reference_id === id) : rootsOf[o.option].has(id);
       var x = errCell(err, nonfinite);
       x.status = nonfinite ? 'nonfinite' : (divergent || root ? 'divergent' : (err === null || err === undefined ? 'na' : 'ok'));
       x.root = root ? (o.local && o.local.measured ? 'local root' : 'root') : null;
-      var tip = v.name + ' under ' + o.option + ': max_err ' + x.text + ' (tolerance ' + fmt(o.tolerance) + ')';
-      var hasLocal = v.local && Object.prototype.hasOwnProperty.call(v.local, o.option);
+      var under = c.plain ? 'the default run' : o.option;
+      var tip = v.name + ' under ' + under + ': max_err ' + x.text + ' (tolerance ' + fmt(o.tolerance) + ')';
+      var hasLocal = !c.plain && v.local && Object.prototype.hasOwnProperty.call(v.local, o.option);
       if (hasLocal) {
         x.sub = 'local ' + fmt(v.local[o.option]);
         tip += '\nlocal error ' + (v.local[o.option] === null ? '\u2014 (NaN/Inf or not measured)' : fmt(v.local[o.option])) + ': the operator alone under the option, on the reference\u2019s inputs';
       }
       if (x.status === 'na') tip += '\nnot compared: no var of that name in the option\u2019s rewritten graph';
-      if (root) tip += '\n' + x.root + ' of ' + o.option;
-      else if (divergent) tip += '\ndiverges under ' + o.option;
+      if (root) tip += '\n' + x.root + ' of ' + under;
+      else if (divergent) tip += '\ndiverges under ' + under;
       x.title = tip;
       return x;
     }

@@ -33,6 +33,7 @@ from lar_prec.diagnosis.local import build_layerwise, isolation_check, feed_inpu
 from lar_prec.outputs import atomic_write_text
 from lar_prec.run.config import get_config
 from lar_prec.records import json_number
+from lar_prec.report.records import over_floor
 from lar_prec.diagnosis.local import _max_abs
 from lar_prec.workflows.sweep.analysis import compare_pair
 from lar_prec.diagnosis.replay import make_repros
@@ -67,7 +68,8 @@ class OptionLocal:
             "n_measured": len(self.measured_names()),
             "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": json_number(r.local_err),
                        "nonfinite": not math.isfinite(r.local_err), "floor": r.floor, "margin": json_number(r.margin),
-                       "entire_err": json_number(r.entire_err)} for r in self.roots],
+                       "entire_err": json_number(r.entire_err),
+                       "words": over_floor(r.local_err, r.floor)} for r in self.roots],
             "not_measured": [{"name": n, "why": w} for n, w in self.not_measured],
             "not_isolated": [{"name": n, "why": w} for n, w in self.not_isolated],
             "dir": self.dir, "seconds": round(self.seconds, 3),
