@@ -49,8 +49,8 @@ def fmt_num(x: Optional[float]) -> str:
         return "-"
     if x == 0:
         return "0"
-    if not math.isfinite(x):
-        return "NaN/Inf" if math.isnan(x) else "inf"
+    if not math.isfinite(x):  # MegEngine's error is inf where one side has NaN/Inf
+        return "NaN/Inf"
     return f"{x:.3g}"
 
 

@@ -21,7 +21,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from lar_prec.compare.tolerance import arithmetic_dtype, output_tolerance
 from lar_prec.diagnosis.graphinfo import describe_model
+from lar_prec.diagnosis.local import compute_dtype
 from lar_prec.diagnosis.oracle import root_sides
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError
@@ -127,8 +129,24 @@ def naive_vs_default(
     ran = Path(default.rewritten_models[-1][0]) if default.rewritten_models else model_path
     ran = ran if ran.is_file() else model_path
     report = oracle_roots(report, ran, naive.dump_dir, default.dump_dir, adir)  # type: ignore[arg-type]
+    report = with_output_tolerance(report, extra_flags)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
+
+
+def with_output_tolerance(report, flags: Sequence[str]):
+    """``report`` with its outputs' error held to the one tolerance rule of sweep and mixed
+    (:mod:`lar_prec.compare.tolerance`; level 0: both sides do the same arithmetic) in the same
+    words: a note, and ``output_err`` / ``output_tolerance`` in its extra."""
+    read = {u for v in report.vars for u in v.inputs}
+    outs = [v for v in report.vars if v.id not in read and v.max_err is not None]
+    if not outs:
+        return report
+    err = max(v.max_err for v in outs)
+    tol = output_tolerance(arithmetic_dtype([v.dtype for v in outs], compute_dtype(flags)), 0.0)
+    note = f"outputs: {tol.words(err)}: {'within' if tol.holds(err) else 'out of tolerance'}"
+    extra = {**report.extra, "output_err": json_number(err), "output_tolerance": tol.to_json()}
+    return replace(report, notes=report.notes + (note,), extra=extra)
 
 
 #: words for :func:`lar_prec.diagnosis.oracle.which_side` in naive-vs-default

@@ -827,18 +827,27 @@ function adviceMeta(rows) {
   rows.forEach(function (kv) { metaRow(meta, kv[0], kv[1]); });
 }
 function errText(x, nonfinite) { return nonfinite ? 'inf (NaN or Inf)' : fmt(x); }
+function pctText(x) { return x === null || x === undefined ? '\u2014' : (100 * x).toFixed(1) + '%'; }
+function topText(p, key) {
+  var a = p.agreement || [];
+  return a.length ? a.map(function (g) { return g[key] + '/' + g.samples; }).join(' ') : '\u2014';
+}
 function mixedView() {
+  // the words are the analysis's own (advice: what the terminal prints too); the tables are drawn here
   var vd = document.getElementById('verdict'), tol = R.tolerance, opt = '--enable-' + R.option;
-  var plain = errText(R.plain.output_err, R.plain.nonfinite);
-  if (R.plain.failed) { vd.textContent = opt + ' alone does not run here; the rewritten model with ' + R.kept.length + ' operator(s) in float32 runs with output error ' + fmt(R.output_err) + (R.verified ? ' (within ' : ' (out of ') + fmt(tol) + ')'; vd.className = 'verdict bad'; }
-  else if (R.verdict === 'within') { vd.textContent = opt + ' alone keeps every output within ' + fmt(tol) + ' of the naive float32 reference (output error ' + plain + '): nothing needs float32'; vd.className = 'verdict good'; }
-  else if (R.verdict === 'fixed') { vd.textContent = opt + ' alone: output error ' + plain + ' > ' + fmt(tol) + '; ' + R.kept.length + ' operator(s) kept in float32 bring it to ' + fmt(R.output_err) + ' (verified)'; vd.className = 'verdict bad'; }
-  else { vd.textContent = opt + ' alone: output error ' + plain + ' > ' + fmt(tol) + '; no keep-list tried brings it within (best ' + fmt(R.output_err) + ')'; vd.className = 'verdict bad'; }
+  var advice = R.advice || [];
+  vd.textContent = advice.length ? advice[0] : opt;
+  vd.className = 'verdict ' + (R.verdict === 'within' ? 'good' : 'bad');
   var f = R.fp16_fraction || {};
-  adviceMeta([['command', 'mixed'], ['model', R.model], ['option', opt], ['tolerance', fmt(tol) + ' (MegEngine error on every output)'],
-              ['left in float16', (f.macs_fraction === null || f.macs_fraction === undefined ? '\u2014' : (100 * f.macs_fraction).toFixed(1) + '%') + ' of MACs, ' + f.oprs_float16 + '/' + f.oprs_total + ' float operators'],
+  adviceMeta([['command', 'mixed'], ['model', R.model], ['option', opt],
+              ['tolerance', (R.output_tolerance ? R.output_tolerance.text : fmt(tol)) + ' (MegEngine error on every output)'],
+              ['left in float16', pctText(f.macs_fraction) + ' of MACs, ' + f.oprs_float16 + '/' + f.oprs_total + ' float operators'],
               ['mixed model', R.mixed_model ? R.mixed_model.path : null], ['keep-list', R.keep_file], ['note', R.note]]);
   var box = document.getElementById('advice');
+  if (advice.length > 1) {
+    box.appendChild(el('h2', null, 'What to do'));
+    box.appendChild(el('ul', { id: 'mixed-advice' }, advice.slice(1).map(function (line) { return el('li', null, line); })));
+  }
   box.appendChild(el('h2', null, 'Keep in float32 ', el('small', null, 'why each is listed, and why it errs in float16 by the float64 oracle on the reference\'s inputs')));
   if (R.kept.length) {
     box.appendChild(simpleTable([
@@ -849,14 +858,21 @@ function mixedView() {
       { label: 'why it errs', get: function (k) { return [causeBadge(k.cause), k.cause_detail && k.cause_detail.why ? el('div', { 'class': 'dim' }, k.cause_detail.why) : null]; }, cls: 'wrap' },
       { label: 'listed', get: function (k) { return k.listed; }, cls: 'wrap' }], R.kept));
   } else box.appendChild(el('p', null, 'none'));
-  box.appendChild(el('h2', null, 'Verifications ', el('small', null, 'each mixed model run with the default kernels, its outputs against the naive float32 reference')));
-  var att = [{ step: 0, keep: [], output_err: R.plain.failed ? 'did not run' : R.plain.output_err, nonfinite: R.plain.nonfinite, within: R.verdict === 'within', model: 'the option alone (' + opt + ')' + (R.plain.failed ? ': ' + R.plain.failed : '') }].concat(R.attempts);
+  box.appendChild(el('h2', null, 'Points ', el('small', null, 'each model run with the default kernels (and correct float16: the naive kernels under the option), its outputs against the naive float32 reference, and the share left in float16')));
+  var pts = [Object.assign({}, R.plain, { step: 0, keep: [], failed: R.plain.failed, within: R.verdict === 'within' })];
+  if (R.level) pts.push(Object.assign({}, R.level, { step: null, keep: null }));
+  pts = pts.concat(R.attempts);
+  var kneeLabel = R.knee ? R.knee.label : null;
   box.appendChild(simpleTable([
-    { label: 'step', num: true, get: function (a) { return String(a.step); } },
-    { label: 'kept in float32', num: true, get: function (a) { return String(a.keep.length); } },
-    { label: 'output error', num: true, get: function (a) { return errText(a.output_err, a.nonfinite); } },
-    { label: 'tolerance', get: function (a) { return el('span', { 'class': 'st ' + (a.within ? 'st-ok' : 'st-divergent'), text: a.within ? 'within' : 'out of' }); } },
-    { label: 'model', get: function (a) { return a.model; }, cls: 'name' }], att));
+    { label: 'model', get: function (a) { return a.label; }, cls: 'name' },
+    { label: 'kept in float32', num: true, get: function (a) { return a.keep === null ? '\u2014' : String(a.keep.length); } },
+    { label: 'output error', num: true, get: function (a) { return a.failed ? 'did not run' : errText(a.output_err, a.nonfinite); } },
+    { label: 'tolerance', get: function (a) { return a.step === null ? '' : el('span', { 'class': 'st ' + (a.within ? 'st-ok' : 'st-divergent'), text: a.within ? 'within' : 'out of' }); } },
+    { label: 'MACs in float16', num: true, get: function (a) { return pctText(a.macs_fraction); } },
+    { label: 'operators in float16', num: true, get: function (a) { return a.oprs_float16 + '/' + a.oprs_total; } },
+    { label: 'top-1', num: true, get: function (a) { return topText(a, 'top1'); } },
+    { label: 'top-5', num: true, get: function (a) { return topText(a, 'top5'); } }], pts,
+    function (a) { return a.label === kneeLabel ? 'knee' : null; }));
   var ops = R.operators || [], worst = 0;
   ops.forEach(function (o) { if (typeof o.local_err === 'number' && o.local_err > worst) worst = o.local_err; });
   box.appendChild(el('h2', null, 'Operators under ' + opt + ' ', el('small', null, 'execution order; local error: the operator alone under the option on the reference\'s inputs, against its float16 floor')));
