@@ -44,14 +44,15 @@ def arithmetic_dtype(output_dtypes: Iterable[str] = (), compute: Optional[str] =
 
 
 def fmt_num(x: Optional[float]) -> str:
-    """An error or tolerance in the tolerance's words: 3 significant digits, ``0`` for zero."""
+    """An error or tolerance in the tolerance's words, as the reports write errors: 3 significant
+    digits (``0.0119``, ``9.54e-06``), ``0`` for zero."""
     if x is None:
         return "-"
     if x == 0:
         return "0"
     if not math.isfinite(x):  # MegEngine's error is inf where one side has NaN/Inf
         return "NaN/Inf"
-    return f"{x:.3g}"
+    return f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
 
 
 @dataclass(frozen=True)

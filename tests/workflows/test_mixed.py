@@ -21,6 +21,7 @@ from conftest import run_lar
 from proc_helpers import user_lar
 
 from lar_prec.compare.metrics import max_megengine_err
+from lar_prec.compare.tolerance import fmt_num
 from lar_prec.diagnosis.graphinfo import describe_model
 from lar_prec.diagnosis.oracle import KERNEL_WRONG
 from lar_prec.dumps.folder import DumpFolder
@@ -69,7 +70,7 @@ def _check_invariants(case, data: dict, tmp_path: Path, lar_dump) -> None:
     if ot["given"] is None:
         level = data["level"]["output_err"] if data["level"] else None
         assert ot["level"] == level and tol == max(ot["band"], 2 * (level or 0.0)), ot
-        assert ot["text"].startswith(f"tolerance {tol:.3g} = ")
+        assert ot["text"].startswith(f"tolerance {fmt_num(tol)} = ")
     # each verification keeps what the one before kept: the kernel bugs first, then the other
     # local roots, then widening by 1, 2, 4, ... operators (the last may keep every operator, or
     # the candidates left)
@@ -305,5 +306,5 @@ def test_sweep_mixed_and_naive_vs_default_hold_outputs_to_one_rule_in_the_same_w
                   "--json", str(tmp_path / "n.json"), "-q"])
     n = json.loads((tmp_path / "n.json").read_text())
     assert n["output_tolerance"] == d["default"]["output_tolerance"] and n["output_tolerance"]["level"] == 0.0
-    words = d["default"]["output_words"].replace(format(d["default"]["output_err"], ".3g"), format(n["output_err"], ".3g"))
+    words = d["default"]["output_words"].replace(fmt_num(d["default"]["output_err"]), fmt_num(n["output_err"]))
     assert f"outputs: {words}: within" in n["notes"] and res.exit_code in (0, 1)

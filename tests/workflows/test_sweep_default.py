@@ -12,6 +12,7 @@ import pytest
 from proc_helpers import user_lar
 
 from lar_prec.compare.threshold import band
+from lar_prec.compare.tolerance import fmt_num
 from lar_prec.workflows.sweep.options import DEFAULT_OPTIONS, OPTIONS
 from test_sweep import by_option, sweep_json
 
@@ -25,7 +26,7 @@ def _check_tolerance(o: dict) -> None:
         assert t["level"] == 0.0
     assert t["value"] == o["tolerance"] == max(t["band"], 2 * (t["level"] or 0.0))
     if o["status"] == "runs":
-        assert o["output_words"].startswith("output error ") and f"(tolerance {o['tolerance']:.3g} = " in o["output_words"]
+        assert o["output_words"].startswith("output error ") and f"(tolerance {fmt_num(o['tolerance'])} = " in o["output_words"]
 
 
 @pytest.mark.megengine

@@ -37,7 +37,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError, UsageError
 from lar_prec.run.config import LoadAndRun
@@ -153,10 +153,11 @@ def _output_dtypes(ref: RunResult) -> Tuple[str, ...]:
 
 
 def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult, tol: OutputTolerance,
-             default_dir: Optional[str]) -> OptionResult:
+             default_dir: Optional[str], var_tol: Optional[Mapping[str, float]] = None) -> OptionResult:
     """One option's run against the reference (by name), every paired var held to the outputs'
-    tolerance ``tol``; and against the plain default run's dump ``default_dir`` when given."""
-    g = cross_graph(ref.dump_dir, rec.dump_dir, tol.value, fmt=opt.fmt)  # type: ignore[arg-type]
+    tolerance ``tol`` (``var_tol``: the same rule with each var's own level); and against the
+    plain default run's dump ``default_dir`` when given."""
+    g = cross_graph(ref.dump_dir, rec.dump_dir, tol.value, fmt=opt.fmt, var_tol=var_tol)  # type: ignore[arg-type]
     r = OptionResult(
         option=opt.name, flags=opt.flags, status="runs", tolerance=tol.value, output_tolerance=tol,
         verdict="diverges" if g.diverges else "ok", vars_paired=g.n_paired, vars_total=g.n_computed_a,
@@ -174,7 +175,7 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult, tol: OutputTolera
     if notes:
         r = replace(r, reason=f"{len(notes)} paired var(s) not compared: {notes[0].name}: {notes[0].note}")
     if default_dir is not None:
-        d = cross_graph(default_dir, rec.dump_dir, tol.value, fmt=opt.fmt)  # type: ignore[arg-type]
+        d = cross_graph(default_dir, rec.dump_dir, tol.value, fmt=opt.fmt, var_tol=var_tol)  # type: ignore[arg-type]
         root = d.root
         r = replace(r, default_err=d.output_err, default_diverges=d.diverges,
                     default_root=None if root is None else (root.b, root.a, root.name, root.opr_type, root.max_err))
@@ -253,28 +254,31 @@ class _Sweep:
         for opt in options:
             why = _applies(opt, oprs, dtypes)
             if why:
-                self.skipped[opt.name] = OptionResult(opt.name, opt.flags, "skipped", self.tolerance(opt, None).value,
+                self.skipped[opt.name] = OptionResult(opt.name, opt.flags, "skipped", self.tolerance(opt, None)[0].value,
                                                       reason=why)
             else:
                 self.entries[opt.name] = _Entry(opt)
 
-    def tolerance(self, opt: SweepOption, e: Optional[_Entry]) -> OutputTolerance:
-        """The one rule (compare.tolerance): float16 options' level is their naive run's output error."""
+    def tolerance(self, opt: SweepOption, e: Optional[_Entry]) -> Tuple[OutputTolerance, Optional[Dict[str, float]]]:
+        """The one rule (compare.tolerance) for the outputs, and for each var by the same rule with
+        its own level (None: the outputs' tolerance for every var). A float16 option's level is
+        what its naive run (correct float16) reaches: on the outputs, and on each var."""
         dtype = opt.arithmetic(self.out_dtypes)
         if not opt.fp16:
-            return output_tolerance(dtype, 0.0)
+            return output_tolerance(dtype, 0.0), None
         naive = e.naive if e is not None else None
         if naive is None or naive[1] != "runs":
             why = f"the naive kernels under {opt.name}: {naive[1].replace('_', ' ')}" if naive else "not run"
-            return output_tolerance(dtype, None, why)
+            return output_tolerance(dtype, None, why), None
         try:
             level = cross_graph(self.ref.dump_dir, naive[0].dump_dir, band(dtype)[1],  # type: ignore[arg-type]
-                                fmt=opt.fmt).output_err
+                                fmt=opt.fmt)
         except (DumpFormatError, DumpFolderError) as exc:
-            return output_tolerance(dtype, None, f"the naive run's dump under {opt.name} cannot be read: {exc}")
-        if level is None:
-            return output_tolerance(dtype, None, f"the naive run under {opt.name} dumped no output")
-        return output_tolerance(dtype, level)
+            return output_tolerance(dtype, None, f"the naive run's dump under {opt.name} cannot be read: {exc}"), None
+        if level.output_err is None:
+            return output_tolerance(dtype, None, f"the naive run under {opt.name} dumped no output"), None
+        per_var = {x.name: output_tolerance(dtype, x.max_err).value for x in level.errs if x.max_err is not None}
+        return output_tolerance(dtype, level.output_err), per_var
 
     def submit(self, kind: str, e: _Entry, fut: Future) -> None:
         self.pending[fut] = (kind, e)
@@ -322,14 +326,14 @@ class _Sweep:
 
     def analyse(self, e: _Entry) -> OptionResult:
         rec, status, msg = e.run  # type: ignore[misc]
-        tol = self.tolerance(e.opt, e)
+        tol, var_tol = self.tolerance(e.opt, e)
         if status != "runs":
             return OptionResult(e.opt.name, e.opt.flags, status, tol.value, reason=msg, run_dir=str(rec.dir),
                                 seconds=rec.seconds, output_tolerance=tol)
         plain = self.plain.run
         default_dir = plain[0].dump_dir if e is not self.plain and plain is not None and self.plain.ran else None
         try:
-            return _analyse(e.opt, self.ref, rec, tol, default_dir)
+            return _analyse(e.opt, self.ref, rec, tol, default_dir, var_tol)
         except (DumpFormatError, DumpFolderError) as exc:
             # one option's bad dump: that option's finding, not the end of the sweep
             return OptionResult(e.opt.name, e.opt.flags, "bad_dump", tol.value, reason=f"its dump cannot be read: {exc}",
