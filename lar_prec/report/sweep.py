@@ -1,26 +1,8 @@
-"""The sweep's part of the report: its terminal table. :mod:`lar_prec.workflows.sweep.report`
-builds the report itself; the HTML page draws its options table and option-by-variable view
-from the JSON (``lar_prec/report/page/report.js``).
-
-The JSON is the common report object (design.md), read this way for a sweep:
-
-* ``vars``: the reference graph's computed vars in execution order; ``max_err`` is the worst
-  over the options that ran, ``status`` ``divergent`` when an option diverges there (by local
-  error: a local root of the option, or past the tolerance under an option that has one; by
-  the dumps alone: past the option's tolerance), and ``options`` (an extra key) maps each
-  option to that var's ``max_err`` (null when not compared or NaN/Inf: ``options_nonfinite``
-  names the options where it is NaN/Inf, ``options_divergent`` those under which the var diverges
-  by the rule above, so the page colours each cell by the sweep's own verdict); ``local`` maps
-  each option whose local error was measured to that var's local error (null: NaN/Inf, or not
-  measured under that option);
-* ``roots``: one per divergent option, its local root when local error was measured, else
-  where divergence starts in the option's rewritten graph (``id`` is the reference graph's id
-  of that var, as in ``vars``; ``rewritten_id`` its id in the rewritten graph; ``option`` names
-  the option; ``rule`` ``local`` or ``dump``; ``local_err``, ``floor``, ``margin`` for local);
-* ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`),
-  with ``local`` (measured, why, roots with floor and margin, not_measured) and ``dump_root``;
-* ``local`` (extra, top level): whether local error was measured and, if not, why;
-* ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios.
+"""The sweep's part of the report: its terminal table (the default run's row, then each option,
+worst first). :mod:`lar_prec.workflows.sweep.report` builds the report itself and says how its
+JSON reads; the HTML page draws its options table and option-by-variable view from the JSON
+(``lar_prec/report/page/report.js``), in the same words (``output_words``, ``words`` of a local
+root, ``as default``).
 """
 from __future__ import annotations
 

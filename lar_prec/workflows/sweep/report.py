@@ -4,18 +4,24 @@ table and HTML view are :mod:`lar_prec.report.sweep`'s.
 The JSON is the common report object (design.md), read this way for a sweep:
 
 * ``vars``: the reference graph's computed vars in execution order; ``max_err`` is the worst
-  over the options that ran, ``status`` ``divergent`` when an option diverges there (by local
-  error: a local root of the option, or past the tolerance under an option that has one; by
-  the dumps alone: past the option's tolerance), and ``options`` (an extra key) maps each
-  option to that var's ``max_err`` (null when not compared or NaN/Inf: ``options_nonfinite``
-  names the options where it is NaN/Inf); ``local`` maps each option whose local error was
-  measured to that var's local error (null: NaN/Inf, or not measured under that option);
-* ``roots``: one per divergent option, its local root when local error was measured, else
-  where divergence starts in the option's rewritten graph (``id`` is the reference graph's id
-  of that var, as in ``vars``; ``rewritten_id`` its id in the rewritten graph; ``option`` names
-  the option; ``rule`` ``local`` or ``dump``; ``local_err``, ``floor``, ``margin`` for local);
-* ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`),
-  with ``local`` (measured, why, roots with floor and margin, not_measured) and ``dump_root``;
+  over the options that ran, ``status`` ``divergent`` when an option that diverges beyond the
+  default run marks it (its local roots it adds, its root, the vars past its tolerance) or the
+  default run's own verdict does; ``options`` (an extra key) maps each option to that var's
+  ``max_err`` (null when not compared or NaN/Inf: ``options_nonfinite`` names the options where
+  it is NaN/Inf, ``options_divergent`` those that mark it, so the page colours each cell by the
+  sweep's own verdict); ``local`` maps each option whose local error was measured to that var's
+  local error (null: NaN/Inf, or not measured under that option); ``default`` and
+  ``default_divergent``: the same for the default run (no option);
+* ``roots``: one per divergent option and for the default run when its own verdict diverges
+  (``option`` ``default``): its local root when local error was measured, else where divergence
+  starts (``id`` is the reference graph's id of that var, as in ``vars``; ``rewritten_id`` its id
+  in the rewritten graph; ``rule`` ``local``, ``output`` or ``dump``; ``local_err``, ``floor``,
+  ``margin`` for local);
+* ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`:
+  verdict ``ok``, ``as_default`` or ``diverges``, ``output_tolerance`` and ``output_words``,
+  ``default_err``/``default_root`` against the default run, ``added_roots``/``shared_roots``,
+  ``local``, ``dump_root``); ``default``: the default run's record; ``counts`` of each verdict;
+* ``threshold``: the default run's output tolerance, each option's in ``per_option``;
 * ``local`` (extra, top level): whether local error was measured and, if not, why;
 * ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios.
 """
@@ -26,6 +32,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional
 
 from lar_prec.compare.namepair import skip_reason
+from lar_prec.compare.tolerance import fmt_num
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.records import json_number
 from lar_prec.report.model import Report
@@ -60,7 +67,7 @@ def _verdict(result: SweepResult) -> str:
     parts = []
     if bad:
         w = bad[0]
-        what = (f"output error {fmt_err(w.output_err)}, root {w.root_name or '?'}" if w.output_err is not None
+        what = (f"output error {fmt_num(w.output_err)}, root {w.root_name or '?'}" if w.output_err is not None
                 else w.reason or "no output error measured")
         parts.append(f"{len(bad)} of {len(ran)} option(s) that ran diverge beyond the default run; worst: {w.option} "
                      f"({what})")
@@ -76,7 +83,7 @@ def _verdict(result: SweepResult) -> str:
         roots = sorted({n for o in same for n in o.shared_roots})
         why = (f"the default kernels' own roots: {', '.join(roots[:3])}" + (f" +{len(roots) - 3} more" if len(roots) > 3
                                                                               else "")) if roots else \
-            f"the default run's own output error {fmt_err(d.output_err) if d is not None else '?'}"
+            f"the default run's own output error {fmt_num(d.output_err) if d is not None else '?'}"
         parts.append(f"{len(same)} as default ({why})")
     if broken:
         parts.append(", ".join(f"{o.option} {STATUS_TEXT[o.status]}" + (f" ({_why(o)})" if o.status in (
