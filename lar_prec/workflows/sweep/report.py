@@ -36,7 +36,7 @@ from lar_prec.compare.tolerance import fmt_num
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.records import json_number
 from lar_prec.report.model import Report
-from lar_prec.report.records import ReportRoot, ReportThreshold, ReportVar, fmt_err, over_floor, run_from_result
+from lar_prec.report.records import ReportRoot, ReportThreshold, ReportVar, over_floor, run_from_result
 from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.sweep.options import OptionResult, SweepResult
 
