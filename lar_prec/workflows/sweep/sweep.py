@@ -223,6 +223,7 @@ class _Entry:
     run: Optional[Tuple[RunResult, str, str]] = None  # its run: record, status, message
     naive: Optional[Tuple[RunResult, str, str]] = None  # the naive kernels under it
     naive_queued: bool = False
+    checked: bool = False  # whether it adds something over the default run was decided
     local_queued: bool = False
     local: Optional[OptionLocal] = None
     result: Optional[OptionResult] = None
@@ -321,8 +322,10 @@ class _Sweep:
             e.local_queued = True
             self.submit("local", e, self.runner.pool.submit(_measure_local, self.prep, e.opt, e.result, self.adir,
                                                             self.extra_flags, self.timeout))
-        if e is not self.plain and e.ran and not e.naive_queued and self.adds(e):
-            self.queue_naive(e)
+        if e is not self.plain and e.ran and not e.naive_queued and not e.checked and self.known(e):
+            e.checked = True  # once: its verdict needs only what is in now
+            if self.judge(e).verdict == "diverges":
+                self.queue_naive(e)
 
     def analyse(self, e: _Entry) -> OptionResult:
         rec, status, msg = e.run  # type: ignore[misc]
@@ -339,13 +342,11 @@ class _Sweep:
             return OptionResult(e.opt.name, e.opt.flags, "bad_dump", tol.value, reason=f"its dump cannot be read: {exc}",
                                 run_dir=str(rec.dir), seconds=rec.seconds, output_tolerance=tol)
 
-    def adds(self, e: _Entry) -> bool:
-        """``e`` adds something over the default run as far as is known now (its local error and
-        the default run's in, or local error off)."""
+    def known(self, e: _Entry) -> bool:
+        """Whether ``e``'s verdict can be told now: its local error and the default run's are in
+        (or local error is off, or the layerwise model could not be built)."""
         measuring = self.local_off is None and (not self.build_done or self.prep is not None)
-        if measuring and (e.local is None or (self.plain.ran and self.plain.local is None)):
-            return False  # not known yet
-        return self.judge(e).verdict == "diverges"
+        return not measuring or (e.local is not None and (not self.plain.ran or self.plain.local is not None))
 
     def judge(self, e: _Entry) -> OptionResult:
         why = self.local_off or "local error not measured"
