@@ -232,7 +232,9 @@ class MixedAnalysis:
                          f"{tol.words(last.output_err)}: the default kernels differ from the naive ones in float32 too")
         if last is not None:
             share = last.point.fraction.macs
-            lines.append(f"{'verified' if self.verified else 'best tried'}: {len(self.kept)} operator(s) in float32, "
+            lead = ("nothing needs float32 (the option alone is within); with its local roots in float32 too"
+                    if not self.needs_float32 else "verified" if self.verified else "best tried")
+            lines.append(f"{lead}: {len(self.kept)} operator(s) in float32, "
                          f"{tol.words(last.output_err)}, {_pct(share)} of MACs left in float16")
         k = self.knee()
         if k is not None:
