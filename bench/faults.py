@@ -66,7 +66,11 @@ def found(result: LocalResult, target: int) -> Tuple[bool, str]:
         return False, "no root"
     r = v.roots[0]
     lw = result.layerwise
-    same_opr = lw.var(r.id).opr == lw.var(target).opr  # any output of the faulted operator
+    measured = {m.id: m for m in lw.measured}
+    if target in measured:  # any output of the faulted operator
+        same_opr = measured[r.id].opr == measured[target].opr
+    else:  # fused with its consumer at load time: measured as part of that unit
+        same_opr = target in measured[r.id].unit
     return same_opr, f"root {r.name} local {r.local_err:.3g} floor {r.floor:.3g} x{r.margin:.3g}"
 
 
