@@ -315,9 +315,10 @@ def test_sweep_says_each_finished_step_in_a_log(manifest, lar_dump, tmp_path):
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("lar-prec sweep: steps ")]
-    assert lines[0].startswith("lar-prec sweep: steps 1/3: reference (naive kernels, plain graph) ok in "), lines
-    assert lines[1:] == ["lar-prec sweep: steps 2/3: nhwcd4: runs, ok",  # one run at a time: in order
-                         "lar-prec sweep: steps 3/3: weight-preprocess: runs, ok"], lines
+    assert lines[0].startswith("lar-prec sweep: steps 1/4: reference (naive kernels, plain graph) ok in "), lines
+    assert lines[1:] == ["lar-prec sweep: steps 2/4: default: runs, ok",  # one run at a time: in order
+                         "lar-prec sweep: steps 3/4: nhwcd4: runs, ok",
+                         "lar-prec sweep: steps 4/4: weight-preprocess: runs, ok"], lines
 
 
 @pytest.mark.megengine
@@ -412,8 +413,8 @@ def test_an_output_never_dumped_is_not_a_pass_when_local_error_is_measured(manif
     d, res = sweep_json(tmp_path, case, ["record-comp-seq", "weight-preprocess"], "--lar", str(lar), expect=1)
     o = by_option(d)["record-comp-seq"]
     assert o["local"]["measured"] and o["verdict"] == "diverges" and o["output_unseen"] is True, o
-    assert d["verdict"].startswith("1 of 2 option(s) that ran diverge; worst: record-comp-seq (the model's output "
-                                   "was not dumped under this option"), d["verdict"]
+    assert d["verdict"].startswith("1 of 2 option(s) that ran diverge beyond the default run; worst: record-comp-seq "
+                                   "(the model's output was not dumped under this option"), d["verdict"]
     assert by_option(d)["weight-preprocess"]["verdict"] == "ok"
 
 

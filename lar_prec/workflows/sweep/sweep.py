@@ -403,7 +403,7 @@ def _finished(kind: str, e: _Entry, sw: _Sweep) -> str:
     elif kind == "naive" and e.naive is not None:
         found = STATUS_TEXT.get(e.naive[1], e.naive[1])
     elif e.result is not None:
-        found = STATUS_TEXT.get(e.result.status, e.result.status)
+        found = STATUS_TEXT.get(e.result.status, e.result.status) + (f", {e.result.verdict}" if e.result.verdict else "")
     else:
         found = STATUS_TEXT.get(e.run[1], e.run[1]) if e.run is not None else "done"
     return f"{_step(kind, e)}: {found}"
