@@ -6,7 +6,6 @@ owned by a worker before anything runs.
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import re
@@ -41,7 +40,7 @@ class ZooCluster:
         self.tag = tag
         self.cluster: Optional[LocalCluster] = None
         self.client: Client = self._embedded(devices, workers) if scheduler is None else self._connect(scheduler)
-        self.client.register_plugin(ZooWorkerPlugin(), name=ZooWorkerPlugin.name)
+        self.client.register_plugin(ZooWorkerPlugin(embedded=scheduler is None), name=ZooWorkerPlugin.name)
 
     def _connect(self, address: str) -> Client:
         if not _ADDRESS.match(address):
@@ -55,10 +54,9 @@ class ZooCluster:
 
     def _embedded(self, devices: Sequence[ZooDevice], workers: Optional[int]) -> Client:
         n = workers or os.cpu_count() or 1
-        bokeh = importlib.util.find_spec("bokeh") is not None
         try:
             self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=0,
-                                        dashboard_address=":0" if bokeh else None, silence_logs=logging.ERROR,
+                                        dashboard_address=":0", silence_logs=logging.ERROR,
                                         env={ZOO_TAG: self.tag})
             # one worker per device owns its resource: the device's tasks go there, one at a time
             for d in devices:
@@ -97,7 +95,8 @@ class ZooCluster:
             if "dashboard" not in (self.client.scheduler_info(n_workers=0).get("services") or {}):
                 return None
             with urllib.request.urlopen(link, timeout=2) as r:  # noqa: S310 (the scheduler's own http://)
-                return link if r.status == 200 else None
+                # without bokeh the scheduler serves a page that says so: no dashboard then
+                return link if r.status == 200 and b"needs bokeh" not in r.read(4096) else None
         except (OSError, ValueError, KeyError):
             return None
 

@@ -16,7 +16,9 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import socket
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -230,11 +232,17 @@ class ZooWorkerPlugin(WorkerPlugin):
 
     name = "lar-prec-zoo"
 
+    def __init__(self, embedded: bool = False) -> None:
+        self.embedded = embedded
+
     def setup(self, worker: Any) -> None:
         tag = str(getattr(worker, "nanny", None) or worker.name)
         # what a predecessor under the same nanny left (it was killed: no teardown ran)
         kill_tagged(WORKER_TAG, tag, exclude=(os.getpid(),))
         os.environ[WORKER_TAG] = tag
+        if self.embedded and threading.current_thread() is threading.main_thread():
+            # the terminal's Ctrl-C reaches the embedded workers too: the client stops them
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def teardown(self, worker: Any) -> None:
         interrupt_active_runs()
