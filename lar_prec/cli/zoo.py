@@ -20,6 +20,8 @@ from lar_prec.report.console import shown
                    "postgresql://USER@HOST:PORT/DB. [default: $LAR_PREC_STORE]")
 @click.option("--scheduler", metavar="tcp://HOST:PORT", default=None,
               help="The Dask scheduler of a cluster to run on. [default: an embedded LocalCluster]")
+@click.option("--connect-timeout", type=click.FloatRange(min=0, min_open=True), default=20.0, show_default=True,
+              metavar="S", help="Seconds to reach --scheduler before giving up (exit 3).")
 @click.option("--workers", type=click.IntRange(1, 1024), default=None, metavar="N",
               help="Worker processes of the embedded cluster (each runs one task at a time), besides one per "
                    "device. [default: one per core]")
@@ -35,7 +37,7 @@ from lar_prec.report.console import shown
                    "--again: run every task again, each result a new sample.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @handle_errors
-def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, workers: int | None, out: str | None,
+def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_timeout: float, workers: int | None, out: str | None,
             json_out: str | None, html_out: str | None, keep_dumps: bool, resume: bool, quiet: bool) -> None:
     """Run a model zoo: every model x analysis x configuration x build x device of MANIFEST (TOML),
     each task one analysis on Dask, written into the store as it finishes.
@@ -59,7 +61,7 @@ def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, workers: in
     check_report_outputs(json_out, html_out, [manifest], analysis_dir=out)
     with ZooProgress(not quiet) as progress:
         data = run_zoo(manifest, store=store, scheduler=scheduler, out=out, keep_dumps=keep_dumps, again=not resume,
-                       workers=workers, progress=progress)
+                       workers=workers, progress=progress, connect_timeout=connect_timeout)
     if json_out != "-":
         for line in zoo_lines(data):
             click.echo(shown(line))

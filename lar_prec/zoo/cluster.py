@@ -35,8 +35,9 @@ class ZooCluster:
     """A connected Dask client (and the embedded cluster it started). Use as a context manager."""
 
     def __init__(self, scheduler: Optional[str], devices: Sequence[ZooDevice], *, workers: Optional[int] = None,
-                 tag: str = "") -> None:
+                 tag: str = "", connect_timeout: float = CONNECT_TIMEOUT) -> None:
         self.scheduler = scheduler
+        self.connect_timeout = connect_timeout
         self.tag = tag
         self.cluster: Optional[LocalCluster] = None
         self.client: Client = self._embedded(devices, workers) if scheduler is None else self._connect(scheduler)
@@ -46,10 +47,10 @@ class ZooCluster:
         if not _ADDRESS.match(address):
             raise UsageError(f"--scheduler {address!r}: expected tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786)")
         try:
-            return Client(address, timeout=CONNECT_TIMEOUT, set_as_default=False)
+            return Client(address, timeout=self.connect_timeout, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             detail = " ".join(str(exc).split()) or type(exc).__name__
-            raise ClusterError(f"scheduler {address}: cannot reach it within {CONNECT_TIMEOUT:g} s ({detail}); "
+            raise ClusterError(f"scheduler {address}: cannot reach it within {self.connect_timeout:g} s ({detail}); "
                                "start it with `dask scheduler` (docs/zoo.md)") from None
 
     def _embedded(self, devices: Sequence[ZooDevice], workers: Optional[int]) -> Client:

@@ -9,6 +9,7 @@ divergence or a regression, else 0; 130 on Ctrl-C (what finished is in the store
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,7 +30,7 @@ from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.store.db import Store, open_store
 from lar_prec.store.summary import Summary, now_iso, run_summary
 from lar_prec.workflows.history import judge_stored
-from lar_prec.zoo.cluster import ZooCluster
+from lar_prec.zoo.cluster import CONNECT_TIMEOUT, ZooCluster
 from lar_prec.zoo.manifest import Manifest, load_manifest
 from lar_prec.zoo.progress import ZooProgress
 from lar_prec.zoo.tasks import Task, expand
@@ -70,9 +71,9 @@ def _failure_summary(task: Task, why: str, code: int, details: Dict[str, Any]) -
 class _Zoo:
     """One zoo run's state: the store, the entries of the page, the progress."""
 
-    def __init__(self, manifest: Manifest, tasks: Sequence[Task], store: Store, zoo_dir: Path,
-                 progress: ZooProgress) -> None:
-        self.m, self.tasks, self.store, self.dir, self.progress = manifest, list(tasks), store, zoo_dir, progress
+    def __init__(self, manifest: Manifest, tasks: Sequence[Task], store: Store, progress: ZooProgress) -> None:
+        self.m, self.tasks, self.store, self.progress = manifest, list(tasks), store, progress
+        self.dir = Path(".")  # the zoo's folder, claimed once the cluster runs
         self.entries: Dict[str, Dict[str, Any]] = {}
         self.samples: Dict[str, int] = {}
 
@@ -159,7 +160,7 @@ def _check_local_builds(tasks: Sequence[Task]) -> None:
 
 def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = None, out: Optional[PathLike] = None,
             keep_dumps: bool = False, again: bool = False, workers: Optional[int] = None,
-            progress: Optional[ZooProgress] = None,
+            progress: Optional[ZooProgress] = None, connect_timeout: float = CONNECT_TIMEOUT,
             on_cluster: Optional[Callable[[ZooCluster], None]] = None) -> Dict[str, Any]:
     """Run a zoo (see the module docstring); the ``lar-prec.zoo/1`` object, also written as
     ``zoo.json`` and ``zoo.html`` in the zoo's folder.
@@ -174,25 +175,30 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
     m = load_manifest(manifest_path)
     tasks = expand(m)
     progress = progress or ZooProgress(enabled=False)
-    with open_store(store) as db:
-        zoo_dir = new_analysis_dir(out, "zoo").resolve()
-        z = _Zoo(m, tasks, db, zoo_dir, progress)
+    with open_store(store) as db, contextlib.ExitStack() as stack:
+        z = _Zoo(m, tasks, db, progress)
         todo = z.pending(again)
-        interrupted = False
+        cluster = None
         if todo:
             if scheduler is None:
                 _check_local_builds(todo)
             used = {t.device for t in todo}
             devices = [d for d in m.devices if d.name in used]
-            with ZooCluster(scheduler, devices, workers=workers, tag=uuid.uuid4().hex) as cluster:
-                cluster.check_devices(devices)
-                if on_cluster is not None:
-                    on_cluster(cluster)
-                link = cluster.dashboard
-                if link:
-                    progress.note(f"Dask dashboard: {link}")
-                interrupted = _run(z, cluster, todo, keep_dumps)
+            cluster = stack.enter_context(ZooCluster(scheduler, devices, workers=workers, tag=uuid.uuid4().hex,
+                                                     connect_timeout=connect_timeout))
+            cluster.check_devices(devices)
+        # the zoo's folder once the cluster is there: a refused start leaves no folder behind
+        z.dir = new_analysis_dir(out, "zoo").resolve()
+        interrupted = False
+        if cluster is not None:
+            if on_cluster is not None:
+                on_cluster(cluster)
+            link = cluster.dashboard
+            if link:
+                progress.note(f"Dask dashboard: {link}")
+            interrupted = _run(z, cluster, todo, keep_dumps)
         data = z.to_json(started, interrupted, scheduler)
+    zoo_dir = z.dir
     atomic_write_text(zoo_dir / "zoo.json", json.dumps(data, indent=1, default=str) + "\n", what="zoo result")
     write_html(data, zoo_dir / "zoo.html", title=f"lar-prec zoo: {m.name}")
     if interrupted:
