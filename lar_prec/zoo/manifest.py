@@ -126,12 +126,12 @@ def device_resource(target: str) -> str:
 class _Table:
     """One table of the manifest, read key by key; :meth:`done` refuses the keys left over."""
 
-    def __init__(self, where: str, data: Any, allowed: set) -> None:
+    def __init__(self, where: str, data: Any, allowed: Optional[set]) -> None:
         self.where = where
         if not isinstance(data, Mapping):
             raise ManifestError(f"{where}: expected a table, found {type(data).__name__}")
         self.data = dict(data)
-        unknown = sorted(set(self.data) - allowed)
+        unknown = sorted(set(self.data) - allowed) if allowed is not None else []  # None: the caller checks
         if unknown:
             raise ManifestError(f"{where}: unknown key {unknown[0]!r} (expected one of {', '.join(sorted(allowed))})")
 
@@ -323,11 +323,11 @@ def load_manifest(path: PathLike) -> Manifest:
     base = p.resolve().parent
     top = _Table(f"{where}: [zoo]", doc.get("zoo", {}), {"name", "timeout", "retries", "seed", "local"})
 
-    def each(key: str, allowed: set) -> List[_Table]:
+    def each(key: str, allowed: Optional[set]) -> List[_Table]:
         return [_Table(f"{where}: [[{key}]] #{i}", d, allowed) for i, d in enumerate(_tables(doc, key, where), 1)]
 
     models = tuple(_model(t, base) for t in each("model", {"name", "path", "inputs", "float"}))
-    runs_t = each("run", _COMMON_RUN_KEYS.union(*_RUN_KEYS.values()))
+    runs_t = each("run", None)  # a run's keys depend on its command: _run checks them
     runs = tuple(_run(t) for t in runs_t)
     configs = tuple(_config(t) for t in each("config", {"name", "flags"})) or (ZooConfig("default"),)
     builds = tuple(_build(t) for t in each("build", {"name", "path", "devices"})) or (ZooBuild(BUNDLED),)

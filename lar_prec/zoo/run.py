@@ -48,11 +48,11 @@ def _finished(row: Dict[str, Any]) -> bool:
     return row["exit_code"] in (0, 1)
 
 
-def _page(adir: Optional[str], zoo_dir: Path) -> Optional[str]:
-    """The analysis page relative to the zoo's folder, when this machine can reach it."""
+def _page(adir: Optional[str]) -> Optional[str]:
+    """The analysis page, when this machine can reach it."""
     for name in _PAGES:
         if adir and os.path.isfile(os.path.join(adir, name)):
-            return os.path.relpath(os.path.join(adir, name), zoo_dir)
+            return os.path.join(adir, name)
     return None
 
 
@@ -83,7 +83,7 @@ class _Zoo:
              "exit_code": row["exit_code"] if row else None, "verdict": row["verdict"] if row else None,
              "analysis_dir": row["analysis_dir"] if row else None, "host": row["host"] if row else None,
              "cells": zoo.get("cells") or [], "regressed": [], "history_runs": 0,
-             "page": _page(row["analysis_dir"], self.dir) if row else None, **kw}
+             "page": _page(row["analysis_dir"]) if row else None, **kw}
         if row is not None and _finished(row):
             verdicts, past = judge_stored(self.store, row)
             e["regressed"] = [v.name for v in verdicts if v.verdict == "regressed"]
@@ -126,9 +126,9 @@ class _Zoo:
         if not outcome.finished or outcome.summary is None:
             return self.failed(task, outcome.why or outcome.verdict, outcome.exit_code,
                                {"analysis_dir": outcome.analysis_dir, "host": outcome.host, **extra})
-        page = _page(outcome.analysis_dir, self.dir)
+        page = _page(outcome.analysis_dir)
         if page is None and outcome.report is not None:  # the worker's folder is out of reach: the page here
-            page = os.path.relpath(write_html(outcome.report, self.dir / "pages" / f"{task.id}.html"), self.dir)
+            page = str(write_html(outcome.report, self.dir / "pages" / f"{task.id}.html"))
         row = self.write(task, outcome.summary, {"cells": list(outcome.cells), "host": outcome.host})
         return self.entry(task, "done", row, page=page, **extra)
 
@@ -137,7 +137,9 @@ class _Zoo:
         return self.entry(task, "failed", row, why=why, **{k: details.get(k) for k in ("seconds", "run_seconds")})
 
     def to_json(self, started: float, interrupted: bool, scheduler: Optional[str]) -> Dict[str, Any]:
-        entries = [self.entries[t.id] for t in self.tasks if t.id in self.entries]
+        # pages relative to the zoo's folder: the folder can move with the analyses beside it
+        entries = [{**self.entries[t.id], "page": os.path.relpath(self.entries[t.id]["page"], self.dir)
+                    if self.entries[t.id].get("page") else None} for t in self.tasks if t.id in self.entries]
         counts = {"tasks": len(self.tasks), "ran": sum(e["state"] != "stored" for e in entries),
                   "stored": sum(e["state"] == "stored" for e in entries),
                   "failed": sum(e["state"] == "failed" for e in entries),

@@ -119,9 +119,14 @@ def _call(task: Task, parent: Path) -> Tuple[Any, Any, int]:
     return a, a.report, a.exit_code
 
 
-def _root_name(summary: Summary) -> Optional[str]:
-    roots = sorted((o for o in summary.ops if o.is_root and o.part == ""), key=lambda o: o.root_rank or 0)
-    return roots[0].name if roots else None
+def _root_name(data: Dict[str, Any]) -> Optional[str]:
+    """The first root of a report (a constant too: a weight a build reads wrong), the first
+    operator ``mixed`` keeps in float32, or the first layer ``quant`` keeps in float."""
+    if "keep_in_float" in data:
+        names = list(data["keep_in_float"])
+    else:
+        names = [r.get("name") for r in data.get("roots") or data.get("kept") or ()]
+    return names[0] if names else None
 
 
 def cells_of(task: Task, data: Dict[str, Any], summary: Summary, code: int) -> Tuple[Dict[str, Any], ...]:
@@ -135,7 +140,7 @@ def cells_of(task: Task, data: Dict[str, Any], summary: Summary, code: int) -> T
                         "why": o.get("cause") or o.get("reason") or None})
         return tuple(out)
     return ({"column": task.column, "verdict": summary.run.verdict, "bad": code != 0,
-             "output_err": summary.run.output_err, "root": _root_name(summary),
+             "output_err": summary.run.output_err, "root": _root_name(data),
              "why": None},)
 
 
