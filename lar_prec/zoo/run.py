@@ -76,6 +76,8 @@ class _Zoo:
         self.dir = Path(".")  # the zoo's folder, claimed once the cluster runs
         self.entries: Dict[str, Dict[str, Any]] = {}
         self.samples: Dict[str, int] = {}
+        #: where the client's own time went (seconds): the cluster's start, the store (writes and history)
+        self.timing = {"cluster_start": 0.0, "store": 0.0}
 
     def entry(self, task: Task, state: str, row: Optional[Dict[str, Any]], **kw: Any) -> Dict[str, Any]:
         zoo = (row or {}).get("settings", {}).get("zoo", {}) if row else {}
@@ -120,6 +122,15 @@ class _Zoo:
             held = self.store.runs(uid=uid)
         return held[-1]
 
+    def record(self, task: Task, outcome: Optional[TaskOutcome], failure: Optional[Tuple[str, int, Dict[str, Any]]]
+               ) -> Dict[str, Any]:
+        """A task's outcome (or why it failed) into the store and the page; the store's time counted."""
+        t = time.monotonic()
+        try:
+            return self.finished(task, outcome) if outcome is not None else self.failed(task, *failure)  # type: ignore[misc]
+        finally:
+            self.timing["store"] += time.monotonic() - t
+
     def finished(self, task: Task, outcome: TaskOutcome) -> Dict[str, Any]:
         extra = {"seconds": outcome.seconds, "run_seconds": outcome.run_seconds, "result_bytes": outcome.result_bytes,
                  "dumps_removed": outcome.dumps_removed}
@@ -138,6 +149,11 @@ class _Zoo:
 
     def to_json(self, started: float, interrupted: bool, scheduler: Optional[str]) -> Dict[str, Any]:
         # pages relative to the zoo's folder: the folder can move with the analyses beside it
+        done = [e for e in self.entries.values() if e["state"] != "stored"]
+        timing = {**{k: round(v, 3) for k, v in self.timing.items()},
+                  "tasks": round(sum(e.get("seconds") or 0.0 for e in done), 3),
+                  "runs": round(sum(e.get("run_seconds") or 0.0 for e in done), 3),
+                  "peak_result_bytes": max((e.get("result_bytes") or 0 for e in done), default=0)}
         entries = [{**self.entries[t.id], "page": os.path.relpath(self.entries[t.id]["page"], self.dir)
                     if self.entries[t.id].get("page") else None} for t in self.tasks if t.id in self.entries]
         counts = {"tasks": len(self.tasks), "ran": sum(e["state"] != "stored" for e in entries),
@@ -149,7 +165,7 @@ class _Zoo:
         code = 130 if interrupted else 3 if counts["failed"] else 1 if counts["divergent"] or counts["regressed"] else 0
         return {"schema": SCHEMA, "name": self.m.name, "manifest": str(self.m.path), "store": self.store.url,
                 "scheduler": scheduler or "embedded", "out": str(self.dir), "lar_prec_version": __version__,
-                "created": now_iso(), "seconds": round(time.monotonic() - started, 3), "counts": counts,
+                "created": now_iso(), "seconds": round(time.monotonic() - started, 3), "timing": timing, "counts": counts,
                 "exit_code": code, "models": [m.name for m in self.m.models], "builds": [b.name for b in self.m.builds],
                 "devices": [d.name for d in self.m.devices], "tasks": entries}
 
@@ -186,8 +202,10 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
                 _check_local_builds(todo)
             used = {t.device for t in todo}
             devices = [d for d in m.devices if d.name in used]
+            t = time.monotonic()
             cluster = stack.enter_context(ZooCluster(scheduler, devices, workers=workers, tag=uuid.uuid4().hex,
                                                      connect_timeout=connect_timeout))
+            z.timing["cluster_start"] = time.monotonic() - t
             cluster.check_devices(devices)
         # the zoo's folder once the cluster is there: a refused start leaves no folder behind
         z.dir = new_analysis_dir(out, "zoo").resolve()
@@ -245,11 +263,11 @@ def _run(z: _Zoo, cluster: ZooCluster, todo: Sequence[Task], keep_dumps: bool) -
 
 def _record(z: _Zoo, task: Task, fut: Any) -> Dict[str, Any]:
     try:
-        return z.finished(task, fut.result())
+        return z.record(task, fut.result(), None)
     except TaskFailed as exc:
         d = exc.details
-        return z.failed(task, f"{exc.why} (after {z.m.retries + 1} tries)", int(d.get("exit_code") or 3), d)
+        return z.record(task, None, (f"{exc.why} (after {z.m.retries + 1} tries)", int(d.get("exit_code") or 3), d))
     except KilledWorker as exc:
-        return z.failed(task, f"the worker running it died on every try (Dask's allowed-failures): {exc}", 3, {})
+        return z.record(task, None, (f"the worker running it died on every try (Dask's allowed-failures): {exc}", 3, {}))
     except CancelledError:
-        return z.failed(task, "cancelled by the cluster", 3, {})
+        return z.record(task, None, ("cancelled by the cluster", 3, {}))
