@@ -52,19 +52,21 @@ def rows_by_task(db: Path) -> Dict[str, List[dict]]:
     return out
 
 
+def parent(pid: int) -> int:
+    """The parent of ``pid`` (0 when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return 0
+    return int(stat[stat.rfind(b")") + 2:].split()[1])
+
+
 def descendants(pid: int) -> List[int]:
     """Every process below ``pid`` (from /proc)."""
     children: Dict[int, List[int]] = {}
     for e in os.listdir("/proc"):
-        if not e.isdigit():
-            continue
-        try:
-            with open(f"/proc/{e}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rfind(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(e))
+        if e.isdigit():
+            children.setdefault(parent(int(e)), []).append(int(e))
     out, todo = [], [pid]
     while todo:
         for c in children.get(todo.pop(), []):

@@ -12,6 +12,7 @@ again after a ``kill -9``, ends what its predecessor left running.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -21,7 +22,6 @@ import socket
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -61,7 +61,7 @@ class TaskFailed(Exception):
         return dict(self.args[1]) if len(self.args) > 1 else {}
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class TaskOutcome:
     """What travels back for one task (its size is measured: ``result_bytes``)."""
 
@@ -79,7 +79,6 @@ class TaskOutcome:
     dumps_removed: bool = False
     why: Optional[str] = None
     result_bytes: int = 0
-    extra: Dict[str, Any] = field(default_factory=dict)
 
 
 def _remote(task: Task) -> Optional[RemoteSpec]:
@@ -197,8 +196,7 @@ def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome
         removed = True
     outcome = TaskOutcome(task.id, True, code, summary.run.verdict, summary, report,
                           cells_of(task, report, summary, code), str(adir), host, seconds, run_seconds, removed)
-    size = len(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL))
-    return TaskOutcome(**{**outcome.__dict__, "result_bytes": size})
+    return dataclasses.replace(outcome, result_bytes=len(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)))
 
 
 def _failed(task: Task, exc: BaseException, parent: Path, before: set, host: str, seconds: float) -> TaskOutcome:

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT
 from remote_fixtures import free_port, lar_wrapper, sshd  # noqa: F401 (sshd: a fixture)
-from zoo_helpers import cmdline, processes_running, rows_by_task, write_manifest, zoo_cli
+from zoo_helpers import cmdline, descendants, parent, processes_running, rows_by_task, write_manifest, zoo_cli
 
 
 def _dask(args, log: Path, env=None) -> subprocess.Popen:
@@ -64,23 +64,9 @@ def cluster(sshd, tmp_path_factory):
 
 def _worker_process(nanny: int) -> int:
     """The worker process a nanny started (multiprocessing's spawn), not its resource tracker."""
-    for e in os.listdir("/proc"):
-        if e.isdigit() and "spawn_main" in cmdline(int(e)):
-            stat = Path(f"/proc/{e}/stat").read_bytes()
-            if int(stat[stat.rfind(b")") + 2:].split()[1]) == nanny:
-                return int(e)
-    raise AssertionError(f"nanny {nanny} has no worker process")
-
-
-def _has_children(pid: int) -> bool:
-    for e in os.listdir("/proc"):
-        try:
-            stat = Path(f"/proc/{e}/stat").read_bytes() if e.isdigit() else b""
-        except OSError:
-            continue
-        if stat and int(stat[stat.rfind(b")") + 2:].split()[1]) == pid:
-            return True
-    return False
+    found = [p for p in descendants(nanny) if parent(p) == nanny and "spawn_main" in cmdline(p)]
+    assert found, f"nanny {nanny} has no worker process"
+    return found[0]
 
 
 def _manifest(path: Path, manifest, sshd, device_lar: Path, extra: str = "") -> Path:
@@ -123,9 +109,9 @@ def test_a_worker_killed_mid_task_loses_nothing_and_writes_nothing_twice(cluster
     try:
         worker = _worker_process(cluster["nanny"])
         deadline = time.monotonic() + 120
-        while not _has_children(worker) and time.monotonic() < deadline:  # a run of a device task under way
+        while not descendants(worker) and time.monotonic() < deadline:  # a run of a device task under way
             time.sleep(0.05)
-        assert _has_children(worker), "the device's worker never ran anything"
+        assert descendants(worker), "the device's worker never ran anything"
         os.kill(worker, signal.SIGKILL)
         _, err = proc.communicate(timeout=300)
     finally:
