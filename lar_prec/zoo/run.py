@@ -16,7 +16,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from distributed import CancelledError, KilledWorker, as_completed
 
@@ -122,12 +122,12 @@ class _Zoo:
             held = self.store.runs(uid=uid)
         return held[-1]
 
-    def record(self, task: Task, outcome: Optional[TaskOutcome], failure: Optional[Tuple[str, int, Dict[str, Any]]]
-               ) -> Dict[str, Any]:
-        """A task's outcome (or why it failed) into the store and the page; the store's time counted."""
+    @contextlib.contextmanager
+    def store_time(self) -> Iterator[None]:
+        """Count the time spent in the store (writes and the history check)."""
         t = time.monotonic()
         try:
-            return self.finished(task, outcome) if outcome is not None else self.failed(task, *failure)  # type: ignore[misc]
+            yield
         finally:
             self.timing["store"] += time.monotonic() - t
 
@@ -178,8 +178,7 @@ def _check_local_builds(tasks: Sequence[Task]) -> None:
 
 def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = None, out: Optional[PathLike] = None,
             keep_dumps: bool = False, again: bool = False, workers: Optional[int] = None,
-            progress: Optional[ZooProgress] = None, connect_timeout: float = CONNECT_TIMEOUT,
-            on_cluster: Optional[Callable[[ZooCluster], None]] = None) -> Dict[str, Any]:
+            progress: Optional[ZooProgress] = None, connect_timeout: float = CONNECT_TIMEOUT) -> Dict[str, Any]:
     """Run a zoo (see the module docstring); the ``lar-prec.zoo/1`` object, also written as
     ``zoo.json`` and ``zoo.html`` in the zoo's folder.
 
@@ -211,8 +210,6 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
         z.dir = new_analysis_dir(out, "zoo").resolve()
         interrupted = False
         if cluster is not None:
-            if on_cluster is not None:
-                on_cluster(cluster)
             link = cluster.dashboard
             if link:
                 progress.note(f"Dask dashboard: {link}")
@@ -262,12 +259,13 @@ def _run(z: _Zoo, cluster: ZooCluster, todo: Sequence[Task], keep_dumps: bool) -
 
 
 def _record(z: _Zoo, task: Task, fut: Any) -> Dict[str, Any]:
-    try:
-        return z.record(task, fut.result(), None)
-    except TaskFailed as exc:
-        d = exc.details
-        return z.record(task, None, (f"{exc.why} (after {z.m.retries + 1} tries)", int(d.get("exit_code") or 3), d))
-    except KilledWorker as exc:
-        return z.record(task, None, (f"the worker running it died on every try (Dask's allowed-failures): {exc}", 3, {}))
-    except CancelledError:
-        return z.record(task, None, ("cancelled by the cluster", 3, {}))
+    with z.store_time():
+        try:
+            return z.finished(task, fut.result())
+        except TaskFailed as exc:
+            d = exc.details
+            return z.failed(task, f"{exc.why} (after {z.m.retries + 1} tries)", int(d.get("exit_code") or 3), d)
+        except KilledWorker as exc:
+            return z.failed(task, f"the worker running it died on every try (Dask's allowed-failures): {exc}", 3, {})
+        except CancelledError:
+            return z.failed(task, "cancelled by the cluster", 3, {})
