@@ -13,19 +13,12 @@ from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
-from lar_prec.store.summary import Summary, summary_from_report, summary_from_result_json
+from lar_prec.store.summary import summarize
 from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text, judge_baseline,
                                       judge_run, output_margin, parse_baseline)
 
 CHECK_SCHEMA = "lar-prec.check/1"
 HISTORY_SCHEMA = "lar-prec.history/1"
-
-
-def summarize(result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> Summary:
-    """The summary of a finished analysis: a Report, or the JSON of ``quant``/``mixed``."""
-    if isinstance(result, Mapping):
-        return summary_from_result_json(result, int(exit_code or 0), argv=argv)
-    return summary_from_report(result, argv=argv)
 
 
 def store_result(url: str, result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> int:

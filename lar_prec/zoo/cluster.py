@@ -56,17 +56,20 @@ class ZooCluster:
     def _embedded(self, devices: Sequence[ZooDevice], workers: Optional[int]) -> Client:
         n = workers or os.cpu_count() or 1
         try:
-            self.cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=0,
-                                        dashboard_address=":0", silence_logs=logging.ERROR,
-                                        env={ZOO_TAG: self.tag})
+            self.cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, memory_limit=0,
+                                        dashboard_address=":0", silence_logs=logging.ERROR, env={ZOO_TAG: self.tag})
+            spec = self.cluster.new_spec
+            for i in range(n):
+                self.cluster.worker_spec[f"cpu-{i}"] = spec
             # one worker per device owns its resource: the device's tasks go there, one at a time
             for d in devices:
                 if d.resource is not None:
-                    options = {**self.cluster.new_spec["options"], "resources": {d.resource: 1}}
-                    self.cluster.worker_spec[f"device-{d.name}"] = {"cls": Nanny, "options": options}
-            self.cluster.scale(len(self.cluster.worker_spec))
+                    self.cluster.worker_spec[f"device-{d.name}"] = {
+                        "cls": Nanny, "options": {**spec["options"], "resources": {d.resource: 1}}}
+            self.cluster.scale(len(self.cluster.worker_spec))  # the workers start in the background
             client = Client(self.cluster, set_as_default=False)
-            client.wait_for_workers(len(self.cluster.worker_spec), timeout=START_TIMEOUT)
+            # tasks go out as soon as one worker is there (the others join while the first runs)
+            client.wait_for_workers(1, timeout=START_TIMEOUT)
             return client
         except (OSError, TimeoutError) as exc:
             self.close()
@@ -77,7 +80,10 @@ class ZooCluster:
         return dict(self.client.scheduler_info(n_workers=-1).get("workers") or {})
 
     def check_devices(self, devices: Sequence[ZooDevice]) -> None:
-        """Refuse (exit 2) a device whose resource no worker advertises: its tasks would wait forever."""
+        """Refuse (exit 2) a device whose resource no worker advertises: its tasks would wait forever.
+        (The embedded cluster starts a worker for each device itself.)"""
+        if self.cluster is not None:
+            return
         owned = {r for w in self.workers.values() for r, v in (w.get("resources") or {}).items() if v}
         if not self.workers:
             raise ClusterError(f"scheduler {self.scheduler}: no worker is connected (start one with `dask worker "

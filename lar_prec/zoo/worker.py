@@ -31,8 +31,7 @@ from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError
 from lar_prec.outputs import atomic_write_text
 from lar_prec.run.device import RemoteSpec
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
-from lar_prec.store.summary import Summary
-from lar_prec.workflows.history import summarize
+from lar_prec.store.summary import Summary, summarize
 from lar_prec.workflows.mixed import DEFAULT_TOLERANCE, mixed_analysis
 from lar_prec.workflows.naive_vs_default import naive_vs_default
 from lar_prec.workflows.quant import quant_analysis

@@ -1,7 +1,8 @@
 """A zoo on the embedded LocalCluster, for real: the cnn case's analyses run by Dask worker processes
 into an SQLite store; a zoo over the same store runs only what the store lacks; a second build whose
 default kernels are wrong (tests/wrapped_lar.py) is marked as a regression against the first
-build's history on the page (checked in Chromium); Ctrl-C ends with 130 and no process left."""
+build's history on the page (checked in Chromium), a build whose runs fail leaves a failure row
+saying why after its retries; Ctrl-C ends with 130 and no process left."""
 from __future__ import annotations
 
 import json
@@ -32,6 +33,12 @@ name = "bundled"
 """
 
 
+def broken_build(path) -> str:
+    """A build whose every run fails (exit 1, a message on stderr: tests/fake_lar.py)."""
+    write_exe(path, f"#!/bin/sh\nFAKE_LAR_MODE=exit1 exec {sys.executable} {ROOT / 'tests' / 'fake_lar.py'} \"$@\"\n")
+    return f'[[build]]\nname = "broken"\npath = "{path}"\n'
+
+
 def faulty_build(path) -> str:
     """A user's build whose default kernels scale c2.weight by 1+1e-3 (tests/wrapped_lar.py)."""
     write_exe(path, f"#!/bin/sh\nWRAPPED_LAR_FAULT=c2.weight:1e-3 PYTHONPATH={ROOT} exec {sys.executable} "
@@ -41,12 +48,13 @@ def faulty_build(path) -> str:
 
 @pytest.fixture(scope="module")
 def zoo_runs(manifest, tmp_path_factory):
-    """The zoo of the bundled build, then the same zoo with the faulty build added (the bundled
-    tasks are in the store: only the faulty build's run)."""
+    """The zoo of the bundled build, then the same zoo with a faulty and a broken build added (the
+    bundled tasks are in the store: only the new builds' run)."""
     d = tmp_path_factory.mktemp("zoo")
     db = d / "results.db"
     first = write_manifest(d / "first.toml", [manifest["cnn"]], RUNS)
-    second = write_manifest(d / "second.toml", [manifest["cnn"]], RUNS + faulty_build(d / "bin" / "load_and_run"))
+    second = write_manifest(d / "second.toml", [manifest["cnn"]], RUNS + faulty_build(d / "bin" / "load_and_run")
+                            + broken_build(d / "bin" / "broken"), zoo="local = false\nretries = 1\n")
     out = {}
     for name, m in (("first", first), ("second", second)):
         proc = zoo_cli([m, "--store", db, "--out", d / name, "--json", d / f"{name}.json", "--workers", "2"])
@@ -69,15 +77,16 @@ def test_each_task_once_in_the_store_and_a_second_zoo_runs_only_what_is_new(zoo_
         assert (d / "first" / e["page"]).resolve() == Path(adir) / "report.html"
         assert e["result_bytes"] < 200_000, "a summary and a report, no dump"
     rows = rows_by_task(db)  # after the second zoo: its two stored tasks were not run again
-    assert len(rows) == 4 and all(len(r) == 1 and r[0]["uid"].endswith("-1") for r in rows.values()), rows
+    assert len(rows) == 6 and all(len(r) == 1 and r[0]["uid"].endswith("-1") for r in rows.values()), rows
     assert {e["id"] for e in out["second"][1]["tasks"] if e["state"] == "stored"} == {e["id"] for e in first["tasks"]}
 
 
-def test_a_build_that_got_worse_is_marked_against_the_history(zoo_runs):
+def test_a_build_that_got_worse_is_marked_and_a_broken_one_fails_with_why(zoo_runs):
     d, db, out = zoo_runs
     proc, z = out["second"]
-    assert proc.returncode == 1, proc.stderr
-    assert z["counts"]["stored"] == 2 and z["counts"]["ran"] == 2 and z["counts"]["regressed"] == 2
+    assert proc.returncode == 3, proc.stderr  # a task did not finish
+    assert {k: z["counts"][k] for k in ("stored", "ran", "failed", "regressed")} == {
+        "stored": 2, "ran": 4, "failed": 2, "regressed": 2}
     faulty = [e for e in z["tasks"] if e["build"] == "faulty"]
     for e in faulty:
         assert e["state"] == "done" and e["exit_code"] == 1 and e["history_runs"] == 1
@@ -85,6 +94,13 @@ def test_a_build_that_got_worse_is_marked_against_the_history(zoo_runs):
         # the dump-only rule names the weight this build reads wrong (local error is off in this zoo)
         assert e["cells"][0]["root"] == "c2.weight" and not e["dumps_removed"]
     assert "REGRESSED  cnn" in proc.stdout and "root c2.weight" in proc.stdout
+    rows = {r[0]["uid"]: r[0] for r in rows_by_task(db).values()}
+    for e in (e for e in z["tasks"] if e["build"] == "broken"):
+        row = rows[e["run"]]  # the failure row says why, and where the last try's folder is
+        assert e["state"] == "failed" and row["exit_code"] == 3 and row["verdict"] == f"failed: {e['why']}"
+        assert "load_and_run" in e["why"] and e["why"].endswith("(after 2 tries)"), e["why"]
+        assert Path(row["analysis_dir"]).parent.name.startswith("cnn-naive-vs-default-")
+        assert len([p for p in Path(row["analysis_dir"]).parent.iterdir() if p.is_dir()]) == 2, "two tries"
 
 
 @browser
@@ -94,9 +110,9 @@ def test_the_zoo_page_draws_the_matrix(chromium, zoo_runs):  # noqa: F811
     chromium.open(d / "second" / "zoo.html")
     _clean_page(chromium)
     assert chromium.js("Array.from(document.querySelectorAll('#advice h2')).map(h => h.firstChild.textContent)") == [
-        "bundled @ local", "faulty @ local"]
+        "bundled @ local", "faulty @ local", "broken @ local", "Failed tasks "]
     classes = chromium.js("Array.from(document.querySelectorAll('table.zoo td.zc')).map(td => td.className)")
-    assert classes == ["zc zc-ok", "zc zc-ok", "zc zc-regressed", "zc zc-regressed"]
+    assert classes == ["zc zc-ok", "zc zc-ok", "zc zc-regressed", "zc zc-regressed", "zc zc-failed", "zc zc-failed"]
     assert "regressed: c2.Convolution" in chromium.js("document.getElementById('advice').innerText")
     links = chromium.js("Array.from(document.querySelectorAll('a.zc-link')).map(a => a.href)")
     assert len(links) == 4 and all(os.path.isfile(h.replace("file://", "")) for h in links), links
