@@ -57,7 +57,9 @@ class ZooCluster:
         n = workers or os.cpu_count() or 1
         try:
             self.cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, memory_limit=0,
-                                        dashboard_address=":0", silence_logs=logging.ERROR, env={ZOO_TAG: self.tag})
+                                        dashboard_address=":0", env={ZOO_TAG: self.tag},
+                                        # the zoo reports every failure itself, once, in its own words
+                                        silence_logs=logging.CRITICAL)
             spec = self.cluster.new_spec
             for i in range(n):
                 self.cluster.worker_spec[f"cpu-{i}"] = spec

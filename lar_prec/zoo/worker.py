@@ -4,10 +4,10 @@ functions the commands call) in a fresh analysis folder on the worker's disk, th
 report JSON without dumps, the page's cells. Dumps of a clean task (exit 0) are removed there
 unless ``keep_dumps``.
 
-A failure that another try may cure (a device that dropped, a run that crashed, stalled or
-timed out, a bug of lar-prec) raises :class:`TaskFailed` so Dask retries the task (``retries``
-of the manifest); one that cannot change (a missing file, a refused flag) comes back as a failed
-outcome at once. :class:`ZooWorkerPlugin` tags the worker's children and, when a worker starts
+A failure that another try may cure (:func:`retried`: a device that dropped, a run that
+crashed, stalled or timed out, a bug of lar-prec) raises :class:`TaskFailed` so Dask retries the
+task (``retries`` of the manifest); one that cannot change (a missing file, a load_and_run that
+refused with its own exit code) comes back as a failed outcome at once. :class:`ZooWorkerPlugin` tags the worker's children and, when a worker starts
 again after a ``kill -9``, ends what its predecessor left running.
 """
 from __future__ import annotations
@@ -27,8 +27,9 @@ from typing import Any, Dict, Optional, Tuple
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError
+from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError, RunTimeout
 from lar_prec.outputs import atomic_write_text
+from lar_prec.remote.transport import RemoteError
 from lar_prec.run.device import RemoteSpec
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.store.summary import Summary, summarize
@@ -198,6 +199,17 @@ def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome
     return dataclasses.replace(outcome, result_bytes=len(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)))
 
 
+def retried(exc: BaseException) -> bool:
+    """Whether another try may cure it: a device that dropped, a run that crashed (a signal),
+    stalled or timed out, a bug of lar-prec. Not: a load_and_run that refused with its own exit
+    code (a flag the build lacks, a model it cannot load) or an input error: that is the answer."""
+    if not isinstance(exc, LarPrecError):
+        return True
+    if isinstance(exc, (RemoteError, RunTimeout)):
+        return True
+    return isinstance(exc, RunError) and (exc.returncode is None or exc.returncode < 0)
+
+
 def _failed(task: Task, exc: BaseException, parent: Path, before: set, host: str, seconds: float) -> TaskOutcome:
     adir = getattr(exc, "analysis_dir", None) or _new_dirs(parent, before)
     code = getattr(exc, "exit_code", 4) if isinstance(exc, LarPrecError) else 4
@@ -215,7 +227,7 @@ def _failed(task: Task, exc: BaseException, parent: Path, before: set, host: str
     if isinstance(exc, AnalysisInterrupted):
         reset_interrupt()  # the zoo is stopping this task: no retry, and the worker runs again
         details["exit_code"] = 130
-    elif isinstance(exc, RunError) or not isinstance(exc, LarPrecError):
+    elif retried(exc):
         raise TaskFailed(why, details)
     return TaskOutcome(task.id, False, details["exit_code"], f"failed: {why}", None, None, (), details["analysis_dir"],
                        host, seconds, details["run_seconds"], why=why)

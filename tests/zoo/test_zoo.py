@@ -1,7 +1,7 @@
 """A zoo on the embedded LocalCluster, for real: the cnn case's analyses run by Dask worker processes
 into an SQLite store; a zoo over the same store runs only what the store lacks; a second build whose
 default kernels are wrong (tests/wrapped_lar.py) is marked as a regression against the first
-build's history on the page (checked in Chromium), a build whose runs fail leaves a failure row
+build's history on the page (checked in Chromium), a build whose runs crash leaves a failure row
 saying why after its retries; Ctrl-C ends with 130 and no process left."""
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ name = "bundled"
 
 
 def broken_build(path) -> str:
-    """A build whose every run fails (exit 1, a message on stderr: tests/fake_lar.py)."""
-    write_exe(path, f"#!/bin/sh\nFAKE_LAR_MODE=exit1 exec {sys.executable} {ROOT / 'tests' / 'fake_lar.py'} \"$@\"\n")
+    """A build whose every run crashes (SIGSEGV: tests/fake_lar.py)."""
+    write_exe(path, f"#!/bin/sh\nFAKE_LAR_MODE=segv exec {sys.executable} {ROOT / 'tests' / 'fake_lar.py'} \"$@\"\n")
     return f'[[build]]\nname = "broken"\npath = "{path}"\n'
 
 
@@ -98,7 +98,7 @@ def test_a_build_that_got_worse_is_marked_and_a_broken_one_fails_with_why(zoo_ru
     for e in (e for e in z["tasks"] if e["build"] == "broken"):
         row = rows[e["run"]]  # the failure row says why, and where the last try's folder is
         assert e["state"] == "failed" and row["exit_code"] == 3 and row["verdict"] == f"failed: {e['why']}"
-        assert "load_and_run" in e["why"] and e["why"].endswith("(after 2 tries)"), e["why"]
+        assert "load_and_run was killed by SIGSEGV" in e["why"] and e["why"].endswith("(after 2 tries)"), e["why"]
         assert Path(row["analysis_dir"]).parent.name.startswith("cnn-naive-vs-default-")
         assert len([p for p in Path(row["analysis_dir"]).parent.iterdir() if p.is_dir()]) == 2, "two tries"
 
