@@ -76,9 +76,10 @@ def one(manifest: Path, workers: int, work: Path) -> Dict[str, Any]:
             "steady": 1 - busy / (workers * (z["seconds"] - z["timing"]["cluster_start"])),
             "cluster_start": z["timing"]["cluster_start"], "store": z["timing"]["store"],
             "peak_bytes": z["timing"]["peak_result_bytes"],
-            "median_bytes": sorted(e["result_bytes"] for e in tasks)[len(tasks) // 2],
+            "median_bytes": sorted(e.get("result_bytes") or 0 for e in tasks)[len(tasks) // 2],
             "largest_dump": max((dump_bytes(e["analysis_dir"]) for e in tasks if e.get("analysis_dir")), default=0),
-            "kept_dumps": sum(not e["dumps_removed"] for e in tasks)}
+            "kept_dumps": sum(e["state"] == "done" and not e["dumps_removed"] for e in tasks),
+            "why": sorted({f"{e['model']} {e['column']}: {e['why'][:240]}" for e in tasks if e["state"] == "failed"})}
 
 
 def report(rows: List[Dict[str, Any]], cases: List[str], options: List[str], machine: Dict[str, str]) -> str:
@@ -100,6 +101,8 @@ def report(rows: List[Dict[str, Any]], cases: List[str], options: List[str], mac
                      f"{100 * r['steady']:.1f}% | "
                      f"{100 * r['outside_runs']:.1f}% | {r['peak_bytes']:,} | {r['median_bytes']:,} | "
                      f"{r['largest_dump']:,} ({r['kept_dumps']} task(s) kept theirs: a divergence) |")
+    for r in rows:
+        lines += [f"- failed with {r['workers']} worker(s): {w}" for w in r["why"]]
     lines += ["", "Outside the analyses = 1 - (sum of the tasks' seconds in their workflow call) / (workers x wall): "
               "the client's start, the cluster's start, scheduling, transfer, store writes and the history check, the "
               "page, and workers idle at the end while the last tasks run. Once the cluster is up: the same without the "
