@@ -57,10 +57,19 @@ def dump_bytes(adir: str) -> int:
     return sum(f.stat().st_size for d in Path(adir).rglob("dump") if d.is_dir() for f in d.rglob("*") if f.is_file())
 
 
+def _load() -> str:
+    """The 1-minute load average: other work on a shared machine slows the zoo down as much as its own."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
 def one(manifest: Path, workers: int, work: Path) -> Dict[str, Any]:
     out, db = work / f"zoo-{workers}", work / f"results-{workers}.db"
     argv = [sys.executable, "-m", "lar_prec", "zoo", str(manifest), "--store", str(db), "--out", str(out),
             "--workers", str(workers), "--json", str(work / f"zoo-{workers}.json"), "-q"]
+    load = _load()
     t = time.monotonic()
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=3600)
     wall = time.monotonic() - t
@@ -69,7 +78,7 @@ def one(manifest: Path, workers: int, work: Path) -> Dict[str, Any]:
     z = json.loads((work / f"zoo-{workers}.json").read_text())
     tasks = z["tasks"]
     busy, runs = z["timing"]["tasks"], z["timing"]["runs"]
-    return {"workers": workers, "tasks": len(tasks), "failed": z["counts"]["failed"], "wall": wall,
+    return {"workers": workers, "load": f"{load} -> {_load()}", "tasks": len(tasks), "failed": z["counts"]["failed"], "wall": wall,
             "zoo_seconds": z["seconds"], "per_minute": len(tasks) / wall * 60, "busy": busy, "runs": runs,
             "outside_analyses": 1 - busy / (workers * wall), "outside_runs": 1 - runs / (workers * wall),
             # once the cluster is up: the client's start (imports) and the cluster's start left out
@@ -91,12 +100,12 @@ def report(rows: List[Dict[str, Any]], cases: List[str], options: List[str], mac
         "bundled load_and_run, this machine.", "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram']}; load average at the start "
         f"{machine['load']}; lar-prec {machine['lar-prec']}.", "",
-        "| workers | tasks | failed | wall s (whole command) | tasks/min | cluster start s | store s (client) | "
+        "| workers | load (1 min) before -> after | tasks | failed | wall s (whole command) | tasks/min | cluster start s | store s (client) | "
         "outside the analyses (target <= 10%) | the same once the cluster is up | outside load_and_run runs | "
         "peak bytes back/task | median | largest dump left on a worker |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['workers']} | {r['tasks']} | {r['failed']} | {r['wall']:.1f} | {r['per_minute']:.1f} | "
+        lines.append(f"| {r['workers']} | {r['load']} | {r['tasks']} | {r['failed']} | {r['wall']:.1f} | {r['per_minute']:.1f} | "
                      f"{r['cluster_start']:.1f} | {r['store']:.2f} | {100 * r['outside_analyses']:.1f}% | "
                      f"{100 * r['steady']:.1f}% | "
                      f"{100 * r['outside_runs']:.1f}% | {r['peak_bytes']:,} | {r['median_bytes']:,} | "
