@@ -246,7 +246,9 @@ def _run(z: _Zoo, cluster: ZooCluster, todo: Sequence[Task], keep_dumps: bool) -
             if time.monotonic() - seen > 1.0:  # the running count, from the scheduler once a second
                 seen = time.monotonic()
                 keys = {f.key for f in futures if not f.done()}
-                z.progress.running(sum(len(keys & set(ks)) for ks in client.processing().values()))
+                threads = client.nthreads()  # a worker holds more tasks than it runs at once
+                z.progress.running(sum(min(len(keys & set(ks)), threads.get(w, 1))
+                                       for w, ks in client.processing().items()))
     except KeyboardInterrupt:
         z.progress.close()
         left = [f for f in futures if not f.done()]
