@@ -5,6 +5,7 @@ build's history on the page (checked in Chromium), a build whose runs crash leav
 saying why after its retries; Ctrl-C ends with 130 and no process left."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -47,28 +48,40 @@ def faulty_build(path) -> str:
 
 
 @pytest.fixture(scope="module")
-def zoo_runs(manifest, tmp_path_factory):
+def zoo_runs(manifest, tmp_path_factory, worker_id):
     """The zoo of the bundled build, then the same zoo with a faulty and a broken build added (the
-    bundled tasks are in the store: only the new builds' run)."""
-    d = tmp_path_factory.mktemp("zoo")
-    db = d / "results.db"
+    bundled tasks are in the store: only the new builds' run). Made once per test session: under
+    pytest-xdist the tests using it may land on several workers, which share the session's folder."""
+    shared = tmp_path_factory.getbasetemp().parent if worker_id != "master" else tmp_path_factory.mktemp("s")
+    d = shared / "zoo-runs"
+    with open(shared / "zoo-runs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker runs the zoos, the others wait for them
+        if not (d / "second.out.json").exists():
+            d.mkdir(exist_ok=True)
+            _run_zoos(manifest, d)
+    out = {name: (json.loads((d / f"{name}.out.json").read_text()), json.loads((d / f"{name}.json").read_text()))
+           for name in ("first", "second")}
+    return d, d / "results.db", out
+
+
+def _run_zoos(manifest, d: Path) -> None:
     first = write_manifest(d / "first.toml", [manifest["cnn"]], RUNS)
     second = write_manifest(d / "second.toml", [manifest["cnn"]], RUNS + faulty_build(d / "bin" / "load_and_run")
                             + broken_build(d / "bin" / "broken"), zoo="local = false\nretries = 1\n")
-    out = {}
     for name, m in (("first", first), ("second", second)):
-        proc = zoo_cli([m, "--store", db, "--out", d / name, "--json", d / f"{name}.json", "--workers", "2"])
-        out[name] = (proc, json.loads((d / f"{name}.json").read_text()))
-    return d, db, out
+        proc = zoo_cli([m, "--store", d / "results.db", "--out", d / name, "--json", d / f"{name}.json",
+                        "--workers", "2"])
+        (d / f"{name}.out.json").write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
+                                                        "stderr": proc.stderr}))
 
 
 def test_each_task_once_in_the_store_and_a_second_zoo_runs_only_what_is_new(zoo_runs):
     d, db, out = zoo_runs
     proc, first = out["first"]
-    assert proc.returncode == 0, proc.stderr
+    assert proc["returncode"] == 0, proc["stderr"]
     assert first["counts"] == {"tasks": 2, "ran": 2, "stored": 0, "failed": 0, "divergent": 0, "regressed": 0,
                                "not_run": 0}
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    lines = [ln for ln in proc["stderr"].splitlines() if ln.startswith("[")]
     assert len(lines) == 2 and all("cnn · naive-vs-default" in ln and ": done: no divergence" in ln for ln in lines)
     for e in first["tasks"]:  # clean tasks: the worker removed the dumps, kept the records and the page
         adir = e["analysis_dir"]
@@ -84,7 +97,7 @@ def test_each_task_once_in_the_store_and_a_second_zoo_runs_only_what_is_new(zoo_
 def test_a_build_that_got_worse_is_marked_and_a_broken_one_fails_with_why(zoo_runs):
     d, db, out = zoo_runs
     proc, z = out["second"]
-    assert proc.returncode == 3, proc.stderr  # a task did not finish
+    assert proc["returncode"] == 3, proc["stderr"]  # a task did not finish
     assert {k: z["counts"][k] for k in ("stored", "ran", "failed", "regressed")} == {
         "stored": 2, "ran": 4, "failed": 2, "regressed": 2}
     faulty = [e for e in z["tasks"] if e["build"] == "faulty"]
@@ -93,7 +106,7 @@ def test_a_build_that_got_worse_is_marked_and_a_broken_one_fails_with_why(zoo_ru
         assert e["regressed"][0] == "c2.Convolution", e["regressed"]  # the root among the regressed first
         # the dump-only rule names the weight this build reads wrong (local error is off in this zoo)
         assert e["cells"][0]["root"] == "c2.weight" and not e["dumps_removed"]
-    assert "REGRESSED  cnn" in proc.stdout and "root c2.weight" in proc.stdout
+    assert "REGRESSED  cnn" in proc["stdout"] and "root c2.weight" in proc["stdout"]
     rows = {r[0]["uid"]: r[0] for r in rows_by_task(db).values()}
     for e in (e for e in z["tasks"] if e["build"] == "broken"):
         row = rows[e["run"]]  # the failure row says why, and where the last try's folder is
