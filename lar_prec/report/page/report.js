@@ -1084,6 +1084,72 @@ function bisectView() {
 function adviceSection() {
   var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView,
                 'lar-prec.bisect/1': bisectView };
+// the zoo's page (lar-prec zoo, schema lar-prec.zoo/1): per build and device, a matrix of models x
+// analyses (a sweep has a column per option) coloured by verdict; each cell its output error, first
+// root, regressions against the store's history and a link to its analysis page
+function zooCellClass(e, c) {
+  if (e.state === 'failed') return 'zc zc-failed';
+  return 'zc ' + ((e.regressed || []).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
+}
+function zooCell(e, c) {
+  var td = el('td', { 'class': zooCellClass(e, c), title: (e.state === 'failed' ? e.why : c.why || e.verdict || '') + (e.run ? ' \u00b7 run ' + e.run : '') });
+  if (e.state === 'failed') td.appendChild(el('div', null, 'failed'));
+  else {
+    td.appendChild(el('div', { 'class': 'zc-err' }, 'err ' + fmt(c.output_err)));
+    if (c.root) td.appendChild(el('div', { 'class': 'zc-root' }, 'root ' + c.root));
+    if ((e.regressed || []).length) td.appendChild(el('div', { 'class': 'zc-reg' }, 'regressed: ' + e.regressed.slice(0, 3).join(', ') + (e.regressed.length > 3 ? ' \u2026' : '')));
+  }
+  var foot = [];
+  if (e.page) foot.push(el('a', { href: e.page, 'class': 'zc-link' }, 'analysis'));
+  if (e.state === 'stored') foot.push(el('span', { 'class': 'dim' }, ' stored'));
+  if (foot.length) td.appendChild(el('div', null, foot));
+  return td;
+}
+function zooView() {
+  var n = R.counts, vd = document.getElementById('verdict');
+  vd.textContent = n.tasks + ' task(s): ' + n.failed + ' failed, ' + n.divergent + ' with a divergence, ' + n.regressed + ' regressed' + (n.not_run ? ', ' + n.not_run + ' not run (interrupted)' : '');
+  vd.className = 'verdict ' + (n.failed || n.divergent || n.regressed || n.not_run ? 'bad' : 'good');
+  adviceMeta([['command', 'zoo'], ['manifest', R.manifest], ['store', R.store], ['scheduler', R.scheduler], ['folder', R.out],
+              ['tasks', n.ran + ' ran, ' + n.stored + ' already in the store'], ['seconds', fmt(R.seconds)], ['written', R.created]]);
+  document.getElementById('runs-section').hidden = true;
+  var box = document.getElementById('advice'), tasks = R.tasks || [];
+  var groups = [];
+  tasks.forEach(function (e) {
+    var g = e.build + ' @ ' + e.device;
+    if (groups.indexOf(g) < 0) groups.push(g);
+  });
+  groups.forEach(function (g) {
+    var mine = tasks.filter(function (e) { return e.build + ' @ ' + e.device === g; });
+    var cols = [], cells = new Map();
+    mine.forEach(function (e) {
+      var list = (e.cells && e.cells.length) ? e.cells : [{ column: e.column }];
+      list.forEach(function (c) {
+        if (cols.indexOf(c.column) < 0) cols.push(c.column);
+        cells.set(e.model + '\u0000' + c.column, [e, c]);
+      });
+    });
+    var models = (R.models || []).filter(function (m) { return mine.some(function (e) { return e.model === m; }); });
+    box.appendChild(el('h2', null, g, el('small', null, ' ' + mine.length + ' task(s)')));
+    var head = el('tr', null, el('th', null, 'model'), cols.map(function (c) { return el('th', null, c); }));
+    var body = el('tbody', null, models.map(function (m) {
+      return el('tr', null, el('td', { 'class': 'name' }, m), cols.map(function (c) {
+        var ec = cells.get(m + '\u0000' + c);
+        return ec ? zooCell(ec[0], ec[1]) : el('td', { 'class': 'zc zc-none' }, '\u2014');
+      }));
+    }));
+    box.appendChild(el('div', { 'class': 'tablewrap' }, el('table', { 'class': 'zoo' }, el('thead', null, head), body)));
+  });
+  var failed = tasks.filter(function (e) { return e.state === 'failed'; });
+  if (failed.length) {
+    box.appendChild(el('h2', null, 'Failed tasks ', el('small', null, 'retried as the manifest says; the row in the store says why')));
+    box.appendChild(simpleTable([
+      { label: 'task', get: function (e) { return e.model + ' \u00b7 ' + e.column + ' \u00b7 ' + e.build + ' @ ' + e.device; }, cls: 'wrap' },
+      { label: 'why', get: function (e) { return e.why || e.verdict; }, cls: 'wrap' },
+      { label: 'analysis folder', get: function (e) { return e.analysis_dir || '\u2014'; }, cls: 'name' }], failed));
+  }
+}
+function adviceSection() {
+  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView, 'lar-prec.zoo/1': zooView };
   var view = views[R.schema];
   if (!view) return false;
   ['roots-section', 'chart-section', 'cards-section', 'table-section'].forEach(function (id) { document.getElementById(id).hidden = true; });
@@ -1113,7 +1179,7 @@ function applyHash() {
 
 if (adviceSection()) {
   runsSection();
-  document.body.setAttribute('data-rendered', String((R.operators || R.layers || R.builds || []).length));
+  document.body.setAttribute('data-rendered', String((R.operators || R.layers || R.builds || R.tasks || []).length));
   return;
 }
 header();
