@@ -33,7 +33,7 @@ from lar_prec.remote.transport import RemoteError
 from lar_prec.run.device import RemoteSpec
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.store.summary import Summary, summarize
-from lar_prec.workflows.mixed import DEFAULT_TOLERANCE, mixed_analysis
+from lar_prec.workflows.mixed import mixed_analysis
 from lar_prec.workflows.naive_vs_default import naive_vs_default
 from lar_prec.workflows.quant import quant_analysis
 from lar_prec.workflows.shake.shake import shake
@@ -96,7 +96,7 @@ def _call(task: Task, parent: Path) -> Tuple[Any, Any, int]:
     if task.command in ("mixed", "quant"):
         if task.command == "mixed":
             res = mixed_analysis(task.model_path, list(task.inputs), option=task.param("option", "ioc16"),
-                                 tolerance=task.param("tolerance", DEFAULT_TOLERANCE), **common)
+                                 tolerance=task.param("tolerance", None), **common)
             data = res.to_json()
             return res, data, 1 if res.needs_float32 else 0
         res = quant_analysis(str(task.float_path), task.model_path, list(task.inputs), **common)

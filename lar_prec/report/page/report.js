@@ -1081,9 +1081,6 @@ function bisectView() {
   box.appendChild(t);
   document.getElementById('runs-section').hidden = true;  // each build's runs are in its own folder
 }
-function adviceSection() {
-  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView,
-                'lar-prec.bisect/1': bisectView };
 // the zoo's page (lar-prec zoo, schema lar-prec.zoo/1): per build and device, a matrix of models x
 // analyses (a sweep has a column per option) coloured by verdict; each cell its output error, first
 // root, regressions against the store's history and a link to its analysis page
@@ -1149,7 +1146,8 @@ function zooView() {
   }
 }
 function adviceSection() {
-  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView, 'lar-prec.zoo/1': zooView };
+  var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView,
+                'lar-prec.bisect/1': bisectView, 'lar-prec.zoo/1': zooView };
   var view = views[R.schema];
   if (!view) return false;
   ['roots-section', 'chart-section', 'cards-section', 'table-section'].forEach(function (id) { document.getElementById(id).hidden = true; });
