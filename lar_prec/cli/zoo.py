@@ -2,7 +2,6 @@
 zoo package (and Dask) load only when the command runs, so ``lar-prec --help`` stays fast."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -11,6 +10,7 @@ from lar_prec.cli.common import handle_errors
 from lar_prec.clisupport import check_report_outputs
 from lar_prec.errors import UsageError
 from lar_prec.report.console import shown
+from lar_prec.outputs import json_text
 
 
 @click.command("zoo")
@@ -67,7 +67,7 @@ def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_tim
             click.echo(shown(line))
         if not quiet:
             click.echo(shown(f"zoo folder: {data['out']} (zoo.json, zoo.html, tasks/)"), err=True)
-    text = json.dumps(data, indent=1, default=str)
+    text = json_text(data, default=str).rstrip("\n")
     if json_out == "-":
         click.echo(text)
     elif json_out:

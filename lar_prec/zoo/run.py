@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import time
 import uuid
@@ -22,7 +21,7 @@ from distributed import CancelledError, KilledWorker, as_completed
 
 from lar_prec import __version__
 from lar_prec.errors import AnalysisInterrupted, StoreError
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike
 from lar_prec.report.html import write_html
 from lar_prec.run.config import resolve_load_and_run
@@ -216,7 +215,7 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
             interrupted = _run(z, cluster, todo, keep_dumps)
         data = z.to_json(started, interrupted, scheduler)
     zoo_dir = z.dir
-    atomic_write_text(zoo_dir / "zoo.json", json.dumps(data, indent=1, default=str) + "\n", what="zoo result")
+    atomic_write_text(zoo_dir / "zoo.json", json_text(data, default=str), what="zoo result")
     write_html(data, zoo_dir / "zoo.html", title=f"lar-prec zoo: {m.name}")
     if interrupted:
         raise AnalysisInterrupted(f"interrupted; {data['counts']['ran']} task(s) finished are in the store, "

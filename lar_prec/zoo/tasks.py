@@ -102,7 +102,7 @@ def build_identity(build: ZooBuild, hashes: _Hashes) -> str:
 
 
 def task_id(identity: Sequence[Tuple[str, Any]]) -> str:
-    text = json.dumps(dict(identity), sort_keys=True, separators=(",", ":"), default=str)
+    text = json.dumps(dict(identity), sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

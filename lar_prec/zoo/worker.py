@@ -28,7 +28,7 @@ from typing import Any, Dict, Optional, Tuple
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError, RunTimeout
-from lar_prec.outputs import atomic_write_text
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.remote.transport import RemoteError
 from lar_prec.run.device import RemoteSpec
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
@@ -179,8 +179,8 @@ def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome
     try:
         parent.mkdir(parents=True, exist_ok=True)
         # the task's folder is never empty, so each try gets a numbered analysis folder inside it
-        atomic_write_text(parent / "task.json", json.dumps({**task.to_json(), "identity": dict(task.identity)},
-                                                           indent=1, default=str) + "\n", what="task record")
+        atomic_write_text(parent / "task.json", json_text({**task.to_json(), "identity": dict(task.identity)},
+                                                           default=str), what="task record")
         before = {p.name for p in parent.iterdir()}
         result, data, code = _call(task, parent)
     except Exception as exc:  # noqa: BLE001 (every way a try ends becomes an outcome or a retry)
