@@ -78,6 +78,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--trials", type=int, default=0, help="weights per case (0: all)")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--out", type=Path, default=None, help="also write the tables (markdown) here")
     ap.add_argument("--winograd", default="",
                     help="cases to run with Winograd forced under fast-run (e.g. fastrun_shake,resnet)")
     args = ap.parse_args(argv)
@@ -115,7 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             mag = min(1.0, tv.ref_max_abs or 1.0) if tv is not None else 1.0
             three = 3 * floors.get(target, 0.0) / mag
             for label, size in [(f"{s:g}", s) for s in SIZES] + [("3x floor", three)]:
-                if size <= 0:
+                if size <= 0 or 1 + size == 1:  # a floor of 0 (a constant-only operator): no fault to make
                     continue
                 d = base / f"{const}-{size:g}"
                 faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
@@ -127,12 +128,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                       flush=True)
     for name in filter(None, args.winograd.split(",")):
         winograd(cases[name], build, work / f"winograd-{name}", hits, alarms)
-    print(f"\nfaults found (first local root is the faulted operator), {time.monotonic() - t0:.0f} s:")
-    for label, hs in hits.items():
-        print(f"  {label:9s} {sum(hs)}/{len(hs)}")
-    print("false alarms (clean pairs with a local root), per configuration:")
-    for cfg_name, ns in alarms.items():
-        print(f"  {cfg_name:12s} {sum(1 for n in ns if n)}/{len(ns)}")
+    lines = [f"faults found (first local root reads the faulted constant), cases {args.cases}, "
+             f"{time.monotonic() - t0:.0f} s:", "", "| fault size | found |", "|---|---|"]
+    lines += [f"| {label} | {sum(hs)}/{len(hs)} |" for label, hs in hits.items()]
+    lines += ["", "false alarms (clean pairs with a local root), per configuration:", "", "| configuration | pairs with a root |",
+              "|---|---|"]
+    lines += [f"| {cfg_name} | {sum(1 for n in ns if n)}/{len(ns)} |" for cfg_name, ns in alarms.items()]
+    print("\n" + "\n".join(lines))
+    if args.out:
+        args.out.write_text("# Weight faults rooted by local error (bench/faults.py)\n\n" + "\n".join(lines) + "\n")
     if not args.keep:
         import shutil
 
