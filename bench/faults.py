@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.algocache import prefer_algorithms, winograd_tile  # noqa: E402
 from lar_prec.diagnosis.local_records import LocalResult
-from lar_prec.diagnosis.local import build_layerwise, local_errors, scale_constant
+from lar_prec.diagnosis.local import build_layerwise, local_errors, output_ids, scale_constant
 from lar_prec.diagnosis.floors import local_roots
 from lar_prec.run.config import get_config
 from procs import dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
@@ -60,16 +60,20 @@ def weights(ref: DumpFolder) -> List[Tuple[str, int]]:
     return list(out.items())
 
 
-def found(result: LocalResult, const: str, ref: DumpFolder) -> Tuple[bool, str]:
+def found(result: LocalResult, const: str) -> Tuple[bool, str]:
     """Whether the first local root is an operator reading the faulted constant ``const`` (any
-    of them: a recurrent cell's weight is read at every step)."""
+    of them: a recurrent cell's weight is read at every step), as the layerwise run's own dump
+    names its inputs (the faulty model's var ids need not be the reference's)."""
     v = local_roots(result)
     if not v.roots:
         return False, "no root"
     r = v.roots[0]
-    m = {x.id: x for x in result.layerwise.measured}[r.id]
-    reads = {u for u in m.inputs + m.unit if u in ref} | {u for w in m.unit if w in ref for u in ref.inputs_of(w)}
-    hit = any(ref.var_info(u).name == const for u in reads if u in ref)
+    local = DumpFolder(result.local_dump)
+    out = output_ids(local).get(r.id)
+    # its inputs, and the inputs of what it computed with them (a unit fused at load time)
+    near = set(local.inputs_of(out)) if out is not None else set()
+    near |= {w for u in near if local.var_info(u).opr_type != "Host2DeviceCopy" for w in local.inputs_of(u)}
+    hit = any(local.var_info(u).name == const for u in near)
     return hit, f"root {r.name} local {r.local_err:.3g} floor {r.floor:.3g} x{r.margin:.3g}"
 
 
@@ -122,7 +126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
                 test = run(faulty, inputs, d / "test", get_config("default"), build)
                 res = local_errors(faulty, ref, "default", out_dir=d / "local", test_dump=test, checks=False)
-                ok, why = found(res, const, DumpFolder(ref))
+                ok, why = found(res, const)
                 hits.setdefault(label, []).append(ok)
                 print(f"{name:10s} {const:22s} {label:9s} (x{1 + size:.7g}) {'FOUND' if ok else 'missed'}: {why}",
                       flush=True)
@@ -183,7 +187,7 @@ def winograd(case: dict, build: Path, base: Path, hits: Dict[str, List[bool]], a
                 d = base / f"{const}-{tile.strip(':')}-{size:g}"
                 faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
                 res = local_errors(faulty, ref, cfg, out_dir=d / "local", checks=False)
-                ok, why = found(res, const, DumpFolder(ref))
+                ok, why = found(res, const)
                 hits.setdefault(f"{size_label} {label}", []).append(ok)
                 print(f"{name:10s} {const:22s} {size_label} ({size:.3g}) {label}: {'FOUND' if ok else 'missed'}: {why}",
                       flush=True)
