@@ -63,10 +63,12 @@ def stand_in(path: Path, build: str, fault: Optional[str], cache: Path) -> Path:
     return path
 
 
-def analyse(case: Dict[str, Any], out: Path, lar: Path) -> Optional[Path]:
+def analyse(case: Dict[str, Any], out: Path, lar: Path, judge_only: bool = False) -> Optional[Path]:
     """One naive-vs-default --fast-run analysis into ``out`` (kept: a later run reuses it)."""
     if (out / "report.json").is_file():
         return out
+    if judge_only:
+        return None
     inputs = [a for spec in case["inputs"] for a in ("--input", spec)]
     argv = [sys.executable, "-m", "lar_prec", "naive-vs-default", case["model"], *inputs, "--lar", str(lar),
             "--lar-args=--fast-run", "--out", str(out), "-q"]
@@ -114,6 +116,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--ops", type=int, default=4, help="faulted operators per case")
     ap.add_argument("--work", type=Path, default=ROOT / "bench" / "data" / "regressions")
     ap.add_argument("--out", type=Path, default=None, help="also write the Markdown tables here")
+    ap.add_argument("--judge-only", action="store_true", help="no new analyses: judge those under --work")
     args = ap.parse_args(argv)
     t0 = time.time()
     manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
@@ -131,7 +134,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                            for spec in c["inputs"]]}
         clean: List[Summary] = []
         for k in range(args.clean):
-            d = analyse(case, args.work / name / f"clean-{k:02d}", stand_in(builds / f"clean-{k:02d}", str(k), None, cache))
+            d = analyse(case, args.work / name / f"clean-{k:02d}", stand_in(builds / f"clean-{k:02d}", str(k), None, cache),
+                        args.judge_only)
             if d is not None:
                 clean.append(summarize(read_json(d / "report.json")))
         print(f"{name}: {len(clean)} clean runs ({time.time() - t0:.0f} s)", flush=True)
@@ -146,7 +150,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         faults = [(size, w, size) for size in SIZES for w in picked] + [(label, middle, spec) for label, spec in OTHER]
         for label, w, spec in faults:
             tag = f"{w}-{spec}".replace("=", "")
-            d = analyse(case, args.work / name / f"fault-{tag}", stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache))
+            d = analyse(case, args.work / name / f"fault-{tag}", stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache),
+                        args.judge_only)
             if d is None:
                 continue
             s = summarize(read_json(d / "report.json"))
