@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -130,10 +130,12 @@ class Store:
             raise self._fail("reading failed", exc) from None
 
     def runs(self, *, series: Optional[str] = None, model: Optional[str] = None, uid: Optional[str] = None,
-             analysis_dir: Optional[str] = None, limit: Optional[int] = None, newest_first: bool = False
-             ) -> List[Dict[str, Any]]:
+             analysis_dir: Optional[str] = None, ids: Optional[Iterable[int]] = None, limit: Optional[int] = None,
+             newest_first: bool = False) -> List[Dict[str, Any]]:
         """Runs (dicts with ``id`` and the :class:`RunSummary` fields) in time order."""
         q = sa.select(runs_table)
+        if ids is not None:
+            q = q.where(runs_table.c.id.in_(list(ids)))
         if series is not None:
             q = q.where(runs_table.c.series == series)
         if model is not None:  # a sha256 or a file name
@@ -172,16 +174,16 @@ class Store:
              .order_by(ops_table.c.run_id, ops_table.c.id))
         return [dict(r._mapping) for r in self._rows(q)] if run_ids else []
 
-    def series_ops(self, series: str, part: str = "", before: Optional[int] = None, window: int = 200) -> Iterator[Any]:
+    def series_ops(self, series: str, part: str = "", before: Optional[int] = None, window: int = 100) -> Iterator[Any]:
         """The operator rows of a series' newest ``window`` runs (``before``: runs with a smaller
-        id), with their run's id and time, oldest first: what a check judges a new run against."""
+        id), oldest first: what a check judges a new run against. Each row: run_id, op_key,
+        status, max_err, local_err, floor, algorithm and its run's time (``created``)."""
         last = sa.select(runs_table.c.id).where(runs_table.c.series == series)
         if before is not None:
             last = last.where(runs_table.c.id < before)
         last = last.order_by(runs_table.c.created.desc(), runs_table.c.id.desc()).limit(window)
         q = (sa.select(ops_table.c.run_id, ops_table.c.op_key, ops_table.c.status, ops_table.c.max_err,
-                       ops_table.c.local_err, ops_table.c.floor, ops_table.c.jitter_band, ops_table.c.algorithm,
-                       runs_table.c.created, runs_table.c.command)
+                       ops_table.c.local_err, ops_table.c.floor, ops_table.c.algorithm, runs_table.c.created)
              .join(runs_table, runs_table.c.id == ops_table.c.run_id)
              .where(ops_table.c.run_id.in_(last.scalar_subquery()), ops_table.c.part == part)
              .order_by(runs_table.c.created, runs_table.c.id))

@@ -39,12 +39,13 @@ TWO_ULPS = {"Float32": 2.0 ** -22, "Float16": 2.0 ** -9, "BFloat16": 2.0 ** -6}
 
 @dataclass
 class Band:
-    """One operator's accepted past errors: the band so far and the last run within it."""
+    """One operator's accepted past errors: the band so far and the last run within it
+    (``last_good``: what :meth:`accept` was given, a check's ``(run_id, created)``)."""
 
     lo: float = math.inf
     hi: float = -math.inf
     n: int = 0
-    last_good: Optional[Mapping[str, Any]] = None
+    last_good: Any = None
     algorithms: Set[str] = field(default_factory=set)
     finite: bool = True
 
@@ -58,18 +59,18 @@ class Band:
         return self.lo - m, self.hi + m
 
     def judge(self, err: Optional[float], status: str, wide: float, ulps: float) -> str:
-        """``regressed``, ``improved``, ``within`` or ``new`` (no past yet)."""
-        nonfinite = err is None and status == "nonfinite"
+        """``regressed``, ``improved``, ``within`` or ``new`` (no past yet). Called for every past
+        row of every operator: the arithmetic of :meth:`limits` inline."""
         if not self.n:
             return "new"
-        if nonfinite:
-            return "regressed" if self.finite else "within"
         if err is None:
-            return "within"
-        lo, hi = self.limits(wide, ulps)
-        return "regressed" if err > hi else "improved" if err < lo and lo > 0 else "within"
+            return "regressed" if status == "nonfinite" and self.finite else "within"
+        m = max(wide, self.hi - self.lo, ulps)
+        if err > self.hi + m:
+            return "regressed"
+        return "improved" if err < self.lo - m and self.lo - m > 0 else "within"
 
-    def accept(self, err: Optional[float], status: str, run: Mapping[str, Any], algorithm: Optional[str]) -> None:
+    def accept(self, err: Optional[float], status: str, run: Any, algorithm: Optional[str]) -> None:
         if err is None:
             if status == "nonfinite":
                 self.finite = False
@@ -109,7 +110,7 @@ class Past:
 
 def group_history(history: Iterable[Sequence[Any]]) -> Dict[str, List[Sequence[Any]]]:
     """A series' past rows (``Store.series_ops``: run_id, op_key, status, max_err, local_err,
-    floor, jitter_band, algorithm, created, command; time order) by operator key."""
+    floor, algorithm, created; time order) by operator key."""
     out: Dict[str, List[Sequence[Any]]] = {}
     for row in history:
         out.setdefault(row[1], []).append(row)
@@ -135,12 +136,12 @@ def bands_of(grouped: Mapping[str, List[Sequence[Any]]], wide: Mapping[str, floa
     for key, rows in grouped.items():
         w = wide.get(key, 0.0)
         p = out[key] = Past()
-        for run_id, _, status, err, local_err, floor, _, algorithm, created, _ in rows:
+        for run_id, _, status, err, local_err, floor, algorithm, created in rows:
             if p.err.judge(err, status, w, ulps) != "regressed":
-                p.err.accept(err, status, {"run_id": run_id, "created": created}, algorithm)
-            ratio = over_floor(local_err, floor)
+                p.err.accept(err, status, (run_id, created), algorithm)
+            ratio = over_floor(local_err, floor) if local_err is not None else None
             if ratio is not None and judge_local(p.local, ratio) != "regressed":
-                p.local.accept(ratio, status, {"run_id": run_id, "created": created}, None)
+                p.local.accept(ratio, status, (run_id, created), None)
     return out
 
 
@@ -207,9 +208,9 @@ def judge_run(ops: Sequence[Any], pasts: Mapping[str, Past], wide: Mapping[str, 
         algo = None
         if o.algorithm and p.err.algorithms and o.algorithm not in p.err.algorithms:
             algo = f"{' | '.join(sorted(p.err.algorithms))} -> {o.algorithm}"
-        out.append(OpVerdict(o.op_key, o.name, o.opr_type, v, o.max_err,
-                             (None if lo is None else max(lo, 0.0), hi), False, p.err.last_good or p.local.last_good,
-                             "; ".join(whys), algo))
+        good = p.err.last_good or p.local.last_good
+        out.append(OpVerdict(o.op_key, o.name, o.opr_type, v, o.max_err, (None if lo is None else max(lo, 0.0), hi),
+                             False, good and {"run_id": good[0], "created": good[1]}, "; ".join(whys), algo))
     regressed = {v.op_key for v in out if v.verdict == "regressed"}
     inputs = {o.op_key: tuple(o.inputs) for o in ops}
     roots = {k for k in regressed if not (_ancestors(k, inputs) & regressed)}

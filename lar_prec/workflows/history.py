@@ -113,7 +113,7 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
         jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
         past = [r for r in store.series_ops(run["series"], before=run["id"]) if start is None or r.created >= start]
         seen = {r.run_id for r in past}
-        past_runs = [r for r in store.runs(series=run["series"]) if r["id"] in seen]
+        past_runs = store.runs(ids=seen) if seen else []
         grouped = group_history(past)
         ops = store.ops(run["id"], part="")
         wide = reach(ops, grouped, jitter)
@@ -249,7 +249,7 @@ def _first_out(rows: Sequence[Mapping[str, Any]], jitter: float) -> Optional[Dic
         if band.judge(r["max_err"], r["status"], wide, ulps) == "regressed":
             lo, hi = band.limits(wide, ulps)
             return {"run": r["uid"], "created": r["created"], "value": r["max_err"], "band": [max(lo, 0.0), hi]}
-        band.accept(r["max_err"], r["status"], {"run_id": r["run_id"]}, r.get("algorithm"))
+        band.accept(r["max_err"], r["status"], (r["run_id"], r["created"]), r.get("algorithm"))
     return None
 
 
