@@ -134,8 +134,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                            for spec in c["inputs"]]}
         clean: List[Summary] = []
         for k in range(args.clean):
-            d = analyse(case, args.work / name / f"clean-{k:02d}", stand_in(builds / f"clean-{k:02d}", str(k), None, cache),
-                        args.judge_only)
+            lar = stand_in(builds / f"clean-{k:02d}", str(k), None, cache)
+            d = analyse(case, args.work / name / f"clean-{k:02d}", lar, args.judge_only)
             if d is not None:
                 clean.append(summarize(read_json(d / "report.json")))
         print(f"{name}: {len(clean)} clean runs ({time.time() - t0:.0f} s)", flush=True)
@@ -150,8 +150,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         faults = [(size, w, size) for size in SIZES for w in picked] + [(label, middle, spec) for label, spec in OTHER]
         for label, w, spec in faults:
             tag = f"{w}-{spec}".replace("=", "")
-            d = analyse(case, args.work / name / f"fault-{tag}", stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache),
-                        args.judge_only)
+            lar = stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache)
+            d = analyse(case, args.work / name / f"fault-{tag}", lar, args.judge_only)
             if d is None:
                 continue
             s = summarize(read_json(d / "report.json"))

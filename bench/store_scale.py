@@ -136,18 +136,20 @@ def bench(url: str, args: argparse.Namespace) -> str:
         results = {
             "runs of the model over time": timed(lambda: st.runs(model="model.mge")),
             "op7's error over builds": timed(lambda: st.op_history(series, f"n/op{STEP_OP}")),
-            "first run where op7 left its band": timed(lambda: _first_out(st.op_history(series, f"n/op{STEP_OP}"), 0.0)),
+            "first run where op7 left its band": timed(lambda: _first_out(st.op_history(series, f"n/op{STEP_OP}"),
+                                                                            0.0)),
             "what changed between two runs": timed(lambda: _diff(st, [a, b])),
         }
     results["check of the newest run (open, read, judge)"] = timed(lambda: check(url))
     dialect = "PostgreSQL" if url.startswith("postgresql") else "SQLite"
-    how = (f"filled in {seconds:.0f} s ({args.batch} runs per transaction)" if filled else "the store was filled before")
+    how = f"filled in {seconds:.0f} s ({args.batch} runs per transaction)" if filled else "filled before"
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [f"## {len(runs)} runs x {args.ops} operators on {dialect}", "",
              f"`bench/store_scale.py`, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average {load} "
              f"at the end; {how}. Medians of 3 warm runs.", "",
              "| query | wall s | CPU s (this process) | target: wall < 1 s |", "|---|---|---|---|"]
-    lines += [f"| {k} | {wall:.3f} | {cpu:.3f} | {'PASS' if wall < 1 else 'FAIL'} |" for k, (wall, cpu) in results.items()]
+    lines += [f"| {k} | {wall:.3f} | {cpu:.3f} | {'PASS' if wall < 1 else 'FAIL'} |"
+              for k, (wall, cpu) in results.items()]
     return "\n".join(lines) + "\n"
 
 

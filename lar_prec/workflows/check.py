@@ -199,8 +199,11 @@ def judge_run(ops: Sequence[Any], pasts: Mapping[str, Past], wide: Mapping[str, 
         ev = p.err.judge(o.max_err, o.status, w, ulps)
         ratio = over_floor(o.local_err, o.floor)
         lv = judge_local(p.local, ratio)
-        whys = ([_local_why(o, lv, p.local, ratio)] if lv in ("regressed", "improved") and ratio is not None else []) + \
-               ([_err_why(o, ev, p.err, w, ulps)] if ev in ("regressed", "improved") else [])
+        whys = []
+        if lv in ("regressed", "improved") and ratio is not None:
+            whys.append(_local_why(o, lv, p.local, ratio))
+        if ev in ("regressed", "improved"):
+            whys.append(_err_why(o, ev, p.err, w, ulps))
         v = "regressed" if "regressed" in (ev, lv) else "improved" if "improved" in (ev, lv) else None
         if v is None:
             continue

@@ -14,8 +14,8 @@ from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
 from lar_prec.store.summary import Summary, summary_from_report, summary_from_result_json
-from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text, group_history,
-                                      judge_baseline, judge_run, output_margin, parse_baseline, reach)
+from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text,
+                                      group_history, judge_baseline, judge_run, output_margin, parse_baseline, reach)
 
 CHECK_SCHEMA = "lar-prec.check/1"
 HISTORY_SCHEMA = "lar-prec.history/1"
