@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -109,6 +110,74 @@ def judged(history: Sequence[Summary], checked: Summary, work: Path) -> Dict[str
         os.unlink(path)
 
 
+@dataclass
+class Tally:
+    """What the checks found: per fault kind (found, rooted), per case (clean checks, alarms,
+    operators judged, operators falsely regressed; faults, found)."""
+
+    faults: Dict[str, List[Tuple[bool, bool]]] = field(default_factory=dict)
+    cases: Dict[str, List[int]] = field(default_factory=dict)
+
+    def case(self, name: str) -> List[int]:
+        return self.cases.setdefault(name, [0, 0, 0, 0, 0, 0])
+
+
+def check_clean(name: str, clean: List[Summary], work: Path, tally: Tally) -> None:
+    """Each clean run against every other clean run of its case (leave one out)."""
+    row = tally.case(name)
+    for k, s in enumerate(clean):
+        res = judged(clean[:k] + clean[k + 1:], s, work)
+        row[0] += 1
+        row[1] += res["exit_code"] == 1
+        row[2] += len(s.ops)
+        row[3] += len(res["regressed"])
+        if res["exit_code"]:
+            print(f"  FALSE ALARM clean-{k:02d}: {res['verdict']}: " +
+                  "; ".join(f"{v['name']} {v['why']}" for v in res["regressed"][:3]), flush=True)
+
+
+def check_faults(name: str, case: Dict[str, Any], clean: List[Summary], args: argparse.Namespace, tally: Tally) -> None:
+    """Every fault of the case (analysed first unless cached) against all its clean runs."""
+    builds, cache = args.work / "builds", args.work / "cache"
+    picked = weights(json.loads((args.work / name / "clean-00" / "report.json").read_text()), args.ops)
+    middle = picked[len(picked) // 2]
+    row = tally.case(name)
+    for label, w, spec in [(size, w, size) for size in SIZES for w in picked] + [(lb, middle, sp) for lb, sp in OTHER]:
+        tag = f"{w}-{spec}".replace("=", "")
+        d = analyse(case, args.work / name / f"fault-{tag}", stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache),
+                    args.judge_only)
+        if d is None:
+            continue
+        s = summarize(read_json(d / "report.json"))
+        key = faulted_key(s, w)
+        res = judged(clean, s, args.work)
+        regressed = [v["op_key"] for v in res["regressed"]]
+        hit = res["exit_code"] == 1 and key in regressed
+        rooted = hit and regressed[0] == key and res["regressed"][0]["root"]
+        tally.faults.setdefault(label, []).append((hit, rooted))
+        row[4] += 1
+        row[5] += hit
+        mine = next((v for v in res["regressed"] if v["op_key"] == key), None)
+        print(f"  {label:17} {w:18} {'found' if hit else 'MISSED':6} {'rooted' if rooted else '':6} "
+              f"{mine['why'] if mine else res['verdict']}", flush=True)
+
+
+def tables(tally: Tally) -> List[str]:
+    lines = ["| injected | checks | found (the faulted operator regressed) | recall | rooted (listed first, as the root) |",
+             "|---|---|---|---|---|"]
+    for label, rs in tally.faults.items():
+        n, hits, roots = len(rs), sum(h for h, _ in rs), sum(r for _, r in rs)
+        lines.append(f"| {label} | {n} | {hits} | {100 * hits / n:.1f}% | {roots} |")
+    lines += ["", "| case | clean checks | false alarms | operators judged | falsely regressed | faults found |",
+              "|---|---|---|---|---|---|"]
+    for name, (n, alarms, ops, false_ops, faults, hits) in tally.cases.items():
+        lines.append(f"| {name} | {n} | {alarms} | {ops} | {false_ops} | {hits}/{faults} |")
+    total = [sum(col) for col in zip(*tally.cases.values())]
+    lines.append(f"| all | {total[0]} | {total[1]} ({100 * total[1] / max(1, total[0]):.1f}%) | {total[2]} | "
+                 f"{total[3]} | {total[5]}/{total[4]} |")
+    return lines
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=",".join(CASES))
@@ -121,12 +190,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     t0 = time.time()
     manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
     by_name = {c["name"]: c for c in manifest["cases"]}
-    builds, cache = args.work / "builds", args.work / "cache"
-    builds.mkdir(parents=True, exist_ok=True)
-    cache.mkdir(exist_ok=True)
-    found: Dict[str, List[Tuple[bool, bool]]] = {}
-    clean_checks: List[Tuple[str, bool, int]] = []
-    lines: List[str] = []
+    (args.work / "builds").mkdir(parents=True, exist_ok=True)
+    (args.work / "cache").mkdir(exist_ok=True)
+    tally = Tally()
     for name in args.cases.split(","):
         c = by_name[name]
         case = {"model": str(ROOT / "cases" / "build" / c["model"]),
@@ -134,46 +200,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                            for spec in c["inputs"]]}
         clean: List[Summary] = []
         for k in range(args.clean):
-            lar = stand_in(builds / f"clean-{k:02d}", str(k), None, cache)
+            lar = stand_in(args.work / "builds" / f"clean-{k:02d}", str(k), None, args.work / "cache")
             d = analyse(case, args.work / name / f"clean-{k:02d}", lar, args.judge_only)
             if d is not None:
                 clean.append(summarize(read_json(d / "report.json")))
         print(f"{name}: {len(clean)} clean runs ({time.time() - t0:.0f} s)", flush=True)
-        for k, s in enumerate(clean):
-            res = judged(clean[:k] + clean[k + 1:], s, args.work)
-            clean_checks.append((name, res["exit_code"] == 1, len(res["regressed"])))
-            if res["exit_code"]:
-                print(f"  FALSE ALARM clean-{k:02d}: {res['verdict']}: " +
-                      "; ".join(f"{v['name']} {v['why']}" for v in res["regressed"][:3]), flush=True)
-        picked = weights(json.loads((args.work / name / "clean-00" / "report.json").read_text()), args.ops)
-        middle = picked[len(picked) // 2]
-        faults = [(size, w, size) for size in SIZES for w in picked] + [(label, middle, spec) for label, spec in OTHER]
-        for label, w, spec in faults:
-            tag = f"{w}-{spec}".replace("=", "")
-            lar = stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache)
-            d = analyse(case, args.work / name / f"fault-{tag}", lar, args.judge_only)
-            if d is None:
-                continue
-            s = summarize(read_json(d / "report.json"))
-            key = faulted_key(s, w)
-            res = judged(clean, s, args.work)
-            regressed = [v["op_key"] for v in res["regressed"]]
-            hit = res["exit_code"] == 1 and key in regressed
-            rooted = hit and regressed[0] == key and res["regressed"][0]["root"]
-            found.setdefault(label, []).append((hit, rooted))
-            mine = next((v for v in res["regressed"] if v["op_key"] == key), None)
-            print(f"  {label:17} {w:18} {'found' if hit else 'MISSED':6} {'rooted' if rooted else '':6} "
-                  f"{mine['why'] if mine else res['verdict']}", flush=True)
-    lines += [f"`bench/regressions.py --cases {args.cases} --clean {args.clean} --ops {args.ops}`, "
-              f"{time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s.", "",
-              "| injected | checks | found (faulted operator regressed) | recall | rooted (listed first as the root) |",
-              "|---|---|---|---|---|"]
-    for label, rs in found.items():
-        n, hits, roots = len(rs), sum(h for h, _ in rs), sum(r for _, r in rs)
-        lines.append(f"| {label} | {n} | {hits} | {100 * hits / n:.1f}% | {roots} |")
-    alarms = sum(a for _, a, _ in clean_checks)
-    lines += ["", "| clean checks | false alarms | rate |", "|---|---|---|",
-              f"| {len(clean_checks)} | {alarms} | {100 * alarms / max(1, len(clean_checks)):.1f}% |"]
+        check_clean(name, clean, args.work, tally)
+        check_faults(name, case, clean, args, tally)
+    lines = [f"`bench/regressions.py --cases {args.cases} --clean {args.clean} --ops {args.ops}`, "
+             f"{time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s.", "", *tables(tally)]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
