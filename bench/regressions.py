@@ -142,10 +142,11 @@ def check_faults(name: str, case: Dict[str, Any], clean: List[Summary], args: ar
     picked = weights(json.loads((args.work / name / "clean-00" / "report.json").read_text()), args.ops)
     middle = picked[len(picked) // 2]
     row = tally.case(name)
-    for label, w, spec in [(size, w, size) for size in SIZES for w in picked] + [(lb, middle, sp) for lb, sp in OTHER]:
+    faults = [(size, w, size) for size in SIZES for w in picked] + [(lb, middle, sp) for lb, sp in OTHER]
+    for label, w, spec in faults:
         tag = f"{w}-{spec}".replace("=", "")
-        d = analyse(case, args.work / name / f"fault-{tag}", stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache),
-                    args.judge_only)
+        lar = stand_in(builds / f"fault-{tag}", tag, f"{w}:{spec}", cache)
+        d = analyse(case, args.work / name / f"fault-{tag}", lar, args.judge_only)
         if d is None:
             continue
         s = summarize(read_json(d / "report.json"))
@@ -163,7 +164,7 @@ def check_faults(name: str, case: Dict[str, Any], clean: List[Summary], args: ar
 
 
 def tables(tally: Tally) -> List[str]:
-    lines = ["| injected | checks | found (the faulted operator regressed) | recall | rooted (listed first, as the root) |",
+    lines = ["| injected | checks | found (the faulted operator regressed) | recall | rooted (listed first, the root) |",
              "|---|---|---|---|---|"]
     for label, rs in tally.faults.items():
         n, hits, roots = len(rs), sum(h for h, _ in rs), sum(r for _, r in rs)
