@@ -13,6 +13,8 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_OP_FAULT=NAME:SIZE``: a binary whose kernel for the operator reading constant
   NAME is wrong: its output comes out 1+SIZE times too large (the model runs with NAME scaled,
   as the fault, and the dump shows NAME with the model's own values, as a wrong kernel's does).
+  SIZE ``bits=N``: the kernel computes with NAME rounded to N mantissa bits (a changed
+  algorithm, as TF32's 10 bits); ``nan``: its output is NaN. Opt-in: only these values do it.
 * ``WRAPPED_LAR_CACHE=FOLDER``: keep each rewritten model (by the model's bytes, NAME and
   factor) there, so later runs skip the rewrite (its MegEngine import is most of a run).
 * ``WRAPPED_LAR_FAULT_IF_FLAG=FLAG=NAME:SIZE`` (e.g. ``--enable-nchw44=c2.weight:1e-2``): the
@@ -55,15 +57,24 @@ for name in sorted(n for n in os.listdir(folder) if not n.startswith(".")):  # n
 """
 
 
-#: the operator fault's rewrite: the model with the constant scaled, and the constant's own values
+#: the operator fault's rewrite: the model with the constant changed (scaled by a factor, rounded
+#: to ``bits=N`` mantissa bits, ``nan``), and the constant's own values
 OP_FAULT = """
 import sys
 import numpy as np
 import megengine.utils.comp_graph_tools as cgt
 from megengine.core.tensor import megbrain_graph as G
-from lar_prec.lar.layerwise_build import scale_const
-model, name, factor, out, original = sys.argv[1:]
-scale_const(model, name, float(factor), out)
+from lar_prec.lar.layerwise_build import rewrite_const
+model, name, change, out, original = sys.argv[1:]
+def rounded(value, bits):
+    drop = 23 - bits  # float32: round to nearest on the mantissa's top bits
+    i = np.ascontiguousarray(value, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    i = (i + (1 << (drop - 1))) & ~np.uint64((1 << drop) - 1)
+    return i.astype(np.uint32).view(np.float32)
+if change.startswith("bits="):
+    rewrite_const(model, name, lambda v: rounded(v, int(change[5:])), out)
+else:
+    rewrite_const(model, name, lambda v: v * float(change), out)
 found = cgt.find_vars_by_name(G.load_graph(model).output_vars_list, [name])
 np.save(original, np.asarray(found[0].value))
 """
@@ -84,21 +95,22 @@ for f in sorted(n for n in os.listdir(folder) if not n.startswith(".")):
 """
 
 
-def rewrite(model, name, factor, tmp, op_fault):
-    """The model with constant ``name`` scaled by ``factor`` (and, for an operator fault, the path
-    of the constant's own values), from WRAPPED_LAR_CACHE when it holds it; None on failure."""
+def rewrite(model, name, change, tmp, op_fault):
+    """The model with constant ``name`` changed by ``change`` (a factor's repr; for an operator
+    fault also ``bits=N``) and, for an operator fault, the path of the constant's own values, from
+    WRAPPED_LAR_CACHE when it holds it; None on failure."""
     cache = os.environ.get("WRAPPED_LAR_CACHE")
     folder = cache or tmp
     key = ""
     if cache:
         with open(model, "rb") as fh:
-            key = hashlib.sha256(fh.read() + f"{name}:{factor!r}:{op_fault}".encode()).hexdigest()[:20] + "-"
+            key = hashlib.sha256(fh.read() + f"{name}:{change}:{op_fault}".encode()).hexdigest()[:20] + "-"
     out, original = os.path.join(folder, key + "model.mge"), os.path.join(folder, key + "original.npy")
     if os.path.exists(out) and (not op_fault or os.path.exists(original)):
         return out, original
     part = os.path.join(tmp, "part.mge")
-    argv = (["-c", OP_FAULT, model, name, repr(factor), part, os.path.join(tmp, "original.npy")] if op_fault else
-            ["-m", "lar_prec.lar.layerwise_build", "--scale-const", model, name, repr(factor), part])
+    argv = (["-c", OP_FAULT, model, name, change, part, os.path.join(tmp, "original.npy")] if op_fault else
+            ["-m", "lar_prec.lar.layerwise_build", "--scale-const", model, name, change, part])
     proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
@@ -160,14 +172,18 @@ def main():
     try:
         if model and fault:
             name, _, size = fault.rpartition(":")
-            step = float(size)
-            if os.environ.get("WRAPPED_LAR_JITTER") and fault == os.environ["WRAPPED_LAR_JITTER"]:  # a new factor per process
-                count_dir = os.environ.get("WRAPPED_LAR_JITTER_DIR")
-                step *= 0.0 if "--reproducible" in argv else (1 + _process_index(count_dir) if count_dir else
-                                                              0.5 + random.random())
-            factor = 1.0 if os.environ.get("MGB_USE_MEGDNN_DBG") == "2" else 1.0 + step
+            naive = os.environ.get("MGB_USE_MEGDNN_DBG") == "2"
+            if op_fault and size.startswith("bits="):
+                change = "1.0" if naive else size
+            else:
+                step = float(size)
+                if os.environ.get("WRAPPED_LAR_JITTER") and fault == os.environ["WRAPPED_LAR_JITTER"]:  # a new factor per process
+                    count_dir = os.environ.get("WRAPPED_LAR_JITTER_DIR")
+                    step *= 0.0 if "--reproducible" in argv else (1 + _process_index(count_dir) if count_dir else
+                                                                  0.5 + random.random())
+                change = repr(1.0 if naive else 1.0 + step)
             tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
-            rewritten, original = rewrite(model, name, factor, tmp, bool(op_fault))
+            rewritten, original = rewrite(model, name, change, tmp, bool(op_fault))
             if rewritten is None:
                 return 1
             argv = [rewritten] + argv[1:]

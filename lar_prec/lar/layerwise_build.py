@@ -26,7 +26,7 @@ import math
 import re
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec.lar import quickimport
 from lar_prec.outputs import atomic_write_text, json_text
@@ -393,6 +393,13 @@ def scale_const(model: str, const_name: str, factor: float, out: str) -> None:
     MegEngine (tests and benchmarks of local error). Dumped with ``dump_format="FBS"`` like
     the layerwise models, so both load their weights aligned.
     """
+    rewrite_const(model, const_name, lambda value: value * factor, out)
+
+
+def rewrite_const(model: str, const_name: str, change: Callable[[Any], Any], out: str) -> None:
+    """:func:`scale_const` with any change of the constant's values (a numpy array in, one of
+    the same shape out; cast back to its dtype): the stand-in builds of the tests and benchmarks
+    also round it (a changed algorithm) or make it NaN."""
     # numpy and megengine only in the build's own process
     import numpy as np
     import megengine.utils.comp_graph_tools as cgt
@@ -406,7 +413,7 @@ def scale_const(model: str, const_name: str, factor: float, out: str) -> None:
         raise SystemExit(f"{model} has no var named {const_name!r}")
     w = found[0]
     value = np.asarray(w.value)
-    new = make_const(w.graph, (value * factor).astype(value.dtype), w.comp_node, value.dtype, const_name)
+    new = make_const(w.graph, np.asarray(change(value)).astype(value.dtype), w.comp_node, value.dtype, const_name)
     varmap = {w: new}
     for opr in cgt.get_oprs_seq(outs, prune_reshape=False):
         if opr.type == "Host2DeviceCopy":  # lite names inputs by the operator: keep the var's name

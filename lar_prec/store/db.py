@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -93,21 +93,32 @@ class Store:
     def write(self, summary: Summary) -> int:
         """Write one analysis (its run and every operator row) in one transaction; the run's id.
         A failure (locked, full, gone) rolls back: nothing of the run stays in the store."""
-        run = summary.run
-        row = {k: v for k, v in asdict(run).items()}
-        row.update(options=json.dumps(list(run.options)), cpu_features=" ".join(run.cpu_features),
-                   argv=json.dumps(list(run.argv)), settings=json.dumps(dict(run.settings), default=str),
-                   series=run.series)
         try:
-            with self.engine.begin() as conn:
-                run_id = conn.execute(runs_table.insert().values(**row)).inserted_primary_key[0]
-                if summary.ops:
-                    conn.execute(ops_table.insert(), [{**asdict(o), "run_id": run_id, "inputs": json.dumps(list(o.inputs))}
-                                                      for o in summary.ops])
+            return self._insert([summary])[0]
         except SQLAlchemyError as exc:
-            raise self._fail(f"writing run {run.uid[:12]} ({len(summary.ops)} operators) failed; nothing of it was "
-                             "written", exc) from None
-        return int(run_id)
+            raise self._fail(f"writing run {summary.run.uid[:12]} ({len(summary.ops)} operators) failed; nothing of it "
+                             "was written", exc) from None
+
+    def write_many(self, summaries: Sequence[Summary]) -> List[int]:
+        """Write several analyses in one transaction (all or none), each table in one
+        executemany: a history imported at once, or a benchmark's store; the runs' ids."""
+        try:
+            return self._insert(summaries)
+        except SQLAlchemyError as exc:
+            raise self._fail(f"writing {len(summaries)} runs failed; none of them was written", exc) from None
+
+    def _insert(self, summaries: Sequence[Summary]) -> List[int]:
+        rows = [_run_row(s.run) for s in summaries]
+        with self.engine.begin() as conn:
+            if len(rows) > 1 and self.engine.dialect.insert_executemany_returning_sort_by_parameter_order:
+                ids = list(conn.execute(runs_table.insert().returning(runs_table.c.id, sort_by_parameter_order=True),
+                                        rows).scalars())
+            else:  # one row (or a driver without ordered RETURNING): one insert each
+                ids = [conn.execute(runs_table.insert().values(**r)).inserted_primary_key[0] for r in rows]
+            ops = [_op_row(o, run_id) for s, run_id in zip(summaries, ids) for o in s.ops]
+            if ops:
+                conn.execute(ops_table.insert(), ops)
+        return [int(i) for i in ids]
 
     # ---------------------------------------------------------------- reading
 
@@ -119,10 +130,12 @@ class Store:
             raise self._fail("reading failed", exc) from None
 
     def runs(self, *, series: Optional[str] = None, model: Optional[str] = None, uid: Optional[str] = None,
-             analysis_dir: Optional[str] = None, limit: Optional[int] = None, newest_first: bool = False
-             ) -> List[Dict[str, Any]]:
+             analysis_dir: Optional[str] = None, ids: Optional[Iterable[int]] = None, limit: Optional[int] = None,
+             newest_first: bool = False) -> List[Dict[str, Any]]:
         """Runs (dicts with ``id`` and the :class:`RunSummary` fields) in time order."""
         q = sa.select(runs_table)
+        if ids is not None:
+            q = q.where(runs_table.c.id.in_(list(ids)))
         if series is not None:
             q = q.where(runs_table.c.series == series)
         if model is not None:  # a sha256 or a file name
@@ -161,16 +174,16 @@ class Store:
              .order_by(ops_table.c.run_id, ops_table.c.id))
         return [dict(r._mapping) for r in self._rows(q)] if run_ids else []
 
-    def series_ops(self, series: str, part: str = "", before: Optional[int] = None, window: int = 200) -> Iterator[Any]:
+    def series_ops(self, series: str, part: str = "", before: Optional[int] = None, window: int = 100) -> Iterator[Any]:
         """The operator rows of a series' newest ``window`` runs (``before``: runs with a smaller
-        id), with their run's id and time, oldest first: what a check judges a new run against."""
+        id), oldest first: what a check judges a new run against. Each row: run_id, op_key,
+        status, max_err, local_err, floor, algorithm and its run's time (``created``)."""
         last = sa.select(runs_table.c.id).where(runs_table.c.series == series)
         if before is not None:
             last = last.where(runs_table.c.id < before)
         last = last.order_by(runs_table.c.created.desc(), runs_table.c.id.desc()).limit(window)
         q = (sa.select(ops_table.c.run_id, ops_table.c.op_key, ops_table.c.status, ops_table.c.max_err,
-                       ops_table.c.local_err, ops_table.c.floor, ops_table.c.jitter_band, ops_table.c.algorithm,
-                       runs_table.c.created, runs_table.c.command)
+                       ops_table.c.local_err, ops_table.c.floor, ops_table.c.algorithm, runs_table.c.created)
              .join(runs_table, runs_table.c.id == ops_table.c.run_id)
              .where(ops_table.c.run_id.in_(last.scalar_subquery()), ops_table.c.part == part)
              .order_by(runs_table.c.created, runs_table.c.id))
@@ -186,6 +199,20 @@ class Store:
                     ops_table.c.jitter_band.is_not(None))
              .group_by(ops_table.c.op_key))
         return {k: float(v) for k, v in self._rows(q) if v is not None}
+
+
+def _run_row(run: RunSummary) -> Dict[str, Any]:
+    row = asdict(run)
+    row.update(options=json.dumps(list(run.options)), cpu_features=" ".join(run.cpu_features),
+               argv=json.dumps(list(run.argv)), settings=json.dumps(dict(run.settings), default=str),
+               series=run.series)
+    return row
+
+
+def _op_row(o: OpSummary, run_id: int) -> Dict[str, Any]:
+    row = {k: getattr(o, k) for k in _OP_FIELDS}  # not asdict: it deep-copies, 5x slower on a big import
+    row.update(run_id=run_id, inputs=json.dumps(list(o.inputs)))
+    return row
 
 
 def _run_dict(r: Any) -> Dict[str, Any]:

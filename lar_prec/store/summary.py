@@ -326,7 +326,9 @@ def summary_from_result_json(data: Mapping[str, Any], exit_code: int, *, argv: S
         command = "quant"
         for i, l in enumerate(data.get("layers") or ()):
             acc, loc = l.get("accumulated") or {}, l.get("local") or {}
-            name = str(l.get("float_name") or l.get("name"))
+            # the int8 layer's own name: unique (several int8 layers may pair with one float var) and
+            # the name keep_in_float lists
+            name = str(l.get("name") or l.get("float_name"))
             rows.append(OpSummary("", _name_key(name, i), int(l.get("id") or i), name, str(l.get("opr_type")),
                                   l.get("dtype"), "", "divergent" if name in (data.get("keep_in_float") or ())
                                   else "ok", _num(acc.get("max_err")), cosine=_num(acc.get("cosine")),

@@ -3,19 +3,27 @@ against a committed baseline (the CI ratchet). The rule is docs/history.md's:
 
 Each operator of the checked run is compared with its own past along the run's **series**
 (same model, input, command, configuration and options, same kind of device; builds and time
-vary). Walking the past in time order, a value joins the operator's band when it lies within
-the band so far (so a past regression never widens it), and the band is
+vary), on two errors:
 
-    [lo - m, hi + m],  m = max(jitter, floor, spread, 2 ulps)
+* its **local error** where local error was measured: the error the operator makes itself, on
+  the reference's inputs, over its floor (``TERMS_C`` rounding units of its sums, the most a
+  correct kernel errs: :mod:`lar_prec.diagnosis.floors`). An operator regresses when it goes
+  over its floor where no past run was (a new local root), or, already over it in the past,
+  when it rises more than one floor above its past worst;
+* its **accumulated error** ``max_err``: walking the past in time order, a value joins the
+  operator's band when it lies within the band so far (so a past regression never widens it),
+  and the band is ``[lo - m, hi + m]``, ``lo``/``hi`` the smallest and largest accepted past
+  errors and ``m = max(jitter, reach, spread, 2 ulps)``: ``jitter`` the band shake measured (the
+  largest ``max_err`` over the shake runs of this model, input and device kind), ``reach`` the
+  largest floor of the operator and of every operator upstream of it (a correct kernel upstream
+  that fast-run swaps for another moves the error this one carries by up to its floor),
+  ``spread = hi - lo`` (the run-to-run jitter the history shows), 2 ulps = 2^-22 for float32
+  (2^-9 float16): ``max_err`` divides by ``max(|a|, |b|, 1)``, so a rounding tie moves it by
+  less than that. It regresses above the band or when it turns NaN/Inf where its past was finite.
 
-where ``lo``/``hi`` are the smallest and largest accepted past errors, ``spread = hi - lo``
-(the run-to-run jitter the history itself shows), ``jitter`` the band shake measured for the
-operator (the largest ``max_err`` over the shake runs of this model, input and device kind),
-``floor`` its rounding floor (local error's, when measured), and 2 ulps = 2^-22 for float32
-(2^-9 for float16): ``max_err`` divides by ``max(|a|, |b|, 1)``, so a rounding tie of the
-output moves it by less than that. An operator **regresses** when its error is above the band
-or turns NaN/Inf where its past was finite, and **improves** when it is below it. Among the
-regressed, the **root** is one none of whose inputs (transitively) regressed: listed first.
+An operator **improves** when its accumulated error drops below its band, or its local error
+back under its floor where every past run was over it. Among the regressed, the **root** is one
+none of whose inputs (transitively) regressed: listed first.
 """
 from __future__ import annotations
 
@@ -31,36 +39,38 @@ TWO_ULPS = {"Float32": 2.0 ** -22, "Float16": 2.0 ** -9, "BFloat16": 2.0 ** -6}
 
 @dataclass
 class Band:
-    """One operator's accepted past: the band so far and the last run that was within it."""
+    """One operator's accepted past errors: the band so far and the last run within it
+    (``last_good``: what :meth:`accept` was given, a check's ``(run_id, created)``)."""
 
     lo: float = math.inf
     hi: float = -math.inf
     n: int = 0
-    last_good: Optional[Mapping[str, Any]] = None
+    last_good: Any = None
     algorithms: Set[str] = field(default_factory=set)
     finite: bool = True
 
-    def margin(self, jitter: float, floor: float, ulps: float) -> float:
+    def margin(self, wide: float, ulps: float) -> float:
+        """``wide``: the larger of the operator's jitter band and its reach (module docstring)."""
         spread = self.hi - self.lo if self.n else 0.0
-        return max(jitter, floor, spread, ulps)
+        return max(wide, spread, ulps)
 
-    def limits(self, jitter: float, floor: float, ulps: float) -> Tuple[float, float]:
-        m = self.margin(jitter, floor, ulps)
+    def limits(self, wide: float, ulps: float) -> Tuple[float, float]:
+        m = self.margin(wide, ulps)
         return self.lo - m, self.hi + m
 
-    def judge(self, err: Optional[float], status: str, jitter: float, floor: float, ulps: float) -> str:
-        """``regressed``, ``improved``, ``within`` or ``new`` (no past yet)."""
-        nonfinite = err is None and status == "nonfinite"
+    def judge(self, err: Optional[float], status: str, wide: float, ulps: float) -> str:
+        """``regressed``, ``improved``, ``within`` or ``new`` (no past yet). Called for every past
+        row of every operator: the arithmetic of :meth:`limits` inline."""
         if not self.n:
             return "new"
-        if nonfinite:
-            return "regressed" if self.finite else "within"
         if err is None:
-            return "within"
-        lo, hi = self.limits(jitter, floor, ulps)
-        return "regressed" if err > hi else "improved" if err < lo and lo > 0 else "within"
+            return "regressed" if status == "nonfinite" and self.finite else "within"
+        m = max(wide, self.hi - self.lo, ulps)
+        if err > self.hi + m:
+            return "regressed"
+        return "improved" if err < self.lo - m and self.lo - m > 0 else "within"
 
-    def accept(self, err: Optional[float], status: str, run: Mapping[str, Any], algorithm: Optional[str]) -> None:
+    def accept(self, err: Optional[float], status: str, run: Any, algorithm: Optional[str]) -> None:
         if err is None:
             if status == "nonfinite":
                 self.finite = False
@@ -71,17 +81,68 @@ class Band:
             self.algorithms.add(algorithm)
 
 
-def bands_of(history: Iterable[Any], jitter: Mapping[str, float]) -> Dict[str, Band]:
-    """The band of every operator from a series' past rows (time order), a past value joining
-    only when it was within the band of the values before it."""
-    bands: Dict[str, Band] = {}
+def over_floor(local_err: Optional[float], floor: Optional[float]) -> Optional[float]:
+    """Local error in floors (> 1: over its floor, a local root), None where not measured."""
+    if local_err is None or floor is None or not math.isfinite(local_err):
+        return None
+    if floor <= 0:
+        return math.inf if local_err > 0 else 0.0  # exact operators: any difference is over
+    return local_err / floor
+
+
+def judge_local(past: Band, ratio: Optional[float]) -> str:
+    """The local verdict of a ratio (:func:`over_floor`) against the accepted past ratios."""
+    if ratio is None or not past.n:
+        return "within"
+    limit = 1.0 if past.hi <= 1.0 else past.hi + max(past.hi - past.lo, 1.0)
+    if ratio > limit:
+        return "regressed"
+    return "improved" if past.lo > 1.0 and ratio <= 1.0 else "within"
+
+
+@dataclass
+class Past:
+    """One operator's history: its accumulated error's band, its local error's (in floors)."""
+
+    err: Band = field(default_factory=Band)
+    local: Band = field(default_factory=Band)
+
+
+def group_history(history: Iterable[Sequence[Any]]) -> Dict[str, List[Sequence[Any]]]:
+    """A series' past rows (``Store.series_ops``: run_id, op_key, status, max_err, local_err,
+    floor, algorithm, created; time order) by operator key."""
+    out: Dict[str, List[Sequence[Any]]] = {}
     for row in history:
-        b = bands.setdefault(row.op_key, Band())
-        floor = row.floor or 0.0
-        verdict = b.judge(row.max_err, row.status, jitter.get(row.op_key, 0.0), floor, TWO_ULPS["Float32"])
-        if verdict in ("new", "within", "improved"):
-            b.accept(row.max_err, row.status, {"run_id": row.run_id, "created": row.created}, row.algorithm)
-    return bands
+        out.setdefault(row[1], []).append(row)
+    return out
+
+
+def reach(ops: Sequence[Any], grouped: Mapping[str, List[Sequence[Any]]], jitter: Mapping[str, float]
+          ) -> Dict[str, float]:
+    """``wide`` of every operator of the checked run: the larger of its jitter band and its
+    reach, the largest floor (past or now) of the operator and of every one upstream of it."""
+    own = {o.op_key: max([o.floor or 0.0, *(r[5] or 0.0 for r in grouped.get(o.op_key, ()))]) for o in ops}
+    far: Dict[str, float] = {}
+    for o in ops:  # var order: inputs come first
+        far[o.op_key] = max([own[o.op_key], *(far.get(k, own.get(k, 0.0)) for k in o.inputs)])
+    return {k: max(v, jitter.get(k, 0.0)) for k, v in far.items()}
+
+
+def bands_of(grouped: Mapping[str, List[Sequence[Any]]], wide: Mapping[str, float]) -> Dict[str, Past]:
+    """Each operator's past (:class:`Past`) from its rows (:func:`group_history`), a value
+    joining only when it was within the band of the values before it."""
+    ulps = TWO_ULPS["Float32"]
+    out: Dict[str, Past] = {}
+    for key, rows in grouped.items():
+        w = wide.get(key, 0.0)
+        p = out[key] = Past()
+        for run_id, _, status, err, local_err, floor, algorithm, created in rows:
+            if p.err.judge(err, status, w, ulps) != "regressed":
+                p.err.accept(err, status, (run_id, created), algorithm)
+            ratio = over_floor(local_err, floor) if local_err is not None else None
+            if ratio is not None and judge_local(p.local, ratio) != "regressed":
+                p.local.accept(ratio, status, (run_id, created), None)
+    return out
 
 
 @dataclass(frozen=True)
@@ -108,33 +169,51 @@ def _num(x: Optional[float]) -> Optional[float]:
     return x if x is not None and math.isfinite(x) else None
 
 
-def judge_run(ops: Sequence[Any], bands: Mapping[str, Band], jitter: Mapping[str, float]) -> List[OpVerdict]:
-    """Each operator row of the checked run against its band; regressed roots first, then the
+def _err_why(o: Any, v: str, b: Band, w: float, ulps: float) -> str:
+    lo, hi = b.limits(w, ulps)
+    m = b.margin(w, ulps)
+    what = "jitter band or upstream floors" if m == w else "spread of its past" if m == b.hi - b.lo else "2 ulps"
+    if o.max_err is None:
+        return "NaN/Inf where every past run was finite"
+    side = "above" if v == "regressed" else "below"
+    return (f"{o.max_err:.3g} {side} its band [{max(lo, 0):.3g}, {hi:.3g}] (past {b.lo:.3g}..{b.hi:.3g} over {b.n} "
+            f"runs{', margin: ' + what if v == 'regressed' else ''})")
+
+
+def _local_why(o: Any, v: str, b: Band, ratio: float) -> str:
+    past = f"past {b.lo:.2g}..{b.hi:.2g} of its floor over {b.n} runs"
+    if v == "regressed":
+        return f"local error {o.local_err:.3g} is {ratio:.3g}x its floor {o.floor:.3g} ({past})"
+    return f"local error {o.local_err:.3g} back within its floor {o.floor:.3g} ({past})"
+
+
+def judge_run(ops: Sequence[Any], pasts: Mapping[str, Past], wide: Mapping[str, float]) -> List[OpVerdict]:
+    """Each operator row of the checked run against its past; regressed roots first, then the
     other regressed, then the improved, each in the run's order."""
     out: List[OpVerdict] = []
     for o in ops:
-        b = bands.get(o.op_key)
-        if b is None:
+        p = pasts.get(o.op_key)
+        if p is None:
             continue
-        j, fl, ulps = jitter.get(o.op_key, 0.0), o.floor or 0.0, TWO_ULPS.get(o.dtype or "Float32", TWO_ULPS["Float32"])
-        v = b.judge(o.max_err, o.status, j, fl, ulps)
-        if v not in ("regressed", "improved"):
+        w, ulps = wide.get(o.op_key, 0.0), TWO_ULPS.get(o.dtype or "Float32", TWO_ULPS["Float32"])
+        ev = p.err.judge(o.max_err, o.status, w, ulps)
+        ratio = over_floor(o.local_err, o.floor)
+        lv = judge_local(p.local, ratio)
+        whys = []
+        if lv in ("regressed", "improved") and ratio is not None:
+            whys.append(_local_why(o, lv, p.local, ratio))
+        if ev in ("regressed", "improved"):
+            whys.append(_err_why(o, ev, p.err, w, ulps))
+        v = "regressed" if "regressed" in (ev, lv) else "improved" if "improved" in (ev, lv) else None
+        if v is None:
             continue
-        lo, hi = b.limits(j, fl, ulps)
-        m = b.margin(j, fl, ulps)
-        what = ("jitter band from shake" if m == j else "floor" if m == fl else "spread of its past" if m == b.hi - b.lo
-                else "2 ulps")
-        if o.max_err is None:
-            why = "NaN/Inf where every past run was finite"
-        elif v == "regressed":
-            why = f"{o.max_err:.3g} above its band [{max(lo, 0):.3g}, {hi:.3g}] (past {b.lo:.3g}..{b.hi:.3g} over {b.n} runs, margin: {what})"
-        else:
-            why = f"{o.max_err:.3g} below its band [{max(lo, 0):.3g}, {hi:.3g}] (past {b.lo:.3g}..{b.hi:.3g} over {b.n} runs)"
+        lo, hi = p.err.limits(w, ulps) if p.err.n else (None, None)
         algo = None
-        if o.algorithm and b.algorithms and o.algorithm not in b.algorithms:
-            algo = f"{' | '.join(sorted(b.algorithms))} -> {o.algorithm}"
-        out.append(OpVerdict(o.op_key, o.name, o.opr_type, v, o.max_err, (max(lo, 0.0), hi), False, b.last_good,
-                             why, algo))
+        if o.algorithm and p.err.algorithms and o.algorithm not in p.err.algorithms:
+            algo = f"{' | '.join(sorted(p.err.algorithms))} -> {o.algorithm}"
+        good = p.err.last_good or p.local.last_good
+        out.append(OpVerdict(o.op_key, o.name, o.opr_type, v, o.max_err, (None if lo is None else max(lo, 0.0), hi),
+                             False, good and {"run_id": good[0], "created": good[1]}, "; ".join(whys), algo))
     regressed = {v.op_key for v in out if v.verdict == "regressed"}
     inputs = {o.op_key: tuple(o.inputs) for o in ops}
     roots = {k for k in regressed if not (_ancestors(k, inputs) & regressed)}

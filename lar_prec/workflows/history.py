@@ -14,8 +14,8 @@ from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
 from lar_prec.store.summary import summarize
-from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text, judge_baseline,
-                                      judge_run, output_margin, parse_baseline)
+from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text,
+                                      group_history, judge_baseline, judge_run, output_margin, parse_baseline, reach)
 
 CHECK_SCHEMA = "lar-prec.check/1"
 HISTORY_SCHEMA = "lar-prec.history/1"
@@ -87,8 +87,11 @@ def judge_stored(store: Store, run: Mapping[str, Any], start: Optional[str] = No
     jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
     past = [r for r in store.series_ops(run["series"], before=run["id"]) if start is None or r.created >= start]
     seen = {r.run_id for r in past}
-    past_runs = [r for r in store.runs(series=run["series"]) if r["id"] in seen]
-    return judge_run(store.ops(run["id"], part=""), bands_of(past, jitter), jitter), past_runs
+    past_runs = store.runs(ids=seen) if seen else []
+    grouped = group_history(past)
+    ops = store.ops(run["id"], part="")
+    wide = reach(ops, grouped, jitter)
+    return judge_run(ops, bands_of(grouped, wide), wide), past_runs
 
 
 def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[str] = None,
@@ -241,10 +244,11 @@ def _first_out(rows: Sequence[Mapping[str, Any]], jitter: float) -> Optional[Dic
     band = Band()
     for r in rows:
         ulps = TWO_ULPS.get(r.get("dtype") or "Float32", TWO_ULPS["Float32"])
-        if band.judge(r["max_err"], r["status"], jitter, r.get("floor") or 0.0, ulps) == "regressed":
-            lo, hi = band.limits(jitter, r.get("floor") or 0.0, ulps)
+        wide = max(jitter, r.get("floor") or 0.0)  # its own floor: the history of one operator has no graph
+        if band.judge(r["max_err"], r["status"], wide, ulps) == "regressed":
+            lo, hi = band.limits(wide, ulps)
             return {"run": r["uid"], "created": r["created"], "value": r["max_err"], "band": [max(lo, 0.0), hi]}
-        band.accept(r["max_err"], r["status"], {"run_id": r["run_id"]}, r.get("algorithm"))
+        band.accept(r["max_err"], r["status"], (r["run_id"], r["created"]), r.get("algorithm"))
     return None
 
 

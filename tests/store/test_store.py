@@ -18,11 +18,13 @@ import sqlalchemy as sa
 from browser_helpers import _clean_page, browser, chromium  # noqa: F401 (chromium: a fixture)
 from conftest import ROOT
 from store_fixtures import postgres, store_url  # noqa: F401 (fixtures)
+from proc_helpers import user_lar
 from remote_fixtures import free_port
 from lar_prec.errors import StoreError
 from lar_prec.store.db import head_revision, migrate_to, open_store
 from lar_prec.store.summary import series_key
 from lar_prec.workflows.compare import compare_dumps
+from lar_prec.workflows.compare_local import compare_with_model
 from lar_prec.workflows.history import check, history, store_result
 
 
@@ -76,6 +78,30 @@ def test_check_names_the_root_among_regressed_operators(store_url, lar_dump, fau
     [s] = hist["series"]
     [o] = s["ops"]
     assert len(o["points"]) == 4 and o["first_out_of_band"]["run"] == s["runs"][-1]["run"]
+
+
+@pytest.mark.megengine
+def test_check_finds_a_kernel_fault_within_the_floor_of_one_element_by_local_error(tmp_path, manifest, lar_dump):
+    """c2's kernel 1+1e-5 too large: ~0.4 rounding units at any one element, far over the floor
+    in the whole output's scale; check names it by its local error against its past."""
+    c = manifest["cnn"]
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_OP_FAULT="c2.weight:1e-5")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    subprocess.run([str(lar), str(c.model), "--input", ";".join(c.input_specs()), "--iter", "1", "--warmup-iter", "0",
+                    "--bin-io-dump", str(bad)], check=True, capture_output=True, timeout=300)
+    db = str(tmp_path / "results.db")
+    good = compare_with_model(str(ref), str(clean), str(c.model), out=str(tmp_path / "good")).report
+    for _ in range(2):
+        store_result(db, good)
+    store_result(db, compare_with_model(str(ref), str(bad), str(c.model), out=str(tmp_path / "bad-local"),
+                                        lar=str(lar)).report)
+    res = check(db)
+    assert res["exit_code"] == 1 and res["history_runs"] == 2
+    first = res["regressed"][0]
+    assert first["name"] == "c2.Convolution" and first["root"] and "x its floor" in first["why"], first
+    assert "c1.Convolution" not in {v["name"] for v in res["regressed"]}
 
 
 def test_a_store_of_the_first_schema_is_migrated_and_read(store_url):
