@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -56,6 +57,7 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
 from lar_prec.compare.growth import grow, with_growth
 from lar_prec.compare.threshold import (
+    FLOAT_NAMES,
     Threshold,
     choose_threshold,
     judge,
@@ -82,14 +84,16 @@ def _judge(d: VarDiff, thr: Threshold) -> VarDiff:
     return with_changes(d, **changes) if changes else d
 
 
-def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAULT_CHUNK, count_over: Optional[float] = None) -> VarDiff:
+def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAULT_CHUNK, count_over: Optional[float] = None,
+                  pass_ratio: float = 1.0, stats: bool = False) -> VarDiff:
     """Compare two dumps of one var (shape, dtype, then values) in this thread, unjudged
-    (``status`` ``ok`` unless NaN/Inf or headers differ; see :func:`apply_threshold`)."""
+    (``status`` ``ok`` unless NaN/Inf or headers differ; see :func:`apply_threshold`).
+    ``pass_ratio``/``stats``: as :func:`compare_folders`."""
     job = plan(Extent.of(da), Extent.of(db), base_fields(da, db, 0), max(da.size, 1))
     st = EngineSettings(chunk_elements=chunk_elements)
     with QUIET:
-        parts = [run_piece(job, k, st, count_over) for k in range(len(job.pieces))] if job.done is None else []
-    return new_diff(finish_fields(job, parts))
+        parts = [run_piece(job, k, st, count_over, stats) for k in range(len(job.pieces))] if job.done is None else []
+    return new_diff(finish_fields(job, parts, pass_ratio))
 
 
 # ============================================================================ folders
@@ -106,6 +110,8 @@ def compare_folders(
     settings: Optional[EngineSettings] = None,
     pairing: str = "id",
     layout_format: Optional[str] = None,
+    pass_ratio: float = 1.0,
+    stats: bool = False,
 ) -> Comparison:
     """Compare every var of two ``--bin-io-dump`` folders.
 
@@ -128,6 +134,11 @@ def compare_folders(
         pairing: how vars of A and B are matched (:func:`lar_prec.pairing.pair_folders`).
         layout_format: by name, the operator format B's graph was rewritten to (``NCHW44``,
             ...): it settles shapes that fit two layouts before the model beside B is asked.
+        pass_ratio: a float var whose max_err is above its threshold passes (``ok``, with a
+            note) when at least this share of its elements is within it (``--pass-ratio``;
+            1: every element must be).
+        stats: also the quantiles of each float var's relative and absolute error (``--stats``;
+            MegEngine's error's are always there), at about twice the engine's time.
 
     Returns:
         A :class:`Comparison` with one :class:`VarDiff` per var in execution order.
@@ -136,8 +147,10 @@ def compare_folders(
         DumpFolderError: a folder is missing, not a directory, holds no dumps, or the two
             folders have no var in common.
         DumpFormatError: a file is not a valid dump (the message names it).
-        UsageError: bad ``threshold``, ``chunk_elements``, ``jobs`` or ``pairing``.
+        UsageError: bad ``threshold``, ``chunk_elements``, ``jobs``, ``pairing`` or ``pass_ratio``.
     """
+    if not 0.0 < pass_ratio <= 1.0:
+        raise UsageError(f"pass ratio must be in (0, 1], got {pass_ratio!r}")
     st = settings if settings is not None else EngineSettings()
     if chunk_elements is not None:
         if chunk_elements < 1:
@@ -151,7 +164,8 @@ def compare_folders(
     measured = None
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and small vars' values (C, threads)
-        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs))
+        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
+                                  full=stats)
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
     if count_over is not None and paired.mode == "id" and measured and len(measured) == len(paired.order) \
@@ -163,7 +177,8 @@ def compare_folders(
         fb.forget_all()
         # a var whose own threshold is not the fixed value (scaled by its magnitude): its
         # count of elements over it from the files, as below
-        return _comparison(fa, fb, _recount(fa.path, fb.path, diffs, st), fixed, notes, st, paired)
+        diffs = _recount(fa.path, fb.path, diffs, st)
+        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), fixed, notes, st, paired, pass_ratio)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
     measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
@@ -175,7 +190,7 @@ def compare_folders(
         for i, j in enumerate(plans):
             if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
                 plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
-    tasks = [(j, k, st, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
+    tasks = [(j, k, st, count_over, stats) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
     # the batch reader's vars were judged by a fixed threshold as they were made
     judged = [j.diff is not None and fixed is not None for j in plans]
     diffs: List[Optional[VarDiff]] = [None] * len(plans)
@@ -183,7 +198,7 @@ def compare_folders(
     def finish(i: int, parts: Sequence[object]) -> None:
         # a compared var keeps only its VarDiff: its job lets go of the extents and fields
         j = plans[i]
-        diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts))
+        diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts, pass_ratio))
         j.release()
 
     if tasks:
@@ -197,7 +212,7 @@ def compare_folders(
     relaid = None
     if paired.mode == "name":
         relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
-                                     layout_format)
+                                     layout_format, (pass_ratio, stats))
     thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
     # judged in place: one list of VarDiffs, not two
     for i, d in enumerate(diffs):
@@ -215,11 +230,13 @@ def compare_folders(
     finally:
         if relaid is not None:
             relaid.cleanup()
-    return _comparison(fa, fb, judged, thr, notes, st, paired)
+    return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio)
 
 
 def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],
-                st: EngineSettings, paired: Pairing) -> Comparison:
+                st: EngineSettings, paired: Pairing, pass_ratio: float = 1.0) -> Comparison:
+    if pass_ratio < 1.0:
+        thr = replace(thr, pass_ratio=pass_ratio)
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(diffs), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
                       pairs=paired.pairs)
@@ -259,6 +276,27 @@ def _one_step(diffs: Sequence[VarDiff]) -> Tuple[List[VarDiff], Optional[str]]:
                  f"divergence (optimised int8 kernels may round differently): {where}{more}")
 
 
+def _by_ratio(diffs: List[VarDiff], ratio: float, notes: List[str]) -> List[VarDiff]:
+    """Float vars above their threshold in no more elements than ``ratio`` allows become ``ok``
+    (``--pass-ratio``: at least ``ceil(ratio * size)`` elements within it, as their
+    ``pass_threshold`` says), with a note; ``notes`` gets one line counting them."""
+    if ratio >= 1.0:
+        return diffs
+    passed = []
+    for i, d in enumerate(diffs):
+        if d.status == "divergent" and d.dtype in FLOAT_NAMES and d.n_over is not None and d.size \
+                and d.size - d.n_over >= max(1, math.ceil(ratio * d.size)):
+            note = (f"passes by the pass ratio {ratio:g}: {d.size - d.n_over} of {d.size} elements within the "
+                    f"threshold ({d.n_over} above it, max_err {d.max_err:.3g})")
+            diffs[i] = with_changes(d, status="ok", note=(d.note + "; " if d.note else "") + note)
+            passed.append(d)
+    if passed:
+        shown = ", ".join(f"{d.name} (var {d.id})" for d in passed[:3]) + (" ..." if len(passed) > 3 else "")
+        notes.append(f"{len(passed)} var(s) above their threshold pass by the pass ratio {ratio:g} (at least that "
+                     f"share of their elements within it): {shown}")
+    return diffs
+
+
 def _profiled(folder: DumpFolder) -> bool:
     """Whether the run that wrote ``folder`` profiled its algorithms (--fast-run/--full-run),
     read from the run.json beside it when lar-prec ran it; only compared with two flag words."""
@@ -272,7 +310,8 @@ def _profiled(folder: DumpFolder) -> bool:
 def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: List[Optional[VarDiff]],
                         st: EngineSettings, count_over: Optional[float],
                         kept: Dict[int, Tuple[Extent, Extent]],
-                        layout_format: Optional[str] = None) -> "Optional[tempfile.TemporaryDirectory]":
+                        layout_format: Optional[str] = None,
+                        ratio_stats: Tuple[float, bool] = (1.0, False)) -> "Optional[tempfile.TemporaryDirectory]":
     """Vars paired by name across rewritten graphs, before any threshold: a var B dumped in
     a transformed layout (NCHW44, NHWCD4, ...) is brought back to A's NCHW shape and measured
     again (:mod:`lar_prec.compare.relayout`; ambiguous layouts stay ``shape_mismatch``, the note says
@@ -313,7 +352,8 @@ def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: 
                     path = Path(tmp.name) / f"{ida:06x}"  # the file name carries the id of the title (A's)
                     write_binary_dump(path, arr, da.title, dtype=code)
                     conv = read_binary_dump(path)
-                    fresh = compare_dumps(da, conv, chunk_elements=st.chunk_elements, count_over=count_over)
+                    fresh = compare_dumps(da, conv, chunk_elements=st.chunk_elements, count_over=count_over,
+                                          pass_ratio=ratio_stats[0], stats=ratio_stats[1])
                     d = with_changes(fresh, index=d.index)
                     kept[ida] = (Extent.of(da), Extent.of(conv))
                 note = "; ".join([note] * bool(note) + why)

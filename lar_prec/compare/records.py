@@ -67,6 +67,24 @@ class VarDiff(VarKey):
     only_in: Optional[str] = None
     #: position in the comparison's execution order
     index: int = 0
+    #: float vars' error statistics (lar_prec/compare/engine/hist.py): quantiles p50, p90, p99
+    #: and p99.9 of MegEngine's error (max_err's metric), each at most 6.25% above the exact
+    #: one; of the relative and the absolute error apart only when asked (compare --stats)
+    err_p50: Optional[float] = None
+    err_p90: Optional[float] = None
+    err_p99: Optional[float] = None
+    err_p999: Optional[float] = None
+    #: the smallest threshold at which the var passes: max_err, or with a pass ratio R < 1 the
+    #: R-quantile of its error (as the quantiles, at most 6.25% above)
+    pass_threshold: Optional[float] = None
+    rel_err_p50: Optional[float] = None
+    rel_err_p90: Optional[float] = None
+    rel_err_p99: Optional[float] = None
+    rel_err_p999: Optional[float] = None
+    abs_err_p50: Optional[float] = None
+    abs_err_p90: Optional[float] = None
+    abs_err_p99: Optional[float] = None
+    abs_err_p999: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -75,6 +93,14 @@ class VarDiff(VarKey):
 
     def __bool__(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def within_share(self) -> Optional[float]:
+        """Share of the var's elements within its threshold (neither above it nor NaN/Inf on one
+        side); None when not known (no threshold, or its count above it not made)."""
+        if self.n_over is None or not self.size or self.threshold is None:
+            return None
+        return (self.size - self.n_over - self.n_nonfinite) / self.size
 
     @property
     def norm_err(self) -> Optional[float]:

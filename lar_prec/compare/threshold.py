@@ -78,6 +78,9 @@ class Threshold:
     #: dump-only auto: vars that make error by the edge rule (:mod:`lar_prec.compare.growth`),
     #: var id -> how many times what their inputs explain; roots even behind a divergent input
     made: Mapping[int, float] = field(default_factory=dict, hash=False, compare=False)
+    #: ``--pass-ratio``: a float var passes when at least this share of its elements is within
+    #: its threshold (1: all of them)
+    pass_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "fixed"):
@@ -122,6 +125,7 @@ class Threshold:
             "per_dtype": {k: float(v) for k, v in self.per_dtype.items()},
             "scaled": self.scaled,
             "reason": self.reason,
+            **({"pass_ratio": self.pass_ratio} if self.pass_ratio < 1.0 else {}),
         }
 
 

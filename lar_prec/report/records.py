@@ -183,6 +183,22 @@ VAR_FIELDS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("scale", "float", True, "largest |value| on either side, what the auto threshold scales by"),
     ("norm_err", "float", True, "max_err over min(1, scale): what the auto threshold is compared with"),
     ("threshold", "float", True, "the threshold this var was held to"),
+    ("within_share", "float", True, "share of its elements within that threshold (CANN's 99% rule counts this)"),
+    ("pass_threshold", "float", True, "smallest threshold at which it passes: max_err, or with --pass-ratio R the "
+     "R-quantile of its error"),
+    ("err_p50", "float", True, "median of its elements' error (max_err's metric; float vars; quantiles are at most "
+     "6.25% above the exact one)"),
+    ("err_p90", "float", True, "90th percentile of its elements' error"),
+    ("err_p99", "float", True, "99th percentile of its elements' error"),
+    ("err_p999", "float", True, "99.9th percentile of its elements' error"),
+    ("rel_err_p50", "float", True, "median of its elements' relative error |a-b| / max(|a|, |b|) (compare --stats)"),
+    ("rel_err_p90", "float", True, "90th percentile of the relative error"),
+    ("rel_err_p99", "float", True, "99th percentile of the relative error"),
+    ("rel_err_p999", "float", True, "99.9th percentile of the relative error"),
+    ("abs_err_p50", "float", True, "median of its elements' absolute error |a-b| (compare --stats)"),
+    ("abs_err_p90", "float", True, "90th percentile of the absolute error"),
+    ("abs_err_p99", "float", True, "99th percentile of the absolute error"),
+    ("abs_err_p999", "float", True, "99.9th percentile of the absolute error"),
     ("worst_index", "ints", True, "index of the element with the largest max_err"),
     ("worst_a", "float", True, "its value in A"),
     ("worst_b", "float", True, "its value in B"),
@@ -412,6 +428,20 @@ class ReportVar(VarKey, _TableRecord):
     scale: Optional[float] = None
     norm_err: Optional[float] = None
     threshold: Optional[float] = None
+    within_share: Optional[float] = None
+    pass_threshold: Optional[float] = None
+    err_p50: Optional[float] = None
+    err_p90: Optional[float] = None
+    err_p99: Optional[float] = None
+    err_p999: Optional[float] = None
+    rel_err_p50: Optional[float] = None
+    rel_err_p90: Optional[float] = None
+    rel_err_p99: Optional[float] = None
+    rel_err_p999: Optional[float] = None
+    abs_err_p50: Optional[float] = None
+    abs_err_p90: Optional[float] = None
+    abs_err_p99: Optional[float] = None
+    abs_err_p999: Optional[float] = None
     worst_index: Optional[Tuple[int, ...]] = None
     worst_a: Optional[float] = None
     worst_b: Optional[float] = None

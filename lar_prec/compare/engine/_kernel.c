@@ -27,7 +27,7 @@ typedef float v4sf __attribute__((vector_size(16)));
 
 /* AVX2 where the CPU has it, baseline SSE2 otherwise (chosen once at load time). */
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(LAR_PREC_NO_CLONES)
-#define CLONES __attribute__((target_clones("avx2", "default")))
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define CLONES
 #endif
@@ -42,6 +42,8 @@ typedef struct {
     double sum_abs, aa, ab, bb, dd;
     Py_ssize_t n_over;
     uint32_t max_ulp;
+    int32_t rel_lo, rel_hi, abs_lo, abs_hi; /* histogram bins touched, see below */
+    int rows;                               /* the histogram rows counted (bit per row) */
 } result_t;
 
 static inline v8sf sel(v8si m, v8sf x, v8sf y) { return (v8sf)((m & (v8si)x) | (~m & (v8si)y)); }
@@ -68,18 +70,128 @@ static inline float err1(float x, float y) {
 }
 
 
+/* ---- error histogram (lar_prec/compare/engine/hist.py holds the definition and its numpy twin)
+ * The relative error q = |a-b| / max(|a|,|b|) (0 where a = b) and the absolute error d = |a-b|,
+ * both float32, each counted in a fixed log-spaced histogram: the bin of a value is its float
+ * bits >> 19 (the exponent and the top HIST_SUB_BITS mantissa bits: 16 bins per power of two,
+ * each at most 1/16 wide relative to its lower edge), clamped to [2^-64, 2^64); bin 0 is exact
+ * zero, bin 1 everything below 2^-64, bin HIST_NB - 1 everything from 2^64 (and inf). Each
+ * kind is split by max(|a|,|b|) < 1 ("small") or >= 1 ("big"), so that MegEngine's error (d
+ * where small, q where big) has its histogram too: four rows of HIST_NB counts,
+ * [rel small, rel big, abs small, abs big], then four slots: the lowest and highest bin >= 1
+ * touched by rel and by abs (empty: lo HIST_NB, hi 0). */
+#define HIST_SUB_BITS 4
+#define HIST_LO ((127 - 64) << HIST_SUB_BITS)
+#define HIST_HI ((127 + 64) << HIST_SUB_BITS)
+#define HIST_NB (HIST_HI - HIST_LO + 3)
+#define HIST_LEN (4 * HIST_NB + 4)
+
+static inline v8si hist_bin8(v8si x) {
+    v8si b = x >> (23 - HIST_SUB_BITS);
+    b = seli(b < HIST_LO - 1, b - b + (HIST_LO - 1), b);
+    b = seli(b > HIST_HI, b - b + HIST_HI, b);
+    return seli(x == 0, b - b, b - (HIST_LO - 2));
+}
+static inline int32_t hist_bin1(float v) {
+    int32_t x, b;
+    memcpy(&x, &v, 4);
+    if (x == 0) return 0;
+    b = x >> (23 - HIST_SUB_BITS);
+    b = b < HIST_LO - 1 ? HIST_LO - 1 : (b > HIST_HI ? HIST_HI : b);
+    return b - (HIST_LO - 2);
+}
+
+/* one chunk's counts, folded into the caller's int64 histogram only when the chunk is good
+ * (a chunk with NaN/Inf is measured again by the careful path) */
+#define HIST_COPIES 4
+#define HIST_BLOCK 256
+static __thread uint32_t hist_scratch[HIST_COPIES][4 * HIST_NB];
+
+/* add the scratch counts of the bins a chunk touched into `dst` (HIST_LEN int64) and clear
+ * them; with dst NULL only clear */
+static void hist_fold(int64_t *dst, const result_t *r) {
+    uint32_t (*hs)[4 * HIST_NB] = hist_scratch;
+    for (int row = 0; row < 4; row++) {
+        if (!(r->rows >> row & 1)) continue;
+        int lo = row < 2 ? r->rel_lo : r->abs_lo, hi = row < 2 ? r->rel_hi : r->abs_hi;
+        for (int j = 0; j <= hi; j = j ? j + 1 : (lo > 1 ? lo : 1)) {
+            int x = row * HIST_NB + j;
+            uint32_t c = 0;
+            for (int l = 0; l < HIST_COPIES; l++) {
+                c += hs[l][x];
+                hs[l][x] = 0;
+            }
+            if (dst) dst[x] += c;
+        }
+    }
+    if (!dst) return;
+    int64_t *slot = dst + 4 * HIST_NB;
+    if (r->rel_lo < slot[0]) slot[0] = r->rel_lo;
+    if (r->rel_hi > slot[1]) slot[1] = r->rel_hi;
+    if (r->abs_lo < slot[2]) slot[2] = r->abs_lo;
+    if (r->abs_hi > slot[3]) slot[3] = r->abs_hi;
+}
+
+/* an empty histogram (HIST_LEN int64, from a cleared one: only the bins its slots say were touched) */
+static void hist_clear(int64_t *h) {
+    int64_t *slot = h + 4 * HIST_NB;
+    for (int row = 0; row < 4; row++) {
+        int lo = (int)slot[row < 2 ? 0 : 2], hi = (int)slot[row < 2 ? 1 : 3];
+        h[row * HIST_NB] = 0;
+        for (int j = lo; j <= hi; j++) h[row * HIST_NB + j] = 0;
+    }
+    slot[0] = slot[2] = HIST_NB;
+    slot[1] = slot[3] = 0;
+}
+
+/* Count a block of k (a multiple of 8) errors kept by the loop below (float bits, the sign
+ * bit set for the rel big row, else abs small) into the scratch histogram; widen [lo, hi]. */
+static inline __attribute__((always_inline)) void err_block(int32_t *buf, Py_ssize_t k, int32_t *lo, int32_t *hi) {
+    const v8si nb = {0}, none = nb + HIST_NB;
+    v8si vlo = none, vhi = nb;
+    uint32_t (*hs)[4 * HIST_NB] = hist_scratch;
+    __asm__("" : "+r"(hs)); /* the thread's address looked up once, not per value */
+    for (Py_ssize_t j = 0; j < k; j += 8) {
+        v8si x;
+        memcpy(&x, buf + j, 32);
+        v8si be = hist_bin8(x & INT32_MAX);
+        vlo = seli((be > 0) & (be < vlo), be, vlo);
+        vhi = seli(be > vhi, be, vhi);
+        x = be + seli(x < 0, nb + HIST_NB, nb + 2 * HIST_NB);
+        memcpy(buf + j, &x, 32);
+    }
+    for (Py_ssize_t j = 0; j < k; j += HIST_COPIES) {
+#pragma GCC unroll 4
+        for (int c = 0; c < HIST_COPIES; c++) hs[c][buf[j + c]]++;
+    }
+    for (int c = 0; c < 8; c++) {
+        if (vlo[c] < *lo) *lo = vlo[c];
+        if (vhi[c] > *hi) *hi = vhi[c];
+    }
+}
+
 /* The loop, specialised by the constant flags (always inlined into the dispatching clones).
  * NaN/Inf need no test per value: they reach the float64 sums of squares (as does a float32
  * difference that overflows), checked once at the end. */
 static inline __attribute__((always_inline)) void loop(const float *a, const float *b, Py_ssize_t n, float thr,
-                                                     const int want_ulp, const int count, result_t *r) {
+                                                     const int want_ulp, const int count, const int want_err,
+                                                     result_t *r) {
     const v8sf zero = {0}, one = zero + 1.0f;
+    /* want_err: MegEngine's error counted in the histogram, a block at a time: this loop keeps
+     * each error's bits (the sign bit set where max(|a|,|b|) >= 1: its row), err_block bins
+     * and counts them (the loop has no register to spare) */
+    const v8si smask = (v8si){0} + INT32_MIN;
+    int32_t ebuf[HIST_BLOCK] __attribute__((aligned(32)));
+    int32_t h_lo = HIST_NB, h_hi = 0;
+
     v8sf best = zero - 1.0f, rel = zero - 1.0f, scale = zero, mabs = zero;
     v8si over = {0};
     v8su ulp = {0};
     v4df saa = {0}, sab = {0}, sbb = {0}, sdd = {0}, sabs = {0};
     Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
-    for (; i < nv; i += 8) {
+    while (i < nv) {
+    Py_ssize_t i0 = i, end = want_err && nv - i > HIST_BLOCK ? i + HIST_BLOCK : nv;
+    for (; i < end; i += 8) {
         v8sf va, vb;
         memcpy(&va, a + i, 32);
         memcpy(&vb, b + i, 32);
@@ -118,6 +230,12 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
             v8su u = (v8su)seli(gt, oa, ob) - (v8su)seli(gt, ob, oa);
             ulp = (v8su)seli((v8si)(u > ulp), (v8si)u, (v8si)ulp);
         }
+        if (want_err) {
+            v8si x = (v8si)e | ((v8si)(m >= one) & smask);
+            memcpy(ebuf + (i - i0), &x, 32);
+        }
+    }
+    if (want_err) err_block(ebuf, i - i0, &h_lo, &h_hi);
     }
     float e_best = -1.0f, r_rel = -1.0f, r_scale = 0.0f, r_mabs = 0.0f;
     Py_ssize_t n_over = 0;
@@ -157,6 +275,12 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
         float e = m >= 1.0f ? q : d;
         if (e > e_best) e_best = e;
         if (count) n_over += e > thr;
+        if (want_err) {
+            int32_t be = hist_bin1(e);
+            if (be > 0 && be < h_lo) h_lo = be;
+            if (be > h_hi) h_hi = be;
+            hist_scratch[0][be + (m >= 1.0f ? HIST_NB : 2 * HIST_NB)]++;
+        }
         if (want_ulp) {
             int32_t xa, xb;
             memcpy(&xa, &x, 4);
@@ -178,14 +302,85 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
     r->dd = s_dd;
     r->n_over = n_over;
     r->max_ulp = r_ulp;
+    /* one range for both rows (the bins of either; scanning a few empty ones costs nothing) */
+    r->rel_lo = r->abs_lo = h_lo;
+    r->rel_hi = r->abs_hi = h_hi;
+    r->rows = want_err ? 6 : 0; /* rel big, abs small */
 }
 
+/* The error histogram of a chunk (see hist_bin1) into the thread's scratch copies, and the
+ * bins touched into r: a loop of its own after the metrics' (the chunk is in cache by then),
+ * which leaves both loops their registers. Blocks of bins are computed in vectors, then
+ * counted, a value at a time, into HIST_COPIES copies (consecutive values, often of one bin,
+ * do not wait for each other's increment). */
+static inline __attribute__((always_inline)) void hist_loop(const float *a, const float *b, Py_ssize_t n, result_t *r) {
+    const v8sf zero = {0}, one = zero + 1.0f;
+    const v8si nb = {0}, none = nb + HIST_NB;
+    v8si qlo = none, qhi = nb, dlo = none, dhi = nb;
+    uint32_t (*hs)[4 * HIST_NB] = hist_scratch;
+    __asm__("" : "+r"(hs)); /* the thread's address looked up once: not rematerialised per value */
+    int32_t idx[2 * HIST_BLOCK] __attribute__((aligned(32)));
+    Py_ssize_t nv = n & ~(Py_ssize_t)7;
+    for (Py_ssize_t i0 = 0; i0 < nv; i0 += HIST_BLOCK) {
+        Py_ssize_t k = nv - i0 < HIST_BLOCK ? nv - i0 : HIST_BLOCK;
+        for (Py_ssize_t i = 0; i < k; i += 8) {
+            v8sf va, vb;
+            memcpy(&va, a + i0 + i, 32);
+            memcpy(&vb, b + i0 + i, 32);
+            v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
+            v8sf m = sel(aa_ > ab_, aa_, ab_);
+            v8si bq = seli((v8si)(d == zero), nb, hist_bin8((v8si)(d / m))), bd = hist_bin8((v8si)d);
+            qlo = seli((bq > 0) & (bq < qlo), bq, qlo);
+            qhi = seli(bq > qhi, bq, qhi);
+            dlo = seli((bd > 0) & (bd < dlo), bd, dlo);
+            dhi = seli(bd > dhi, bd, dhi);
+            v8si big = (v8si)(m >= one) & HIST_NB;
+            v8si xq = bq + big, xd = bd + big + 2 * HIST_NB;
+            memcpy(idx + 2 * i, &xq, 32);
+            memcpy(idx + 2 * i + 8, &xd, 32);
+        }
+        for (Py_ssize_t j = 0; j < 2 * k; j += HIST_COPIES) {
+#pragma GCC unroll 4
+            for (int c = 0; c < HIST_COPIES; c++) hs[c][idx[j + c]]++;
+        }
+    }
+    int32_t rlo = HIST_NB, rhi = 0, alo = HIST_NB, ahi = 0;
+    for (int k = 0; k < 8; k++) {
+        if (qlo[k] < rlo) rlo = qlo[k];
+        if (qhi[k] > rhi) rhi = qhi[k];
+        if (dlo[k] < alo) alo = dlo[k];
+        if (dhi[k] > ahi) ahi = dhi[k];
+    }
+    for (Py_ssize_t i = nv; i < n; i++) {
+        float x = a[i], y = b[i], ax = fabsf(x), ay = fabsf(y), d = fabsf(x - y), m = ax > ay ? ax : ay;
+        int32_t big = m >= 1.0f ? HIST_NB : 0, bq = d == 0.0f ? 0 : hist_bin1(d / m), bd = hist_bin1(d);
+        if (bq > 0 && bq < rlo) rlo = bq;
+        if (bq > rhi) rhi = bq;
+        if (bd > 0 && bd < alo) alo = bd;
+        if (bd > ahi) ahi = bd;
+        hs[0][bq + big]++;
+        hs[0][bd + big + 2 * HIST_NB]++;
+    }
+    r->rel_lo = rlo;
+    r->rel_hi = rhi;
+    r->abs_lo = alo;
+    r->abs_hi = ahi;
+    r->rows = 15;
+}
+
+/* hist: HIST_NONE, HIST_ERR (MegEngine's error, counted in the metrics' loop) or HIST_FULL (the
+ * relative and the absolute error, in a loop of their own: MegEngine's error follows from them) */
+enum { HIST_NONE = 0, HIST_ERR = 1, HIST_FULL = 2 };
+
 CLONES
-static void kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, float thr, result_t *r) {
-    if (want_ulp && count) loop(a, b, n, thr, 1, 1, r);
-    else if (want_ulp) loop(a, b, n, thr, 1, 0, r);
-    else if (count) loop(a, b, n, thr, 0, 1, r);
-    else loop(a, b, n, thr, 0, 0, r);
+static void kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, int hist, float thr,
+                   result_t *r) {
+    int e = hist == HIST_ERR;
+    if (want_ulp && count) e ? loop(a, b, n, thr, 1, 1, 1, r) : loop(a, b, n, thr, 1, 1, 0, r);
+    else if (want_ulp) e ? loop(a, b, n, thr, 1, 0, 1, r) : loop(a, b, n, thr, 1, 0, 0, r);
+    else if (count) e ? loop(a, b, n, thr, 0, 1, 1, r) : loop(a, b, n, thr, 0, 1, 0, r);
+    else e ? loop(a, b, n, thr, 0, 0, 1, r) : loop(a, b, n, thr, 0, 0, 0, r);
+    if (hist == HIST_FULL && !r->bad) hist_loop(a, b, n, r);
 }
 
 /* The first index holding the largest error: one more pass, but only over a chunk whose
@@ -220,16 +415,29 @@ PyDoc_STRVAR(float32_doc,
 "worst_index is -1 unless max_err > floor (the var's largest error so far); n_over counts\n"
 "errors above threshold (None: not counted; with 0 it is the count of differing values);\n"
 "max_ulp is None unless ulp. None when a value is NaN/Inf or float32 overflows: the caller\n"
-"measures that chunk the careful way.");
+"measures that chunk the careful way. hist: None, or a writable buffer of HIST_LEN int64\n"
+"(lar_prec/compare/engine/hist.py) the chunk's error histogram is added to (not when None is\n"
+"returned): MegEngine's error, with full also the relative and the absolute error.");
 
 static PyObject *py_float32(PyObject *self, PyObject *args) {
     Py_buffer ba, bb;
     int want_ulp;
     PyObject *thr_obj;
     double floor_;
+    PyObject *hist_obj = Py_None;
+    int full = 0;
+    Py_buffer bh = {0};
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*pOd", &ba, &bb, &want_ulp, &thr_obj, &floor_)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*y*pOd|Op", &ba, &bb, &want_ulp, &thr_obj, &floor_, &hist_obj, &full)) return NULL;
     PyObject *out = NULL;
+    int want_hist = hist_obj != Py_None;
+    if (want_hist) {
+        if (PyObject_GetBuffer(hist_obj, &bh, PyBUF_WRITABLE) < 0) { want_hist = 0; goto done; }
+        if (bh.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t))) {
+            PyErr_Format(PyExc_ValueError, "float32: a histogram of %zd bytes, expected %d", bh.len, (int)(HIST_LEN * 8));
+            goto done;
+        }
+    }
     int count = thr_obj != Py_None;
     double thr = count ? PyFloat_AsDouble(thr_obj) : 0.0;
     if (thr == -1.0 && PyErr_Occurred()) goto done;
@@ -241,8 +449,9 @@ static PyObject *py_float32(PyObject *self, PyObject *args) {
     result_t r;
     const float *a = (const float *)ba.buf, *b = (const float *)bb.buf;
     Py_BEGIN_ALLOW_THREADS
-    kernel(a, b, n, want_ulp, count, (float)thr, &r);
+    kernel(a, b, n, want_ulp, count, !want_hist ? HIST_NONE : full ? HIST_FULL : HIST_ERR, (float)thr, &r);
     r.worst = (!r.bad && (double)r.max_err > floor_) ? first_at(a, b, n, r.max_err) : -1;
+    if (want_hist) hist_fold(r.bad ? NULL : (int64_t *)bh.buf, &r);
     Py_END_ALLOW_THREADS
     if (r.bad) {
         out = Py_None;
@@ -256,7 +465,118 @@ static PyObject *py_float32(PyObject *self, PyObject *args) {
 done:
     PyBuffer_Release(&ba);
     PyBuffer_Release(&bb);
+    if (want_hist) PyBuffer_Release(&bh);
     return out;
+}
+
+/* the upper edge of histogram bin j (see hist_bin1): every value in it is below this */
+static double hist_edge(int j) {
+    if (j == 0) return 0.0;
+    if (j >= HIST_NB - 1) return INFINITY;
+    int32_t bits = (j + HIST_LO - 1) << (23 - HIST_SUB_BITS);
+    float f;
+    memcpy(&f, &bits, 4);
+    return (double)f;
+}
+
+/* the k-th smallest value (1-based) of rows r0 + r1 of histogram h, as its bin's upper edge,
+ * clamped to top (the exact largest value) */
+static double hist_kth(const int64_t *h, int r0, int r1, int lo, int hi, long long k, double top) {
+    long long c = h[r0 * HIST_NB] + h[r1 * HIST_NB];
+    if (c >= k) return 0.0;
+    for (int j = lo; j <= hi; j++) {
+        c += h[r0 * HIST_NB + j] + h[r1 * HIST_NB + j];
+        if (c >= k) {
+            double e = hist_edge(j);
+            return e < top ? e : top;
+        }
+    }
+    return top;
+}
+
+/* p50, p90, p99, p99.9 (exact fractions: k = ceil(num * n / den)) */
+static const long long QNUM[4] = {1, 9, 99, 999}, QDEN[4] = {2, 10, 100, 1000};
+#define HIST_STATS 13
+
+/* a var's statistics from its histogram of n values (lar_prec/compare/engine/hist.py STAT_FIELDS):
+ * MegEngine's error p50, p90, p99, p99.9, that error at ratio (k = ceil(ratio * n)), then with
+ * full the relative error's four quantiles and the absolute error's (else NaN) */
+static void hist_stats(const int64_t *h, long long n, double ratio, int full, double max_rel, double max_abs,
+                       double max_err, double out[HIST_STATS]) {
+    const int64_t *slot = h + 4 * HIST_NB;
+    int rlo = (int)slot[0], rhi = (int)slot[1], alo = (int)slot[2], ahi = (int)slot[3];
+    int elo = rlo < alo ? rlo : alo, ehi = rhi > ahi ? rhi : ahi;
+    /* MegEngine's error: q where max(|a|,|b|) >= 1 (row 1), d below (row 2) */
+    for (int i = 0; i < 4; i++) {
+        long long k = (QNUM[i] * n + QDEN[i] - 1) / QDEN[i];
+        out[i] = hist_kth(h, 1, 2, elo, ehi, k, max_err);
+        out[5 + i] = full ? hist_kth(h, 0, 1, rlo, rhi, k, max_rel < 0 ? 0.0 : max_rel) : NAN;
+        out[9 + i] = full ? hist_kth(h, 2, 3, alo, ahi, k, max_abs) : NAN;
+    }
+    long long k = (long long)ceil(ratio * (double)n);
+    out[4] = hist_kth(h, 1, 2, elo, ehi, k < 1 ? 1 : k, max_err);
+}
+
+/* the statistics as Python objects (None for those not counted) into items */
+static int stats_objects(const double st[HIST_STATS], PyObject *items[HIST_STATS]) {
+    int ok = 1;
+    for (int i = 0; i < HIST_STATS; i++) {
+        items[i] = isnan(st[i]) ? (Py_INCREF(Py_None), Py_None) : PyFloat_FromDouble(st[i]);
+        ok = ok && items[i];
+    }
+    return ok;
+}
+
+PyDoc_STRVAR(hist_stats_doc,
+"hist_stats(hist, n, ratio, full, max_rel, max_abs, max_err) -> tuple\n\n"
+"The statistics of the error histogram hist of n values (lar_prec/compare/engine/hist.py\n"
+"STAT_FIELDS; stats_np is the numpy twin): MegEngine's error p50, p90, p99, p99.9, that error\n"
+"at ratio, then with full the relative and the absolute error's quantiles (else None).");
+
+static PyObject *py_hist_stats(PyObject *self, PyObject *args) {
+    Py_buffer bh;
+    long long n;
+    int full;
+    double ratio, mr, ma, me, out[HIST_STATS];
+    PyObject *items[HIST_STATS];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*Ldpddd", &bh, &n, &ratio, &full, &mr, &ma, &me)) return NULL;
+    if (bh.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t))) {
+        PyBuffer_Release(&bh);
+        return PyErr_Format(PyExc_ValueError, "hist_stats: a histogram of %zd bytes, expected %d", bh.len, (int)(HIST_LEN * 8));
+    }
+    hist_stats((const int64_t *)bh.buf, n, ratio, full, mr, ma, me, out);
+    PyBuffer_Release(&bh);
+    int ok = stats_objects(out, items);
+    PyObject *t = ok ? PyTuple_New(HIST_STATS) : NULL;
+    for (int i = 0; i < HIST_STATS; i++) {
+        if (t) PyTuple_SET_ITEM(t, i, items[i]);
+        else Py_XDECREF(items[i]);
+    }
+    return t;
+}
+
+PyDoc_STRVAR(hist_add_doc, "hist_add(dst, src)\n\nAdd histogram src into dst (counts summed, bin ranges widened).");
+
+static PyObject *py_hist_add(PyObject *self, PyObject *args) {
+    Py_buffer bd, bs;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "w*y*", &bd, &bs)) return NULL;
+    if (bd.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t)) || bs.len != bd.len) {
+        PyBuffer_Release(&bd);
+        PyBuffer_Release(&bs);
+        return PyErr_Format(PyExc_ValueError, "hist_add: histograms of %d bytes expected", (int)(HIST_LEN * 8));
+    }
+    int64_t *d = (int64_t *)bd.buf;
+    const int64_t *x = (const int64_t *)bs.buf;
+    for (int i = 0; i < 4 * HIST_NB; i++) d[i] += x[i];
+    for (int i = 4 * HIST_NB; i < HIST_LEN; i += 2) {
+        if (x[i] < d[i]) d[i] = x[i];
+        if (x[i + 1] > d[i + 1]) d[i + 1] = x[i + 1];
+    }
+    PyBuffer_Release(&bd);
+    PyBuffer_Release(&bs);
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(same_doc, "same(a, b) -> bool\n\nTrue when two buffers hold the same bytes (memcmp).");
@@ -531,6 +851,8 @@ typedef struct {
 typedef struct {
     long long n_fin, worst, n_over, n_diff, max_ulp; /* max_ulp -1: none */
     double max_err, worst_a, worst_b, max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale;
+    int has_stats;         /* a float var: stats from its error histogram (hist_stats) */
+    double stats[HIST_STATS];
 } acc_t;
 
 typedef struct {
@@ -553,6 +875,8 @@ typedef struct {
     int count;
     float thr;
     double thr_d;          /* the threshold as given (its float32 rounding is thr) */
+    double ratio;          /* --pass-ratio: the share of elements hist_stats' last value is at */
+    int full;              /* relative and absolute error histograms too (HIST_FULL) */
     int oom;
 } scan_t;
 
@@ -691,8 +1015,10 @@ static void acc_add_kernel(acc_t *acc, const result_t *r, Py_ssize_t n, long lon
     }
 }
 
-static int run_kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, float thr, double floor_, result_t *r) {
-    kernel(a, b, n, want_ulp, count, thr, r);
+static int run_kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, float thr, double floor_,
+                      int64_t *hist, int full, result_t *r) {
+    kernel(a, b, n, want_ulp, count, !hist ? HIST_NONE : full ? HIST_FULL : HIST_ERR, thr, r);
+    if (hist) hist_fold(r->bad ? NULL : hist, r);
     if (r->bad) return 0;
     r->worst = (double)r->max_err > floor_ ? first_at(a, b, n, r->max_err) : -1;
     if (!count) r->n_over = -1;
@@ -743,7 +1069,8 @@ static float half_to_float(uint16_t h) {
 /* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
  * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of a dtype
  * other than float32). */
-static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap) {
+static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap,
+                   int64_t *hist) {
     acc_t *acc = &p->acc;
     memset(acc, 0, sizeof *acc);
     acc->max_err = -1.0;
@@ -759,7 +1086,7 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
             Py_ssize_t k = n - pos < (Py_ssize_t)s->chunk ? n - pos : (Py_ssize_t)s->chunk;
             const float *a = (const float *)da + pos, *b = (const float *)db + pos;
             int same = memcmp(a, b, (size_t)k * 4) == 0;
-            if (!run_kernel(a, same ? a : b, k, 1, s->count, s->thr, acc->max_err, &r)) return 0;
+            if (!run_kernel(a, same ? a : b, k, 1, s->count, s->thr, acc->max_err, hist, s->full, &r)) return 0;
             acc_add_kernel(acc, &r, k, pos, a, b, count_zero);
             if ((long long)r.max_ulp > acc->max_ulp) acc->max_ulp = (long long)r.max_ulp;
         }
@@ -801,7 +1128,7 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
             acc->max_ulp = 0;
             return 1;
         }
-        if (!run_kernel(a, b, n, 0, s->count, s->thr, -1.0, &r)) return 0;
+        if (!run_kernel(a, b, n, 0, s->count, s->thr, -1.0, hist, s->full, &r)) return 0;
         acc_add_kernel(acc, &r, n, 0, a, b, s->count && s->thr_d == 0.0);
         uint32_t u = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -845,7 +1172,7 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
         a[i] = (float)x;
         b[i] = (float)y;
     }
-    if (!run_kernel(a, b, n, 0, 0, 0.0f, -1.0, &r)) return 0;
+    if (!run_kernel(a, b, n, 0, 0, 0.0f, -1.0, NULL, 0, &r)) return 0;
     acc_add_kernel(acc, &r, n, 0, a, b, 0);
     acc->n_diff = ndiff;
     if (acc->scale >= 16777216.0) acc->max_abs = (double)exact;
@@ -857,6 +1184,9 @@ static void *scan_worker(void *arg) {
     char *ba = NULL, *bb = NULL;
     size_t ca = 0, cb = 0, fcap = 0;
     float *fa = NULL, *fb = NULL;
+    int64_t *hist = calloc(HIST_LEN, sizeof(int64_t));  /* a float var's error histogram */
+    if (!hist) { __atomic_store_n(&s->oom, 1, __ATOMIC_RELAXED); return NULL; }
+    hist_clear(hist);
     dirc_t da, db;  /* A's folder, B's */
     da.fd = db.fd = -1;
     da.len = db.len = 0;
@@ -888,7 +1218,13 @@ static void *scan_worker(void *arg) {
             || memcmp(p->a.dims, p->b.dims, sizeof p->a.dims) != 0
             || p->a.file_size > s->max_file || p->b.file_size > s->max_file)
             continue;
-        p->measured = measure(s, p, ba + HDR + p->a.name_len, bb + HDR + p->b.name_len, &fa, &fb, &fcap);
+        p->measured = measure(s, p, ba + HDR + p->a.name_len, bb + HDR + p->b.name_len, &fa, &fb, &fcap, hist);
+        if (p->measured && (p->a.dt->handler == H_F32 || p->a.dt->handler == H_F16)) { /* float: its statistics */
+            acc_t *c = &p->acc;
+            c->has_stats = 1;
+            hist_stats(hist, c->n_fin, s->ratio, s->full, c->max_rel, c->max_abs, c->max_err, c->stats);
+        }
+        hist_clear(hist);
     }
     if (da.fd >= 0) close(da.fd);
     if (db.fd >= 0) close(db.fd);
@@ -896,6 +1232,7 @@ static void *scan_worker(void *arg) {
     free(bb);
     free(fa);
     free(fb);
+    free(hist);
     return NULL;
 }
 
@@ -935,12 +1272,29 @@ static PyObject *fields_tuple(const pair_t *p, const scan_t *s) {
         thr = (Py_INCREF(Py_None), Py_None);
         n_diff = (Py_INCREF(Py_None), Py_None);
     }
-    if (!cos || !ulp || !idx || !n_over || !thr || !n_diff) {
+    PyObject *st[HIST_STATS];
+    double none[HIST_STATS];
+    for (int i = 0; i < HIST_STATS; i++) none[i] = NAN;
+    int ok = stats_objects(c->has_stats ? c->stats : none, st);
+    if (!cos || !ulp || !idx || !n_over || !thr || !n_diff || !ok) {
         Py_XDECREF(cos); Py_XDECREF(ulp); Py_XDECREF(idx); Py_XDECREF(n_over); Py_XDECREF(thr); Py_XDECREF(n_diff);
+        for (int i = 0; i < HIST_STATS; i++) Py_XDECREF(st[i]);
         return NULL;
     }
-    return Py_BuildValue("(dddddNNNdddNNN)", c->max_err, c->max_abs, c->max_rel, c->sum_abs / n, sqrt(c->dd / n), cos, ulp,
-                         idx, c->worst_a, c->worst_b, c->scale, n_over, thr, n_diff);
+    PyObject *head = Py_BuildValue("(dddddNNNdddNNN)", c->max_err, c->max_abs, c->max_rel, c->sum_abs / n, sqrt(c->dd / n),
+                                   cos, ulp, idx, c->worst_a, c->worst_b, c->scale, n_over, thr, n_diff);
+    PyObject *out = head ? PyTuple_New(14 + HIST_STATS) : NULL;
+    for (int i = 0; i < 14 && out; i++) {
+        PyObject *x = PyTuple_GET_ITEM(head, i);
+        Py_INCREF(x);
+        PyTuple_SET_ITEM(out, i, x);
+    }
+    for (int i = 0; i < HIST_STATS; i++) {
+        if (out) PyTuple_SET_ITEM(out, 14 + i, st[i]);
+        else Py_DECREF(st[i]);
+    }
+    Py_XDECREF(head);
+    return out;
 }
 
 static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) {
@@ -953,7 +1307,7 @@ static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) 
 }
 
 PyDoc_STRVAR(scan_pairs_doc,
-"scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads) -> list\n\n"
+"scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False) -> list\n\n"
 "Read each pair of dump files (str or file system bytes; paths_b[i] may be None) once: header, title and, for files of\n"
 "at most max_file bytes of the same dtype and shape, the values compared as the Python engine\n"
 "does with chunks of `chunk` elements (threshold: count errors above it, or None). dtypes is a\n"
@@ -964,7 +1318,8 @@ PyDoc_STRVAR(scan_pairs_doc,
 "comp_node, storage, shape_infer, value_infer, where the inputs start, input ids) or None\n"
 "where Python must parse it; fields are a measured var's (max_err, max_abs_err, max_rel_err,\n"
 "mean_abs_err, rmse, cosine, max_ulp, worst_index, worst_a, worst_b, scale, n_over, threshold,\n"
-"n_diff), as the Python engine finishes them, or None.");
+"n_diff, then float vars' hist_stats at ratio: rel p50 ... error at ratio, None for others), as the\n"
+"Python engine finishes them, or None.");
 
 /* One call's work: what the threads read (no Python object is touched off the GIL) and what
  * is freed after. scan_start hands it to threads of its own and returns at once (the caller
@@ -1026,7 +1381,10 @@ static job_t *job_new(PyObject *args, int *threads_out) {
     PyObject *la, *lb, *dts_obj, *thr_obj;
     long long max_file, chunk;
     int threads;
-    if (!PyArg_ParseTuple(args, "O!O!OLLOi", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk, &thr_obj, &threads))
+    double ratio = 1.0;
+    int full = 0;
+    if (!PyArg_ParseTuple(args, "O!O!OLLOi|dp", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk, &thr_obj,
+                          &threads, &ratio, &full))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(la);
     if (PyList_GET_SIZE(lb) != n) { PyErr_SetString(PyExc_ValueError, "scan_pairs: paths_a and paths_b differ in length"); return NULL; }
@@ -1067,7 +1425,7 @@ static job_t *job_new(PyObject *args, int *threads_out) {
         j->pairs[i].pa = pp[0];
         j->pairs[i].pb = pp[1];
     }
-    scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, 0};
+    scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, ratio, full, 0};
     if (s.count) {
         double t = PyFloat_AsDouble(thr_obj);
         if (t == -1.0 && PyErr_Occurred()) goto fail;
@@ -1142,7 +1500,7 @@ static void job_capsule_free(PyObject *cap) {
 }
 
 PyDoc_STRVAR(scan_start_doc,
-"scan_start(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads) -> job\n\n"
+"scan_start(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False) -> job\n\n"
 "scan_pairs on `threads` threads of its own, started now; scan_finish(job) waits for them and\n"
 "returns what scan_pairs returns. A job dropped unfinished is waited for and freed.");
 
@@ -1591,6 +1949,8 @@ static PyObject *py_grisu_repr(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"same", py_same, METH_VARARGS, same_doc},
+    {"hist_stats", py_hist_stats, METH_VARARGS, hist_stats_doc},
+    {"hist_add", py_hist_add, METH_VARARGS, hist_add_doc},
     {"scan_pairs", py_scan_pairs, METH_VARARGS, scan_pairs_doc},
     {"scan_start", py_scan_start, METH_VARARGS, scan_start_doc},
     {"scan_finish", py_scan_finish, METH_O, scan_finish_doc},

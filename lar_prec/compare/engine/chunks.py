@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare import metrics
+from lar_prec.compare.engine import hist
 from lar_prec.compare.engine.workers import EngineSettings
 from lar_prec.compare.engine.io import Extent, pair_chunks, same_bytes
 from lar_prec.dumps.dtypes import DType
@@ -99,8 +100,12 @@ def _scratch(n: int) -> _Scratch:
 class Acc:
     """Running metrics of one element range over its chunks (all in one pass)."""
 
-    def __init__(self, count_over: Optional[float]) -> None:
+    def __init__(self, count_over: Optional[float], stats: bool = False, full: bool = False) -> None:
         self.count_over = count_over  # threshold known up front (fixed): count in this pass
+        # float vars: the error histogram their quantiles come from (engine/hist.py); full: of
+        # the relative and absolute error too
+        self.hist = hist.new() if stats else None
+        self.full = full
         self.n_fin = 0
         self.max_err = -1.0
         self.worst = -1
@@ -208,6 +213,8 @@ def _float_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarray
         return
     acc.n_fin += n
     acc.worst_update(e, off + i, float(a[i]), float(b[i]))
+    if acc.hist is not None:
+        hist.add_chunk(acc.hist, a, b, acc.full)
     acc.scale = max(acc.scale, float(M.max()))
     acc.max_abs = max(acc.max_abs, float(D.max()))
     if rel == rel:
@@ -228,7 +235,7 @@ def _kernel_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
     """:func:`_float_chunk` through the C kernel: the same metrics in one pass."""
     # float32 bit views get their ulps in C; float16's int16 views are done below
     c_ulp = ia is not None and ia.dtype == np.int32
-    r = kernel.float32(a, b, c_ulp, acc.count_over, acc.max_err)  # type: ignore[attr-defined]
+    r = kernel.float32(a, b, c_ulp, acc.count_over, acc.max_err, acc.hist, acc.full)  # type: ignore[attr-defined]
     if r is None:  # NaN/Inf somewhere, or float32 overflow
         _mixed_chunk(acc, a, b, ia, ib, off, s, ulp_div)
         return
@@ -266,7 +273,7 @@ def _float32_kernel_range(acc: Acc, da: Extent, db: Extent, start: int, end: int
     f32 = kernel.float32  # type: ignore[attr-defined]
     for pos, va, vb in pair_chunks(da, db, 4, 4, start, end, st.chunk_elements, s.raw(4, 4), st.window_bytes):
         same = same_bytes(va, vb, kernel)
-        r = f32(va, va if same else vb, True, acc.count_over, acc.max_err)
+        r = f32(va, va if same else vb, True, acc.count_over, acc.max_err, acc.hist, acc.full)
         if r is not None:
             _kernel_add(acc, r, len(va) // 4, pos, va.cast("f"), vb.cast("f"))
             acc.ulp_update(r[11])
@@ -296,6 +303,8 @@ def _mixed_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.
     a64 = a[idx].astype(np.float64)
     b64 = b[idx].astype(np.float64)
     _f64_metrics(acc, a64, b64, idx + off, err32=True)
+    if acc.hist is not None:
+        hist.add_chunk(acc.hist, a[idx], b[idx], acc.full)
     if ia is not None and ib is not None:
         u = _ulp_max(ia[idx], ib[idx], None)
         acc.ulp_update(u // ulp_div if ulp_div > 1 else u)
@@ -353,6 +362,8 @@ def _identical_chunk(acc: Acc, x: np.ndarray, start: int, s: _Scratch, ulp: bool
     x64 = s.d[0][:n] if n <= s.n else np.empty(n, np.float64)
     np.copyto(x64, x)
     acc.n_fin += n
+    if acc.hist is not None:
+        hist.add_zeros(acc.hist, n)
     xx = metrics.sum_squares(x64)  # identical values: a.a = a.b = b.b, d.d = 0
     acc.aa += xx
     acc.ab += xx
@@ -407,10 +418,11 @@ def count_range(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
 
 
 def float_range(da: Extent, db: Extent, start: int, end: int, st: EngineSettings, count_over: Optional[float],
-                kernel: Optional[object]) -> Acc:
-    """Metrics of elements ``start:end`` of two float dumps of the same dtype."""
+                kernel: Optional[object], full: bool = False) -> Acc:
+    """Metrics of elements ``start:end`` of two float dumps of the same dtype (with their error
+    histogram: ``full`` for the relative and absolute error's too)."""
     s = _scratch(st.chunk_elements)
-    acc = Acc(count_over)
+    acc = Acc(count_over, stats=True, full=full)
     name = da.dtype.name
     itemsize = 2 if name in ("Float16", "BFloat16") else 4
     ulp_div = 1 << 16 if name == "BFloat16" else 1
