@@ -419,7 +419,17 @@ PyDoc_STRVAR(float32_doc,
 "(lar_prec/compare/engine/hist.py) the chunk's error histogram is added to (not when None is\n"
 "returned): MegEngine's error, with full also the relative and the absolute error.");
 
-static PyObject *py_float32(PyObject *self, PyObject *args) {
+static void halves_to_floats(const void *src, float *dst, Py_ssize_t n);
+static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n);
+
+/* a thread's float32 copies of float16 chunks (float16(): grown, never freed) */
+static __thread float *half_buf;
+static __thread Py_ssize_t half_cap;
+
+/* float32() and float16(): the values are float32, or float16 (widened exactly first) */
+static PyObject *measure_call(PyObject *args, int half) {
+    const char *what = half ? "float16" : "float32";
+    int size = half ? 2 : 4;
     Py_buffer ba, bb;
     int want_ulp;
     PyObject *thr_obj;
@@ -427,31 +437,46 @@ static PyObject *py_float32(PyObject *self, PyObject *args) {
     PyObject *hist_obj = Py_None;
     int full = 0;
     Py_buffer bh = {0};
-    (void)self;
     if (!PyArg_ParseTuple(args, "y*y*pOd|Op", &ba, &bb, &want_ulp, &thr_obj, &floor_, &hist_obj, &full)) return NULL;
     PyObject *out = NULL;
     int want_hist = hist_obj != Py_None;
     if (want_hist) {
         if (PyObject_GetBuffer(hist_obj, &bh, PyBUF_WRITABLE) < 0) { want_hist = 0; goto done; }
         if (bh.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t))) {
-            PyErr_Format(PyExc_ValueError, "float32: a histogram of %zd bytes, expected %d", bh.len, (int)(HIST_LEN * 8));
+            PyErr_Format(PyExc_ValueError, "%s: a histogram of %zd bytes, expected %d", what, bh.len, (int)(HIST_LEN * 8));
             goto done;
         }
     }
     int count = thr_obj != Py_None;
     double thr = count ? PyFloat_AsDouble(thr_obj) : 0.0;
     if (thr == -1.0 && PyErr_Occurred()) goto done;
-    if (ba.len != bb.len || ba.len % 4 != 0 || ba.len == 0) {
-        PyErr_Format(PyExc_ValueError, "float32: buffers of %zd and %zd bytes, expected equal non-zero multiples of 4", ba.len, bb.len);
+    if (ba.len != bb.len || ba.len % size != 0 || ba.len == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: buffers of %zd and %zd bytes, expected equal non-zero multiples of %d", what,
+                     ba.len, bb.len, size);
         goto done;
     }
-    Py_ssize_t n = ba.len / 4;
-    result_t r;
+    Py_ssize_t n = ba.len / size;
     const float *a = (const float *)ba.buf, *b = (const float *)bb.buf;
+    if (half) {
+        if (half_cap < 2 * n) {
+            float *x = realloc(half_buf, (size_t)(2 * n) * sizeof(float));
+            if (!x) { PyErr_NoMemory(); goto done; }
+            half_buf = x;
+            half_cap = 2 * n;
+        }
+        a = half_buf;
+        b = half_buf + n;
+    }
+    result_t r;
     Py_BEGIN_ALLOW_THREADS
-    kernel(a, b, n, want_ulp, count, !want_hist ? HIST_NONE : full ? HIST_FULL : HIST_ERR, (float)thr, &r);
+    if (half) {
+        halves_to_floats(ba.buf, (float *)a, n);
+        halves_to_floats(bb.buf, (float *)b, n);
+    }
+    kernel(a, b, n, want_ulp && !half, count, !want_hist ? HIST_NONE : full ? HIST_FULL : HIST_ERR, (float)thr, &r);
     r.worst = (!r.bad && (double)r.max_err > floor_) ? first_at(a, b, n, r.max_err) : -1;
     if (want_hist) hist_fold(r.bad ? NULL : (int64_t *)bh.buf, &r);
+    if (half && want_ulp && !r.bad) r.max_ulp = ulp16_max(ba.buf, bb.buf, n);
     Py_END_ALLOW_THREADS
     if (r.bad) {
         out = Py_None;
@@ -467,6 +492,21 @@ done:
     PyBuffer_Release(&bb);
     if (want_hist) PyBuffer_Release(&bh);
     return out;
+}
+
+static PyObject *py_float32(PyObject *self, PyObject *args) {
+    (void)self;
+    return measure_call(args, 0);
+}
+
+PyDoc_STRVAR(float16_doc,
+"float16(a, b, ulp, threshold, floor, hist=None, full=False) -> tuple or None\n\n"
+"float32() of two buffers of float16 values, widened exactly to float32 first (where the CPU\n"
+"has F16C, by it); max_ulp in float16 units in the last place.");
+
+static PyObject *py_float16(PyObject *self, PyObject *args) {
+    (void)self;
+    return measure_call(args, 1);
 }
 
 /* the upper edge of histogram bin j (see hist_bin1): every value in it is below this */
@@ -1066,6 +1106,48 @@ static float half_to_float(uint16_t h) {
     return f;
 }
 
+/* n float16 values (bits) as float32: F16C's vcvtph2ps where the CPU has it (exact, as the
+ * scalar conversion) */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void halves_f16c(const uint16_t *src, float *dst, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) {
+        uint16_t x;
+        memcpy(&x, src + i, 2);
+        dst[i] = half_to_float(x);
+    }
+}
+#endif
+
+static void halves_to_floats(const void *src, float *dst, Py_ssize_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    static int f16c = -1;
+    if (f16c < 0) f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    if (f16c) { halves_f16c((const uint16_t *)src, dst, n); return; }
+#endif
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint16_t x;
+        memcpy(&x, (const char *)src + 2 * i, 2);
+        dst[i] = half_to_float(x);
+    }
+}
+
+/* largest ulp distance of n pairs of float16 bit patterns (finite) */
+static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n) {
+    uint32_t u = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint16_t x, y;
+        memcpy(&x, (const char *)pa + 2 * i, 2);
+        memcpy(&y, (const char *)pb + 2 * i, 2);
+        int32_t d = ord16(x) - ord16(y);
+        uint32_t ad = (uint32_t)(d < 0 ? -d : d);
+        if (ad > u) u = ad;
+    }
+    return u;
+}
+
 /* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
  * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of a dtype
  * other than float32). */
@@ -1108,7 +1190,8 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
     int same = memcmp(da, db, nb) == 0;
     if (h == H_F16) {
         const uint16_t *ha = (const uint16_t *)da, *hb = (const uint16_t *)db;
-        for (Py_ssize_t i = 0; i < n; i++) { uint16_t x, y; memcpy(&x, ha + i, 2); memcpy(&y, hb + i, 2); a[i] = half_to_float(x); b[i] = half_to_float(y); }
+        halves_to_floats(ha, a, n);
+        halves_to_floats(hb, b, n);
         if (same) {
             /* chunks.py _identical_chunk: no error, a.a for the cosine, the magnitudes */
             float mag = 0.0f;
@@ -1130,16 +1213,7 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
         }
         if (!run_kernel(a, b, n, 0, s->count, s->thr, -1.0, hist, s->full, &r)) return 0;
         acc_add_kernel(acc, &r, n, 0, a, b, s->count && s->thr_d == 0.0);
-        uint32_t u = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint16_t x, y;
-            memcpy(&x, ha + i, 2);
-            memcpy(&y, hb + i, 2);
-            int32_t d = ord16(x) - ord16(y);
-            uint32_t ad = (uint32_t)(d < 0 ? -d : d);
-            if (ad > u) u = ad;
-        }
-        acc->max_ulp = u;
+        acc->max_ulp = ulp16_max(ha, hb, n);
         if (!s->count) acc->n_over = 0;
         return 1;
     }
@@ -1948,6 +2022,7 @@ static PyObject *py_grisu_repr(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
+    {"float16", py_float16, METH_VARARGS, float16_doc},
     {"same", py_same, METH_VARARGS, same_doc},
     {"hist_stats", py_hist_stats, METH_VARARGS, hist_stats_doc},
     {"hist_add", py_hist_add, METH_VARARGS, hist_add_doc},

@@ -246,14 +246,14 @@ def measure_forked(plans: List[Job], tasks: List[tuple], finish: Callable[[int, 
     # workers take the big pieces, this process the small ones (and big ones from the back):
     # a worker that touched the jobs of thousands of small vars would copy most of this
     # process's pages (20,000 small vars: 150 MB for the two, not 90) for no gain. With the C
-    # kernel, workers take only float32 pieces, which need no numpy: forked before this
-    # process imports numpy, they work while it does, and never import it.
+    # kernel, workers take only float32 and float16 pieces, which need no numpy: forked before
+    # this process imports numpy, they work while it does, and never import it.
     kernel = kernel_for(st)
     sizes = [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks]
     if kernel is None:
         import numpy  # noqa: F401  # before the fork: the workers need it and inherit it
-    forked = [sizes[t] >= st.small_task_elements and (kernel is None or (tasks[t][0].kind == "float" and tasks[t][0].da.dtype.name == "Float32"))
-              for t in range(len(tasks))]
+    forked = [sizes[t] >= st.small_task_elements and (kernel is None or (
+        tasks[t][0].kind == "float" and tasks[t][0].da.dtype.name in ("Float32", "Float16"))) for t in range(len(tasks))]
     order = [t for t in range(len(tasks)) if forked[t]]
     n_big = len(order)
     order += [t for t in range(len(tasks)) if not forked[t]]
