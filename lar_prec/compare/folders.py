@@ -65,6 +65,7 @@ from lar_prec.compare.threshold import (
 )
 from lar_prec.lar.graphopts import formats_beside_dump
 from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
+from lar_prec.dumps.dtypes import dtype_by_name
 from lar_prec.compare.relayout import to_plain
 
 log = logging.getLogger(__name__)
@@ -168,17 +169,22 @@ def compare_folders(
                                   full=stats)
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
-    if count_over is not None and paired.mode == "id" and measured and len(measured) == len(paired.order) \
+    if paired.mode == "id" and measured and len(measured) == len(paired.order) \
             and all(a in measured for a, _ in paired.order):
-        # the batch reader measured and judged every var (a folder of small vars, a fixed
-        # threshold): their records in execution order, no jobs to plan
+        # the batch reader measured every var (a folder of small vars; with a fixed threshold
+        # judged too): their records in execution order, no jobs to plan
         diffs = _in_order(measured, paired)
+        files = (fa.files(), fb.files())
         fa.forget_all()
         fb.forget_all()
-        # a var whose own threshold is not the fixed value (scaled by its magnitude): its
-        # count of elements over it from the files, as below
-        diffs = _recount(fa.path, fb.path, diffs, st)
-        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), fixed, notes, st, paired, pass_ratio)
+        if on_progress is not None:  # all read: the bytes of both sides
+            total = sum(2 * ((d.size * dtype_by_name(d.dtype).bits + 7) // 8) for d in diffs)
+            on_progress(total, total)
+        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes)
+        # counts of elements over each var's own threshold where the first pass could not make
+        # them (auto; a fixed value scaled by magnitude), from the files
+        diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs))
+        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
     measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
@@ -213,17 +219,13 @@ def compare_folders(
     if paired.mode == "name":
         relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
                                      layout_format, (pass_ratio, stats))
-    thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
-    # judged in place: one list of VarDiffs, not two
-    for i, d in enumerate(diffs):
-        if not judged[i]:
-            diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
-    if fixed is None:  # auto: the band, then each var against what its inputs explain
-        diffs, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))  # type: ignore[arg-type,assignment]
-        thr = with_growth(thr, growth)
-        diffs, one_step = _one_step(diffs)  # type: ignore[arg-type,assignment]
-        if one_step:
-            notes.append(one_step)
+    if fixed is not None:
+        thr = fixed
+        for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
+            if not judged[i]:
+                diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+    else:
+        thr = _judge_auto(diffs, fa, fb, notes)  # type: ignore[arg-type]
     try:
         judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
                           b_ids=dict(paired.pairs) if paired.mode == "name" else None)
@@ -231,6 +233,21 @@ def compare_folders(
         if relaid is not None:
             relaid.cleanup()
     return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio)
+
+
+def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str]) -> Threshold:
+    """Judge ``diffs`` in place by the auto rule: the band chosen from the data, then each var
+    against what its inputs explain (:mod:`~lar_prec.compare.growth`), quantized vars one
+    step apart; returns the threshold (with the growth's decision)."""
+    thr = choose_threshold(diffs)
+    for d in diffs:
+        d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
+    grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))
+    stepped, one_step = _one_step(grown)
+    if one_step:
+        notes.append(one_step)
+    diffs[:] = stepped
+    return with_growth(thr, growth)
 
 
 def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],
@@ -398,39 +415,73 @@ def _count_task(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
 def _recount(
     dir_a: Path, dir_b: Path, diffs: Sequence[VarDiff], st: EngineSettings,
     extents: Optional[Dict[int, Tuple[Extent, Extent]]] = None, jobs: int = 1, strategy: Strategy = Strategy.SERIAL,
-    b_ids: Optional[Dict[int, int]] = None,
+    b_ids: Optional[Dict[int, int]] = None, files: Optional[Tuple[Dict[int, str], Dict[int, str]]] = None,
 ) -> List[VarDiff]:
     """Fill ``n_over`` where it is unknown: count elements above each var's threshold.
     ``extents`` (by var id) saves reading the headers again; ``b_ids`` maps A's ids to B's
-    when the vars were paired by name."""
+    when the vars were paired by name; ``files`` (A's and B's file by id) are the files of
+    vars the batch reader measured. Float32 and float16 vars are counted by the kernel's
+    ``count_pairs`` (reading only, on threads), the rest (and the numpy path) by the engine."""
     todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
     if not todo:
         return list(diffs)
     folders: Optional[Tuple[DumpFolder, DumpFolder]] = None
     out = list(diffs)
+    kernel = kernel_for(st)
+    in_c = kernel is not None and hasattr(kernel, "count_pairs")
+    c_pairs: List[Tuple[int, str, int, str, int, int, bool, float]] = []
     tasks: List[Tuple[int, Extent, Extent, int, int, float]] = []
     piece = max(st.chunk_elements, st.piece_elements) if jobs > 1 else 1 << 62
-    for i in todo:
-        d = out[i]
+
+    def extents_of(d: VarDiff) -> Tuple[Extent, Extent]:
+        nonlocal folders
         pair = (extents or {}).get(d.id)
         if pair is None:
             folders = folders or (DumpFolder(dir_a), DumpFolder(dir_b))
             pair = (Extent.of(folders[0][d.id]), Extent.of(folders[1][(b_ids or {}).get(d.id, d.id)]))
-        da, db = pair
-        if da.dtype.code != db.dtype.code:
-            out[i] = with_changes(d, n_over=scan_over(da, db, d.threshold or 0.0, chunk=st.chunk_elements).count)
+        return pair
+
+    for i in todo:
+        d = out[i]
+        t = d.threshold or 0.0
+        half = d.dtype == "Float16"
+        if in_c and files is not None and d.dtype in ("Float32", "Float16") and d.id in files[0] and d.id in files[1]:
+            c_pairs.append((i, files[0][d.id], -1, files[1][d.id], -1, d.size, half, t))
             continue
+        da, db = extents_of(d)
+        if da.dtype.code != db.dtype.code:
+            out[i] = with_changes(d, n_over=scan_over(da, db, t, chunk=st.chunk_elements).count)
+            continue
+        k = 2 if half else 4
         for start in range(0, da.size, piece):
-            tasks.append((i, da, db, start, min(da.size, start + piece), d.threshold or 0.0))
+            end = min(da.size, start + piece)
+            if in_c and da.dtype.name in ("Float32", "Float16"):
+                c_pairs.append((i, da.file, da.data_offset + start * k, db.file, db.data_offset + start * k, end - start,
+                                half, t))
+            else:
+                tasks.append((i, da, db, start, end, t))
+    counts: Dict[int, int] = {}
+    if c_pairs:
+        # reading only: a count does not depend on the chunk, so read big ones
+        got = kernel.count_pairs([p[1:] for p in c_pairs], max(st.chunk_elements, 1 << 16), jobs)  # type: ignore[union-attr]
+        failed = set()
+        for p, c in zip(c_pairs, got):
+            if c is None:
+                failed.add(p[0])
+            else:
+                counts[p[0]] = counts.get(p[0], 0) + c
+        for i in sorted(failed):  # a file the kernel could not read: the engine says why
+            counts.pop(i, None)
+            da, db = extents_of(out[i])
+            tasks.append((i, da, db, 0, da.size, out[i].threshold or 0.0))
     args = [(t[1], t[2], t[3], t[4], st, t[5]) for t in tasks]
     n = jobs if len(tasks) > 1 else 1
     if n > 1 and strategy == Strategy.FORK:
-        got: Sequence[object] = run_shared(_count_task, args, n - 1)
+        got_py: Sequence[object] = run_shared(_count_task, args, n - 1)
     else:
         with ThreadWorkers(n, st.small_task_elements) as workers:
-            got = list(workers.map(_count_task, args, [t[4] - t[3] for t in tasks]))
-    counts: Dict[int, int] = {}
-    for (i, *_rest), c in zip(tasks, got):
+            got_py = list(workers.map(_count_task, args, [t[4] - t[3] for t in tasks]))
+    for (i, *_rest), c in zip(tasks, got_py):
         counts[i] = counts.get(i, 0) + c  # type: ignore[operator]
     for i, c in counts.items():
         out[i] = with_changes(out[i], n_over=c)

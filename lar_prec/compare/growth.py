@@ -25,7 +25,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.records import VarDiff, with_changes
-from lar_prec.compare.threshold import Threshold, scale_factor
+from lar_prec.compare.threshold import Threshold, scale_factor, to_float32
 
 #: operators that only move, copy or select values: their output carries its input's error
 DATA_MOVEMENT = frozenset(
@@ -68,7 +68,7 @@ WINOGRAD_ALLOWANCE = 8.0
 
 def reduction_length(opr_type: str, out: Sequence[int], ins: Sequence[Sequence[int]]) -> int:
     """How many products or terms one output element sums (1 for elementwise operators)."""
-    size = lambda s: int(np.prod(s, dtype=np.int64)) if s else 1  # noqa: E731
+    size = lambda s: math.prod(s) if s else 1  # noqa: E731
     if not ins:
         return 1
     if opr_type.startswith(("Convolution", "ConvBias", "LocalShare", "Deformable", "RegionRestricted")) \
@@ -126,12 +126,13 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
     ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd)."""
     by_id = {d.id: d for d in diffs}
     err: Dict[int, float] = {}
+    isfinite = math.isfinite
     for d in diffs:
-        if d.dtype in EPS and d.status in ("ok", "divergent") and d.norm_err is not None \
-                and math.isfinite(d.norm_err):
-            err[d.id] = float(d.norm_err)
-        elif d.status in ("ok",) and d.norm_err is not None and math.isfinite(d.norm_err):
-            err[d.id] = float(d.norm_err)  # an ok var of another dtype still feeds its consumers
+        # a float var's error; an ok var of another dtype still feeds its consumers
+        if d.status == "ok" or (d.status == "divergent" and d.dtype in EPS):
+            e = d.norm_err
+            if e is not None and isfinite(e):
+                err[d.id] = float(e)
     units: Dict[int, float] = {}
     winograd: Dict[int, float] = {}  # 3x3 convolutions of a profiled run -> their magnitude
     in_err: Dict[int, float] = {}
@@ -148,9 +149,17 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
         ins = [by_id[u] for u in d.inputs if u in by_id and u != d.id]
         if not ins:
             continue
-        if any(u.status not in ("ok", "missing") and u.id not in err for u in ins):
-            continue  # an input differs in a way error cannot measure (NaN, shape, integers): the band rule
-        e_in = max((err.get(u.id, 0.0) for u in ins), default=0.0)
+        e_in, unmeasured = 0.0, False
+        for u in ins:
+            eu = err.get(u.id)
+            if eu is None:
+                if u.status not in ("ok", "missing"):
+                    unmeasured = True  # it differs in a way error cannot measure (NaN, shape, integers)
+                    break
+            elif eu > e_in:
+                e_in = eu
+        if unmeasured:
+            continue  # the band rule
         in_err[d.id] = e_in
         kind = _kind(d)
         if kind == "reducing":
@@ -200,13 +209,13 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
         band_t = thr.for_var(d.dtype, d.scale)
         if d.id in made:
             t = explained[d.id] * sf
-        elif any(u in divergent for u in d.inputs):
+        elif not divergent.isdisjoint(d.inputs):
             t = band_t  # error carried from a root: seen where it is above the band
         else:
             t = max(band_t, explained[d.id] * sf)  # rounding carried along edges
-            if d.max_err is not None and d.max_err > float(np.float32(band_t)):
+            if d.max_err is not None and d.max_err > to_float32(band_t):
                 over_band += 1
-        t32 = float(np.float32(t))
+        t32 = to_float32(t)
         st = "divergent" if d.max_err is not None and d.max_err > t32 else "ok"
         if st != "ok":
             divergent.add(d.id)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
-from lar_prec.compare.threshold import Threshold, scale_factor
+from lar_prec.compare.threshold import SCALE_FLOOR, Threshold
 from lar_prec.records import VarKey, frozen_record
 
 #: var statuses, in the order reports list them (design.md)
@@ -106,9 +106,13 @@ class VarDiff(VarKey):
     def norm_err(self) -> Optional[float]:
         """``max_err`` divided by ``min(1, max(scale, SCALE_FLOOR))``: the number the auto
         threshold is compared with (equal to ``max_err`` when the var has values >= 1)."""
-        if self.max_err is None:
+        e, s = self.max_err, self.scale
+        if e is None:
             return None
-        return self.max_err / scale_factor(self.scale)
+        # scale_factor(s) inline (per var, several times per auto threshold)
+        if s is None or not s < 1.0:
+            return e / 1.0
+        return e / (s if s > SCALE_FLOOR else SCALE_FLOOR)
 
 
 

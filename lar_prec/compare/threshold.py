@@ -206,6 +206,31 @@ def _to_float32(t: float) -> float:
         return math.copysign(math.inf, t)
 
 
+#: dtype name -> True (float), False (exact) or None (unknown): judged per var, looked up once
+_FLOAT_NAME: Dict[str, Optional[bool]] = {}
+
+
+def float_name(name: str) -> Optional[bool]:
+    """Whether dtype ``name`` is a float kind (None: lar-prec does not know it)."""
+    try:
+        return _FLOAT_NAME[name]
+    except KeyError:
+        dt = dtype_or_none(name)
+        k = _FLOAT_NAME[name] = None if dt is None else is_float_kind(dt)
+        return k
+
+
+def to_float32(t: float) -> float:
+    """``t`` rounded to float32 as compare_binary_iodump compares (cached: a few distinct
+    thresholds, tens of thousands of vars)."""
+    t32 = _F32.get(t)
+    if t32 is None:
+        if len(_F32) > 4096:
+            _F32.clear()
+        t32 = _F32[t] = _to_float32(t)
+    return t32
+
+
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
     """The fields ``thr`` sets on one measured var ``d`` (a VarDiff): ``status``,
     ``threshold`` and ``n_over`` (None: must be recounted from the files). Structural
@@ -216,20 +241,14 @@ def judge(d: object, thr: Threshold) -> Dict[str, object]:
     max_err = d.max_err  # type: ignore[attr-defined]
     if status == "dtype_mismatch":
         return {"threshold": thr.for_var(d.dtype, d.scale) if max_err is not None else None}  # type: ignore[attr-defined]
-    dt = dtype_or_none(d.dtype)  # type: ignore[attr-defined]
-    if dt is not None and not is_float_kind(dt):
+    if float_name(d.dtype) is False:  # type: ignore[attr-defined]
         # exact types: any differing element diverges, whatever the float threshold
         st = "divergent" if (d.n_diff or 0) > 0 else "ok"  # type: ignore[attr-defined]
         if d.n_nonfinite:  # type: ignore[attr-defined]
             st = "nonfinite"
         return {"status": st, "threshold": 0.0, "n_over": d.n_diff}  # type: ignore[attr-defined]
     t = thr.for_var(d.dtype, d.scale)  # type: ignore[attr-defined]
-    # compared like compare_binary_iodump's `err > max_err`: in float32
-    t32 = _F32.get(t)
-    if t32 is None:
-        if len(_F32) > 4096:
-            _F32.clear()
-        t32 = _F32[t] = _to_float32(t)
+    t32 = to_float32(t)  # compared like compare_binary_iodump's `err > max_err`: in float32
     st = "ok"
     if d.n_nonfinite:  # type: ignore[attr-defined]
         st = "nonfinite"
@@ -247,9 +266,12 @@ class RootCounter:
     """Counts, for any threshold, the vars above it whose inputs are all below it (inputs
     outside the set do not block): vectorised, since auto tries dozens of thresholds."""
 
-    def __init__(self, diffs: Sequence[object]) -> None:
+    def __init__(self, diffs: Sequence[object], errs: Optional[Sequence[Optional[float]]] = None) -> None:
+        """``errs``: each var's ``norm_err`` when the caller has them."""
         pos = {d.id: k for k, d in enumerate(diffs)}  # type: ignore[attr-defined]
-        self.err = np.array([d.norm_err or 0.0 for d in diffs], dtype=np.float64)  # type: ignore[attr-defined]
+        if errs is None:
+            errs = [d.norm_err for d in diffs]  # type: ignore[attr-defined]
+        self.err = np.array([e or 0.0 for e in errs], dtype=np.float64)
         src, dst = [], []
         for k, d in enumerate(diffs):
             for u in d.inputs:  # type: ignore[attr-defined]
@@ -271,7 +293,8 @@ class RootCounter:
 def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
     lo, hi = band(name)
-    errs = sorted({d.norm_err for d in mine if d.norm_err is not None and d.norm_err > 0})  # type: ignore[attr-defined]
+    norm = [d.norm_err for d in mine]  # type: ignore[attr-defined]
+    errs = sorted({e for e in norm if e is not None and e > 0})
     cands = {lo, hi}
     logs = [math.log10(e) for e in errs]
     gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(logs, logs[1:])]
@@ -279,7 +302,7 @@ def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
     cands.update(mid for _w, mid in inside)
     best = None
-    counter = RootCounter(mine)
+    counter = RootCounter(mine, norm)
     log_arr = np.array(logs, dtype=np.float64)
     for t in sorted(cands):
         roots = counter.roots(t)
@@ -312,10 +335,8 @@ def choose_threshold(diffs: Sequence[object]) -> Threshold:
     """
     per: Dict[str, float] = {}
     parts: List[str] = []
-    present: List[str] = []
-    for d in diffs:
-        if d.dtype in FLOAT_NAMES and d.dtype not in present:  # type: ignore[attr-defined]
-            present.append(d.dtype)  # type: ignore[attr-defined]
+    seen = list(dict.fromkeys(d.dtype for d in diffs))  # type: ignore[attr-defined]  # first appearance
+    present = [n for n in seen if n in FLOAT_NAMES]
     for name in FLOAT_NAMES:
         if name not in present:
             per[name] = band(name)[1]
@@ -331,8 +352,7 @@ def choose_threshold(diffs: Sequence[object]) -> Threshold:
         + "; each var's threshold is scaled by min(1, its largest |value|)"
         + "; integer, Bool and quantized types compare exactly"
     )
-    for d in diffs:
-        dt = dtype_or_none(d.dtype)  # type: ignore[attr-defined]
-        if dt is not None and not is_float_kind(dt):
-            per.setdefault(d.dtype, 0.0)  # type: ignore[attr-defined]
+    for name in seen:
+        if float_name(name) is False:
+            per.setdefault(name, 0.0)
     return Threshold(value=per[head], mode="auto", per_dtype=per, scaled=True, reason=reason)

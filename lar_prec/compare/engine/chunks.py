@@ -429,7 +429,8 @@ def count_range(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
                     continue
             n = a.size
             E, _r = metrics.megengine_err_into(a, b, s.f[0][:n], s.f[2][:n], s.f[1][:n])
-            count += int(np.count_nonzero(E > t))
+            # positions finite on both sides, as the first pass counts them
+            count += int(np.count_nonzero((E > t) & metrics.finite_pairs(a, b)))
     return count
 
 
