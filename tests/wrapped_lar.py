@@ -9,7 +9,10 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   model it is given (the user's model or a layerwise model: both keep the weight's name) is
   run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.lar.layerwise_build
   --scale-const``; under naive kernels it is rewritten with a factor of 1, so both sides run
-  the same re-dumped graph (same var ids, same weight alignment).
+  the same re-dumped graph (same var ids, same weight alignment). A wrong kernel leaves the
+  weight as it is: the dumped constant NAME gets the model's own value back (else the two
+  runs would show different weights, which compare reports as such); so under
+  ``WRAPPED_LAR_JITTER``.
 * ``WRAPPED_LAR_JITTER=NAME:SIZE``: a default kernel that jitters: as the fault, with a
   factor 1 + SIZE x (a random number in [0.5, 1.5), new in every process), unless
   ``--reproducible`` is in argv. With ``WRAPPED_LAR_JITTER_DIR=FOLDER`` the k-th process
@@ -20,6 +23,10 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_RENUMBER=OFFSET``: its dumps number vars differently from the graph MegEngine
   loads in Python (as a real load_and_run in MDL mode may): every var id in the
   ``--bin-io-dump`` folder (file names and titles) is shifted by OFFSET.
+* ``WRAPPED_LAR_TIES=reorder``: default kernels that order ties another way: the index outputs
+  of TopK and ArgSort it dumps list tied values in reverse order, an ArgMax picks the last of
+  tied maxima (the values are the same). ``WRAPPED_LAR_TIES=wrong``: a TopK that returns a
+  wrong index (the first of each row swapped with the row's smallest value's).
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
@@ -44,6 +51,62 @@ for name in sorted(n for n in os.listdir(folder) if not n.startswith(".")):  # n
     title = format_title(shift(d.var), [shift(u) for u in d.inputs])
     write_binary_dump(os.path.join(folder, dump_file_name(d.var.id + k)), d.array(), title, d.var.dtype)
     os.remove(path)
+"""
+
+
+#: writes constant NAME of MODEL back into the dump folder's file of that var (run in a child)
+RESTORE = """
+import sys
+import numpy as np
+import megengine.utils.comp_graph_tools as cgt
+from megengine.core.tensor import megbrain_graph as G
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.binary import write_binary_dump
+folder, model, name = sys.argv[1:4]
+value = np.asarray(cgt.find_vars_by_name(G.load_graph(model).output_vars_list, [name])[0].value)
+f = DumpFolder(folder)
+for vid in f.ids:
+    d = f[vid]
+    if d.var.name == name and d.var.opr_type == "ImmutableTensor":
+        write_binary_dump(d.file, value.reshape(d.shape), d.title, d.dtype.code)
+"""
+
+
+#: rewrites the index outputs of a dump folder as kernels that order ties another way would
+#: give them (or, "wrong", a TopK with a wrong index): run in a child, numpy only
+TIES = """
+import sys
+import numpy as np
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.binary import write_binary_dump
+folder, mode = sys.argv[1:3]
+f = DumpFolder(folder)
+for vid in f.ids:
+    d = f[vid]
+    if d.var.opr_type not in ("TopK", "ArgsortForward", "Argmax") or d.dtype.kind == "float":
+        continue
+    idx = d.array().copy()
+    x = f[d.input_ids[0]].array()
+    for row in range(idx.shape[0]):
+        if d.var.opr_type == "Argmax":
+            tied = np.flatnonzero(x[row] == x[row, idx[row, 0]])
+            idx[row, 0] = tied[-1]
+        elif mode == "wrong":
+            if d.var.opr_type == "TopK":
+                idx[row, 0] = int(np.argmin(x[row]))
+        else:  # each run of equal values in reverse order
+            v = x[row, idx[row]]
+            start = 0
+            for k in range(1, len(v) + 1):
+                if k == len(v) or v[k] != v[start]:
+                    idx[row, start:k] = idx[row, start:k][::-1]
+                    start = k
+    write_binary_dump(d.file, idx, d.title, d.dtype.code)
+    # what computes nothing from those indices (ArgMax's axis removal) carries them
+    for uid in f.ids:
+        u = f[uid]
+        if u.input_ids[:1] == (vid,) and u.var.opr_type in ("AxisAddRemove", "Reshape"):
+            write_binary_dump(u.file, idx.reshape(u.shape), u.title, u.dtype.code)
 """
 
 
@@ -110,6 +173,11 @@ def main():
         rc = subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
         offset = os.environ.get("WRAPPED_LAR_RENUMBER")
         dump = flag_value(argv, "bin_io_dump")
+        if rc == 0 and tmp and dump:  # a fault or a jitter rewrote a constant: its dump is the model's
+            rc = subprocess.run([sys.executable, "-c", RESTORE, dump, model, name]).returncode
+        ties = os.environ.get("WRAPPED_LAR_TIES")
+        if rc == 0 and ties and dump and os.environ.get("MGB_USE_MEGDNN_DBG") != "2":
+            rc = subprocess.run([sys.executable, "-c", TIES, dump, ties]).returncode
         if rc == 0 and offset and dump:
             rc = subprocess.run([sys.executable, "-c", RENUMBER, dump, offset]).returncode
         return rc

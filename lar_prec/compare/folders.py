@@ -56,6 +56,8 @@ from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
 from lar_prec.compare.growth import grow, with_growth
+from lar_prec.compare.indices import judge_indices
+from lar_prec.compare.sources import judge_sources
 from lar_prec.compare.threshold import (
     FLOAT_NAMES,
     Threshold,
@@ -180,7 +182,10 @@ def compare_folders(
         if on_progress is not None:  # all read: the bytes of both sides
             total = sum(2 * ((d.size * dtype_by_name(d.dtype).bits + 7) // 8) for d in diffs)
             on_progress(total, total)
-        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes)
+        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, by_id=True)
+        if fixed is not None:
+            judge_sources(diffs)  # type: ignore[arg-type]
+        judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
         # counts of elements over each var's own threshold where the first pass could not make
         # them (auto; a fixed value scaled by magnitude), from the files
         diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs))
@@ -224,8 +229,11 @@ def compare_folders(
         for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
             if not judged[i]:
                 diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+        if paired.mode == "id":
+            judge_sources(diffs)  # type: ignore[arg-type]
     else:
-        thr = _judge_auto(diffs, fa, fb, notes)  # type: ignore[arg-type]
+        thr = _judge_auto(diffs, fa, fb, notes, by_id=paired.mode == "id")  # type: ignore[arg-type]
+    judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
     try:
         judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
                           b_ids=dict(paired.pairs) if paired.mode == "name" else None)
@@ -235,13 +243,16 @@ def compare_folders(
     return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio)
 
 
-def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str]) -> Threshold:
-    """Judge ``diffs`` in place by the auto rule: the band chosen from the data, then each var
-    against what its inputs explain (:mod:`~lar_prec.compare.growth`), quantized vars one
-    step apart; returns the threshold (with the growth's decision)."""
+def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str], by_id: bool) -> Threshold:
+    """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
+    inputs exactly (``by_id``: one graph on both sides), then each var against what its inputs
+    explain (:mod:`~lar_prec.compare.growth`), quantized vars one step apart; returns the
+    threshold (with the growth's decision)."""
     thr = choose_threshold(diffs)
     for d in diffs:
         d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
+    if by_id:
+        judge_sources(diffs)  # type: ignore[arg-type]
     grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))
     stepped, one_step = _one_step(grown)
     if one_step:

@@ -11,10 +11,15 @@ from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.compare.threshold import SCALE_FLOOR, Threshold
 from lar_prec.records import VarKey, frozen_record
 
-#: var statuses, in the order reports list them (design.md)
-STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
+#: an index output (TopK, ArgSort, ...) whose indices differ but index values that agree
+#: (lar_prec/compare/indices.py): no divergence
+INDEX_EQUIVALENT = "index_equivalent"
+#: var statuses, in the order reports list them (design.md; index_equivalent: issue 40)
+STATUSES = ("ok", INDEX_EQUIVALENT, "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
 #: statuses that come from the values (the others come from headers or file presence)
-VALUE_STATUSES = ("ok", "divergent", "nonfinite")
+VALUE_STATUSES = ("ok", INDEX_EQUIVALENT, "divergent", "nonfinite")
+#: statuses that are no divergence (exit code 0): the values agree, or what indices index does
+AGREEING = frozenset(("ok", INDEX_EQUIVALENT))
 
 
 def count_statuses(records: Iterable[Any]) -> Dict[str, int]:
@@ -196,10 +201,10 @@ class Comparison:
 
     @property
     def not_ok(self) -> Tuple[VarDiff, ...]:
-        """The vars whose status is not ``ok``, in execution order."""
-        return tuple(d for d in self.diffs if d.status != "ok")
+        """The vars that do not agree (status not in :data:`AGREEING`), in execution order."""
+        return tuple(d for d in self.diffs if d.status not in AGREEING)
 
     @property
     def diverged(self) -> bool:
-        """True when any var is not ``ok`` (the command exits 1)."""
-        return any(d.status != "ok" for d in self.diffs)
+        """True when any var does not agree (the command exits 1)."""
+        return any(d.status not in AGREEING for d in self.diffs)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.compare.folders import compare_folders
-from lar_prec.compare.records import count_statuses
+from lar_prec.compare.records import AGREEING, count_statuses
 from lar_prec.compare.records import Comparison, VarDiff
 from lar_prec.compare.engine.plan import ProgressHook
 from lar_prec.compare.threshold import Threshold
@@ -368,7 +368,7 @@ class VarTree:
         # a var's inputs: its record's, unless the adjacency is made (a text dump adds edges)
         adj_preds = self._adj[0] if self._adj is not None else None
         for d in by_id.values():
-            if d.status == "ok":
+            if d.status in AGREEING:
                 continue
             v = d.id
             preds = adj_preds[v] if adj_preds is not None else d.inputs
@@ -378,7 +378,7 @@ class VarTree:
                 explained = False
                 for u in preds:
                     e = get(u)
-                    if e is not None and e.status != "ok" and e.status != "missing" and u != v:
+                    if e is not None and e.status not in AGREEING and e.status != "missing" and u != v:
                         explained = True
                         break
                 if explained:
@@ -419,8 +419,8 @@ class VarTree:
 
     @property
     def diverged(self) -> bool:
-        """True when any compared var is not ``ok`` (commands exit 1)."""
-        return any(d.status != "ok" for d in self._diffs.values())
+        """True when any compared var does not agree (commands exit 1)."""
+        return any(d.status not in AGREEING for d in self._diffs.values())
 
 
 __all__ = ["Root", "VarTree"]

@@ -168,7 +168,7 @@ VAR_FIELDS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("dtype", "str", True, "MegEngine dtype (of A when they differ)"),
     ("shape", "ints", True, "shape (of A when they differ)"),
     ("inputs", "ints", True, "var ids of the operator's inputs"),
-    ("status", "str", True, "ok, divergent, nonfinite, shape_mismatch, dtype_mismatch or missing"),
+    ("status", "str", True, "ok, index_equivalent, divergent, nonfinite, shape_mismatch, dtype_mismatch or missing"),
     ("max_err", "float", True, "MegEngine's max |a-b| / max(|a|, |b|, 1); for shake: largest over the runs"),
     ("max_abs_err", "float", True, "max |a-b|"),
     ("cosine", "float", True, "cosine similarity of a and b"),

@@ -19,6 +19,7 @@ import itertools
 import math
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from lar_prec.compare.records import AGREEING
 from lar_prec.report.model import DiffVars, Report, _records, auto_verdict, exit_code
 from lar_prec.report.console import Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
@@ -37,6 +38,7 @@ __all__ = ["render_terminal", "render_table", "render_csv", "CSV_FIELDS"]
 
 _STATUS_STYLE = {
     "ok": "green",
+    "index_equivalent": "green",
     "divergent": "red",
     "nonfinite": "magenta",
     "shape_mismatch": "yellow",
@@ -75,7 +77,7 @@ def _err_key(v: Any) -> Tuple[int, float]:
     err = v.max_err
     if err is None or err != err:
         err = math.inf
-    return (0 if v.status != "ok" else 1, -err)
+    return (0 if v.status not in AGREEING else 1, -err)
 
 
 def _as_var(rec: Any) -> ReportVar:

@@ -66,15 +66,9 @@ def new() -> "array":
     return h
 
 
-def _kernel() -> Optional[object]:
-    from lar_prec.compare.engine.scan import KERNEL
-
-    return KERNEL
-
-
-def add(dst: "array", src: "array") -> None:
-    """Add histogram ``src`` into ``dst`` (counts summed, ranges widened)."""
-    k = _kernel()
+def add(dst: "array", src: "array", k: Optional[object]) -> None:
+    """Add histogram ``src`` into ``dst`` (counts summed, ranges widened), by the C kernel ``k``
+    (None: numpy)."""
     if k is not None:
         k.hist_add(dst, src)  # type: ignore[attr-defined]
     else:
@@ -90,10 +84,11 @@ def add_np(dst: "array", src: "array") -> None:
     d[4 * NB + 1 :: 2] = np.maximum(d[4 * NB + 1 :: 2], s[4 * NB + 1 :: 2])
 
 
-def stats(h: "array", n: int, ratio: float, full: bool, max_rel: float, max_abs: float, max_err: float) -> Stats:
+def stats(h: "array", n: int, ratio: float, full: bool, max_rel: float, max_abs: float, max_err: float,
+          k: Optional[object]) -> Stats:
     """The :data:`STAT_FIELDS` of histogram ``h`` of ``n`` values whose exact maxima are given:
-    the pass threshold is MegEngine's error at ``ratio`` (``ceil(ratio * n)``-th smallest)."""
-    k = _kernel()
+    the pass threshold is MegEngine's error at ``ratio`` (``ceil(ratio * n)``-th smallest). By
+    the C kernel ``k`` (None: numpy)."""
     if k is not None:
         return k.hist_stats(h, n, ratio, full, max_rel, max_abs, max_err)  # type: ignore[attr-defined,no-any-return]
     return stats_np(h, n, ratio, full, max_rel, max_abs, max_err)

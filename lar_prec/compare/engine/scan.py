@@ -67,7 +67,7 @@ def merge(accs: Sequence[Acc]) -> Acc:
     for a in accs:
         out.n_fin += a.n_fin
         if out.hist is not None and a.hist is not None:
-            hist.add(out.hist, a.hist)
+            hist.add(out.hist, a.hist, KERNEL)
         if a.max_err > out.max_err:
             out.max_err, out.worst, out.worst_a, out.worst_b = a.max_err, a.worst, a.worst_a, a.worst_b
         out.max_abs = max(out.max_abs, a.max_abs)
@@ -100,7 +100,8 @@ def acc_fields(acc: Acc, shape: Tuple[int, ...], fields: Dict[str, object], rati
     (:mod:`~lar_prec.compare.engine.hist`, the pass threshold at ``ratio``)."""
     n = acc.n_fin
     if n and acc.hist is not None:
-        fields.update(zip(hist.STAT_FIELDS, hist.stats(acc.hist, n, ratio, acc.full, acc.max_rel, acc.max_abs, acc.max_err)))
+        fields.update(zip(hist.STAT_FIELDS, hist.stats(acc.hist, n, ratio, acc.full, acc.max_rel, acc.max_abs, acc.max_err,
+                                                       KERNEL)))
     if n:
         fields.update(
             max_err=acc.max_err,

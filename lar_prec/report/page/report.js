@@ -15,8 +15,8 @@ var byId = new Map(), consumers = new Map(), rootRank = new Map();
 vars.forEach(function (v, i) { v._i = (v.exec_index === undefined || v.exec_index === null) ? i : v.exec_index; v._p = i; byId.set(v.id, v); });
 vars.forEach(function (v) { (v.inputs || []).forEach(function (u) { if (!consumers.has(u)) consumers.set(u, []); consumers.get(u).push(v.id); }); });
 roots.forEach(function (r, k) { if (!rootRank.has(r.id)) rootRank.set(r.id, k + 1); });
-var STATUS_COLOR = { ok: '#3a9a5b', divergent: '#d62d20', nonfinite: '#8e44ad', shape_mismatch: '#c67c00', dtype_mismatch: '#c67c00', missing: '#8a8a8a' };
-var STATUS_FILL = { ok: '#e3f3e8', divergent: '#fbd5d1', nonfinite: '#ead8f3', shape_mismatch: '#fbe7c6', dtype_mismatch: '#fbe7c6', missing: '#eeeeee' };
+var STATUS_COLOR = { ok: '#3a9a5b', index_equivalent: '#5fa87a', divergent: '#d62d20', nonfinite: '#8e44ad', shape_mismatch: '#c67c00', dtype_mismatch: '#c67c00', missing: '#8a8a8a' };
+var STATUS_FILL = { ok: '#e3f3e8', index_equivalent: '#e3f3e8', divergent: '#fbd5d1', nonfinite: '#ead8f3', shape_mismatch: '#fbe7c6', dtype_mismatch: '#fbe7c6', missing: '#eeeeee' };
 
 function el(tag, attrs) {
   var e = document.createElement(tag);
@@ -54,6 +54,9 @@ function fmt(x) {
   if (a >= 1e-3 && a < 1e4) return String(Number(x.toPrecision(3)));
   return x.toExponential(2);
 }
+// statuses that are no divergence (compare/records.py AGREEING): equal within the threshold, or
+// indices that differ but index values that agree
+function agrees(s) { return s === 'ok' || s === 'index_equivalent'; }
 function shape(s) { return '(' + (s || []).join(',') + ')'; }
 function statusBadge(s) { return el('span', { 'class': 'st st-' + s, text: s }); }
 function varLink(id, label) {
@@ -71,7 +74,7 @@ function metaRow(meta, k, v) {
   meta.appendChild(el('dt', null, k)); meta.appendChild(el('dd', null, v));
 }
 function header() {
-  var bad = vars.some(function (v) { return v.status !== 'ok'; });
+  var bad = vars.some(function (v) { return !agrees(v.status); });
   var vd = document.getElementById('verdict');
   vd.textContent = R.verdict || (bad ? 'divergence found' : 'no divergence');
   vd.className = 'verdict ' + (bad ? 'bad' : 'good');
@@ -400,7 +403,7 @@ function rootsSection() {
   var box = document.getElementById('roots');
   if (!roots.length) {
     document.getElementById('cards-section').hidden = true;
-    box.appendChild(el('p', null, vars.some(function (v) { return v.status !== 'ok'; })
+    box.appendChild(el('p', null, vars.some(function (v) { return !agrees(v.status); })
       ? 'No root: every variable that is not ok has an input that is not ok (or was not compared).'
       : 'No root: no variable diverges.'));
     return;
@@ -572,7 +575,7 @@ function chart() {
   var best = new Array(cols * 2);
   vars.forEach(function (v, p) {
     var c = Math.min(cols - 1, Math.floor((n > 1 ? p / (n - 1) : 0.5) * (cols - 1) + 0.5));
-    var slot = c * 2 + (v.status === 'ok' ? 0 : 1);
+    var slot = c * 2 + (agrees(v.status) ? 0 : 1);
     var cur = best[slot];
     var e = v.max_err === null || v.max_err === undefined ? Infinity : v.max_err;
     if (!cur || e > (cur.max_err === null || cur.max_err === undefined ? Infinity : cur.max_err)) best[slot] = v;
@@ -587,7 +590,7 @@ function chart() {
   var g = sv('g', { id: 'chart-points' });
   best.forEach(function (v) {
     if (!v) return;
-    var ok = v.status === 'ok';
+    var ok = agrees(v.status);
     g.appendChild(sv('circle', { cx: X(v._p).toFixed(1), cy: Y(v.max_err).toFixed(1), r: ok ? 2 : 3.2, fill: STATUS_COLOR[v.status] || '#999', 'class': 'pt',
       onclick: function () { select(v.id, true); } },
       sv('title', { text: '#' + v._i + ' ' + v.name + '\nvar ' + v.id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.status + ' \u00b7 max_err ' + fmt(v.max_err) +
@@ -657,7 +660,7 @@ function refilter() {
   var q = state.filter.trim().toLowerCase();
   var idq = /^#?\d+$/.test(q) ? Number(q.replace('#', '')) : null;
   state.rows = vars.filter(function (v) {
-    if (state.onlyBad && v.status === 'ok') return false;
+    if (state.onlyBad && agrees(v.status)) return false;
     if (!q) return true;
     if (idq !== null && v.id === idq) return true;
     return v.name.toLowerCase().indexOf(q) >= 0 || v.opr.toLowerCase().indexOf(q) >= 0 ||
