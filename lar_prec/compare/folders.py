@@ -304,6 +304,10 @@ def _one_step(diffs: Sequence[VarDiff]) -> Tuple[List[VarDiff], Optional[str]]:
                  f"divergence (optimised int8 kernels may round differently): {where}{more}")
 
 
+#: the note of a var that passes only by the pass ratio
+PASS_RATIO_NOTE = "passes by the pass ratio"
+
+
 def _by_ratio(diffs: List[VarDiff], ratio: float, notes: List[str]) -> List[VarDiff]:
     """Float vars above their threshold in no more elements than ``ratio`` allows become ``ok``
     (``--pass-ratio``: at least ``ceil(ratio * size)`` elements within it, as their
@@ -314,7 +318,7 @@ def _by_ratio(diffs: List[VarDiff], ratio: float, notes: List[str]) -> List[VarD
     for i, d in enumerate(diffs):
         if d.status == "divergent" and d.dtype in FLOAT_NAMES and d.n_over is not None and d.size \
                 and d.size - d.n_over >= max(1, math.ceil(ratio * d.size)):
-            note = (f"passes by the pass ratio {ratio:g}: {d.size - d.n_over} of {d.size} elements within the "
+            note = (f"{PASS_RATIO_NOTE} {ratio:g}: {d.size - d.n_over} of {d.size} elements within the "
                     f"threshold ({d.n_over} above it, max_err {d.max_err:.3g})")
             diffs[i] = with_changes(d, status="ok", note=(d.note + "; " if d.note else "") + note)
             passed.append(d)

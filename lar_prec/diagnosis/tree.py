@@ -223,12 +223,14 @@ class VarTree:
         jobs: Optional[int] = 1,
         on_progress: Optional[ProgressHook] = None,
         pairing: str = "id",
+        pass_ratio: float = 1.0,
+        stats: bool = False,
     ) -> "VarTree":
         """Compare two ``--bin-io-dump`` folders and build their tree (see
         :func:`~lar_prec.compare.compare_folders` for the arguments and errors). With
         ``pairing`` ``name`` the tree is A's graph (the reference side)."""
         cmp = compare_folders(dir_a, dir_b, threshold=threshold, chunk_elements=chunk_elements, jobs=jobs,
-                              on_progress=on_progress, pairing=pairing)
+                              on_progress=on_progress, pairing=pairing, pass_ratio=pass_ratio, stats=stats)
         return cls.from_comparison(cmp, text_dump=text_dump)
 
     # ------------------------------------------------------------------ queries

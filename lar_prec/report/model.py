@@ -35,6 +35,7 @@ from lar_prec.outputs import atomic_writer
 from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, roots_json_texts, run_from_result, var_from_diff, vars_json_texts
 from lar_prec.compare.records import AGREEING, INDEX_EQUIVALENT, count_statuses
 from lar_prec.diagnosis.tree import VarTree
+from lar_prec.diagnosis.modules import modules_of
 from lar_prec.report.local import local_columns
 from lar_prec.report.sources import sources_json, sources_verdict
 
@@ -114,6 +115,9 @@ def _records(vars_: Sequence[ReportVar]) -> Sequence[Any]:
     """What to scan for status, error and id without building ReportVars (see DiffVars)."""
     return vars_.records() if isinstance(vars_, DiffVars) else vars_
 
+
+#: roots whose operator's module is told (each looks at its inputs' and consumers' names)
+MODULE_ROOTS = 20
 
 _REPORT_KEYS = ("schema", "command", "threshold", "vars", "roots", "runs", "verdict", "cause", "notes", "model",
                 "summary")
@@ -431,14 +435,17 @@ def from_tree(
     if not isinstance(tree, VarTree):
         tree = VarTree.from_comparison(tree)
     roots = []
-    for k, r in enumerate(tree.roots()):
+    tree_roots = tree.roots()
+    # the module of the first roots' operators (a name MegEngine made points at its input's)
+    modules = modules_of([r.id for r in tree_roots[:MODULE_ROOTS]], tree.diffs) if tree_roots else {}
+    for k, r in enumerate(tree_roots):
         path: Sequence[int] = ()
         if k < max_paths:
             try:
                 path = tree.path(r.id)
             except KeyError:  # a root not reachable from any model input
                 path = ()
-        roots.append(root_from_tree(r, path))
+        roots.append(root_from_tree(r, path, modules.get(r.id)))
     tree_counts = tree.counts()
     top: Dict[str, Any] = {"counts": tree_counts, "diverged": tree.diverged, **sources_json(tree.diffs)}
     cmp = tree.comparison

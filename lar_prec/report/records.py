@@ -228,6 +228,9 @@ ROOT_FIELDS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("inputs_equal", "bool", False, "its compared inputs are bitwise equal"),
     ("worst_input", "int", True, "the input with the largest error"),
     ("note", "str", False, "why it is a root, when it needs saying"),
+    ("module", "str", False, "the module of the user's network its operator is in (from its constants', own or "
+     "consumer's name; first roots)"),
+    ("module_how", "str", False, "how that module was told, or why it cannot be (a name made from its input's)"),
 )
 _ROOT_REQUIRED = ("id", "name", "opr", "opr_type", "max_err", "input_max_err")
 
@@ -497,20 +500,23 @@ class ReportRoot(_TableRecord):
     inputs_equal: Optional[bool] = None
     worst_input: Optional[int] = None
     note: Optional[str] = None
+    module: Optional[str] = None
+    module_how: Optional[str] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     _TABLE, _REQUIRED, _WHAT = ROOT_FIELDS, _ROOT_REQUIRED, "root"
 
 
-def root_from_tree(r: "Root", path: Sequence[int] = ()) -> ReportRoot:
+def root_from_tree(r: "Root", path: Sequence[int] = (), module: Optional[Tuple[Optional[str], str]] = None) -> ReportRoot:
     """The :class:`ReportRoot` of a vartree ``Root`` (an infinite amplification, i.e. exact
-    inputs, becomes None with ``inputs_equal``)."""
+    inputs, becomes None with ``inputs_equal``); ``module``: (its module, how it was told)."""
     amp = r.amplification
     return frozen_record(ReportRoot, {
         "id": int(r.id), "name": r.name, "opr": r.opr, "opr_type": r.opr_type, "max_err": _finite(r.max_err),
         "input_max_err": _finite(r.input_max_err), "amplification": _finite(amp), "path": tuple(path),
         "neighbourhood": (), "status": r.status, "dtype": r.dtype, "inputs_equal": amp is not None and math.isinf(amp),
-        "worst_input": None if r.worst_input is None else int(r.worst_input), "note": r.note, "extra": {}})
+        "worst_input": None if r.worst_input is None else int(r.worst_input), "note": r.note,
+        "module": module[0] if module else None, "module_how": module[1] if module else None, "extra": {}})
 
 
 _RUN_KEYS = ("label", "dir", "argv", "returncode", "seconds", "env", "config")

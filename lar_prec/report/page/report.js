@@ -450,6 +450,7 @@ function rootCard(r, rank) {
   var card = el('div', { 'class': 'rootcard', id: 'root-' + rank });
   card.appendChild(el('h3', null, 'Root #' + rank + ': ', varLink(r.id, r.name), ' ', el('span', { 'class': 'mono' }, '(' + r.opr_type + ', var ' + r.id + ')')));
   if (r.note) card.appendChild(el('p', null, r.note));
+  if (r.module_how) card.appendChild(el('p', { 'class': 'module' }, r.module ? 'module: ' + r.module + ' (' + r.module_how + ')' : 'module: ' + r.module_how));
   if (r.path && r.path.length) {
     var p = el('div', { 'class': 'path' }, el('b', null, 'path from input: '));
     r.path.forEach(function (id, i) {
@@ -465,6 +466,16 @@ function rootCard(r, rank) {
 }
 
 // ---------------------------------------------------------------- neighbourhood graph
+// a var's statistics as lar-prec node prints them (report/triage.py): status, error, its
+// threshold, cosine, quantiles, share within the threshold, local error where measured
+function pct(x) { return typeof x === 'number' ? (x >= 1 ? '100%' : (Math.floor(x * 1e4) / 100).toFixed(2) + '%') : '\u2014'; }
+function cosShort(x) { return typeof x === 'number' ? x.toFixed(4) : '\u2014'; }
+function nodeStats(v) {
+  var lines = [v.status + ' \u00b7 max_err ' + fmt(v.max_err) + ' \u00b7 threshold ' + fmt(v.threshold) + ' \u00b7 cosine ' + (typeof v.cosine === 'number' ? v.cosine.toFixed(6) : '\u2014'),
+    'error p50 ' + fmt(v.err_p50) + ' \u00b7 p90 ' + fmt(v.err_p90) + ' \u00b7 p99 ' + fmt(v.err_p99) + ' \u00b7 p99.9 ' + fmt(v.err_p999) + ' \u00b7 within ' + pct(v.within_share)];
+  if (v.local_err !== undefined) lines.push('local error ' + fmt(v.local_err) + (v.label ? ' (' + v.label + ')' : ''));
+  return lines.join('\n');
+}
 var MAX_PER_LAYER = 10;
 function neighbourhood(r, rank) {
   // layer: -2 inputs of inputs, -1 inputs, 0 root, +1 consumers (+2 their consumers when listed)
@@ -490,7 +501,7 @@ function neighbourhood(r, rank) {
   layer.forEach(function (l, id) { if (!cols.has(l)) cols.set(l, []); cols.get(l).push(id); });
   var keys = Array.from(cols.keys()).sort(function (a, b) { return a - b; });
   var pos = new Map(), hidden = new Map();
-  var W = 210, BW = 180, BH = 34, GAP = 44, PAD = 10;
+  var W = 210, BW = 180, BH = 47, GAP = 57, PAD = 10;
   var maxRows = 1;
   keys.forEach(function (l, ci) {
     var ids = cols.get(l).sort(function (a, b) { var va = byId.get(a), vb = byId.get(b); return (va ? va._p : 1e12) - (vb ? vb._p : 1e12) || a - b; });
@@ -517,12 +528,13 @@ function neighbourhood(r, rank) {
     var st = v ? v.status : 'missing';
     var isRoot = id === r.id;
     var g = sv('g', { 'class': 'node', transform: 'translate(' + p.x + ',' + p.y + ')', onclick: function () { select(id, true); } });
-    g.appendChild(sv('title', { text: v ? (v.name + '\nvar ' + id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.dtype + shape(v.shape) + '\n' + st + ' \u00b7 max_err ' + fmt(v.max_err)) : ('var ' + id + ' (not compared)') }));
+    g.appendChild(sv('title', { text: v ? (v.name + '\nvar ' + id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.dtype + shape(v.shape) + '\n' + nodeStats(v)) : ('var ' + id + ' (not compared)') }));
     g.appendChild(sv('rect', { width: BW, height: BH, rx: 5, fill: STATUS_FILL[st] || '#eee', stroke: isRoot ? '#d62d20' : (STATUS_COLOR[st] || '#999'), 'stroke-width': isRoot ? 3 : 1 }));
     var name = v ? v.name : 'var ' + id;
     if (name.length > 25) name = name.slice(0, 24) + '\u2026';
     g.appendChild(sv('text', { x: 6, y: 14, text: name, 'font-weight': isRoot ? 'bold' : null }));
     g.appendChild(sv('text', { x: 6, y: 28, fill: '#555', text: (v ? (v.opr_type.length > 14 ? v.opr_type.slice(0, 13) + '\u2026' : v.opr_type) + ' ' + fmt(v.max_err) : 'not compared') }));
+    if (v) g.appendChild(sv('text', { x: 6, y: 41, fill: '#555', 'font-size': '11px', text: 'p99 ' + fmt(v.err_p99) + ' \u00b7 cos ' + cosShort(v.cosine) + (v.local_err !== undefined ? ' \u00b7 loc ' + fmt(v.local_err) : '') }));
     svg.appendChild(g);
   });
   hidden.forEach(function (n, ci) {
