@@ -74,6 +74,8 @@ def _set(d: object, note: str) -> None:
 def _judge_index(d: object, x: object, fa: DumpFolder, fb: DumpFolder, b_of: "object") -> None:
     if x is None or x.status not in ("ok", "divergent") or x.threshold is None:  # type: ignore[attr-defined]
         return
+    if _axis(tuple(d.shape), tuple(x.shape)) is None:  # type: ignore[attr-defined]
+        return  # not an index into those values as far as the shapes tell: nothing read
     ia, ib = fa[d.id].array(), fb[b_of(d.id)].array()  # type: ignore[attr-defined,operator]
     xa, xb = fa[x.id].array(), fb[b_of(x.id)].array()  # type: ignore[attr-defined,operator]
     va, vb = indexed_values(ia, xa), indexed_values(ib, xb)

@@ -19,6 +19,7 @@ CONSTANT_TYPES = frozenset({"ImmutableTensor", "SharedDeviceTensor", "VolatileSh
                             "MultipleDeviceTensorHolder", "MultipleDeviceTensorWithFormatHolder"})
 #: operators that feed a model's inputs
 INPUT_TYPES = frozenset({"Host2DeviceCopy"})
+SOURCE_TYPES = CONSTANT_TYPES | INPUT_TYPES
 
 WEIGHT_NOTE = "a constant differs: the two runs used different weights (constants compare exactly)"
 INPUT_NOTE = "a model input differs: the two runs were fed different inputs (inputs compare exactly)"
@@ -40,9 +41,9 @@ def judge_sources(diffs: List[object]) -> None:
     made, not yet shared: changed in place) to bitwise equality: one that differs at all is
     ``divergent`` with threshold 0 (``n_over``: recounted, or the exact count of an integer
     var) and a note saying what it means."""
-    for d in diffs:
+    for d in [d for d in diffs if d.opr_type in SOURCE_TYPES]:  # type: ignore[attr-defined]
         kind = _kind(d)
-        if kind is None or d.status not in ("ok", "divergent") or d.dtype_b is not None:  # type: ignore[attr-defined]
+        if d.status not in ("ok", "divergent") or d.dtype_b is not None:  # type: ignore[attr-defined]
             continue
         if not (d.max_abs_err or 0.0) > 0.0:  # type: ignore[attr-defined]
             continue
@@ -60,12 +61,12 @@ def _kind(d: object) -> "str | None":
 
 def different_sources(records: Iterable[object]) -> List[Source]:
     """The constants and inputs judged different (:func:`judge_sources`), in execution order."""
+    found = [d for d in records if d.status == "divergent" and d.opr_type in SOURCE_TYPES]  # type: ignore[attr-defined]
     out = []
-    for d in records:
-        kind = _kind(d)
+    for d in found:
         note = getattr(d, "note", None) or ""
-        if kind is not None and d.status == "divergent" and (WEIGHT_NOTE in note or INPUT_NOTE in note):  # type: ignore[attr-defined]
-            out.append(Source(d.id, d.name, tuple(d.shape), d.dtype, d.max_abs_err or 0.0, kind))  # type: ignore[attr-defined]
+        if WEIGHT_NOTE in note or INPUT_NOTE in note:
+            out.append(Source(d.id, d.name, tuple(d.shape), d.dtype, d.max_abs_err or 0.0, _kind(d)))  # type: ignore[attr-defined,arg-type]
     return out
 
 

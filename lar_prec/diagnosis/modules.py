@@ -92,23 +92,14 @@ def modules_of(var_ids: Sequence[int], records: Sequence[object]) -> Dict[int, M
     """:func:`module_of` of each of ``var_ids`` among ``records`` (only those vars, their inputs
     and their consumers are looked at)."""
     wanted = set(var_ids)
-    by_id: Dict[int, object] = {}
+    if not wanted:
+        return {}
+    by_id = {d.id: d for d in records}  # type: ignore[attr-defined]
+    isdisjoint = wanted.isdisjoint
     consumers: Dict[int, List[int]] = {}
-    near: set = set()
-    for d in records:
-        vid, ins = d.id, d.inputs  # type: ignore[attr-defined]
-        if vid in wanted:
-            by_id[vid] = d
-            near.update(ins)
-        if not wanted.isdisjoint(ins):
-            by_id[vid] = d
-            for u in wanted.intersection(ins):
-                consumers.setdefault(u, []).append(vid)
-    near -= by_id.keys()
-    if near:  # the wanted vars' inputs (their constants)
-        for d in records:
-            if d.id in near:  # type: ignore[attr-defined]
-                by_id[d.id] = d  # type: ignore[attr-defined]
+    for d in [d for d in records if not isdisjoint(d.inputs)]:  # type: ignore[attr-defined]
+        for u in wanted.intersection(d.inputs):  # type: ignore[attr-defined]
+            consumers.setdefault(u, []).append(d.id)  # type: ignore[attr-defined]
     return {v: module_of(v, by_id, consumers) for v in var_ids if v in by_id}
 
 
