@@ -182,14 +182,15 @@ def compare_folders(
         if on_progress is not None:  # all read: the bytes of both sides
             total = sum(2 * ((d.size * dtype_by_name(d.dtype).bits + 7) // 8) for d in diffs)
             on_progress(total, total)
-        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, by_id=True)
+        sources: List[int] = []
+        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources)
         if fixed is not None:
-            judge_sources(diffs)  # type: ignore[arg-type]
+            sources += judge_sources(diffs)  # type: ignore[arg-type]
         judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
         # counts of elements over each var's own threshold where the first pass could not make
         # them (auto; a fixed value scaled by magnitude), from the files
         diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs))
-        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio)
+        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
     measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
@@ -224,15 +225,16 @@ def compare_folders(
     if paired.mode == "name":
         relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
                                      layout_format, (pass_ratio, stats))
+    sources = []
     if fixed is not None:
         thr = fixed
         for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
             if not judged[i]:
                 diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
         if paired.mode == "id":
-            judge_sources(diffs)  # type: ignore[arg-type]
+            sources += judge_sources(diffs)  # type: ignore[arg-type]
     else:
-        thr = _judge_auto(diffs, fa, fb, notes, by_id=paired.mode == "id")  # type: ignore[arg-type]
+        thr = _judge_auto(diffs, fa, fb, notes, sources if paired.mode == "id" else None)  # type: ignore[arg-type]
     judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
     try:
         judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
@@ -240,19 +242,20 @@ def compare_folders(
     finally:
         if relaid is not None:
             relaid.cleanup()
-    return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio)
+    return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
 
 
-def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str], by_id: bool) -> Threshold:
+def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],
+                sources: Optional[List[int]]) -> Threshold:
     """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
-    inputs exactly (``by_id``: one graph on both sides), then each var against what its inputs
-    explain (:mod:`~lar_prec.compare.growth`), quantized vars one step apart; returns the
-    threshold (with the growth's decision)."""
+    inputs exactly (``sources`` given: one graph on both sides; the ids of those that differ
+    go there), then each var against what its inputs explain (:mod:`~lar_prec.compare.growth`),
+    quantized vars one step apart; returns the threshold (with the growth's decision)."""
     thr = choose_threshold(diffs)
     for d in diffs:
         d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
-    if by_id:
-        judge_sources(diffs)  # type: ignore[arg-type]
+    if sources is not None:
+        sources += judge_sources(diffs)  # type: ignore[arg-type]
     grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))
     stepped, one_step = _one_step(grown)
     if one_step:
@@ -262,12 +265,12 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
 
 
 def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],
-                st: EngineSettings, paired: Pairing, pass_ratio: float = 1.0) -> Comparison:
+                st: EngineSettings, paired: Pairing, pass_ratio: float = 1.0, sources: Sequence[int] = ()) -> Comparison:
     if pass_ratio < 1.0:
         thr = replace(thr, pass_ratio=pass_ratio)
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(diffs), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
-                      pairs=paired.pairs)
+                      pairs=paired.pairs, sources=tuple(sources))
 
 
 def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> List[VarDiff]:

@@ -52,6 +52,8 @@ def judge_indices(diffs: List[object], fa: DumpFolder, fb: DumpFolder, b_ids: Op
     """Re-judge, in place (records this comparison made, not yet shared), the divergent integer
     outputs of :data:`INDEX_TYPES` by the values they index, and the integer data movement
     that only carries them. ``b_ids``: B's id of each A id when they differ (paired by name)."""
+    if not any(d.opr_type in INDEX_TYPES and d.status == "divergent" for d in diffs):  # type: ignore[attr-defined]
+        return  # the usual case: nothing to look at (one pass, no dict)
     by_id = {d.id: d for d in diffs}  # type: ignore[attr-defined]
     b_of = (lambda v: b_ids.get(v, v)) if b_ids else (lambda v: v)  # noqa: E731
     for d in diffs:

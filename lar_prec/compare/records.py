@@ -170,6 +170,8 @@ class Comparison:
     unpaired: Tuple[Tuple[str, int, str, str], ...] = ()
     #: ``(A's id, B's id)`` of every paired var, in execution order (equal ids by id)
     pairs: Tuple[Tuple[int, int], ...] = field(default=(), repr=False, compare=False)
+    #: ids of the constants and model inputs that differ (lar_prec/compare/sources.py)
+    sources: Tuple[int, ...] = ()
     _by_id: Dict[int, VarDiff] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:

@@ -36,11 +36,12 @@ class Source(NamedTuple):
     kind: str  # "weight" | "input"
 
 
-def judge_sources(diffs: List[object]) -> None:
+def judge_sources(diffs: List[object]) -> Tuple[int, ...]:
     """Hold every constant and model input of ``diffs`` (compared records this comparison
     made, not yet shared: changed in place) to bitwise equality: one that differs at all is
     ``divergent`` with threshold 0 (``n_over``: recounted, or the exact count of an integer
-    var) and a note saying what it means."""
+    var) and a note saying what it means. Returns their ids."""
+    found = []
     for d in [d for d in diffs if d.opr_type in SOURCE_TYPES]:  # type: ignore[attr-defined]
         kind = _kind(d)
         if d.status not in ("ok", "divergent") or d.dtype_b is not None:  # type: ignore[attr-defined]
@@ -52,6 +53,8 @@ def judge_sources(diffs: List[object]) -> None:
         exact = d.n_diff is not None and d.threshold == 0.0  # type: ignore[attr-defined]
         d.__dict__.update(status="divergent", threshold=0.0, n_over=d.n_diff if exact else None,  # type: ignore[attr-defined]
                           note=f"{old}; {note}" if old else note)
+        found.append(d.id)  # type: ignore[attr-defined]
+    return tuple(found)
 
 
 def _kind(d: object) -> "str | None":

@@ -19,7 +19,7 @@ same operators and vars as the dumps (the same loaded graph), so they add nothin
 from __future__ import annotations
 
 import re
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from lar_prec.compare.sources import CONSTANT_TYPES
 
@@ -65,42 +65,55 @@ def first_input_name(name: str) -> Optional[str]:
     return "".join(out) or None
 
 
-def module_of(var_id: int, records: Dict[int, object], consumers: Dict[int, List[int]]) -> Module:
-    """The module of the operator writing var ``var_id`` (records by id: anything with ``name``,
-    ``opr_type``, ``inputs``; ``consumers``: var id -> the vars that read it)."""
-    v = records[var_id]
-    for u in v.inputs:  # type: ignore[attr-defined]
-        c = records.get(u)
+def module_of(var_id: int, get: Callable[[int], Optional[object]], consumers: Dict[int, List[int]]) -> Module:
+    """The module of the operator writing var ``var_id`` (``get``: a var's record by id, anything
+    with ``name``, ``opr_type``, ``inputs``; ``consumers``: var id -> the vars that read it)."""
+    v = get(var_id)
+    for u in v.inputs:  # type: ignore[union-attr]
+        c = get(u)
         if c is not None and c.opr_type in CONSTANT_TYPES:  # type: ignore[attr-defined]
             m = module_of_name(c.name)  # type: ignore[attr-defined]
             if m:
                 return Module(m, f"its constant {c.name}")  # type: ignore[attr-defined]
-    m = module_of_name(v.name)  # type: ignore[attr-defined]
+    m = module_of_name(v.name)  # type: ignore[union-attr]
     if m:
         return Module(m, "its name")
     for w in consumers.get(var_id, ()):
-        c = records.get(w)
+        c = get(w)
         if c is not None:
             m = module_of_name(c.name)  # type: ignore[attr-defined]
             if m:
                 return Module(m, f"its consumer {c.name}")  # type: ignore[attr-defined]
-    first = first_input_name(v.name)  # type: ignore[attr-defined]
+    first = first_input_name(v.name)  # type: ignore[union-attr]
     return Module(None, f"unknown: its name is made from its input {first}" if first else "unknown")
 
 
-def modules_of(var_ids: Sequence[int], records: Sequence[object]) -> Dict[int, Module]:
-    """:func:`module_of` of each of ``var_ids`` among ``records`` (only those vars, their inputs
-    and their consumers are looked at)."""
-    wanted = set(var_ids)
-    if not wanted:
+#: consumers are looked for among this many vars after the operator (a fused bias and
+#: activation follows it right away): bounded work on a model of tens of thousands of vars
+CONSUMER_WINDOW = 64
+
+
+def modules_of(var_ids: Sequence[int], records: Sequence[object],
+               get: Optional[Callable[[int], Optional[object]]] = None) -> Dict[int, Module]:
+    """:func:`module_of` of each of ``var_ids`` among ``records`` (in execution order; ``get``
+    finds one by id, else a dict is made). Only those vars, their inputs and the
+    :data:`CONSUMER_WINDOW` vars after each are looked at."""
+    if not var_ids:
         return {}
-    by_id = {d.id: d for d in records}  # type: ignore[attr-defined]
-    isdisjoint = wanted.isdisjoint
+    if get is None:
+        get = {d.id: d for d in records}.get  # type: ignore[attr-defined]
     consumers: Dict[int, List[int]] = {}
-    for d in [d for d in records if not isdisjoint(d.inputs)]:  # type: ignore[attr-defined]
-        for u in wanted.intersection(d.inputs):  # type: ignore[attr-defined]
-            consumers.setdefault(u, []).append(d.id)  # type: ignore[attr-defined]
-    return {v: module_of(v, by_id, consumers) for v in var_ids if v in by_id}
+    for v in var_ids:
+        d = get(v)
+        if d is None:
+            continue
+        i = getattr(d, "index", None)  # a compare record knows its place
+        if not (isinstance(i, int) and 0 <= i < len(records) and records[i] is d):
+            i = next(k for k, x in enumerate(records) if x is d)
+        for c in records[i + 1 : i + 1 + CONSUMER_WINDOW]:
+            if v in c.inputs:  # type: ignore[attr-defined]
+                consumers.setdefault(v, []).append(c.id)  # type: ignore[attr-defined]
+    return {v: module_of(v, get, consumers) for v in var_ids if get(v) is not None}
 
 
 def module_note(opr_name: str, module: Module) -> Optional[str]:

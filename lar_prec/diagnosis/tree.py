@@ -269,6 +269,10 @@ class VarTree:
             note=f"not dumped on either side; known only as an input of var(s) {users}",
         )
 
+    def get(self, var_id: int) -> Optional[VarDiff]:
+        """The comparison of ``var_id``, or None when it was not compared."""
+        return self._diffs.get(var_id)
+
     def is_compared(self, var_id: int) -> bool:
         """True when ``var_id`` was dumped on both sides and compared."""
         d = self._diffs.get(var_id)

@@ -437,7 +437,7 @@ def from_tree(
     roots = []
     tree_roots = tree.roots()
     # the module of the first roots' operators (a name MegEngine made points at its input's)
-    modules = modules_of([r.id for r in tree_roots[:MODULE_ROOTS]], tree.diffs) if tree_roots else {}
+    modules = modules_of([r.id for r in tree_roots[:MODULE_ROOTS]], tree.diffs, tree.get) if tree_roots else {}
     for k, r in enumerate(tree_roots):
         path: Sequence[int] = ()
         if k < max_paths:
@@ -447,8 +447,9 @@ def from_tree(
                 path = ()
         roots.append(root_from_tree(r, path, modules.get(r.id)))
     tree_counts = tree.counts()
-    top: Dict[str, Any] = {"counts": tree_counts, "diverged": tree.diverged, **sources_json(tree.diffs)}
     cmp = tree.comparison
+    sources = [tree.get(v) for v in cmp.sources] if cmp is not None else []
+    top: Dict[str, Any] = {"counts": tree_counts, "diverged": tree.diverged, **sources_json(sources)}
     cmp_notes: Tuple[str, ...] = ()
     if cmp is not None:
         top["dirs"] = {"a": str(cmp.dir_a), "b": str(cmp.dir_b)}

@@ -1065,6 +1065,37 @@ static int run_kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp
     return 1;
 }
 
+static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n);
+
+/* chunks.py _kernel_range in C: n values (float32, or float16 widened first) `chunk` at a time
+ * as the Python engine cuts them (identical bytes as kernel(a, a)), accumulated into acc in the
+ * Python engine's order; pos: the first value's index in the var. Returns -1, or the offset of
+ * the first chunk with NaN/Inf (acc then holds what came before it: the caller measures that
+ * chunk the careful way). fa, fb: room for `chunk` floats (float16 only). */
+static Py_ssize_t measure_run(const char *pa, const char *pb, Py_ssize_t n, int half, Py_ssize_t chunk, int count,
+                              float thr, int count_zero, int64_t *hist, int full, long long pos, acc_t *acc,
+                              float *fa, float *fb) {
+    int size = half ? 2 : 4;
+    result_t r;
+    for (Py_ssize_t i = 0; i < n; i += chunk) {
+        Py_ssize_t k = n - i < chunk ? n - i : chunk;
+        const char *ca = pa + i * size, *cb = pb + i * size;
+        int same = memcmp(ca, cb, (size_t)(k * size)) == 0;
+        const float *a = (const float *)ca, *b = (const float *)cb;
+        if (half) {
+            halves_to_floats(ca, fa, k);
+            if (!same) halves_to_floats(cb, fb, k);
+            a = fa;
+            b = same ? fa : fb;
+        }
+        if (!run_kernel(a, same ? a : b, k, !half, count, thr, acc->max_err, hist, full, &r)) return i;
+        acc_add_kernel(acc, &r, k, pos + i, a, b, count_zero);
+        long long u = half ? (long long)(same ? 0 : ulp16_max(ca, cb, k)) : (long long)r.max_ulp;
+        if (u > acc->max_ulp) acc->max_ulp = u;
+    }
+    return -1;
+}
+
 static inline int32_t ord16(uint16_t x) {
     int32_t v = (int16_t)x, neg = v < 0 ? -1 : 0;
     return ((v & 0x7fff) ^ neg) - neg;
@@ -1148,6 +1179,19 @@ static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n) {
     return u;
 }
 
+/* at least n floats in each of the buffers *fa and *fb (their capacity *cap): 0 when out of memory */
+static int room(float **fa, float **fb, size_t *cap, Py_ssize_t n) {
+    if ((size_t)n <= *cap) return 1;
+    float *x = realloc(*fa, (size_t)n * 4);
+    if (!x) return 0;
+    *fa = x;
+    float *y = realloc(*fb, (size_t)n * 4);
+    if (!y) return 0;
+    *fb = y;
+    *cap = (size_t)n;
+    return 1;
+}
+
 /* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
  * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of a dtype
  * other than float32). */
@@ -1161,62 +1205,20 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
     int h = p->a.dt->handler;
     Py_ssize_t n = (Py_ssize_t)p->a.size;
     result_t r;
-    if (h == H_F32) {
-        /* chunks.py _float32_kernel_range: per chunk, identical bytes as kernel(a, a) */
-        int count_zero = s->count && s->thr_d == 0.0;
-        for (Py_ssize_t pos = 0; pos < n; pos += (Py_ssize_t)s->chunk) {
-            Py_ssize_t k = n - pos < (Py_ssize_t)s->chunk ? n - pos : (Py_ssize_t)s->chunk;
-            const float *a = (const float *)da + pos, *b = (const float *)db + pos;
-            int same = memcmp(a, b, (size_t)k * 4) == 0;
-            if (!run_kernel(a, same ? a : b, k, 1, s->count, s->thr, acc->max_err, hist, s->full, &r)) return 0;
-            acc_add_kernel(acc, &r, k, pos, a, b, count_zero);
-            if ((long long)r.max_ulp > acc->max_ulp) acc->max_ulp = (long long)r.max_ulp;
-        }
+    if (h == H_F32 || h == H_F16) {
+        /* chunks.py _kernel_range: per chunk, identical bytes as kernel(a, a) */
+        int half = h == H_F16;
+        if (half && !room(f32a, f32b, fcap, n < (Py_ssize_t)s->chunk ? n : (Py_ssize_t)s->chunk)) return 0;
+        if (measure_run(da, db, n, half, (Py_ssize_t)s->chunk, s->count, s->thr, s->count && s->thr_d == 0.0, hist,
+                        s->full, 0, acc, *f32a, *f32b) >= 0)
+            return 0; /* NaN/Inf: the Python engine */
         if (!s->count) acc->n_over = 0;
         return 1;
     }
-    if (n > (Py_ssize_t)s->chunk) return 0;
-    if ((size_t)n > *fcap) {
-        float *x = realloc(*f32a, (size_t)n * 4), *y;
-        if (!x) return 0;
-        *f32a = x;
-        y = realloc(*f32b, (size_t)n * 4);
-        if (!y) return 0;
-        *f32b = y;
-        *fcap = (size_t)n;
-    }
+    if (n > (Py_ssize_t)s->chunk || !room(f32a, f32b, fcap, n)) return 0;
     float *a = *f32a, *b = *f32b;
     size_t nb = (size_t)n * (size_t)(p->a.dt->bits / 8);
     int same = memcmp(da, db, nb) == 0;
-    if (h == H_F16) {
-        const uint16_t *ha = (const uint16_t *)da, *hb = (const uint16_t *)db;
-        halves_to_floats(ha, a, n);
-        halves_to_floats(hb, b, n);
-        if (same) {
-            /* chunks.py _identical_chunk: no error, a.a for the cosine, the magnitudes */
-            float mag = 0.0f;
-            double xx = 0.0;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                float m = fabsf(a[i]);
-                if (!(m <= 3.40282347e38f)) return 0; /* NaN/Inf: the Python engine */
-                if (m > mag) mag = m;
-                xx += (double)a[i] * (double)a[i];
-            }
-            acc->n_fin = n;
-            acc->aa = acc->ab = acc->bb = xx;
-            acc->scale = (double)mag;
-            acc->max_err = 0.0;
-            acc->worst = 0;
-            acc->worst_a = acc->worst_b = (double)a[0];
-            acc->max_ulp = 0;
-            return 1;
-        }
-        if (!run_kernel(a, b, n, 0, s->count, s->thr, -1.0, hist, s->full, &r)) return 0;
-        acc_add_kernel(acc, &r, n, 0, a, b, s->count && s->thr_d == 0.0);
-        acc->max_ulp = ulp16_max(ha, hb, n);
-        if (!s->count) acc->n_over = 0;
-        return 1;
-    }
     /* integers, Bool, Byte and quantized raw values: chunks.py exact_range */
     if (h == H_BOOL)
         for (size_t i = 0; i < nb; i++)
@@ -1599,6 +1601,80 @@ static PyObject *py_scan_finish(PyObject *self, PyObject *cap) {
     job_join(j);
     PyObject *out = job_results(j);
     job_clear(j);  /* its memory now, not when the capsule goes */
+    return out;
+}
+
+/* ======================================================================== measure
+ *
+ * The Python engine's float32 and float16 ranges (chunks.py _kernel_range) a mapped window at a
+ * time: the loop over the window's chunks runs here (measure_run, as the batch reader's), not in
+ * Python, which took a third of the time of a big var. The accumulator goes in and comes back as
+ * a tuple in chunks.Acc's order, so the sums are added in the same order as chunk by chunk.
+ */
+#define ACC_STATE "(LdLddddddddddNLL)"
+
+static int acc_from(PyObject *t, acc_t *c) {
+    PyObject *ulp;
+    if (!PyArg_ParseTuple(t, "LdLddddddddddOLL", &c->n_fin, &c->max_err, &c->worst, &c->worst_a, &c->worst_b, &c->max_abs,
+                          &c->max_rel, &c->sum_abs, &c->aa, &c->ab, &c->bb, &c->dd, &c->scale, &ulp, &c->n_over, &c->n_diff))
+        return 0;
+    c->max_ulp = ulp == Py_None ? -1 : PyLong_AsLongLong(ulp);
+    return !(c->max_ulp == -1 && PyErr_Occurred());
+}
+
+PyDoc_STRVAR(measure_doc,
+"measure(a, b, half, chunk, threshold, hist, full, pos, state) -> (state, bad)\n\n"
+"float32() (half: float16()) of every `chunk` values of the buffers a and b in turn, as the\n"
+"Python engine cuts them, added to the accumulator state (n_fin, max_err, worst, worst_a,\n"
+"worst_b, max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale, max_ulp or None, n_over, n_diff)\n"
+"in that order; pos: the index of a's first value in the var; hist: None or a histogram.\n"
+"bad: -1, or the index in a of the first chunk with NaN/Inf (state holds what came before).");
+
+static PyObject *py_measure(PyObject *self, PyObject *args) {
+    Py_buffer ba, bb, bh = {0};
+    int half, full;
+    Py_ssize_t chunk;
+    long long pos;
+    PyObject *thr_obj, *hist_obj, *state, *out = NULL;
+    acc_t acc;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*pnOOpLO!", &ba, &bb, &half, &chunk, &thr_obj, &hist_obj, &full, &pos,
+                          &PyTuple_Type, &state))
+        return NULL;
+    int size = half ? 2 : 4, want_hist = hist_obj != Py_None, count = thr_obj != Py_None;
+    double thr = count ? PyFloat_AsDouble(thr_obj) : 0.0;
+    if ((thr == -1.0 && PyErr_Occurred()) || !acc_from(state, &acc)) goto done;
+    if (ba.len != bb.len || ba.len % size != 0 || chunk < 1) {
+        PyErr_Format(PyExc_ValueError, "measure: buffers of %zd and %zd bytes, chunk %zd", ba.len, bb.len, chunk);
+        goto done;
+    }
+    if (want_hist) {
+        if (PyObject_GetBuffer(hist_obj, &bh, PyBUF_WRITABLE) < 0) { want_hist = 0; goto done; }
+        if (bh.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t))) {
+            PyErr_Format(PyExc_ValueError, "measure: a histogram of %zd bytes, expected %d", bh.len, (int)(HIST_LEN * 8));
+            goto done;
+        }
+    }
+    Py_ssize_t n = ba.len / size;
+    if (half && half_cap < 2 * chunk) {
+        float *x = realloc(half_buf, (size_t)(2 * chunk) * sizeof(float));
+        if (!x) { PyErr_NoMemory(); goto done; }
+        half_buf = x;
+        half_cap = 2 * chunk;
+    }
+    Py_ssize_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = measure_run(ba.buf, bb.buf, n, half, chunk, count, (float)thr, count && thr == 0.0,
+                      want_hist ? (int64_t *)bh.buf : NULL, full, pos, &acc, half_buf, half_buf + (half ? chunk : 0));
+    Py_END_ALLOW_THREADS
+    out = Py_BuildValue("(" ACC_STATE "n)", acc.n_fin, acc.max_err, acc.worst, acc.worst_a, acc.worst_b, acc.max_abs,
+                        acc.max_rel, acc.sum_abs, acc.aa, acc.ab, acc.bb, acc.dd, acc.scale,
+                        acc.max_ulp < 0 ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong(acc.max_ulp),
+                        acc.n_over, acc.n_diff, bad);
+done:
+    PyBuffer_Release(&ba);
+    PyBuffer_Release(&bb);
+    if (want_hist) PyBuffer_Release(&bh);
     return out;
 }
 
@@ -2187,6 +2263,7 @@ static PyObject *py_grisu_repr(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"float16", py_float16, METH_VARARGS, float16_doc},
+    {"measure", py_measure, METH_VARARGS, measure_doc},
     {"same", py_same, METH_VARARGS, same_doc},
     {"hist_stats", py_hist_stats, METH_VARARGS, hist_stats_doc},
     {"hist_add", py_hist_add, METH_VARARGS, hist_add_doc},

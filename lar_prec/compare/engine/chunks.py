@@ -7,7 +7,6 @@ module or None for the numpy path (see :func:`lar_prec.engine.kernel_for`).
 from __future__ import annotations
 
 import math
-import struct
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -15,7 +14,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare import metrics
 from lar_prec.compare.engine import hist
 from lar_prec.compare.engine.workers import EngineSettings
-from lar_prec.compare.engine.io import Extent, pair_chunks, same_bytes
+from lar_prec.compare.engine.io import Extent, pair_chunks, pair_windows, same_bytes
 from lar_prec.dumps.dtypes import DType
 
 # ============================================================================ per-thread state
@@ -126,6 +125,16 @@ class Acc:
         self.n_diff = 0
         self.n_nonfinite = 0
         self.first_nonfinite: Optional[Tuple[int, float, float]] = None
+
+    def state(self) -> tuple:
+        """The accumulator as the kernel's ``measure`` takes it."""
+        return (self.n_fin, self.max_err, self.worst, self.worst_a, self.worst_b, self.max_abs, self.max_rel,
+                self.sum_abs, self.aa, self.ab, self.bb, self.dd, self.scale, self.max_ulp, self.n_over, self.n_diff)
+
+    def set_state(self, t: tuple) -> None:
+        """Take back what ``measure`` gave."""
+        (self.n_fin, self.max_err, self.worst, self.worst_a, self.worst_b, self.max_abs, self.max_rel, self.sum_abs,
+         self.aa, self.ab, self.bb, self.dd, self.scale, self.max_ulp, self.n_over, self.n_diff) = t
 
     def worst_update(self, e: float, idx: int, a: float, b: float) -> None:
         if e > self.max_err:
@@ -268,41 +277,35 @@ def _kernel_add(acc: Acc, r: tuple, n: int, off: int, a: Sequence[float], b: Seq
 
 def _kernel_range(acc: Acc, da: Extent, db: Extent, start: int, end: int, st: EngineSettings, s: _Scratch,
                   kernel: object) -> Acc:
-    """:func:`float_range` of float32 or float16 through the kernel: the raw chunks go to C as
-    they are (no numpy views per chunk; they were a tenth of the time; float16 is widened
-    there). Identical chunks go through it too, as ``kernel(a, a)``: the same float64 sums of
-    a.a, no numpy."""
-    name = da.dtype.name
+    """:func:`float_range` of float32 or float16 through the kernel: the raw bytes go to C as
+    they are, a mapped window at a time (``kernel.measure`` cuts it into chunks and adds them
+    up as the Python engine would; float16 is widened there). Identical chunks go through it
+    too, as ``kernel(a, a)``: the same float64 sums of a.a, no numpy. A chunk with NaN/Inf is
+    measured here, the careful way, and C goes on after it."""
+    name, chunk = da.dtype.name, st.chunk_elements
     k = 4 if name == "Float32" else 2
-    measure = kernel.float32 if k == 4 else kernel.float16  # type: ignore[attr-defined]
-    for pos, va, vb in pair_chunks(da, db, k, k, start, end, st.chunk_elements, s.raw(k, k), st.window_bytes):
-        same = same_bytes(va, vb, kernel)
-        r = measure(va, va if same else vb, True, acc.count_over, acc.max_err, acc.hist, acc.full)
-        if r is not None:
-            if k == 4:
-                _kernel_add(acc, r, len(va) // 4, pos, va.cast("f"), vb.cast("f"))
-            else:  # the values at the worst index, widened as the kernel widened them
-                _kernel_add(acc, r, len(va) // 2, pos, *_halves_at(va, vb, r[1]))
-            acc.ulp_update(r[11])
-            continue
-        # NaN/Inf somewhere: as on the numpy path (the only numpy here: a worker comparing
-        # float32 vars need not import it)
-        with QUIET:
-            a, b, ia, ib = _float_views(va, vb, name, s)
-            if same:
-                _identical_chunk(acc, a, pos, s, ulp=True)
-            else:
-                _mixed_chunk(acc, a, b, ia, ib, pos, s, 1)
+    measure = kernel.measure  # type: ignore[attr-defined]
+    for pos, va, vb in pair_windows(da, db, k, k, start, end, chunk, s.raw(k, k), st.window_bytes):
+        n, done = len(va) // k, 0
+        while done < n:
+            state, bad = measure(va[done * k :], vb[done * k :], k == 2, chunk, acc.count_over, acc.hist, acc.full,
+                                 pos + done, acc.state())
+            acc.set_state(state)
+            if bad < 0:
+                break
+            # NaN/Inf in that chunk: as on the numpy path (the only numpy here: a worker comparing
+            # float32 vars need not import it)
+            c0 = done + bad
+            c1 = min(n, c0 + chunk)
+            ca, cb = va[c0 * k : c1 * k], vb[c0 * k : c1 * k]
+            with QUIET:
+                a, b, ia, ib = _float_views(ca, cb, name, s)
+                if same_bytes(ca, cb, kernel):
+                    _identical_chunk(acc, a, pos + c0, s, ulp=True)
+                else:
+                    _mixed_chunk(acc, a, b, ia, ib, pos + c0, s, 1)
+            done = c1
     return acc
-
-
-def _halves_at(va: memoryview, vb: memoryview, i: int) -> Tuple[Dict[int, float], Dict[int, float]]:
-    """The float16 values at index ``i`` of two raw chunks, as {i: value} (what _kernel_add
-    indexes; nothing when ``i`` is -1)."""
-    if i < 0:
-        return {}, {}
-    x, y = struct.unpack_from("<e", va, 2 * i)[0], struct.unpack_from("<e", vb, 2 * i)[0]
-    return {i: x}, {i: y}
 
 
 def _mixed_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.ndarray, off: int, s: _Scratch, ulp_div: int) -> None:
