@@ -62,6 +62,7 @@ from lar_prec.compare.threshold import (
     FLOAT_NAMES,
     Threshold,
     choose_threshold,
+    count_from_band,
     judge,
     parse_threshold,
 )
@@ -256,7 +257,7 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
         d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
     if sources is not None:
         sources += judge_sources(diffs)  # type: ignore[arg-type]
-    grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb))
+    grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), in_place=True)
     stepped, one_step = _one_step(grown)
     if one_step:
         notes.append(one_step)
@@ -434,12 +435,15 @@ def _recount(
     dir_a: Path, dir_b: Path, diffs: Sequence[VarDiff], st: EngineSettings,
     extents: Optional[Dict[int, Tuple[Extent, Extent]]] = None, jobs: int = 1, strategy: Strategy = Strategy.SERIAL,
     b_ids: Optional[Dict[int, int]] = None, files: Optional[Tuple[Dict[int, str], Dict[int, str]]] = None,
+    shared: bool = False,
 ) -> List[VarDiff]:
     """Fill ``n_over`` where it is unknown: count elements above each var's threshold.
     ``extents`` (by var id) saves reading the headers again; ``b_ids`` maps A's ids to B's
     when the vars were paired by name; ``files`` (A's and B's file by id) are the files of
     vars the batch reader measured. Float32 and float16 vars are counted by the kernel's
-    ``count_pairs`` (reading only, on threads), the rest (and the numpy path) by the engine."""
+    ``count_pairs`` (reading only, on threads), the rest (and the numpy path) by the engine;
+    a var whose errors inside its auto window the batch reader kept is not read again.
+    ``shared``: the records may be held elsewhere (copies are made, else they are filled in)."""
     todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
     if not todo:
         return list(diffs)
@@ -462,6 +466,10 @@ def _recount(
     for i in todo:
         d = out[i]
         t = d.threshold or 0.0
+        n_over = count_from_band(d.band, d.dtype, d.scale, t)
+        if n_over is not None:  # what the batch reader kept of its errors tells
+            out[i] = with_changes(d, n_over=n_over) if shared else _set(d, n_over)
+            continue
         half = d.dtype == "Float16"
         if in_c and files is not None and d.dtype in ("Float32", "Float16") and d.id in files[0] and d.id in files[1]:
             c_pairs.append((i, files[0][d.id], -1, files[1][d.id], -1, d.size, half, t))
@@ -502,5 +510,11 @@ def _recount(
     for (i, *_rest), c in zip(tasks, got_py):
         counts[i] = counts.get(i, 0) + c  # type: ignore[operator]
     for i, c in counts.items():
-        out[i] = with_changes(out[i], n_over=c)
+        out[i] = with_changes(out[i], n_over=c) if shared else _set(out[i], c)
     return out
+
+
+def _set(d: VarDiff, n_over: int) -> VarDiff:
+    """``d`` (a record this comparison made, not yet shared) with its count, in place."""
+    d.__dict__["n_over"] = n_over
+    return d

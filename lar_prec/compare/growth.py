@@ -25,7 +25,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.records import VarDiff, with_changes
-from lar_prec.compare.threshold import Threshold, scale_factor, to_float32
+from lar_prec.compare.threshold import FLOOR_EPS, Threshold, scale_factor, to_float32
 
 #: operators that only move, copy or select values: their output carries its input's error
 DATA_MOVEMENT = frozenset(
@@ -47,7 +47,7 @@ EPS = {"Float32": EPS32, "Float16": 2.0 ** -10, "BFloat16": 2.0 ** -7}
 #: an elementwise float operator may differ by a few units in the last place (vector libm)
 ELEMWISE_ULPS = 4.0
 #: no var below this many float32 eps is a root by growth (below the band's low end, 32 eps)
-GUARD_EPS = 16.0
+GUARD_EPS = FLOOR_EPS["Float32"]
 #: bounds of the calibrated factor on eps * sqrt(K), as local error's floors have them
 SCALE_MIN, SCALE_MAX = 1.5, 64.0
 #: bounds of the calibrated amplification allowance of an operator's inputs' error
@@ -119,11 +119,13 @@ def _winograd_shaped(d: VarDiff, ins: Sequence[VarDiff]) -> bool:
     return d.opr_type.startswith(("Convolution", "ConvBias")) and len(ins) > 1 and tuple(ins[1].shape[-2:]) == (3, 3)
 
 
-def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
+def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
+         in_place: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
     """``diffs`` (judged by the auto band ``thr``) re-judged by the edge rule: statuses and
     per-var thresholds of float vars, and which of them make error. Other dtypes, structural
     statuses and NaN/Inf are left as they are. None when no float var has a compared input.
-    ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd)."""
+    ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd).
+    ``in_place``: the records are the caller's own, not yet shared: changed, not copied."""
     by_id = {d.id: d for d in diffs}
     err: Dict[int, float] = {}
     isfinite = math.isfinite
@@ -134,6 +136,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
             if e is not None and isfinite(e):
                 err[d.id] = float(e)
     units: Dict[int, float] = {}
+    kinds: Dict[int, str] = {}
     winograd: Dict[int, float] = {}  # 3x3 convolutions of a profiled run -> their magnitude
     in_err: Dict[int, float] = {}
     ratio_red: List[float] = []
@@ -161,7 +164,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
         if unmeasured:
             continue  # the band rule
         in_err[d.id] = e_in
-        kind = _kind(d)
+        kind = kinds[d.id] = _kind(d)
         if kind == "reducing":
             k = reduction_length(d.opr_type, d.shape, [u.shape for u in ins])
             units[d.id] = eps * math.sqrt(k) * mag
@@ -189,16 +192,17 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
     explained: Dict[int, float] = {}
     for vid, unit in units.items():
         d = by_id[vid]
-        kind = _kind(d)
+        kind = kinds[vid]
         g = GAIN_MOVE if kind == "move" else g_red if kind == "reducing" else g_elem
         own = s * unit if vid not in winograd else max(s, WINOGRAD_ALLOWANCE) * unit * winograd[vid]
-        guard = GUARD_EPS * EPS32 if d.dtype == "Float32" else EPS[d.dtype]  # under each dtype's band
+        guard = FLOOR_EPS[d.dtype] * EPS[d.dtype]  # under each dtype's band (16 eps for float32, 1 for the others)
         explained[vid] = max(guard, own) + g * in_err[vid]
         if err[vid] > explained[vid]:
             made[vid] = err[vid] / explained[vid]
     out: List[VarDiff] = []
     divergent: set = set()
     over_band = 0
+    base: Dict[str, float] = {}  # the band's value per dtype (thr.for_dtype), looked up once
     for d in diffs:
         if d.id not in explained or d.status not in ("ok", "divergent"):
             if d.status != "ok":
@@ -206,7 +210,10 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
             out.append(d)
             continue
         sf = scale_factor(d.scale)
-        band_t = thr.for_var(d.dtype, d.scale)
+        b = base.get(d.dtype)
+        if b is None:
+            b = base[d.dtype] = thr.for_dtype(d.dtype)
+        band_t = b * sf if thr.scaled and d.scale is not None else b  # thr.for_var
         if d.id in made:
             t = explained[d.id] * sf
         elif not divergent.isdisjoint(d.inputs):
@@ -221,7 +228,10 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False) ->
             divergent.add(d.id)
         if st != d.status or t != d.threshold:
             n_over = 0 if st == "ok" else (d.n_over if t == d.threshold else None)
-            d = with_changes(d, status=st, threshold=t, n_over=n_over)
+            if in_place:
+                d.__dict__.update(status=st, threshold=t, n_over=n_over)
+            else:
+                d = with_changes(d, status=st, threshold=t, n_over=n_over)
         out.append(d)
     reason = (f"dump-only roots by error growth along edges: a float var makes error when it exceeds "
               f"max({GUARD_EPS:g} eps, {s:.3g} x eps x sqrt(K)) + g x its inputs' largest error (float16: its eps, "

@@ -52,20 +52,23 @@ def judge_indices(diffs: List[object], fa: DumpFolder, fb: DumpFolder, b_ids: Op
     """Re-judge, in place (records this comparison made, not yet shared), the divergent integer
     outputs of :data:`INDEX_TYPES` by the values they index, and the integer data movement
     that only carries them. ``b_ids``: B's id of each A id when they differ (paired by name)."""
-    if not any(d.opr_type in INDEX_TYPES and d.status == "divergent" for d in diffs):  # type: ignore[attr-defined]
+    index_vars = [d for d in diffs if d.opr_type in INDEX_TYPES and d.status == "divergent"]  # type: ignore[attr-defined]
+    if not index_vars:
         return  # the usual case: nothing to look at (one pass, no dict)
     by_id = {d.id: d for d in diffs}  # type: ignore[attr-defined]
     b_of = (lambda v: b_ids.get(v, v)) if b_ids else (lambda v: v)  # noqa: E731
-    for d in diffs:
-        if d.status != "divergent" or float_name(d.dtype) is not False or not d.inputs:  # type: ignore[attr-defined]
-            continue
-        if d.opr_type in INDEX_TYPES:  # type: ignore[attr-defined]
+    for d in index_vars:
+        if float_name(d.dtype) is False and d.inputs:  # type: ignore[attr-defined]
             _judge_index(d, by_id.get(d.inputs[0]), fa, fb, b_of)  # type: ignore[attr-defined]
-        elif d.opr_type in DATA_MOVEMENT:  # type: ignore[attr-defined]
-            ins = [by_id[u] for u in d.inputs if u in by_id]  # type: ignore[attr-defined]
-            carried = [u for u in ins if u.status == INDEX_EQUIVALENT]
-            if carried and all(u.status in AGREEING for u in ins):
-                _set(d, f"moves the indices of var {carried[0].id} ({carried[0].name}), which index equal values")
+    if not any(d.status == INDEX_EQUIVALENT for d in index_vars):  # type: ignore[attr-defined]
+        return
+    for d in diffs:  # in execution order: what carries such indices carries them on
+        if d.status != "divergent" or d.opr_type not in DATA_MOVEMENT or float_name(d.dtype) is not False:  # type: ignore[attr-defined]
+            continue
+        ins = [by_id[u] for u in d.inputs if u in by_id]  # type: ignore[attr-defined]
+        carried = [u for u in ins if u.status == INDEX_EQUIVALENT]
+        if carried and all(u.status in AGREEING for u in ins):
+            _set(d, f"moves the indices of var {carried[0].id} ({carried[0].name}), which index equal values")
 
 
 def _set(d: object, note: str) -> None:

@@ -90,6 +90,10 @@ class VarDiff(VarKey):
     abs_err_p90: Optional[float] = None
     abs_err_p99: Optional[float] = None
     abs_err_p999: Optional[float] = None
+    #: with an auto threshold, a float var the batch reader measured: (elements above its band
+    #: x its scale factor, its errors inside it as float32 bytes), what its count of elements
+    #: above any threshold in the band comes from (not in the JSON)
+    band: Optional[Tuple[int, bytes]] = None
 
     @property
     def ok(self) -> bool:

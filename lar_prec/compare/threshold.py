@@ -9,8 +9,10 @@ so it does not import compare.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import struct
+from array import array
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -41,6 +43,17 @@ def dtype_or_none(name: str) -> Optional[DType]:
         return dtype_by_name(name)
     except UsageError:
         return None
+
+
+#: no auto threshold is below this many eps of its dtype (times the var's scale factor): the
+#: edge rule's guard (:mod:`lar_prec.compare.growth`) under each band
+FLOOR_EPS = {"Float32": 16.0, "Float16": 1.0, "BFloat16": 1.0}
+
+
+def window(dtype: str) -> Tuple[float, float]:
+    """(floor, band's top) of float dtype ``dtype``: where a var's auto threshold lies, unless
+    the edge rule widened it above the band (times the var's scale factor)."""
+    return FLOOR_EPS[dtype] * _EPS[dtype], band(dtype)[1]
 
 
 def band(dtype: str) -> Tuple[float, float]:
@@ -231,6 +244,22 @@ def to_float32(t: float) -> float:
     return t32
 
 
+def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Optional[float], t: float) -> Optional[int]:
+    """A var's count of elements above threshold ``t`` from what the batch reader kept of its
+    errors inside its auto :func:`window` (``VarDiff.band``: the count above the window x its
+    scale factor, and the float32 errors inside), without reading it again; None when ``t`` is
+    outside (a threshold the edge rule widened above the band) or nothing was kept."""
+    if kept is None or dtype not in AUTO_BAND_EPS:
+        return None
+    lo, hi = window(dtype)
+    sf = scale_factor(scale)
+    t32 = to_float32(t)
+    if not to_float32(lo * sf) <= t32 <= to_float32(hi * sf):
+        return None
+    above, inside = kept
+    return above + sum(1 for e in array("f", inside) if e > t32)
+
+
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
     """The fields ``thr`` sets on one measured var ``d`` (a VarDiff): ``status``,
     ``threshold`` and ``n_over`` (None: must be recounted from the files). Structural
@@ -268,19 +297,25 @@ class RootCounter:
 
     def __init__(self, diffs: Sequence[object], errs: Optional[Sequence[Optional[float]]] = None) -> None:
         """``errs``: each var's ``norm_err`` when the caller has them."""
-        pos = {d.id: k for k, d in enumerate(diffs)}  # type: ignore[attr-defined]
+        n = len(diffs)
         if errs is None:
             errs = [d.norm_err for d in diffs]  # type: ignore[attr-defined]
         self.err = np.array([e or 0.0 for e in errs], dtype=np.float64)
-        src, dst = [], []
-        for k, d in enumerate(diffs):
-            for u in d.inputs:  # type: ignore[attr-defined]
-                j = pos.get(u)
-                if j is not None and j != k:
-                    src.append(j)
-                    dst.append(k)
-        self.src = np.array(src, dtype=np.intp)
-        self.dst = np.array(dst, dtype=np.intp)
+        # the edges (input position -> position) among these vars, found with arrays: tens of
+        # thousands of vars, tried at dozens of thresholds
+        ids = np.array([d.id for d in diffs], dtype=np.int64)  # type: ignore[attr-defined]
+        ins = [d.inputs for d in diffs]  # type: ignore[attr-defined]
+        flat = np.fromiter(itertools.chain.from_iterable(ins), dtype=np.int64)
+        dst = np.repeat(np.arange(n, dtype=np.intp), np.fromiter(map(len, ins), dtype=np.intp, count=n))
+        order = np.argsort(ids, kind="stable")
+        at = np.searchsorted(ids[order], flat)
+        known = at < n
+        known[known] = ids[order][at[known]] == flat[known]
+        src = order[at[known]]
+        dst = dst[known]
+        keep = src != dst
+        self.src = src[keep].astype(np.intp)
+        self.dst = dst[keep]
 
     def roots(self, t: float) -> int:
         """Vars above ``t`` none of whose inputs is above ``t``."""
@@ -335,7 +370,7 @@ def choose_threshold(diffs: Sequence[object]) -> Threshold:
     """
     per: Dict[str, float] = {}
     parts: List[str] = []
-    seen = list(dict.fromkeys(d.dtype for d in diffs))  # type: ignore[attr-defined]  # first appearance
+    seen = list(dict.fromkeys([d.dtype for d in diffs]))  # type: ignore[attr-defined]  # first appearance
     present = [n for n in seen if n in FLOAT_NAMES]
     for name in FLOAT_NAMES:
         if name not in present:

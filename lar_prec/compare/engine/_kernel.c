@@ -519,19 +519,20 @@ static double hist_edge(int j) {
     return (double)f;
 }
 
-/* the k-th smallest value (1-based) of rows r0 + r1 of histogram h, as its bin's upper edge,
- * clamped to top (the exact largest value) */
-static double hist_kth(const int64_t *h, int r0, int r1, int lo, int hi, long long k, double top) {
+/* the k[i]-th smallest values (1-based; k ascending) of rows r0 + r1 of histogram h, each as
+ * its bin's upper edge clamped to top (the exact largest value), in one pass over the bins */
+static void hist_kth(const int64_t *h, int r0, int r1, int lo, int hi, const long long *k, int nk, double top,
+                     double *out) {
     long long c = h[r0 * HIST_NB] + h[r1 * HIST_NB];
-    if (c >= k) return 0.0;
-    for (int j = lo; j <= hi; j++) {
+    int i = 0;
+    for (; i < nk && c >= k[i]; i++) out[i] = 0.0;
+    for (int j = lo; j <= hi && i < nk; j++) {
         c += h[r0 * HIST_NB + j] + h[r1 * HIST_NB + j];
-        if (c >= k) {
-            double e = hist_edge(j);
-            return e < top ? e : top;
-        }
+        if (c < k[i]) continue;
+        double e = hist_edge(j);
+        for (; i < nk && c >= k[i]; i++) out[i] = e < top ? e : top;
     }
-    return top;
+    for (; i < nk; i++) out[i] = top;
 }
 
 /* p50, p90, p99, p99.9 (exact fractions: k = ceil(num * n / den)) */
@@ -546,15 +547,27 @@ static void hist_stats(const int64_t *h, long long n, double ratio, int full, do
     const int64_t *slot = h + 4 * HIST_NB;
     int rlo = (int)slot[0], rhi = (int)slot[1], alo = (int)slot[2], ahi = (int)slot[3];
     int elo = rlo < alo ? rlo : alo, ehi = rhi > ahi ? rhi : ahi;
-    /* MegEngine's error: q where max(|a|,|b|) >= 1 (row 1), d below (row 2) */
-    for (int i = 0; i < 4; i++) {
-        long long k = (QNUM[i] * n + QDEN[i] - 1) / QDEN[i];
-        out[i] = hist_kth(h, 1, 2, elo, ehi, k, max_err);
-        out[5 + i] = full ? hist_kth(h, 0, 1, rlo, rhi, k, max_rel < 0 ? 0.0 : max_rel) : NAN;
-        out[9 + i] = full ? hist_kth(h, 2, 3, alo, ahi, k, max_abs) : NAN;
+    long long k[5];
+    for (int i = 0; i < 4; i++) k[i] = (QNUM[i] * n + QDEN[i] - 1) / QDEN[i];
+    if (full) {
+        hist_kth(h, 0, 1, rlo, rhi, k, 4, max_rel < 0 ? 0.0 : max_rel, out + 5);
+        hist_kth(h, 2, 3, alo, ahi, k, 4, max_abs, out + 9);
+    } else {
+        for (int i = 5; i < HIST_STATS; i++) out[i] = NAN;
     }
-    long long k = (long long)ceil(ratio * (double)n);
-    out[4] = hist_kth(h, 1, 2, elo, ehi, k < 1 ? 1 : k, max_err);
+    /* MegEngine's error: q where max(|a|,|b|) >= 1 (row 1), d below (row 2); the quantiles
+     * and the one at ratio in one pass (the ranks in order) */
+    long long kr = (long long)ceil(ratio * (double)n);
+    kr = kr < 1 ? 1 : kr;
+    int at = 4;
+    while (at > 0 && k[at - 1] > kr) at--;
+    for (int i = 4; i > at; i--) k[i] = k[i - 1];
+    k[at] = kr;
+    double e[5];
+    hist_kth(h, 1, 2, elo, ehi, k, 5, max_err, e);
+    for (int i = 0, j = 0; i < 5; i++)
+        if (i != at) out[j++] = e[i];
+    out[4] = e[at];
 }
 
 /* the statistics as Python objects (None for those not counted) into items */
@@ -888,11 +901,18 @@ typedef struct {
 } head_t;
 
 
+/* at most this many errors inside an auto threshold's band are kept per var (band_window) */
+#define BAND_CAP 64
+
 typedef struct {
     long long n_fin, worst, n_over, n_diff, max_ulp; /* max_ulp -1: none */
     double max_err, worst_a, worst_b, max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale;
     int has_stats;         /* a float var: stats from its error histogram (hist_stats) */
     double stats[HIST_STATS];
+    /* an auto threshold's band (band_window): values above it, and the errors inside it */
+    int band_ok, band_n;
+    long long band_above;
+    float band_vals[BAND_CAP];
 } acc_t;
 
 typedef struct {
@@ -917,6 +937,7 @@ typedef struct {
     double thr_d;          /* the threshold as given (its float32 rounding is thr) */
     double ratio;          /* --pass-ratio: the share of elements hist_stats' last value is at */
     int full;              /* relative and absolute error histograms too (HIST_FULL) */
+    double band_lo[2], band_hi[2]; /* an auto threshold's band of float32 and float16 (0: none) */
     int oom;
 } scan_t;
 
@@ -1255,6 +1276,41 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
     return 1;
 }
 
+/* An auto threshold is chosen once every var is measured, so its count of elements above it
+ * would need each var read again (folders.py _recount). A var's auto threshold lies in
+ * [lo, hi] x its scale factor unless widened above the band (threshold.py window); its errors
+ * inside that window are kept
+ * (at most BAND_CAP; band_ok 0 if more), with the count above it: whatever the threshold in the
+ * window, the count is then known exactly without reading the files again. fa, fb: room for
+ * fcap floats (a float16 var is widened a chunk of that size at a time). */
+static void band_window(const scan_t *s, acc_t *c, const char *va, const char *vb, Py_ssize_t n, int half,
+                        float *fa, float *fb, size_t fcap) {
+    double sf = c->scale < 1e-6 ? 1e-6 : (c->scale > 1.0 ? 1.0 : c->scale); /* threshold.scale_factor */
+    float wlo = (float)(s->band_lo[half] * sf), whi = (float)(s->band_hi[half] * sf);
+    c->band_ok = 1;
+    c->band_n = 0;
+    c->band_above = 0;
+    if (!(c->max_err > (double)wlo)) return; /* none above the window's low end */
+    Py_ssize_t step = half ? (Py_ssize_t)fcap : n;
+    for (Py_ssize_t i0 = 0; i0 < n; i0 += step) {
+        Py_ssize_t k = n - i0 < step ? n - i0 : step;
+        const float *a = (const float *)va + i0, *b = (const float *)vb + i0;
+        if (half) {
+            halves_to_floats(va + 2 * i0, fa, k);
+            halves_to_floats(vb + 2 * i0, fb, k);
+            a = fa;
+            b = fb;
+        }
+        for (Py_ssize_t i = 0; i < k; i++) {
+            float e = err1(a[i], b[i]);
+            if (!(e > wlo)) continue;
+            if (e > whi) c->band_above++;
+            else if (c->band_n < BAND_CAP) c->band_vals[c->band_n++] = e;
+            else c->band_ok = 0;
+        }
+    }
+}
+
 static void *scan_worker(void *arg) {
     scan_t *s = (scan_t *)arg;
     char *ba = NULL, *bb = NULL;
@@ -1294,11 +1350,14 @@ static void *scan_worker(void *arg) {
             || memcmp(p->a.dims, p->b.dims, sizeof p->a.dims) != 0
             || p->a.file_size > s->max_file || p->b.file_size > s->max_file)
             continue;
-        p->measured = measure(s, p, ba + HDR + p->a.name_len, bb + HDR + p->b.name_len, &fa, &fb, &fcap, hist);
+        const char *va = ba + HDR + p->a.name_len, *vb = bb + HDR + p->b.name_len;
+        p->measured = measure(s, p, va, vb, &fa, &fb, &fcap, hist);
         if (p->measured && (p->a.dt->handler == H_F32 || p->a.dt->handler == H_F16)) { /* float: its statistics */
             acc_t *c = &p->acc;
             c->has_stats = 1;
             hist_stats(hist, c->n_fin, s->ratio, s->full, c->max_rel, c->max_abs, c->max_err, c->stats);
+            int half = p->a.dt->handler == H_F16;
+            if (s->band_hi[half] > 0) band_window(s, c, va, vb, (Py_ssize_t)p->a.size, half, fa, fb, fcap);
         }
         hist_clear(hist);
     }
@@ -1359,7 +1418,12 @@ static PyObject *fields_tuple(const pair_t *p, const scan_t *s) {
     }
     PyObject *head = Py_BuildValue("(dddddNNNdddNNN)", c->max_err, c->max_abs, c->max_rel, c->sum_abs / n, sqrt(c->dd / n),
                                    cos, ulp, idx, c->worst_a, c->worst_b, c->scale, n_over, thr, n_diff);
-    PyObject *out = head ? PyTuple_New(14 + HIST_STATS) : NULL;
+    PyObject *band = c->has_stats && c->band_ok && s->band_hi[p->a.dt->handler == H_F16] > 0
+        ? Py_BuildValue("(Ly#)", c->band_above, (const char *)c->band_vals, (Py_ssize_t)(4 * c->band_n))
+        : (Py_INCREF(Py_None), Py_None);
+    PyObject *out = head && band ? PyTuple_New(15 + HIST_STATS) : NULL;
+    if (out) PyTuple_SET_ITEM(out, 14 + HIST_STATS, band);
+    else Py_XDECREF(band);
     for (int i = 0; i < 14 && out; i++) {
         PyObject *x = PyTuple_GET_ITEM(head, i);
         Py_INCREF(x);
@@ -1457,10 +1521,10 @@ static job_t *job_new(PyObject *args, int *threads_out) {
     PyObject *la, *lb, *dts_obj, *thr_obj;
     long long max_file, chunk;
     int threads;
-    double ratio = 1.0;
+    double ratio = 1.0, band[4] = {0, 0, 0, 0};
     int full = 0;
-    if (!PyArg_ParseTuple(args, "O!O!OLLOi|dp", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk, &thr_obj,
-                          &threads, &ratio, &full))
+    if (!PyArg_ParseTuple(args, "O!O!OLLOi|dp(dddd)", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk,
+                          &thr_obj, &threads, &ratio, &full, &band[0], &band[1], &band[2], &band[3]))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(la);
     if (PyList_GET_SIZE(lb) != n) { PyErr_SetString(PyExc_ValueError, "scan_pairs: paths_a and paths_b differ in length"); return NULL; }
@@ -1501,7 +1565,8 @@ static job_t *job_new(PyObject *args, int *threads_out) {
         j->pairs[i].pa = pp[0];
         j->pairs[i].pb = pp[1];
     }
-    scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, ratio, full, 0};
+    scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, ratio, full,
+                {band[0], band[2]}, {band[1], band[3]}, 0};
     if (s.count) {
         double t = PyFloat_AsDouble(thr_obj);
         if (t == -1.0 && PyErr_Occurred()) goto fail;
