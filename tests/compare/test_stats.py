@@ -121,3 +121,36 @@ def test_the_histogram_is_read_alike_in_c_and_numpy(faulty):
             hist.add_np(twice, hc)
             KERNEL.hist_add(twice, hn)
             assert list(twice[: 4 * hist.NB]) == [2 * x for x in hc[: 4 * hist.NB]]
+
+
+@pytest.mark.skipif(KERNEL is None, reason="the C kernel is not built")
+@pytest.mark.megengine
+def test_the_second_pass_counts_what_the_reference_counts(faulty, lar_dump):
+    """An auto threshold's count, read again by the kernel (count_pairs) or taken from the errors
+    the batch reader kept inside the window (count_from_band), is the reference's n_over."""
+    from lar_prec.compare.threshold import count_from_band, to_float32
+    from lar_prec.compare.engine.io import Extent
+
+    naive, broken, victim = faulty
+    cmp = compare_folders(naive, broken)  # auto: every resnet var is small, the batch reader keeps windows
+    fa, fb = DumpFolder(naive), DumpFolder(broken)
+    pairs, want = [], []
+    for d in cmp:
+        if d.dtype != "Float32" or d.max_err is None or not d.max_err > 0:
+            continue
+        a, b = fa[d.id].array(), fb[d.id].array()
+        for t in (d.threshold, d.max_err / 3, 1e-7):
+            ea, eb = Extent.of(fa[d.id]), Extent.of(fb[d.id])
+            pairs.append((ea.file, ea.data_offset, eb.file, -1, d.size, False, t))
+            want.append(int(np.count_nonzero(megengine_err(a, b) > to_float32(t))))
+            kept = count_from_band(d.band, d.dtype, d.scale, t)
+            assert kept is None or kept == want[-1], (d.id, t)
+    assert KERNEL.count_pairs(pairs, 1000, 2) == want and sum(want) > 0
+    assert cmp[victim].n_over == want[[p[0] for p in pairs].index(str(fa[victim].file))]
+    # float16 values, and a file that cannot be read
+    h16a, h16b = DumpFolder(lar_dump("fp16", "naive")), DumpFolder(lar_dump("fp16", "default"))
+    v = next(x for x in h16a.ids if h16a[x].dtype.name == "Float16" and h16a[x].size > 1)
+    a, b = h16a[v].array().astype(np.float32), h16b[v].array().astype(np.float32)
+    got = KERNEL.count_pairs([(h16a[v].file, -1, h16b[v].file, -1, a.size, True, 0.0),
+                              (h16a[v].file, -1, "/nonexistent", -1, a.size, True, 0.0)], 7, 1)
+    assert got == [int(np.count_nonzero(megengine_err(a, b) > 0)), None]
