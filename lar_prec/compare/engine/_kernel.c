@@ -6,7 +6,10 @@
  * the numpy path, which gives the same results (max_err, indices, counts and maxima bit for
  * bit; the float64 sums of lar_prec.metrics.sums in another order, so cosine/RMSE/mean may
  * differ in the last digits). tests/test_kernel.py checks the two against each other and
- * tests/test_metrics.py both against the reference definitions (lar_prec/metrics.py).
+ * tests/test_metrics.py both against the reference definitions (lar_prec/metrics.py). Also
+ * here: each float var's error histogram (engine/hist.py; tests/compare/test_stats.py), float16
+ * widened exactly (F16C where the CPU has it), the batch reader (scan_start), an auto
+ * threshold's second pass (count_pairs) and the report's JSON text (json_rows).
  *
  * Float32 arithmetic must stay IEEE and uncontracted: max_err is bit-identical to
  * compare_binary_iodump's |a-b| / max(max(|a|,|b|), 1) in float32. setup.py builds with
@@ -67,6 +70,14 @@ static inline int32_t ordered1(int32_t x) {
 static inline float err1(float x, float y) {
     float ax = fabsf(x), ay = fabsf(y), d = fabsf(x - y), m = ax > ay ? ax : ay;
     return m >= 1.0f ? d / m : d;
+}
+
+/* err1 of eight pairs (the loop's arithmetic) */
+static inline v8sf err8(v8sf va, v8sf vb) {
+    const v8sf one = (v8sf){0} + 1.0f;
+    v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
+    v8sf m = sel(aa_ > ab_, aa_, ab_);
+    return sel(m >= one, d / m, d);
 }
 
 
@@ -388,15 +399,12 @@ static void kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, i
  * vector arithmetic as the loop, so the same float32 values. */
 CLONES
 static Py_ssize_t first_at(const float *a, const float *b, Py_ssize_t n, float target) {
-    const v8sf zero = {0}, one = zero + 1.0f;
     Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
     for (; i < nv; i += 8) {
         v8sf va, vb;
         memcpy(&va, a + i, 32);
         memcpy(&vb, b + i, 32);
-        v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
-        v8sf m = sel(aa_ > ab_, aa_, ab_);
-        v8si hit = sel(m >= one, d / m, d) == target;
+        v8si hit = err8(va, vb) == target;
         int64_t any[4];
         memcpy(any, &hit, 32);
         if (any[0] | any[1] | any[2] | any[3])
@@ -1214,8 +1222,8 @@ static int room(float **fa, float **fb, size_t *cap, Py_ssize_t n) {
 }
 
 /* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
- * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of a dtype
- * other than float32). */
+ * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of an
+ * integer dtype). */
 static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap,
                    int64_t *hist) {
     acc_t *acc = &p->acc;
@@ -1769,17 +1777,14 @@ typedef struct {
 
 CLONES
 static long long count_above(const float *a, const float *b, Py_ssize_t n, float thr) {
-    const v8sf zero = {0}, one = zero + 1.0f, big = zero + 3.40282347e38f;
+    const v8sf big = (v8sf){0} + 3.40282347e38f;
     v8si over = {0};
     Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
     for (; i < nv; i += 8) {
         v8sf va, vb;
         memcpy(&va, a + i, 32);
         memcpy(&vb, b + i, 32);
-        v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
-        v8sf m = sel(aa_ > ab_, aa_, ab_);
-        v8sf e = sel(m >= one, d / m, d);
-        over -= (aa_ <= big) & (ab_ <= big) & (e > thr);
+        over -= (vabs(va) <= big) & (vabs(vb) <= big) & (err8(va, vb) > thr);
     }
     long long c = 0;
     for (int k = 0; k < 8; k++) c += over[k];
