@@ -62,6 +62,9 @@ class PairSpec:
     #: the memory check sets it high so that holding one variable would exceed the budget
     largest_var_bytes: Optional[int] = None
     seed: int = 20261122
+    #: how the values are made (a pair kept by --keep from another version is made again):
+    #: 2, the model input and the weights are equal on both sides, as in two runs of one graph
+    version: int = 2
 
 
 @dataclass(frozen=True)
@@ -203,8 +206,11 @@ def _plan(spec: PairSpec, rng: np.random.Generator) -> List[_Var]:
         info = VarInfo(var_id, name, f"{owner_text}[{opr_id}]", opr_type, opr_id, dt, shape,
                        contiguous_layout(shape, dt), 0, COMP_NODE, "s", *infer)
         out.append(_Var(info, inputs, kind))
+    # the model input and the weights are read from files, equal in any two runs of one graph
+    # (lar-prec says "different weights" otherwise): noise and faults only in computed vars
+    computed = [j for j, v in enumerate(out) if v.kind != "weight" and v.info.opr_type != "Host2DeviceCopy"]
     k = int(round(spec.divergent_share * len(out)))
-    for j in rng.choice(len(out), size=k, replace=False):
+    for j in rng.choice(computed, size=min(k, len(computed)), replace=False):
         out[int(j)].divergent = True
     return out
 
@@ -226,6 +232,8 @@ class _Pool:
 def _chunk_pair(var: _Var, storage: np.dtype, a32: np.ndarray, z: np.ndarray, first: bool) -> Tuple[np.ndarray, np.ndarray]:
     """Values of one chunk in both folders."""
     dt = var.info.dtype
+    if var.kind == "weight" or var.info.opr_type == "Host2DeviceCopy":
+        return a32, a32
     if var.kind == "bool":
         a = a32 > 0
         b = a ^ (z > 2.0) if var.divergent else a

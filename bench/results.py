@@ -25,6 +25,11 @@ TARGETS = {
     "many_us_per_var": 50.0,  # lar-prec compare on 20,000 small vars, whole process, per var
     "many_speedup": 3.5,      # the same against MegEngine's script in the same run
     "big_of_cat": 0.5,        # big pair: lar-prec's speed as a share of `cat` of both folders
+    # issue 40
+    "auto_over_fixed": 1.2,   # --threshold auto against the fixed one, 20,000 small vars
+    "auto_us_per_var": 50.0,  # --threshold auto on 20,000 small vars, whole process, per var
+    "auto_of_cat": 0.5,       # main pair, --threshold auto: a share of `cat` of both folders
+    "over_before": 1.1,       # main pair, fixed threshold: this build against --before (statistics added)
 }
 
 
@@ -118,7 +123,7 @@ def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
     cmp_ = sections.get("compare")
     lar = cmp_.data.get("lar-prec") if cmp_ else None
     speed = cmp_.data.get("speedup") if cmp_ else None
-    other = [t for t in (cmp_.data.get("tools", []) if cmp_ else []) if t.startswith("lar-prec ")]
+    other = [t for t in (cmp_.data.get("tools", []) if cmp_ else []) if t.startswith("lar-prec --")]
     alt = cmp_.data[other[0]] if other else None
     alt_speed = f" (`{other[0]}`: {alt['speedup']:.1f}x)" if alt and alt.get("speedup") else ""
     alt_gbps = f" (`{other[0]}`: {alt['gbps']:.2f} GB/s)" if alt and alt.get("gbps") else ""
@@ -177,6 +182,24 @@ def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
     rows.append(_row("compare: big pair speed / `cat` of both folders", of_cat,
                      lambda v: f"{100 * v:.0f}% (cat {mem.data['cat_gbps']:.2f} GB/s)", f">= {100 * TARGETS['big_of_cat']:g}%",
                      TARGETS["big_of_cat"], True))
+    # issue 40: the default threshold as fast as a fixed one; statistics at little cost
+    ratio = many.data.get("auto_over_fixed") if many else None
+    rows.append(_row(f"compare --threshold auto / fixed, {n or 20_000:,} small vars (same run)", ratio,
+                     lambda v: f"{v:.2f}x", f"<= {TARGETS['auto_over_fixed']:g}x", TARGETS["auto_over_fixed"], False))
+    alar = many.data.get("lar-prec, auto") if many else None
+    auto_us = (alar["median_s"] / n * 1e6) if alar and alar.get("median_s") and n else None
+    rows.append(_row(f"compare --threshold auto: per variable, {n or 20_000:,} small vars", auto_us,
+                     lambda v: f"{v:.0f} us", f"<= {TARGETS['auto_us_per_var']:g} us", TARGETS["auto_us_per_var"], False))
+    aoc = cmp_.data.get("auto_of_cat") if cmp_ else None
+    rows.append(_row("compare --threshold auto: main pair speed / `cat` of both folders", aoc,
+                     lambda v: f"{100 * v:.0f}% (cat {cmp_.data['cat_s']:.2f} s)",
+                     f">= {100 * TARGETS['auto_of_cat']:g}%", TARGETS["auto_of_cat"], True))
+    ob = cmp_.data.get("over_before") if cmp_ else None
+    if ob is not None:
+        mob = many.data.get("over_before") if many else None
+        extra = f"; {n or 20_000:,} small vars {mob:.2f}x" if mob else ""
+        rows.append(_row("compare, main pair, fixed threshold: time / `--before`", ob, lambda v: f"{v:.2f}x{extra}",
+                         f"<= {TARGETS['over_before']:g}x", TARGETS["over_before"], False))
     return rows
 
 
@@ -230,8 +253,16 @@ def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo]
                  f"| {d['maxrss_mb']:.0f} MB | {tree} | {anon} | {', '.join(map(str, d['returncodes']))} "
                  f"| {found if found is not None else '?'} |")
     L.append("")
+    if s.data.get("auto_over_fixed"):
+        L.append(f"`--threshold auto` / fixed: {s.data['auto_over_fixed']:.2f}x"
+                 + (f"; `cat` of both folders {s.data['cat_s']:.2f} s, auto at {100 * s.data['auto_of_cat']:.0f}% of its speed"
+                    if s.data.get("auto_of_cat") else "")
+                 + (f"; fixed threshold, this build / `--before`: {s.data['over_before']:.2f}x" if s.data.get("over_before")
+                    else "") + ".")
+        L.append("")
     L.append(f"Generated divergent variables: {s.data['generated_divergent']}. "
-             f"Threshold: `{THRESHOLD}` for both (`--threshold` / `-e`). Speed-up = MegEngine median / this median. "
+             f"Threshold: `{THRESHOLD}` for both (`--threshold` / `-e`); `auto` rows: lar-prec's default `--threshold auto`. "
+             "Speed-up = MegEngine median / this median. "
              "Peak RSS of one process is the largest over all runs; the tree columns are sampled in the warm-up run.")
     for tool in s.data.get("tools", []):
         d = s.data[tool]

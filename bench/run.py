@@ -80,6 +80,10 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--data", default=str(ROOT / "bench" / "data"), help="where pairs are generated (default bench/data)")
     ap.add_argument("--keep", action="store_true", help="keep generated pairs (and reuse kept ones with the same spec)")
     ap.add_argument("--skip", default="", help="comma list of sections to skip: compare,memory,many,startup,rooting,nvd,megengine")
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="a checkout of an earlier lar-prec (its C kernel built, e.g. `git worktree add` then "
+                         "`python setup.py build_ext --inplace` there), timed beside this one on the main and the "
+                         "many-variable pairs (rows `... (before)`)")
     args = ap.parse_args(argv)
     args.argv = ["bench/run.py", *(argv if argv is not None else sys.argv[1:])]
     if args.quick:
@@ -113,7 +117,8 @@ def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
             pairs["main"] = get_pair(root, PairSpec(total_bytes=size, n_vars=args.vars,
                                                      divergent_share=args.divergent), args.keep)
             print(f"  {_pair_line(pairs['main'])}", flush=True)
-            sections["compare"] = bench_compare(pairs["main"], work, args.repeat, have_lar, have_mge, warm=True)
+            sections["compare"] = bench_compare(pairs["main"], work, args.repeat, have_lar, have_mge, warm=True,
+                                                before=args.before)
         if big and "memory" not in skip:
             print(f"[2] peak memory on a {_fmt_bytes(big)} pair", flush=True)
             root = data_root / f"pair-{args.big}-big"
@@ -135,7 +140,7 @@ def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
                                                      divergent_share=args.divergent, seed=11), args.keep)
             print(f"  {_pair_line(pairs['many'])}", flush=True)
             sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many",
-                                             variants=False)
+                                             variants=False, before=args.before)
             if have_lar:
                 print("[2c] where the time goes on the many-variable pair", flush=True)
                 sections["profile-many"] = bench_profile_many(pairs["many"], work, args.repeat)

@@ -122,26 +122,39 @@ def _tool_summary(pair: PairInfo, runs: List[Proc], first: Proc, json_path: Opti
     return d
 
 
+#: runs the lar-prec of a checkout given as the first argument (``--before``), not this one
+_BEFORE = ("import sys; sys.path[0:0] = [sys.argv.pop(1)]; sys.argv[0] = 'lar-prec'; "
+           "from lar_prec.cli import main; sys.exit(main())")
+
+
 def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool,
-                  name: str = "compare", variants: bool = True) -> Section:
+                  name: str = "compare", variants: bool = True, before: Optional[str] = None) -> Section:
     """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating.
 
-    `lar-prec` is the command as a user types it (its default parallelism: every core), piped;
-    `lar-prec, terminal` the same with stdout and stderr on a pseudo-terminal, what a user at
-    a terminal gets. Also timed (``variants``): `lar-prec --jobs 1` (one process) when there
-    are several cores, and lar-prec's numpy path (LAR_PREC_NO_KERNEL=1), which is what runs
-    where the C kernel could not be built.
+    `lar-prec` is the command as a user types it (its default parallelism: every core), piped,
+    with the benchmark's fixed threshold; `lar-prec, auto` the same with the default
+    `--threshold auto` (issue 40: as fast as the fixed one); `lar-prec, terminal` on a
+    pseudo-terminal, what a user at a terminal gets. Also timed (``variants``): `lar-prec
+    --jobs 1` (one process) when there are several cores, and lar-prec's numpy path
+    (LAR_PREC_NO_KERNEL=1), which is what runs where the C kernel could not be built. With
+    ``before`` (a checkout of an earlier lar-prec) its fixed and auto runs too. The main pair
+    also gets `cat` of both folders timed, the speed auto is held to.
     """
     s = Section(name)
     a, b = pair.dir_a, pair.dir_b
     mge_out = work / f"{name}-mge.txt"
-    j0, j1, j2, j3 = (work / f"{name}-{i}.json" for i in range(4))
+    j0, j1, j2, j3, j4, j5, j6 = (work / f"{name}-{i}.json" for i in range(7))
     tools: List[Tuple[str, List[str], Optional[Path]]] = []
     envs: Dict[str, Dict[str, str]] = {}
     ttys = {"lar-prec, terminal"}
     if have_lar:
         tools.append(("lar-prec", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j0)], j0))
+        tools.append(("lar-prec, auto", LAR + ["compare", a, b, "--json", str(j4)], j4))
         tools.append(("lar-prec, terminal", LAR + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j3)], j3))
+        if before:
+            old = [PY, "-c", _BEFORE, before]
+            tools.append(("lar-prec (before)", old + ["compare", a, b, "--threshold", THRESHOLD, "--json", str(j5)], j5))
+            tools.append(("lar-prec, auto (before)", old + ["compare", a, b, "--json", str(j6)], j6))
         jobs_opt = _lar_jobs_option() if variants else None
         if jobs_opt and (os.cpu_count() or 1) > 1:
             tools.append((f"lar-prec {jobs_opt} 1",
@@ -187,6 +200,16 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
             lar["speedup"] = mge["median_s"] / lar["median_s"]
     if "lar-prec" in s.data and "speedup" in s.data["lar-prec"]:
         s.data["speedup"] = s.data["lar-prec"]["speedup"]
+    fixed, auto = s.data.get("lar-prec"), s.data.get("lar-prec, auto")
+    if fixed and auto and fixed.get("median_s") and auto.get("median_s"):
+        s.data["auto_over_fixed"] = auto["median_s"] / fixed["median_s"]
+        if variants:  # the main pair: auto's speed as a share of cat's (issue 40 #6)
+            cat = cat_seconds(pair, repeat=max(1, repeat))
+            if cat:
+                s.data["cat_s"], s.data["auto_of_cat"] = cat, cat / auto["median_s"]
+    old = s.data.get("lar-prec (before)")
+    if fixed and old and fixed.get("median_s") and old.get("median_s"):
+        s.data["over_before"] = fixed["median_s"] / old["median_s"]
     s.note = "warm page cache" if warm else ""
     return s
 

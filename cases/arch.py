@@ -187,6 +187,22 @@ def case_gru_topk(rng):
     return net, net, {"data": rng.randn(2, steps, 16).astype("float32")}, {}
 
 
+def case_topk_ties(rng):
+    """Scores in steps of 0.5 (many exact ties in each row of 2 x 96), their TopK(8): values and
+    int32 indices, a descending ArgSort and an ArgMax per row (issue 40 #2: index outputs whose
+    order may legally change between kernels)."""
+    _, F, M, _ = _mge()
+
+    class Net(M.Module):
+        def forward(self, x):
+            s = F.relu(x)  # exact: the ties of the data stay ties
+            values, indices = F.topk(s, 8, descending=True)
+            return values, indices, F.argsort(s, descending=True), F.argmax(s, axis=1)
+
+    net = Net()
+    return net, net, {"data": (rng.randint(-2, 6, size=(2, 96)) / 2).astype("float32")}, {}
+
+
 def case_resnet18(rng):
     """ResNet-18 at 224x224 with 1000 classes: 7x7 stem, max pooling, four stages of basic
     blocks (BatchNorm fused), global average pooling. The one case as big as a deployed model:

@@ -537,6 +537,8 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
      "depthwise convolutions, odd widths (72, 88, 96), fused BatchNorm", {}),
     ("gru_topk", arch.case_gru_topk, "a GRU unrolled over 8 steps from a zero initial state, a 20-class head and its TopK(5): "
      "values and int32 indices", {}),
+    ("topk_ties", arch.case_topk_ties, "scores in steps of 0.5 (exact ties), their TopK(8) values and int32 indices, "
+     "a descending ArgSort and an ArgMax per row", {}),
     ("resnet18", arch.case_resnet18, "ResNet-18 at 224x224, 1000 classes, fused BatchNorm (the one deployment-sized case)",
      {"heavy": True, "note": "a naive run takes seconds: per-case test loops leave it out"}),
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",

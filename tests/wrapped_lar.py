@@ -9,10 +9,13 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   model it is given (the user's model or a layerwise model: both keep the weight's name) is
   run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.lar.layerwise_build
   --scale-const``; under naive kernels it is rewritten with a factor of 1, so both sides run
-  the same re-dumped graph (same var ids, same weight alignment).
+  the same re-dumped graph (same var ids, same weight alignment). A wrong kernel leaves the
+  weight as it is: the dumped constant NAME gets the model's own value back (else the two
+  runs would show different weights, which compare reports as such); so under
+  ``WRAPPED_LAR_JITTER`` and ``WRAPPED_LAR_OP_FAULT``.
 * ``WRAPPED_LAR_OP_FAULT=NAME:SIZE``: a binary whose kernel for the operator reading constant
   NAME is wrong: its output comes out 1+SIZE times too large (the model runs with NAME scaled,
-  as the fault, and the dump shows NAME with the model's own values, as a wrong kernel's does).
+  as the fault).
   SIZE ``bits=N``: the kernel computes with NAME rounded to N mantissa bits (a changed
   algorithm, as TF32's 10 bits); ``nan``: its output is NaN. Opt-in: only these values do it.
 * ``WRAPPED_LAR_CACHE=FOLDER``: keep each rewritten model (by the model's bytes, NAME and
@@ -29,6 +32,10 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_RENUMBER=OFFSET``: its dumps number vars differently from the graph MegEngine
   loads in Python (as a real load_and_run in MDL mode may): every var id in the
   ``--bin-io-dump`` folder (file names and titles) is shifted by OFFSET.
+* ``WRAPPED_LAR_TIES=reorder``: default kernels that order ties another way: the index outputs
+  of TopK and ArgSort it dumps list tied values in reverse order, an ArgMax picks the last of
+  tied maxima (the values are the same). ``WRAPPED_LAR_TIES=wrong``: a TopK that returns a
+  wrong index (the first of each row swapped with the row's smallest value's).
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
@@ -57,7 +64,7 @@ for name in sorted(n for n in os.listdir(folder) if not n.startswith(".")):  # n
 """
 
 
-#: the operator fault's rewrite: the model with the constant changed (scaled by a factor, rounded
+#: a fault's rewrite: the model with the constant changed (scaled by a factor, rounded
 #: to ``bits=N`` mantissa bits, ``nan``), and the constant's own values
 OP_FAULT = """
 import sys
@@ -97,8 +104,8 @@ for f in sorted(n for n in os.listdir(folder) if not n.startswith(".")):
 
 def rewrite(model, name, change, tmp, op_fault):
     """The model with constant ``name`` changed by ``change`` (a factor's repr; for an operator
-    fault also ``bits=N``) and, for an operator fault, the path of the constant's own values, from
-    WRAPPED_LAR_CACHE when it holds it; None on failure."""
+    fault also ``bits=N``) and the path of the constant's own values, from WRAPPED_LAR_CACHE when
+    it holds them; None on failure."""
     cache = os.environ.get("WRAPPED_LAR_CACHE")
     folder = cache or tmp
     key = ""
@@ -106,19 +113,55 @@ def rewrite(model, name, change, tmp, op_fault):
         with open(model, "rb") as fh:
             key = hashlib.sha256(fh.read() + f"{name}:{change}:{op_fault}".encode()).hexdigest()[:20] + "-"
     out, original = os.path.join(folder, key + "model.mge"), os.path.join(folder, key + "original.npy")
-    if os.path.exists(out) and (not op_fault or os.path.exists(original)):
+    if os.path.exists(out) and os.path.exists(original):
         return out, original
     part = os.path.join(tmp, "part.mge")
-    argv = (["-c", OP_FAULT, model, name, change, part, os.path.join(tmp, "original.npy")] if op_fault else
-            ["-m", "lar_prec.lar.layerwise_build", "--scale-const", model, name, change, part])
-    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", OP_FAULT, model, name, change, part, os.path.join(tmp, "original.npy")],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
         return None, None
-    if op_fault:
-        os.replace(os.path.join(tmp, "original.npy"), original)  # before the model: a model found means both are
+    os.replace(os.path.join(tmp, "original.npy"), original)  # before the model: a model found means both are
     os.replace(part, out)
     return out, original
+
+
+#: rewrites the index outputs of a dump folder as kernels that order ties another way would
+#: give them (or, "wrong", a TopK with a wrong index): run in a child, numpy only
+TIES = """
+import sys
+import numpy as np
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.dumps.binary import write_binary_dump
+folder, mode = sys.argv[1:3]
+f = DumpFolder(folder)
+for vid in f.ids:
+    d = f[vid]
+    if d.var.opr_type not in ("TopK", "ArgsortForward", "Argmax") or d.dtype.kind == "float":
+        continue
+    idx = d.array().copy()
+    x = f[d.input_ids[0]].array()
+    for row in range(idx.shape[0]):
+        if d.var.opr_type == "Argmax":
+            tied = np.flatnonzero(x[row] == x[row, idx[row, 0]])
+            idx[row, 0] = tied[-1]
+        elif mode == "wrong":
+            if d.var.opr_type == "TopK":
+                idx[row, 0] = int(np.argmin(x[row]))
+        else:  # each run of equal values in reverse order
+            v = x[row, idx[row]]
+            start = 0
+            for k in range(1, len(v) + 1):
+                if k == len(v) or v[k] != v[start]:
+                    idx[row, start:k] = idx[row, start:k][::-1]
+                    start = k
+    write_binary_dump(d.file, idx, d.title, d.dtype.code)
+    # what computes nothing from those indices (ArgMax's axis removal) carries them
+    for uid in f.ids:
+        u = f[uid]
+        if u.input_ids[:1] == (vid,) and u.var.opr_type in ("AxisAddRemove", "Reshape"):
+            write_binary_dump(u.file, idx.reshape(u.shape), u.title, u.dtype.code)
+"""
 
 
 def flag_value(argv, name):
@@ -190,8 +233,11 @@ def main():
         rc = subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
         offset = os.environ.get("WRAPPED_LAR_RENUMBER")
         dump = flag_value(argv, "bin_io_dump")
-        if rc == 0 and op_fault and dump:
+        if rc == 0 and tmp and dump:  # a fault or a jitter rewrote a constant: its dump is the model's
             rc = subprocess.run([sys.executable, "-c", RESTORE, dump, name, original]).returncode
+        ties = os.environ.get("WRAPPED_LAR_TIES")
+        if rc == 0 and ties and dump and os.environ.get("MGB_USE_MEGDNN_DBG") != "2":
+            rc = subprocess.run([sys.executable, "-c", TIES, dump, ties]).returncode
         if rc == 0 and offset and dump:
             rc = subprocess.run([sys.executable, "-c", RENUMBER, dump, offset]).returncode
         return rc

@@ -18,6 +18,12 @@ from lar_prec.clisupport import check_report_outputs
               help="max_err above which a var diverges: 'auto' (from the data, per dtype; with --model, roots "
                    "by local error), 'band' (the dump-only rule even with --model) or a number, "
                    "like compare_binary_iodump -e X; 0 means bitwise.")
+@click.option("--pass-ratio", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
+              metavar="R", help="A float var passes when at least this share of its elements is within its "
+                                "threshold (CANN's 99% rule: 0.99); the verdict says how many pass only so.")
+@click.option("--stats", is_flag=True,
+              help="Print each var's error statistics (quantiles, share within the threshold, the threshold it "
+                   "would pass at) and count the relative and absolute error's quantiles too (twice the engine's time).")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON report (design.md schema); '-' for stdout.")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Write the HTML report (one offline file).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "megengine"]), default="table", show_default=True,
@@ -48,9 +54,9 @@ from lar_prec.clisupport import check_report_outputs
                    "lar_prec.lar). [default: bundled]")
 @store_option
 @handle_errors
-def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, html_out: str | None, fmt: str,
-                text_dump: str | None, jobs: int | None, all_vars: bool, pair: str, model: str | None,
-                local_config: str, local_out: str | None, no_local: bool, local_checks: bool,
+def compare_cmd(dir_a: str, dir_b: str, threshold: str, pass_ratio: float, stats: bool, json_out: str | None,
+                html_out: str | None, fmt: str, text_dump: str | None, jobs: int | None, all_vars: bool, pair: str,
+                model: str | None, local_config: str, local_out: str | None, no_local: bool, local_checks: bool,
                 algo_policy: str | None, lar_path: str | None, store: str | None = None) -> None:
     """Compare two --bin-io-dump folders and name the root variables.
 
@@ -65,7 +71,8 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
     check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump, algo_policy,
                                               lar_path if lar_path != "bundled" else None], make_parents=False,
                          analysis_dir=local_out)
-    compare_kw = dict(threshold=threshold, text_dump=text_dump, jobs=jobs, pairing=pair, paths=bool(html_out))
+    compare_kw = dict(threshold=threshold, text_dump=text_dump, jobs=jobs, pairing=pair, paths=bool(html_out),
+                      pass_ratio=pass_ratio, stats=stats)
     if model:
         # the layerwise machinery loads only when it runs: a dump-only compare starts ~40 ms sooner
         from lar_prec.workflows.compare_local import compare_with_model
@@ -88,6 +95,11 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, json_out: str | None, ht
                 click.echo(f"note: {len(missing)} var(s) dumped on one side only, not printed: {missing[:10]}", err=True)
         else:
             render_terminal(report, report_out(), all_vars=all_vars)
+            if stats:
+                from lar_prec.report.terminal import most_divergent
+                from lar_prec.report.triage import render_stats
+
+                render_stats(most_divergent(report, 20), report_out(), len(report.vars))
     write_outputs(report, json_out, html_out)  # after the table: a failing write keeps the verdict shown
     to_store(store, report)
     sys.exit(exit_code(report))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -56,14 +57,19 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
 from lar_prec.compare.explain import RECOMPUTED, Recomputed, recompute
 from lar_prec.compare.growth import grow, with_growth
+from lar_prec.compare.indices import judge_indices
+from lar_prec.compare.sources import judge_sources
 from lar_prec.compare.threshold import (
+    FLOAT_NAMES,
     Threshold,
     choose_threshold,
+    count_from_band,
     judge,
     parse_threshold,
 )
 from lar_prec.lar.graphopts import formats_beside_dump
 from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
+from lar_prec.dumps.dtypes import dtype_by_name
 from lar_prec.compare.relayout import to_plain
 
 log = logging.getLogger(__name__)
@@ -83,14 +89,16 @@ def _judge(d: VarDiff, thr: Threshold) -> VarDiff:
     return with_changes(d, **changes) if changes else d
 
 
-def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAULT_CHUNK, count_over: Optional[float] = None) -> VarDiff:
+def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAULT_CHUNK, count_over: Optional[float] = None,
+                  pass_ratio: float = 1.0, stats: bool = False) -> VarDiff:
     """Compare two dumps of one var (shape, dtype, then values) in this thread, unjudged
-    (``status`` ``ok`` unless NaN/Inf or headers differ; see :func:`apply_threshold`)."""
+    (``status`` ``ok`` unless NaN/Inf or headers differ; see :func:`apply_threshold`).
+    ``pass_ratio``/``stats``: as :func:`compare_folders`."""
     job = plan(Extent.of(da), Extent.of(db), base_fields(da, db, 0), max(da.size, 1))
     st = EngineSettings(chunk_elements=chunk_elements)
     with QUIET:
-        parts = [run_piece(job, k, st, count_over) for k in range(len(job.pieces))] if job.done is None else []
-    return new_diff(finish_fields(job, parts))
+        parts = [run_piece(job, k, st, count_over, stats) for k in range(len(job.pieces))] if job.done is None else []
+    return new_diff(finish_fields(job, parts, pass_ratio))
 
 
 # ============================================================================ folders
@@ -107,6 +115,8 @@ def compare_folders(
     settings: Optional[EngineSettings] = None,
     pairing: str = "id",
     layout_format: Optional[str] = None,
+    pass_ratio: float = 1.0,
+    stats: bool = False,
 ) -> Comparison:
     """Compare every var of two ``--bin-io-dump`` folders.
 
@@ -129,6 +139,11 @@ def compare_folders(
         pairing: how vars of A and B are matched (:func:`lar_prec.pairing.pair_folders`).
         layout_format: by name, the operator format B's graph was rewritten to (``NCHW44``,
             ...): it settles shapes that fit two layouts before the model beside B is asked.
+        pass_ratio: a float var whose max_err is above its threshold passes (``ok``, with a
+            note) when at least this share of its elements is within it (``--pass-ratio``;
+            1: every element must be).
+        stats: also the quantiles of each float var's relative and absolute error (``--stats``;
+            MegEngine's error's are always there), at about twice the engine's time.
 
     Returns:
         A :class:`Comparison` with one :class:`VarDiff` per var in execution order.
@@ -137,8 +152,10 @@ def compare_folders(
         DumpFolderError: a folder is missing, not a directory, holds no dumps, or the two
             folders have no var in common.
         DumpFormatError: a file is not a valid dump (the message names it).
-        UsageError: bad ``threshold``, ``chunk_elements``, ``jobs`` or ``pairing``.
+        UsageError: bad ``threshold``, ``chunk_elements``, ``jobs``, ``pairing`` or ``pass_ratio``.
     """
+    if not 0.0 < pass_ratio <= 1.0:
+        raise UsageError(f"pass ratio must be in (0, 1], got {pass_ratio!r}")
     st = settings if settings is not None else EngineSettings()
     if chunk_elements is not None:
         if chunk_elements < 1:
@@ -152,19 +169,31 @@ def compare_folders(
     measured = None
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and small vars' values (C, threads)
-        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs))
+        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
+                                  full=stats)
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
-    if count_over is not None and paired.mode == "id" and measured and len(measured) == len(paired.order) \
+    if paired.mode == "id" and measured and len(measured) == len(paired.order) \
             and all(a in measured for a, _ in paired.order):
-        # the batch reader measured and judged every var (a folder of small vars, a fixed
-        # threshold): their records in execution order, no jobs to plan
+        # the batch reader measured every var (a folder of small vars; with a fixed threshold
+        # judged too): their records in execution order, no jobs to plan
         diffs = _in_order(measured, paired)
+        files = (fa.files(), fb.files())
         fa.forget_all()
         fb.forget_all()
-        # a var whose own threshold is not the fixed value (scaled by its magnitude): its
-        # count of elements over it from the files, as below
-        return _comparison(fa, fb, _recount(fa.path, fb.path, diffs, st), fixed, notes, st, paired)
+        if on_progress is not None:  # all read: the bytes of both sides
+            total = sum(2 * ((d.size * dtype_by_name(d.dtype).bits + 7) // 8) for d in diffs)
+            on_progress(total, total)
+        sources: List[int] = []
+        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
+                                                          _recheck(fa, fb, dict(paired.pairs)))
+        if fixed is not None:
+            sources += judge_sources(diffs)  # type: ignore[arg-type]
+        judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
+        # counts of elements over each var's own threshold where the first pass could not make
+        # them (auto; a fixed value scaled by magnitude), from the files
+        diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs))
+        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
     measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
@@ -176,7 +205,7 @@ def compare_folders(
         for i, j in enumerate(plans):
             if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
                 plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
-    tasks = [(j, k, st, count_over) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
+    tasks = [(j, k, st, count_over, stats) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
     # the batch reader's vars were judged by a fixed threshold as they were made
     judged = [j.diff is not None and fixed is not None for j in plans]
     diffs: List[Optional[VarDiff]] = [None] * len(plans)
@@ -184,7 +213,7 @@ def compare_folders(
     def finish(i: int, parts: Sequence[object]) -> None:
         # a compared var keeps only its VarDiff: its job lets go of the extents and fields
         j = plans[i]
-        diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts))
+        diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts, pass_ratio))
         j.release()
 
     if tasks:
@@ -198,26 +227,46 @@ def compare_folders(
     relaid = None
     if paired.mode == "name":
         relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
-                                     layout_format)
-    thr = fixed if fixed is not None else choose_threshold(diffs)  # type: ignore[arg-type]
-    # judged in place: one list of VarDiffs, not two
-    for i, d in enumerate(diffs):
-        if not judged[i]:
-            diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
-    if fixed is None:  # auto: the band, then each var against what its inputs explain
-        diffs, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb),  # type: ignore[arg-type,assignment]
-                             recheck=_recheck(fa, fb, dict(paired.pairs)))
-        thr = with_growth(thr, growth)
-        diffs, one_step = _one_step(diffs)  # type: ignore[arg-type,assignment]
-        if one_step:
-            notes.append(one_step)
+                                     layout_format, (pass_ratio, stats))
+    sources = []
+    if fixed is not None:
+        thr = fixed
+        for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
+            if not judged[i]:
+                diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+        if paired.mode == "id":
+            sources += judge_sources(diffs)  # type: ignore[arg-type]
+    else:
+        thr = _judge_auto(diffs, fa, fb, notes, sources if paired.mode == "id" else None,  # type: ignore[arg-type]
+                          _recheck(fa, fb, dict(paired.pairs)))
+    judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
     try:
         judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
                           b_ids=dict(paired.pairs) if paired.mode == "name" else None)
     finally:
         if relaid is not None:
             relaid.cleanup()
-    return _comparison(fa, fb, judged, thr, notes, st, paired)
+    return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
+
+
+def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],
+                sources: Optional[List[int]], recheck: Callable[[VarDiff], Optional[Recomputed]]) -> Threshold:
+    """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
+    inputs exactly (``sources`` given: one graph on both sides; the ids of those that differ
+    go there), then each var against what its inputs explain (:mod:`~lar_prec.compare.growth`;
+    a var it names is ``recheck``-ed from each side's own inputs), quantized vars one step
+    apart; returns the threshold (with the growth's decision)."""
+    thr = choose_threshold(diffs)
+    for d in diffs:
+        d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
+    if sources is not None:
+        sources += judge_sources(diffs)  # type: ignore[arg-type]
+    grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True)
+    stepped, one_step = _one_step(grown)
+    if one_step:
+        notes.append(one_step)
+    diffs[:] = stepped
+    return with_growth(thr, growth)
 
 
 def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callable[[VarDiff], Optional[Recomputed]]:
@@ -242,10 +291,12 @@ def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callabl
 
 
 def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],
-                st: EngineSettings, paired: Pairing) -> Comparison:
+                st: EngineSettings, paired: Pairing, pass_ratio: float = 1.0, sources: Sequence[int] = ()) -> Comparison:
+    if pass_ratio < 1.0:
+        thr = replace(thr, pass_ratio=pass_ratio)
     return Comparison(dir_a=fa.path, dir_b=fb.path, diffs=tuple(diffs), threshold=thr, notes=tuple(notes),
                       chunk_elements=st.chunk_elements, pairing=paired.mode, unpaired=paired.unpaired,
-                      pairs=paired.pairs)
+                      pairs=paired.pairs, sources=tuple(sources))
 
 
 def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> List[VarDiff]:
@@ -282,6 +333,31 @@ def _one_step(diffs: Sequence[VarDiff]) -> Tuple[List[VarDiff], Optional[str]]:
                  f"divergence (optimised int8 kernels may round differently): {where}{more}")
 
 
+#: the note of a var that passes only by the pass ratio
+PASS_RATIO_NOTE = "passes by the pass ratio"
+
+
+def _by_ratio(diffs: List[VarDiff], ratio: float, notes: List[str]) -> List[VarDiff]:
+    """Float vars above their threshold in no more elements than ``ratio`` allows become ``ok``
+    (``--pass-ratio``: at least ``ceil(ratio * size)`` elements within it, as their
+    ``pass_threshold`` says), with a note; ``notes`` gets one line counting them."""
+    if ratio >= 1.0:
+        return diffs
+    passed = []
+    for i, d in enumerate(diffs):
+        if d.status == "divergent" and d.dtype in FLOAT_NAMES and d.n_over is not None and d.size \
+                and d.size - d.n_over >= max(1, math.ceil(ratio * d.size)):
+            note = (f"{PASS_RATIO_NOTE} {ratio:g}: {d.size - d.n_over} of {d.size} elements within the "
+                    f"threshold ({d.n_over} above it, max_err {d.max_err:.3g})")
+            diffs[i] = with_changes(d, status="ok", note=(d.note + "; " if d.note else "") + note)
+            passed.append(d)
+    if passed:
+        shown = ", ".join(f"{d.name} (var {d.id})" for d in passed[:3]) + (" ..." if len(passed) > 3 else "")
+        notes.append(f"{len(passed)} var(s) above their threshold pass by the pass ratio {ratio:g} (at least that "
+                     f"share of their elements within it): {shown}")
+    return diffs
+
+
 def _profiled(folder: DumpFolder) -> bool:
     """Whether the run that wrote ``folder`` profiled its algorithms (--fast-run/--full-run),
     read from the run.json beside it when lar-prec ran it; only compared with two flag words."""
@@ -295,7 +371,8 @@ def _profiled(folder: DumpFolder) -> bool:
 def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: List[Optional[VarDiff]],
                         st: EngineSettings, count_over: Optional[float],
                         kept: Dict[int, Tuple[Extent, Extent]],
-                        layout_format: Optional[str] = None) -> "Optional[tempfile.TemporaryDirectory]":
+                        layout_format: Optional[str] = None,
+                        ratio_stats: Tuple[float, bool] = (1.0, False)) -> "Optional[tempfile.TemporaryDirectory]":
     """Vars paired by name across rewritten graphs, before any threshold: a var B dumped in
     a transformed layout (NCHW44, NHWCD4, ...) is brought back to A's NCHW shape and measured
     again (:mod:`lar_prec.compare.relayout`; ambiguous layouts stay ``shape_mismatch``, the note says
@@ -336,7 +413,8 @@ def _cross_graph_fixups(fa: DumpFolder, fb: DumpFolder, paired: Pairing, diffs: 
                     path = Path(tmp.name) / f"{ida:06x}"  # the file name carries the id of the title (A's)
                     write_binary_dump(path, arr, da.title, dtype=code)
                     conv = read_binary_dump(path)
-                    fresh = compare_dumps(da, conv, chunk_elements=st.chunk_elements, count_over=count_over)
+                    fresh = compare_dumps(da, conv, chunk_elements=st.chunk_elements, count_over=count_over,
+                                          pass_ratio=ratio_stats[0], stats=ratio_stats[1])
                     d = with_changes(fresh, index=d.index)
                     kept[ida] = (Extent.of(da), Extent.of(conv))
                 note = "; ".join([note] * bool(note) + why)
@@ -381,40 +459,87 @@ def _count_task(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
 def _recount(
     dir_a: Path, dir_b: Path, diffs: Sequence[VarDiff], st: EngineSettings,
     extents: Optional[Dict[int, Tuple[Extent, Extent]]] = None, jobs: int = 1, strategy: Strategy = Strategy.SERIAL,
-    b_ids: Optional[Dict[int, int]] = None,
+    b_ids: Optional[Dict[int, int]] = None, files: Optional[Tuple[Dict[int, str], Dict[int, str]]] = None,
+    shared: bool = False,
 ) -> List[VarDiff]:
     """Fill ``n_over`` where it is unknown: count elements above each var's threshold.
     ``extents`` (by var id) saves reading the headers again; ``b_ids`` maps A's ids to B's
-    when the vars were paired by name."""
+    when the vars were paired by name; ``files`` (A's and B's file by id) are the files of
+    vars the batch reader measured. Float32 and float16 vars are counted by the kernel's
+    ``count_pairs`` (reading only, on threads), the rest (and the numpy path) by the engine;
+    a var whose errors inside its auto window the batch reader kept is not read again.
+    ``shared``: the records may be held elsewhere (copies are made, else they are filled in)."""
     todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
     if not todo:
         return list(diffs)
     folders: Optional[Tuple[DumpFolder, DumpFolder]] = None
     out = list(diffs)
+    kernel = kernel_for(st)
+    in_c = kernel is not None and hasattr(kernel, "count_pairs")
+    c_pairs: List[Tuple[int, str, int, str, int, int, bool, float]] = []
     tasks: List[Tuple[int, Extent, Extent, int, int, float]] = []
     piece = max(st.chunk_elements, st.piece_elements) if jobs > 1 else 1 << 62
-    for i in todo:
-        d = out[i]
+
+    def extents_of(d: VarDiff) -> Tuple[Extent, Extent]:
+        nonlocal folders
         pair = (extents or {}).get(d.id)
         if pair is None:
             folders = folders or (DumpFolder(dir_a), DumpFolder(dir_b))
             pair = (Extent.of(folders[0][d.id]), Extent.of(folders[1][(b_ids or {}).get(d.id, d.id)]))
-        da, db = pair
-        if da.dtype.code != db.dtype.code:
-            out[i] = with_changes(d, n_over=scan_over(da, db, d.threshold or 0.0, chunk=st.chunk_elements).count)
+        return pair
+
+    for i in todo:
+        d = out[i]
+        t = d.threshold or 0.0
+        n_over = count_from_band(d.band, d.dtype, d.scale, t)
+        if n_over is not None:  # what the batch reader kept of its errors tells
+            out[i] = with_changes(d, n_over=n_over) if shared else _set(d, n_over)
             continue
+        half = d.dtype == "Float16"
+        if in_c and files is not None and d.dtype in ("Float32", "Float16") and d.id in files[0] and d.id in files[1]:
+            c_pairs.append((i, files[0][d.id], -1, files[1][d.id], -1, d.size, half, t))
+            continue
+        da, db = extents_of(d)
+        if da.dtype.code != db.dtype.code:
+            out[i] = with_changes(d, n_over=scan_over(da, db, t, chunk=st.chunk_elements).count)
+            continue
+        k = 2 if half else 4
         for start in range(0, da.size, piece):
-            tasks.append((i, da, db, start, min(da.size, start + piece), d.threshold or 0.0))
+            end = min(da.size, start + piece)
+            if in_c and da.dtype.name in ("Float32", "Float16"):
+                c_pairs.append((i, da.file, da.data_offset + start * k, db.file, db.data_offset + start * k, end - start,
+                                half, t))
+            else:
+                tasks.append((i, da, db, start, end, t))
+    counts: Dict[int, int] = {}
+    if c_pairs:
+        # reading only: a count does not depend on the chunk, so read big ones
+        got = kernel.count_pairs([p[1:] for p in c_pairs], max(st.chunk_elements, 1 << 16), jobs)  # type: ignore[union-attr]
+        failed = set()
+        for p, c in zip(c_pairs, got):
+            if c is None:
+                failed.add(p[0])
+            else:
+                counts[p[0]] = counts.get(p[0], 0) + c
+        for i in sorted(failed):  # a file the kernel could not read: the engine says why
+            counts.pop(i, None)
+            da, db = extents_of(out[i])
+            tasks.append((i, da, db, 0, da.size, out[i].threshold or 0.0))
     args = [(t[1], t[2], t[3], t[4], st, t[5]) for t in tasks]
     n = jobs if len(tasks) > 1 else 1
     if n > 1 and strategy == Strategy.FORK:
-        got: Sequence[object] = run_shared(_count_task, args, n - 1)
+        got_py: Sequence[object] = run_shared(_count_task, args, n - 1)
     else:
         with ThreadWorkers(n, st.small_task_elements) as workers:
-            got = list(workers.map(_count_task, args, [t[4] - t[3] for t in tasks]))
-    counts: Dict[int, int] = {}
-    for (i, *_rest), c in zip(tasks, got):
+            got_py = list(workers.map(_count_task, args, [t[4] - t[3] for t in tasks]))
+    for (i, *_rest), c in zip(tasks, got_py):
         counts[i] = counts.get(i, 0) + c  # type: ignore[operator]
     for i, c in counts.items():
-        out[i] = with_changes(out[i], n_over=c)
+        out[i] = with_changes(out[i], n_over=c) if shared else _set(out[i], c)
     return out
+
+
+def _set(d: VarDiff, n_over: int) -> VarDiff:
+    """``d`` (a record this comparison made, not yet shared) with its count, in place."""
+    d.__dict__["n_over"] = n_over
+    return d

@@ -33,7 +33,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.bounds import TERMS_C
 from lar_prec.compare.explain import Recomputed
 from lar_prec.compare.records import VarDiff, with_changes
-from lar_prec.compare.threshold import Threshold, scale_factor
+from lar_prec.compare.threshold import FLOOR_EPS, Threshold, scale_factor, to_float32
 
 #: operators that only move, copy or select values: their output carries its input's error
 DATA_MOVEMENT = frozenset(
@@ -55,7 +55,7 @@ EPS = {"Float32": EPS32, "Float16": 2.0 ** -10, "BFloat16": 2.0 ** -7}
 #: an elementwise float operator may differ by a few units in the last place (vector libm)
 ELEMWISE_ULPS = 4.0
 #: no var below this many float32 eps is a root by growth (below the band's low end, 32 eps)
-GUARD_EPS = 16.0
+GUARD_EPS = FLOOR_EPS["Float32"]
 #: bounds of the calibrated factor on eps * sqrt(K), as local error's floors have them
 SCALE_MIN, SCALE_MAX = 1.5, 64.0
 #: bounds of the calibrated amplification allowance of an operator's inputs' error
@@ -76,7 +76,7 @@ WINOGRAD_ALLOWANCE = 8.0
 
 def reduction_length(opr_type: str, out: Sequence[int], ins: Sequence[Sequence[int]]) -> int:
     """How many products or terms one output element sums (1 for elementwise operators)."""
-    size = lambda s: int(np.prod(s, dtype=np.int64)) if s else 1  # noqa: E731
+    size = lambda s: math.prod(s) if s else 1  # noqa: E731
     if not ins:
         return 1
     if opr_type.startswith(("Convolution", "ConvBias", "LocalShare", "Deformable", "RegionRestricted")) \
@@ -135,22 +135,26 @@ def _winograd_shaped(d: VarDiff, ins: Sequence[VarDiff]) -> bool:
 
 
 def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
-         recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]] = None) -> Tuple[List[VarDiff], Optional[Growth]]:
+         recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]] = None,
+         in_place: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
     """``diffs`` (judged by the auto band ``thr``) re-judged by the edge rule: statuses and
     per-var thresholds of float vars, and which of them make error. Other dtypes, structural
     statuses and NaN/Inf are left as they are. None when no float var has a compared input.
     ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd).
     ``recheck(var)``: the var recomputed from each side's own inputs (None: it cannot be);
-    a var the rule names whose recomputation says it made nothing is not a root."""
+    a var the rule names whose recomputation says it made nothing is not a root.
+    ``in_place``: the records are the caller's own, not yet shared: changed, not copied."""
     by_id = {d.id: d for d in diffs}
     err: Dict[int, float] = {}
+    isfinite = math.isfinite
     for d in diffs:
-        if d.dtype in EPS and d.status in ("ok", "divergent") and d.norm_err is not None \
-                and math.isfinite(d.norm_err):
-            err[d.id] = float(d.norm_err)
-        elif d.status in ("ok",) and d.norm_err is not None and math.isfinite(d.norm_err):
-            err[d.id] = float(d.norm_err)  # an ok var of another dtype still feeds its consumers
+        # a float var's error; an ok var of another dtype still feeds its consumers
+        if d.status == "ok" or (d.status == "divergent" and d.dtype in EPS):
+            e = d.norm_err
+            if e is not None and isfinite(e):
+                err[d.id] = float(e)
     units: Dict[int, float] = {}
+    kinds: Dict[int, str] = {}
     winograd: Dict[int, float] = {}  # 3x3 convolutions of a profiled run -> their magnitude
     in_err: Dict[int, float] = {}
     ratio_red: List[float] = []
@@ -166,11 +170,19 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
         ins = [by_id[u] for u in d.inputs if u in by_id and u != d.id]
         if not ins:
             continue
-        if any(u.status not in ("ok", "missing") and u.id not in err for u in ins):
-            continue  # an input differs in a way error cannot measure (NaN, shape, integers): the band rule
-        e_in = max((err.get(u.id, 0.0) for u in ins), default=0.0)
+        e_in, unmeasured = 0.0, False
+        for u in ins:
+            eu = err.get(u.id)
+            if eu is None:
+                if u.status not in ("ok", "missing"):
+                    unmeasured = True  # it differs in a way error cannot measure (NaN, shape, integers)
+                    break
+            elif eu > e_in:
+                e_in = eu
+        if unmeasured:
+            continue  # the band rule
         in_err[d.id] = e_in
-        kind = _kind(d)
+        kind = kinds[d.id] = _kind(d)
         if kind == "reducing":
             k = reduction_length(d.opr_type, d.shape, [u.shape for u in ins])
             units[d.id] = eps * math.sqrt(k) * mag
@@ -198,10 +210,10 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
     explained: Dict[int, float] = {}
     for vid, unit in units.items():
         d = by_id[vid]
-        kind = _kind(d)
+        kind = kinds[vid]
         g = GAIN_MOVE if kind == "move" else g_red if kind == "reducing" else g_elem
         own = s * unit if vid not in winograd else max(s, WINOGRAD_ALLOWANCE) * unit * winograd[vid]
-        guard = GUARD_EPS * EPS32 if d.dtype == "Float32" else EPS[d.dtype]  # under each dtype's band
+        guard = FLOOR_EPS[d.dtype] * EPS[d.dtype]  # under each dtype's band (16 eps for float32, 1 for the others)
         explained[vid] = max(guard, own) + g * in_err[vid]
         if err[vid] > explained[vid]:
             made[vid] = err[vid] / explained[vid]
@@ -219,6 +231,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
     out: List[VarDiff] = []
     divergent: set = set()
     over_band = 0
+    base: Dict[str, float] = {}  # the band's value per dtype (thr.for_dtype), looked up once
     for d in diffs:
         if d.id not in explained or d.status not in ("ok", "divergent"):
             if d.status != "ok":
@@ -226,22 +239,28 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
             out.append(d)
             continue
         sf = scale_factor(d.scale)
-        band_t = thr.for_var(d.dtype, d.scale)
+        b = base.get(d.dtype)
+        if b is None:
+            b = base[d.dtype] = thr.for_dtype(d.dtype)
+        band_t = b * sf if thr.scaled and d.scale is not None else b  # thr.for_var
         if d.id in made:
             t = explained[d.id] * sf
-        elif any(u in divergent for u in d.inputs):
+        elif not divergent.isdisjoint(d.inputs):
             t = band_t  # error carried from a root: seen where it is above the band
         else:
             t = max(band_t, explained[d.id] * sf)  # rounding carried along edges
-            if d.max_err is not None and d.max_err > float(np.float32(band_t)):
+            if d.max_err is not None and d.max_err > to_float32(band_t):
                 over_band += 1
-        t32 = float(np.float32(t))
+        t32 = to_float32(t)
         st = "divergent" if d.max_err is not None and d.max_err > t32 else "ok"
         if st != "ok":
             divergent.add(d.id)
         if st != d.status or t != d.threshold:
             n_over = 0 if st == "ok" else (d.n_over if t == d.threshold else None)
-            d = with_changes(d, status=st, threshold=t, n_over=n_over)
+            if in_place:
+                d.__dict__.update(status=st, threshold=t, n_over=n_over)
+            else:
+                d = with_changes(d, status=st, threshold=t, n_over=n_over)
         out.append(d)
     reason = (f"dump-only roots by error growth along edges: a float var makes error when it exceeds "
               f"max({GUARD_EPS:g} eps, {s:.3g} x eps x sqrt(K)) + g x its inputs' largest error (float16: its eps, "

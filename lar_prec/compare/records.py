@@ -8,13 +8,18 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
-from lar_prec.compare.threshold import Threshold, scale_factor
+from lar_prec.compare.threshold import SCALE_FLOOR, Threshold
 from lar_prec.records import VarKey, frozen_record
 
-#: var statuses, in the order reports list them (design.md)
-STATUSES = ("ok", "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
+#: an index output (TopK, ArgSort, ...) whose indices differ but index values that agree
+#: (lar_prec/compare/indices.py): no divergence
+INDEX_EQUIVALENT = "index_equivalent"
+#: var statuses, in the order reports list them (design.md; index_equivalent: issue 40)
+STATUSES = ("ok", INDEX_EQUIVALENT, "divergent", "nonfinite", "shape_mismatch", "dtype_mismatch", "missing")
 #: statuses that come from the values (the others come from headers or file presence)
-VALUE_STATUSES = ("ok", "divergent", "nonfinite")
+VALUE_STATUSES = ("ok", INDEX_EQUIVALENT, "divergent", "nonfinite")
+#: statuses that are no divergence (exit code 0): the values agree, or what indices index does
+AGREEING = frozenset(("ok", INDEX_EQUIVALENT))
 
 
 def count_statuses(records: Iterable[Any]) -> Dict[str, int]:
@@ -67,6 +72,28 @@ class VarDiff(VarKey):
     only_in: Optional[str] = None
     #: position in the comparison's execution order
     index: int = 0
+    #: float vars' error statistics (lar_prec/compare/engine/hist.py): quantiles p50, p90, p99
+    #: and p99.9 of MegEngine's error (max_err's metric), each at most 6.25% above the exact
+    #: one; of the relative and the absolute error apart only when asked (compare --stats)
+    err_p50: Optional[float] = None
+    err_p90: Optional[float] = None
+    err_p99: Optional[float] = None
+    err_p999: Optional[float] = None
+    #: the smallest threshold at which the var passes: max_err, or with a pass ratio R < 1 the
+    #: R-quantile of its error (as the quantiles, at most 6.25% above)
+    pass_threshold: Optional[float] = None
+    rel_err_p50: Optional[float] = None
+    rel_err_p90: Optional[float] = None
+    rel_err_p99: Optional[float] = None
+    rel_err_p999: Optional[float] = None
+    abs_err_p50: Optional[float] = None
+    abs_err_p90: Optional[float] = None
+    abs_err_p99: Optional[float] = None
+    abs_err_p999: Optional[float] = None
+    #: with an auto threshold, a float var the batch reader measured: (elements above its band
+    #: x its scale factor, its errors inside it as float32 bytes), what its count of elements
+    #: above any threshold in the band comes from (not in the JSON)
+    band: Optional[Tuple[int, bytes]] = None
 
     @property
     def ok(self) -> bool:
@@ -77,12 +104,24 @@ class VarDiff(VarKey):
         return self.status == "ok"
 
     @property
+    def within_share(self) -> Optional[float]:
+        """Share of the var's elements within its threshold (neither above it nor NaN/Inf on one
+        side); None when not known (no threshold, or its count above it not made)."""
+        if self.n_over is None or not self.size or self.threshold is None:
+            return None
+        return (self.size - self.n_over - self.n_nonfinite) / self.size
+
+    @property
     def norm_err(self) -> Optional[float]:
         """``max_err`` divided by ``min(1, max(scale, SCALE_FLOOR))``: the number the auto
         threshold is compared with (equal to ``max_err`` when the var has values >= 1)."""
-        if self.max_err is None:
+        e, s = self.max_err, self.scale
+        if e is None:
             return None
-        return self.max_err / scale_factor(self.scale)
+        # scale_factor(s) inline (per var, several times per auto threshold)
+        if s is None or not s < 1.0:
+            return e / 1.0
+        return e / (s if s > SCALE_FLOOR else SCALE_FLOOR)
 
 
 
@@ -135,6 +174,8 @@ class Comparison:
     unpaired: Tuple[Tuple[str, int, str, str], ...] = ()
     #: ``(A's id, B's id)`` of every paired var, in execution order (equal ids by id)
     pairs: Tuple[Tuple[int, int], ...] = field(default=(), repr=False, compare=False)
+    #: ids of the constants and model inputs that differ (lar_prec/compare/sources.py)
+    sources: Tuple[int, ...] = ()
     _by_id: Dict[int, VarDiff] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -166,10 +207,10 @@ class Comparison:
 
     @property
     def not_ok(self) -> Tuple[VarDiff, ...]:
-        """The vars whose status is not ``ok``, in execution order."""
-        return tuple(d for d in self.diffs if d.status != "ok")
+        """The vars that do not agree (status not in :data:`AGREEING`), in execution order."""
+        return tuple(d for d in self.diffs if d.status not in AGREEING)
 
     @property
     def diverged(self) -> bool:
-        """True when any var is not ``ok`` (the command exits 1)."""
-        return any(d.status != "ok" for d in self.diffs)
+        """True when any var does not agree (the command exits 1)."""
+        return any(d.status not in AGREEING for d in self.diffs)

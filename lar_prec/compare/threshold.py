@@ -9,8 +9,10 @@ so it does not import compare.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import struct
+from array import array
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -41,6 +43,17 @@ def dtype_or_none(name: str) -> Optional[DType]:
         return dtype_by_name(name)
     except UsageError:
         return None
+
+
+#: no auto threshold is below this many eps of its dtype (times the var's scale factor): the
+#: edge rule's guard (:mod:`lar_prec.compare.growth`) under each band
+FLOOR_EPS = {"Float32": 16.0, "Float16": 1.0, "BFloat16": 1.0}
+
+
+def window(dtype: str) -> Tuple[float, float]:
+    """(floor, band's top) of float dtype ``dtype``: where a var's auto threshold lies, unless
+    the edge rule widened it above the band (times the var's scale factor)."""
+    return FLOOR_EPS[dtype] * _EPS[dtype], band(dtype)[1]
 
 
 def band(dtype: str) -> Tuple[float, float]:
@@ -78,6 +91,9 @@ class Threshold:
     #: dump-only auto: vars that make error by the edge rule (:mod:`lar_prec.compare.growth`),
     #: var id -> how many times what their inputs explain; roots even behind a divergent input
     made: Mapping[int, float] = field(default_factory=dict, hash=False, compare=False)
+    #: ``--pass-ratio``: a float var passes when at least this share of its elements is within
+    #: its threshold (1: all of them)
+    pass_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "fixed"):
@@ -122,6 +138,7 @@ class Threshold:
             "per_dtype": {k: float(v) for k, v in self.per_dtype.items()},
             "scaled": self.scaled,
             "reason": self.reason,
+            **({"pass_ratio": self.pass_ratio} if self.pass_ratio < 1.0 else {}),
         }
 
 
@@ -202,6 +219,47 @@ def _to_float32(t: float) -> float:
         return math.copysign(math.inf, t)
 
 
+#: dtype name -> True (float), False (exact) or None (unknown): judged per var, looked up once
+_FLOAT_NAME: Dict[str, Optional[bool]] = {}
+
+
+def float_name(name: str) -> Optional[bool]:
+    """Whether dtype ``name`` is a float kind (None: lar-prec does not know it)."""
+    try:
+        return _FLOAT_NAME[name]
+    except KeyError:
+        dt = dtype_or_none(name)
+        k = _FLOAT_NAME[name] = None if dt is None else is_float_kind(dt)
+        return k
+
+
+def to_float32(t: float) -> float:
+    """``t`` rounded to float32 as compare_binary_iodump compares (cached: a few distinct
+    thresholds, tens of thousands of vars)."""
+    t32 = _F32.get(t)
+    if t32 is None:
+        if len(_F32) > 4096:
+            _F32.clear()
+        t32 = _F32[t] = _to_float32(t)
+    return t32
+
+
+def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Optional[float], t: float) -> Optional[int]:
+    """A var's count of elements above threshold ``t`` from what the batch reader kept of its
+    errors inside its auto :func:`window` (``VarDiff.band``: the count above the window x its
+    scale factor, and the float32 errors inside), without reading it again; None when ``t`` is
+    outside (a threshold the edge rule widened above the band) or nothing was kept."""
+    if kept is None or dtype not in AUTO_BAND_EPS:
+        return None
+    lo, hi = window(dtype)
+    sf = scale_factor(scale)
+    t32 = to_float32(t)
+    if not to_float32(lo * sf) <= t32 <= to_float32(hi * sf):
+        return None
+    above, inside = kept
+    return above + sum(1 for e in array("f", inside) if e > t32)
+
+
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
     """The fields ``thr`` sets on one measured var ``d`` (a VarDiff): ``status``,
     ``threshold`` and ``n_over`` (None: must be recounted from the files). Structural
@@ -212,20 +270,14 @@ def judge(d: object, thr: Threshold) -> Dict[str, object]:
     max_err = d.max_err  # type: ignore[attr-defined]
     if status == "dtype_mismatch":
         return {"threshold": thr.for_var(d.dtype, d.scale) if max_err is not None else None}  # type: ignore[attr-defined]
-    dt = dtype_or_none(d.dtype)  # type: ignore[attr-defined]
-    if dt is not None and not is_float_kind(dt):
+    if float_name(d.dtype) is False:  # type: ignore[attr-defined]
         # exact types: any differing element diverges, whatever the float threshold
         st = "divergent" if (d.n_diff or 0) > 0 else "ok"  # type: ignore[attr-defined]
         if d.n_nonfinite:  # type: ignore[attr-defined]
             st = "nonfinite"
         return {"status": st, "threshold": 0.0, "n_over": d.n_diff}  # type: ignore[attr-defined]
     t = thr.for_var(d.dtype, d.scale)  # type: ignore[attr-defined]
-    # compared like compare_binary_iodump's `err > max_err`: in float32
-    t32 = _F32.get(t)
-    if t32 is None:
-        if len(_F32) > 4096:
-            _F32.clear()
-        t32 = _F32[t] = _to_float32(t)
+    t32 = to_float32(t)  # compared like compare_binary_iodump's `err > max_err`: in float32
     st = "ok"
     if d.n_nonfinite:  # type: ignore[attr-defined]
         st = "nonfinite"
@@ -243,18 +295,27 @@ class RootCounter:
     """Counts, for any threshold, the vars above it whose inputs are all below it (inputs
     outside the set do not block): vectorised, since auto tries dozens of thresholds."""
 
-    def __init__(self, diffs: Sequence[object]) -> None:
-        pos = {d.id: k for k, d in enumerate(diffs)}  # type: ignore[attr-defined]
-        self.err = np.array([d.norm_err or 0.0 for d in diffs], dtype=np.float64)  # type: ignore[attr-defined]
-        src, dst = [], []
-        for k, d in enumerate(diffs):
-            for u in d.inputs:  # type: ignore[attr-defined]
-                j = pos.get(u)
-                if j is not None and j != k:
-                    src.append(j)
-                    dst.append(k)
-        self.src = np.array(src, dtype=np.intp)
-        self.dst = np.array(dst, dtype=np.intp)
+    def __init__(self, diffs: Sequence[object], errs: Optional[Sequence[Optional[float]]] = None) -> None:
+        """``errs``: each var's ``norm_err`` when the caller has them."""
+        n = len(diffs)
+        if errs is None:
+            errs = [d.norm_err for d in diffs]  # type: ignore[attr-defined]
+        self.err = np.array([e or 0.0 for e in errs], dtype=np.float64)
+        # the edges (input position -> position) among these vars, found with arrays: tens of
+        # thousands of vars, tried at dozens of thresholds
+        ids = np.array([d.id for d in diffs], dtype=np.int64)  # type: ignore[attr-defined]
+        ins = [d.inputs for d in diffs]  # type: ignore[attr-defined]
+        flat = np.fromiter(itertools.chain.from_iterable(ins), dtype=np.int64)
+        dst = np.repeat(np.arange(n, dtype=np.intp), np.fromiter(map(len, ins), dtype=np.intp, count=n))
+        order = np.argsort(ids, kind="stable")
+        at = np.searchsorted(ids[order], flat)
+        known = at < n
+        known[known] = ids[order][at[known]] == flat[known]
+        src = order[at[known]]
+        dst = dst[known]
+        keep = src != dst
+        self.src = src[keep].astype(np.intp)
+        self.dst = dst[keep]
 
     def roots(self, t: float) -> int:
         """Vars above ``t`` none of whose inputs is above ``t``."""
@@ -267,7 +328,8 @@ class RootCounter:
 def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
     lo, hi = band(name)
-    errs = sorted({d.norm_err for d in mine if d.norm_err is not None and d.norm_err > 0})  # type: ignore[attr-defined]
+    norm = [d.norm_err for d in mine]  # type: ignore[attr-defined]
+    errs = sorted({e for e in norm if e is not None and e > 0})
     cands = {lo, hi}
     logs = [math.log10(e) for e in errs]
     gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(logs, logs[1:])]
@@ -275,7 +337,7 @@ def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
     cands.update(mid for _w, mid in inside)
     best = None
-    counter = RootCounter(mine)
+    counter = RootCounter(mine, norm)
     log_arr = np.array(logs, dtype=np.float64)
     for t in sorted(cands):
         roots = counter.roots(t)
@@ -308,10 +370,8 @@ def choose_threshold(diffs: Sequence[object]) -> Threshold:
     """
     per: Dict[str, float] = {}
     parts: List[str] = []
-    present: List[str] = []
-    for d in diffs:
-        if d.dtype in FLOAT_NAMES and d.dtype not in present:  # type: ignore[attr-defined]
-            present.append(d.dtype)  # type: ignore[attr-defined]
+    seen = list(dict.fromkeys([d.dtype for d in diffs]))  # type: ignore[attr-defined]  # first appearance
+    present = [n for n in seen if n in FLOAT_NAMES]
     for name in FLOAT_NAMES:
         if name not in present:
             per[name] = band(name)[1]
@@ -327,8 +387,7 @@ def choose_threshold(diffs: Sequence[object]) -> Threshold:
         + "; each var's threshold is scaled by min(1, its largest |value|)"
         + "; integer, Bool and quantized types compare exactly"
     )
-    for d in diffs:
-        dt = dtype_or_none(d.dtype)  # type: ignore[attr-defined]
-        if dt is not None and not is_float_kind(dt):
-            per.setdefault(d.dtype, 0.0)  # type: ignore[attr-defined]
+    for name in seen:
+        if float_name(name) is False:
+            per.setdefault(name, 0.0)
     return Threshold(value=per[head], mode="auto", per_dtype=per, scaled=True, reason=reason)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
-from lar_prec.compare.records import VarDiff
+from lar_prec.compare.records import AGREEING, VarDiff
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.graph import topological_order
@@ -93,7 +93,7 @@ def megengine_text(comparison: "Comparison", *, chunk_elements: int = DEFAULT_CH
                 from dataclasses import replace
 
                 d = apply_threshold([replace(d, scale=comparison[da.id].scale)], thr)[0]
-        if d.status in ("ok", "missing"):
+        if d.status in AGREEING or d.status == "missing":
             continue
         name = "{}: \n{}\n{}\n".format(str(path_a), _megengine_title(da.title), _megengine_title(db.title))
         if d.status == "nonfinite":

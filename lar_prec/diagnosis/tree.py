@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.compare.folders import compare_folders
-from lar_prec.compare.records import count_statuses
+from lar_prec.compare.records import AGREEING, count_statuses
 from lar_prec.compare.records import Comparison, VarDiff
 from lar_prec.compare.engine.plan import ProgressHook
 from lar_prec.compare.threshold import Threshold
@@ -224,12 +224,14 @@ class VarTree:
         jobs: Optional[int] = 1,
         on_progress: Optional[ProgressHook] = None,
         pairing: str = "id",
+        pass_ratio: float = 1.0,
+        stats: bool = False,
     ) -> "VarTree":
         """Compare two ``--bin-io-dump`` folders and build their tree (see
         :func:`~lar_prec.compare.compare_folders` for the arguments and errors). With
         ``pairing`` ``name`` the tree is A's graph (the reference side)."""
         cmp = compare_folders(dir_a, dir_b, threshold=threshold, chunk_elements=chunk_elements, jobs=jobs,
-                              on_progress=on_progress, pairing=pairing)
+                              on_progress=on_progress, pairing=pairing, pass_ratio=pass_ratio, stats=stats)
         return cls.from_comparison(cmp, text_dump=text_dump)
 
     # ------------------------------------------------------------------ queries
@@ -267,6 +269,10 @@ class VarTree:
             id=var_id, name="", opr="", opr_type="", dtype="", shape=(), inputs=(), status="missing",
             note=f"not dumped on either side; known only as an input of var(s) {users}",
         )
+
+    def get(self, var_id: int) -> Optional[VarDiff]:
+        """The comparison of ``var_id``, or None when it was not compared."""
+        return self._diffs.get(var_id)
 
     def is_compared(self, var_id: int) -> bool:
         """True when ``var_id`` was dumped on both sides and compared."""
@@ -364,7 +370,7 @@ class VarTree:
         # a var's inputs: its record's, unless the adjacency is made (a text dump adds edges)
         adj_preds = self._adj[0] if self._adj is not None else None
         for d in by_id.values():
-            if d.status == "ok":
+            if d.status in AGREEING:
                 continue
             v = d.id
             preds = adj_preds[v] if adj_preds is not None else d.inputs
@@ -374,7 +380,7 @@ class VarTree:
                 explained = False
                 for u in preds:
                     e = get(u)
-                    if e is not None and e.status != "ok" and e.status != "missing" and u != v:
+                    if e is not None and e.status not in AGREEING and e.status != "missing" and u != v:
                         explained = True
                         break
                 if explained:
@@ -415,8 +421,8 @@ class VarTree:
 
     @property
     def diverged(self) -> bool:
-        """True when any compared var is not ``ok`` (commands exit 1)."""
-        return any(d.status != "ok" for d in self._diffs.values())
+        """True when any compared var does not agree (commands exit 1)."""
+        return any(d.status not in AGREEING for d in self._diffs.values())
 
 
 __all__ = ["Root", "VarTree"]

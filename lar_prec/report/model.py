@@ -33,9 +33,11 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mappi
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_writer
 from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, roots_json_texts, run_from_result, var_from_diff, vars_json_texts
-from lar_prec.compare.records import count_statuses
+from lar_prec.compare.records import AGREEING, INDEX_EQUIVALENT, count_statuses
 from lar_prec.diagnosis.tree import VarTree
+from lar_prec.diagnosis.modules import modules_of
 from lar_prec.report.local import local_columns
+from lar_prec.report.sources import sources_json, sources_verdict
 
 if TYPE_CHECKING:  # type names only
     from lar_prec.compare.records import Comparison, VarDiff
@@ -114,6 +116,9 @@ def _records(vars_: Sequence[ReportVar]) -> Sequence[Any]:
     return vars_.records() if isinstance(vars_, DiffVars) else vars_
 
 
+#: roots whose operator's module is told (each looks at its inputs' and consumers' names)
+MODULE_ROOTS = 20
+
 _REPORT_KEYS = ("schema", "command", "threshold", "vars", "roots", "runs", "verdict", "cause", "notes", "model",
                 "summary")
 
@@ -165,7 +170,7 @@ class Report:
     @property
     def n_not_ok(self) -> int:
         """How many variables are not ``ok``."""
-        return sum(n for s, n in self.status_counts().items() if s != "ok")
+        return sum(n for s, n in self.status_counts().items() if s not in AGREEING)
 
     def iter_vars_json(self) -> Iterator[Dict[str, Any]]:
         """The ``vars[]`` objects, made one at a time as they are consumed."""
@@ -248,7 +253,18 @@ def exit_code(report: Report) -> int:
 
 def auto_verdict(report: Report, *, by_local: bool = False) -> str:
     """A one-line verdict from the counts and the first root, for reports built without one
-    (``by_local``: statuses and roots come from local error)."""
+    (``by_local``: statuses and roots come from local error). Weights or inputs that differ
+    between the runs are said first (:mod:`lar_prec.compare.sources`)."""
+    first = sources_verdict(report.extra)
+    text = _counts_verdict(report, by_local=by_local)
+    n_index = report.status_counts().get(INDEX_EQUIVALENT, 0)
+    if n_index:  # agreeing, but not equal: said (docs/json.md)
+        text += (f"; {n_index} index output(s) differ but index values that agree (status {INDEX_EQUIVALENT}: "
+                 f"ties may reorder)")
+    return f"{first}; {text}" if first else text
+
+
+def _counts_verdict(report: Report, *, by_local: bool) -> str:
     n = len(report.vars)
     bad = report.n_not_ok
     thr = fmt_err(report.threshold.value)
@@ -256,7 +272,8 @@ def auto_verdict(report: Report, *, by_local: bool = False) -> str:
         # each var is held to its own threshold (scaled by its magnitude, or widened by the
         # rounding its inputs carry): say so when some ok vars sit above the headline value
         per = report.threshold.per_dtype
-        above = sum(1 for v in report.vars if v.max_err is not None and v.max_err > per.get(v.dtype, report.threshold.value))
+        above = sum(1 for v in _records(report.vars) if v.status == "ok" and v.max_err is not None
+                    and v.max_err > per.get(v.dtype, report.threshold.value))
         if above and by_local:
             return (f"no divergence: every operator's local error within its noise floor ({above} of {n} variables "
                     f"above the threshold {thr} carry that rounding from their inputs)")
@@ -432,17 +449,21 @@ def from_tree(
     if not isinstance(tree, VarTree):
         tree = VarTree.from_comparison(tree)
     roots = []
-    for k, r in enumerate(tree.roots()):
+    tree_roots = tree.roots()
+    # the module of the first roots' operators (a name MegEngine made points at its input's)
+    modules = modules_of([r.id for r in tree_roots[:MODULE_ROOTS]], tree.diffs, tree.get) if tree_roots else {}
+    for k, r in enumerate(tree_roots):
         path: Sequence[int] = ()
         if k < max_paths:
             try:
                 path = tree.path(r.id)
             except KeyError:  # a root not reachable from any model input
                 path = ()
-        roots.append(root_from_tree(r, path))
+        roots.append(root_from_tree(r, path, modules.get(r.id)))
     tree_counts = tree.counts()
-    top: Dict[str, Any] = {"counts": tree_counts, "diverged": tree.diverged}
     cmp = tree.comparison
+    sources = [tree.get(v) for v in cmp.sources] if cmp is not None else []
+    top: Dict[str, Any] = {"counts": tree_counts, "diverged": tree.diverged, **sources_json(sources)}
     cmp_notes: Tuple[str, ...] = ()
     if cmp is not None:
         top["dirs"] = {"a": str(cmp.dir_a), "b": str(cmp.dir_b)}

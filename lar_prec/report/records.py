@@ -185,7 +185,7 @@ VAR_FIELDS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("dtype", "str", True, "MegEngine dtype (of A when they differ)"),
     ("shape", "ints", True, "shape (of A when they differ)"),
     ("inputs", "ints", True, "var ids of the operator's inputs"),
-    ("status", "str", True, "ok, divergent, nonfinite, shape_mismatch, dtype_mismatch or missing"),
+    ("status", "str", True, "ok, index_equivalent, divergent, nonfinite, shape_mismatch, dtype_mismatch or missing"),
     ("max_err", "float", True, "MegEngine's max |a-b| / max(|a|, |b|, 1); for shake: largest over the runs"),
     ("max_abs_err", "float", True, "max |a-b|"),
     ("cosine", "float", True, "cosine similarity of a and b"),
@@ -200,6 +200,22 @@ VAR_FIELDS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("scale", "float", True, "largest |value| on either side, what the auto threshold scales by"),
     ("norm_err", "float", True, "max_err over min(1, scale): what the auto threshold is compared with"),
     ("threshold", "float", True, "the threshold this var was held to"),
+    ("within_share", "float", True, "share of its elements within that threshold (CANN's 99% rule counts this)"),
+    ("pass_threshold", "float", True, "smallest threshold at which it passes: max_err, or with --pass-ratio R the "
+     "R-quantile of its error"),
+    ("err_p50", "float", True, "median of its elements' error (max_err's metric; float vars; quantiles are at most "
+     "6.25% above the exact one)"),
+    ("err_p90", "float", True, "90th percentile of its elements' error"),
+    ("err_p99", "float", True, "99th percentile of its elements' error"),
+    ("err_p999", "float", True, "99.9th percentile of its elements' error"),
+    ("rel_err_p50", "float", True, "median of its elements' relative error |a-b| / max(|a|, |b|) (compare --stats)"),
+    ("rel_err_p90", "float", True, "90th percentile of the relative error"),
+    ("rel_err_p99", "float", True, "99th percentile of the relative error"),
+    ("rel_err_p999", "float", True, "99.9th percentile of the relative error"),
+    ("abs_err_p50", "float", True, "median of its elements' absolute error |a-b| (compare --stats)"),
+    ("abs_err_p90", "float", True, "90th percentile of the absolute error"),
+    ("abs_err_p99", "float", True, "99th percentile of the absolute error"),
+    ("abs_err_p999", "float", True, "99.9th percentile of the absolute error"),
     ("worst_index", "ints", True, "index of the element with the largest max_err"),
     ("worst_a", "float", True, "its value in A"),
     ("worst_b", "float", True, "its value in B"),
@@ -229,6 +245,9 @@ ROOT_FIELDS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("inputs_equal", "bool", False, "its compared inputs are bitwise equal"),
     ("worst_input", "int", True, "the input with the largest error"),
     ("note", "str", False, "why it is a root, when it needs saying"),
+    ("module", "str", False, "the module of the user's network its operator is in (from its constants', own or "
+     "consumer's name; first roots)"),
+    ("module_how", "str", False, "how that module was told, or why it cannot be (a name made from its input's)"),
 )
 _ROOT_REQUIRED = ("id", "name", "opr", "opr_type", "max_err", "input_max_err")
 
@@ -429,6 +448,20 @@ class ReportVar(VarKey, _TableRecord):
     scale: Optional[float] = None
     norm_err: Optional[float] = None
     threshold: Optional[float] = None
+    within_share: Optional[float] = None
+    pass_threshold: Optional[float] = None
+    err_p50: Optional[float] = None
+    err_p90: Optional[float] = None
+    err_p99: Optional[float] = None
+    err_p999: Optional[float] = None
+    rel_err_p50: Optional[float] = None
+    rel_err_p90: Optional[float] = None
+    rel_err_p99: Optional[float] = None
+    rel_err_p999: Optional[float] = None
+    abs_err_p50: Optional[float] = None
+    abs_err_p90: Optional[float] = None
+    abs_err_p99: Optional[float] = None
+    abs_err_p999: Optional[float] = None
     worst_index: Optional[Tuple[int, ...]] = None
     worst_a: Optional[float] = None
     worst_b: Optional[float] = None
@@ -484,20 +517,23 @@ class ReportRoot(_TableRecord):
     inputs_equal: Optional[bool] = None
     worst_input: Optional[int] = None
     note: Optional[str] = None
+    module: Optional[str] = None
+    module_how: Optional[str] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     _TABLE, _REQUIRED, _WHAT = ROOT_FIELDS, _ROOT_REQUIRED, "root"
 
 
-def root_from_tree(r: "Root", path: Sequence[int] = ()) -> ReportRoot:
+def root_from_tree(r: "Root", path: Sequence[int] = (), module: Optional[Tuple[Optional[str], str]] = None) -> ReportRoot:
     """The :class:`ReportRoot` of a vartree ``Root`` (an infinite amplification, i.e. exact
-    inputs, becomes None with ``inputs_equal``)."""
+    inputs, becomes None with ``inputs_equal``); ``module``: (its module, how it was told)."""
     amp = r.amplification
     return frozen_record(ReportRoot, {
         "id": int(r.id), "name": r.name, "opr": r.opr, "opr_type": r.opr_type, "max_err": _finite(r.max_err),
         "input_max_err": _finite(r.input_max_err), "amplification": _finite(amp), "path": tuple(path),
         "neighbourhood": (), "status": r.status, "dtype": r.dtype, "inputs_equal": amp is not None and math.isinf(amp),
-        "worst_input": None if r.worst_input is None else int(r.worst_input), "note": r.note, "extra": {}})
+        "worst_input": None if r.worst_input is None else int(r.worst_input), "note": r.note,
+        "module": module[0] if module else None, "module_how": module[1] if module else None, "extra": {}})
 
 
 _RUN_KEYS = ("label", "dir", "argv", "returncode", "seconds", "env", "config")

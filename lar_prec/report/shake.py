@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Sequence
 
 from lar_prec.report.console import Table, cell, text
+from lar_prec.compare.records import AGREEING
 from lar_prec.report.records import fmt_err
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def render_root_causes(report: "Report", con: Any, top: int) -> None:
 def render_runs_by_operator(report: "Report", con: Any, top: int) -> None:
     """For the diverging operators (roots first): the runs grouped by the result they gave,
     each group's error against run 1, its algorithm and its local error."""
-    rows = [v for v in report.vars if v.status != "ok" and (v.extra.get("n_results") or 1) > 1]
+    rows = [v for v in report.vars if v.status not in AGREEING and (v.extra.get("n_results") or 1) > 1]
     roots = [r.id for r in report.roots]
     rows.sort(key=lambda v: (roots.index(v.id) if v.id in roots else len(roots), -(v.max_err or 0)))
     if not rows:

@@ -19,6 +19,8 @@ import itertools
 import math
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from lar_prec.compare.records import AGREEING
+from lar_prec.diagnosis.modules import module_text
 from lar_prec.report.model import DiffVars, Report, _records, auto_verdict, exit_code
 from lar_prec.report.console import Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
@@ -40,6 +42,7 @@ __all__ = ["render_terminal", "render_table", "render_csv", "CSV_FIELDS"]
 
 _STATUS_STYLE = {
     "ok": "green",
+    "index_equivalent": "green",
     "divergent": "red",
     "nonfinite": "magenta",
     "shape_mismatch": "yellow",
@@ -78,11 +81,22 @@ def _err_key(v: Any) -> Tuple[int, float]:
     err = v.max_err
     if err is None or err != err:
         err = math.inf
-    return (0 if v.status != "ok" else 1, -err)
+    return (0 if v.status not in AGREEING else 1, -err)
 
 
 def _as_var(rec: Any) -> ReportVar:
     return rec if isinstance(rec, ReportVar) else var_from_diff(rec)
+
+
+def _most_divergent(recs: Sequence[Any], top: int) -> List[Tuple[int, Any]]:
+    # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept
+    return heapq.nsmallest(top, enumerate(recs), key=lambda p: _err_key(p[1]))
+
+
+def most_divergent(report: Report, top: int) -> List[ReportVar]:
+    """The ``top`` most divergent vars of ``report``: those that do not agree first, then by
+    largest max_err (the vars table's choice)."""
+    return [_as_var(rec) for _, rec in _most_divergent(_records(report.vars), top)]
 
 
 def _path_steps(path: Sequence[int], limit: int) -> List[Optional[int]]:
@@ -206,6 +220,9 @@ def _roots_table(report: Report, con: Any, top: int, narrow: bool) -> None:
     for k, r in enumerate(report.roots[:top], 1):
         if r.note:
             con.print(text(f"  root #{k}: {r.note}", "yellow"))
+        where = module_text(r.opr, r.module, r.module_how) if k <= 3 else None
+        if where:
+            con.print(text(f"  root #{k}: {where}", "cyan"))
 
 
 def _root_paths(report: Report, con: Any, top: int, path_limit: int) -> None:
@@ -242,8 +259,8 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
     if all_vars:
         picked = list(itertools.islice(enumerate(recs), top))
         title, left = "Variables in execution order", len(recs) - len(picked)
-    else:  # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept
-        picked = heapq.nsmallest(top, enumerate(recs), key=lambda p: _err_key(p[1]))
+    else:
+        picked = _most_divergent(recs, top)
         title, left = "Most divergent variables", max(0, report.n_not_ok - len(picked))
     rows = [(pos, _as_var(rec)) for pos, rec in picked]
     roots = {r.id for r in report.roots}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec import __version__
+from lar_prec.compare.records import AGREEING
 from lar_prec.dumps.keys import dump_keys
 from lar_prec.errors import LarPrecError
 from lar_prec.opkey import is_generated_name, operator_keys, var_role
@@ -346,7 +347,7 @@ def summary_from_result_json(data: Mapping[str, Any], exit_code: int, *, argv: S
         out_err = _num(data.get("output_err"))
     runs = _run_jsons(data.get("runs") or ())
     run = run_summary(command, verdict, exit_code, runs=runs, analysis_dir=data.get("analysis_dir"),
-                      n_vars=len(rows), n_not_ok=sum(r.status != "ok" for r in rows), n_roots=0, output_err=out_err,
+                      n_vars=len(rows), n_not_ok=sum(r.status not in AGREEING for r in rows), n_roots=0, output_err=out_err,
                       argv=argv)
     return Summary(run, tuple(rows))
 

@@ -34,6 +34,7 @@ from lar_prec.run.record import RunResult
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.run.device import RemoteSessions, RemoteSpec, device_files
 from lar_prec.run.device import DEFAULT_REMOTE_LAR
+from lar_prec.compare.records import AGREEING
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.binary import dump_file_name, write_binary_dump
 from lar_prec.dumps.titles import format_title
@@ -192,7 +193,7 @@ def _target_entry(t: Target, run: RunResult, tree: Any, pairing: Dict[str, Any],
     errs = [d.max_err for d in outs if d.max_err is not None and math.isfinite(d.max_err)]
     roots = tree.roots()
     root = roots[0] if roots else None
-    not_ok = [d.id for d in tree.diffs if d.status != "ok"]
+    not_ok = [d.id for d in tree.diffs if d.status not in AGREEING]
     final = max(errs) if errs else None
     verdict = (f"diverges: {len(not_ok)} of {len(tree.diffs)} variables not ok"
                + (f"; root {root.name} ({root.opr_type}, var {root.id})" if root else "")) if tree.diverged \
@@ -207,7 +208,7 @@ def _target_entry(t: Target, run: RunResult, tree: Any, pairing: Dict[str, Any],
             "n_roots": len(roots), "n_not_ok": len(not_ok), "not_ok": not_ok,
             "environment": dict(run.environment),
             "max_err_by_var": {str(d.id): _finite(d.max_err) for d in tree.diffs},
-            "not_ok_status": {str(d.id): d.status for d in tree.diffs if d.status != "ok"}}
+            "not_ok_status": {str(d.id): d.status for d in tree.diffs if d.status not in AGREEING}}
 
 
 # --------------------------------------------------------------------------- the workflow

@@ -43,7 +43,9 @@ def assert_identical(cb, cp) -> None:
     assert cb.threshold == cp.threshold
     assert cb.notes == cp.notes
     for x, y in zip(cb, cp):
-        assert dataclasses.asdict(x) == dataclasses.asdict(y), x.id
+        # band: what the batch reader keeps to count above an auto threshold without reading
+        # again (the engine reads again): not a result
+        assert {**dataclasses.asdict(x), "band": None} == {**dataclasses.asdict(y), "band": None}, x.id
 
 
 @needs_batch

@@ -162,7 +162,8 @@ def test_json_round_trip(faulty_report, clean_report, tmp_path):
 COMPARE_VAR_KEYS = {"id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "status", "max_err", "max_abs_err",
                     "cosine", "max_rel_err", "mean_abs_err", "rmse", "max_ulp", "n_over", "n_diff", "n_nonfinite",
                     "size", "scale", "norm_err", "threshold", "worst_index", "worst_a", "worst_b", "scale_unknown",
-                    "dtype_b", "shape_b", "only_in", "note"}
+                    "dtype_b", "shape_b", "only_in", "note", "within_share", "pass_threshold",
+                    *(f"{k}_{q}" for k in ("err", "rel_err", "abs_err") for q in ("p50", "p90", "p99", "p999"))}
 COMPARE_ROOT_KEYS = {"id", "name", "opr", "opr_type", "max_err", "input_max_err", "status", "dtype", "amplification",
                      "inputs_equal", "worst_input", "note"}
 
@@ -186,7 +187,7 @@ def test_json_keeps_everything_compare_and_vartree_know(dumps_ab):
     tree = VarTree.from_folders(naive, faulty, threshold=THRESHOLD)
     d = _strict_loads(dumps(from_tree(tree, command="compare")))
     # every VarDiff field (its position in the list aside) and norm_err, with the same value
-    attrs = [f.name for f in dataclasses.fields(VarDiff) if f.name != "index"] + ["norm_err"]
+    attrs = [f.name for f in dataclasses.fields(VarDiff) if f.name not in ("index", "band")] + ["norm_err", "within_share"]
     assert set(attrs) == COMPARE_VAR_KEYS
     assert len(d["vars"]) == len(tree.diffs)
     for diff, v in zip(tree.diffs, d["vars"]):

@@ -179,6 +179,10 @@ def test_html_shows_roots_chart_graph_and_runs(chromium, faulty_report, dumps_ab
     assert root.name in labels and mul.name in labels
     assert all(faulty_report.var(u).name in labels for u in mul.inputs if faulty_report.var(u))
     assert any(faulty_report.var(c).name in labels for c in (v.id for v in faulty_report.vars if root.id in v.inputs))
+    # each node says its statistics, as lar-prec node prints them (issue 40 #4)
+    tip = b.js(f"Array.from(document.querySelectorAll('#graph-1 g.node title')).map(t => t.textContent)"
+               f".find(t => t.startsWith({json.dumps(root.name + chr(10))}))")
+    assert f"{root.status} \u00b7 max_err" in tip and "threshold" in tip and "error p50" in tip and "within" in tip
     # one chart point per var (fewer vars than pixels), roots marked
     assert b.js("document.querySelectorAll('#chart-points circle').length") == len(faulty_report.vars)
     assert b.js("document.querySelectorAll('#chart .root-mark').length") == len(faulty_report.roots)

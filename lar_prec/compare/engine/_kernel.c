@@ -6,7 +6,10 @@
  * the numpy path, which gives the same results (max_err, indices, counts and maxima bit for
  * bit; the float64 sums of lar_prec.metrics.sums in another order, so cosine/RMSE/mean may
  * differ in the last digits). tests/test_kernel.py checks the two against each other and
- * tests/test_metrics.py both against the reference definitions (lar_prec/metrics.py).
+ * tests/test_metrics.py both against the reference definitions (lar_prec/metrics.py). Also
+ * here: each float var's error histogram (engine/hist.py; tests/compare/test_stats.py), float16
+ * widened exactly (F16C where the CPU has it), the batch reader (scan_start), an auto
+ * threshold's second pass (count_pairs) and the report's JSON text (json_rows).
  *
  * Float32 arithmetic must stay IEEE and uncontracted: max_err is bit-identical to
  * compare_binary_iodump's |a-b| / max(max(|a|,|b|), 1) in float32. setup.py builds with
@@ -27,7 +30,7 @@ typedef float v4sf __attribute__((vector_size(16)));
 
 /* AVX2 where the CPU has it, baseline SSE2 otherwise (chosen once at load time). */
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(LAR_PREC_NO_CLONES)
-#define CLONES __attribute__((target_clones("avx2", "default")))
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define CLONES
 #endif
@@ -42,6 +45,8 @@ typedef struct {
     double sum_abs, aa, ab, bb, dd;
     Py_ssize_t n_over;
     uint32_t max_ulp;
+    int32_t rel_lo, rel_hi, abs_lo, abs_hi; /* histogram bins touched, see below */
+    int rows;                               /* the histogram rows counted (bit per row) */
 } result_t;
 
 static inline v8sf sel(v8si m, v8sf x, v8sf y) { return (v8sf)((m & (v8si)x) | (~m & (v8si)y)); }
@@ -67,19 +72,137 @@ static inline float err1(float x, float y) {
     return m >= 1.0f ? d / m : d;
 }
 
+/* err1 of eight pairs (the loop's arithmetic) */
+static inline v8sf err8(v8sf va, v8sf vb) {
+    const v8sf one = (v8sf){0} + 1.0f;
+    v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
+    v8sf m = sel(aa_ > ab_, aa_, ab_);
+    return sel(m >= one, d / m, d);
+}
+
+
+/* ---- error histogram (lar_prec/compare/engine/hist.py holds the definition and its numpy twin)
+ * The relative error q = |a-b| / max(|a|,|b|) (0 where a = b) and the absolute error d = |a-b|,
+ * both float32, each counted in a fixed log-spaced histogram: the bin of a value is its float
+ * bits >> 19 (the exponent and the top HIST_SUB_BITS mantissa bits: 16 bins per power of two,
+ * each at most 1/16 wide relative to its lower edge), clamped to [2^-64, 2^64); bin 0 is exact
+ * zero, bin 1 everything below 2^-64, bin HIST_NB - 1 everything from 2^64 (and inf). Each
+ * kind is split by max(|a|,|b|) < 1 ("small") or >= 1 ("big"), so that MegEngine's error (d
+ * where small, q where big) has its histogram too: four rows of HIST_NB counts,
+ * [rel small, rel big, abs small, abs big], then four slots: the lowest and highest bin >= 1
+ * touched by rel and by abs (empty: lo HIST_NB, hi 0). */
+#define HIST_SUB_BITS 4
+#define HIST_LO ((127 - 64) << HIST_SUB_BITS)
+#define HIST_HI ((127 + 64) << HIST_SUB_BITS)
+#define HIST_NB (HIST_HI - HIST_LO + 3)
+#define HIST_LEN (4 * HIST_NB + 4)
+
+static inline v8si hist_bin8(v8si x) {
+    v8si b = x >> (23 - HIST_SUB_BITS);
+    b = seli(b < HIST_LO - 1, b - b + (HIST_LO - 1), b);
+    b = seli(b > HIST_HI, b - b + HIST_HI, b);
+    return seli(x == 0, b - b, b - (HIST_LO - 2));
+}
+static inline int32_t hist_bin1(float v) {
+    int32_t x, b;
+    memcpy(&x, &v, 4);
+    if (x == 0) return 0;
+    b = x >> (23 - HIST_SUB_BITS);
+    b = b < HIST_LO - 1 ? HIST_LO - 1 : (b > HIST_HI ? HIST_HI : b);
+    return b - (HIST_LO - 2);
+}
+
+/* one chunk's counts, folded into the caller's int64 histogram only when the chunk is good
+ * (a chunk with NaN/Inf is measured again by the careful path) */
+#define HIST_COPIES 4
+#define HIST_BLOCK 256
+static __thread uint32_t hist_scratch[HIST_COPIES][4 * HIST_NB];
+
+/* add the scratch counts of the bins a chunk touched into `dst` (HIST_LEN int64) and clear
+ * them; with dst NULL only clear */
+static void hist_fold(int64_t *dst, const result_t *r) {
+    uint32_t (*hs)[4 * HIST_NB] = hist_scratch;
+    for (int row = 0; row < 4; row++) {
+        if (!(r->rows >> row & 1)) continue;
+        int lo = row < 2 ? r->rel_lo : r->abs_lo, hi = row < 2 ? r->rel_hi : r->abs_hi;
+        for (int j = 0; j <= hi; j = j ? j + 1 : (lo > 1 ? lo : 1)) {
+            int x = row * HIST_NB + j;
+            uint32_t c = 0;
+            for (int l = 0; l < HIST_COPIES; l++) {
+                c += hs[l][x];
+                hs[l][x] = 0;
+            }
+            if (dst) dst[x] += c;
+        }
+    }
+    if (!dst) return;
+    int64_t *slot = dst + 4 * HIST_NB;
+    if (r->rel_lo < slot[0]) slot[0] = r->rel_lo;
+    if (r->rel_hi > slot[1]) slot[1] = r->rel_hi;
+    if (r->abs_lo < slot[2]) slot[2] = r->abs_lo;
+    if (r->abs_hi > slot[3]) slot[3] = r->abs_hi;
+}
+
+/* an empty histogram (HIST_LEN int64, from a cleared one: only the bins its slots say were touched) */
+static void hist_clear(int64_t *h) {
+    int64_t *slot = h + 4 * HIST_NB;
+    for (int row = 0; row < 4; row++) {
+        int lo = (int)slot[row < 2 ? 0 : 2], hi = (int)slot[row < 2 ? 1 : 3];
+        h[row * HIST_NB] = 0;
+        for (int j = lo; j <= hi; j++) h[row * HIST_NB + j] = 0;
+    }
+    slot[0] = slot[2] = HIST_NB;
+    slot[1] = slot[3] = 0;
+}
+
+/* Count a block of k (a multiple of 8) errors kept by the loop below (float bits, the sign
+ * bit set for the rel big row, else abs small) into the scratch histogram; widen [lo, hi]. */
+static inline __attribute__((always_inline)) void err_block(int32_t *buf, Py_ssize_t k, int32_t *lo, int32_t *hi) {
+    const v8si nb = {0}, none = nb + HIST_NB;
+    v8si vlo = none, vhi = nb;
+    uint32_t (*hs)[4 * HIST_NB] = hist_scratch;
+    __asm__("" : "+r"(hs)); /* the thread's address looked up once, not per value */
+    for (Py_ssize_t j = 0; j < k; j += 8) {
+        v8si x;
+        memcpy(&x, buf + j, 32);
+        v8si be = hist_bin8(x & INT32_MAX);
+        vlo = seli((be > 0) & (be < vlo), be, vlo);
+        vhi = seli(be > vhi, be, vhi);
+        x = be + seli(x < 0, nb + HIST_NB, nb + 2 * HIST_NB);
+        memcpy(buf + j, &x, 32);
+    }
+    for (Py_ssize_t j = 0; j < k; j += HIST_COPIES) {
+#pragma GCC unroll 4
+        for (int c = 0; c < HIST_COPIES; c++) hs[c][buf[j + c]]++;
+    }
+    for (int c = 0; c < 8; c++) {
+        if (vlo[c] < *lo) *lo = vlo[c];
+        if (vhi[c] > *hi) *hi = vhi[c];
+    }
+}
 
 /* The loop, specialised by the constant flags (always inlined into the dispatching clones).
  * NaN/Inf need no test per value: they reach the float64 sums of squares (as does a float32
  * difference that overflows), checked once at the end. */
 static inline __attribute__((always_inline)) void loop(const float *a, const float *b, Py_ssize_t n, float thr,
-                                                     const int want_ulp, const int count, result_t *r) {
+                                                     const int want_ulp, const int count, const int want_err,
+                                                     result_t *r) {
     const v8sf zero = {0}, one = zero + 1.0f;
+    /* want_err: MegEngine's error counted in the histogram, a block at a time: this loop keeps
+     * each error's bits (the sign bit set where max(|a|,|b|) >= 1: its row), err_block bins
+     * and counts them (the loop has no register to spare) */
+    const v8si smask = (v8si){0} + INT32_MIN;
+    int32_t ebuf[HIST_BLOCK] __attribute__((aligned(32)));
+    int32_t h_lo = HIST_NB, h_hi = 0;
+
     v8sf best = zero - 1.0f, rel = zero - 1.0f, scale = zero, mabs = zero;
     v8si over = {0};
     v8su ulp = {0};
     v4df saa = {0}, sab = {0}, sbb = {0}, sdd = {0}, sabs = {0};
     Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
-    for (; i < nv; i += 8) {
+    while (i < nv) {
+    Py_ssize_t i0 = i, end = want_err && nv - i > HIST_BLOCK ? i + HIST_BLOCK : nv;
+    for (; i < end; i += 8) {
         v8sf va, vb;
         memcpy(&va, a + i, 32);
         memcpy(&vb, b + i, 32);
@@ -118,6 +241,12 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
             v8su u = (v8su)seli(gt, oa, ob) - (v8su)seli(gt, ob, oa);
             ulp = (v8su)seli((v8si)(u > ulp), (v8si)u, (v8si)ulp);
         }
+        if (want_err) {
+            v8si x = (v8si)e | ((v8si)(m >= one) & smask);
+            memcpy(ebuf + (i - i0), &x, 32);
+        }
+    }
+    if (want_err) err_block(ebuf, i - i0, &h_lo, &h_hi);
     }
     float e_best = -1.0f, r_rel = -1.0f, r_scale = 0.0f, r_mabs = 0.0f;
     Py_ssize_t n_over = 0;
@@ -157,6 +286,12 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
         float e = m >= 1.0f ? q : d;
         if (e > e_best) e_best = e;
         if (count) n_over += e > thr;
+        if (want_err) {
+            int32_t be = hist_bin1(e);
+            if (be > 0 && be < h_lo) h_lo = be;
+            if (be > h_hi) h_hi = be;
+            hist_scratch[0][be + (m >= 1.0f ? HIST_NB : 2 * HIST_NB)]++;
+        }
         if (want_ulp) {
             int32_t xa, xb;
             memcpy(&xa, &x, 4);
@@ -178,14 +313,85 @@ static inline __attribute__((always_inline)) void loop(const float *a, const flo
     r->dd = s_dd;
     r->n_over = n_over;
     r->max_ulp = r_ulp;
+    /* one range for both rows (the bins of either; scanning a few empty ones costs nothing) */
+    r->rel_lo = r->abs_lo = h_lo;
+    r->rel_hi = r->abs_hi = h_hi;
+    r->rows = want_err ? 6 : 0; /* rel big, abs small */
 }
 
+/* The error histogram of a chunk (see hist_bin1) into the thread's scratch copies, and the
+ * bins touched into r: a loop of its own after the metrics' (the chunk is in cache by then),
+ * which leaves both loops their registers. Blocks of bins are computed in vectors, then
+ * counted, a value at a time, into HIST_COPIES copies (consecutive values, often of one bin,
+ * do not wait for each other's increment). */
+static inline __attribute__((always_inline)) void hist_loop(const float *a, const float *b, Py_ssize_t n, result_t *r) {
+    const v8sf zero = {0}, one = zero + 1.0f;
+    const v8si nb = {0}, none = nb + HIST_NB;
+    v8si qlo = none, qhi = nb, dlo = none, dhi = nb;
+    uint32_t (*hs)[4 * HIST_NB] = hist_scratch;
+    __asm__("" : "+r"(hs)); /* the thread's address looked up once: not rematerialised per value */
+    int32_t idx[2 * HIST_BLOCK] __attribute__((aligned(32)));
+    Py_ssize_t nv = n & ~(Py_ssize_t)7;
+    for (Py_ssize_t i0 = 0; i0 < nv; i0 += HIST_BLOCK) {
+        Py_ssize_t k = nv - i0 < HIST_BLOCK ? nv - i0 : HIST_BLOCK;
+        for (Py_ssize_t i = 0; i < k; i += 8) {
+            v8sf va, vb;
+            memcpy(&va, a + i0 + i, 32);
+            memcpy(&vb, b + i0 + i, 32);
+            v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
+            v8sf m = sel(aa_ > ab_, aa_, ab_);
+            v8si bq = seli((v8si)(d == zero), nb, hist_bin8((v8si)(d / m))), bd = hist_bin8((v8si)d);
+            qlo = seli((bq > 0) & (bq < qlo), bq, qlo);
+            qhi = seli(bq > qhi, bq, qhi);
+            dlo = seli((bd > 0) & (bd < dlo), bd, dlo);
+            dhi = seli(bd > dhi, bd, dhi);
+            v8si big = (v8si)(m >= one) & HIST_NB;
+            v8si xq = bq + big, xd = bd + big + 2 * HIST_NB;
+            memcpy(idx + 2 * i, &xq, 32);
+            memcpy(idx + 2 * i + 8, &xd, 32);
+        }
+        for (Py_ssize_t j = 0; j < 2 * k; j += HIST_COPIES) {
+#pragma GCC unroll 4
+            for (int c = 0; c < HIST_COPIES; c++) hs[c][idx[j + c]]++;
+        }
+    }
+    int32_t rlo = HIST_NB, rhi = 0, alo = HIST_NB, ahi = 0;
+    for (int k = 0; k < 8; k++) {
+        if (qlo[k] < rlo) rlo = qlo[k];
+        if (qhi[k] > rhi) rhi = qhi[k];
+        if (dlo[k] < alo) alo = dlo[k];
+        if (dhi[k] > ahi) ahi = dhi[k];
+    }
+    for (Py_ssize_t i = nv; i < n; i++) {
+        float x = a[i], y = b[i], ax = fabsf(x), ay = fabsf(y), d = fabsf(x - y), m = ax > ay ? ax : ay;
+        int32_t big = m >= 1.0f ? HIST_NB : 0, bq = d == 0.0f ? 0 : hist_bin1(d / m), bd = hist_bin1(d);
+        if (bq > 0 && bq < rlo) rlo = bq;
+        if (bq > rhi) rhi = bq;
+        if (bd > 0 && bd < alo) alo = bd;
+        if (bd > ahi) ahi = bd;
+        hs[0][bq + big]++;
+        hs[0][bd + big + 2 * HIST_NB]++;
+    }
+    r->rel_lo = rlo;
+    r->rel_hi = rhi;
+    r->abs_lo = alo;
+    r->abs_hi = ahi;
+    r->rows = 15;
+}
+
+/* hist: HIST_NONE, HIST_ERR (MegEngine's error, counted in the metrics' loop) or HIST_FULL (the
+ * relative and the absolute error, in a loop of their own: MegEngine's error follows from them) */
+enum { HIST_NONE = 0, HIST_ERR = 1, HIST_FULL = 2 };
+
 CLONES
-static void kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, float thr, result_t *r) {
-    if (want_ulp && count) loop(a, b, n, thr, 1, 1, r);
-    else if (want_ulp) loop(a, b, n, thr, 1, 0, r);
-    else if (count) loop(a, b, n, thr, 0, 1, r);
-    else loop(a, b, n, thr, 0, 0, r);
+static void kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, int hist, float thr,
+                   result_t *r) {
+    int e = hist == HIST_ERR;
+    if (want_ulp && count) e ? loop(a, b, n, thr, 1, 1, 1, r) : loop(a, b, n, thr, 1, 1, 0, r);
+    else if (want_ulp) e ? loop(a, b, n, thr, 1, 0, 1, r) : loop(a, b, n, thr, 1, 0, 0, r);
+    else if (count) e ? loop(a, b, n, thr, 0, 1, 1, r) : loop(a, b, n, thr, 0, 1, 0, r);
+    else e ? loop(a, b, n, thr, 0, 0, 1, r) : loop(a, b, n, thr, 0, 0, 0, r);
+    if (hist == HIST_FULL && !r->bad) hist_loop(a, b, n, r);
 }
 
 /* The first index holding the largest error: one more pass, but only over a chunk whose
@@ -193,15 +399,12 @@ static void kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, i
  * vector arithmetic as the loop, so the same float32 values. */
 CLONES
 static Py_ssize_t first_at(const float *a, const float *b, Py_ssize_t n, float target) {
-    const v8sf zero = {0}, one = zero + 1.0f;
     Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
     for (; i < nv; i += 8) {
         v8sf va, vb;
         memcpy(&va, a + i, 32);
         memcpy(&vb, b + i, 32);
-        v8sf aa_ = vabs(va), ab_ = vabs(vb), d = vabs(va - vb);
-        v8sf m = sel(aa_ > ab_, aa_, ab_);
-        v8si hit = sel(m >= one, d / m, d) == target;
+        v8si hit = err8(va, vb) == target;
         int64_t any[4];
         memcpy(any, &hit, 32);
         if (any[0] | any[1] | any[2] | any[3])
@@ -220,29 +423,68 @@ PyDoc_STRVAR(float32_doc,
 "worst_index is -1 unless max_err > floor (the var's largest error so far); n_over counts\n"
 "errors above threshold (None: not counted; with 0 it is the count of differing values);\n"
 "max_ulp is None unless ulp. None when a value is NaN/Inf or float32 overflows: the caller\n"
-"measures that chunk the careful way.");
+"measures that chunk the careful way. hist: None, or a writable buffer of HIST_LEN int64\n"
+"(lar_prec/compare/engine/hist.py) the chunk's error histogram is added to (not when None is\n"
+"returned): MegEngine's error, with full also the relative and the absolute error.");
 
-static PyObject *py_float32(PyObject *self, PyObject *args) {
+static void halves_to_floats(const void *src, float *dst, Py_ssize_t n);
+static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n);
+
+/* a thread's float32 copies of float16 chunks (float16(): grown, never freed) */
+static __thread float *half_buf;
+static __thread Py_ssize_t half_cap;
+
+/* float32() and float16(): the values are float32, or float16 (widened exactly first) */
+static PyObject *measure_call(PyObject *args, int half) {
+    const char *what = half ? "float16" : "float32";
+    int size = half ? 2 : 4;
     Py_buffer ba, bb;
     int want_ulp;
     PyObject *thr_obj;
     double floor_;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*y*pOd", &ba, &bb, &want_ulp, &thr_obj, &floor_)) return NULL;
+    PyObject *hist_obj = Py_None;
+    int full = 0;
+    Py_buffer bh = {0};
+    if (!PyArg_ParseTuple(args, "y*y*pOd|Op", &ba, &bb, &want_ulp, &thr_obj, &floor_, &hist_obj, &full)) return NULL;
     PyObject *out = NULL;
+    int want_hist = hist_obj != Py_None;
+    if (want_hist) {
+        if (PyObject_GetBuffer(hist_obj, &bh, PyBUF_WRITABLE) < 0) { want_hist = 0; goto done; }
+        if (bh.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t))) {
+            PyErr_Format(PyExc_ValueError, "%s: a histogram of %zd bytes, expected %d", what, bh.len, (int)(HIST_LEN * 8));
+            goto done;
+        }
+    }
     int count = thr_obj != Py_None;
     double thr = count ? PyFloat_AsDouble(thr_obj) : 0.0;
     if (thr == -1.0 && PyErr_Occurred()) goto done;
-    if (ba.len != bb.len || ba.len % 4 != 0 || ba.len == 0) {
-        PyErr_Format(PyExc_ValueError, "float32: buffers of %zd and %zd bytes, expected equal non-zero multiples of 4", ba.len, bb.len);
+    if (ba.len != bb.len || ba.len % size != 0 || ba.len == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: buffers of %zd and %zd bytes, expected equal non-zero multiples of %d", what,
+                     ba.len, bb.len, size);
         goto done;
     }
-    Py_ssize_t n = ba.len / 4;
-    result_t r;
+    Py_ssize_t n = ba.len / size;
     const float *a = (const float *)ba.buf, *b = (const float *)bb.buf;
+    if (half) {
+        if (half_cap < 2 * n) {
+            float *x = realloc(half_buf, (size_t)(2 * n) * sizeof(float));
+            if (!x) { PyErr_NoMemory(); goto done; }
+            half_buf = x;
+            half_cap = 2 * n;
+        }
+        a = half_buf;
+        b = half_buf + n;
+    }
+    result_t r;
     Py_BEGIN_ALLOW_THREADS
-    kernel(a, b, n, want_ulp, count, (float)thr, &r);
+    if (half) {
+        halves_to_floats(ba.buf, (float *)a, n);
+        halves_to_floats(bb.buf, (float *)b, n);
+    }
+    kernel(a, b, n, want_ulp && !half, count, !want_hist ? HIST_NONE : full ? HIST_FULL : HIST_ERR, (float)thr, &r);
     r.worst = (!r.bad && (double)r.max_err > floor_) ? first_at(a, b, n, r.max_err) : -1;
+    if (want_hist) hist_fold(r.bad ? NULL : (int64_t *)bh.buf, &r);
+    if (half && want_ulp && !r.bad) r.max_ulp = ulp16_max(ba.buf, bb.buf, n);
     Py_END_ALLOW_THREADS
     if (r.bad) {
         out = Py_None;
@@ -256,7 +498,146 @@ static PyObject *py_float32(PyObject *self, PyObject *args) {
 done:
     PyBuffer_Release(&ba);
     PyBuffer_Release(&bb);
+    if (want_hist) PyBuffer_Release(&bh);
     return out;
+}
+
+static PyObject *py_float32(PyObject *self, PyObject *args) {
+    (void)self;
+    return measure_call(args, 0);
+}
+
+PyDoc_STRVAR(float16_doc,
+"float16(a, b, ulp, threshold, floor, hist=None, full=False) -> tuple or None\n\n"
+"float32() of two buffers of float16 values, widened exactly to float32 first (where the CPU\n"
+"has F16C, by it); max_ulp in float16 units in the last place.");
+
+static PyObject *py_float16(PyObject *self, PyObject *args) {
+    (void)self;
+    return measure_call(args, 1);
+}
+
+/* the upper edge of histogram bin j (see hist_bin1): every value in it is below this */
+static double hist_edge(int j) {
+    if (j == 0) return 0.0;
+    if (j >= HIST_NB - 1) return INFINITY;
+    int32_t bits = (j + HIST_LO - 1) << (23 - HIST_SUB_BITS);
+    float f;
+    memcpy(&f, &bits, 4);
+    return (double)f;
+}
+
+/* the k[i]-th smallest values (1-based; k ascending) of rows r0 + r1 of histogram h, each as
+ * its bin's upper edge clamped to top (the exact largest value), in one pass over the bins */
+static void hist_kth(const int64_t *h, int r0, int r1, int lo, int hi, const long long *k, int nk, double top,
+                     double *out) {
+    long long c = h[r0 * HIST_NB] + h[r1 * HIST_NB];
+    int i = 0;
+    for (; i < nk && c >= k[i]; i++) out[i] = 0.0;
+    for (int j = lo; j <= hi && i < nk; j++) {
+        c += h[r0 * HIST_NB + j] + h[r1 * HIST_NB + j];
+        if (c < k[i]) continue;
+        double e = hist_edge(j);
+        for (; i < nk && c >= k[i]; i++) out[i] = e < top ? e : top;
+    }
+    for (; i < nk; i++) out[i] = top;
+}
+
+/* p50, p90, p99, p99.9 (exact fractions: k = ceil(num * n / den)) */
+static const long long QNUM[4] = {1, 9, 99, 999}, QDEN[4] = {2, 10, 100, 1000};
+#define HIST_STATS 13
+
+/* a var's statistics from its histogram of n values (lar_prec/compare/engine/hist.py STAT_FIELDS):
+ * MegEngine's error p50, p90, p99, p99.9, that error at ratio (k = ceil(ratio * n)), then with
+ * full the relative error's four quantiles and the absolute error's (else NaN) */
+static void hist_stats(const int64_t *h, long long n, double ratio, int full, double max_rel, double max_abs,
+                       double max_err, double out[HIST_STATS]) {
+    const int64_t *slot = h + 4 * HIST_NB;
+    int rlo = (int)slot[0], rhi = (int)slot[1], alo = (int)slot[2], ahi = (int)slot[3];
+    int elo = rlo < alo ? rlo : alo, ehi = rhi > ahi ? rhi : ahi;
+    long long k[5];
+    for (int i = 0; i < 4; i++) k[i] = (QNUM[i] * n + QDEN[i] - 1) / QDEN[i];
+    if (full) {
+        hist_kth(h, 0, 1, rlo, rhi, k, 4, max_rel < 0 ? 0.0 : max_rel, out + 5);
+        hist_kth(h, 2, 3, alo, ahi, k, 4, max_abs, out + 9);
+    } else {
+        for (int i = 5; i < HIST_STATS; i++) out[i] = NAN;
+    }
+    /* MegEngine's error: q where max(|a|,|b|) >= 1 (row 1), d below (row 2); the quantiles
+     * and the one at ratio in one pass (the ranks in order) */
+    long long kr = (long long)ceil(ratio * (double)n);
+    kr = kr < 1 ? 1 : kr;
+    int at = 4;
+    while (at > 0 && k[at - 1] > kr) at--;
+    for (int i = 4; i > at; i--) k[i] = k[i - 1];
+    k[at] = kr;
+    double e[5];
+    hist_kth(h, 1, 2, elo, ehi, k, 5, max_err, e);
+    for (int i = 0, j = 0; i < 5; i++)
+        if (i != at) out[j++] = e[i];
+    out[4] = e[at];
+}
+
+/* the statistics as Python objects (None for those not counted) into items */
+static int stats_objects(const double st[HIST_STATS], PyObject *items[HIST_STATS]) {
+    int ok = 1;
+    for (int i = 0; i < HIST_STATS; i++) {
+        items[i] = isnan(st[i]) ? (Py_INCREF(Py_None), Py_None) : PyFloat_FromDouble(st[i]);
+        ok = ok && items[i];
+    }
+    return ok;
+}
+
+PyDoc_STRVAR(hist_stats_doc,
+"hist_stats(hist, n, ratio, full, max_rel, max_abs, max_err) -> tuple\n\n"
+"The statistics of the error histogram hist of n values (lar_prec/compare/engine/hist.py\n"
+"STAT_FIELDS; stats_np is the numpy twin): MegEngine's error p50, p90, p99, p99.9, that error\n"
+"at ratio, then with full the relative and the absolute error's quantiles (else None).");
+
+static PyObject *py_hist_stats(PyObject *self, PyObject *args) {
+    Py_buffer bh;
+    long long n;
+    int full;
+    double ratio, mr, ma, me, out[HIST_STATS];
+    PyObject *items[HIST_STATS];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*Ldpddd", &bh, &n, &ratio, &full, &mr, &ma, &me)) return NULL;
+    if (bh.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t))) {
+        PyBuffer_Release(&bh);
+        return PyErr_Format(PyExc_ValueError, "hist_stats: a histogram of %zd bytes, expected %d", bh.len, (int)(HIST_LEN * 8));
+    }
+    hist_stats((const int64_t *)bh.buf, n, ratio, full, mr, ma, me, out);
+    PyBuffer_Release(&bh);
+    int ok = stats_objects(out, items);
+    PyObject *t = ok ? PyTuple_New(HIST_STATS) : NULL;
+    for (int i = 0; i < HIST_STATS; i++) {
+        if (t) PyTuple_SET_ITEM(t, i, items[i]);
+        else Py_XDECREF(items[i]);
+    }
+    return t;
+}
+
+PyDoc_STRVAR(hist_add_doc, "hist_add(dst, src)\n\nAdd histogram src into dst (counts summed, bin ranges widened).");
+
+static PyObject *py_hist_add(PyObject *self, PyObject *args) {
+    Py_buffer bd, bs;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "w*y*", &bd, &bs)) return NULL;
+    if (bd.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t)) || bs.len != bd.len) {
+        PyBuffer_Release(&bd);
+        PyBuffer_Release(&bs);
+        return PyErr_Format(PyExc_ValueError, "hist_add: histograms of %d bytes expected", (int)(HIST_LEN * 8));
+    }
+    int64_t *d = (int64_t *)bd.buf;
+    const int64_t *x = (const int64_t *)bs.buf;
+    for (int i = 0; i < 4 * HIST_NB; i++) d[i] += x[i];
+    for (int i = 4 * HIST_NB; i < HIST_LEN; i += 2) {
+        if (x[i] < d[i]) d[i] = x[i];
+        if (x[i + 1] > d[i + 1]) d[i + 1] = x[i + 1];
+    }
+    PyBuffer_Release(&bd);
+    PyBuffer_Release(&bs);
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(same_doc, "same(a, b) -> bool\n\nTrue when two buffers hold the same bytes (memcmp).");
@@ -528,9 +909,18 @@ typedef struct {
 } head_t;
 
 
+/* at most this many errors inside an auto threshold's band are kept per var (band_window) */
+#define BAND_CAP 64
+
 typedef struct {
     long long n_fin, worst, n_over, n_diff, max_ulp; /* max_ulp -1: none */
     double max_err, worst_a, worst_b, max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale;
+    int has_stats;         /* a float var: stats from its error histogram (hist_stats) */
+    double stats[HIST_STATS];
+    /* an auto threshold's band (band_window): values above it, and the errors inside it */
+    int band_ok, band_n;
+    long long band_above;
+    float band_vals[BAND_CAP];
 } acc_t;
 
 typedef struct {
@@ -553,6 +943,9 @@ typedef struct {
     int count;
     float thr;
     double thr_d;          /* the threshold as given (its float32 rounding is thr) */
+    double ratio;          /* --pass-ratio: the share of elements hist_stats' last value is at */
+    int full;              /* relative and absolute error histograms too (HIST_FULL) */
+    double band_lo[2], band_hi[2]; /* an auto threshold's band of float32 and float16 (0: none) */
     int oom;
 } scan_t;
 
@@ -691,12 +1084,45 @@ static void acc_add_kernel(acc_t *acc, const result_t *r, Py_ssize_t n, long lon
     }
 }
 
-static int run_kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, float thr, double floor_, result_t *r) {
-    kernel(a, b, n, want_ulp, count, thr, r);
+static int run_kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp, int count, float thr, double floor_,
+                      int64_t *hist, int full, result_t *r) {
+    kernel(a, b, n, want_ulp, count, !hist ? HIST_NONE : full ? HIST_FULL : HIST_ERR, thr, r);
+    if (hist) hist_fold(r->bad ? NULL : hist, r);
     if (r->bad) return 0;
     r->worst = (double)r->max_err > floor_ ? first_at(a, b, n, r->max_err) : -1;
     if (!count) r->n_over = -1;
     return 1;
+}
+
+static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n);
+
+/* chunks.py _kernel_range in C: n values (float32, or float16 widened first) `chunk` at a time
+ * as the Python engine cuts them (identical bytes as kernel(a, a)), accumulated into acc in the
+ * Python engine's order; pos: the first value's index in the var. Returns -1, or the offset of
+ * the first chunk with NaN/Inf (acc then holds what came before it: the caller measures that
+ * chunk the careful way). fa, fb: room for `chunk` floats (float16 only). */
+static Py_ssize_t measure_run(const char *pa, const char *pb, Py_ssize_t n, int half, Py_ssize_t chunk, int count,
+                              float thr, int count_zero, int64_t *hist, int full, long long pos, acc_t *acc,
+                              float *fa, float *fb) {
+    int size = half ? 2 : 4;
+    result_t r;
+    for (Py_ssize_t i = 0; i < n; i += chunk) {
+        Py_ssize_t k = n - i < chunk ? n - i : chunk;
+        const char *ca = pa + i * size, *cb = pb + i * size;
+        int same = memcmp(ca, cb, (size_t)(k * size)) == 0;
+        const float *a = (const float *)ca, *b = (const float *)cb;
+        if (half) {
+            halves_to_floats(ca, fa, k);
+            if (!same) halves_to_floats(cb, fb, k);
+            a = fa;
+            b = same ? fa : fb;
+        }
+        if (!run_kernel(a, same ? a : b, k, !half, count, thr, acc->max_err, hist, full, &r)) return i;
+        acc_add_kernel(acc, &r, k, pos + i, a, b, count_zero);
+        long long u = half ? (long long)(same ? 0 : ulp16_max(ca, cb, k)) : (long long)r.max_ulp;
+        if (u > acc->max_ulp) acc->max_ulp = u;
+    }
+    return -1;
 }
 
 static inline int32_t ord16(uint16_t x) {
@@ -740,10 +1166,66 @@ static float half_to_float(uint16_t h) {
     return f;
 }
 
+/* n float16 values (bits) as float32: F16C's vcvtph2ps where the CPU has it (exact, as the
+ * scalar conversion) */
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void halves_f16c(const uint16_t *src, float *dst, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) {
+        uint16_t x;
+        memcpy(&x, src + i, 2);
+        dst[i] = half_to_float(x);
+    }
+}
+#endif
+
+static void halves_to_floats(const void *src, float *dst, Py_ssize_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    static int f16c = -1;
+    if (f16c < 0) f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    if (f16c) { halves_f16c((const uint16_t *)src, dst, n); return; }
+#endif
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint16_t x;
+        memcpy(&x, (const char *)src + 2 * i, 2);
+        dst[i] = half_to_float(x);
+    }
+}
+
+/* largest ulp distance of n pairs of float16 bit patterns (finite) */
+static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n) {
+    uint32_t u = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint16_t x, y;
+        memcpy(&x, (const char *)pa + 2 * i, 2);
+        memcpy(&y, (const char *)pb + 2 * i, 2);
+        int32_t d = ord16(x) - ord16(y);
+        uint32_t ad = (uint32_t)(d < 0 ? -d : d);
+        if (ad > u) u = ad;
+    }
+    return u;
+}
+
+/* at least n floats in each of the buffers *fa and *fb (their capacity *cap): 0 when out of memory */
+static int room(float **fa, float **fb, size_t *cap, Py_ssize_t n) {
+    if ((size_t)n <= *cap) return 1;
+    float *x = realloc(*fa, (size_t)n * 4);
+    if (!x) return 0;
+    *fa = x;
+    float *y = realloc(*fb, (size_t)n * 4);
+    if (!y) return 0;
+    *fb = y;
+    *cap = (size_t)n;
+    return 1;
+}
+
 /* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
- * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of a dtype
- * other than float32). */
-static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap) {
+ * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of an
+ * integer dtype). */
+static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap,
+                   int64_t *hist) {
     acc_t *acc = &p->acc;
     memset(acc, 0, sizeof *acc);
     acc->max_err = -1.0;
@@ -752,70 +1234,20 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
     int h = p->a.dt->handler;
     Py_ssize_t n = (Py_ssize_t)p->a.size;
     result_t r;
-    if (h == H_F32) {
-        /* chunks.py _float32_kernel_range: per chunk, identical bytes as kernel(a, a) */
-        int count_zero = s->count && s->thr_d == 0.0;
-        for (Py_ssize_t pos = 0; pos < n; pos += (Py_ssize_t)s->chunk) {
-            Py_ssize_t k = n - pos < (Py_ssize_t)s->chunk ? n - pos : (Py_ssize_t)s->chunk;
-            const float *a = (const float *)da + pos, *b = (const float *)db + pos;
-            int same = memcmp(a, b, (size_t)k * 4) == 0;
-            if (!run_kernel(a, same ? a : b, k, 1, s->count, s->thr, acc->max_err, &r)) return 0;
-            acc_add_kernel(acc, &r, k, pos, a, b, count_zero);
-            if ((long long)r.max_ulp > acc->max_ulp) acc->max_ulp = (long long)r.max_ulp;
-        }
+    if (h == H_F32 || h == H_F16) {
+        /* chunks.py _kernel_range: per chunk, identical bytes as kernel(a, a) */
+        int half = h == H_F16;
+        if (half && !room(f32a, f32b, fcap, n < (Py_ssize_t)s->chunk ? n : (Py_ssize_t)s->chunk)) return 0;
+        if (measure_run(da, db, n, half, (Py_ssize_t)s->chunk, s->count, s->thr, s->count && s->thr_d == 0.0, hist,
+                        s->full, 0, acc, *f32a, *f32b) >= 0)
+            return 0; /* NaN/Inf: the Python engine */
         if (!s->count) acc->n_over = 0;
         return 1;
     }
-    if (n > (Py_ssize_t)s->chunk) return 0;
-    if ((size_t)n > *fcap) {
-        float *x = realloc(*f32a, (size_t)n * 4), *y;
-        if (!x) return 0;
-        *f32a = x;
-        y = realloc(*f32b, (size_t)n * 4);
-        if (!y) return 0;
-        *f32b = y;
-        *fcap = (size_t)n;
-    }
+    if (n > (Py_ssize_t)s->chunk || !room(f32a, f32b, fcap, n)) return 0;
     float *a = *f32a, *b = *f32b;
     size_t nb = (size_t)n * (size_t)(p->a.dt->bits / 8);
     int same = memcmp(da, db, nb) == 0;
-    if (h == H_F16) {
-        const uint16_t *ha = (const uint16_t *)da, *hb = (const uint16_t *)db;
-        for (Py_ssize_t i = 0; i < n; i++) { uint16_t x, y; memcpy(&x, ha + i, 2); memcpy(&y, hb + i, 2); a[i] = half_to_float(x); b[i] = half_to_float(y); }
-        if (same) {
-            /* chunks.py _identical_chunk: no error, a.a for the cosine, the magnitudes */
-            float mag = 0.0f;
-            double xx = 0.0;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                float m = fabsf(a[i]);
-                if (!(m <= 3.40282347e38f)) return 0; /* NaN/Inf: the Python engine */
-                if (m > mag) mag = m;
-                xx += (double)a[i] * (double)a[i];
-            }
-            acc->n_fin = n;
-            acc->aa = acc->ab = acc->bb = xx;
-            acc->scale = (double)mag;
-            acc->max_err = 0.0;
-            acc->worst = 0;
-            acc->worst_a = acc->worst_b = (double)a[0];
-            acc->max_ulp = 0;
-            return 1;
-        }
-        if (!run_kernel(a, b, n, 0, s->count, s->thr, -1.0, &r)) return 0;
-        acc_add_kernel(acc, &r, n, 0, a, b, s->count && s->thr_d == 0.0);
-        uint32_t u = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint16_t x, y;
-            memcpy(&x, ha + i, 2);
-            memcpy(&y, hb + i, 2);
-            int32_t d = ord16(x) - ord16(y);
-            uint32_t ad = (uint32_t)(d < 0 ? -d : d);
-            if (ad > u) u = ad;
-        }
-        acc->max_ulp = u;
-        if (!s->count) acc->n_over = 0;
-        return 1;
-    }
     /* integers, Bool, Byte and quantized raw values: chunks.py exact_range */
     if (h == H_BOOL)
         for (size_t i = 0; i < nb; i++)
@@ -845,11 +1277,46 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
         a[i] = (float)x;
         b[i] = (float)y;
     }
-    if (!run_kernel(a, b, n, 0, 0, 0.0f, -1.0, &r)) return 0;
+    if (!run_kernel(a, b, n, 0, 0, 0.0f, -1.0, NULL, 0, &r)) return 0;
     acc_add_kernel(acc, &r, n, 0, a, b, 0);
     acc->n_diff = ndiff;
     if (acc->scale >= 16777216.0) acc->max_abs = (double)exact;
     return 1;
+}
+
+/* An auto threshold is chosen once every var is measured, so its count of elements above it
+ * would need each var read again (folders.py _recount). A var's auto threshold lies in
+ * [lo, hi] x its scale factor unless widened above the band (threshold.py window); its errors
+ * inside that window are kept
+ * (at most BAND_CAP; band_ok 0 if more), with the count above it: whatever the threshold in the
+ * window, the count is then known exactly without reading the files again. fa, fb: room for
+ * fcap floats (a float16 var is widened a chunk of that size at a time). */
+static void band_window(const scan_t *s, acc_t *c, const char *va, const char *vb, Py_ssize_t n, int half,
+                        float *fa, float *fb, size_t fcap) {
+    double sf = c->scale < 1e-6 ? 1e-6 : (c->scale > 1.0 ? 1.0 : c->scale); /* threshold.scale_factor */
+    float wlo = (float)(s->band_lo[half] * sf), whi = (float)(s->band_hi[half] * sf);
+    c->band_ok = 1;
+    c->band_n = 0;
+    c->band_above = 0;
+    if (!(c->max_err > (double)wlo)) return; /* none above the window's low end */
+    Py_ssize_t step = half ? (Py_ssize_t)fcap : n;
+    for (Py_ssize_t i0 = 0; i0 < n; i0 += step) {
+        Py_ssize_t k = n - i0 < step ? n - i0 : step;
+        const float *a = (const float *)va + i0, *b = (const float *)vb + i0;
+        if (half) {
+            halves_to_floats(va + 2 * i0, fa, k);
+            halves_to_floats(vb + 2 * i0, fb, k);
+            a = fa;
+            b = fb;
+        }
+        for (Py_ssize_t i = 0; i < k; i++) {
+            float e = err1(a[i], b[i]);
+            if (!(e > wlo)) continue;
+            if (e > whi) c->band_above++;
+            else if (c->band_n < BAND_CAP) c->band_vals[c->band_n++] = e;
+            else c->band_ok = 0;
+        }
+    }
 }
 
 static void *scan_worker(void *arg) {
@@ -857,6 +1324,9 @@ static void *scan_worker(void *arg) {
     char *ba = NULL, *bb = NULL;
     size_t ca = 0, cb = 0, fcap = 0;
     float *fa = NULL, *fb = NULL;
+    int64_t *hist = calloc(HIST_LEN, sizeof(int64_t));  /* a float var's error histogram */
+    if (!hist) { __atomic_store_n(&s->oom, 1, __ATOMIC_RELAXED); return NULL; }
+    hist_clear(hist);
     dirc_t da, db;  /* A's folder, B's */
     da.fd = db.fd = -1;
     da.len = db.len = 0;
@@ -888,7 +1358,16 @@ static void *scan_worker(void *arg) {
             || memcmp(p->a.dims, p->b.dims, sizeof p->a.dims) != 0
             || p->a.file_size > s->max_file || p->b.file_size > s->max_file)
             continue;
-        p->measured = measure(s, p, ba + HDR + p->a.name_len, bb + HDR + p->b.name_len, &fa, &fb, &fcap);
+        const char *va = ba + HDR + p->a.name_len, *vb = bb + HDR + p->b.name_len;
+        p->measured = measure(s, p, va, vb, &fa, &fb, &fcap, hist);
+        if (p->measured && (p->a.dt->handler == H_F32 || p->a.dt->handler == H_F16)) { /* float: its statistics */
+            acc_t *c = &p->acc;
+            c->has_stats = 1;
+            hist_stats(hist, c->n_fin, s->ratio, s->full, c->max_rel, c->max_abs, c->max_err, c->stats);
+            int half = p->a.dt->handler == H_F16;
+            if (s->band_hi[half] > 0) band_window(s, c, va, vb, (Py_ssize_t)p->a.size, half, fa, fb, fcap);
+        }
+        hist_clear(hist);
     }
     if (da.fd >= 0) close(da.fd);
     if (db.fd >= 0) close(db.fd);
@@ -896,6 +1375,7 @@ static void *scan_worker(void *arg) {
     free(bb);
     free(fa);
     free(fb);
+    free(hist);
     return NULL;
 }
 
@@ -935,12 +1415,34 @@ static PyObject *fields_tuple(const pair_t *p, const scan_t *s) {
         thr = (Py_INCREF(Py_None), Py_None);
         n_diff = (Py_INCREF(Py_None), Py_None);
     }
-    if (!cos || !ulp || !idx || !n_over || !thr || !n_diff) {
+    PyObject *st[HIST_STATS];
+    double none[HIST_STATS];
+    for (int i = 0; i < HIST_STATS; i++) none[i] = NAN;
+    int ok = stats_objects(c->has_stats ? c->stats : none, st);
+    if (!cos || !ulp || !idx || !n_over || !thr || !n_diff || !ok) {
         Py_XDECREF(cos); Py_XDECREF(ulp); Py_XDECREF(idx); Py_XDECREF(n_over); Py_XDECREF(thr); Py_XDECREF(n_diff);
+        for (int i = 0; i < HIST_STATS; i++) Py_XDECREF(st[i]);
         return NULL;
     }
-    return Py_BuildValue("(dddddNNNdddNNN)", c->max_err, c->max_abs, c->max_rel, c->sum_abs / n, sqrt(c->dd / n), cos, ulp,
-                         idx, c->worst_a, c->worst_b, c->scale, n_over, thr, n_diff);
+    PyObject *head = Py_BuildValue("(dddddNNNdddNNN)", c->max_err, c->max_abs, c->max_rel, c->sum_abs / n, sqrt(c->dd / n),
+                                   cos, ulp, idx, c->worst_a, c->worst_b, c->scale, n_over, thr, n_diff);
+    PyObject *band = c->has_stats && c->band_ok && s->band_hi[p->a.dt->handler == H_F16] > 0
+        ? Py_BuildValue("(Ly#)", c->band_above, (const char *)c->band_vals, (Py_ssize_t)(4 * c->band_n))
+        : (Py_INCREF(Py_None), Py_None);
+    PyObject *out = head && band ? PyTuple_New(15 + HIST_STATS) : NULL;
+    if (out) PyTuple_SET_ITEM(out, 14 + HIST_STATS, band);
+    else Py_XDECREF(band);
+    for (int i = 0; i < 14 && out; i++) {
+        PyObject *x = PyTuple_GET_ITEM(head, i);
+        Py_INCREF(x);
+        PyTuple_SET_ITEM(out, i, x);
+    }
+    for (int i = 0; i < HIST_STATS; i++) {
+        if (out) PyTuple_SET_ITEM(out, 14 + i, st[i]);
+        else Py_DECREF(st[i]);
+    }
+    Py_XDECREF(head);
+    return out;
 }
 
 static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) {
@@ -953,7 +1455,7 @@ static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) 
 }
 
 PyDoc_STRVAR(scan_pairs_doc,
-"scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads) -> list\n\n"
+"scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False) -> list\n\n"
 "Read each pair of dump files (str or file system bytes; paths_b[i] may be None) once: header, title and, for files of\n"
 "at most max_file bytes of the same dtype and shape, the values compared as the Python engine\n"
 "does with chunks of `chunk` elements (threshold: count errors above it, or None). dtypes is a\n"
@@ -964,7 +1466,8 @@ PyDoc_STRVAR(scan_pairs_doc,
 "comp_node, storage, shape_infer, value_infer, where the inputs start, input ids) or None\n"
 "where Python must parse it; fields are a measured var's (max_err, max_abs_err, max_rel_err,\n"
 "mean_abs_err, rmse, cosine, max_ulp, worst_index, worst_a, worst_b, scale, n_over, threshold,\n"
-"n_diff), as the Python engine finishes them, or None.");
+"n_diff, then float vars' hist_stats at ratio: rel p50 ... error at ratio, None for others), as the\n"
+"Python engine finishes them, or None.");
 
 /* One call's work: what the threads read (no Python object is touched off the GIL) and what
  * is freed after. scan_start hands it to threads of its own and returns at once (the caller
@@ -1026,7 +1529,10 @@ static job_t *job_new(PyObject *args, int *threads_out) {
     PyObject *la, *lb, *dts_obj, *thr_obj;
     long long max_file, chunk;
     int threads;
-    if (!PyArg_ParseTuple(args, "O!O!OLLOi", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk, &thr_obj, &threads))
+    double ratio = 1.0, band[4] = {0, 0, 0, 0};
+    int full = 0;
+    if (!PyArg_ParseTuple(args, "O!O!OLLOi|dp(dddd)", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk,
+                          &thr_obj, &threads, &ratio, &full, &band[0], &band[1], &band[2], &band[3]))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(la);
     if (PyList_GET_SIZE(lb) != n) { PyErr_SetString(PyExc_ValueError, "scan_pairs: paths_a and paths_b differ in length"); return NULL; }
@@ -1067,7 +1573,8 @@ static job_t *job_new(PyObject *args, int *threads_out) {
         j->pairs[i].pa = pp[0];
         j->pairs[i].pb = pp[1];
     }
-    scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, 0};
+    scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, ratio, full,
+                {band[0], band[2]}, {band[1], band[3]}, 0};
     if (s.count) {
         double t = PyFloat_AsDouble(thr_obj);
         if (t == -1.0 && PyErr_Occurred()) goto fail;
@@ -1142,7 +1649,7 @@ static void job_capsule_free(PyObject *cap) {
 }
 
 PyDoc_STRVAR(scan_start_doc,
-"scan_start(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads) -> job\n\n"
+"scan_start(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False) -> job\n\n"
 "scan_pairs on `threads` threads of its own, started now; scan_finish(job) waits for them and\n"
 "returns what scan_pairs returns. A job dropped unfinished is waited for and freed.");
 
@@ -1167,6 +1674,241 @@ static PyObject *py_scan_finish(PyObject *self, PyObject *cap) {
     job_join(j);
     PyObject *out = job_results(j);
     job_clear(j);  /* its memory now, not when the capsule goes */
+    return out;
+}
+
+/* ======================================================================== measure
+ *
+ * The Python engine's float32 and float16 ranges (chunks.py _kernel_range) a mapped window at a
+ * time: the loop over the window's chunks runs here (measure_run, as the batch reader's), not in
+ * Python, which took a third of the time of a big var. The accumulator goes in and comes back as
+ * a tuple in chunks.Acc's order, so the sums are added in the same order as chunk by chunk.
+ */
+#define ACC_STATE "(LdLddddddddddNLL)"
+
+static int acc_from(PyObject *t, acc_t *c) {
+    PyObject *ulp;
+    if (!PyArg_ParseTuple(t, "LdLddddddddddOLL", &c->n_fin, &c->max_err, &c->worst, &c->worst_a, &c->worst_b, &c->max_abs,
+                          &c->max_rel, &c->sum_abs, &c->aa, &c->ab, &c->bb, &c->dd, &c->scale, &ulp, &c->n_over, &c->n_diff))
+        return 0;
+    c->max_ulp = ulp == Py_None ? -1 : PyLong_AsLongLong(ulp);
+    return !(c->max_ulp == -1 && PyErr_Occurred());
+}
+
+PyDoc_STRVAR(measure_doc,
+"measure(a, b, half, chunk, threshold, hist, full, pos, state) -> (state, bad)\n\n"
+"float32() (half: float16()) of every `chunk` values of the buffers a and b in turn, as the\n"
+"Python engine cuts them, added to the accumulator state (n_fin, max_err, worst, worst_a,\n"
+"worst_b, max_abs, max_rel, sum_abs, aa, ab, bb, dd, scale, max_ulp or None, n_over, n_diff)\n"
+"in that order; pos: the index of a's first value in the var; hist: None or a histogram.\n"
+"bad: -1, or the index in a of the first chunk with NaN/Inf (state holds what came before).");
+
+static PyObject *py_measure(PyObject *self, PyObject *args) {
+    Py_buffer ba, bb, bh = {0};
+    int half, full;
+    Py_ssize_t chunk;
+    long long pos;
+    PyObject *thr_obj, *hist_obj, *state, *out = NULL;
+    acc_t acc;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*pnOOpLO!", &ba, &bb, &half, &chunk, &thr_obj, &hist_obj, &full, &pos,
+                          &PyTuple_Type, &state))
+        return NULL;
+    int size = half ? 2 : 4, want_hist = hist_obj != Py_None, count = thr_obj != Py_None;
+    double thr = count ? PyFloat_AsDouble(thr_obj) : 0.0;
+    if ((thr == -1.0 && PyErr_Occurred()) || !acc_from(state, &acc)) goto done;
+    if (ba.len != bb.len || ba.len % size != 0 || chunk < 1) {
+        PyErr_Format(PyExc_ValueError, "measure: buffers of %zd and %zd bytes, chunk %zd", ba.len, bb.len, chunk);
+        goto done;
+    }
+    if (want_hist) {
+        if (PyObject_GetBuffer(hist_obj, &bh, PyBUF_WRITABLE) < 0) { want_hist = 0; goto done; }
+        if (bh.len != (Py_ssize_t)(HIST_LEN * sizeof(int64_t))) {
+            PyErr_Format(PyExc_ValueError, "measure: a histogram of %zd bytes, expected %d", bh.len, (int)(HIST_LEN * 8));
+            goto done;
+        }
+    }
+    Py_ssize_t n = ba.len / size;
+    if (half && half_cap < 2 * chunk) {
+        float *x = realloc(half_buf, (size_t)(2 * chunk) * sizeof(float));
+        if (!x) { PyErr_NoMemory(); goto done; }
+        half_buf = x;
+        half_cap = 2 * chunk;
+    }
+    Py_ssize_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = measure_run(ba.buf, bb.buf, n, half, chunk, count, (float)thr, count && thr == 0.0,
+                      want_hist ? (int64_t *)bh.buf : NULL, full, pos, &acc, half_buf, half_buf + (half ? chunk : 0));
+    Py_END_ALLOW_THREADS
+    out = Py_BuildValue("(" ACC_STATE "n)", acc.n_fin, acc.max_err, acc.worst, acc.worst_a, acc.worst_b, acc.max_abs,
+                        acc.max_rel, acc.sum_abs, acc.aa, acc.ab, acc.bb, acc.dd, acc.scale,
+                        acc.max_ulp < 0 ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong(acc.max_ulp),
+                        acc.n_over, acc.n_diff, bad);
+done:
+    PyBuffer_Release(&ba);
+    PyBuffer_Release(&bb);
+    if (want_hist) PyBuffer_Release(&bh);
+    return out;
+}
+
+/* ======================================================================== count_pairs
+ *
+ * The second pass of an auto threshold (lar_prec/compare/folders.py _recount): the threshold is
+ * known only once every var is measured, so the elements of each var above it are counted by
+ * reading the var again. Here only that is done, on threads without the GIL: the MegEngine error
+ * of each position finite on both sides (float32, as the kernel's loop computes it) against the
+ * var's threshold rounded to float32 (as judging compares it). A pair this path cannot read is
+ * left to the Python engine, which says what is wrong.
+ */
+typedef struct {
+    const char *pa, *pb;
+    long long oa, ob;   /* data offsets in bytes; -1: after the file's header and title */
+    long long n;        /* elements */
+    int half;           /* float16 values (else float32) */
+    float thr;
+    long long count;    /* -1: not counted */
+} cnt_t;
+
+typedef struct {
+    cnt_t *t;
+    Py_ssize_t n, next;
+    long long chunk;
+} cnt_job_t;
+
+CLONES
+static long long count_above(const float *a, const float *b, Py_ssize_t n, float thr) {
+    const v8sf big = (v8sf){0} + 3.40282347e38f;
+    v8si over = {0};
+    Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
+    for (; i < nv; i += 8) {
+        v8sf va, vb;
+        memcpy(&va, a + i, 32);
+        memcpy(&vb, b + i, 32);
+        over -= (vabs(va) <= big) & (vabs(vb) <= big) & (err8(va, vb) > thr);
+    }
+    long long c = 0;
+    for (int k = 0; k < 8; k++) c += over[k];
+    for (; i < n; i++)
+        if (fabsf(a[i]) <= 3.40282347e38f && fabsf(b[i]) <= 3.40282347e38f && err1(a[i], b[i]) > thr) c++;
+    return c;
+}
+
+/* the data offset of the dump open at fd (after its 40-byte header and its title), -1 if none */
+static long long data_offset(int fd) {
+    uint32_t w[10];
+    if (pread(fd, w, HDR, 0) != HDR) return -1;
+    return HDR + (long long)w[0];
+}
+
+static int pread_all(int fd, char *p, size_t want, long long off) {
+    size_t got = 0;
+    while (got < want) {
+        ssize_t k = pread(fd, p + got, want - got, (off_t)(off + (long long)got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+
+static long long count_one(const cnt_t *t, long long chunk, char *ra, char *rb, float *fa, float *fb) {
+    int fda = open(t->pa, O_RDONLY | O_CLOEXEC), fdb = fda < 0 ? -1 : open(t->pb, O_RDONLY | O_CLOEXEC);
+    long long c = -1;
+    if (fda < 0 || fdb < 0) goto out;
+    long long oa = t->oa >= 0 ? t->oa : data_offset(fda), ob = t->ob >= 0 ? t->ob : data_offset(fdb);
+    if (oa < 0 || ob < 0) goto out;
+    int size = t->half ? 2 : 4;
+    c = 0;
+    for (long long pos = 0; pos < t->n; pos += chunk) {
+        long long k = t->n - pos < chunk ? t->n - pos : chunk;
+        if (!pread_all(fda, ra, (size_t)(k * size), oa + pos * size) || !pread_all(fdb, rb, (size_t)(k * size), ob + pos * size)) {
+            c = -1;
+            break;
+        }
+        if (t->half) {
+            halves_to_floats(ra, fa, (Py_ssize_t)k);
+            halves_to_floats(rb, fb, (Py_ssize_t)k);
+            c += count_above(fa, fb, (Py_ssize_t)k, t->thr);
+        } else {
+            c += count_above((const float *)ra, (const float *)rb, (Py_ssize_t)k, t->thr);
+        }
+    }
+out:
+    if (fda >= 0) close(fda);
+    if (fdb >= 0) close(fdb);
+    return c;
+}
+
+static void *count_worker(void *arg) {
+    cnt_job_t *j = (cnt_job_t *)arg;
+    size_t bytes = (size_t)j->chunk * 4;
+    char *ra = malloc(bytes), *rb = malloc(bytes);
+    float *fa = malloc(bytes), *fb = malloc(bytes);
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        if (i >= j->n) break;
+        j->t[i].count = (ra && rb && fa && fb) ? count_one(&j->t[i], j->chunk, ra, rb, fa, fb) : -1;
+    }
+    free(ra);
+    free(rb);
+    free(fa);
+    free(fb);
+    return NULL;
+}
+
+PyDoc_STRVAR(count_pairs_doc,
+"count_pairs(pairs, chunk, threads) -> list\n\n"
+"For each (path_a, offset_a, path_b, offset_b, n, half, threshold) of the list pairs: the\n"
+"elements of the n float32 (half: float16) values at those byte offsets of the two files (-1:\n"
+"after the dump's header and title) whose MegEngine error is above threshold (compared in\n"
+"float32), over the positions finite on both sides; None where a file cannot be read (the\n"
+"Python engine counts those). Read chunk values at a time, on up to `threads` threads.");
+
+static PyObject *py_count_pairs(PyObject *self, PyObject *args) {
+    PyObject *list, *keep = NULL, *out = NULL;
+    long long chunk;
+    int threads;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!Li", &PyList_Type, &list, &chunk, &threads)) return NULL;
+    if (chunk < 1 || threads < 1) { PyErr_SetString(PyExc_ValueError, "count_pairs: chunk and threads must be >= 1"); return NULL; }
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    cnt_job_t j = {PyMem_Calloc((size_t)(n ? n : 1), sizeof(cnt_t)), n, 0, chunk};
+    keep = PyList_New(0);  /* the encoded paths, alive until the threads are done */
+    if (!j.t || !keep) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pa, *pb;
+        double thr;
+        cnt_t *t = &j.t[i];
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(list, i), "O&LO&LLpd", PyUnicode_FSConverter, &pa, &t->oa,
+                              PyUnicode_FSConverter, &pb, &t->ob, &t->n, &t->half, &thr))
+            goto done;
+        int bad = PyList_Append(keep, pa) || PyList_Append(keep, pb);
+        Py_DECREF(pa);
+        Py_DECREF(pb);
+        if (bad) goto done;
+        t->pa = PyBytes_AS_STRING(pa);
+        t->pb = PyBytes_AS_STRING(pb);
+        t->thr = (float)thr;
+    }
+    if (threads > 16) threads = 16;
+    if (threads > n) threads = n > 0 ? (int)n : 1;
+    pthread_t tid[16];
+    int started = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int k = 1; k < threads; k++)
+        if (pthread_create(&tid[started], NULL, count_worker, &j) == 0) started++;
+    count_worker(&j);
+    for (int k = 0; k < started; k++) pthread_join(tid[k], NULL);
+    Py_END_ALLOW_THREADS
+    out = PyList_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *x = j.t[i].count < 0 ? (Py_INCREF(Py_None), Py_None) : PyLong_FromLongLong(j.t[i].count);
+        if (!x) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, x);
+    }
+done:
+    Py_XDECREF(keep);
+    PyMem_Free(j.t);
     return out;
 }
 
@@ -1590,10 +2332,15 @@ static PyObject *py_grisu_repr(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
+    {"float16", py_float16, METH_VARARGS, float16_doc},
+    {"measure", py_measure, METH_VARARGS, measure_doc},
     {"same", py_same, METH_VARARGS, same_doc},
+    {"hist_stats", py_hist_stats, METH_VARARGS, hist_stats_doc},
+    {"hist_add", py_hist_add, METH_VARARGS, hist_add_doc},
     {"scan_pairs", py_scan_pairs, METH_VARARGS, scan_pairs_doc},
     {"scan_start", py_scan_start, METH_VARARGS, scan_start_doc},
     {"scan_finish", py_scan_finish, METH_O, scan_finish_doc},
+    {"count_pairs", py_count_pairs, METH_VARARGS, count_pairs_doc},
     {"json_rows", py_json_rows, METH_VARARGS, json_rows_doc},
     {"grisu_repr", py_grisu_repr, METH_O, grisu_repr_doc},
     {NULL, NULL, 0, NULL},

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Dict, List, Optional
 
+from lar_prec.compare.engine.hist import STAT_FIELDS
 from lar_prec.compare.engine.plan import QUANTIZED_NOTE, join_notes, name_note
 from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.records import VarDiff, diff_from
-from lar_prec.compare.threshold import Threshold, judge
+from lar_prec.compare.threshold import Threshold, judge, window
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.folder import DumpFolder
 
@@ -46,17 +47,18 @@ def available() -> bool:
 
 #: the fields the kernel gives a measured var, in its order
 _MEASURED = ("max_err", "max_abs_err", "max_rel_err", "mean_abs_err", "rmse", "cosine", "max_ulp", "worst_index",
-             "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff")
+             "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff") + STAT_FIELDS + ("band",)
 _KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "status", "note", "scale_unknown") + _MEASURED
 
 
 def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Threshold],
-             threads: int) -> Dict[int, VarDiff]:
+             threads: int, ratio: float = 1.0, full: bool = False) -> Dict[int, VarDiff]:
     """Read the files of every var id of A (and B's file of the same id) in one pass each,
     on ``threads`` threads: their headers and titles go into the folders' caches, and the
     records of the pairs measured in C are returned by id (``index`` 0 until the pairing
     places them), judged by ``fixed`` (None: an auto threshold, decided later).
-    ``chunk``: the engine's chunk_elements.
+    ``chunk``: the engine's chunk_elements; ``ratio``: the pass ratio float vars' statistics
+    give their pass threshold at; ``full``: their relative and absolute error's too.
 
     Raises:
         DumpFormatError: a header the C reader took has a bad title or file name (as reading
@@ -66,12 +68,15 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
     ids = list(files_a)
     measured: Dict[int, VarDiff] = {}
     count_over = fixed.value if fixed is not None else None
+    # an auto threshold: each float var's errors inside the band (VarDiff.band) spare reading it again
+    windows = (0.0, 0.0, 0.0, 0.0) if fixed is not None else (*window("Float32"), *window("Float16"))
     blocks = [ids[k : k + BLOCK] for k in range(0, len(ids), BLOCK)]
     start, finish = KERNEL.scan_start, KERNEL.scan_finish  # type: ignore[union-attr]
 
     def read(block: List[int]) -> object:
         pb: List[Optional[str]] = [files_b.get(v) for v in block]
-        return start([files_a[v] for v in block], pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads)
+        return start([files_a[v] for v in block], pb, _DTYPE_ROWS, MAX_FILE, chunk, count_over, threads, ratio, full,
+                     windows)
 
     # the next block is read by the kernel's own threads (system calls and comparing, no
     # Python) while this thread files the last one (Python): both cores busy

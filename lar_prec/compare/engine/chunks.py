@@ -12,8 +12,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare import metrics
+from lar_prec.compare.engine import hist
 from lar_prec.compare.engine.workers import EngineSettings
-from lar_prec.compare.engine.io import Extent, pair_chunks, same_bytes
+from lar_prec.compare.engine.io import Extent, pair_chunks, pair_windows, same_bytes
 from lar_prec.dumps.dtypes import DType
 
 # ============================================================================ per-thread state
@@ -99,8 +100,12 @@ def _scratch(n: int) -> _Scratch:
 class Acc:
     """Running metrics of one element range over its chunks (all in one pass)."""
 
-    def __init__(self, count_over: Optional[float]) -> None:
+    def __init__(self, count_over: Optional[float], stats: bool = False, full: bool = False) -> None:
         self.count_over = count_over  # threshold known up front (fixed): count in this pass
+        # float vars: the error histogram their quantiles come from (engine/hist.py); full: of
+        # the relative and absolute error too
+        self.hist = hist.new() if stats else None
+        self.full = full
         self.n_fin = 0
         self.max_err = -1.0
         self.worst = -1
@@ -120,6 +125,16 @@ class Acc:
         self.n_diff = 0
         self.n_nonfinite = 0
         self.first_nonfinite: Optional[Tuple[int, float, float]] = None
+
+    def state(self) -> tuple:
+        """The accumulator as the kernel's ``measure`` takes it."""
+        return (self.n_fin, self.max_err, self.worst, self.worst_a, self.worst_b, self.max_abs, self.max_rel,
+                self.sum_abs, self.aa, self.ab, self.bb, self.dd, self.scale, self.max_ulp, self.n_over, self.n_diff)
+
+    def set_state(self, t: tuple) -> None:
+        """Take back what ``measure`` gave."""
+        (self.n_fin, self.max_err, self.worst, self.worst_a, self.worst_b, self.max_abs, self.max_rel, self.sum_abs,
+         self.aa, self.ab, self.bb, self.dd, self.scale, self.max_ulp, self.n_over, self.n_diff) = t
 
     def worst_update(self, e: float, idx: int, a: float, b: float) -> None:
         if e > self.max_err:
@@ -208,6 +223,8 @@ def _float_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarray
         return
     acc.n_fin += n
     acc.worst_update(e, off + i, float(a[i]), float(b[i]))
+    if acc.hist is not None:
+        hist.add_chunk(acc.hist, a, b, acc.full)
     acc.scale = max(acc.scale, float(M.max()))
     acc.max_abs = max(acc.max_abs, float(D.max()))
     if rel == rel:
@@ -228,7 +245,7 @@ def _kernel_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: Optional[np.ndarra
     """:func:`_float_chunk` through the C kernel: the same metrics in one pass."""
     # float32 bit views get their ulps in C; float16's int16 views are done below
     c_ulp = ia is not None and ia.dtype == np.int32
-    r = kernel.float32(a, b, c_ulp, acc.count_over, acc.max_err)  # type: ignore[attr-defined]
+    r = kernel.float32(a, b, c_ulp, acc.count_over, acc.max_err, acc.hist, acc.full)  # type: ignore[attr-defined]
     if r is None:  # NaN/Inf somewhere, or float32 overflow
         _mixed_chunk(acc, a, b, ia, ib, off, s, ulp_div)
         return
@@ -258,27 +275,36 @@ def _kernel_add(acc: Acc, r: tuple, n: int, off: int, a: Sequence[float], b: Seq
             acc.n_diff += n_over
 
 
-def _float32_kernel_range(acc: Acc, da: Extent, db: Extent, start: int, end: int, st: EngineSettings, s: _Scratch,
-                          kernel: object) -> Acc:
-    """:func:`float_range` of float32 through the kernel: the raw chunks go to C as they
-    are (no numpy views per chunk; they were a tenth of the time). Identical chunks go
-    through it too, as ``kernel(a, a)``: the same float64 sums of a.a, no numpy."""
-    f32 = kernel.float32  # type: ignore[attr-defined]
-    for pos, va, vb in pair_chunks(da, db, 4, 4, start, end, st.chunk_elements, s.raw(4, 4), st.window_bytes):
-        same = same_bytes(va, vb, kernel)
-        r = f32(va, va if same else vb, True, acc.count_over, acc.max_err)
-        if r is not None:
-            _kernel_add(acc, r, len(va) // 4, pos, va.cast("f"), vb.cast("f"))
-            acc.ulp_update(r[11])
-            continue
-        # NaN/Inf somewhere: as on the numpy path (the only numpy here: a worker comparing
-        # float32 vars need not import it)
-        with QUIET:
-            a, b, ia, ib = _float_views(va, vb, "Float32", s)
-            if same:
-                _identical_chunk(acc, a, pos, s, ulp=True)
-            else:
-                _mixed_chunk(acc, a, b, ia, ib, pos, s, 1)
+def _kernel_range(acc: Acc, da: Extent, db: Extent, start: int, end: int, st: EngineSettings, s: _Scratch,
+                  kernel: object) -> Acc:
+    """:func:`float_range` of float32 or float16 through the kernel: the raw bytes go to C as
+    they are, a mapped window at a time (``kernel.measure`` cuts it into chunks and adds them
+    up as the Python engine would; float16 is widened there). Identical chunks go through it
+    too, as ``kernel(a, a)``: the same float64 sums of a.a, no numpy. A chunk with NaN/Inf is
+    measured here, the careful way, and C goes on after it."""
+    name, chunk = da.dtype.name, st.chunk_elements
+    k = 4 if name == "Float32" else 2
+    measure = kernel.measure  # type: ignore[attr-defined]
+    for pos, va, vb in pair_windows(da, db, k, k, start, end, chunk, s.raw(k, k), st.window_bytes):
+        n, done = len(va) // k, 0
+        while done < n:
+            state, bad = measure(va[done * k :], vb[done * k :], k == 2, chunk, acc.count_over, acc.hist, acc.full,
+                                 pos + done, acc.state())
+            acc.set_state(state)
+            if bad < 0:
+                break
+            # NaN/Inf in that chunk: as on the numpy path (the only numpy here: a worker comparing
+            # float32 vars need not import it)
+            c0 = done + bad
+            c1 = min(n, c0 + chunk)
+            ca, cb = va[c0 * k : c1 * k], vb[c0 * k : c1 * k]
+            with QUIET:
+                a, b, ia, ib = _float_views(ca, cb, name, s)
+                if same_bytes(ca, cb, kernel):
+                    _identical_chunk(acc, a, pos + c0, s, ulp=True)
+                else:
+                    _mixed_chunk(acc, a, b, ia, ib, pos + c0, s, 1)
+            done = c1
     return acc
 
 
@@ -296,6 +322,8 @@ def _mixed_chunk(acc: Acc, a: np.ndarray, b: np.ndarray, ia: np.ndarray, ib: np.
     a64 = a[idx].astype(np.float64)
     b64 = b[idx].astype(np.float64)
     _f64_metrics(acc, a64, b64, idx + off, err32=True)
+    if acc.hist is not None:
+        hist.add_chunk(acc.hist, a[idx], b[idx], acc.full)
     if ia is not None and ib is not None:
         u = _ulp_max(ia[idx], ib[idx], None)
         acc.ulp_update(u // ulp_div if ulp_div > 1 else u)
@@ -353,6 +381,8 @@ def _identical_chunk(acc: Acc, x: np.ndarray, start: int, s: _Scratch, ulp: bool
     x64 = s.d[0][:n] if n <= s.n else np.empty(n, np.float64)
     np.copyto(x64, x)
     acc.n_fin += n
+    if acc.hist is not None:
+        hist.add_zeros(acc.hist, n)
     xx = metrics.sum_squares(x64)  # identical values: a.a = a.b = b.b, d.d = 0
     acc.aa += xx
     acc.ab += xx
@@ -402,20 +432,22 @@ def count_range(da: Extent, db: Extent, start: int, end: int, st: EngineSettings
                     continue
             n = a.size
             E, _r = metrics.megengine_err_into(a, b, s.f[0][:n], s.f[2][:n], s.f[1][:n])
-            count += int(np.count_nonzero(E > t))
+            # positions finite on both sides, as the first pass counts them
+            count += int(np.count_nonzero((E > t) & metrics.finite_pairs(a, b)))
     return count
 
 
 def float_range(da: Extent, db: Extent, start: int, end: int, st: EngineSettings, count_over: Optional[float],
-                kernel: Optional[object]) -> Acc:
-    """Metrics of elements ``start:end`` of two float dumps of the same dtype."""
+                kernel: Optional[object], full: bool = False) -> Acc:
+    """Metrics of elements ``start:end`` of two float dumps of the same dtype (with their error
+    histogram: ``full`` for the relative and absolute error's too)."""
     s = _scratch(st.chunk_elements)
-    acc = Acc(count_over)
+    acc = Acc(count_over, stats=True, full=full)
     name = da.dtype.name
     itemsize = 2 if name in ("Float16", "BFloat16") else 4
     ulp_div = 1 << 16 if name == "BFloat16" else 1
-    if name == "Float32" and kernel is not None:
-        return _float32_kernel_range(acc, da, db, start, end, st, s, kernel)
+    if name in ("Float32", "Float16") and kernel is not None:
+        return _kernel_range(acc, da, db, start, end, st, s, kernel)
     with QUIET:
         for pos, va, vb in pair_chunks(da, db, itemsize, itemsize, start, end, st.chunk_elements, s.raw(itemsize, itemsize), st.window_bytes):
             a, b, ia, ib = _float_views(va, vb, name, s)

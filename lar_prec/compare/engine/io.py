@@ -72,11 +72,13 @@ def _map(fd: int, d: Extent, k: int, e0: int, e1: int) -> memoryview:
     return memoryview(m)[lo - base :]
 
 
-def pair_chunks(
+def pair_windows(
     da: Extent, db: Extent, ka: int, kb: int, start: int, end: int, chunk: int,
     raw: Tuple[bytearray, bytearray], window_bytes: int,
 ) -> Iterator[Tuple[int, memoryview, memoryview]]:
-    """Elements ``start:end`` of two dumps, ``chunk`` at a time, as byte views.
+    """Elements ``start:end`` of two dumps as byte views: one read of at most ``chunk``
+    elements, or memory-mapped windows of about ``window_bytes`` (a multiple of ``chunk``
+    elements each).
 
     One chunk (most small vars) is read with positioned reads into ``raw``, the worker's
     reused buffers: mapping costs more there. Longer ranges are memory-mapped a window of
@@ -98,14 +100,25 @@ def pair_chunks(
             for w0 in range(start, end, step):
                 w1 = min(end, w0 + step)
                 ma, mb = _map(fa, da, ka, w0, w1), _map(fb, db, kb, w0, w1)
-                for pos in range(w0, w1, chunk):
-                    i, j = pos - w0, min(chunk, w1 - pos)
-                    yield pos, ma[i * ka : (i + j) * ka], mb[i * kb : (i + j) * kb]
+                yield w0, ma, mb
                 del ma, mb
         finally:
             os.close(fb)
     finally:
         os.close(fa)
+
+
+def pair_chunks(
+    da: Extent, db: Extent, ka: int, kb: int, start: int, end: int, chunk: int,
+    raw: Tuple[bytearray, bytearray], window_bytes: int,
+) -> Iterator[Tuple[int, memoryview, memoryview]]:
+    """Elements ``start:end`` of two dumps, ``chunk`` at a time, as byte views (read or mapped
+    as :func:`pair_windows` does)."""
+    for w0, ma, mb in pair_windows(da, db, ka, kb, start, end, chunk, raw, window_bytes):
+        n = len(ma) // ka
+        for i in range(0, n, chunk):
+            j = min(chunk, n - i)
+            yield w0 + i, ma[i * ka : (i + j) * ka], mb[i * kb : (i + j) * kb]
 
 
 def same_bytes(va: memoryview, vb: memoryview, kernel: Optional[object]) -> bool:

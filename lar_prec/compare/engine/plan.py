@@ -112,22 +112,24 @@ def name_note(name_a: str, name_b: str) -> str:
     return f"name differs: B calls it {name_b!r}" if name_a != name_b else ""
 
 
-def run_piece(job: Job, k: int, st: EngineSettings, count_over: Optional[float]) -> object:
+def run_piece(job: Job, k: int, st: EngineSettings, count_over: Optional[float], full: bool = False) -> object:
     """Measure piece ``k`` of a job (an :class:`~lar_prec.engine.Acc`, or for a raw
-    comparison the number of differing bytes)."""
+    comparison the number of differing bytes); ``full``: float vars' relative and absolute
+    error statistics too."""
     assert job.da is not None and job.db is not None  # internal: done jobs have no pieces
     start, end = job.pieces[k]
     kernel = kernel_for(st)
     if job.kind == "float":
-        return float_range(job.da, job.db, start, end, st, count_over, kernel)
+        return float_range(job.da, job.db, start, end, st, count_over, kernel, full)
     if job.kind == "raw":
         return raw_diff_bytes(job.da, job.db, st.chunk_elements)
     return exact_range(job.da, job.db, start, end, st, job.kind == "mismatch", kernel)
 
 
-def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
+def finish_fields(job: Job, parts: Sequence[object], ratio: float = 1.0) -> Dict[str, object]:
     """The VarDiff fields of a job from the results of its pieces, in order, with the notes
-    a report shows (raw bytes, dtype mismatch, quantized)."""
+    a report shows (raw bytes, dtype mismatch, quantized); ``ratio``: the pass ratio of the
+    statistics' pass threshold."""
     if job.done is not None:
         return job.done
     da, db = job.da, job.db
@@ -138,7 +140,7 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
         fields = dict(job.base, status="ok", n_diff=ndiff, n_over=ndiff)
         fields["note"] = join_notes(fields.get("note"), note)
     elif job.kind in ("float", "exact"):
-        return value_fields(job.base, merge(parts), da.shape, job.kind, da.dtype.is_quantized)  # type: ignore[arg-type]
+        return value_fields(job.base, merge(parts), da.shape, job.kind, da.dtype.is_quantized, ratio)  # type: ignore[arg-type]
     else:
         acc = merge(parts)  # type: ignore[arg-type]
         fields = acc_fields(acc, da.shape, dict(job.base, status="ok"))
@@ -154,12 +156,13 @@ def finish_fields(job: Job, parts: Sequence[object]) -> Dict[str, object]:
     return fields
 
 
-def value_fields(base: Dict[str, object], acc: Acc, shape: Tuple[int, ...], kind: str, quantized: bool) -> Dict[str, object]:
+def value_fields(base: Dict[str, object], acc: Acc, shape: Tuple[int, ...], kind: str, quantized: bool,
+                 ratio: float = 1.0) -> Dict[str, object]:
     """The VarDiff fields of a var of one dtype on both sides compared as floats (``kind``
     "float") or exactly ("exact"), from its whole accumulator: ``base`` (its job's, used once)
     filled in and returned."""
     base["status"] = "ok"
-    fields = acc_fields(acc, shape, base)
+    fields = acc_fields(acc, shape, base, ratio)
     if kind == "exact":
         fields["n_diff"] = fields["n_over"] = acc.n_diff
     if quantized:
@@ -243,14 +246,14 @@ def measure_forked(plans: List[Job], tasks: List[tuple], finish: Callable[[int, 
     # workers take the big pieces, this process the small ones (and big ones from the back):
     # a worker that touched the jobs of thousands of small vars would copy most of this
     # process's pages (20,000 small vars: 150 MB for the two, not 90) for no gain. With the C
-    # kernel, workers take only float32 pieces, which need no numpy: forked before this
-    # process imports numpy, they work while it does, and never import it.
+    # kernel, workers take only float32 and float16 pieces, which need no numpy: forked before
+    # this process imports numpy, they work while it does, and never import it.
     kernel = kernel_for(st)
     sizes = [t[0].pieces[t[1]][1] - t[0].pieces[t[1]][0] for t in tasks]
     if kernel is None:
         import numpy  # noqa: F401  # before the fork: the workers need it and inherit it
-    forked = [sizes[t] >= st.small_task_elements and (kernel is None or (tasks[t][0].kind == "float" and tasks[t][0].da.dtype.name == "Float32"))
-              for t in range(len(tasks))]
+    forked = [sizes[t] >= st.small_task_elements and (kernel is None or (
+        tasks[t][0].kind == "float" and tasks[t][0].da.dtype.name in ("Float32", "Float16"))) for t in range(len(tasks))]
     order = [t for t in range(len(tasks)) if forked[t]]
     n_big = len(order)
     order += [t for t in range(len(tasks)) if not forked[t]]

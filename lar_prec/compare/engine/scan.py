@@ -21,6 +21,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare import metrics
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK, EngineSettings
 from lar_prec.compare.engine.io import Extent, open_extent, read_exact
+from lar_prec.compare.engine import hist
 from lar_prec.compare.engine.chunks import Acc, decode
 from lar_prec.errors import DumpFormatError
 
@@ -62,9 +63,11 @@ def merge(accs: Sequence[Acc]) -> Acc:
     """One accumulator from the accumulators of consecutive element ranges, in order."""
     if len(accs) == 1:
         return accs[0]
-    out = Acc(accs[0].count_over)
+    out = Acc(accs[0].count_over, stats=accs[0].hist is not None, full=accs[0].full)
     for a in accs:
         out.n_fin += a.n_fin
+        if out.hist is not None and a.hist is not None:
+            hist.add(out.hist, a.hist, KERNEL)
         if a.max_err > out.max_err:
             out.max_err, out.worst, out.worst_a, out.worst_b = a.max_err, a.worst, a.worst_a, a.worst_b
         out.max_abs = max(out.max_abs, a.max_abs)
@@ -90,11 +93,15 @@ def unravel(flat: int, shape: Tuple[int, ...]) -> Tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def acc_fields(acc: Acc, shape: Tuple[int, ...], fields: Dict[str, object]) -> Dict[str, object]:
+def acc_fields(acc: Acc, shape: Tuple[int, ...], fields: Dict[str, object], ratio: float = 1.0) -> Dict[str, object]:
     """Write the metrics of ``acc`` (a whole var) into the VarDiff ``fields`` and return
     them: the error metrics when a position was finite on both sides, the counts, and the
-    ``nonfinite`` status and note when NaN/Inf differ."""
+    ``nonfinite`` status and note when NaN/Inf differ; for a float var its error statistics
+    (:mod:`~lar_prec.compare.engine.hist`, the pass threshold at ``ratio``)."""
     n = acc.n_fin
+    if n and acc.hist is not None:
+        fields.update(zip(hist.STAT_FIELDS, hist.stats(acc.hist, n, ratio, acc.full, acc.max_rel, acc.max_abs, acc.max_err,
+                                                       KERNEL)))
     if n:
         fields.update(
             max_err=acc.max_err,

@@ -15,8 +15,8 @@ var byId = new Map(), consumers = new Map(), rootRank = new Map();
 vars.forEach(function (v, i) { v._i = (v.exec_index === undefined || v.exec_index === null) ? i : v.exec_index; v._p = i; byId.set(v.id, v); });
 vars.forEach(function (v) { (v.inputs || []).forEach(function (u) { if (!consumers.has(u)) consumers.set(u, []); consumers.get(u).push(v.id); }); });
 roots.forEach(function (r, k) { if (!rootRank.has(r.id)) rootRank.set(r.id, k + 1); });
-var STATUS_COLOR = { ok: '#3a9a5b', divergent: '#d62d20', nonfinite: '#8e44ad', shape_mismatch: '#c67c00', dtype_mismatch: '#c67c00', missing: '#8a8a8a' };
-var STATUS_FILL = { ok: '#e3f3e8', divergent: '#fbd5d1', nonfinite: '#ead8f3', shape_mismatch: '#fbe7c6', dtype_mismatch: '#fbe7c6', missing: '#eeeeee' };
+var STATUS_COLOR = { ok: '#3a9a5b', index_equivalent: '#5fa87a', divergent: '#d62d20', nonfinite: '#8e44ad', shape_mismatch: '#c67c00', dtype_mismatch: '#c67c00', missing: '#8a8a8a' };
+var STATUS_FILL = { ok: '#e3f3e8', index_equivalent: '#e3f3e8', divergent: '#fbd5d1', nonfinite: '#ead8f3', shape_mismatch: '#fbe7c6', dtype_mismatch: '#fbe7c6', missing: '#eeeeee' };
 
 function el(tag, attrs) {
   var e = document.createElement(tag);
@@ -54,6 +54,9 @@ function fmt(x) {
   if (a >= 1e-3 && a < 1e4) return String(Number(x.toPrecision(3)));
   return x.toExponential(2);
 }
+// statuses that are no divergence (compare/records.py AGREEING): equal within the threshold, or
+// indices that differ but index values that agree
+function agrees(s) { return s === 'ok' || s === 'index_equivalent'; }
 function shape(s) { return '(' + (s || []).join(',') + ')'; }
 function statusBadge(s) { return el('span', { 'class': 'st st-' + s, text: s }); }
 function varLink(id, label) {
@@ -71,7 +74,7 @@ function metaRow(meta, k, v) {
   meta.appendChild(el('dt', null, k)); meta.appendChild(el('dd', null, v));
 }
 function header() {
-  var bad = vars.some(function (v) { return v.status !== 'ok'; });
+  var bad = vars.some(function (v) { return !agrees(v.status); });
   var vd = document.getElementById('verdict');
   vd.textContent = R.verdict || (bad ? 'divergence found' : 'no divergence');
   vd.className = 'verdict ' + (bad ? 'bad' : 'good');
@@ -415,7 +418,7 @@ function rootsSection() {
   var box = document.getElementById('roots');
   if (!roots.length) {
     document.getElementById('cards-section').hidden = true;
-    box.appendChild(el('p', null, vars.some(function (v) { return v.status !== 'ok'; })
+    box.appendChild(el('p', null, vars.some(function (v) { return !agrees(v.status); })
       ? 'No root: every variable that is not ok has an input that is not ok (or was not compared).'
       : 'No root: no variable diverges.'));
     return;
@@ -462,6 +465,7 @@ function rootCard(r, rank) {
   var card = el('div', { 'class': 'rootcard', id: 'root-' + rank });
   card.appendChild(el('h3', null, 'Root #' + rank + ': ', varLink(r.id, r.name), ' ', el('span', { 'class': 'mono' }, '(' + r.opr_type + ', var ' + r.id + ')')));
   if (r.note) card.appendChild(el('p', null, r.note));
+  if (r.module_how) card.appendChild(el('p', { 'class': 'module' }, r.module ? 'module: ' + r.module + ' (' + r.module_how + ')' : 'module: ' + r.module_how));
   if (r.path && r.path.length) {
     var p = el('div', { 'class': 'path' }, el('b', null, 'path from input: '));
     r.path.forEach(function (id, i) {
@@ -477,6 +481,16 @@ function rootCard(r, rank) {
 }
 
 // ---------------------------------------------------------------- neighbourhood graph
+// a var's statistics as lar-prec node prints them (report/triage.py): status, error, its
+// threshold, cosine, quantiles, share within the threshold, local error where measured
+function pct(x) { return typeof x === 'number' ? (x >= 1 ? '100%' : (Math.floor(x * 1e4) / 100).toFixed(2) + '%') : '\u2014'; }
+function cosShort(x) { return typeof x === 'number' ? x.toFixed(4) : '\u2014'; }
+function nodeStats(v) {
+  var lines = [v.status + ' \u00b7 max_err ' + fmt(v.max_err) + ' \u00b7 threshold ' + fmt(v.threshold) + ' \u00b7 cosine ' + (typeof v.cosine === 'number' ? v.cosine.toFixed(6) : '\u2014'),
+    'error p50 ' + fmt(v.err_p50) + ' \u00b7 p90 ' + fmt(v.err_p90) + ' \u00b7 p99 ' + fmt(v.err_p99) + ' \u00b7 p99.9 ' + fmt(v.err_p999) + ' \u00b7 within ' + pct(v.within_share)];
+  if (v.local_err !== undefined) lines.push('local error ' + fmt(v.local_err) + (v.label ? ' (' + v.label + ')' : ''));
+  return lines.join('\n');
+}
 var MAX_PER_LAYER = 10;
 function neighbourhood(r, rank) {
   // layer: -2 inputs of inputs, -1 inputs, 0 root, +1 consumers (+2 their consumers when listed)
@@ -502,7 +516,7 @@ function neighbourhood(r, rank) {
   layer.forEach(function (l, id) { if (!cols.has(l)) cols.set(l, []); cols.get(l).push(id); });
   var keys = Array.from(cols.keys()).sort(function (a, b) { return a - b; });
   var pos = new Map(), hidden = new Map();
-  var W = 210, BW = 180, BH = 34, GAP = 44, PAD = 10;
+  var W = 210, BW = 180, BH = 47, GAP = 57, PAD = 10;
   var maxRows = 1;
   keys.forEach(function (l, ci) {
     var ids = cols.get(l).sort(function (a, b) { var va = byId.get(a), vb = byId.get(b); return (va ? va._p : 1e12) - (vb ? vb._p : 1e12) || a - b; });
@@ -529,12 +543,13 @@ function neighbourhood(r, rank) {
     var st = v ? v.status : 'missing';
     var isRoot = id === r.id;
     var g = sv('g', { 'class': 'node', transform: 'translate(' + p.x + ',' + p.y + ')', onclick: function () { select(id, true); } });
-    g.appendChild(sv('title', { text: v ? (v.name + '\nvar ' + id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.dtype + shape(v.shape) + '\n' + st + ' \u00b7 max_err ' + fmt(v.max_err)) : ('var ' + id + ' (not compared)') }));
+    g.appendChild(sv('title', { text: v ? (v.name + '\nvar ' + id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.dtype + shape(v.shape) + '\n' + nodeStats(v)) : ('var ' + id + ' (not compared)') }));
     g.appendChild(sv('rect', { width: BW, height: BH, rx: 5, fill: STATUS_FILL[st] || '#eee', stroke: isRoot ? '#d62d20' : (STATUS_COLOR[st] || '#999'), 'stroke-width': isRoot ? 3 : 1 }));
     var name = v ? v.name : 'var ' + id;
     if (name.length > 25) name = name.slice(0, 24) + '\u2026';
     g.appendChild(sv('text', { x: 6, y: 14, text: name, 'font-weight': isRoot ? 'bold' : null }));
     g.appendChild(sv('text', { x: 6, y: 28, fill: '#555', text: (v ? (v.opr_type.length > 14 ? v.opr_type.slice(0, 13) + '\u2026' : v.opr_type) + ' ' + fmt(v.max_err) : 'not compared') }));
+    if (v) g.appendChild(sv('text', { x: 6, y: 41, fill: '#555', 'font-size': '11px', text: 'p99 ' + fmt(v.err_p99) + ' \u00b7 cos ' + cosShort(v.cosine) + (v.local_err !== undefined ? ' \u00b7 loc ' + fmt(v.local_err) : '') }));
     svg.appendChild(g);
   });
   hidden.forEach(function (n, ci) {
@@ -587,7 +602,7 @@ function chart() {
   var best = new Array(cols * 2);
   vars.forEach(function (v, p) {
     var c = Math.min(cols - 1, Math.floor((n > 1 ? p / (n - 1) : 0.5) * (cols - 1) + 0.5));
-    var slot = c * 2 + (v.status === 'ok' ? 0 : 1);
+    var slot = c * 2 + (agrees(v.status) ? 0 : 1);
     var cur = best[slot];
     var e = v.max_err === null || v.max_err === undefined ? Infinity : v.max_err;
     if (!cur || e > (cur.max_err === null || cur.max_err === undefined ? Infinity : cur.max_err)) best[slot] = v;
@@ -602,7 +617,7 @@ function chart() {
   var g = sv('g', { id: 'chart-points' });
   best.forEach(function (v) {
     if (!v) return;
-    var ok = v.status === 'ok';
+    var ok = agrees(v.status);
     g.appendChild(sv('circle', { cx: X(v._p).toFixed(1), cy: Y(v.max_err).toFixed(1), r: ok ? 2 : 3.2, fill: STATUS_COLOR[v.status] || '#999', 'class': 'pt',
       onclick: function () { select(v.id, true); } },
       sv('title', { text: '#' + v._i + ' ' + v.name + '\nvar ' + v.id + ' \u00b7 ' + v.opr_type + ' \u00b7 ' + v.status + ' \u00b7 max_err ' + fmt(v.max_err) +
@@ -673,7 +688,7 @@ function refilter() {
   var q = state.filter.trim().toLowerCase();
   var idq = /^#?\d+$/.test(q) ? Number(q.replace('#', '')) : null;
   state.rows = vars.filter(function (v) {
-    if (state.onlyBad && v.status === 'ok') return false;
+    if (state.onlyBad && agrees(v.status)) return false;
     if (!q) return true;
     if (idq !== null && v.id === idq) return true;
     return v.name.toLowerCase().indexOf(q) >= 0 || v.opr.toLowerCase().indexOf(q) >= 0 ||

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 from lar_prec.compare.folders import compare_folders
+from lar_prec.compare.records import AGREEING
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.compare.threshold import Threshold
 
@@ -85,7 +86,7 @@ def shake_verdict(tree: "VarTree", roots: Sequence[Tuple[str, str, int]], runs_d
     if not tree.diverged:
         same = "bitwise identical" if bitwise else "in agreement"
         return head + f"no jitter: {what} are {same} in all {len(tree.diffs)} variables"
-    n_bad = sum(1 for d in tree.diffs if d.status != "ok")
+    n_bad = sum(1 for d in tree.diffs if d.status not in AGREEING)
     first = f"; first root: {roots[0][0]} ({roots[0][1]}, var {roots[0][2]})" if roots else ""
     verdict = (f"jitter: {n_bad} of {len(tree.diffs)} variables differ from run 1 in up to "
                f"{runs_differing} of {n_runs - 1} runs{first}")
