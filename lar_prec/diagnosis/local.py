@@ -168,8 +168,7 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: expected a layerwise model record ({exc})") from None
     try:
-        feeds = tuple(Feed(f["name"], f["id"], f["var_name"], f["ref_id"], tuple(f["shape"]), f["dtype"],
-                           f["feed_dtype"], f["scale"], f["model_input"]) for f in data["feeds"])
+        feeds = feeds_from_json(where, data["feeds"])
         measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
                                      tuple(m["inputs"]), tuple(tuple(s) for s in m["input_shapes"]), tuple(m["shape"]),
                                      m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())),
@@ -181,8 +180,16 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
         model, ref_dump = Path(data["model"]), Path(data["ref_dump"]) if data["ref_dump"] else None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{where}: expected a layerwise model record, {type(exc).__name__}: {exc}") from None
+    return LayerwiseModel(out / "layerwise.mge", model, ref_dump, feeds, measured, kept)
+
+
+def feeds_from_json(where: Path, items: Any) -> Tuple[Feed, ...]:
+    """The ``feeds`` of a record a build child wrote (layerwise.json, a reduced model's), checked
+    (UsageError): a feed's name becomes a file name and an input name on load_and_run's command
+    line. A feed without its keys raises KeyError or TypeError (the caller names the record)."""
+    feeds = tuple(Feed(f["name"], f["id"], f["var_name"], f["ref_id"], tuple(f["shape"]), f["dtype"],
+                       f["feed_dtype"], f["scale"], f["model_input"]) for f in items)
     for f in feeds:
-        # a feed's name becomes a file name here and an input name on load_and_run's command line
         if not (isinstance(f.name, str) and _FEED_NAME.match(f.name)):
             raise UsageError(f"{where}: feed name {f.name!r} must be a plain file name "
                              "(no / \\ : ; =, no control character, not starting with . or -)")
@@ -191,7 +198,7 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
                              f"found {f.feed_dtype!r}")
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in f.shape):
             raise UsageError(f"{where}: feed {f.name}: shape must be integers >= 0, found {list(f.shape)!r}")
-    return LayerwiseModel(out / "layerwise.mge", model, ref_dump, feeds, measured, kept)
+    return feeds
 
 
 #: what a feed of layerwise.json may be called (a file name and a load_and_run input name)
