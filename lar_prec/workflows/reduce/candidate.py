@@ -38,7 +38,7 @@ from lar_prec.graph import reach
 from lar_prec.run.config import LoadAndRun, RunConfig
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.reduce.finding import Finding, signature
+from lar_prec.workflows.reduce.finding import Finding, ending, same_ending
 from lar_prec.workflows.sweep.analysis import VarErr, cross_graph, same_graph
 
 
@@ -219,12 +219,12 @@ class Tester:
         return judge(self.f, self.ref_keys, recs[0].dump_dir)  # type: ignore[arg-type]
 
     def _ended(self, rec: RunResult, exc: LarPrecError, runs: int) -> Outcome:
-        sig = signature(rec.status, rec.signal, rec.returncode)
-        klass = "stall" if sig == "stall" else "crash"
+        klass, sig = ending(rec.status, rec.signal, rec.returncode, rec.stderr_tail)
         line = re.sub(r" in run '[^']*' \([^)]*\)", "", str(exc).split(" -- hint:")[0])[:300]  # the folder: in work/
-        if self.f.klass == klass and (klass == "stall" or sig == self.f.signature):
+        if same_ending(self.f, klass, sig):
             return Outcome("same", klass, line, runs=runs)
-        return Outcome("different", klass, f"{line} (the finding: {self.f.klass.replace('_', ' ')})", runs=runs)
+        theirs = self.f.signature or self.f.klass.replace("_", " ")
+        return Outcome("different", klass, f"{line} (the finding: {theirs})", runs=runs)
 
 
 def _ancestors(folder: DumpFolder, vid: int, compared: Dict[int, VarErr]) -> List[VarErr]:

@@ -24,13 +24,15 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.diagnosis.local import layout_fmt
-from lar_prec.diagnosis.repro_check import ALLOWED_ENV, check_flags
+from lar_prec.diagnosis.repro_check import ALLOWED_ENV, check_flags, read_regular
 from lar_prec.dumps.keys import dump_keys
 from lar_prec.errors import UsageError
 from lar_prec.records import PathLike
 from lar_prec.report.model import Report, read_json
 from lar_prec.report.records import ReportRun
 from lar_prec.run.config import CONFIGS, RunConfig, get_config
+from lar_prec.run.proc import STDERR_TAIL_LINES
+from lar_prec.stall import fatal_line
 
 CLASSES = ("wrong_value", "nan", "crash", "stall", "jitter")
 #: the commands whose analysis folders hold findings
@@ -39,12 +41,23 @@ COMMANDS = ("naive-vs-default", "sweep", "shake", "diff")
 _FAILED_STATUS = {"crashed": "crash", "load_failed": "crash", "failed": "crash", "stalled": "stall", "hung": "stall"}
 
 
-def signature(status: str, signal: Any, returncode: Optional[int]) -> str:
-    """How a failed run ended, the part two runs of one crash share: the signal or exit code of
-    a crash, ``stall`` for a run that hung or stalled."""
-    if _FAILED_STATUS.get(status, status) == "stall" or status in ("timeout", "stalled"):
-        return "stall"
-    return f"killed by {signal}" if signal else f"exit {returncode}"
+def ending(status: str, signal: Any, returncode: Optional[int], stderr: str) -> Tuple[str, str]:
+    """(class, signature) of a run that did not end: ``stall`` (stalled, or hung past its
+    timeout) or ``crash`` (a signal, an exit code); the signature is MegEngine's first fatal line
+    on stderr (``fatal: ...``), else how the run ended (``ended: killed by SIGABRT``)."""
+    klass = "stall" if status in ("stalled", "timeout", "hung") else "crash"
+    line = fatal_line(stderr, first=True)
+    if line:
+        return klass, f"fatal: {line[:200]}"
+    if klass == "stall":
+        return klass, f"ended: {'no CPU' if status == 'stalled' else 'timeout'}"
+    return klass, f"ended: killed by {signal}" if signal else f"ended: exit {returncode}"
+
+
+def same_ending(f: "Finding", klass: str, sig: str) -> bool:
+    """A run ends as the finding did: same signature and class; a crash and a stall after the
+    same first fatal line are one failure (a dead MegEngine exits or parks as its threads happen to)."""
+    return sig == f.signature and (klass == f.klass or sig.startswith("fatal: "))
 
 
 @dataclass(frozen=True)
@@ -190,6 +203,22 @@ def run_config(run: ReportRun, adir: Path, env: Sequence[Tuple[str, Optional[str
     return get_config(run.config).with_extra(tuple(flags), dict(env) if env else None)
 
 
+def _stderr(adir: Path, run: ReportRun) -> str:
+    """The end of the stderr a failed run left in its folder (text, only compared; as many lines
+    as a run record keeps of its own), else its recorded error."""
+    try:
+        text = read_regular(_inside(adir, run.dir, "a run folder") / "stderr.txt", 1 << 20, "a run's stderr")
+    except UsageError:
+        return str(run.extra.get("error") or "")
+    return "\n".join(text.decode("utf-8", "replace").splitlines()[-STDERR_TAIL_LINES:])
+
+
+def _ran_with(run: ReportRun) -> str:
+    """The load_and_run a recorded run ran (its command line before the model), for messages."""
+    argv = [str(a) for a in run.argv]
+    return " ".join(argv[:argv.index("--input") - 1]) if "--input" in argv[1:] else (argv[0] if argv else "")
+
+
 def _root_of(candidates: Sequence[Mapping[str, Any]], root: Optional[str], where: str) -> Mapping[str, Any]:
     """The root asked for (by id or name) among ``candidates`` (dicts with id, name), else the first."""
     if not candidates:
@@ -226,7 +255,7 @@ def _naive_vs_default(report: Report, adir: Path, option: Optional[str], root: O
     klass, err, floor = _var_fields(report, r["id"])
     return {"ref_dump": ref.extra.get("dump_dir"), "test": run_config(test, adir), "reference": run_config(ref, adir),
             "klass": klass, "root_id": r["id"], "root_name": r["name"], "err": err, "floor": floor,
-            "source": r["source"], "ran_with": test.argv[0] if test.argv else ""}
+            "source": r["source"], "ran_with": _ran_with(test)}
 
 
 def _sweep(report: Report, adir: Path, option: Optional[str], root: Optional[str]) -> Dict[str, Any]:
@@ -245,11 +274,12 @@ def _sweep(report: Report, adir: Path, option: Optional[str], root: Optional[str
     name = str(opt["option"])
     ref, test = _run(report, adir, label="reference"), _run(report, adir, label=name)
     base = {"ref_dump": ref.extra.get("dump_dir"), "test": run_config(test, adir), "option": name,
-            "reference": run_config(ref, adir), "ran_with": test.argv[0] if test.argv else ""}
+            "reference": run_config(ref, adir), "ran_with": _ran_with(test)}
     if opt.get("status") in _FAILED_STATUS:
-        sig = signature(str(test.extra.get("status") or opt["status"]), test.extra.get("signal"), test.returncode)
-        return {**base, "klass": _FAILED_STATUS[opt["status"]], "root_id": None, "root_name": None, "err": None,
-                "floor": 0.0, "signature": sig, "source": f"option {name} {opt['status']}: {opt.get('reason') or ''}"}
+        status = str(test.extra.get("status") or opt["status"])
+        klass, sig = ending(status, test.extra.get("signal"), test.returncode, _stderr(adir, test))
+        return {**base, "klass": klass, "root_id": None, "root_name": None, "err": None, "floor": 0.0,
+                "signature": sig, "source": f"option {name} {opt['status']}: {opt.get('reason') or ''}"}
     local = opt.get("local") if isinstance(opt.get("local"), dict) else {}
     roots = [{"id": int(r["id"]), "name": str(r["name"]), "floor": r.get("floor"), "source": "local root"}
              for r in local.get("roots") or () if isinstance(r, dict) and isinstance(r.get("id"), int)]
@@ -277,7 +307,7 @@ def _shake(report: Report, adir: Path, option: Optional[str], root: Optional[str
     cfg = run_config(first, adir)
     return {"ref_dump": first.extra.get("dump_dir"), "test": cfg, "reference": cfg, "klass": "jitter",
             "root_id": r["id"], "root_name": r["name"], "err": err, "floor": floor, "source": r["source"],
-            "ran_with": first.argv[0] if first.argv else ""}
+            "ran_with": _ran_with(first)}
 
 
 def _diff(report: Report, adir: Path, option: Optional[str], root: Optional[str]) -> Dict[str, Any]:

@@ -172,6 +172,6 @@ def search(tester: Tester, graph: Graph, anchor: Optional[int], *, progress: Opt
             drop_dump(o)
     if anchor is not None:
         why[anchor] = "the root: the failure is in its output"
-    needed = tuple((op, why.get(op, "the bisection needed it (no single removal was tried)"))
-                   for op in s.sorted(keep))
+    alone = "the failure comes with it (a part keeps one operator at least)"
+    needed = tuple((op, why.get(op, alone if len(keep) == 1 else "the bisection needed it")) for op in s.sorted(keep))
     return Reduction(s.sorted(keep), needed, tuple(s.steps), part, out)  # type: ignore[arg-type]
