@@ -145,7 +145,7 @@ def read_finding(analysis_dir: PathLike, *, option: Optional[str] = None, root: 
     model_path = Path(model) if model is not None else Path(str(report.model or ""))
     if not model_path.is_file():
         raise UsageError(f"{model_path}: the model the analysis ran is not a file here; give it with --model")
-    ref_dump = _inside(adir, fields.pop("ref_dump"), "the reference dump")
+    ref_dump = _inside(adir, fields.pop("ref_dump"), "the reference dump", report.extra.get("analysis_dir"))
     key = None
     if fields.get("root_id") is not None:
         key = dump_keys(ref_dump).get(fields["root_id"])
@@ -156,9 +156,15 @@ def read_finding(analysis_dir: PathLike, *, option: Optional[str] = None, root: 
                    root_key=key, **fields)
 
 
-def _inside(adir: Path, path: Any, what: str) -> Path:
-    """``path`` (from the report) resolved, a folder inside the analysis folder."""
+def _inside(adir: Path, path: Any, what: str, recorded: Any = None) -> Path:
+    """``path`` (from the report) as a folder inside the analysis folder: as written, or, for a
+    folder moved since, at the same place under it as under the one it was ``recorded`` in."""
     p = Path(str(path or "")).resolve()
+    if adir not in p.parents and recorded:
+        try:
+            p = (adir / Path(str(path)).relative_to(str(recorded))).resolve()
+        except ValueError:  # recorded elsewhere: refused below
+            pass
     if not p.is_dir() or adir not in p.parents:
         raise UsageError(f"{adir}: {what} ({path}) is not a folder inside the analysis folder; reduce reads "
                          "only what the analysis wrote there")
@@ -203,11 +209,12 @@ def run_config(run: ReportRun, adir: Path, env: Sequence[Tuple[str, Optional[str
     return get_config(run.config).with_extra(tuple(flags), dict(env) if env else None)
 
 
-def _stderr(adir: Path, run: ReportRun) -> str:
+def _stderr(adir: Path, report: Report, run: ReportRun) -> str:
     """The end of the stderr a failed run left in its folder (text, only compared; as many lines
     as a run record keeps of its own), else its recorded error."""
     try:
-        text = read_regular(_inside(adir, run.dir, "a run folder") / "stderr.txt", 1 << 20, "a run's stderr")
+        folder = _inside(adir, run.dir, "a run folder", report.extra.get("analysis_dir"))
+        text = read_regular(folder / "stderr.txt", 1 << 20, "a run's stderr")
     except UsageError:
         return str(run.extra.get("error") or "")
     return "\n".join(text.decode("utf-8", "replace").splitlines()[-STDERR_TAIL_LINES:])
@@ -277,7 +284,7 @@ def _sweep(report: Report, adir: Path, option: Optional[str], root: Optional[str
             "reference": run_config(ref, adir), "ran_with": _ran_with(test)}
     if opt.get("status") in _FAILED_STATUS:
         status = str(test.extra.get("status") or opt["status"])
-        klass, sig = ending(status, test.extra.get("signal"), test.returncode, _stderr(adir, test))
+        klass, sig = ending(status, test.extra.get("signal"), test.returncode, _stderr(adir, report, test))
         return {**base, "klass": klass, "root_id": None, "root_name": None, "err": None, "floor": 0.0,
                 "signature": sig, "source": f"option {name} {opt['status']}: {opt.get('reason') or ''}"}
     local = opt.get("local") if isinstance(opt.get("local"), dict) else {}

@@ -140,6 +140,7 @@ def _hand_over(f: Finding, g: Graph, red: Reduction, tester: Tester, odir: Path)
     return {
         "schema": SCHEMA, "command": "reduce", "verdict": verdict, "finding": f.to_json(), "dir": str(odir),
         "operators_before": n, "operators_after": len(red.kept), "static_operators_before": g.static_ops,
+        "operators_in_model": part.operators,
         "runs": tester.runs, "builds": tester.builds, "target_runs": round(target_runs(n), 1),
         "parts_tried": len(red.steps) - 1, "rejected": sum(s.verdict == "different" for s in red.steps),
         "passed": sum(s.verdict == "passes" for s in red.steps),
