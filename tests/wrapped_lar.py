@@ -78,6 +78,8 @@ np.save(original, np.asarray(found[0].value))
 PAIR_FAULT = """
 import sys
 import numpy as np
+from lar_prec.lar import quickimport
+quickimport.import_megengine()
 import megengine.utils.comp_graph_tools as cgt
 from megengine.core.tensor import megbrain_graph as G
 from lar_prec.lar.layerwise_build import scale_const
