@@ -33,7 +33,7 @@ from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, child_env, feed_inputs, fe
 from lar_prec.diagnosis.local_records import Feed, LayerwiseModel
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.keys import dump_keys
-from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.errors import LarPrecError, RunError, UsageError
 from lar_prec.graph import reach
 from lar_prec.run.config import LoadAndRun, RunConfig
 from lar_prec.run.once import run_once
@@ -102,8 +102,9 @@ class Graph:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one part did: ``verdict`` same | passes | different, what it did (``klass``: ok, a
-    class of :data:`~.finding.CLASSES`), why in words, the root's error, its run folders."""
+    """What one part did: ``verdict`` same | passes | different | invalid (could not be built),
+    what it did (``klass``: ok, build, a class of :data:`~.finding.CLASSES`), why in words, the
+    root's error, its dump and the root's id there."""
 
     verdict: str
     klass: str
@@ -186,11 +187,15 @@ class Tester:
         """The model as the analysis ran it, fed with the reference's values of its inputs."""
         return self._try(self.f.model, self.g.model_inputs, self._folder("whole"))
 
-    def part(self, keep: FrozenSet[int]) -> Tuple[Part, Outcome]:
-        """Build and try the part keeping ``keep`` (a build that fails is a different failure)."""
+    def part(self, keep: FrozenSet[int]) -> Tuple[Optional[Part], Outcome]:
+        """Build and try the part keeping ``keep``; one MegEngine cannot build is ``invalid``
+        (skipped: neither the failure nor another one)."""
         folder = self._folder(f"part{self._n:03d}")
         self.builds += 1
-        part = build_part(self.f.model, self.f.ref_dump, keep, folder / "build", self.timeout)
+        try:
+            part = build_part(self.f.model, self.f.ref_dump, keep, folder / "build", self.timeout)
+        except RunError as exc:
+            return None, Outcome("invalid", "build", f"MegEngine could not build it: {exc}", runs=0)
         return part, self._try(part.model, part.feeds, folder)
 
     def run(self, model: Path, feeds: Sequence[Feed], folder: Path, config: RunConfig, label: str) -> RunResult:
@@ -215,7 +220,9 @@ class Tester:
                     raise
                 return self._ended(rec, exc, k + 1)
         if self.f.klass == "jitter":
-            return judge_jitter(self.f, self.ref_keys, recs[0].dump_dir, recs[1].dump_dir)
+            out = judge_jitter(self.f, self.ref_keys, recs[0].dump_dir, recs[1].dump_dir)  # type: ignore[arg-type]
+            shutil.rmtree(recs[1].dump_dir, ignore_errors=True)  # type: ignore[arg-type]
+            return out
         return judge(self.f, self.ref_keys, recs[0].dump_dir)  # type: ignore[arg-type]
 
     def _ended(self, rec: RunResult, exc: LarPrecError, runs: int) -> Outcome:

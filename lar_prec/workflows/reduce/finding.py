@@ -288,18 +288,19 @@ def _sweep(report: Report, adir: Path, option: Optional[str], root: Optional[str
         return {**base, "klass": klass, "root_id": None, "root_name": None, "err": None, "floor": 0.0,
                 "signature": sig, "source": f"option {name} {opt['status']}: {opt.get('reason') or ''}"}
     local = opt.get("local") if isinstance(opt.get("local"), dict) else {}
-    roots = [{"id": int(r["id"]), "name": str(r["name"]), "floor": r.get("floor"), "source": "local root"}
+    roots = [{"id": int(r["id"]), "name": str(r["name"]), "floor": r.get("floor"), "source": "local root",
+              "nonfinite": r.get("nonfinite") is True}
              for r in local.get("roots") or () if isinstance(r, dict) and isinstance(r.get("id"), int)]
     for key, src in (("root", "root"), ("dump_root", "dump root")):
         r = opt.get(key)
         if isinstance(r, dict) and isinstance(r.get("reference_id"), int) and all(
                 r["reference_id"] != x["id"] for x in roots):
-            roots.append({"id": r["reference_id"], "name": str(r.get("name")), "floor": None, "source": src})
+            roots.append({"id": r["reference_id"], "name": str(r.get("name")), "floor": None, "source": src,
+                          "nonfinite": r.get("nonfinite") is True})
     r = _root_of(roots, root, f"option {name} of {adir}")
     errors = opt.get("errors") if isinstance(opt.get("errors"), dict) else {}
     err = errors.get(r["name"])
-    nonfinite = r["name"] in (opt.get("nonfinite") or ()) or (isinstance(opt.get("root"), dict) and opt["root"].get(
-        "nonfinite") and opt["root"].get("reference_id") == r["id"])
+    nonfinite = r["nonfinite"] or (err is None and opt.get("worst_nonfinite") is True)
     floor = r["floor"] if isinstance(r["floor"], (int, float)) else float(opt.get("tolerance") or 0.0)
     return {**base, "klass": "nan" if nonfinite else "wrong_value", "root_id": r["id"], "root_name": r["name"],
             "err": math.inf if nonfinite else (float(err) if isinstance(err, (int, float)) else None),

@@ -6,7 +6,8 @@ checks the whole model still fails that way, searches the smallest part that doe
 (:mod:`.search`, each part built and judged by :mod:`.candidate`), and writes into ``--out``:
 
 ``model.mge`` (the part), ``inputs/*.npy`` (the reference's values where it was cut, and the
-model inputs it reads), ``expected/*.npy`` (its outputs under the naive kernels, from a run),
+model inputs it reads), ``expected/*.npy`` (its outputs under the reference configuration, from a
+run: the naive kernels; a shake's own configuration, a diff's side A),
 ``reference.npy``/``observed.npy``/``repro.json``/``README.md`` (the folder is a repro folder:
 ``lar-prec replay OUT``), ``reduce.json`` (the finding, every part tried and what it did, the
 operators before and after, the runs spent, why each operator left is needed) and ``work/``
@@ -144,6 +145,7 @@ def _hand_over(f: Finding, g: Graph, red: Reduction, tester: Tester, odir: Path)
         "runs": tester.runs, "builds": tester.builds, "target_runs": round(target_runs(n), 1),
         "parts_tried": len(red.steps) - 1, "rejected": sum(s.verdict == "different" for s in red.steps),
         "passed": sum(s.verdict == "passes" for s in red.steps),
+        "invalid": sum(s.verdict == "invalid" for s in red.steps),
         "rejected_why": [f"{s.phase} ({len(s.ops)} operators): {s.why}" for s in red.steps if s.verdict == "different"],
         "kept": kept, "outcome": {"verdict": red.outcome.verdict, "class": red.outcome.klass, "why": red.outcome.why,
                                   "root_err": json_number(red.outcome.root_err)},
@@ -235,7 +237,7 @@ def _readme(f: Finding, red: Reduction, r: Dict[str, Any]) -> str:
 Reduced by `lar-prec reduce` from the analysis `{f.analysis_dir}` (model `{f.model}`): {len(red.kept)}
 operator(s) of the model, fed with the reference run's values where it was cut (`inputs/`). Under
 `{f.test.name}` with flags `{' '.join(f.test.flags) or 'none'}` it still fails the way the analysis found.
-`expected/` holds its outputs under the naive kernels. Each operator left is needed:
+`expected/` holds its outputs under `{f.reference.name}`. Each operator left is needed:
 
 {ops}
 

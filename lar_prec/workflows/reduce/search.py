@@ -132,7 +132,8 @@ class _Search:
                     keep, changed = rest, True
                 else:
                     out = self.cache[rest][1]
-                    verb = "the failure goes away" if out.verdict == "passes" else "the part fails another way"
+                    verb = {"passes": "the failure goes away", "invalid": "the part cannot be built"}.get(
+                        out.verdict, "the part fails another way")
                     why[op] = (keep, f"without it {verb}: {out.why}")
         return keep, {op: w for op, (ctx, w) in why.items() if op in keep}
 
