@@ -117,7 +117,7 @@ def report(rows: List[Dict[str, object]], seconds: float, load: str) -> str:
     lines = [
         "# lar-prec reduce: operators left and runs spent per finding of the cases' sweeps", "",
         f"Written by `bench/reduce.py` on {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC; {m['cpu']}, {m['cores']} "
-        f"cores; MegEngine {m['megengine']}; lar-prec {m['commit']}; load average {load}; {seconds:.0f} s in all. Each case swept with its default options "
+        f"cores; MegEngine {m['megengine']}; lar-prec {m['lar-prec']}; load average {load}; {seconds:.0f} s in all. Each case swept with its default options "
         "(local error on), then each option that diverges, crashes or hangs reduced by `lar-prec reduce --option` "
         "(a whole process). Runs: load_and_run processes (reduce.json's `runs`; `counted`: run.json files in its "
         "folder); builds: graph reads and part builds (child processes that run nothing).", "",
