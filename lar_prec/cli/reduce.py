@@ -41,14 +41,15 @@ def reduce_cmd(analysis_dir: str, option: str | None, root: str | None, out: str
     part only when it fails the same way. Writes the reduced model.mge, its inputs, its naive
     outputs and reduce.json into --out, a folder `lar-prec replay` runs.
 
-    Exit code 1 when the reduced model fails the same way, 2 when the finding does not
-    reproduce here (or usage and input errors), 3 when a build or run failed.
+    Exit code 1 when the reduced model fails the same way (0 in the rare case the part handed
+    over no longer does: said why), 2 when the finding does not reproduce here (or usage and
+    input errors), 3 when a build or run failed otherwise than a part may.
     """
     from lar_prec.diagnosis.local import DEFAULT_TIMEOUT
     from lar_prec.report.reduce import render_reduce_terminal
     from lar_prec.workflows.reduce.reduce import reduce
 
-    check_report_outputs(json_out, None, [p for p in (model, lar_path) if p])
+    check_report_outputs(json_out, None, [p for p in (model, lar_path, f"{analysis_dir}/report.json") if p])
     say = None if quiet else (lambda msg: click.echo(f"lar-prec reduce: {msg}", err=True))
     res = reduce(analysis_dir, option=option, root=root, out=out, lar=lar_path, model=model,
                  timeout=timeout or DEFAULT_TIMEOUT, progress=say)
