@@ -129,3 +129,24 @@ def test_this_megengines_own_kernel_bugs_reduce_where_the_cpu_has_them(manifest,
     if replay:  # the option dumps a packed layout: replay brings it back to compare
         proc = cli("replay", tmp_path / "r")
         assert proc.returncode == 1 and proc.stdout.startswith("reproduced"), proc.stdout + proc.stderr
+
+
+def test_two_runs_of_one_failure_end_with_one_signature():
+    from lar_prec.workflows.reduce.finding import ending
+
+    def stderr(model: str, stamp: str, addr: str) -> str:  # MegEngine's own lines, as it writes them
+        return ("info: + Failed to load CUDA driver library, MegEngine works under CPU mode now. +\n"
+                "debug: failed to load cuda func: cuDeviceGetCount\n"
+                f"\x1b[33m26 {stamp}[mgb] \x1b[0m\x1b[1;4;31mERR error while applying optimization pass "
+                f"convert_f32_to_f16: assertion `x' failed at /home/code/dnn/src/common/reduce.cpp:74\x1b[0m\n"
+                f"/usr/lib/libmegengine_shared.so(_ZN3mgb13MegBrainErrorC1ERKSs+0x4a) [{addr}]\n"
+                f"load_and_run: error: cannot rewrite {model} for io16xc32: assertion `x' failed\n")
+
+    a = ending("failed", None, 1, stderr("/a/model.mge", "15:39:37", "0x7f66db84686a"))
+    b = ending("failed", None, 1, stderr("/b/part003/reduced.mge", "16:02:11", "0x7fbb95c13880"))
+    assert a == b == ("crash", "fatal: ERR error while applying optimization pass convert_f32_to_f16: assertion `x' "
+                               "failed at <path>:74")
+    # a dead MegEngine that exits and one that parks after the same line: one failure, two classes
+    assert ending("crashed", "SIGABRT", -6, "bad err=45 in Xbyak::Error\nterminate called\n")[1] == \
+        ending("stalled", "SIGTERM", -15, "bad err=45 in Xbyak::Error\n")[1] == "fatal: bad err=45 in Xbyak::Error"
+    assert ending("crashed", "SIGSEGV", -11, "") == ("crash", "ended: killed by SIGSEGV")

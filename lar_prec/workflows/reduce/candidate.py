@@ -38,7 +38,7 @@ from lar_prec.graph import reach
 from lar_prec.run.config import LoadAndRun, RunConfig
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.reduce.finding import Finding, ending, same_ending
+from lar_prec.workflows.reduce.finding import Finding, ending, run_stderr, same_ending
 from lar_prec.workflows.sweep.analysis import VarErr, cross_graph, same_graph
 
 
@@ -226,7 +226,7 @@ class Tester:
         return judge(self.f, self.ref_keys, recs[0].dump_dir)  # type: ignore[arg-type]
 
     def _ended(self, rec: RunResult, exc: LarPrecError, runs: int) -> Outcome:
-        klass, sig = ending(rec.status, rec.signal, rec.returncode, rec.stderr_tail)
+        klass, sig = ending(rec.status, rec.signal, rec.returncode, run_stderr(rec.dir))
         line = re.sub(r" in run '[^']*' \([^)]*\)", "", str(exc).split(" -- hint:")[0])[:300]  # the folder: in work/
         if same_ending(self.f, klass, sig):
             return Outcome("same", klass, line, runs=runs)

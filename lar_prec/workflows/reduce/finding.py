@@ -19,6 +19,7 @@ beyond the floor between two runs.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -31,7 +32,6 @@ from lar_prec.records import PathLike
 from lar_prec.report.model import Report, read_json
 from lar_prec.report.records import ReportRun
 from lar_prec.run.config import CONFIGS, RunConfig, get_config
-from lar_prec.run.proc import STDERR_TAIL_LINES
 from lar_prec.stall import fatal_line
 
 CLASSES = ("wrong_value", "nan", "crash", "stall", "jitter")
@@ -41,14 +41,42 @@ COMMANDS = ("naive-vs-default", "sweep", "shake", "diff")
 _FAILED_STATUS = {"crashed": "crash", "load_failed": "crash", "failed": "crash", "stalled": "stall", "hung": "stall"}
 
 
+#: what any MegEngine run may print that tells nothing of a failure: its start-up logs
+#: (``info: ...``, ``debug: failed to load cuda func``); and a terminal's colours
+_NOISE = re.compile(r"^\s*(info|debug)\b|cuda", re.I)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: what differs between two runs of one failure: the log's time stamp, paths, addresses
+_STAMP = re.compile(r"^\d+ \d\d:\d\d:\d\d\s*(\[\w+\])?\s*")
+_PATH = re.compile(r"(?<![\w.])/[^\s:'\"]+")
+_ADDR = re.compile(r"0x[0-9a-fA-F]+")
+
+
+def first_fatal(stderr: str) -> Optional[str]:
+    """MegEngine's first fatal line on ``stderr`` (:func:`lar_prec.stall.fatal_line`), without what
+    differs between two runs of one failure (its time stamp, paths, addresses)."""
+    lines = (_ANSI.sub("", ln) for ln in stderr.splitlines())
+    line = fatal_line("\n".join(ln for ln in lines if not _NOISE.search(ln)), first=True)
+    if line is None:
+        return None
+    return _ADDR.sub("0x?", _PATH.sub("<path>", _STAMP.sub("", line.strip())))[:200]
+
+
+def run_stderr(folder: Path) -> str:
+    """The stderr a run left in its folder: a regular file of at most 1 MB, text only compared."""
+    try:
+        return read_regular(folder / "stderr.txt", 1 << 20, "a run's stderr").decode("utf-8", "replace")
+    except UsageError:
+        return ""
+
+
 def ending(status: str, signal: Any, returncode: Optional[int], stderr: str) -> Tuple[str, str]:
     """(class, signature) of a run that did not end: ``stall`` (stalled, or hung past its
     timeout) or ``crash`` (a signal, an exit code); the signature is MegEngine's first fatal line
-    on stderr (``fatal: ...``), else how the run ended (``ended: killed by SIGABRT``)."""
+    on stderr (``fatal: ...``, :func:`first_fatal`), else how the run ended (``ended: killed by SIGABRT``)."""
     klass = "stall" if status in ("stalled", "timeout", "hung") else "crash"
-    line = fatal_line(stderr, first=True)
+    line = first_fatal(stderr)
     if line:
-        return klass, f"fatal: {line[:200]}"
+        return klass, f"fatal: {line}"
     if klass == "stall":
         return klass, f"ended: {'no CPU' if status == 'stalled' else 'timeout'}"
     return klass, f"ended: killed by {signal}" if signal else f"ended: exit {returncode}"
@@ -210,14 +238,12 @@ def run_config(run: ReportRun, adir: Path, env: Sequence[Tuple[str, Optional[str
 
 
 def _stderr(adir: Path, report: Report, run: ReportRun) -> str:
-    """The end of the stderr a failed run left in its folder (text, only compared; as many lines
-    as a run record keeps of its own), else its recorded error."""
+    """The stderr a failed run left in its folder, else its recorded error."""
     try:
         folder = _inside(adir, run.dir, "a run folder", report.extra.get("analysis_dir"))
-        text = read_regular(folder / "stderr.txt", 1 << 20, "a run's stderr")
     except UsageError:
-        return str(run.extra.get("error") or "")
-    return "\n".join(text.decode("utf-8", "replace").splitlines()[-STDERR_TAIL_LINES:])
+        folder = None
+    return (run_stderr(folder) if folder is not None else "") or str(run.extra.get("error") or "")
 
 
 def _ran_with(run: ReportRun) -> str:
