@@ -112,7 +112,6 @@ class Outcome:
     root_err: Optional[float] = None
     dump: Optional[Path] = None
     root_dump_id: Optional[int] = None
-    runs: int = 1
 
 
 def _read(path: Path, what: str) -> dict:
@@ -181,21 +180,20 @@ class Tester:
         self.ref = DumpFolder(finding.ref_dump)
         self.ref_keys = dump_keys(finding.ref_dump)
         self.runs = self.builds = 0
-        self._n = 0
 
     def whole(self) -> Outcome:
         """The model as the analysis ran it, fed with the reference's values of its inputs."""
-        return self._try(self.f.model, self.g.model_inputs, self._folder("whole"))
+        return self._try(self.f.model, self.g.model_inputs, self.work / "whole")
 
     def part(self, keep: FrozenSet[int]) -> Tuple[Optional[Part], Outcome]:
         """Build and try the part keeping ``keep``; one MegEngine cannot build is ``invalid``
         (skipped: neither the failure nor another one)."""
-        folder = self._folder(f"part{self._n:03d}")
         self.builds += 1
+        folder = self.work / f"part{self.builds:03d}"
         try:
             part = build_part(self.f.model, self.f.ref_dump, keep, folder / "build", self.timeout)
         except RunError as exc:
-            return None, Outcome("invalid", "build", f"MegEngine could not build it: {exc}", runs=0)
+            return None, Outcome("invalid", "build", f"MegEngine could not build it: {exc}")
         return part, self._try(part.model, part.feeds, folder)
 
     def run(self, model: Path, feeds: Sequence[Feed], folder: Path, config: RunConfig, label: str) -> RunResult:
@@ -204,10 +202,6 @@ class Tester:
         inputs = feed_inputs(lw, self.ref, folder / "inputs", fmt=layout_fmt(self.f.reference.flags))
         self.runs += 1
         return run_once(model, inputs, config, folder, lar=self.lar, timeout=self.timeout, label=label)
-
-    def _folder(self, name: str) -> Path:
-        self._n += 1
-        return self.work / name
 
     def _try(self, model: Path, feeds: Sequence[Feed], folder: Path) -> Outcome:
         recs = []
@@ -218,25 +212,25 @@ class Tester:
                 rec = getattr(exc, "result", None)
                 if not isinstance(rec, RunResult) or rec.status not in ("crashed", "failed", "stalled", "timeout"):
                     raise
-                return self._ended(rec, exc, k + 1)
+                return self._ended(rec, exc)
         if self.f.klass == "jitter":
             out = judge_jitter(self.f, self.ref_keys, recs[0].dump_dir, recs[1].dump_dir)  # type: ignore[arg-type]
             shutil.rmtree(recs[1].dump_dir, ignore_errors=True)  # type: ignore[arg-type]
             return out
         return judge(self.f, self.ref_keys, recs[0].dump_dir)  # type: ignore[arg-type]
 
-    def _ended(self, rec: RunResult, exc: LarPrecError, runs: int) -> Outcome:
+    def _ended(self, rec: RunResult, exc: LarPrecError) -> Outcome:
         klass, sig = ending(rec.status, rec.signal, rec.returncode, run_stderr(rec.dir))
         line = re.sub(r" in run '[^']*' \([^)]*\)", "", str(exc).split(" -- hint:")[0])[:300]  # the folder: in work/
         if same_ending(self.f, klass, sig):
-            return Outcome("same", klass, line, runs=runs)
+            return Outcome("same", klass, line)
         theirs = self.f.signature or self.f.klass.replace("_", " ")
-        return Outcome("different", klass, f"{line} (the finding: {theirs})", runs=runs)
+        return Outcome("different", klass, f"{line} (the finding: {theirs})")
 
 
 def _ancestors(folder: DumpFolder, vid: int, compared: Dict[int, VarErr]) -> List[VarErr]:
-    """The nearest compared vars upstream of ``vid`` in the part's dump (walking through vars
-    without a partner: a fused operator's inputs, a layout conversion), and theirs."""
+    """Every compared var upstream of ``vid`` in the part's dump (through vars without a partner
+    too: a fused operator's inputs, a layout conversion)."""
     inputs = {v: folder.inputs_of(v) for v in folder.ids}
     return [compared[i] for i in reach(vid, inputs) if i in compared]
 
@@ -282,16 +276,16 @@ def judge_jitter(f: Finding, ref_keys: Dict[int, str], first: Path, second: Path
     compared = {e.b: e for e in g.errs if e.max_err is not None}
     root = next((compared[i] for i in ids if i in compared), None)
     if root is None:
-        return Outcome("different", "ok", f"its dump holds no var of the root operator {f.root_name}", runs=2)
+        return Outcome("different", "ok", f"its dump holds no var of the root operator {f.root_name}")
     up = [e for e in _ancestors(DumpFolder(first), root.b, compared) if (e.max_err or 0) > f.floor]
     if up:
         return Outcome("different", "jitter", f"the jitter starts upstream, at {up[0].name}", root.max_err, first,
-                       root.b, 2)
+                       root.b)
     if (root.max_err or 0) > f.floor:
         return Outcome("same", "jitter", f"{root.name} differs between two runs by {_num(root.max_err)}",
-                       root.max_err, first, root.b, 2)
+                       root.max_err, first, root.b)
     return Outcome("passes", "ok", f"two runs agree at {root.name} (within {_num(f.floor)})", root.max_err,
-                   first, root.b, 2)
+                   first, root.b)
 
 
 def _klass(err: Optional[float]) -> str:
