@@ -337,7 +337,9 @@ def _shake(report: Report, adir: Path, option: Optional[str], root: Optional[str
     first = report.runs[0] if report.runs else _run(report, adir)
     roots = [{"id": r.id, "name": r.name, "source": "jitter root"} for r in report.roots]
     r = _root_of(roots, root, f"{adir}")
-    _klass, err, floor = _var_fields(report, r["id"])
+    _klass, err, _local_floor = _var_fields(report, r["id"])
+    v = report.var(r["id"])  # a jitter is any difference past the shake's threshold (0: bitwise)
+    floor = v.threshold if v is not None and v.threshold is not None else report.threshold.value
     cfg = run_config(first, adir)
     return {"ref_dump": first.extra.get("dump_dir"), "test": cfg, "reference": cfg, "klass": "jitter",
             "root_id": r["id"], "root_name": r["name"], "err": err, "floor": floor, "source": r["source"],
