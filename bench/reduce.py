@@ -11,7 +11,7 @@ folder (one per load_and_run process); the graph reads and part builds (child pr
 load the model, run nothing) are its ``builds``. A finding that does not reproduce here (exit 2:
 a crash that became a stall with another message, a jitter that moved) is reported with why.
 ``--pair`` adds the stand-in fault of the tests (tests/wrapped_lar.py ``WRAPPED_LAR_PAIR_FAULT``:
-a convolution wrong only when a ReLU consumes it) on cnn, the case a one-operator repro misses.
+a convolution wrong only when a ReLU consumes it) on cnn and resnet, what a one-operator repro misses.
 
 Usage:
     .venv/bin/python bench/reduce.py [--cases cnn,resnet] [--jobs 2] [--pair] [--out bench/RESULTS-reduce.md]
@@ -88,20 +88,24 @@ def bench_case(name: str, c: dict, tmp: Path, jobs: int) -> List[Dict[str, objec
     return rows or [{"case": name, "option": "(none fails)"}]
 
 
-def bench_pair(tmp: Path) -> Dict[str, object]:
-    c = _cases()["cnn"]
-    (tmp / "pair-cache").mkdir()
-    lar = tmp / "pair_load_and_run"
-    lar.write_text(f"#!/bin/sh\nWRAPPED_LAR_PAIR_FAULT=c2.weight:1e-3 WRAPPED_LAR_CACHE={tmp / 'pair-cache'} "
+#: the stand-in fault of ``--pair``: case -> the constant whose convolution is wrong only before a ReLU
+PAIRS = {"cnn": "c2.weight", "resnet": "blocks.1.a.weight"}
+
+
+def bench_pair(name: str, tmp: Path) -> Dict[str, object]:
+    c = _cases()[name]
+    (tmp / f"{name}-pair-cache").mkdir()
+    lar = tmp / f"{name}_pair_load_and_run"
+    lar.write_text(f"#!/bin/sh\nWRAPPED_LAR_PAIR_FAULT={PAIRS[name]}:1e-3 WRAPPED_LAR_CACHE={tmp / f'{name}-pair-cache'} "
                    f"PYTHONPATH={ROOT} exec {sys.executable} {ROOT / 'tests' / 'wrapped_lar.py'} \"$@\"\n")
     lar.chmod(0o755)
-    adir = tmp / "pair-nvd"
+    adir = tmp / f"{name}-pair-nvd"
+    label = {"case": f"{name} (stand-in pair fault)", "option": "naive-vs-default"}
     p = _run(LAR + ["naive-vs-default", str(ROOT / "cases" / "build" / c["model"]), "--input", _inputs(c),
                     "--out", str(adir), "-q", "--no-local", "--lar", str(lar)])
     if p.returncode != 1:
-        return {"case": "cnn (stand-in pair fault)", "option": "-", "error": p.stderr.strip()[-300:]}
-    return _reduce(adir, tmp / "pair-reduced", ["--lar", str(lar)],
-                   {"case": "cnn (stand-in pair fault)", "option": "naive-vs-default"})
+        return {**label, "error": p.stderr.strip()[-300:]}
+    return _reduce(adir, tmp / f"{name}-pair-reduced", ["--lar", str(lar)], label)
 
 
 def _cell(row: Dict[str, object], key: str) -> str:
@@ -147,7 +151,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=None, help="comma-separated case names [default: every case built]")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once in each sweep")
-    ap.add_argument("--pair", action="store_true", help="also the stand-in two-operator fault on cnn")
+    ap.add_argument("--pair", action="store_true", help="also the stand-in two-operator fault on cnn and resnet")
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-reduce.md"))
     args = ap.parse_args()
     cases = _cases()
@@ -156,8 +160,8 @@ def main() -> int:
     t0 = time.monotonic()
     rows: List[Dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="lar-prec-bench-reduce-") as tmp:
-        if args.pair:
-            rows.append(bench_pair(Path(tmp)))
+        for name in PAIRS if args.pair else ():
+            rows.append(bench_pair(name, Path(tmp)))
             print(f"  pair: {rows[-1]}", file=sys.stderr)
         for name in names:
             print(f"{name}: sweeping", file=sys.stderr)
