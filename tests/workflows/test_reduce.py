@@ -7,6 +7,7 @@ run without local error, and each real bug costs a sweep of one option and its r
 """
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 from conftest import ROOT
 from proc_helpers import user_lar
 from lar_prec.errors import UsageError
+from lar_prec.report.reduce import render_reduce_terminal
 from lar_prec.workflows import naive_vs_default, sweep
 from lar_prec.workflows.reduce.reduce import reduce, target_runs
 
@@ -53,6 +55,9 @@ def test_a_fault_of_two_operators_in_a_row_reduces_to_exactly_the_pair(pair, tmp
     # the convolution alone, its output the model's, aborts: another failure, rejected and said so
     assert any(w.startswith("the root alone") and "SIGABRT" in w for w in d["rejected_why"])
     assert d["rejected"] == len(d["rejected_why"]) >= 1
+    shown = io.StringIO()
+    render_reduce_terminal(d, shown)
+    assert "rejected: the root alone (1 operator(s)): " in shown.getvalue() and "10 -> 2" in shown.getvalue()
     why = {k["name"]: k["why"] for k in d["kept"]}
     assert why["c2.Convolution"].startswith("the root") and "fails another way" in why["RELU[1]"]
     # every run is counted (one run.json each), within the target; the part is fed the reference's Pooling[0]

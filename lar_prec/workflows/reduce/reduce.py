@@ -146,7 +146,7 @@ def _hand_over(f: Finding, g: Graph, red: Reduction, tester: Tester, odir: Path)
         "parts_tried": len(red.steps) - 1, "rejected": sum(s.verdict == "different" for s in red.steps),
         "passed": sum(s.verdict == "passes" for s in red.steps),
         "invalid": sum(s.verdict == "invalid" for s in red.steps),
-        "rejected_why": [f"{s.phase} ({len(s.ops)} operators): {s.why}" for s in red.steps if s.verdict == "different"],
+        "rejected_why": [f"{s.phase} ({len(s.ops)} operator(s)): {s.why}" for s in red.steps if s.verdict == "different"],
         "kept": kept, "outcome": {"verdict": red.outcome.verdict, "class": red.outcome.klass, "why": red.outcome.why,
                                   "root_err": json_number(red.outcome.root_err)},
         "steps": [s.to_json() for s in red.steps], "model": str(odir / "model.mge"), "inputs": inputs,
