@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml setup.py lar_prec/compare/engine/_kernel.c constraints.
 	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); "$$py" -m venv $(VENV); \
 	fi; \
 	echo "installing lar-prec and pinned dependencies (first time: megengine is a ~940 MB download)"; \
-	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,store,test]'; \
+	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,store,zoo,test]'; \
 	if ! $(PY) -c 'import lar_prec.compare.engine._kernel' 2>/dev/null; then \
 	  echo "warning: the C kernel (lar_prec/compare/engine/_kernel.c) was not built: no C compiler? compare falls back to numpy, ~2x slower"; \
 	fi; \

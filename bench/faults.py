@@ -60,14 +60,17 @@ def weights(ref: DumpFolder) -> List[Tuple[str, int]]:
     return list(out.items())
 
 
-def found(result: LocalResult, target: int) -> Tuple[bool, str]:
+def found(result: LocalResult, const: str, ref: DumpFolder) -> Tuple[bool, str]:
+    """Whether the first local root is an operator reading the faulted constant ``const`` (any
+    of them: a recurrent cell's weight is read at every step)."""
     v = local_roots(result)
     if not v.roots:
         return False, "no root"
     r = v.roots[0]
-    lw = result.layerwise
-    same_opr = lw.var(r.id).opr == lw.var(target).opr  # any output of the faulted operator
-    return same_opr, f"root {r.name} local {r.local_err:.3g} floor {r.floor:.3g} x{r.margin:.3g}"
+    m = {x.id: x for x in result.layerwise.measured}[r.id]
+    reads = {u for u in m.inputs + m.unit if u in ref} | {u for w in m.unit if w in ref for u in ref.inputs_of(w)}
+    hit = any(ref.var_info(u).name == const for u in reads if u in ref)
+    return hit, f"root {r.name} local {r.local_err:.3g} floor {r.floor:.3g} x{r.margin:.3g}"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -75,6 +78,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--trials", type=int, default=0, help="weights per case (0: all)")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--out", type=Path, default=None, help="also write the tables (markdown) here")
     ap.add_argument("--winograd", default="",
                     help="cases to run with Winograd forced under fast-run (e.g. fastrun_shake,resnet)")
     args = ap.parse_args(argv)
@@ -112,24 +116,27 @@ def main(argv: Optional[List[str]] = None) -> int:
             mag = min(1.0, tv.ref_max_abs or 1.0) if tv is not None else 1.0
             three = 3 * floors.get(target, 0.0) / mag
             for label, size in [(f"{s:g}", s) for s in SIZES] + [("3x floor", three)]:
-                if size <= 0:
+                if size <= 0 or 1 + size == 1:  # a floor of 0 (a constant-only operator): no fault to make
                     continue
                 d = base / f"{const}-{size:g}"
                 faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
                 test = run(faulty, inputs, d / "test", get_config("default"), build)
                 res = local_errors(faulty, ref, "default", out_dir=d / "local", test_dump=test, checks=False)
-                ok, why = found(res, target)
+                ok, why = found(res, const, DumpFolder(ref))
                 hits.setdefault(label, []).append(ok)
                 print(f"{name:10s} {const:22s} {label:9s} (x{1 + size:.7g}) {'FOUND' if ok else 'missed'}: {why}",
                       flush=True)
     for name in filter(None, args.winograd.split(",")):
         winograd(cases[name], build, work / f"winograd-{name}", hits, alarms)
-    print(f"\nfaults found (first local root is the faulted operator), {time.monotonic() - t0:.0f} s:")
-    for label, hs in hits.items():
-        print(f"  {label:9s} {sum(hs)}/{len(hs)}")
-    print("false alarms (clean pairs with a local root), per configuration:")
-    for cfg_name, ns in alarms.items():
-        print(f"  {cfg_name:12s} {sum(1 for n in ns if n)}/{len(ns)}")
+    lines = [f"faults found (first local root reads the faulted constant), cases {args.cases}, "
+             f"{time.monotonic() - t0:.0f} s:", "", "| fault size | found |", "|---|---|"]
+    lines += [f"| {label} | {sum(hs)}/{len(hs)} |" for label, hs in hits.items()]
+    lines += ["", "false alarms (clean pairs with a local root), per configuration:", "", "| configuration | pairs with a root |",
+              "|---|---|"]
+    lines += [f"| {cfg_name} | {sum(1 for n in ns if n)}/{len(ns)} |" for cfg_name, ns in alarms.items()]
+    print("\n" + "\n".join(lines))
+    if args.out:
+        args.out.write_text("# Weight faults rooted by local error (bench/faults.py)\n\n" + "\n".join(lines) + "\n")
     if not args.keep:
         import shutil
 
@@ -176,7 +183,7 @@ def winograd(case: dict, build: Path, base: Path, hits: Dict[str, List[bool]], a
                 d = base / f"{const}-{tile.strip(':')}-{size:g}"
                 faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
                 res = local_errors(faulty, ref, cfg, out_dir=d / "local", checks=False)
-                ok, why = found(res, target)
+                ok, why = found(res, const, DumpFolder(ref))
                 hits.setdefault(f"{size_label} {label}", []).append(ok)
                 print(f"{name:10s} {const:22s} {size_label} ({size:.3g}) {label}: {'FOUND' if ok else 'missed'}: {why}",
                       flush=True)

@@ -126,10 +126,11 @@ def render(rows: List[Dict[str, object]], repeat: int) -> str:
             f"{r['mixed_runs']} | {r['sweep_runs']} | {extra} | {r['verifications']} | - | {ORT_ATTEMPTS} | - | - |")
     lines += [
         "",
-        "Extra runs beyond the sweep: the verifications (one when the proposal holds, none when the "
-        "option alone is within tolerance) and the oracle's layerwise runs for the kept operators "
-        "(naive kernels under the option, and float32 compute under ioc16), which only run when an "
-        "operator is kept. The sweep also runs the naive kernels under the option, which mixed does not.",
+        "Extra runs beyond the sweep: the verifications (one when the first step holds, none when the "
+        "option alone is within tolerance) and the oracle's layerwise runs (naive kernels under the "
+        "option, and float32 compute under ioc16), which only run when an operator is proposed or kept. "
+        "Both run the naive kernels under the option (correct float16: the level of the outputs' "
+        "tolerance); the sweep also runs the plain default run and its layerwise model.",
         "",
     ]
     return "\n".join(lines)

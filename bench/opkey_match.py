@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -134,7 +133,7 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max(1, args.jobs)) as ex:
         status = dict(zip([(c["name"], o) for c, o in todo],
                           ex.map(lambda co: run_dump(co[0], build, co[1], dumps, args.timeout), todo)))
-    lines = [f"# Stable operator key: float operators matched against the plain model (issue 36 #3)", "",
+    lines = ["# Stable operator key: float operators matched against the plain model (issue 36 #3)", "",
              f"`bench/opkey_match.py`, {time.strftime('%Y-%m-%d')}, {len(cases)} cases x {len(options)} x86 options, "
              f"runs {time.monotonic() - t0:.0f} s. Denominator: the plain model's computed float vars that the name "
              "rule pairs in the option's graph (exist on both sides). `key`: as stored; `structure only`: every "

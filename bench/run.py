@@ -48,6 +48,7 @@ from sections import (  # noqa: E402,F401  (parse_size: tests/test_bench.py read
     bench_compare,
     bench_profile_many,
     bench_memory,
+    NVD_CASES,
     bench_nvd,
     bench_rooting,
     bench_startup,
@@ -148,7 +149,8 @@ def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
             sections["rooting"] = bench_rooting(args.rooting_vars, args.chain_vars)
         if "nvd" not in skip:
             print("[5] naive-vs-default on resnet", flush=True)
-            sections["naive-vs-default"] = bench_nvd(args.repeat, work, warmup=not args.quick)
+            sections["naive-vs-default"] = bench_nvd(args.repeat, work, warmup=not args.quick,
+                                                     cases=("resnet",) if args.quick else NVD_CASES)
     finally:
         if not args.keep:
             for root in made:

@@ -10,7 +10,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gen import PairInfo, PairSpec, generate_pair, graph_edges
 from procs import LAR, MGE_COMPARE, PY, ROOT, Proc, _median, _ok, run_proc
@@ -406,7 +406,7 @@ def _local_run_seconds(folder: Optional[Path]) -> List[float]:
     return out
 
 
-def _nvd_row(p: Proc, out_json: Path, i: int, folder: Optional[Path] = None) -> Dict[str, Any]:
+def _nvd_row(p: Proc, out_json: Path, i: int, case: str, folder: Optional[Path] = None) -> Dict[str, Any]:
     """One naive-vs-default run: wall time, its load_and_run runs' seconds (the naive and
     default runs, and the layerwise runs of local error), the overhead."""
     runs_s = None
@@ -416,25 +416,76 @@ def _nvd_row(p: Proc, out_json: Path, i: int, folder: Optional[Path] = None) -> 
     except (OSError, ValueError, KeyError, TypeError):
         pass
     local_s = _local_run_seconds(folder)
-    row: Dict[str, Any] = {"i": i, "wall_s": p.seconds, "rc": p.returncode, "run_seconds": runs_s,
+    row: Dict[str, Any] = {"i": i, "case": case, "wall_s": p.seconds, "rc": p.returncode, "run_seconds": runs_s,
                            "local_run_seconds": local_s,
                            "stderr_tail": p.stderr_tail[-600:] if p.returncode not in (0, 1) else ""}
     if runs_s:
         lar_s = sum(runs_s) + sum(local_s)
         row["analysis_s"] = p.seconds - lar_s
         row["overhead"] = (p.seconds - lar_s) / lar_s if lar_s > 0 else None
-    print(f"  naive-vs-default resnet {'warm-up' if i == 0 else f'run {i}'}: {p.seconds:.2f} s, rc {p.returncode}",
+    print(f"  naive-vs-default {case} {'warm-up' if i == 0 else f'run {i}'}: {p.seconds:.2f} s, rc {p.returncode}",
           flush=True)
     return row
 
 
-def bench_nvd(repeat: int, work: Path, warmup: bool = True) -> Section:
-    """Section 5: naive-vs-default on the resnet case; overhead = wall - sum of run seconds."""
+#: the cases section 5 runs (issue 34: resnet and the architectures added for it)
+NVD_CASES = ("resnet", "vit", "mobilenetv3", "gru_topk")
+
+
+def bench_nvd(repeat: int, work: Path, warmup: bool = True, cases: Sequence[str] = NVD_CASES) -> Section:
+    """Section 5: naive-vs-default on each of ``cases``; overhead = wall - sum of run seconds.
+    The headline overhead is the largest of the cases' medians (piped)."""
     s = Section("naive-vs-default")
     if not _ok(LAR + ["naive-vs-default", "--help"]):
         s.available = False
         s.note = "not available: `lar-prec naive-vs-default` does not exist yet"
         return s
+    manifest = ROOT / "cases" / "build" / "manifest.json"
+    if not manifest.exists():
+        s.available = False
+        s.note = "not available: cases are not built (run `make cases`)"
+        return s
+    built = {c["name"]: c for c in json.loads(manifest.read_text())["cases"]}
+    cases = [c for c in cases if c in built]
+    if not cases:
+        s.available = False
+        s.note = "not available: none of the cases in the manifest"
+        return s
+    base = manifest.parent
+    rows = []
+    first = 0 if warmup else 1
+    argv: List[str] = []
+    for name in cases:
+        c = built[name]
+        inputs = [f"{spec.split(':', 1)[0]}:{base / spec.split(':', 1)[1]}" for spec in c["inputs"]]
+        for i in range(first, max(1, repeat) + 1):
+            # piped (progress bars off) and on a terminal (progress bars on), alternating
+            for mode in (("pipe", "terminal") if i % 2 else ("terminal", "pipe")):
+                out_json = work / f"nvd-{name}-{i}-{mode}.json"
+                folder = work / f"nvd-runs-{name}-{i}-{mode}"
+                argv = LAR + ["naive-vs-default", str(base / c["model"]), "--input", ";".join(inputs),
+                              "--json", str(out_json), "--out", str(folder)]
+                row = _nvd_row(run_proc(argv, tty=mode == "terminal"), out_json, i, name, folder)
+                row["mode"] = mode
+                rows.append(row)
+    timed = [r for r in rows if r["i"] > 0] if warmup else rows
+    s.data["argv"] = " ".join(argv)
+    s.data["rows"] = timed
+    s.data["by_case"] = {}
+    for name in cases:
+        mine = [r for r in timed if r["case"] == name]
+        s.data["by_case"][name] = {
+            mode: _median([r["overhead"] for r in mine if r["mode"] == mode and r.get("overhead") is not None])
+            for mode in ("pipe", "terminal")}
+    for mode, key in (("pipe", ""), ("terminal", "_terminal")):
+        medians = [v[mode] for v in s.data["by_case"].values() if v[mode] is not None]
+        s.data["overhead_median" + key] = max(medians) if medians else None
+        mine = [r for r in timed if r["mode"] == mode]
+        s.data["analysis_median_s" + key] = _median([r["analysis_s"] for r in mine if "analysis_s" in r])
+        s.data["wall_median_s" + key] = _median([r["wall_s"] for r in mine])
+    if not any(r.get("overhead") is not None for r in timed):
+        s.note = "the JSON report has no per-run seconds, so the overhead cannot be computed"
+    return s
     manifest = ROOT / "cases" / "build" / "manifest.json"
     if not manifest.exists():
         s.available = False

@@ -21,6 +21,8 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   aborts (SIGABRT), a different failure. Without NAME in the model it runs the model as given.
 * ``WRAPPED_LAR_CACHE=FOLDER``: keep each rewritten model (by the model's bytes, NAME and
   factor) there, so later runs skip the rewrite (its MegEngine import is most of a run).
+* ``WRAPPED_LAR_FAULT_IF_FLAG=FLAG=NAME:SIZE`` (e.g. ``--enable-nchw44=c2.weight:1e-2``): the
+  same fault, only in runs whose argv holds FLAG: a kernel that is wrong under one option.
 * ``WRAPPED_LAR_JITTER=NAME:SIZE``: a default kernel that jitters: as the fault, with a
   factor 1 + SIZE x (a random number in [0.5, 1.5), new in every process), unless
   ``--reproducible`` is in argv. With ``WRAPPED_LAR_JITTER_DIR=FOLDER`` the k-th process
@@ -209,6 +211,9 @@ def main():
         return 1
     op_fault = os.environ.get("WRAPPED_LAR_OP_FAULT")
     fault = op_fault or os.environ.get("WRAPPED_LAR_FAULT") or os.environ.get("WRAPPED_LAR_JITTER")
+    flag, _, when_flag = os.environ.get("WRAPPED_LAR_FAULT_IF_FLAG", "").partition("=")
+    if when_flag and flag in argv:
+        fault = when_flag
     pair = os.environ.get("WRAPPED_LAR_PAIR_FAULT")
     naive = os.environ.get("MGB_USE_MEGDNN_DBG") == "2"
     tmp = None
@@ -232,7 +237,7 @@ def main():
         elif model and fault:
             name, _, size = fault.rpartition(":")
             step = float(size)
-            if not (op_fault or os.environ.get("WRAPPED_LAR_FAULT")):  # jitter: a new factor in every process
+            if os.environ.get("WRAPPED_LAR_JITTER") and fault == os.environ["WRAPPED_LAR_JITTER"]:  # a new factor per process
                 count_dir = os.environ.get("WRAPPED_LAR_JITTER_DIR")
                 step *= 0.0 if "--reproducible" in argv else (1 + _process_index(count_dir) if count_dir else
                                                               0.5 + random.random())

@@ -18,6 +18,7 @@ from lar_prec.cli.precision import mixed_cmd, quant_cmd
 from lar_prec.cli.reduce import reduce_cmd
 from lar_prec.cli.run import replay_cmd, run_cmd
 from lar_prec.cli.store import baseline_group, check_cmd, history_cmd, store_group
+from lar_prec.cli.zoo import zoo_cmd
 
 
 class _Group(click.Group):
@@ -55,7 +56,7 @@ def cli() -> None:
 
 for _command in (naive_vs_default_cmd, shake_cmd, devices_cmd, sweep_cmd, run_cmd, compare_cmd, tree_cmd, quant_cmd,
                  mixed_cmd, replay_cmd, check_cmd, baseline_group, history_cmd, store_group, diff_cmd, bisect_cmd,
-                 reduce_cmd):
+                 zoo_cmd, reduce_cmd):
     cli.add_command(_command)
 
 

@@ -48,7 +48,8 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
               help="The float16 option to deploy with.")
 @click.option("--tolerance", type=click.FloatRange(min=0), default=None, metavar="E",
               help="Largest MegEngine error (|a-b|/max(|a|,|b|,1)) allowed on every output against the naive "
-                   "float32 reference. [default: 4 float16 units, 2^-8]")
+                   "float32 reference. [default: max(float16's band 2^-7, 2 x the output error of correct float16: "
+                   "the naive kernels under the option)]")
 @click.option("--out", default=None, metavar="DIR", help="Parent folder of the analysis folder.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Write the JSON result; '-' for stdout.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
@@ -64,19 +65,20 @@ def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, o
     """Which operators of MODEL to keep in float32 under --enable-ioc16 / --enable-io16xc32, verified.
 
     Proposes the operators whose local error under the option exceeds their float16 floor,
-    writes a model with them in float32 and the rest in float16, runs it and widens the list
-    until every output is within --tolerance of the naive float32 reference. Writes the
-    keep-list (keep.json), the mixed model (mixed-N.mge) and mixed.json in the analysis folder.
+    kernel bugs (by the float64 oracle) first, writes a model with them in float32 and the
+    rest in float16, runs it and widens the list until every output is within --tolerance of
+    the naive float32 reference; every model tried is a point of the curve of output error
+    against the share left in float16. Writes the keep-list (keep.json), the mixed model
+    (mixed-N.mge) and mixed.json in the analysis folder.
 
     Exit code 0 when the option alone is within tolerance, 1 when operators must be kept in float32.
     """
     from lar_prec.report.mixed import render_mixed_terminal
-    from lar_prec.workflows.mixed import DEFAULT_TOLERANCE, mixed_analysis
+    from lar_prec.workflows.mixed import mixed_analysis
 
     check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path), analysis_dir=out)
     say = None if quiet else (lambda msg: click.echo(f"lar-prec mixed: {msg}", err=True))
-    res = mixed_analysis(model, list(inputs), option=option,
-                         tolerance=DEFAULT_TOLERANCE if tolerance is None else tolerance, out=out, lar=lar_path,
+    res = mixed_analysis(model, list(inputs), option=option, tolerance=tolerance, out=out, lar=lar_path,
                          timeout=timeout, progress=say)
     data = res.to_json()
     advice_outputs(data, render_mixed_terminal, json_out, html_out)

@@ -115,6 +115,11 @@ def _kind(d: VarDiff) -> str:
     return "reducing" if d.opr_type in REDUCING else "elementwise"
 
 
+#: a var the rule names is recomputed from each side's inputs only up to this many times what its
+#: inputs explain (cancellation amplifies inputs' error by sum|terms| / |sum|: tens of times in
+#: attention, 11x in the amplify case), and at most this many vars per comparison
+RECHECK_RATIO = 100.0
+RECHECK_MAX = 256
 #: fewer samples than this calibrate nothing (the median of one operator is that operator)
 MIN_SAMPLES = 5
 
@@ -201,7 +206,10 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
         if err[vid] > explained[vid]:
             made[vid] = err[vid] / explained[vid]
     rechecked: Dict[int, Recomputed] = {}
-    for vid in list(made) if recheck is not None else ():
+    # only where cancellation could explain it: a var making 100x what its inputs explain is
+    # made there whatever its terms do, and a comparison of many such vars stays fast
+    doubtful = sorted((v for v in made if made[v] <= RECHECK_RATIO), key=made.__getitem__)[:RECHECK_MAX]
+    for vid in doubtful if recheck is not None else ():
         r = recheck(by_id[vid])  # type: ignore[misc]
         allowance = TERMS_C * (WINOGRAD_ALLOWANCE if vid in winograd else 1.0)
         if r is not None and not r.made_here(allowance):

@@ -405,6 +405,19 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
     return None
 
 
+def bound_of(lw: LayerwiseModel, m: MeasuredVar, ref: DumpFolder, local: DumpFolder, outs: Mapping[int, int],
+             mags: Mapping[int, int], fmt: Optional[str], compute: Optional[str] = None) -> Optional[Bound]:
+    """:func:`measure_bound` of measured var ``m`` read from the dumps (its local output in
+    ``local`` under ``outs``' id, its reference in ``ref``); None when it has no scale."""
+    if m.magnitude is None and m.opr_type not in ("SoftmaxForward", "LayerNormForward"):
+        return None
+    if m.id not in outs or m.ref_id is None or m.ref_id not in ref:
+        return None
+    want = _plain(np.asarray(ref[m.ref_id].array()), m.shape, fmt)
+    got = _plain(np.asarray(local[outs[m.id]].array()), m.shape, fmt)
+    return measure_bound(lw, m, got, want, ref, local, mags, fmt, compute) if got.shape == want.shape else None
+
+
 def local_outputs(result: LocalResult, fmt: Optional[str] = None) -> "Callable[[int], Optional[np.ndarray]]":
     """``value(var id)``: the test kernel's output of measured var ``var_id`` (original id) on the
     reference's inputs, from the layerwise run, in the model's plain shape (``fmt``: the layout

@@ -24,6 +24,22 @@ def shown(s: str) -> str:
     return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), s) if _CONTROL.search(s) else s
 
 
+def fit_names(names: Sequence[str], width: int) -> Dict[str, str]:
+    """Each name in at most ``width`` characters (more where needed), two different names never
+    the same text: a longer name keeps its head and its tail around an ellipsis (the tail tells
+    ``blocks.0.attn.BatchedMatrixMul[0]`` from ``...[1]``), and where two still read alike the
+    column widens until they do not."""
+    distinct = sorted(set(names))
+    longest = max((len(n) for n in distinct), default=0)
+    w = max(width, 5)
+    while True:
+        head = (w - 1) // 2
+        cut = {n: n if len(n) <= w else n[:head] + "\u2026" + n[len(n) - (w - 1 - head):] for n in distinct}
+        if w >= longest or len(set(cut.values())) == len(distinct):
+            return cut
+        w += 1
+
+
 class Line:
     """One line of styled text: (text, rich style) segments. User data stays text, never
     markup (var names contain [ ])."""

@@ -1,7 +1,12 @@
 """The terminal view of ``lar-prec mixed``: drawn from the analysis's JSON (``MixedAnalysis.to_json``)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, TextIO
+from typing import Any, List, Mapping, Optional, TextIO
+
+from lar_prec.report.console import fit_names, shown
+
+#: width the operator column starts from (widened where two names would read alike)
+NAME_WIDTH = 32
 
 
 def _e(x: Any) -> str:
@@ -12,38 +17,62 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def _top(p: Mapping[str, Any], key: str) -> str:
+    """``8/8`` per classifier output (joined by spaces), ``-`` when no output is one."""
+    agree = p.get("agreement") or []
+    return " ".join(f"{a[key]}/{a['samples']}" for a in agree) or "-"
+
+
+def curve_rows(data: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    """The points the terminal and the page list: the option alone, correct float16, then each
+    verification (the curve is the part from the kernel bugs fixed on)."""
+    plain = dict(data["plain"], label=data["plain"].get("label") or "the option alone", step="0", kept=0)
+    rows: List[Mapping[str, Any]] = [plain]
+    if data.get("level"):
+        rows.append(dict(data["level"], step="-", kept="-"))
+    rows.extend(dict(a, step=str(a["step"]), kept=len(a["keep"])) for a in data["attempts"])
+    return rows
+
+
+def _err(p: Mapping[str, Any]) -> str:
+    if p.get("failed"):
+        return "did not run"
+    return "inf (NaN or Inf)" if p.get("nonfinite") else _e(p.get("output_err"))
+
+
 def render_mixed_terminal(data: Mapping[str, Any], out: TextIO) -> None:
-    """The verdict, the keep-list with why each operator errs, each verification and the files."""
-    opt, tol = data["option"], data["tolerance"]
-    plain = data["plain"]["output_err"] if not data["plain"]["nonfinite"] else "inf (NaN or Inf in an output)"
-    verdict = data["verdict"]
-    if data["plain"].get("failed"):
-        out.write(f"--enable-{opt} alone does not run here ({data['plain']['failed']}); the rewritten model with "
-                  f"{len(data['kept'])} operator(s) in float32 runs with output error {_e(data['output_err'])} "
-                  f"({'within' if data['verified'] else 'out of'} {_e(tol)})\n")
-    elif verdict == "within":
-        out.write(f"--enable-{opt} alone keeps every output within {_e(tol)} of the naive float32 reference "
-                  f"(output error {_e(plain)}): nothing needs float32\n")
-    elif verdict == "fixed":
-        out.write(f"--enable-{opt} alone: output error {_e(plain)} > {_e(tol)}; keeping {len(data['kept'])} "
-                  f"operator(s) in float32 brings it to {_e(data['output_err'])} (verified)\n")
-    else:
-        out.write(f"--enable-{opt} alone: output error {_e(plain)} > {_e(tol)}; no keep-list tried brings it within "
-                  f"(best: {_e(data['output_err'])}): the default kernels differ from the naive ones in float32 too\n")
+    """What to do (the advice), the keep-list with why each operator errs, every point of the
+    curve and the files."""
+    for line in data.get("advice") or ():
+        out.write(shown(line) + "\n")
     if data.get("note") and not data["plain"].get("failed"):
-        out.write(f"note: {data['note']}\n")
+        out.write(f"note: {shown(data['note'])}\n")
     kept = data["kept"]
     if kept:
-        out.write(f"{'keep in float32':<28} {'type':<18} {'local err':>9} {'floor':>9}  why it errs in float16\n")
+        cut = fit_names([k["name"] for k in kept], NAME_WIDTH)
+        w = max(len(v) for v in cut.values())
+        out.write(f"{'keep in float32':<{w}} {'type':<18} {'local err':>9} {'floor':>9}  why it errs in float16\n")
         for k in kept:
             cause = k["cause"] or ((k.get("cause_detail") or {}).get("why") or "-")
-            out.write(f"{k['name'][:28]:<28} {k['opr_type'][:18]:<18} {_e(k['local_err']):>9} {_e(k['floor']):>9}  "
-                      f"{cause}\n")
-            out.write(f"{'':<28} listed: {k['listed']}\n")
-    for a in data["attempts"]:
-        err = "inf (NaN or Inf)" if a["nonfinite"] else _e(a["output_err"])
-        out.write(f"verification {a['step']}: {len(a['keep'])} in float32, output error {err} "
-                  f"({'within' if a['within'] else 'out of'} tolerance)\n")
+            out.write(f"{shown(cut[k['name']]):<{w}} {k['opr_type'][:18]:<18} {_e(k['local_err']):>9} "
+                      f"{_e(k['floor']):>9}  {cause}\n")
+            out.write(f"{'':<{w}} listed: {shown(k['listed'])}\n")
+    rows = curve_rows(data)
+    tol = data["tolerance"]
+    out.write(f"points (output error against the share left in float16; tolerance {_e(tol)}):\n")
+    width = max(len(str(r["label"])) for r in rows)
+    out.write(f"  {'model':<{width}} {'output err':>10}  {'':<6} {'MACs f16':>8} {'oprs f16':>9} {'top-1':>6} "
+              f"{'top-5':>6}\n")
+    knee: Optional[Mapping[str, Any]] = data.get("knee")
+    for r in rows:
+        err = _err(r)
+        verdict = "" if r.get("failed") or r["step"] == "-" else (
+            "within" if r.get("output_err") is not None and r["output_err"] <= tol and not r.get("nonfinite")
+            else "out")
+        mark = " <- knee" if knee and r.get("label") == knee.get("label") else ""
+        oprs = f"{r.get('oprs_float16', '-')}/{r.get('oprs_total', '-')}"
+        out.write(f"  {shown(str(r['label'])):<{width}} {err:>10}  {verdict:<6} {_pct(r.get('macs_fraction')):>8} "
+                  f"{oprs:>9} {_top(r, 'top1'):>6} {_top(r, 'top5'):>6}{mark}\n")
     f = data["fp16_fraction"]
     out.write(f"left in float16: {_pct(f['macs_fraction'])} of MACs, {f['oprs_float16']}/{f['oprs_total']} "
               f"float operators\n")

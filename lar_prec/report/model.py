@@ -272,9 +272,12 @@ def auto_verdict(report: Report, *, by_local: bool = False) -> str:
     parts = [f"{over} above the threshold {thr}"] if over else []
     if within:  # held to their own, lower threshold: say by what, as the threshold line does not
         parts.append(f"{within} within it but above {'their local floor' if by_local else 'what their inputs explain'}")
-    others = bad - over - within  # missing, shape or dtype mismatches, NaN with no number
+    nonfinite = sum(1 for v in report.vars if v.status == "nonfinite" and v.max_err is None)
+    if nonfinite:
+        parts.append(f"{nonfinite} with NaN/Inf on one side")
+    others = bad - over - within - nonfinite  # missing, shape or dtype mismatches
     if others:
-        parts.append(f"{others} not compared as numbers")
+        parts.append(f"{others} not compared (missing, another shape or dtype)")
     text = f"divergence found: {bad} of {n} variables not ok ({'; '.join(parts) or 'threshold ' + thr})"
     if report.roots:
         r = report.roots[0]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, TextIO
 
+from lar_prec.report.console import fit_names
+
 
 def _f(x: Any, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
@@ -36,19 +38,23 @@ def render_quant_terminal(data: Mapping[str, Any], out: TextIO, *, limit: int = 
     out.write(f"pairing: {p['layers_paired']} of the int8 model's {p['layers_total']} layers paired with the float "
               f"model's; {fused} float intermediate value(s) fused away by quantization\n")
     if data["outputs"]:
-        out.write(f"{'output':<32} {'SNR dB':>7} {'cosine':>9} {'top-1':>6} {'top-5':>6}\n")
+        cut = fit_names([o["name"] for o in data["outputs"]], 32)
+        w = max([32] + [len(c) for c in cut.values()])
+        out.write(f"{'output':<{w}} {'SNR dB':>7} {'cosine':>9} {'top-1':>6} {'top-5':>6}\n")
         for o in data["outputs"]:
-            out.write(f"{o['name'][:32]:<32} {snr_text(o['metrics']):>7} {_f(o['metrics']['cosine'], '.5f'):>9} "
+            out.write(f"{cut[o['name']]:<{w}} {snr_text(o['metrics']):>7} {_f(o['metrics']['cosine'], '.5f'):>9} "
                       f"{_share(o['top1'], o['samples']):>6} {_share(o['top5'], o['samples']):>6}\n")
     layers = data["layers"]
     kept = set(data["keep_in_float"])
     out.write(f"{len(layers)} var(s) compared, worst first (local SNR in dB: the int8 operator on the float "
               f"model's inputs; accumulated: against the float model's naive run)\n")
-    out.write(f"  {'layer':<32} {'type':<18} {'local SNR':>9} {'local cos':>10} {'acc SNR':>8} {'acc cos':>9}\n")
+    cut = fit_names([l["name"] for l in layers[:limit]], 32)  # two names never cut to the same text
+    w = max([32] + [len(c) for c in cut.values()])
+    out.write(f"  {'layer':<{w}} {'type':<18} {'local SNR':>9} {'local cos':>10} {'acc SNR':>8} {'acc cos':>9}\n")
     for l in layers[:limit]:
         lo, acc = l["local"] or {}, l["accumulated"] or {}
         mark = "*" if l["name"] in kept else " "
-        out.write(f"{mark} {l['name'][:32]:<32} {l['opr_type'][:18]:<18} {snr_text(lo):>9} "
+        out.write(f"{mark} {cut[l['name']]:<{w}} {l['opr_type'][:18]:<18} {snr_text(lo):>9} "
                   f"{_f(lo.get('cosine'), '.5f'):>10} {snr_text(acc):>8} {_f(acc.get('cosine'), '.5f'):>9}"
                   f"{'  ' + l['local_note'] if l['local_note'] else ''}\n")
     if len(layers) > limit:

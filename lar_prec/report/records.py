@@ -103,6 +103,23 @@ def fmt_err(x: Optional[float]) -> str:
     return f"{x:.2e}"
 
 
+def over_floor(err: Optional[float], floor: Optional[float]) -> str:
+    """``local error E > its floor F (xM)`` with as many digits as tell E from F (3 to 8): never
+    "8.76e-07 > floor 8.76e-07 (x1)"; "at its floor" when they agree to 8 digits."""
+    if err is None or not math.isfinite(err):
+        e, f, m = "NaN/Inf", fmt_err(floor), ""
+    elif not floor:
+        e, f, m = fmt_err(err), "0", ""
+    else:
+        digits = next((k for k in range(3, 9) if f"{err:.{k}g}" != f"{floor:.{k}g}"), None)
+        if digits is None:
+            return f"local error {fmt_err(err)}, at its floor"
+        ratio = err / floor
+        mdig = next((k for k in range(3, 9) if abs(float(f"{ratio:.{k}g}") - 1) > 0 or k == 8), 8)
+        e, f, m = f"{err:.{digits}g}", f"{floor:.{digits}g}", f"x{ratio:.{max(mdig, 3)}g}"
+    return f"local error {e} > its floor {f}" + (f" ({m})" if m else "")
+
+
 def _merge_extra(d: Dict[str, Any], extra: Mapping[str, Any]) -> Dict[str, Any]:
     """Add ``extra`` at the top level of ``d`` (JSON stays flat), never over a known key."""
     for k, v in extra.items():

@@ -1,32 +1,14 @@
-"""The sweep's part of the report: its terminal table. :mod:`lar_prec.workflows.sweep.report`
-builds the report itself; the HTML page draws its options table and option-by-variable view
-from the JSON (``lar_prec/report/page/report.js``).
-
-The JSON is the common report object (design.md), read this way for a sweep:
-
-* ``vars``: the reference graph's computed vars in execution order; ``max_err`` is the worst
-  over the options that ran, ``status`` ``divergent`` when an option diverges there (by local
-  error: a local root of the option, or past the tolerance under an option that has one; by
-  the dumps alone: past the option's tolerance), and ``options`` (an extra key) maps each
-  option to that var's ``max_err`` (null when not compared or NaN/Inf: ``options_nonfinite``
-  names the options where it is NaN/Inf, ``options_divergent`` those under which the var diverges
-  by the rule above, so the page colours each cell by the sweep's own verdict); ``local`` maps
-  each option whose local error was measured to that var's local error (null: NaN/Inf, or not
-  measured under that option);
-* ``roots``: one per divergent option, its local root when local error was measured, else
-  where divergence starts in the option's rewritten graph (``id`` is the reference graph's id
-  of that var, as in ``vars``; ``rewritten_id`` its id in the rewritten graph; ``option`` names
-  the option; ``rule`` ``local`` or ``dump``; ``local_err``, ``floor``, ``margin`` for local);
-* ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`),
-  with ``local`` (measured, why, roots with floor and margin, not_measured) and ``dump_root``;
-* ``local`` (extra, top level): whether local error was measured and, if not, why;
-* ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios.
+"""The sweep's part of the report: its terminal table (the default run's row, then each option,
+worst first). :mod:`lar_prec.workflows.sweep.report` builds the report itself and says how its
+JSON reads; the HTML page draws its options table and option-by-variable view from the JSON
+(``lar_prec/report/page/report.js``), in the same words (``output_words``, ``words`` of a local
+root, ``as default``).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
-from lar_prec.report.records import fmt_err
+from lar_prec.report.records import fmt_err, over_floor
 from lar_prec.report.console import Table, cell, text
 
 if TYPE_CHECKING:
@@ -51,14 +33,37 @@ def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
     if not loc["roots"]:
         return f"none ({loc['n_measured']} measured{missing})"
     r = loc["roots"][0]
-    err = "NaN/Inf" if r.get("nonfinite") else fmt_err(r["local_err"])
+    words = r.get("words") or over_floor(None if r.get("nonfinite") else r["local_err"], r["floor"])
     more = f" +{len(loc['roots']) - 1} more" if len(loc["roots"]) > 1 else ""
-    margin = "inf, floor 0" if r["margin"] is None else f"{r['margin']:.3g}"
-    return f"{r['name']} ({r['opr_type']}) local {err} > floor {fmt_err(r['floor'])}, x{margin}{more}{missing}"
+    return f"{r['name']} ({r['opr_type']}) {words}{more}{missing}"
+
+
+def root_text(root: Optional[Mapping[str, Any]]) -> str:
+    """``name (type, var id, max_err)`` with only what is known (never ``None``)."""
+    if not root:
+        return ""
+    err = "NaN/Inf" if root.get("nonfinite") else (fmt_err(root["max_err"]) if root.get("max_err") is not None else "")
+    parts = [root.get("opr_type") or "", f"var {root['id']}" if root.get("id") is not None else "", err]
+    inner = ", ".join(p for p in parts if p)
+    return f"{root['name']} ({inner})" if inner else str(root["name"])
+
+
+#: the verdicts as the table says them
+VERDICT_TEXT = {"ok": "ok", "diverges": "diverges", "as_default": "as default"}
+
+
+def _why(o: Mapping[str, Any]) -> str:
+    """The cause or reason column: for an option as the default run, what it shares with it."""
+    if o.get("verdict") == "as_default":
+        shared = o.get("shared_roots") or []
+        return ("the default kernels' own roots: " + ", ".join(shared) if shared
+                else f"outputs {fmt_err(o.get('default_err'))} from the default run's: what the default run shows")
+    return o.get("cause") or o.get("reason") or ""
 
 
 def render_sweep_terminal(report: "Report", con: Any) -> None:
-    """The sweep table: one row per option, worst first (``con`` as report_terminal's)."""
+    """The sweep table: the plain default run, then one row per option, worst first (``con``
+    as report_terminal's)."""
 
     title = text("lar-prec sweep", "bold")
     if report.model:
@@ -68,25 +73,25 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
     con.print(text("Verdict: ", "bold", (report.verdict, "bold red" if bad else "bold green")))
     ref = report.extra.get("reference") or {}
     con.print(text("Reference: ", "bold", f"naive kernels, plain graph ({ref.get('dir', '?')})"))
-    t = Table("Options (worst first)")
+    t = Table("The default run (no option), then each option (worst first)")
     for col, kw in (("option", {}), ("status", {}), ("paired", {"justify": "right"}),
-                    ("output err", {"justify": "right"}), ("tol", {"justify": "right"}), ("verdict", {}),
+                    ("output error (tolerance)", {"overflow": "fold"}), ("verdict", {}),
                     ("root", {"overflow": "fold"}), ("local root (margin)", {"overflow": "fold"}),
                     ("cause / reason", {"overflow": "fold"})):
         t.add_column(col, **kw)
-    for o in report.extra.get("options", ()):
+    default = report.extra.get("default")
+    rows = ([dict(default, option="default (no option)")] if default else []) + list(report.extra.get("options", ()))
+    for o in rows:
         verdict = o.get("verdict") or "—"
         style = "red" if verdict == "diverges" or o["status"] in ("crashed", "hung", "stalled", "load_failed", "bad_dump") else (
             "green" if verdict == "ok" else "yellow")
-        root = o.get("root")
-        root_text = f"{root['name']} ({root['opr_type']}, var {root['id']}, {fmt_err(root['max_err'])})" if root else ""
         paired = f"{o['vars_paired']}/{o['vars_total']}" if o["status"] == "runs" else ""
-        why = o.get("cause") or o.get("reason") or ""
+        out = o.get("output_words") or ""
         t.add_row(cell(o["option"], "bold"), cell(STATUS_TEXT.get(o["status"], o["status"]),
                                                     "" if o["status"] in ("runs", "skipped") else "red"),
-                  cell(paired), cell(fmt_err(o.get("output_err")) if o["status"] == "runs" else ""),
-                  cell(fmt_err(o["tolerance"])), cell(verdict, style), cell(root_text),
-                  cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""), cell(why))
+                  cell(paired), cell(out), cell(VERDICT_TEXT.get(verdict, verdict), style),
+                  cell(root_text(o.get("root"))),
+                  cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""), cell(_why(o)))
     con.table(t)
     tm = report.extra.get("timing") or {}
     if tm:

@@ -352,3 +352,11 @@ def summary_from_result_json(data: Mapping[str, Any], exit_code: int, *, argv: S
 def _name_key(name: str, index: int) -> str:
     # these results name operators but carry no graph: the name is the key where it is stable
     return f"n/{name}" if not is_generated_name(name) else f"i/{index}"
+
+
+def summarize(result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> Summary:
+    """The summary of a finished analysis: a Report, or the JSON of ``quant``/``mixed`` (their
+    exit code given: the JSON does not carry it)."""
+    if isinstance(result, Mapping):
+        return summary_from_result_json(result, int(exit_code or 0), argv=argv)
+    return summary_from_report(result, argv=argv)

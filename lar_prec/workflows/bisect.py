@@ -34,7 +34,7 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.keys import dump_keys
 from lar_prec.errors import (AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError,
                              UsageError)
-from lar_prec.outputs import atomic_write_text, sha256_file
+from lar_prec.outputs import atomic_write_text, json_text, sha256_file
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.report.model import read_json, write_json
@@ -160,7 +160,7 @@ class _Bisect:
             parts.update(good=self.builds[self.good_index].identity(), operator=self.operator)
         else:  # the band of more runs is another band
             parts.update(repeat=self.repeat)
-        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+        return hashlib.sha256(json.dumps(parts, sort_keys=True, allow_nan=False).encode()).hexdigest()[:32]
 
     def _cached(self, command: str, setting: str, key: str) -> Optional[Dict[str, Any]]:
         if self.store is None:
@@ -408,7 +408,7 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
         if db is not None:
             db.close()
     result = _result_json(st, g, b, lo, hi, store)
-    atomic_write_text(adir / "bisect.json", json.dumps(result, indent=1) + "\n", what="bisect result")
+    atomic_write_text(adir / "bisect.json", json_text(result), what="bisect result")
     if hi >= 0 and hi in st.reports and html:
         write_html(st.reports[hi], Path(st.entries[hi]["dir"]) / "report.html")
     if html:

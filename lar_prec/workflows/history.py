@@ -7,25 +7,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
-from lar_prec.store.summary import Summary, summary_from_report, summary_from_result_json
+from lar_prec.store.summary import summarize
 from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text, judge_baseline,
                                       judge_run, output_margin, parse_baseline)
 
 CHECK_SCHEMA = "lar-prec.check/1"
 HISTORY_SCHEMA = "lar-prec.history/1"
-
-
-def summarize(result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> Summary:
-    """The summary of a finished analysis: a Report, or the JSON of ``quant``/``mixed``."""
-    if isinstance(result, Mapping):
-        return summary_from_result_json(result, int(exit_code or 0), argv=argv)
-    return summary_from_report(result, argv=argv)
 
 
 def store_result(url: str, result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> int:
@@ -88,6 +81,16 @@ def _checked_run(store: Store, adir: Optional[str]) -> Dict[str, Any]:
     return held[-1]
 
 
+def judge_stored(store: Store, run: Mapping[str, Any], start: Optional[str] = None) -> Tuple[List[Any], List[Dict[str, Any]]]:
+    """Each operator of a stored run (a row of :meth:`Store.runs`) against its series' runs
+    before it (those from ``start`` on): (the verdicts of :func:`judge_run`, the past runs)."""
+    jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
+    past = [r for r in store.series_ops(run["series"], before=run["id"]) if start is None or r.created >= start]
+    seen = {r.run_id for r in past}
+    past_runs = [r for r in store.runs(series=run["series"]) if r["id"] in seen]
+    return judge_run(store.ops(run["id"], part=""), bands_of(past, jitter), jitter), past_runs
+
+
 def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[str] = None,
           since: Optional[str] = None) -> Dict[str, Any]:
     """Judge an analysis against its series' history (and the baseline file): the
@@ -110,12 +113,7 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
             if not found:
                 raise UsageError(f"store {url}: no run {since!r} (a run uid or its prefix, see lar-prec history)")
             start = found[0]["created"]
-        jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
-        past = [r for r in store.series_ops(run["series"], before=run["id"]) if start is None or r.created >= start]
-        seen = {r.run_id for r in past}
-        past_runs = [r for r in store.runs(series=run["series"]) if r["id"] in seen]
-        bands = bands_of(past, jitter)
-        verdicts = judge_run(store.ops(run["id"], part=""), bands, jitter)
+        verdicts, past_runs = judge_stored(store, run, start)
     by_run = {r["id"]: r for r in past_runs}
     for v in verdicts:
         if v.last_good:

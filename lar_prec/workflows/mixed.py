@@ -1,19 +1,28 @@
-"""A verified mixed-precision list (``lar-prec mixed MODEL --option ioc16|io16xc32``, issue 23).
+"""A verified mixed-precision list (``lar-prec mixed MODEL --option ioc16|io16xc32``, issues 23, 34).
 
 1. The naive float32 run of the plain model is the reference; the plain model under the option
-   with the default kernels is what a user would deploy (its output error is the baseline).
+   with the default kernels is what a user would deploy (its output error is the baseline);
+   the naive kernels under the option are **correct float16**: their output error is the level
+   the tolerance is relative to (:mod:`lar_prec.compare.tolerance`: ``max(band, 2 x level)``,
+   the rule sweep and naive-vs-default print too), unless ``--tolerance`` gives one.
 2. Every operator's local error under the option (the sweep's measuring,
-   :mod:`lar_prec.workflows.sweep.local`): its local roots are the proposal.
+   :mod:`lar_prec.workflows.sweep.local`): its local roots are the proposal. Each is told apart by
+   the float64 oracle on the reference's inputs (:func:`lar_prec.diagnosis.oracle.classify_fp16`):
+   float16 rounding, float16 accumulation or a **kernel bug** (the default kernel wrong).
 3. Verification: the mixed model (:func:`lar_prec.diagnosis.mixed.write_mixed_model`: listed
    operators in float32, the rest as the option runs them) runs with the default kernels and its
-   outputs are held against the reference. While an output is out of ``tolerance`` the list
-   widens greedily, worst local error first, in doubling batches (1, 2, 4, ... operators),
-   so a list that needs k more operators costs about log2(k) + 1 runs; the last step keeps
-   every operator (the plain float32 model). The list is not minimised after it holds.
-4. For each kept operator: why, by the float64 oracle on the reference's inputs
-   (:func:`lar_prec.diagnosis.oracle.classify_fp16`): float16 rounding, float16 accumulation
-   or a wrong kernel; measured with one more layerwise run under the option's naive kernels
-   and, under ioc16, one under io16xc32 (float32 compute on float16 storage).
+   outputs are held against the reference. The kernel bugs are kept first, as their own step
+   (what is left is float16's own error); then the other local roots; then, while an output is
+   out of tolerance, the list widens greedily, worst local error first, in doubling batches
+   (1, 2, 4, ... operators), so a list that needs k more operators costs about log2(k) + 1 runs;
+   the last step keeps every operator (the plain float32 model). The list is not minimised
+   after it holds.
+4. Every model tried is a point (:mod:`lar_prec.workflows.mixed_points`): output error, share of
+   MACs and of float operators left in float16, top-1/top-5 agreement of a classifier's scores.
+   Where the tolerance cannot be met without losing most of the float16 MACs, the knee of that
+   curve is proposed.
+5. For each kept operator: why, by the oracle (step 2; one more layerwise run under the option's
+   naive kernels and, under ioc16, one under io16xc32: float32 compute on float16 storage).
 
 An empty proposal that the plain option's run already satisfies costs no verification run:
 that run is the empty list's verification.
@@ -21,19 +30,20 @@ that run is the empty list's verification.
 from __future__ import annotations
 
 import math
-from collections import Counter
 import shutil
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from lar_prec._lazy import numpy as np
 from lar_prec.compare.metrics import max_megengine_err
+from lar_prec.compare.tolerance import OutputTolerance, output_tolerance
 from lar_prec.diagnosis.graphinfo import GraphInfo, describe_model
 from lar_prec.diagnosis.local import output_ids, run_layerwise
-from lar_prec.diagnosis.mixed import ComputeFraction, float_operators, fp16_fraction, write_mixed_model
+from lar_prec.diagnosis.mixed import float_operators, fp16_fraction, write_mixed_model
 from lar_prec.diagnosis.oracle import (
+    KERNEL_WRONG,
     OracleUnsupported,
     classify_fp16,
     evaluate,
@@ -44,143 +54,42 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError, RunError, RunTimeout, UsageError
 from lar_prec.lar.mixed_rewrite import KEEP_SCHEMA, MODES, KeepList, MixedModel
 from lar_prec.outputs import atomic_write_text, json_text
-from lar_prec.records import PathLike, json_number
+from lar_prec.records import PathLike
 from lar_prec.report.html import write_html
+from lar_prec.report.records import over_floor
 from lar_prec.run.config import get_config
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common import prepare_analysis
+from lar_prec.workflows.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
 from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
-SCHEMA = "lar-prec.mixed/1"
-#: default target: 4 float16 units (2^-8) of MegEngine's error on every model output
-DEFAULT_TOLERANCE = 4 * 2.0 ** -10
+__all__ = ["SCHEMA", "MAX_ATTEMPTS", "Attempt", "KeptOperator", "MixedAnalysis", "mixed_analysis"]
+
 #: verification runs at most (the last keeps every operator)
 MAX_ATTEMPTS = 12
 
 
-@dataclass(frozen=True)
-class KeptOperator:
-    """One operator kept in float32: why it was listed (``local root`` with its margin, or
-    ``widened`` at which attempt) and why it errs in float16 (the oracle's verdict)."""
-
-    name: str
-    opr_type: str
-    listed: str
-    local_err: Optional[float]
-    floor: Optional[float]
-    cause: Optional[str] = None
-    cause_detail: Optional[Dict[str, Any]] = None
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"name": self.name, "opr_type": self.opr_type, "listed": self.listed,
-                "local_err": json_number(self.local_err) if self.local_err is not None else None,
-                "floor": self.floor, "cause": self.cause, "cause_detail": self.cause_detail}
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One verification: the keep-list, the mixed model and its output error."""
-
-    step: int
-    keep: Tuple[str, ...]
-    model: str
-    output_err: float
-    outputs: Tuple[Tuple[str, float], ...]
-    within: bool
-    run_dir: str
-    seconds: float
-
-    def to_json(self) -> Dict[str, Any]:
-        return {"step": self.step, "keep": list(self.keep), "model": self.model,
-                "output_err": json_number(self.output_err), "nonfinite": not math.isfinite(self.output_err),
-                "within": self.within,
-                "outputs": [{"name": n, "err": json_number(e)} for n, e in self.outputs],
-                "run_dir": self.run_dir, "seconds": round(self.seconds, 3)}
-
-
-@dataclass(frozen=True)
-class MixedAnalysis:
-    """Everything ``lar-prec mixed`` found (see the module docstring)."""
-
-    analysis_dir: Path
-    model: Path
-    option: str
-    tolerance: float
-    plain_err: float
-    plain_outputs: Tuple[Tuple[str, float], ...]
-    proposal: Tuple[str, ...]
-    kept: Tuple[KeptOperator, ...]
-    attempts: Tuple[Attempt, ...]
-    verified: bool
-    mixed_model: Optional[MixedModel]
-    fraction: ComputeFraction
-    local: OptionLocal
-    runs: Tuple[RunResult, ...]
-    keep_file: Path
-    seconds: float
-    note: str = ""
-    #: why the plain option's run failed ("" when it ran)
-    plain_failed: str = ""
-    #: every measured operator in execution order: (name, type, local error, float16 floor)
-    operators: Tuple[Tuple[str, str, Optional[float], Optional[float]], ...] = ()
-
-    @property
-    def output_err(self) -> float:
-        """The output error of the last model tried (the option alone when none was)."""
-        return self.attempts[-1].output_err if self.attempts else self.plain_err
-
-    @property
-    def needs_float32(self) -> bool:
-        """The option alone is out of tolerance (exit 1)."""
-        return not (self.plain_err <= self.tolerance)
-
-    def to_json(self) -> Dict[str, Any]:
-        kept = {k.name for k in self.kept}
-        return {
-            "schema": SCHEMA,
-            "analysis_dir": str(self.analysis_dir),
-            "model": str(self.model),
-            "option": self.option,
-            "tolerance": self.tolerance,
-            "verdict": ("within" if not self.needs_float32 else "fixed" if self.verified else "not_fixed"),
-            "plain": {"output_err": json_number(self.plain_err),
-                      "nonfinite": not math.isfinite(self.plain_err) and not self.plain_failed,
-                      "failed": self.plain_failed or None,
-                      "outputs": [{"name": n, "err": json_number(e)} for n, e in self.plain_outputs]},
-            "proposal": list(self.proposal),
-            "kept": [k.to_json() for k in self.kept],
-            "keep_types": dict(Counter(k.opr_type for k in self.kept)),
-            "verified": self.verified,
-            "output_err": json_number(self.output_err),
-            "mixed_model": self.mixed_model.to_json() if self.mixed_model is not None else None,
-            "keep_file": str(self.keep_file),
-            "fp16_fraction": self.fraction.to_json(),
-            "attempts": [a.to_json() for a in self.attempts],
-            "operators": [{"name": n, "opr_type": t, "local_err": json_number(e) if e is not None else None,
-                           "nonfinite": e is not None and not math.isfinite(e), "floor": f,
-                           "float32": n in kept} for n, t, e, f in self.operators],
-            "local": self.local.to_json(),
-            "runs": [r.to_json() for r in self.runs],
-            "seconds": round(self.seconds, 3),
-            "note": self.note or None,
-        }
-
-
-def _output_errors(g: GraphInfo, ref: DumpFolder, test: DumpFolder) -> Tuple[Tuple[str, float], ...]:
-    """MegEngine's max error of each model output (paired by name: the last var of that name,
-    the conversion back to float32 in a float16 run)."""
+def _point(g: GraphInfo, ref: DumpFolder, test: DumpFolder, label: str, keep: KeepList) -> Point:
+    """The point of a model tried: MegEngine's max error of each model output (paired by name:
+    the last var of that name, the conversion back to float32 in a float16 run), the share of
+    the model ``keep`` leaves in float16, and the agreement of each classifier output."""
     def last(folder: DumpFolder) -> Dict[str, Any]:
         return {d.var.name: d for d in folder}
 
     a, b = last(ref), last(test)
-    out: List[Tuple[str, float]] = []
+    errs: List[Tuple[str, float]] = []
+    agree: List[Agreement] = []
     for vid in g.outputs:
         name = g.vars[vid].name
         if name not in a or name not in b:
             raise RunError(f"{test.path}: expected the model output {name!r} in the dump of the run")
-        out.append((name, max_megengine_err(np.asarray(a[name].array()), np.asarray(b[name].array()))))
-    return tuple(out)
+        x, y = np.asarray(a[name].array()), np.asarray(b[name].array())
+        errs.append((name, max_megengine_err(x, y)))
+        top = classifier_agreement(name, x, y)
+        if top is not None:
+            agree.append(top)
+    return Point(label, _worst(errs), tuple(errs), fp16_fraction(g, keep), tuple(agree))
 
 
 def _worst(errs: Sequence[Tuple[str, float]]) -> float:
@@ -229,19 +138,94 @@ def _classify(g: GraphInfo, lw: Any, ref: DumpFolder, names: Sequence[str],
     return res
 
 
+class _Oracle:
+    """The oracle's verdicts on operators (``classify``), its layerwise runs under the option's
+    naive kernels and, under ioc16, float32 compute on float16 storage made once, when first
+    needed."""
+
+    def __init__(self, g: GraphInfo, prep: Any, ref: DumpFolder, local: OptionLocal, option: str, adir: Path,
+                 timeout: float, rewritten: Dict[str, Path]) -> None:
+        self.g, self.prep, self.ref, self.local, self.option = g, prep, ref, local, option
+        self.adir, self.timeout, self.rewritten = adir, timeout, rewritten
+        self.dumps: Optional[Dict[str, Optional[DumpFolder]]] = None
+        self.causes: Dict[str, Tuple[Optional[str], Dict[str, Any]]] = {}
+
+    def classify(self, names: Sequence[str]) -> Dict[str, Tuple[Optional[str], Dict[str, Any]]]:
+        todo = [n for n in names if n not in self.causes]
+        if todo and self.local.measured:
+            if self.dumps is None:
+                self.dumps = {"default": DumpFolder(Path(self.local.dir or "") / "dump")}
+                for label in ("naive", "f32") if self.option == "ioc16" else ("naive",):
+                    try:
+                        self.dumps[label] = _run_lw(self.prep, label, self.option, self.adir / "local" /
+                                                    f"oracle-{label}" / "dump", self.timeout, self.rewritten)
+                    except LarPrecError:
+                        self.dumps[label] = None  # the verdict then says what it lacked
+            self.causes.update(_classify(self.g, self.prep.layerwise, self.ref, todo, self.dumps))
+        return {n: self.causes[n] for n in names if n in self.causes}
+
+
+def _plain_and_level(model: Path, prepared: Any, option: str, adir: Path, g: GraphInfo, ref: DumpFolder,
+                     lar: Any, timeout: Optional[float], tmo: float,
+                     say: Any) -> Tuple[Point, str, Optional[Point], str, List[RunResult]]:
+    """The option alone with the default kernels (what a user would deploy) and with the naive
+    kernels (correct float16: the tolerance's level): (plain point, why it failed, level point,
+    why it was not measured, the runs). Where MegEngine's pass refuses the model, the level
+    comes from the rewritten model with nothing kept, under the naive kernels."""
+    flags = (f"--enable-{option}",)
+    runs: List[RunResult] = []
+    nothing = KeepList()
+
+    def one(config: str, label: str, path: Path, extra: Tuple[str, ...]) -> Tuple[Optional[Point], str]:
+        try:
+            run = run_once(path, prepared, config, adir, lar=lar, timeout=timeout, extra_flags=extra, label=label)
+        except RunError as exc:  # MegEngine's own pass may refuse the model: the rewrite may still run it
+            if getattr(exc, "result", None) is None:
+                raise
+            runs.append(exc.result)
+            return None, str(exc).split(" -- hint:")[0]
+        runs.append(run)
+        return _point(g, ref, DumpFolder(run.dump_dir), label, nothing), ""
+
+    say(f"the option alone: default kernels, {flags[0]}")
+    plain, plain_failed = one("default", option, model, flags)
+    say(f"correct float16: the naive kernels under {flags[0]}")
+    level, level_failed = one("naive", f"{option}-naive", model, flags)
+    if level is None and plain is None:
+        try:
+            rewritten = write_mixed_model(model, adir / "level.mge", nothing, option, timeout=tmo)
+            level, level_failed = one("naive", f"{option}-naive-rewritten", rewritten.path, ())
+        except (RunError, UsageError) as exc:
+            level_failed = f"{level_failed}; the rewritten model: {exc}"
+    if plain is None:
+        plain = Point(f"the option alone ({flags[0]})", math.inf, (), fp16_fraction(g, nothing))
+    else:
+        plain = replace(plain, label=f"the option alone ({flags[0]})")
+    if level is not None:
+        level = replace(level, label=f"correct float16 (naive kernels under {flags[0]})")
+    return plain, plain_failed, level, level_failed, runs
+
+
+def _tolerance(level: Optional[Point], level_failed: str, given: Optional[float]) -> OutputTolerance:
+    err = level.output_err if level is not None else None
+    return output_tolerance("float16", err, level_failed, given)
+
+
 def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option: str = "ioc16",
-                   tolerance: float = DEFAULT_TOLERANCE, out: Optional[PathLike] = None, seed: int = 0,
+                   tolerance: Optional[float] = None, out: Optional[PathLike] = None, seed: int = 0,
                    lar: Any = None, timeout: Optional[float] = None,
                    progress: Any = None) -> MixedAnalysis:
-    """See the module docstring.
+    """See the module docstring. ``tolerance``: the largest output error allowed; None: the
+    one rule, relative to correct float16's level.
 
     Raises:
         UsageError (exit 2): bad model, inputs, option or tolerance; RunError (exit 3): the
-        reference, the option's run or a rewrite failed.
+        reference, a needed run or a rewrite failed.
     """
     if option not in MODES:
         raise UsageError(f"--option {option!r}: expected one of {', '.join(MODES)}")
-    if not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance) and tolerance >= 0):
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
+                                      and tolerance >= 0):
         raise UsageError(f"--tolerance {tolerance!r}: expected a finite number >= 0")
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
@@ -251,24 +235,11 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     g = describe_model(model_path, adir / "graph.json")
     say("reference: naive kernels, float32")
     ref_run = run_once(model_path, prepared, "naive", adir, lar=lar_obj, timeout=timeout, label="reference")
-    say(f"the option alone: default kernels, {flags[0]}")
     ref = DumpFolder(ref_run.dump_dir)
-    runs: List[RunResult] = [ref_run]
-    plain_failed = ""
-    try:
-        plain_run = run_once(model_path, prepared, "default", adir, lar=lar_obj, timeout=timeout, extra_flags=flags,
-                             label=option)
-    except RunError as exc:  # MegEngine's own pass may refuse the model: the rewrite may still run it
-        if getattr(exc, "result", None) is None:
-            raise
-        plain_failed = str(exc).split(" -- hint:")[0]
-        runs.append(exc.result)
-        plain: Tuple[Tuple[str, float], ...] = ()
-        plain_err = math.inf
-    else:
-        runs.append(plain_run)
-        plain = _output_errors(g, ref, DumpFolder(plain_run.dump_dir))
-        plain_err = _worst(plain)
+    plain, plain_failed, level, level_failed, option_runs = _plain_and_level(
+        model_path, prepared, option, adir, g, ref, lar_obj, timeout, tmo, say)
+    runs: List[RunResult] = [ref_run, *option_runs]
+    tol = _tolerance(level, level_failed, None if tolerance is None else float(tolerance))
 
     say("local error of every operator under the option")
     try:
@@ -285,51 +256,19 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     proposal = tuple(r.name for r in local.roots)
     note = "; ".join(x for x in (f"{flags[0]} alone does not run: {plain_failed}" if plain_failed else "",
                                  "" if local.measured else local.why) if x)
-
-    listed: Dict[str, str] = {r.name: f"local root under {option} (local error {r.margin:.3g} x its float16 floor)"
-                              for r in local.roots}
-    keep = list(proposal)
-    attempts: List[Attempt] = []
-    cands = _candidates(local, keep)
-    batch = 1
-    all_types = tuple(sorted({o.type for o in g.computing()}))
-    final_model: Optional[MixedModel] = None
-    verified = False
-    every = False
-
-    def widen(after: str) -> None:
-        nonlocal cands, batch, every
-        if not cands:
-            every = True
-            return
-        add, cands = cands[:batch], cands[batch:]
-        for n, e in add:
-            listed[n] = f"widened {after} (local error {e:.3g})"
-        keep.extend(n for n, _ in add)
-        batch *= 2
-
-    if not keep and plain_err > tolerance and not plain_failed:
-        widen("because the option alone is out of tolerance")  # the plain run already tried the empty list
-    if not keep and not every and not plain_failed:
-        verified = True  # within tolerance as it is: the plain option's run verifies the empty list
-    while not verified:
-        step = len(attempts) + 1
-        every = every or step >= MAX_ATTEMPTS
-        kl = KeepList(types=all_types) if every else KeepList(instances=tuple(keep))
-        say(f"verification {step}: {'every operator' if every else len(keep)} in float32")
-        t1 = time.monotonic()
-        mm = write_mixed_model(model_path, adir / f"mixed-{step}.mge", kl, option, timeout=tmo)
-        run = run_once(mm.path, prepared, "default", adir, lar=lar_obj, timeout=timeout, label=f"mixed-{step}")
-        runs.append(run)
-        errs = _output_errors(g, ref, DumpFolder(run.dump_dir))
-        within = _worst(errs) <= tolerance
-        attempts.append(Attempt(step, tuple(n for n, _ in mm.kept), str(mm.path), _worst(errs), errs, within,
-                                str(run.dir), time.monotonic() - t1))
-        final_model = mm
-        if within or every:
-            verified = within
-            break
-        widen(f"after verification {step}")
+    oracle = _Oracle(g, prep, ref, local, option, adir, tmo, rewritten)
+    if proposal:
+        say("which local roots are kernel bugs (the float64 oracle)")
+    causes = oracle.classify(proposal)
+    bugs = tuple(n for n in proposal if causes.get(n, (None,))[0] == KERNEL_WRONG)
+    listed: Dict[str, str] = {r.name: f"{'kernel bug' if r.name in bugs else 'local root'} under {option}: "
+                                      f"{over_floor(r.local_err, r.floor)}" for r in local.roots}
+    groups = [(kind, list(names)) for kind, names in (("kernel bugs", bugs),
+                                                       ("local roots", [n for n in proposal if n not in bugs])) if names]
+    if plain_failed and not groups:
+        groups = [("nothing kept", [])]  # the rewrite alone may run where MegEngine's pass does not
+    attempts, final_model, verified = _verify(model_path, prepared, adir, g, ref, option, local, groups, tol,
+                                              plain, lar_obj, timeout, tmo, listed, runs, say)
 
     if final_model is not None:  # the last verified (or best tried) model under one name, beside its attempts
         deploy = adir / "mixed.mge"
@@ -338,31 +277,22 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         except OSError as exc:
             raise UsageError(f"cannot write the mixed-precision model to {deploy}: {exc.strerror or exc}") from None
         final_model = replace(final_model, path=deploy)
-    kept_names = [n for n, _ in final_model.kept] if final_model is not None else list(keep)
+    kept_names = [n for n, _ in final_model.kept] if final_model is not None else []
     measured = {m.name: m for m in prep.layerwise.measured}
     errors = dict(local.errors)
     floors = dict(local.floors)
-    causes: Dict[str, Tuple[Optional[str], Dict[str, Any]]] = {}
     if kept_names and local.measured:
         say("why each kept operator errs in float16 (the float64 oracle)")
-        dumps: Dict[str, Optional[DumpFolder]] = {"default": DumpFolder(Path(local.dir or "") / "dump")}
-        for label in ("naive", "f32") if option == "ioc16" else ("naive",):
-            try:
-                dumps[label] = _run_lw(prep, label, option, adir / "local" / f"oracle-{label}" / "dump", tmo,
-                                       rewritten)
-            except LarPrecError:
-                dumps[label] = None  # the verdict then says what it lacked
-        causes = _classify(g, prep.layerwise, ref, kept_names, dumps)
+    causes = oracle.classify(kept_names)
     kept = tuple(KeptOperator(n, measured[n].opr_type if n in measured else _opr_type(g, n),
                               listed.get(n, "kept with every operator (the plain float32 model)"),
                               errors.get(n), floors.get(n), *causes.get(n, (None, None)))
                  for n in kept_names)
     final_keep = KeepList(instances=tuple(kept_names)) if final_model is not None else KeepList()
-    fraction = fp16_fraction(g, final_keep)
     keep_file = adir / "keep.json"
-    res = MixedAnalysis(adir, model_path, option, float(tolerance), plain_err, plain, proposal, kept,
-                        tuple(attempts), verified, final_model, fraction, local, tuple(runs), keep_file,
-                        time.monotonic() - t0, note, plain_failed,
+    res = MixedAnalysis(adir, model_path, option, tol, plain, level, proposal, bugs, kept, tuple(attempts), verified,
+                        final_model, fp16_fraction(g, final_keep), local, tuple(runs), keep_file,
+                        time.monotonic() - t0, note, plain_failed, level_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
                               for m in prep.layerwise.measured if m.name in errors))
     data = res.to_json()
@@ -375,6 +305,52 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         exc.report = data
         raise
     return res
+
+
+def _verify(model: Path, prepared: Any, adir: Path, g: GraphInfo, ref: DumpFolder, option: str, local: OptionLocal,
+            groups: List[Tuple[str, List[str]]], tol: OutputTolerance, plain: Point, lar: Any,
+            timeout: Optional[float], tmo: float, listed: Dict[str, str], runs: List[RunResult],
+            say: Any) -> Tuple[List[Attempt], Optional[MixedModel], bool]:
+    """The verifications (step 3 of the module docstring): the groups first (kernel bugs, the
+    other local roots), then widening in doubling batches, the last keeping every operator.
+    Returns the attempts, the last model tried and whether it holds; ``listed`` gets why each
+    operator was listed, ``runs`` every run."""
+    keep: List[str] = []
+    attempts: List[Attempt] = []
+    cands = _candidates(local, [n for _, names in groups for n in names])
+    all_types = tuple(sorted({o.type for o in g.computing()}))
+    batch = 1
+    final: Optional[MixedModel] = None
+    if not groups and tol.holds(plain.output_err):
+        return attempts, final, True  # within as it is: the plain option's run verifies the empty list
+    while True:
+        step = len(attempts) + 1
+        every = step >= MAX_ATTEMPTS or (not groups and not cands)
+        if every:
+            kind = "every operator"
+        elif groups:
+            kind, add = groups.pop(0)
+            keep.extend(add)
+        else:
+            kind, add = "widened", [n for n, _ in cands[:batch]]
+            why = "because the option alone is out of tolerance" if step == 1 else f"after verification {step - 1}"
+            listed.update({n: f"widened {why} (local error {e:.3g})" for n, e in cands[:batch]})
+            cands, batch = cands[batch:], batch * 2
+            keep.extend(add)
+        kl = KeepList(types=all_types) if every else KeepList(instances=tuple(keep))
+        say(f"verification {step} ({kind}): {'every operator' if every else len(keep)} in float32")
+        t1 = time.monotonic()
+        mm = write_mixed_model(model, adir / f"mixed-{step}.mge", kl, option, timeout=tmo)
+        run = run_once(mm.path, prepared, "default", adir, lar=lar, timeout=timeout, label=f"mixed-{step}")
+        runs.append(run)
+        names = tuple(n for n, _ in mm.kept)
+        label = f"verification {step}: {kind}, {len(names)} in float32"
+        pt = _point(g, ref, DumpFolder(run.dump_dir), label, KeepList(instances=names))
+        within = tol.holds(pt.output_err)
+        attempts.append(Attempt(step, kind, names, str(mm.path), pt, within, str(run.dir), time.monotonic() - t1))
+        final = mm
+        if within or every:
+            return attempts, final, within
 
 
 def _layerwise_as(prep: Any, mode: str, timeout: float, done: Dict[str, Path]) -> Any:

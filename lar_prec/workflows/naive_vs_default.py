@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
+from lar_prec.compare.tolerance import arithmetic_dtype, output_tolerance
 from lar_prec.diagnosis.graphinfo import describe_model
 from lar_prec.diagnosis.oracle import RootSide, root_sides
 from lar_prec.dumps.folder import DumpFolder
@@ -31,7 +32,7 @@ from lar_prec.report.model import from_tree
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.compare.threshold import parse_threshold_spec
 from lar_prec.compare.bounds import TERMS_C
-from lar_prec.diagnosis.local import layout_fmt, local_outputs
+from lar_prec.diagnosis.local import compute_dtype, layout_fmt, local_outputs
 from lar_prec.diagnosis.local_analysis import EarlyBuild, LocalAnalysis, off_reason, pin_flags
 from lar_prec.report.local import report_ids
 
@@ -138,6 +139,7 @@ def naive_vs_default(
     ran = ran if ran.is_file() else model_path
     report = oracle_roots(report, ran, naive.dump_dir, default.dump_dir, la, layout_fmt(extra_flags),  # type: ignore[arg-type]
                           adir)
+    report = with_output_tolerance(report, extra_flags)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, tree, tuple(runs), json_path, html_path)
 
@@ -148,6 +150,21 @@ def _distance(s) -> str:
         return (f"naive {s.reference_err:.3g} from it, {s.reference_units:.2g} rounding units; default "
                 f"{s.test_err:.3g}, {s.test_units:.2g} units; a correct kernel is within {TERMS_C:g}")
     return f"naive {s.reference_err:.3g} from it, default {s.test_err:.3g}; floor {s.floor:.3g}"
+
+
+def with_output_tolerance(report, flags: Sequence[str]):
+    """``report`` with its outputs' error held to the one tolerance rule of sweep and mixed
+    (:mod:`lar_prec.compare.tolerance`; level 0: both sides do the same arithmetic) in the same
+    words: a note, and ``output_err`` / ``output_tolerance`` in its extra."""
+    read = {u for v in report.vars for u in v.inputs}
+    outs = [v for v in report.vars if v.id not in read and v.max_err is not None]
+    if not outs:
+        return report
+    err = max(v.max_err for v in outs)
+    tol = output_tolerance(arithmetic_dtype([v.dtype for v in outs], compute_dtype(flags)), 0.0)
+    note = f"outputs: {tol.words(err)}: {'within' if tol.holds(err) else 'out of tolerance'}"
+    extra = {**report.extra, "output_err": json_number(err), "output_tolerance": tol.to_json()}
+    return replace(report, notes=report.notes + (note,), extra=extra)
 
 
 #: words for :func:`lar_prec.diagnosis.oracle.which_side` in naive-vs-default

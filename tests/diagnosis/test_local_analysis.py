@@ -167,9 +167,12 @@ def test_sweep_with_a_user_load_and_run_measures_local_error_with_that_binary(ma
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rep = json.loads((tmp_path / "s.json").read_text())
     assert rep["local"]["measured"] is not False, rep["local"]
+    # the binary's default kernels are wrong in every run: the default run's own root, which the
+    # options show too (as default, issue 34 #4)
+    assert rep["default"]["verdict"] == "diverges" and rep["default"]["root"]["name"] == CONV, rep["default"]
     for o in rep["options"]:
         assert o["local"]["measured"], o["local"]
-        assert o["verdict"] == "diverges" and o["root_rule"] == "local", o
+        assert o["verdict"] == "as_default" and o["root_rule"] == "local" and o["shared_roots"][:1] == [CONV], o
         assert [r["name"] for r in o["local"]["roots"]][:1] == [CONV], o["local"]["roots"]
         run = json.loads(next(Path(o["local"]["dir"]).rglob("run.json")).read_text())
         assert run["argv"][0] == str(lar) and run["status"] == "ok"

@@ -417,30 +417,39 @@ def test_sweep_page_draws_options_and_option_by_variable(chromium, sweep_run):
     _clean_page(b)
     assert b.js("document.getElementById('sweep-section').hidden") is False
     assert b.js("document.getElementById('targets-section').hidden") is True
-    # the options table: one row per option, worst first, as the JSON has them
+    # the options table: the default run (no option), then one row per option, worst first, as the JSON has them
+    from lar_prec.report.sweep import VERDICT_TEXT
+
     rows = b.js("""Array.from(document.querySelectorAll('#sweep-options tbody tr')).map(r =>
         Array.from(r.cells).map(c => c.innerText.trim()))""")
-    assert [r[0] for r in rows] == [o["option"] for o in d["options"]] and rows[0][0] == "ioc16"
-    for r, o in zip(rows, d["options"]):
-        assert r[1] == STATUS_TEXT[o["status"]] and r[5] == (o["verdict"] or "\u2014")
+    table = [d["default"]] + d["options"]
+    assert [r[0] for r in rows] == ["default (no option)"] + [o["option"] for o in d["options"]]
+    assert rows[1][0] == "ioc16"
+    for r, o in zip(rows, table):
+        assert r[1] == STATUS_TEXT[o["status"]] and r[4] == (VERDICT_TEXT[o["verdict"]] if o["verdict"] else "\u2014")
         assert r[2] == f"{o['vars_paired']}/{o['vars_total']}"
-        # ioc16's float16 max pooling returns NaN in some runs and garbage in others
-        assert (r[3] == "NaN/Inf") if o.get("output_nonfinite") else _close(r[3], o["output_err"])
-        assert _close(r[4], o["tolerance"])
-        _same_words(r[7], local_text(o))  # the terminal's words, the whole reason
-        assert r[8] == (o["cause"] or o["reason"] or "")
-    assert rows[0][6].startswith("Pooling[0]") and "Pooling[0] (PoolingForward) local" in rows[0][7]
+        # the terminal's words: output error and tolerance; ioc16's float16 max pooling returns NaN in some runs
+        assert r[3] == o["output_words"] and o["output_words"].startswith("output error ")
+        assert ("NaN/Inf" in r[3]) == bool(o.get("output_nonfinite"))
+        _same_words(r[6], local_text(o))  # the terminal's words, the whole reason
+        assert "None" not in r[5]
+    assert rows[1][5].startswith("Pooling[0]") and "Pooling[0] (PoolingForward) local error" in rows[1][6]
     assert b.js("Array.from(document.querySelectorAll('#sweep-options tr[data-option=ioc16] .st')).map(s => s.className)") == [
         "st st-opt-runs", "st st-verdict-diverges"]  # coloured by status and verdict
-    # option by variable: a column per option that ran, a row per reference var in execution order
+    # option by variable: the default run's column, then a column per option that ran, a row per
+    # reference var in execution order
     ran = [o for o in d["options"] if o["status"] == "runs"]
-    assert _heads(b, "sweep-matrix-table") == ["variable"] + [o["option"] for o in ran]
+    assert _heads(b, "sweep-matrix-table") == ["variable", "default"] + [o["option"] for o in ran]
     m = _matrix(b, "sweep-matrix-table")
     assert [r["id"] for r in m] == [v["id"] for v in d["vars"]]
-    local_roots = {o["option"]: {x["id"] for x in o["local"]["roots"]} for o in ran if o["local"]["measured"]}
+    # a divergent option's roots: the local roots it adds over the default run, and its root
+    local_roots = {o["option"]: {x["id"] for x in o["local"]["roots"] if x["name"] in o["added_roots"]
+                                 or not (o["added_roots"] or o["shared_roots"])} | {o["root"]["reference_id"]}
+                   for o in ran if o["local"]["measured"] and o["verdict"] == "diverges"}
     seen = set()
     for r, v in zip(m, d["vars"]):
         assert r["name"] == v["name"]
+        assert _close(r["cells"]["default"]["val"], v["default"])
         for o in ran:
             c, name = r["cells"][o["option"]], o["option"]
             err, nonfinite = v["options"][name], name in v["options_nonfinite"]
@@ -497,7 +506,7 @@ def test_sweep_page_escapes_hostile_option_and_var_names(chromium, sweep_run, tm
     _clean_page(b)
     assert b.js("document.querySelectorAll('img').length") == 0 and b.js("typeof window.__pwned") == "undefined"
     assert b.js("document.scripts.length") == 2
-    assert _heads(b, "sweep-matrix-table")[1:] == [HOSTILE[1] if o["option"] == "nchw44" else o["option"]
+    assert _heads(b, "sweep-matrix-table")[2:] == [HOSTILE[1] if o["option"] == "nchw44" else o["option"]
                                                     for o in d["options"] if o["status"] == "runs"]
     assert HOSTILE[0] in [r["name"] for r in _matrix(b, "sweep-matrix-table")]
     assert HOSTILE[0] in b.js("document.getElementById('sweep-options').innerText")

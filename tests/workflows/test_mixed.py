@@ -9,6 +9,7 @@ rewrites to the same model, and the fraction left in float16 counts what the lis
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -20,13 +21,14 @@ from conftest import run_lar
 from proc_helpers import user_lar
 
 from lar_prec.compare.metrics import max_megengine_err
+from lar_prec.compare.tolerance import fmt_num
 from lar_prec.diagnosis.graphinfo import describe_model
 from lar_prec.diagnosis.oracle import KERNEL_WRONG
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import UsageError
 from lar_prec.lar.mixed_rewrite import KeepList
 from lar_prec.report.html import write_html
-from lar_prec.workflows.mixed import DEFAULT_TOLERANCE, mixed_analysis
+from lar_prec.workflows.mixed import mixed_analysis
 
 NAIVE = {"MGB_USE_MEGDNN_DBG": "2"}
 
@@ -43,22 +45,56 @@ def _output_err(case, graph, ref: DumpFolder, model: Path, out: Path) -> float:
     return max(max_megengine_err(np.asarray(a[n].array()), np.asarray(b[n].array())) for n in names)
 
 
+def _check_agreement(data: dict, a: dict) -> None:
+    """A classifier output's top-1/top-5 agreement, recomputed from the verification's own dump."""
+    ref = _last(DumpFolder(data["runs"][0]["dump_dir"]))
+    got = _last(DumpFolder(Path(a["run_dir"]) / "dump"))
+    for g in a["agreement"]:
+        x, y = np.asarray(ref[g["name"]].array()), np.asarray(got[g["name"]].array())
+        x, y = x.reshape(x.shape[0], -1), y.reshape(y.shape[0], -1)
+        assert g["classes"] == x.shape[1] >= 10 and g["samples"] == x.shape[0]
+        assert g["top1"] == int(np.sum(x.argmax(1) == y.argmax(1)))
+        five = np.argsort(-y, axis=1, kind="stable")[:, :5]
+        assert g["top5"] == sum(int(b in row) for b, row in zip(x.argmax(1), five))
+
+
 def _check_invariants(case, data: dict, tmp_path: Path, lar_dump) -> None:
     adir = Path(data["analysis_dir"])
     tol = data["tolerance"]
     attempts = data["attempts"]
     proposal = data["proposal"]
-    # each verification keeps what the one before kept, and widens by 1, 2, 4, ... operators
-    # (the last may keep every operator, or the candidates left)
+    bugs = data["kernel_bugs"]
+    # the tolerance: the one rule (compare.tolerance) unless the user gave one
+    ot = data["output_tolerance"]
+    assert ot["value"] == tol
+    if ot["given"] is None:
+        level = data["level"]["output_err"] if data["level"] else None
+        assert ot["level"] == level and tol == max(ot["band"], 2 * (level or 0.0)), ot
+        assert ot["text"].startswith(f"tolerance {fmt_num(tol)} = ")
+    # each verification keeps what the one before kept: the kernel bugs first, then the other
+    # local roots, then widening by 1, 2, 4, ... operators (the last may keep every operator, or
+    # the candidates left)
+    kinds = [a["kind"] for a in attempts]
     sizes = [len(a["keep"]) for a in attempts]
     for prev, cur in zip(attempts, attempts[1:]):
         assert set(prev["keep"]) <= set(cur["keep"])
-    deltas = [b - a for a, b in zip(sizes, sizes[1:])][:-1]
-    if deltas:
-        assert deltas[0] in (1, 2) and deltas == [deltas[0] * 2 ** j for j in range(len(deltas))], sizes
+    assert set(bugs) <= set(proposal)
     if attempts and data["plain"]["failed"] is None:
-        assert sizes[0] == max(len(proposal), 1)
+        first = ("kernel bugs", bugs) if bugs else ("local roots", proposal) if proposal else ("widened", None)
+        assert kinds[0] == first[0], kinds
+        if first[1] is not None:
+            assert sorted(attempts[0]["keep"]) == sorted(first[1])
+        else:
+            assert sizes[0] == 1 or kinds[0] == "every operator"
+    deltas = [b - a for a, b, k in zip([0] + sizes, sizes, kinds) if k == "widened"]
+    if deltas:
+        assert deltas[:-1] == [2 ** j for j in range(len(deltas) - 1)] and deltas[-1] <= 2 ** (len(deltas) - 1), sizes
     assert all(a["within"] == (a["output_err"] is not None and a["output_err"] <= tol) for a in attempts)
+    # every model tried is a point: the share it leaves in float16 counts what it keeps
+    for a in attempts:
+        assert a["oprs_total"] - a["oprs_float16"] == len(a["keep"]) or a["kind"] == "every operator", a
+        assert 0.0 <= (a["macs_fraction"] or 0.0) <= 1.0
+        _check_agreement(data, a)
     if data["verdict"] == "within":
         assert attempts == [] and data["kept"] == [] and data["plain"]["output_err"] <= tol
         return
@@ -97,19 +133,31 @@ def test_cnn_under_ioc16_keeps_what_the_cpu_gets_wrong_and_verifies_it(manifest,
     res = cnn_ioc16
     data = json.loads((res.analysis_dir / "mixed.json").read_text())
     assert data == json.loads(json.dumps(res.to_json()))
-    assert data["tolerance"] == DEFAULT_TOLERANCE
+    assert data["output_tolerance"]["given"] is None and data["level"] is not None  # correct float16 ran
     _check_invariants(case, data, tmp_path, lar_dump)
-    assert [r["label"] for r in data["runs"]][:2] == ["reference", "ioc16"]
-    # the option's runs, the local measuring and the verifications: at most 3 model runs more
-    # than a sweep of ioc16 (reference, option run, layerwise) needs when the proposal holds
+    # the reference, the option alone, correct float16 (its naive kernels: the tolerance's level), then
+    # the verifications: one model run more than a sweep of ioc16 needs when the first step holds
+    assert [r["label"] for r in data["runs"]][:3] == ["reference", "ioc16", "ioc16-naive"]
     if data["verdict"] == "fixed" and len(data["attempts"]) == 1:
-        assert len(data["runs"]) == 3
-    # where the float16 pooling is wrong on this CPU, it is the local root, kept, and the oracle
-    # says the kernel is wrong (the naive float16 pooling agrees with exact arithmetic)
+        assert len(data["runs"]) == 4
+    # what this CPU's float16 kernels get wrong (the oracle says which: cnn's float16 max pooling on
+    # the AMD EPYC measured) is kept first, as its own step; within tolerance after it, nothing more
+    # is kept: what is left is float16's own error
+    bugs = data["kernel_bugs"]
+    if bugs:
+        assert data["attempts"][0]["kind"] == "kernel bugs" and sorted(data["attempts"][0]["keep"]) == sorted(bugs)
+        assert all(k["cause"] == KERNEL_WRONG and k["listed"].startswith("kernel bug under ioc16")
+                   for k in data["kept"] if k["name"] in bugs)
+        if data["attempts"][0]["within"]:
+            assert len(data["attempts"]) == 1 and data["verified"]
+            assert any("float16's own level" in line for line in data["advice"])
     pool = [k for k in data["kept"] if k["opr_type"] == "PoolingForward"]
     if any(r["opr_type"] == "PoolingForward" for r in data["local"]["roots"]):
-        assert pool and pool[0]["listed"].startswith("local root under ioc16")
-        assert pool[0]["cause"] == KERNEL_WRONG, pool[0]
+        assert pool and pool[0]["listed"].split(" under ")[0] in ("kernel bug", "local root")
+        assert (pool[0]["cause"] == KERNEL_WRONG) == (pool[0]["name"] in bugs), pool[0]
+    # cnn's output is a classifier's 10 scores: top-1/top-5 agreement beside the error at every point
+    assert [g["name"] for g in data["plain"]["agreement"]] == [o["name"] for o in data["plain"]["outputs"]]
+    assert all(p["agreement"] for p in data["curve"])
 
 
 @pytest.mark.megengine
@@ -159,7 +207,8 @@ def test_an_option_within_tolerance_costs_no_verification_and_exits_0(manifest, 
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["verdict"] == "within" and data["attempts"] == [] and data["kept"] == []
-    assert [r["label"] for r in data["runs"]] == ["reference", "ioc16"]
+    assert [r["label"] for r in data["runs"]] == ["reference", "ioc16", "ioc16-naive"]
+    assert data["output_tolerance"]["given"] == 0.5 and "given" in data["output_tolerance"]["text"]
     assert data["fp16_fraction"]["oprs_fraction"] == 1.0
     assert data["mixed_model"] is None
 
@@ -195,9 +244,11 @@ def test_the_page_draws_the_keep_list_and_each_verification(cnn_ioc16, chromium,
     assert chromium.js("document.getElementById('advice-section').hidden") is False
     assert chromium.js("document.getElementById('table-section').hidden") is True
     verdict = chromium.js("document.getElementById('verdict').innerText")
-    assert "--enable-ioc16" in verdict
+    assert "--enable-ioc16" in verdict and verdict == data["advice"][0]  # the terminal's words
+    items = chromium.js("Array.from(document.querySelectorAll('#mixed-advice li')).map(li => li.innerText)")
+    assert items == data["advice"][1:]
     tables = chromium.js("Array.from(document.querySelectorAll('#advice table')).map(t => t.querySelectorAll('tbody tr').length)")
-    n_ver = 1 + len(data["attempts"])
+    n_ver = 1 + (data["level"] is not None) + len(data["attempts"])  # the option alone, correct float16, each verification
     if data["kept"]:
         assert tables == [len(data["kept"]), n_ver, len(data["operators"])]
         first = chromium.js("document.querySelector('#advice table tbody tr td').innerText")
@@ -230,3 +281,30 @@ def test_a_users_binary_whose_kernel_is_wrong_in_any_precision_is_not_fixed_by_f
     assert data["verdict"] == "not_fixed" and not data["verified"]
     assert len(data["kept"]) == len(data["operators"])  # the last verification kept every operator
     assert "no keep-list tried brings it within" in proc.stdout
+
+
+@pytest.mark.megengine
+def test_sweep_mixed_and_naive_vs_default_hold_outputs_to_one_rule_in_the_same_words(manifest, cnn_ioc16, tmp_path):
+    """Issue 34 #4: one tolerance for outputs, max(band, 2 x level of correct kernels), printed in
+    the same words. The naive kernels are deterministic: sweep's and mixed's correct float16 runs
+    give the same level, hence the same tolerance on the same model and inputs."""
+    from test_sweep import by_option, case_args, invoke, sweep_json
+
+    d, _ = sweep_json(tmp_path / "s", manifest["cnn"], ["ioc16"], "--no-local", expect=None)
+    o, m = by_option(d)["ioc16"], cnn_ioc16.to_json()
+    keys = ("value", "band", "level", "factor", "dtype", "text")
+    assert {k: o["output_tolerance"][k] for k in keys} == {k: m["output_tolerance"][k] for k in keys}
+    tol = cnn_ioc16.output_tolerance
+    err = math.inf if o["output_nonfinite"] else o["output_err"]  # the pooling's NaN in some runs
+    assert o["output_words"] == tol.words(err) and o["tolerance"] == m["tolerance"]
+    err = math.inf if m["plain"]["nonfinite"] else m["plain"]["output_err"]
+    assert m["advice"][0] == (f"--enable-ioc16 alone: {tol.words(err)}: "
+                              f"{'within' if m['verdict'] == 'within' else 'out of tolerance'}")
+    # naive-vs-default: the same rule with level 0 (both sides do the same arithmetic), as the sweep's
+    # default run (no option) has it
+    res = invoke(["naive-vs-default", *case_args(manifest["cnn"]), "--no-local", "--out", str(tmp_path / "n"),
+                  "--json", str(tmp_path / "n.json"), "-q"])
+    n = json.loads((tmp_path / "n.json").read_text())
+    assert n["output_tolerance"] == d["default"]["output_tolerance"] and n["output_tolerance"]["level"] == 0.0
+    words = d["default"]["output_words"].replace(fmt_num(d["default"]["output_err"]), fmt_num(n["output_err"]))
+    assert f"outputs: {words}: within" in n["notes"] and res.exit_code in (0, 1)

@@ -89,8 +89,10 @@ def test_sweep_cnn_finds_the_fp16_pooling_fault_and_passes_what_changes_nothing(
     assert pool["status"] == "divergent" and set(pool["options"]) == set(NO_CHANGE + ["ioc16", "nhwcd4"])
     assert pool["options"]["weight-preprocess"] < 1e-4
     assert "ioc16" in pool["options_nonfinite"] or pool["options"]["ioc16"] > 1e-2  # wrong values, or Inf
-    # runs: reference, six options, the naive run under ioc16, each with its run.json
-    assert sorted(r["label"] for r in d["runs"]) == sorted(["reference", *NO_CHANGE, "ioc16", "nhwcd4", "ioc16-naive"])
+    # runs: reference, the plain default run, six options, the naive run under ioc16 (the level of its
+    # tolerance, and what tells kernel from math), each with its run.json
+    assert sorted(r["label"] for r in d["runs"]) == sorted(["reference", "default", *NO_CHANGE, "ioc16", "nhwcd4",
+                                                            "ioc16-naive"])
     rewritten = json.loads(Path(o["run_dir"], "run.json").read_text())["rewritten_model"]
     assert len(rewritten["sha256"]) == 64 and Path(rewritten["path"]).is_file()
     assert "ioc16" in res.stdout and "diverges" in res.stdout and "Pooling[0]" in res.stdout
@@ -159,7 +161,7 @@ def test_sweep_skips_layouts_on_a_model_without_convolution(manifest, tmp_path):
     o = by_option(d)["nhwcd4"]
     assert o["status"] == "skipped" and "no convolution" in o["reason"] and o["run_dir"] is None
     assert by_option(d)["weight-preprocess"]["verdict"] == "ok"
-    assert [r["label"] for r in d["runs"]] == ["reference", "weight-preprocess"]  # nothing run for a skip
+    assert [r["label"] for r in d["runs"]] == ["reference", "default", "weight-preprocess"]  # nothing run for a skip
 
 
 def _perturb(src: Path, dst: Path, name: str, rel: float) -> int:
@@ -313,9 +315,10 @@ def test_sweep_says_each_finished_step_in_a_log(manifest, lar_dump, tmp_path):
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("lar-prec sweep: steps ")]
-    assert lines[0].startswith("lar-prec sweep: steps 1/3: reference (naive kernels, plain graph) ok in "), lines
-    assert lines[1:] == ["lar-prec sweep: steps 2/3: nhwcd4: runs, ok",  # one run at a time: in order
-                         "lar-prec sweep: steps 3/3: weight-preprocess: runs, ok"], lines
+    assert lines[0].startswith("lar-prec sweep: steps 1/4: reference (naive kernels, plain graph) ok in "), lines
+    assert lines[1:] == ["lar-prec sweep: steps 2/4: default: runs, ok",  # one run at a time: in order
+                         "lar-prec sweep: steps 3/4: nhwcd4: runs, ok",
+                         "lar-prec sweep: steps 4/4: weight-preprocess: runs, ok"], lines
 
 
 @pytest.mark.megengine
@@ -410,8 +413,8 @@ def test_an_output_never_dumped_is_not_a_pass_when_local_error_is_measured(manif
     d, res = sweep_json(tmp_path, case, ["record-comp-seq", "weight-preprocess"], "--lar", str(lar), expect=1)
     o = by_option(d)["record-comp-seq"]
     assert o["local"]["measured"] and o["verdict"] == "diverges" and o["output_unseen"] is True, o
-    assert d["verdict"].startswith("1 of 2 option(s) that ran diverge; worst: record-comp-seq (the model's output "
-                                   "was not dumped under this option"), d["verdict"]
+    assert d["verdict"].startswith("1 of 2 option(s) that ran diverge beyond the default run; worst: record-comp-seq "
+                                   "(the model's output was not dumped under this option"), d["verdict"]
     assert by_option(d)["weight-preprocess"]["verdict"] == "ok"
 
 
@@ -432,4 +435,4 @@ def test_a_load_failure_alone_is_not_an_all_clear(manifest, lar_dump, tmp_path, 
     monkeypatch.setenv("FAKE_LAR_MODE_IF_FLAG", "--const-shape=exit1")
     d, _ = sweep_json(tmp_path, manifest["cnn"], ["const-shape", "weight-preprocess"], "--lar", str(FAKE_LAR),
                       "--no-local", expect=1)
-    assert d["verdict"].startswith("no option that ran diverges (1 ran within tolerance), but 1 did not run through")
+    assert d["verdict"].startswith("no option that ran diverges beyond the default run (1 ran), but 1 did not run through")

@@ -215,8 +215,9 @@ function errCell(err, nonfinite) {
 
 // ---------------------------------------------------------------- sweep: options, and option by variable
 var OPTION_STATUS = { runs: 'runs', load_failed: 'load failed', crashed: 'crashed (signal)', hung: 'hung (timed out)', stalled: 'stalled (no CPU)', bad_dump: 'dump unreadable', skipped: 'skipped' };
+var VERDICT_TEXT = { ok: 'ok', diverges: 'diverges', as_default: 'as default' };
 function localSummary(o) {
-  // one option's local error: its top local root over its floor, "none", or why it was not measured
+  // one option's local error: its top local root over its floor ("words": as the terminal says it), "none", or why it was not measured
   var loc = o.local;
   if (!loc) return '';
   if (!loc.measured) {
@@ -226,66 +227,80 @@ function localSummary(o) {
   var missing = (loc.not_measured || []).length ? ', ' + loc.not_measured.length + ' not measured' : '';
   if (!(loc.roots || []).length) return 'none (' + loc.n_measured + ' measured' + missing + ')';
   var r = loc.roots[0];
-  return [varLink(r.id, r.name), ' (' + r.opr_type + ') local ' + (r.nonfinite ? 'NaN/Inf' : fmt(r.local_err)) + ' > floor ' + fmt(r.floor) +
-    ', x' + (r.margin === null || r.margin === undefined ? 'inf, floor 0' : fmt(r.margin)) +
+  return [varLink(r.id, r.name), ' (' + r.opr_type + ') ' + r.words +
     (loc.roots.length > 1 ? ' +' + (loc.roots.length - 1) + ' more' : '') + missing];
+}
+function optionWhy(o) {
+  // the cause or reason; for an option as the default run, what it shares with it
+  if (o.verdict !== 'as_default') return o.cause || o.reason || '';
+  var shared = o.shared_roots || [];
+  return shared.length ? 'the default kernels\u2019 own roots: ' + shared.join(', ')
+    : 'outputs ' + fmt(o.default_err) + ' from the default run\u2019s: what the default run shows';
 }
 function sweepSection() {
   var O = R.options || [];
   if (R.command !== 'sweep' || !O.length) return;
   document.getElementById('sweep-section').hidden = false;
   var t = el('table', { id: 'sweep-options' });
-  var heads = [['option'], ['status'], ['paired', 'num', 'reference vars paired with a var of the option\u2019s run'], ['output err', 'num', 'max_err of the final outputs'],
-    ['tol', 'num', 'the option\u2019s tolerance'], ['verdict'], ['root', null, 'where divergence starts under the option'],
+  var heads = [['option'], ['status'], ['paired', 'num', 'reference vars paired with a var of the option\u2019s run'],
+    ['output error (tolerance)', null, 'max_err of the final outputs, and their tolerance: max(band, 2 x the level correct kernels reach in the same arithmetic)'],
+    ['verdict', null, 'as default: what it shows is the default run\u2019s own (its roots, its output error); diverges: it adds something over the default run'],
+    ['root', null, 'where divergence starts under the option'],
     ['local root (margin)', null, 'the operator run under the option on the reference\u2019s inputs: its error over its own noise floor'], ['cause / reason']];
   t.appendChild(el('thead', null, el('tr', null, heads.map(function (h) { return el('th', { 'class': h[1] || null, title: h[2] }, h[0]); }))));
   var tb = el('tbody');
-  O.forEach(function (o) {
+  var rows = (R['default'] ? [Object.assign({}, R['default'], { label: 'default (no option)' })] : []).concat(O);
+  rows.forEach(function (o) {
     var ran = o.status === 'runs', loc = o.local || {};
-    var root = o.root ? [varLink(o.root.reference_id, o.root.name), el('span', { 'class': 'dim' }, ' ' + o.root.opr_type + ' \u00b7 ' + (o.root.nonfinite ? 'NaN/Inf' : fmt(o.root.max_err)))] : '';
-    tb.appendChild(el('tr', { 'class': o.verdict === 'diverges' ? 'root-row' : null, 'data-option': o.option },
-      el('td', { 'class': 'opt', title: (o.flags || []).join(' ') }, o.option),
+    var root = o.root ? [varLink(o.root.reference_id, o.root.name), el('span', { 'class': 'dim' }, ' ' + o.root.opr_type + (o.root.nonfinite ? ' \u00b7 NaN/Inf' : (o.root.max_err === null || o.root.max_err === undefined ? '' : ' \u00b7 ' + fmt(o.root.max_err))))] : '';
+    tb.appendChild(el('tr', { 'class': o.verdict === 'diverges' ? 'root-row' : null, 'data-option': o.label ? 'default' : o.option },
+      el('td', { 'class': 'opt', title: (o.flags || []).join(' ') }, o.label || o.option),
       el('td', null, badge(OPTION_STATUS[o.status] || o.status, 'opt-' + o.status)),
       el('td', { 'class': 'num' }, ran ? o.vars_paired + '/' + o.vars_total : ''),
-      el('td', { 'class': 'num' }, ran ? (o.output_nonfinite ? 'NaN/Inf' : fmt(o.output_err)) : ''),
-      el('td', { 'class': 'num' }, fmt(o.tolerance)),
-      el('td', null, o.verdict ? badge(o.verdict, 'verdict-' + o.verdict) : '\u2014'),
+      el('td', { 'class': 'why' }, ran ? (o.output_words || '') : ''),
+      el('td', null, o.verdict ? badge(VERDICT_TEXT[o.verdict] || o.verdict, 'verdict-' + o.verdict) : '\u2014'),
       el('td', { 'class': 'wrap' }, root),
       el('td', { 'class': 'local' + ((loc.roots || []).length ? ' local-root' : (loc.measured === false ? ' local-off' : '')) }, localSummary(o)),
-      el('td', { 'class': 'why' }, o.cause || o.reason || '')));
+      el('td', { 'class': 'why' }, optionWhy(o))));
   });
   t.appendChild(tb);
   document.getElementById('sweep-options-box').appendChild(t);
   var ran = O.filter(function (o) { return o.status === 'runs'; });
   if (!ran.length) { document.getElementById('sweep-matrix').appendChild(el('p', null, 'No option ran: nothing to compare.')); return; }
-  var rootsOf = {};  // option -> ids of its roots: its local roots, or where divergence starts by the dumps
+  var rootsOf = {};  // option -> ids of its roots: the local roots it adds over the default run, or where divergence starts by the dumps
   ran.forEach(function (o) {
     var s = rootsOf[o.option] = new Set();
-    if (o.local && o.local.measured) (o.local.roots || []).forEach(function (r) { s.add(r.id); });
-    else if (o.verdict === 'diverges' && o.root) s.add(o.root.reference_id);
+    if (o.verdict !== 'diverges') return;
+    var told = (o.added_roots || []).length || (o.shared_roots || []).length;
+    if (o.local && o.local.measured) (o.local.roots || []).forEach(function (r) { if (!told || o.added_roots.indexOf(r.name) >= 0) s.add(r.id); });
+    if (o.root && o.root.reference_id !== null && o.root.reference_id !== undefined) s.add(o.root.reference_id);
   });
+  var d = R['default'] && R['default'].status === 'runs' ? R['default'] : null;
+  var cols = ran.map(function (o) { return { key: o.option, label: o.option, o: o, title: 'max_err under ' + o.option + ' (tolerance ' + fmt(o.tolerance) + ')' }; });
+  if (d) cols.unshift({ key: 'default', label: 'default', o: d, plain: true, title: 'max_err of the default run, no option (tolerance ' + fmt(d.tolerance) + ')' });
   matrixView(document.getElementById('sweep-matrix'), {
     id: 'sweep-matrix-table', ids: vars.map(function (v) { return v.id; }),
-    cols: ran.map(function (o) { return { key: o.option, label: o.option, o: o, title: 'max_err under ' + o.option + ' (tolerance ' + fmt(o.tolerance) + ')' }; }),
-    legend: [['ok', 'within'], ['divergent', 'diverges under the option'], ['nonfinite', 'NaN/Inf'], ['na', '\u2014 not compared (no partner in the option\u2019s graph)'], ['root', 'root: where it starts under the option']],
+    cols: cols,
+    legend: [['ok', 'within'], ['divergent', 'diverges under the option (beyond the default run)'], ['nonfinite', 'NaN/Inf'], ['na', '\u2014 not compared (no partner in the option\u2019s graph)'], ['root', 'root: where it starts under the option']],
     cell: function (id, c) {
       var v = byId.get(id), o = c.o;
-      var err = (v.options || {})[o.option];
-      var nonfinite = (v.options_nonfinite || []).indexOf(o.option) >= 0;
-      var divergent = v.options_divergent ? v.options_divergent.indexOf(o.option) >= 0 : (err !== null && err !== undefined && err > o.tolerance);
-      var root = rootsOf[o.option].has(id);
+      var err = c.plain ? v['default'] : (v.options || {})[o.option];
+      var nonfinite = !c.plain && (v.options_nonfinite || []).indexOf(o.option) >= 0;
+      var divergent = c.plain ? !!v.default_divergent : (v.options_divergent ? v.options_divergent.indexOf(o.option) >= 0 : (err !== null && err !== undefined && err > o.tolerance));
+      var root = c.plain ? (o.verdict === 'diverges' && o.root && o.root.reference_id === id) : rootsOf[o.option].has(id);
       var x = errCell(err, nonfinite);
       x.status = nonfinite ? 'nonfinite' : (divergent || root ? 'divergent' : (err === null || err === undefined ? 'na' : 'ok'));
       x.root = root ? (o.local && o.local.measured ? 'local root' : 'root') : null;
-      var tip = v.name + ' under ' + o.option + ': max_err ' + x.text + ' (tolerance ' + fmt(o.tolerance) + ')';
-      var hasLocal = v.local && Object.prototype.hasOwnProperty.call(v.local, o.option);
+      var under = c.plain ? 'the default run' : o.option;
+      var tip = v.name + ' under ' + under + ': max_err ' + x.text + ' (tolerance ' + fmt(o.tolerance) + ')';
+      var hasLocal = !c.plain && v.local && Object.prototype.hasOwnProperty.call(v.local, o.option);
       if (hasLocal) {
         x.sub = 'local ' + fmt(v.local[o.option]);
         tip += '\nlocal error ' + (v.local[o.option] === null ? '\u2014 (NaN/Inf or not measured)' : fmt(v.local[o.option])) + ': the operator alone under the option, on the reference\u2019s inputs';
       }
       if (x.status === 'na') tip += '\nnot compared: no var of that name in the option\u2019s rewritten graph';
-      if (root) tip += '\n' + x.root + ' of ' + o.option;
-      else if (divergent) tip += '\ndiverges under ' + o.option;
+      if (root) tip += '\n' + x.root + ' of ' + under;
+      else if (divergent) tip += '\ndiverges under ' + under;
       x.title = tip;
       return x;
     }
@@ -813,18 +828,27 @@ function adviceMeta(rows) {
   rows.forEach(function (kv) { metaRow(meta, kv[0], kv[1]); });
 }
 function errText(x, nonfinite) { return nonfinite ? 'inf (NaN or Inf)' : fmt(x); }
+function pctText(x) { return x === null || x === undefined ? '\u2014' : (100 * x).toFixed(1) + '%'; }
+function topText(p, key) {
+  var a = p.agreement || [];
+  return a.length ? a.map(function (g) { return g[key] + '/' + g.samples; }).join(' ') : '\u2014';
+}
 function mixedView() {
+  // the words are the analysis's own (advice: what the terminal prints too); the tables are drawn here
   var vd = document.getElementById('verdict'), tol = R.tolerance, opt = '--enable-' + R.option;
-  var plain = errText(R.plain.output_err, R.plain.nonfinite);
-  if (R.plain.failed) { vd.textContent = opt + ' alone does not run here; the rewritten model with ' + R.kept.length + ' operator(s) in float32 runs with output error ' + fmt(R.output_err) + (R.verified ? ' (within ' : ' (out of ') + fmt(tol) + ')'; vd.className = 'verdict bad'; }
-  else if (R.verdict === 'within') { vd.textContent = opt + ' alone keeps every output within ' + fmt(tol) + ' of the naive float32 reference (output error ' + plain + '): nothing needs float32'; vd.className = 'verdict good'; }
-  else if (R.verdict === 'fixed') { vd.textContent = opt + ' alone: output error ' + plain + ' > ' + fmt(tol) + '; ' + R.kept.length + ' operator(s) kept in float32 bring it to ' + fmt(R.output_err) + ' (verified)'; vd.className = 'verdict bad'; }
-  else { vd.textContent = opt + ' alone: output error ' + plain + ' > ' + fmt(tol) + '; no keep-list tried brings it within (best ' + fmt(R.output_err) + ')'; vd.className = 'verdict bad'; }
+  var advice = R.advice || [];
+  vd.textContent = advice.length ? advice[0] : opt;
+  vd.className = 'verdict ' + (R.verdict === 'within' ? 'good' : 'bad');
   var f = R.fp16_fraction || {};
-  adviceMeta([['command', 'mixed'], ['model', R.model], ['option', opt], ['tolerance', fmt(tol) + ' (MegEngine error on every output)'],
-              ['left in float16', (f.macs_fraction === null || f.macs_fraction === undefined ? '\u2014' : (100 * f.macs_fraction).toFixed(1) + '%') + ' of MACs, ' + f.oprs_float16 + '/' + f.oprs_total + ' float operators'],
+  adviceMeta([['command', 'mixed'], ['model', R.model], ['option', opt],
+              ['tolerance', (R.output_tolerance ? R.output_tolerance.text : fmt(tol)) + ' (MegEngine error on every output)'],
+              ['left in float16', pctText(f.macs_fraction) + ' of MACs, ' + f.oprs_float16 + '/' + f.oprs_total + ' float operators'],
               ['mixed model', R.mixed_model ? R.mixed_model.path : null], ['keep-list', R.keep_file], ['note', R.note]]);
   var box = document.getElementById('advice');
+  if (advice.length > 1) {
+    box.appendChild(el('h2', null, 'What to do'));
+    box.appendChild(el('ul', { id: 'mixed-advice' }, advice.slice(1).map(function (line) { return el('li', null, line); })));
+  }
   box.appendChild(el('h2', null, 'Keep in float32 ', el('small', null, 'why each is listed, and why it errs in float16 by the float64 oracle on the reference\'s inputs')));
   if (R.kept.length) {
     box.appendChild(simpleTable([
@@ -835,14 +859,21 @@ function mixedView() {
       { label: 'why it errs', get: function (k) { return [causeBadge(k.cause), k.cause_detail && k.cause_detail.why ? el('div', { 'class': 'dim' }, k.cause_detail.why) : null]; }, cls: 'wrap' },
       { label: 'listed', get: function (k) { return k.listed; }, cls: 'wrap' }], R.kept));
   } else box.appendChild(el('p', null, 'none'));
-  box.appendChild(el('h2', null, 'Verifications ', el('small', null, 'each mixed model run with the default kernels, its outputs against the naive float32 reference')));
-  var att = [{ step: 0, keep: [], output_err: R.plain.failed ? 'did not run' : R.plain.output_err, nonfinite: R.plain.nonfinite, within: R.verdict === 'within', model: 'the option alone (' + opt + ')' + (R.plain.failed ? ': ' + R.plain.failed : '') }].concat(R.attempts);
+  box.appendChild(el('h2', null, 'Points ', el('small', null, 'each model run with the default kernels (and correct float16: the naive kernels under the option), its outputs against the naive float32 reference, and the share left in float16')));
+  var pts = [Object.assign({}, R.plain, { step: 0, keep: [], failed: R.plain.failed, within: R.verdict === 'within' })];
+  if (R.level) pts.push(Object.assign({}, R.level, { step: null, keep: null }));
+  pts = pts.concat(R.attempts);
+  var kneeLabel = R.knee ? R.knee.label : null;
   box.appendChild(simpleTable([
-    { label: 'step', num: true, get: function (a) { return String(a.step); } },
-    { label: 'kept in float32', num: true, get: function (a) { return String(a.keep.length); } },
-    { label: 'output error', num: true, get: function (a) { return errText(a.output_err, a.nonfinite); } },
-    { label: 'tolerance', get: function (a) { return el('span', { 'class': 'st ' + (a.within ? 'st-ok' : 'st-divergent'), text: a.within ? 'within' : 'out of' }); } },
-    { label: 'model', get: function (a) { return a.model; }, cls: 'name' }], att));
+    { label: 'model', get: function (a) { return a.label; }, cls: 'name' },
+    { label: 'kept in float32', num: true, get: function (a) { return a.keep === null ? '\u2014' : String(a.keep.length); } },
+    { label: 'output error', num: true, get: function (a) { return a.failed ? 'did not run' : errText(a.output_err, a.nonfinite); } },
+    { label: 'tolerance', get: function (a) { return a.step === null ? '' : el('span', { 'class': 'st ' + (a.within ? 'st-ok' : 'st-divergent'), text: a.within ? 'within' : 'out of' }); } },
+    { label: 'MACs in float16', num: true, get: function (a) { return pctText(a.macs_fraction); } },
+    { label: 'operators in float16', num: true, get: function (a) { return a.oprs_float16 + '/' + a.oprs_total; } },
+    { label: 'top-1', num: true, get: function (a) { return topText(a, 'top1'); } },
+    { label: 'top-5', num: true, get: function (a) { return topText(a, 'top5'); } }], pts,
+    function (a) { return a.label === kneeLabel ? 'knee' : null; }));
   var ops = R.operators || [], worst = 0;
   ops.forEach(function (o) { if (typeof o.local_err === 'number' && o.local_err > worst) worst = o.local_err; });
   box.appendChild(el('h2', null, 'Operators under ' + opt + ' ', el('small', null, 'execution order; local error: the operator alone under the option on the reference\'s inputs, against its float16 floor')));
@@ -1050,9 +1081,73 @@ function bisectView() {
   box.appendChild(t);
   document.getElementById('runs-section').hidden = true;  // each build's runs are in its own folder
 }
+// the zoo's page (lar-prec zoo, schema lar-prec.zoo/1): per build and device, a matrix of models x
+// analyses (a sweep has a column per option) coloured by verdict; each cell its output error, first
+// root, regressions against the store's history and a link to its analysis page
+function zooCellClass(e, c) {
+  if (e.state === 'failed') return 'zc zc-failed';
+  return 'zc ' + ((e.regressed || []).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
+}
+function zooCell(e, c) {
+  var td = el('td', { 'class': zooCellClass(e, c), title: (e.state === 'failed' ? e.why : c.why || e.verdict || '') + (e.run ? ' \u00b7 run ' + e.run : '') });
+  if (e.state === 'failed') td.appendChild(el('div', null, 'failed'));
+  else {
+    td.appendChild(el('div', { 'class': 'zc-err' }, 'err ' + fmt(c.output_err)));
+    if (c.root) td.appendChild(el('div', { 'class': 'zc-root' }, 'root ' + c.root));
+    if ((e.regressed || []).length) td.appendChild(el('div', { 'class': 'zc-reg' }, 'regressed: ' + e.regressed.slice(0, 3).join(', ') + (e.regressed.length > 3 ? ' \u2026' : '')));
+  }
+  var foot = [];
+  if (e.page) foot.push(el('a', { href: e.page, 'class': 'zc-link' }, 'analysis'));
+  if (e.state === 'stored') foot.push(el('span', { 'class': 'dim' }, ' stored'));
+  if (foot.length) td.appendChild(el('div', null, foot));
+  return td;
+}
+function zooView() {
+  var n = R.counts, vd = document.getElementById('verdict');
+  vd.textContent = n.tasks + ' task(s): ' + n.failed + ' failed, ' + n.divergent + ' with a divergence, ' + n.regressed + ' regressed' + (n.not_run ? ', ' + n.not_run + ' not run (interrupted)' : '');
+  vd.className = 'verdict ' + (n.failed || n.divergent || n.regressed || n.not_run ? 'bad' : 'good');
+  adviceMeta([['command', 'zoo'], ['manifest', R.manifest], ['store', R.store], ['scheduler', R.scheduler], ['folder', R.out],
+              ['tasks', n.ran + ' ran, ' + n.stored + ' already in the store'], ['seconds', fmt(R.seconds)], ['written', R.created]]);
+  document.getElementById('runs-section').hidden = true;
+  var box = document.getElementById('advice'), tasks = R.tasks || [];
+  var groups = [];
+  tasks.forEach(function (e) {
+    var g = e.build + ' @ ' + e.device;
+    if (groups.indexOf(g) < 0) groups.push(g);
+  });
+  groups.forEach(function (g) {
+    var mine = tasks.filter(function (e) { return e.build + ' @ ' + e.device === g; });
+    var cols = [], cells = new Map();
+    mine.forEach(function (e) {
+      var list = (e.cells && e.cells.length) ? e.cells : [{ column: e.column }];
+      list.forEach(function (c) {
+        if (cols.indexOf(c.column) < 0) cols.push(c.column);
+        cells.set(e.model + '\u0000' + c.column, [e, c]);
+      });
+    });
+    var models = (R.models || []).filter(function (m) { return mine.some(function (e) { return e.model === m; }); });
+    box.appendChild(el('h2', null, g, el('small', null, ' ' + mine.length + ' task(s)')));
+    var head = el('tr', null, el('th', null, 'model'), cols.map(function (c) { return el('th', null, c); }));
+    var body = el('tbody', null, models.map(function (m) {
+      return el('tr', null, el('td', { 'class': 'name' }, m), cols.map(function (c) {
+        var ec = cells.get(m + '\u0000' + c);
+        return ec ? zooCell(ec[0], ec[1]) : el('td', { 'class': 'zc zc-none' }, '\u2014');
+      }));
+    }));
+    box.appendChild(el('div', { 'class': 'tablewrap' }, el('table', { 'class': 'zoo' }, el('thead', null, head), body)));
+  });
+  var failed = tasks.filter(function (e) { return e.state === 'failed'; });
+  if (failed.length) {
+    box.appendChild(el('h2', null, 'Failed tasks ', el('small', null, 'retried as the manifest says; the row in the store says why')));
+    box.appendChild(simpleTable([
+      { label: 'task', get: function (e) { return e.model + ' \u00b7 ' + e.column + ' \u00b7 ' + e.build + ' @ ' + e.device; }, cls: 'wrap' },
+      { label: 'why', get: function (e) { return e.why || e.verdict; }, cls: 'wrap' },
+      { label: 'analysis folder', get: function (e) { return e.analysis_dir || '\u2014'; }, cls: 'name' }], failed));
+  }
+}
 function adviceSection() {
   var views = { 'lar-prec.mixed/1': mixedView, 'lar-prec.quant/1': quantView, 'lar-prec.history/1': historyView,
-                'lar-prec.bisect/1': bisectView };
+                'lar-prec.bisect/1': bisectView, 'lar-prec.zoo/1': zooView };
   var view = views[R.schema];
   if (!view) return false;
   ['roots-section', 'chart-section', 'cards-section', 'table-section'].forEach(function (id) { document.getElementById(id).hidden = true; });
@@ -1082,7 +1177,7 @@ function applyHash() {
 
 if (adviceSection()) {
   runsSection();
-  document.body.setAttribute('data-rendered', String((R.operators || R.layers || R.builds || []).length));
+  document.body.setAttribute('data-rendered', String((R.operators || R.layers || R.builds || R.tasks || []).length));
   return;
 }
 header();

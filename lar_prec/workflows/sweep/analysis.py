@@ -29,15 +29,15 @@ from lar_prec.errors import DumpFolderError
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.namepair import pair_by_name, skip_reason
 from lar_prec.compare.relayout import to_plain
+from lar_prec.compare.threshold import band
 
 from lar_prec.graph import reach
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.lar.graphopts import formats_beside_dump
 
-#: reference vars of these dtypes carry float16 rounding whatever the option: their
-#: tolerance is at least TOL_HALF (the sweep's fp16 tolerance)
+#: reference vars of these dtypes carry 16-bit rounding whatever the option: their tolerance
+#: is at least their own dtype's band (that of compare.tolerance for float16 outputs)
 HALF_DTYPES = frozenset({"Float16", "BFloat16"})
-TOL_HALF = 1e-2
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class GraphDiff:
 max_err = max_megengine_err
 
 
-def _outputs(folder: DumpFolder) -> List[int]:
+def model_outputs(folder: DumpFolder) -> List[int]:
     """Computed vars of ``folder`` that no var consumes (the model's outputs)."""
     consumed = set()
     computed = []
@@ -149,10 +149,12 @@ def _root(errs: Sequence[VarErr], folder_b: DumpFolder, tol: float) -> Optional[
     return None
 
 
-def _errs(cmp: Any, fa: DumpFolder, fb: DumpFolder, tol: float) -> List[VarErr]:
+def _errs(cmp: Any, fa: DumpFolder, fb: DumpFolder, tol: float,
+          var_tol: Optional[Mapping[str, float]] = None) -> List[VarErr]:
     """The computed vars of a :class:`~lar_prec.compare.records.Comparison` as VarErrs in B's
     execution order: MegEngine's ``max_err`` (inf for NaN/Inf on one side only, as
-    :func:`max_err` of the whole tensors), None with the reason where values were not compared."""
+    :func:`max_err` of the whole tensors), None with the reason where values were not compared;
+    each held to ``var_tol[name]`` where given, else ``tol``."""
     b_of = dict(cmp.pairs)
     order_b = {i: k for k, i in enumerate(fb.ids)}
     errs = []
@@ -167,7 +169,8 @@ def _errs(cmp: Any, fa: DumpFolder, fb: DumpFolder, tol: float) -> List[VarErr]:
             note = d.note or (f"dtype {d.dtype} vs {d.dtype_b}" if d.dtype_b else f"shape {d.shape} vs {d.shape_b}")
         else:
             err, note = d.max_err, ""
-        tol_v = max(tol, TOL_HALF) if d.dtype in HALF_DTYPES else tol
+        own = var_tol.get(d.name, tol) if var_tol else tol
+        tol_v = max(own, band(d.dtype)[1]) if d.dtype in HALF_DTYPES else own
         errs.append(VarErr(d.id, b, d.name, fb[b].var.opr_type, err, note, tol_v))
     errs.sort(key=lambda e: order_b.get(e.b, 0))
     return errs
@@ -176,7 +179,7 @@ def _errs(cmp: Any, fa: DumpFolder, fb: DumpFolder, tol: float) -> List[VarErr]:
 def _diff(fa: DumpFolder, fb: DumpFolder, errs: List[VarErr], tol: float,
           unpaired_a: Sequence[Tuple[int, str, str]], unpaired_b: Sequence[Tuple[int, str, str]],
           n_computed_a: int) -> GraphDiff:
-    outs = _outputs(fa)
+    outs = model_outputs(fa)
     by_a = {e.a: e for e in errs}
     out_errs = [by_a[o].max_err for o in outs if o in by_a and by_a[o].max_err is not None]
     return GraphDiff(tuple(errs), tol, max(out_errs) if out_errs else None, len(out_errs), len(outs),
@@ -194,8 +197,10 @@ def _compare(dir_a: PathLike, dir_b: PathLike, tol: float, pairing: str, fmt: Op
         return None  # nothing pairs (B dumped nothing): every computed var of A is unpaired
 
 
-def cross_graph(dir_a: PathLike, dir_b: PathLike, tol: float, *, fmt: Optional[str] = None) -> GraphDiff:
-    """Reference dump ``dir_a`` (plain graph) against ``dir_b`` (a rewritten graph), by name.
+def cross_graph(dir_a: PathLike, dir_b: PathLike, tol: float, *, fmt: Optional[str] = None,
+                var_tol: Optional[Mapping[str, float]] = None) -> GraphDiff:
+    """Reference dump ``dir_a`` (plain graph) against ``dir_b`` (a rewritten graph), by name;
+    each var held to ``tol``, or to ``var_tol[its name]`` where given.
 
     ``fmt`` is the operator format the option asked for (``NCHW44``, ...): it settles the
     shapes that fit two layouts ((1,8,8,8,4) is NCHW4 or NHWCD4) without loading the
@@ -206,7 +211,7 @@ def cross_graph(dir_a: PathLike, dir_b: PathLike, tol: float, *, fmt: Optional[s
         p = pair_by_name([d.var for d in fa], [d.var for d in fb])
         return _diff(fa, fb, [], tol, [(u.id, u.name, u.reason) for u in p.unpaired_a],
                      [(u.id, u.name, u.reason) for u in p.unpaired_b], len(p.unpaired_a))
-    errs = _errs(cmp, fa, fb, tol)
+    errs = _errs(cmp, fa, fb, tol, var_tol)
     left = {"a": fa, "b": fb}
     unpaired = {side: [(i, n, r) for sd, i, n, r in cmp.unpaired
                        if sd == side and not skip_reason(left[side].var_info(i))] for side in left}

@@ -28,10 +28,19 @@ from lar_prec.errors import LarPrecError, RunTimeout
 from lar_prec.diagnosis.floors import LocalRoot, local_json, local_roots, noise_floors
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.diagnosis.local_records import CheckResult, LayerwiseModel, LocalResult, LocalVar
-from lar_prec.diagnosis.local import build_layerwise, isolation_check, feed_inputs, output_ids, run_layerwise
+from lar_prec.diagnosis.local import (
+    bound_of,
+    build_layerwise,
+    feed_inputs,
+    isolation_check,
+    magnitude_ids,
+    output_ids,
+    run_layerwise,
+)
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run.config import get_config
 from lar_prec.records import json_number
+from lar_prec.report.records import over_floor
 from lar_prec.diagnosis.local import _max_abs
 from lar_prec.workflows.sweep.analysis import compare_pair
 from lar_prec.diagnosis.replay import make_repros
@@ -66,7 +75,8 @@ class OptionLocal:
             "n_measured": len(self.measured_names()),
             "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": json_number(r.local_err),
                        "nonfinite": not math.isfinite(r.local_err), "floor": r.floor, "margin": json_number(r.margin),
-                       "entire_err": json_number(r.entire_err)} for r in self.roots],
+                       "entire_err": json_number(r.entire_err),
+                       "words": over_floor(r.local_err, r.floor)} for r in self.roots],
             "not_measured": [{"name": n, "why": w} for n, w in self.not_measured],
             "not_isolated": [{"name": n, "why": w} for n, w in self.not_isolated],
             "dir": self.dir, "seconds": round(self.seconds, 3),
@@ -151,6 +161,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
     lw = prep.layerwise
     ref = DumpFolder(prep.ref_dump)
     outs = output_ids(dump)
+    mags = magnitude_ids(dump)
     iso = isolation_check(lw, dump, outs)
     iso_why = dict(iso.failures)
     rows: List[LocalVar] = []
@@ -169,7 +180,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
             continue
         problem = m.problem or iso_why.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, err, entire.get(m.name), problem is None, problem,
-                             prep.ref_max_abs.get(m.ref_id)))
+                             prep.ref_max_abs.get(m.ref_id), bound_of(lw, m, ref, dump, outs, mags, fmt, compute_dtype)))
     if not rows:  # nothing to judge by: the option keeps its dump-only verdict
         first = f" (first: {missing[0][0]}: {missing[0][1]})" if missing else ""
         return OptionLocal(False, why="local error could not be measured: no operator's output was comparable "

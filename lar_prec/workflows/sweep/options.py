@@ -6,6 +6,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from lar_prec.compare.tolerance import OutputTolerance, arithmetic_dtype
 from lar_prec.diagnosis.local import compute_dtype
 from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
@@ -13,11 +14,8 @@ from lar_prec.workflows.sweep.local import OptionLocal
 
 #: seconds a run may take in a sweep unless told otherwise (some options hang at load)
 DEFAULT_TIMEOUT = 120.0
-#: tolerance of ``max_err`` for options that keep float32 (kernel and reassociation rounding)
-TOL_FLOAT32 = 1e-4
-#: tolerance for options that compute or store in float16 (its rounding is ~1e-3 relative);
-#: the same as analysis.TOL_HALF, which float16 vars of the reference get under any option
-TOL_FLOAT16 = 1e-2
+#: the name of the plain default run's record (no option: what a user deploys today)
+DEFAULT_NAME = "default"
 
 
 @dataclass(frozen=True)
@@ -40,13 +38,17 @@ class SweepOption:
         return self.group == "fp16"
 
     @property
-    def tolerance(self) -> float:
-        return TOL_FLOAT16 if self.fp16 else TOL_FLOAT32
-
-    @property
     def compute_dtype(self) -> Optional[str]:
         """The dtype float operators compute in under this option (None: the model's own)."""
         return compute_dtype(self.flags)
+
+    def arithmetic(self, output_dtypes: Sequence[str]) -> str:
+        """The dtype this option's outputs are computed in (its tolerance's band)."""
+        return arithmetic_dtype(output_dtypes, self.compute_dtype)
+
+
+#: the plain default run as a sweep runs it: no option (its tolerance is float32's band, level 0)
+PLAIN_DEFAULT = SweepOption(DEFAULT_NAME, (), "default")
 
 
 def _layout(name: str, fmt: Optional[str]) -> SweepOption:
@@ -124,17 +126,27 @@ def _nonfinite(x: Optional[float]) -> bool:
 
 @dataclass(frozen=True)
 class OptionResult:
-    """What one option did.
+    """What one option did (or the plain default run did: ``option`` ``default``, no flags).
 
     ``status``: ``runs``, ``load_failed``, ``crashed`` (a signal), ``hung`` (killed at the
-    timeout), ``stalled`` (alive but using no CPU: ended after a grace period) or ``skipped`` (does not apply: ``reason``). ``verdict``: ``ok``, ``diverges`` or
-    None (did not run). ``cause``: for a divergent option, ``kernel wrong under this option``,
-    ``option changes the math``, both joined by ``and``, or why it could not be told.
+    timeout), ``stalled`` (alive but using no CPU: ended after a grace period) or ``skipped``
+    (does not apply: ``reason``). ``verdict``: ``ok``, ``as_default`` (what it shows is what
+    the plain default run shows: the same local roots, its output within the tolerance of the
+    default run's), ``diverges`` (it adds something) or None (did not run). ``cause``: for a
+    divergent option, ``kernel wrong under this option``, ``option changes the math``, both
+    joined by ``and``, or why it could not be told.
+    ``tolerance``: the outputs' tolerance (``output_tolerance``: the one rule of
+    :mod:`lar_prec.compare.tolerance`; every paired var is held to it by the dumps).
     ``errors``: reference var name -> max_err (the option-by-variable view).
+    ``default_err``: the outputs' error against the plain default run's; ``default_diverges``:
+    some var of the option's run differs from the default run's past the tolerance, from
+    ``default_root`` on. ``added_roots``/``shared_roots``: its local roots the default run
+    does not have / has.
     ``local``: local error under the option (:class:`lar_prec.workflows.sweep.local.OptionLocal`; None
     when the option did not run). ``root_rule``: ``local`` when the root and verdict come from
-    local error, ``dump`` when from the dumps alone; ``dump_root`` keeps the dump-only root
-    (id in the rewritten graph, reference id, name, operator type, max_err).
+    local error, ``output`` when from the output's tolerance (no local root), ``dump`` when
+    from the dumps alone; ``dump_root`` keeps the dump-only root (id in the rewritten graph,
+    reference id, name, operator type, max_err).
     """
 
     option: str
@@ -169,6 +181,12 @@ class OptionResult:
     dump_root: Optional[Tuple[Optional[int], Optional[int], str, str, Optional[float]]] = None
     #: the run dumped none of the model's outputs: nothing was compared there, never an all-clear
     output_unseen: bool = False
+    output_tolerance: Optional[OutputTolerance] = None
+    default_err: Optional[float] = None
+    default_diverges: bool = False
+    default_root: Optional[Tuple[Optional[int], Optional[int], str, str, Optional[float]]] = None
+    added_roots: Tuple[str, ...] = ()
+    shared_roots: Tuple[str, ...] = ()
 
     @property
     def finding(self) -> bool:
@@ -177,15 +195,17 @@ class OptionResult:
         return self.verdict == "diverges" or self.status in ("crashed", "hung", "stalled", "load_failed", "bad_dump")
 
     def severity(self) -> Tuple[int, float]:
-        """Sort key, worst first: diverges, crashed, stalled, hung, load failed, ok, skipped."""
-        rank = {"crashed": 1, "stalled": 2, "hung": 2, "bad_dump": 3, "load_failed": 3, "skipped": 5}.get(self.status, 4)
+        """Sort key, worst first: diverges, crashed, stalled, hung, load failed, as default, ok, skipped."""
+        rank = {"crashed": 1, "stalled": 2, "hung": 2, "bad_dump": 3, "load_failed": 3, "skipped": 6}.get(self.status, 5)
         if self.verdict == "diverges":
             rank = 0
+        elif self.verdict == "as_default":
+            rank = 4
         err = self.output_err if self.output_err is not None else (self.worst_err or 0.0)
         return rank, -float(err)
 
     def to_json(self) -> Dict[str, Any]:
-        dr = self.dump_root
+        dr, df, tol = self.dump_root, self.default_root, self.output_tolerance
         return {
             "option": self.option, "flags": list(self.flags), "status": self.status, "verdict": self.verdict,
             "reason": self.reason, "tolerance": self.tolerance, "vars_paired": self.vars_paired,
@@ -206,6 +226,13 @@ class OptionResult:
                                                   "opr_type": dr[3], "max_err": dr[4], "nonfinite": _nonfinite(dr[4])},
             "local": None if self.local is None else self.local.to_json(),
             "output_unseen": self.output_unseen,
+            "output_tolerance": None if tol is None else tol.to_json(),
+            "output_words": None if tol is None or self.status != "runs" else tol.words(self.output_err),
+            "default_err": self.default_err, "default_nonfinite": _nonfinite(self.default_err),
+            "default_diverges": self.default_diverges,
+            "default_root": None if df is None else {"id": df[0], "reference_id": df[1], "name": df[2],
+                                                     "opr_type": df[3], "max_err": df[4], "nonfinite": _nonfinite(df[4])},
+            "added_roots": list(self.added_roots), "shared_roots": list(self.shared_roots),
         }
 
 
@@ -225,8 +252,13 @@ class SweepResult:
     local_seconds: float = 0.0
     #: why local error was not measured in this sweep (None: it was, per option)
     local_off: Optional[str] = None
+    #: the plain default run (no option), judged against the reference by the same rule
+    default: Optional[OptionResult] = None
 
     @property
     def exit_code(self) -> int:
-        """1 when any option diverges, crashes or hangs; else 0."""
-        return 1 if any(o.finding for o in self.options) else 0
+        """1 when an option diverges beyond the default run, crashes or hangs, or when the plain
+        default run's own verdict is a divergence (or it failed); else 0. An option ``as_default``
+        exits as the default run does."""
+        rows = self.options + ((self.default,) if self.default is not None else ())
+        return 1 if any(o.finding for o in rows) else 0

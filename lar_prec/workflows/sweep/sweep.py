@@ -49,7 +49,7 @@ from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.workflows.sweep.local import OptionLocal, SweepLayerwise  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.workflows.sweep.analysis import cross_graph, same_graph
+from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, same_graph
 from lar_prec.workflows.sweep.local import prepare, measure_option
 from lar_prec.compare.namepair import skip_reason
 from lar_prec.run.device import RemoteSessions
@@ -58,7 +58,10 @@ from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
 from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.common import StageProgress, open_remote, prepare_analysis, write_reports
-from lar_prec.workflows.sweep.options import CONV_OPRS, OptionResult, SweepOption, SweepResult
+from lar_prec.workflows.sweep.options import CONV_OPRS, PLAIN_DEFAULT, OptionResult, SweepOption, SweepResult
+from lar_prec.workflows.sweep.verdict import against_default, join, with_local
+from lar_prec.compare.threshold import band
+from lar_prec.compare.tolerance import OutputTolerance, output_tolerance
 
 def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
     """(status, one short reason, record) of a run that failed; the run's folder is in the
@@ -144,11 +147,20 @@ class _Runner:
         return rec, status, msg, error
 
 
-def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult) -> Tuple[OptionResult, Any]:
+def _output_dtypes(ref: RunResult) -> Tuple[str, ...]:
+    """The dtype names of the reference run's outputs (computed vars nothing reads)."""
+    folder = DumpFolder(ref.dump_dir)  # type: ignore[arg-type]
+    return tuple(folder.var_info(i).dtype for i in model_outputs(folder))
 
-    g = cross_graph(ref.dump_dir, rec.dump_dir, opt.tolerance, fmt=opt.fmt)  # type: ignore[arg-type]
+
+def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult, tol: OutputTolerance,
+             default_dir: Optional[str], var_tol: Optional[Mapping[str, float]] = None) -> OptionResult:
+    """One option's run against the reference (by name), every paired var held to the outputs'
+    tolerance ``tol`` (``var_tol``: the same rule with each var's own level); and against the
+    plain default run's dump ``default_dir`` when given."""
+    g = cross_graph(ref.dump_dir, rec.dump_dir, tol.value, fmt=opt.fmt, var_tol=var_tol)  # type: ignore[arg-type]
     r = OptionResult(
-        option=opt.name, flags=opt.flags, status="runs", tolerance=opt.tolerance,
+        option=opt.name, flags=opt.flags, status="runs", tolerance=tol.value, output_tolerance=tol,
         verdict="diverges" if g.diverges else "ok", vars_paired=g.n_paired, vars_total=g.n_computed_a,
         output_err=g.output_err, worst_err=g.worst, unpaired_a=g.unpaired_a, unpaired_b=g.unpaired_b,
         errors=tuple((e.name, e.max_err) for e in g.errs), over=tuple(e.name for e in g.errs if e.over),
@@ -163,19 +175,20 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult) -> Tuple[OptionRe
                     root_err=g.root.max_err)
     notes = [e for e in g.errs if e.note]
     if notes:
-        r = replace(r, reason=_join(r.reason, f"{len(notes)} paired var(s) not compared: {notes[0].name}: {notes[0].note}"))
-    return r, g
+        r = replace(r, reason=join(r.reason, f"{len(notes)} paired var(s) not compared: {notes[0].name}: "
+                                              f"{notes[0].note}"))
+    if default_dir is not None:
+        d = cross_graph(default_dir, rec.dump_dir, tol.value, fmt=opt.fmt, var_tol=var_tol)  # type: ignore[arg-type]
+        root = d.root
+        r = replace(r, default_err=d.output_err, default_diverges=d.diverges,
+                    default_root=None if root is None else (root.b, root.a, root.name, root.opr_type, root.max_err))
+    return r
 
 
-def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: Optional[RunResult], default: RunResult,
-             status: str, msg: str) -> OptionResult:
+def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: RunResult, default: RunResult) -> OptionResult:
     """Tell "kernel wrong under this option" from "option changes the math"."""
-
-    if naive is None or status != "runs":
-        return replace(r, cause=f"not told apart: the naive run under this option {status.replace('_', ' ')}"
-                                f"{': ' + msg if msg else ''}", naive_run_dir=str(naive.dir) if naive else None)
-    kernel = same_graph(naive.dump_dir, default.dump_dir, opt.tolerance)  # type: ignore[arg-type]
-    math = cross_graph(ref.dump_dir, naive.dump_dir, opt.tolerance, fmt=opt.fmt)  # type: ignore[arg-type]
+    kernel = same_graph(naive.dump_dir, default.dump_dir, r.tolerance)  # type: ignore[arg-type]
+    math = cross_graph(ref.dump_dir, naive.dump_dir, r.tolerance, fmt=opt.fmt)  # type: ignore[arg-type]
     causes = []
     if kernel.diverges:
         first = f" (naive and default kernels first differ at {kernel.root.name})" if kernel.root else ""
@@ -185,54 +198,6 @@ def _explain(opt: SweepOption, r: OptionResult, ref: RunResult, naive: Optional[
     cause = " and ".join(causes) or "neither alone: naive under the option agrees with both sides"
     return replace(r, cause=cause, naive_vs_default_err=kernel.worst, naive_vs_reference_err=math.worst,
                    kernel_root_name=kernel.root.name if kernel.root else None, naive_run_dir=str(naive.dir))
-
-
-def _with_local(r: OptionResult, loc: OptionLocal) -> OptionResult:
-    """The option's root and verdict by local error when it was measured: a local root makes
-    the option diverge and is its root; no local root makes it ok, unless the dump-only root
-    is an operator local error did not measure or the model's output was not dumped (then the
-    dump's verdict stands, with why)."""
-    dump_root = None if r.root_name is None else (r.root_id, r.root_ref_id, r.root_name, r.root_opr_type or "",
-                                                  r.root_err)
-    r = replace(r, local=loc, dump_root=dump_root)
-    if not loc.measured:
-        return r
-    if loc.roots:
-        top = loc.roots[0]
-        errs = dict(r.errors)
-        return replace(r, verdict="diverges", root_rule="local", root_id=_rewritten_id(r.run_dir, top.name),
-                       root_ref_id=top.id, root_name=top.name, root_opr_type=top.opr_type,
-                       root_err=errs.get(top.name, top.entire_err))
-    if r.verdict != "diverges":
-        return replace(r, root_rule="local")
-    if r.output_unseen:  # local error speaks for operators, not for an output nobody compared
-        return replace(r, root_rule="local", reason=_join(r.reason, "kept diverging: no operator's local error can "
-                                                                   "stand for the output that was not compared"))
-    if r.root_name is not None and r.root_name not in loc.measured_names():
-        why = dict(loc.not_measured).get(r.root_name, "not measured")
-        return replace(r, reason=_join(r.reason, f"kept diverging by the dumps: local error did not measure "
-                                                  f"its root {r.root_name} ({why})"))
-    return replace(r, verdict="ok", root_rule="local", root_id=None, root_ref_id=None, root_name=None,
-                   root_opr_type=None, root_err=None, cause=None,
-                   reason=_join(r.reason, "accumulated error drifts past the tolerance "
-                                          f"({'at ' + dump_root[2] if dump_root else 'somewhere'}) but every "
-                                          "operator's local error is within its floor"))
-
-
-def _join(a: str, b: str) -> str:
-    return f"{a}; {b}" if a else b
-
-
-def _rewritten_id(run_dir: Optional[str], name: str) -> Optional[int]:
-    """The id of var ``name`` in an option's (rewritten) dump, when one var has that name."""
-
-    if run_dir is None:
-        return None
-    try:
-        ids = [d.id for d in DumpFolder(Path(run_dir) / "dump") if d.var.name == name]
-    except LarPrecError:
-        return None
-    return ids[0] if len(ids) == 1 else None
 
 
 def _prepare_local(model: Path, ref: RunResult, adir: Path, timeout: float, lar: Any = None,
@@ -253,32 +218,195 @@ def _measure_local(prep: SweepLayerwise, opt: SweepOption, r: OptionResult, adir
                           compute_dtype=opt.compute_dtype, entire=dict(r.errors), timeout=timeout)
 
 
-def _step(kind: str, opt: Optional[SweepOption]) -> str:
+@dataclass
+class _Entry:
+    """The bookkeeping of one option (or of the plain default run) while its runs go on."""
+
+    opt: SweepOption
+    run: Optional[Tuple[RunResult, str, str]] = None  # its run: record, status, message
+    naive: Optional[Tuple[RunResult, str, str]] = None  # the naive kernels under it
+    naive_queued: bool = False
+    checked: bool = False  # whether it adds something over the default run was decided
+    local_queued: bool = False
+    local: Optional[OptionLocal] = None
+    result: Optional[OptionResult] = None
+
+    @property
+    def ran(self) -> bool:
+        return self.result is not None and self.result.status == "runs"
+
+
+class _Sweep:
+    """The runs of a sweep and what depends on what: an option is analysed once its run, the
+    plain default run and (float16 options: the level of their tolerance) its naive run are in;
+    its local error is measured once it is analysed and the layerwise model is built; its naive
+    run is queued (to tell kernel from math) once it is seen to add something over the default run."""
+
+    def __init__(self, runner: _Runner, ref: RunResult, options: Sequence[SweepOption], adir: Path, *,
+                 extra_flags: Sequence[str], timeout: float, local_off: Optional[str]) -> None:
+        self.runner, self.ref, self.adir = runner, ref, adir
+        self.extra_flags, self.timeout, self.local_off = tuple(extra_flags), timeout, local_off
+        self.out_dtypes = _output_dtypes(ref)
+        self.pending: Dict[Future, Tuple[str, _Entry]] = {}
+        self.prep: Optional[SweepLayerwise] = None
+        self.build_done = local_off is not None
+        self.total = 0
+        oprs, dtypes = _model_facts(ref)
+        self.plain = _Entry(PLAIN_DEFAULT)
+        self.entries: Dict[str, _Entry] = {}
+        self.skipped: Dict[str, OptionResult] = {}
+        for opt in options:
+            why = _applies(opt, oprs, dtypes)
+            if why:
+                self.skipped[opt.name] = OptionResult(opt.name, opt.flags, "skipped", self.tolerance(opt, None)[0].value,
+                                                      reason=why)
+            else:
+                self.entries[opt.name] = _Entry(opt)
+
+    def tolerance(self, opt: SweepOption, e: Optional[_Entry]) -> Tuple[OutputTolerance, Optional[Dict[str, float]]]:
+        """The one rule (compare.tolerance) for the outputs, and for each var by the same rule with
+        its own level (None: the outputs' tolerance for every var). A float16 option's level is
+        what its naive run (correct float16) reaches: on the outputs, and on each var."""
+        dtype = opt.arithmetic(self.out_dtypes)
+        if not opt.fp16:
+            return output_tolerance(dtype, 0.0), None
+        naive = e.naive if e is not None else None
+        if naive is None or naive[1] != "runs":
+            why = f"the naive kernels under {opt.name}: {naive[1].replace('_', ' ')}" if naive else "not run"
+            return output_tolerance(dtype, None, why), None
+        try:
+            level = cross_graph(self.ref.dump_dir, naive[0].dump_dir, band(dtype)[1],  # type: ignore[arg-type]
+                                fmt=opt.fmt)
+        except (DumpFormatError, DumpFolderError) as exc:
+            return output_tolerance(dtype, None, f"the naive run's dump under {opt.name} cannot be read: {exc}"), None
+        if level.output_err is None:
+            return output_tolerance(dtype, None, f"the naive run under {opt.name} dumped no output"), None
+        per_var = {x.name: output_tolerance(dtype, x.max_err).value for x in level.errs if x.max_err is not None}
+        return output_tolerance(dtype, level.output_err), per_var
+
+    def submit(self, kind: str, e: _Entry, fut: Future) -> None:
+        self.pending[fut] = (kind, e)
+        self.total += 1
+
+    def start(self, model: Path, lar: Any, layerwise_remote: Any) -> None:
+        if self.local_off is None:  # first in the pool's queue: ready before most options finish
+            self.submit("build", self.plain, self.runner.pool.submit(_prepare_local, model, self.ref, self.adir,
+                                                                     self.timeout, lar, layerwise_remote))
+        for e in (self.plain, *self.entries.values()):
+            self.submit("run", e, self.runner.submit("default", e.opt.name, e.opt.flags))
+        for e in self.entries.values():
+            if e.opt.fp16:  # the level of its tolerance: float16 done by the naive kernels
+                self.queue_naive(e)
+
+    def queue_naive(self, e: _Entry) -> None:
+        e.naive_queued = True
+        self.submit("naive", e, self.runner.submit("naive", f"{e.opt.name}-naive", e.opt.flags))
+
+    def finished(self, kind: str, e: _Entry, value: Any) -> None:
+        """Record what finished, then start whatever it unblocked."""
+        if kind == "build":
+            self.prep, why = value
+            self.local_off = why or None
+            self.build_done = True
+        elif kind == "local":
+            e.local = value
+        elif kind == "naive":
+            e.naive = value[:3]
+        else:
+            e.run = value[:3]
+        for x in (self.plain, *self.entries.values()):
+            self.advance(x)
+
+    def advance(self, e: _Entry) -> None:
+        if e.result is None and e.run is not None and (e is self.plain or self.plain.run is not None) and (
+                not e.opt.fp16 or e.naive is not None):
+            e.result = self.analyse(e)
+        if e.ran and self.prep is not None and not e.local_queued:
+            e.local_queued = True
+            self.submit("local", e, self.runner.pool.submit(_measure_local, self.prep, e.opt, e.result, self.adir,
+                                                            self.extra_flags, self.timeout))
+        if e is not self.plain and e.ran and not e.naive_queued and not e.checked and self.known(e):
+            e.checked = True  # once: its verdict needs only what is in now
+            if self.judge(e).verdict == "diverges":
+                self.queue_naive(e)
+
+    def analyse(self, e: _Entry) -> OptionResult:
+        rec, status, msg = e.run  # type: ignore[misc]
+        tol, var_tol = self.tolerance(e.opt, e)
+        if status != "runs":
+            return OptionResult(e.opt.name, e.opt.flags, status, tol.value, reason=msg, run_dir=str(rec.dir),
+                                seconds=rec.seconds, output_tolerance=tol)
+        plain = self.plain.run
+        default_dir = plain[0].dump_dir if e is not self.plain and plain is not None and self.plain.ran else None
+        try:
+            return _analyse(e.opt, self.ref, rec, tol, default_dir, var_tol)
+        except (DumpFormatError, DumpFolderError) as exc:
+            # one option's bad dump: that option's finding, not the end of the sweep
+            return OptionResult(e.opt.name, e.opt.flags, "bad_dump", tol.value, reason=f"its dump cannot be read: {exc}",
+                                run_dir=str(rec.dir), seconds=rec.seconds, output_tolerance=tol)
+
+    def known(self, e: _Entry) -> bool:
+        """Whether ``e``'s verdict can be told now: its local error and the default run's are in
+        (or local error is off, or the layerwise model could not be built)."""
+        measuring = self.local_off is None and (not self.build_done or self.prep is not None)
+        return not measuring or (e.local is not None and (not self.plain.ran or self.plain.local is not None))
+
+    def judge(self, e: _Entry) -> OptionResult:
+        why = self.local_off or "local error not measured"
+        r = with_local(e.result, e.local or OptionLocal(False, why=why))  # type: ignore[arg-type]
+        if e is self.plain:
+            return r
+        return against_default(r, self.judge(self.plain) if self.plain.ran else self.plain.result)
+
+    def results(self) -> Tuple[Optional[OptionResult], List[OptionResult]]:
+        """The default run's record and every option's, judged, divergent ones explained."""
+        out = dict(self.skipped)
+        for name, e in self.entries.items():
+            r = self.judge(e) if e.ran else e.result
+            assert r is not None
+            naive = e.naive
+            if r.verdict == "diverges" and naive is not None and e.run is not None:
+                if naive[1] == "runs":
+                    r = _explain(e.opt, r, self.ref, naive[0], e.run[0])
+                else:
+                    r = replace(r, cause=f"not told apart: the naive run under this option {naive[1].replace('_', ' ')}"
+                                         f"{': ' + naive[2] if naive[2] else ''}", naive_run_dir=str(naive[0].dir))
+            elif naive is not None and naive[1] == "runs":
+                r = replace(r, naive_run_dir=str(naive[0].dir))
+            out[name] = r
+        plain = self.judge(self.plain) if self.plain.ran else self.plain.result
+        return plain, list(out.values())
+
+    def local_seconds(self) -> float:
+        return (self.prep.seconds if self.prep is not None else 0.0) + sum(
+            e.local.seconds for e in (self.plain, *self.entries.values()) if e.local is not None)
+
+
+def _step(kind: str, e: _Entry) -> str:
     """A step of the sweep, as its progress names it."""
-    if opt is None:
+    if kind == "build":
         return "layerwise model"
-    return {"default": opt.name, "naive": f"{opt.name} (naive kernels)", "local": f"{opt.name} (local error)"}[kind]
+    return {"run": e.opt.name, "naive": f"{e.opt.name} (naive kernels)", "local": f"{e.opt.name} (local error)"}[kind]
 
 
-def _under_way(pending: Mapping[Future, Tuple[str, Optional[SweepOption]]], jobs: int) -> Tuple[str, ...]:
+def _under_way(pending: Mapping[Future, Tuple[str, _Entry]], jobs: int) -> Tuple[str, ...]:
     """The steps under way: the pool takes them in the order they were queued, ``jobs`` at once."""
-    return tuple(_step(k, o) for k, o in list(pending.values())[:max(1, jobs)])
+    return tuple(_step(k, e) for k, e in list(pending.values())[:max(1, jobs)])
 
 
-def _finished(kind: str, opt: Optional[SweepOption], results: Mapping[str, OptionResult],
-              locals_: Mapping[str, OptionLocal], local_off: Optional[str]) -> str:
+def _finished(kind: str, e: _Entry, sw: _Sweep) -> str:
     """What a finished step found, in a few words (one line of the progress in a log)."""
-    if opt is None:
-        return f"{_step(kind, opt)}: {local_off or 'built'}"
-    r = results[opt.name]
-    if kind == "local":
-        loc = locals_[opt.name]
-        found = f"{len(loc.roots)} local root(s)" if loc.measured else (loc.why or "not measured")
-    elif kind == "naive":
-        found = r.cause or "told apart"
+    if kind == "build":
+        return f"{_step(kind, e)}: {sw.local_off or 'built'}"
+    if kind == "local" and e.local is not None:
+        found = f"{len(e.local.roots)} local root(s)" if e.local.measured else (e.local.why or "not measured")
+    elif kind == "naive" and e.naive is not None:
+        found = STATUS_TEXT.get(e.naive[1], e.naive[1])
+    elif e.result is not None:
+        found = STATUS_TEXT.get(e.result.status, e.result.status) + (f", {e.result.verdict}" if e.result.verdict else "")
     else:
-        found = STATUS_TEXT.get(r.status, r.status) + (f", {r.verdict}" if r.verdict else "")
-    return f"{_step(kind, opt)}: {found}"
+        found = STATUS_TEXT.get(e.run[1], e.run[1]) if e.run is not None else "done"
+    return f"{_step(kind, e)}: {found}"
 
 
 def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequence[SweepOption], *,
@@ -289,111 +417,43 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     :func:`lar_prec.workflows.sweep` for the whole workflow). Ctrl-C kills every run under
     way and raises AnalysisInterrupted. The reference failing raises its RunError (exit 3).
 
-    One loop drives the runs: it waits for whichever finishes, analyses it at once (while
-    the others still run) and, for an option that diverges, queues its naive run. With local
-    error on (``local_off`` None) the layerwise model is built once after the reference, in the
-    same pool, and run under each option that ran; an option with a local root also gets its
-    naive run. ``layerwise_remote``: for a device, the one RemoteSessions every layerwise run
-    of the sweep shares (its files are removed when the caller closes it, not after each
-    option: options run at once would lose them mid-run). (Over 80 lines: the loop, its
-    interrupt handling and its bookkeeping share the pending runs.)
+    One loop drives the runs (:class:`_Sweep` says what each finished one unblocks): the plain
+    default run and every option, the naive run under each float16 option (its tolerance's
+    level) and, with local error on (``local_off`` None), the layerwise model built once after
+    the reference and run under the default run and each option; an option that adds something
+    over the default run also gets its naive run. ``layerwise_remote``: for a device, the one
+    RemoteSessions every layerwise run of the sweep shares (its files are removed when the
+    caller closes it, not after each option: options run at once would lose them mid-run).
     """
     t0 = time.monotonic()
     runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
     analysis = 0.0
     try:
         if progress:
-            progress("steps", 0, 1 + len(options), running=("reference",))
+            progress("steps", 0, 2 + len(options), running=("reference",))
         ref_rec, status, msg, error = runner.submit("naive", "reference", ()).result()
         if error is not None:  # exit 3 (2 for an input the model lacks): the sweep has no reference
             raise error
         ta = time.monotonic()
-        oprs, dtypes = _model_facts(ref_rec)  # type: ignore[arg-type]
-        results: Dict[str, OptionResult] = {}
-        pending: Dict[Future, Tuple[str, Optional[SweepOption]]] = {}
-        if local_off is None:  # first in the pool's queue: ready before most options finish
-            pending[runner.pool.submit(_prepare_local, model, ref_rec, adir, timeout, lar,
-                                       layerwise_remote)] = ("build", None)
-        for opt in options:
-            why = _applies(opt, oprs, dtypes)
-            if why:
-                results[opt.name] = OptionResult(opt.name, opt.flags, "skipped", opt.tolerance, reason=why)
-            else:
-                pending[runner.submit("default", opt.name, opt.flags)] = ("default", opt)
+        sw = _Sweep(runner, ref_rec, options, adir, extra_flags=extra_flags, timeout=timeout, local_off=local_off)
+        sw.start(model, lar, layerwise_remote)
         analysis += time.monotonic() - ta
-        total, done = 1 + len(pending), 1  # the reference is done
-        defaults: Dict[str, RunResult] = {}
-        locals_: Dict[str, OptionLocal] = {}
-        naive_queued: set = set()
-        prep: Optional[SweepLayerwise] = None
-        build_done = local_off is not None
-        waiting: List[SweepOption] = []  # options that ran before the layerwise model was built
-
-        def queue_local(o: SweepOption) -> None:
-            nonlocal total
-            pending[runner.pool.submit(_measure_local, prep, o, results[o.name], adir, extra_flags, timeout)] = (
-                "local", o)
-            total += 1
-
-        def queue_naive(o: SweepOption) -> None:
-            nonlocal total
-            naive_queued.add(o.name)
-            pending[runner.submit("naive", f"{o.name}-naive", o.flags)] = ("naive", o)
-            total += 1
-
+        done = 1  # the reference
         if progress:
-            progress("steps", done, total, running=_under_way(pending, jobs),
+            progress("steps", done, 1 + sw.total, running=_under_way(sw.pending, jobs),
                      finished=f"reference (naive kernels, plain graph) ok in {ref_rec.seconds:.1f} s")
-        while pending:
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        while sw.pending:
+            finished, _ = wait(list(sw.pending), return_when=FIRST_COMPLETED)
             for fut in finished:
-                kind, opt = pending.pop(fut)
+                kind, entry = sw.pending.pop(fut)
+                value = fut.result()
                 ta = time.monotonic()
-                if kind == "build":
-                    prep, local_off = fut.result()
-                    local_off = local_off or None
-                    build_done = True
-                    for o in waiting if prep is not None else ():
-                        queue_local(o)
-                    waiting.clear()
-                elif kind == "local":
-                    assert opt is not None
-                    locals_[opt.name] = loc = fut.result()
-                    if loc.roots and opt.name not in naive_queued:  # tell kernel from math for it too
-                        queue_naive(opt)
-                elif kind == "default":
-                    assert opt is not None
-                    rec, status, msg, _err = fut.result()
-                    if status != "runs":
-                        results[opt.name] = OptionResult(opt.name, opt.flags, status, opt.tolerance, reason=msg,
-                                                         run_dir=str(rec.dir), seconds=rec.seconds)
-                    else:
-                        try:
-                            r, _g = _analyse(opt, ref_rec, rec)  # type: ignore[arg-type]
-                        except (DumpFormatError, DumpFolderError) as exc:
-                            # one option's bad dump: that option's finding, not the end of the sweep
-                            r = OptionResult(opt.name, opt.flags, "bad_dump", opt.tolerance,
-                                             reason=f"its dump cannot be read: {exc}", run_dir=str(rec.dir),
-                                             seconds=rec.seconds)
-                        results[opt.name] = r
-                        if r.status == "runs":
-                            defaults[opt.name] = rec  # type: ignore[assignment]
-                            if r.verdict == "diverges":
-                                queue_naive(opt)
-                            if prep is not None:
-                                queue_local(opt)
-                            elif not build_done:
-                                waiting.append(opt)
-                else:
-                    assert opt is not None
-                    rec, status, msg, _err = fut.result()
-                    results[opt.name] = _explain(opt, results[opt.name], ref_rec, rec, defaults[opt.name],
-                                                 status, msg)
+                sw.finished(kind, entry, value)
                 analysis += time.monotonic() - ta
                 done += 1
                 if progress:
-                    progress("steps", done, total, running=_under_way(pending, jobs),
-                             finished=_finished(kind, opt, results, locals_, local_off))
+                    progress("steps", done, 1 + sw.total, running=_under_way(sw.pending, jobs),
+                             finished=_finished(kind, entry, sw))
     except KeyboardInterrupt:
         interrupt_active_runs()
         runner.pool.shutdown(wait=True, cancel_futures=True)
@@ -405,17 +465,16 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
         runner.pool.shutdown(wait=True, cancel_futures=True)
 
     ta = time.monotonic()
-    for name in defaults:
-        why = local_off or "local error not measured"
-        results[name] = _with_local(results[name], locals_.get(name) or OptionLocal(False, why=why))
+    plain, results = sw.results()
     analysis += time.monotonic() - ta
     names = tuple(d.var.name for d in DumpFolder(ref_rec.dump_dir) if not skip_reason(d.var))  # type: ignore[arg-type]
-    ordered = sorted((results[o.name] for o in options), key=lambda r: r.severity())
+    by_name = {r.option: r for r in results}
+    ordered = sorted((by_name[o.name] for o in options), key=lambda r: r.severity())
     runs = sorted(runner.runs, key=lambda r: r.started)
-    local_seconds = (prep.seconds if prep is not None else 0.0) + sum(x.seconds for x in locals_.values())
     return SweepResult(ref_rec, tuple(ordered), tuple(runs), names,  # type: ignore[arg-type]
                        run_seconds=sum(r.seconds for r in runs), analysis_seconds=analysis,
-                       wall_seconds=time.monotonic() - t0, local_seconds=local_seconds, local_off=local_off)
+                       wall_seconds=time.monotonic() - t0, local_seconds=sw.local_seconds(),
+                       local_off=sw.local_off, default=plain)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,36 @@
+"""The terminal view of ``lar-prec zoo``: drawn from the zoo's JSON (``lar-prec.zoo/1``), one line
+per cell (a sweep task has one per option it tried), failures with why, and the counts."""
+from __future__ import annotations
+
+from typing import Any, List, Mapping
+
+
+def _err(x: Any) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+def zoo_lines(data: Mapping[str, Any], *, limit: int = 200) -> List[str]:
+    """The lines to print: a header, one line per cell (worst first: failed, regressed, divergent), the counts."""
+    rows = []
+    for e in data["tasks"]:
+        where = f"{e['build']} @ {e['device']}"
+        if e["state"] == "failed":
+            rows.append((0, f"FAILED     {e['model']:<14} {e['column']:<34} {where:<24} {e.get('why') or e.get('verdict')}"))
+            continue
+        reg = f"  regressed: {', '.join(e['regressed'][:3])}" if e["regressed"] else ""
+        for c in e["cells"] or [{"column": e["column"], "bad": e["exit_code"] == 1, "output_err": None, "root": None}]:
+            state = "REGRESSED" if reg else "divergent" if c.get("bad") else "ok"
+            rank = 1 if reg else 2 if c.get("bad") else 3
+            root = f"  root {c['root']}" if c.get("root") else ""
+            stored = "  (stored)" if e["state"] == "stored" else ""
+            rows.append((rank, f"{state:<10} {e['model']:<14} {c['column']:<34} {where:<24} err {_err(c.get('output_err'))}"
+                               f"{root}{reg}{stored}"))
+    rows.sort(key=lambda r: r[0])
+    n = data["counts"]
+    lines = [f"zoo {data['name']}: {n['tasks']} task(s): {n['ran']} ran, {n['stored']} already in the store, "
+             f"{n['failed']} failed, {n['divergent']} with a divergence, {n['regressed']} regressed"
+             + (f", {n['not_run']} not run" if n["not_run"] else "")]
+    lines += [r[1] for r in rows[:limit]]
+    if len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more in the JSON")
+    return lines

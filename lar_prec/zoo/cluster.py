@@ -1,0 +1,132 @@
+"""The Dask cluster a zoo runs on: an embedded LocalCluster (one single-threaded worker process
+per core, plus one worker per device of the manifest owning that device's resource), or the
+team's scheduler (``--scheduler tcp://HOST:PORT``), whose workers advertise the devices they
+reach (``dask worker ... --resources "dev-ssh-HOST=1"``). Every device a task needs must be
+owned by a worker before anything runs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import urllib.request
+from typing import Any, Dict, Optional, Sequence
+
+from distributed import Client, LocalCluster, Nanny
+
+from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.zoo.manifest import ManifestError, ZooDevice
+from lar_prec.zoo.procs import ZOO_TAG, kill_tagged
+from lar_prec.zoo.worker import ZooWorkerPlugin, stop_runs
+
+#: seconds to reach a scheduler, and for the embedded workers to start
+CONNECT_TIMEOUT = 20.0
+START_TIMEOUT = 120.0
+_ADDRESS = re.compile(r"(tcp|tls)://[A-Za-z0-9_.:\[\]-]+:\d{1,5}\Z")
+
+
+class ClusterError(LarPrecError):
+    """The scheduler cannot be reached, or the cluster did not start (exit 3)."""
+
+    exit_code = 3
+
+
+class ZooCluster:
+    """A connected Dask client (and the embedded cluster it started). Use as a context manager."""
+
+    def __init__(self, scheduler: Optional[str], devices: Sequence[ZooDevice], *, workers: Optional[int] = None,
+                 tag: str = "", connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        self.scheduler = scheduler
+        self.connect_timeout = connect_timeout
+        self.tag = tag
+        self.cluster: Optional[LocalCluster] = None
+        self.client: Client = self._embedded(devices, workers) if scheduler is None else self._connect(scheduler)
+        self.client.register_plugin(ZooWorkerPlugin(embedded=scheduler is None), name=ZooWorkerPlugin.name)
+
+    def _connect(self, address: str) -> Client:
+        if not _ADDRESS.match(address):
+            raise UsageError(f"--scheduler {address!r}: expected tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786)")
+        try:
+            return Client(address, timeout=self.connect_timeout, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            detail = " ".join(str(exc).split()) or type(exc).__name__
+            raise ClusterError(f"scheduler {address}: cannot reach it within {self.connect_timeout:g} s ({detail}); "
+                               "start it with `dask scheduler` (docs/zoo.md)") from None
+
+    def _embedded(self, devices: Sequence[ZooDevice], workers: Optional[int]) -> Client:
+        n = workers or os.cpu_count() or 1
+        try:
+            self.cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True, memory_limit=0,
+                                        dashboard_address=":0", env={ZOO_TAG: self.tag},
+                                        # the zoo reports every failure itself, once, in its own words
+                                        silence_logs=logging.CRITICAL)
+            spec = self.cluster.new_spec
+            for i in range(n):
+                self.cluster.worker_spec[f"cpu-{i}"] = spec
+            # one worker per device owns its resource: the device's tasks go there, one at a time
+            for d in devices:
+                if d.resource is not None:
+                    self.cluster.worker_spec[f"device-{d.name}"] = {
+                        "cls": Nanny, "options": {**spec["options"], "resources": {d.resource: 1}}}
+            self.cluster.scale(len(self.cluster.worker_spec))  # the workers start in the background
+            client = Client(self.cluster, set_as_default=False)
+            # tasks go out as soon as one worker is there (the others join while the first runs)
+            client.wait_for_workers(1, timeout=START_TIMEOUT)
+            return client
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise ClusterError(f"the embedded Dask cluster did not start: {' '.join(str(exc).split())}") from None
+
+    @property
+    def workers(self) -> Dict[str, Dict[str, Any]]:
+        return dict(self.client.scheduler_info(n_workers=-1).get("workers") or {})
+
+    def check_devices(self, devices: Sequence[ZooDevice]) -> None:
+        """Refuse (exit 2) a device whose resource no worker advertises: its tasks would wait forever.
+        (The embedded cluster starts a worker for each device itself.)"""
+        if self.cluster is not None:
+            return
+        owned = {r for w in self.workers.values() for r, v in (w.get("resources") or {}).items() if v}
+        if not self.workers:
+            raise ClusterError(f"scheduler {self.scheduler}: no worker is connected (start one with `dask worker "
+                               f"{self.scheduler}`)")
+        lost = [d for d in devices if d.resource is not None and d.resource not in owned]
+        if lost:
+            d = lost[0]
+            raise ManifestError(f"device {d.name!r} ({d.remote}): no worker of {self.scheduler} owns it; start the "
+                                f"worker that reaches it with --resources \"{d.resource}=1\" (docs/zoo.md)")
+
+    @property
+    def dashboard(self) -> Optional[str]:
+        """The dashboard's link when it answers (it needs bokeh where the scheduler runs)."""
+        try:
+            link = self.client.dashboard_link
+            if "dashboard" not in (self.client.scheduler_info(n_workers=0).get("services") or {}):
+                return None
+            with urllib.request.urlopen(link, timeout=2) as r:  # noqa: S310 (the scheduler's own http://)
+                # without bokeh the scheduler serves a page that says so: no dashboard then
+                return link if r.status == 200 and b"needs bokeh" not in r.read(4096) else None
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def stop_runs(self, keys: Sequence[str]) -> None:
+        """Kill the load_and_run runs of the workers that hold ``keys`` (Ctrl-C)."""
+        processing = self.client.processing()
+        busy = [w for w, ks in processing.items() if set(ks) & set(keys)]
+        if busy:
+            self.client.run(stop_runs, workers=busy)
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+        if self.tag:  # what the embedded workers' children left behind (Ctrl-C, a worker killed)
+            kill_tagged(ZOO_TAG, self.tag, exclude=(os.getpid(),))
+
+    def __enter__(self) -> "ZooCluster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

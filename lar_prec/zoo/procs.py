@@ -1,0 +1,51 @@
+"""Processes a zoo leaves behind, found and ended: every child of a worker carries a tag in its
+environment (children inherit it, and load_and_run runs in sessions of their own, out of reach
+of their parent's process group), so what a dead worker left running (``kill -9``, Ctrl-C of an
+embedded cluster) is found by its tag in ``/proc`` and killed with its process group.
+Linux only (elsewhere nothing is found)."""
+from __future__ import annotations
+
+import os
+import signal
+from typing import List, Sequence
+
+#: set by the client for an embedded cluster (its workers and their children inherit it)
+ZOO_TAG = "LAR_PREC_ZOO_RUN"
+#: set in each worker by the zoo's worker plugin: the worker's nanny, stable across restarts
+WORKER_TAG = "LAR_PREC_ZOO_WORKER"
+
+
+def tagged(name: str, value: str, exclude: Sequence[int] = ()) -> List[int]:
+    """Pids of this user's processes whose environment has ``name=value``."""
+    needle = f"{name}={value}".encode()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for e in entries:
+        if not e.isdigit() or int(e) in exclude:
+            continue
+        try:
+            with open(f"/proc/{e}/environ", "rb") as fh:
+                env = fh.read()
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        if needle in env.split(b"\0"):
+            found.append(int(e))
+    return found
+
+
+def kill_tagged(name: str, value: str, exclude: Sequence[int] = ()) -> int:
+    """SIGKILL every process tagged ``name=value`` (not ``exclude``) with its process group when
+    it leads one (a run and what it started); how many were found."""
+    pids = tagged(name, value, exclude)
+    for pid in pids:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return len(pids)
