@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, child_env, feed_inputs, feeds_from_json, layout_fmt, run_child
-from lar_prec.diagnosis.local_records import Feed, LayerwiseModel
+from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, child_env, feed_inputs, layout_fmt, run_child
+from lar_prec.diagnosis.local_records import Feed, LayerwiseModel, feeds_from_json
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.keys import dump_keys
 from lar_prec.errors import LarPrecError, RunError, UsageError

@@ -40,7 +40,7 @@ from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike, json_number
 from lar_prec.run.config import LoadAndRun, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
-from lar_prec.workflows.reduce.candidate import Graph, Outcome, Part, Tester, describe
+from lar_prec.workflows.reduce.candidate import Graph, Part, Tester, describe
 from lar_prec.workflows.reduce.finding import Finding, read_finding
 from lar_prec.workflows.reduce.search import NotReproduced, Reduction, search
 
