@@ -19,7 +19,8 @@ that still fails the same way; this child process makes each part it tries. Two 
     rewrites a bug may need). ``OUT_DIR/reduced.json`` says what is fed and kept.
 
 The cuts follow the layerwise build (:mod:`lar_prec.lar.layerwise_build`: its plan of what can
-be fed, one ``replace_vars`` call per cut in reverse execution order, ``dump_format="FBS"``).
+be fed, one ``replace_vars`` call per cut in reverse execution order); a part is written in the
+model's own format (:func:`_format_of`).
 """
 from __future__ import annotations
 
@@ -88,6 +89,14 @@ def _data_oprs(oprs: Sequence[Any]) -> List[Any]:
         else:
             out.append(o)
     return out
+
+
+def _format_of(model: str) -> str:
+    """The model file's format, which its parts are written in too: a load-time failure goes
+    through the same loader (FBS v2 starts with its size and ``mgv2``). Either format gives the
+    whole model's own bits (the cases' default runs, all vars compared)."""
+    with open(model, "rb") as fh:
+        return "FBS_V2" if fh.read(12)[8:12] == b"mgv2" else "FBS"
 
 
 def _feed(v: Any, g: Dict[str, Any]) -> Dict[str, Any]:
@@ -175,7 +184,7 @@ def build(model: str, ref_dump: str, out_dir: str, keep: Sequence[int]) -> Dict[
         feeds.append(feed)
     used = {v.name for v in cgt.get_dep_vars(cur, "Host2DeviceCopy")}
     feeds = [f for f in reversed(feeds) if f["name"] in used]
-    buf, _ = G.dump_graph(cur, dump_format="FBS", keep_var_name=2)
+    buf, _ = G.dump_graph(cur, dump_format=_format_of(model), keep_var_name=2)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "reduced.mge").write_bytes(buf)

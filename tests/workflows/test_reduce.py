@@ -69,6 +69,17 @@ def test_a_fault_of_two_operators_in_a_row_reduces_to_exactly_the_pair(pair, tmp
     assert proc.returncode == 1 and proc.stdout.startswith("reproduced:"), proc.stdout + proc.stderr
 
 
+def test_out_of_runs_hands_over_the_smallest_failing_part_so_far_and_says_so(pair, tmp_path):
+    adir, lar = pair
+    r = reduce(adir, out=tmp_path / "r", lar=str(lar), max_runs=3)
+    d = r.data
+    assert d["runs"] <= 3 + 1 and d["stopped"] and "--max-runs" in d["stopped"] and d["stopped"] in d["notes"]
+    # what is handed over still fails the same way: not minimal, never another failure
+    assert r.exit_code == 1 and d["outcome"]["verdict"] == "same"
+    assert 2 <= d["operators_after"] <= d["operators_before"]
+    assert "c2.Convolution" in [k["name"] for k in d["kept"]]
+
+
 def test_a_finding_that_does_not_reproduce_stops_and_says_why(pair, tmp_path):
     adir, lar = pair
     proc = cli("reduce", adir, "--out", tmp_path / "r", "-q")  # the bundled load_and_run has no such fault

@@ -66,11 +66,13 @@ def target_runs(n: int) -> float:
 
 def reduce(analysis_dir: PathLike, *, option: Optional[str] = None, root: Optional[str] = None,
            out: Optional[PathLike] = None, lar: "LoadAndRun | str | None" = None, model: Optional[PathLike] = None,
-           timeout: float = DEFAULT_TIMEOUT, progress: Optional[Callable[[str], None]] = None) -> ReduceResult:
+           timeout: float = DEFAULT_TIMEOUT, max_runs: int = 100,
+           progress: Optional[Callable[[str], None]] = None) -> ReduceResult:
     """Reduce the finding of ``analysis_dir`` (see the module docstring). ``lar``: the
     load_and_run to run the parts with (the one the analysis ran; default as every command:
-    ``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled). Returns exit code 1 (the reduced model fails
-    the same way).
+    ``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled). ``max_runs``: the search stops there and hands
+    over the smallest part that failed the same way so far. Returns exit code 1 (the reduced
+    model fails the same way).
 
     Raises:
         UsageError (exit 2): not an analysis with this finding, or the whole model does not
@@ -91,7 +93,7 @@ def reduce(analysis_dir: PathLike, *, option: Optional[str] = None, root: Option
         anchor = op.id
     tester = Tester(finding, graph, lar_obj, work, timeout)
     try:
-        red = search(tester, graph, anchor, progress=progress)
+        red = search(tester, graph, anchor, progress=progress, max_runs=max_runs)
     except NotReproduced as exc:
         raise UsageError(f"{finding.analysis_dir}: its finding ({_finding_text(finding)}) does not reproduce here, "
                          f"nothing was reduced: {exc}; the analysis ran {finding.ran_with or 'its load_and_run'}, "
@@ -150,7 +152,8 @@ def _hand_over(f: Finding, g: Graph, red: Reduction, tester: Tester, odir: Path)
         "kept": kept, "outcome": {"verdict": red.outcome.verdict, "class": red.outcome.klass, "why": red.outcome.why,
                                   "root_err": json_number(red.outcome.root_err)},
         "steps": [s.to_json() for s in red.steps], "model": str(odir / "model.mge"), "inputs": inputs,
-        "expected": expected, "repro": repro, "replay": f"lar-prec replay {odir}", "notes": notes,
+        "expected": expected, "repro": repro, "replay": f"lar-prec replay {odir}", "stopped": red.stopped,
+        "notes": notes + ([red.stopped] if red.stopped else []),
         "exit_code": 1 if same else 0,
     }
 
