@@ -31,6 +31,7 @@ _LAZY = {
     "sweep": "lar_prec.workflows.sweep.sweep",
     "diff": "lar_prec.workflows.diff.diff",
     "bisect": "lar_prec.workflows.bisect",
+    "reduce": "lar_prec.workflows.reduce.reduce",
     "parse_targets": "lar_prec.workflows.devices",
     "Analysis": "lar_prec.workflows.common",
     "SweepAnalysis": "lar_prec.workflows.sweep.sweep",

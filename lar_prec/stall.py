@@ -30,9 +30,11 @@ NOT_AN_ERROR = re.compile(r"^(backtrace:|/.*\.so|\s*$|\[\d+ \d\d:\d\d:\d\d .*\]\
 _PARKED = ("futex", "pause", "sigsuspend")
 
 
-def fatal_line(stderr: str) -> Optional[str]:
-    """The last line of ``stderr`` that says something failed (not a backtrace frame nor a log), or None."""
-    for line in reversed(stderr.splitlines()):
+def fatal_line(stderr: str, first: bool = False) -> Optional[str]:
+    """The last (``first``: the first) line of ``stderr`` that says something failed (not a
+    backtrace frame nor a log), or None."""
+    lines = stderr.splitlines()
+    for line in (lines if first else reversed(lines)):
         s = line.strip()
         if FATAL_WORDS.search(s) and not NOT_AN_ERROR.match(s):
             return s

@@ -18,6 +18,12 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   as the fault).
   SIZE ``bits=N``: the kernel computes with NAME rounded to N mantissa bits (a changed
   algorithm, as TF32's 10 bits); ``nan``: its output is NaN. Opt-in: only these values do it.
+* ``WRAPPED_LAR_PAIR_FAULT=NAME:SIZE``: a fault that needs two operators in a row: the kernel of
+  the operator reading constant NAME (a convolution) is wrong, 1+SIZE times too large, only when
+  its output is consumed by a ReLU (``RELU`` or ``FUSE_ADD_RELU``) in the same graph (as a fused
+  kernel would be); the dump shows NAME with its own values (as the operator fault). Alone, its
+  output a model output, it is right, unless ``WRAPPED_LAR_PAIR_ALONE=crash``: then the binary
+  aborts (SIGABRT), a different failure. Without NAME in the model it runs the model as given.
 * ``WRAPPED_LAR_CACHE=FOLDER``: keep each rewritten model (by the model's bytes, NAME and
   factor) there, so later runs skip the rewrite (its MegEngine import is most of a run).
 * ``WRAPPED_LAR_FAULT_IF_FLAG=FLAG=NAME:SIZE`` (e.g. ``--enable-nchw44=c2.weight:1e-2``): the
@@ -86,6 +92,34 @@ found = cgt.find_vars_by_name(G.load_graph(model).output_vars_list, [name])
 np.save(original, np.asarray(found[0].value))
 """
 
+#: the pair fault's rewrite: how the operator reading the constant is used (``pair``: a ReLU
+#: consumes its output; ``alone``: nothing does; ``other``; ``absent``: no such constant), and
+#: the model with the constant scaled by the factor given for that use
+PAIR_FAULT = """
+import sys
+import numpy as np
+from lar_prec.lar import quickimport
+quickimport.import_megengine()
+import megengine.utils.comp_graph_tools as cgt
+from megengine.core.tensor import megbrain_graph as G
+from lar_prec.lar.layerwise_build import scale_const
+model, name, factors, out, original, use_file = sys.argv[1:]
+outs = G.load_graph(model).output_vars_list
+oprs = cgt.get_oprs_seq(outs, prune_reshape=False)
+reader = next((o for o in oprs if any(v.name == name for v in o.inputs)), None)
+if reader is None:
+    use = "absent"
+else:
+    ids = {v.id for v in reader.outputs}
+    users = [o for o in oprs if any(v.id in ids for v in o.inputs)]
+    relu = any(o.type == "Elemwise" and any(m in o.params for m in ('"RELU"', '"FUSE_ADD_RELU"')) for o in users)
+    use = "pair" if relu else "alone" if not users else "other"
+    scale_const(model, name, float(dict(f.split("=") for f in factors.split(","))[use]), out)
+    found = cgt.find_vars_by_name(outs, [name])
+    np.save(original, np.asarray(found[0].value))
+open(use_file, "w").write(use)
+"""
+
 #: puts the constant's own values back into a dump folder (the kernel, not the weight, is wrong)
 RESTORE = """
 import os, sys
@@ -102,17 +136,21 @@ for f in sorted(n for n in os.listdir(folder) if not n.startswith(".")):
 """
 
 
+def _prefix(model, tag, tmp):
+    """Where a rewrite of ``model`` goes: WRAPPED_LAR_CACHE, by the model's bytes and ``tag``, or ``tmp``."""
+    cache = os.environ.get("WRAPPED_LAR_CACHE")
+    if not cache:
+        return os.path.join(tmp, "")
+    with open(model, "rb") as fh:
+        return os.path.join(cache, hashlib.sha256(fh.read() + tag.encode()).hexdigest()[:20] + "-")
+
+
 def rewrite(model, name, change, tmp, op_fault):
     """The model with constant ``name`` changed by ``change`` (a factor's repr; for an operator
     fault also ``bits=N``) and the path of the constant's own values, from WRAPPED_LAR_CACHE when
     it holds them; None on failure."""
-    cache = os.environ.get("WRAPPED_LAR_CACHE")
-    folder = cache or tmp
-    key = ""
-    if cache:
-        with open(model, "rb") as fh:
-            key = hashlib.sha256(fh.read() + f"{name}:{change}:{op_fault}".encode()).hexdigest()[:20] + "-"
-    out, original = os.path.join(folder, key + "model.mge"), os.path.join(folder, key + "original.npy")
+    prefix = _prefix(model, f"{name}:{change}:{op_fault}", tmp)
+    out, original = prefix + "model.mge", prefix + "original.npy"
     if os.path.exists(out) and os.path.exists(original):
         return out, original
     part = os.path.join(tmp, "part.mge")
@@ -164,6 +202,27 @@ for vid in f.ids:
 """
 
 
+def pair_rewrite(model, name, factors, tmp):
+    """(use, rewritten model, the constant's own values) of the pair fault (``PAIR_FAULT``), from
+    WRAPPED_LAR_CACHE when it holds them; use None on failure."""
+    prefix = _prefix(model, f"pair:{name}:{factors}", tmp)
+    out, original, use_file = prefix + "model.mge", prefix + "original.npy", prefix + "use.txt"
+    if not os.path.exists(use_file):
+        part, part_orig, part_use = (os.path.join(tmp, n) for n in ("part.mge", "part.npy", "part.txt"))
+        proc = subprocess.run([sys.executable, "-c", PAIR_FAULT, model, name, factors, part, part_orig, part_use],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stderr)
+            return None, None, None
+        with open(part_use) as fh:
+            if fh.read() != "absent":
+                os.replace(part_orig, original)
+                os.replace(part, out)
+        os.replace(part_use, use_file)  # last: a use found means the rest is there
+    with open(use_file) as fh:
+        return fh.read(), out, original
+
+
 def flag_value(argv, name):
     """The value of flag ``name`` (underscore form) in gflags syntax, or None."""
     for i, arg in enumerate(argv):
@@ -210,12 +269,28 @@ def main():
     flag, _, when_flag = os.environ.get("WRAPPED_LAR_FAULT_IF_FLAG", "").partition("=")
     if when_flag and flag in argv:
         fault = when_flag
+    pair = os.environ.get("WRAPPED_LAR_PAIR_FAULT")
+    naive = os.environ.get("MGB_USE_MEGDNN_DBG") == "2"
     tmp = None
     original = None
+    restore = False
     try:
-        if model and fault:
+        if model and pair:
+            name, _, size = pair.rpartition(":")
+            tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
+            factors = f"pair={1.0 if naive else 1.0 + float(size)!r},alone=1.0,other=1.0"
+            use, rewritten, original = pair_rewrite(model, name, factors, tmp)
+            if use is None:
+                return 1
+            if use == "alone" and not naive and os.environ.get("WRAPPED_LAR_PAIR_ALONE") == "crash":
+                shutil.rmtree(tmp, ignore_errors=True)
+                sys.stderr.write("terminate called after throwing an instance of 'megdnn::Error' (wrapped_lar)\n")
+                sys.stderr.flush()
+                os.abort()
+            if use != "absent":
+                argv, restore = [rewritten] + argv[1:], True
+        elif model and fault:
             name, _, size = fault.rpartition(":")
-            naive = os.environ.get("MGB_USE_MEGDNN_DBG") == "2"
             if op_fault and size.startswith("bits="):
                 change = "1.0" if naive else size
             else:
@@ -229,11 +304,11 @@ def main():
             rewritten, original = rewrite(model, name, change, tmp, bool(op_fault))
             if rewritten is None:
                 return 1
-            argv = [rewritten] + argv[1:]
+            argv, restore = [rewritten] + argv[1:], True
         rc = subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
         offset = os.environ.get("WRAPPED_LAR_RENUMBER")
         dump = flag_value(argv, "bin_io_dump")
-        if rc == 0 and tmp and dump:  # a fault or a jitter rewrote a constant: its dump is the model's
+        if rc == 0 and restore and dump:  # a fault, a jitter or the pair rewrote a constant: its dump is the model's
             rc = subprocess.run([sys.executable, "-c", RESTORE, dump, name, original]).returncode
         ties = os.environ.get("WRAPPED_LAR_TIES")
         if rc == 0 and ties and dump and os.environ.get("MGB_USE_MEGDNN_DBG") != "2":

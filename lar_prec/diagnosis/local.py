@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -47,7 +46,8 @@ from lar_prec.compare import bounds
 from lar_prec.diagnosis.floors import local_json, reduction_length
 from lar_prec.lar.layerwise_build import MAG_SUFFIX
 from lar_prec.compare.bounds import Bound
-from lar_prec.diagnosis.local_records import CheckResult, Feed, LayerwiseModel, LocalResult, LocalVar, MeasuredVar
+from lar_prec.diagnosis.local_records import (CheckResult, LayerwiseModel, LocalResult, LocalVar, MeasuredVar,
+                                              feeds_from_json)
 
 #: output names of measured vars in a layerwise model end with ``.lw<original id>``
 _SUFFIX = ".lw"
@@ -168,8 +168,7 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: expected a layerwise model record ({exc})") from None
     try:
-        feeds = tuple(Feed(f["name"], f["id"], f["var_name"], f["ref_id"], tuple(f["shape"]), f["dtype"],
-                           f["feed_dtype"], f["scale"], f["model_input"]) for f in data["feeds"])
+        feeds = feeds_from_json(where, data["feeds"])
         measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
                                      tuple(m["inputs"]), tuple(tuple(s) for s in m["input_shapes"]), tuple(m["shape"]),
                                      m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())),
@@ -181,23 +180,7 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
         model, ref_dump = Path(data["model"]), Path(data["ref_dump"]) if data["ref_dump"] else None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{where}: expected a layerwise model record, {type(exc).__name__}: {exc}") from None
-    for f in feeds:
-        # a feed's name becomes a file name here and an input name on load_and_run's command line
-        if not (isinstance(f.name, str) and _FEED_NAME.match(f.name)):
-            raise UsageError(f"{where}: feed name {f.name!r} must be a plain file name "
-                             "(no / \\ : ; =, no control character, not starting with . or -)")
-        if not (isinstance(f.feed_dtype, str) and f.feed_dtype in _FEED_DTYPES):
-            raise UsageError(f"{where}: feed {f.name}: feed_dtype must be one of {', '.join(sorted(_FEED_DTYPES))}, "
-                             f"found {f.feed_dtype!r}")
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in f.shape):
-            raise UsageError(f"{where}: feed {f.name}: shape must be integers >= 0, found {list(f.shape)!r}")
     return LayerwiseModel(out / "layerwise.mge", model, ref_dump, feeds, measured, kept)
-
-
-#: what a feed of layerwise.json may be called (a file name and a load_and_run input name)
-_FEED_NAME = re.compile(r"(?![.-])[^/\\:;=\x00-\x1f\x7f]{1,200}\Z")
-#: the dtypes a feed is written in (numpy names)
-_FEED_DTYPES = frozenset({"float32", "float16", "int32", "int16", "int8", "uint8", "uint16"})
 
 
 def _opt_str(value: Any) -> Optional[str]:

@@ -3,11 +3,13 @@
 :class:`CheckResult`, :class:`LocalResult`). :mod:`.local` measures, :mod:`.floors` judges."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from lar_prec.compare.bounds import Bound
+from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
 
 
@@ -24,6 +26,30 @@ class Feed:
     feed_dtype: str
     scale: Optional[float]
     model_input: bool
+
+
+#: what a feed may be called (a file name and a load_and_run input name)
+_FEED_NAME = re.compile(r"(?![.-])[^/\\:;=\x00-\x1f\x7f]{1,200}\Z")
+#: the dtypes a feed is written in (numpy names)
+_FEED_DTYPES = frozenset({"float32", "float16", "int32", "int16", "int8", "uint8", "uint16"})
+
+
+def feeds_from_json(where: Path, items: Any) -> Tuple[Feed, ...]:
+    """The ``feeds`` of a record a build child wrote (layerwise.json, a reduced model's), checked
+    (UsageError): a feed's name becomes a file name and an input name on load_and_run's command
+    line. A feed without its keys raises KeyError or TypeError (the caller names the record)."""
+    feeds = tuple(Feed(f["name"], f["id"], f["var_name"], f["ref_id"], tuple(f["shape"]), f["dtype"],
+                       f["feed_dtype"], f["scale"], f["model_input"]) for f in items)
+    for f in feeds:
+        if not (isinstance(f.name, str) and _FEED_NAME.match(f.name)):
+            raise UsageError(f"{where}: feed name {f.name!r} must be a plain file name "
+                             "(no / \\ : ; =, no control character, not starting with . or -)")
+        if not (isinstance(f.feed_dtype, str) and f.feed_dtype in _FEED_DTYPES):
+            raise UsageError(f"{where}: feed {f.name}: feed_dtype must be one of {', '.join(sorted(_FEED_DTYPES))}, "
+                             f"found {f.feed_dtype!r}")
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in f.shape):
+            raise UsageError(f"{where}: feed {f.name}: shape must be integers >= 0, found {list(f.shape)!r}")
+    return feeds
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,12 @@ from typing import Collection, Dict, List, Optional, Sequence
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.dumps.folder import DumpFolder
+from lar_prec.compare.relayout import to_plain
 from lar_prec.diagnosis.local import (
     DEFAULT_TIMEOUT,
     build_layerwise,
     child_env,
+    layout_fmt,
     megengine_rel,
     output_ids,
     run_child,
@@ -76,7 +78,7 @@ def _env_prefix(cfg: RunConfig) -> str:
     return ("env " + " ".join([f"-u {k}" for k in unset] + parts) + " ") if (parts or unset) else ""
 
 
-def _commands(inputs: str, cfg: RunConfig, out: str) -> Dict[str, str]:
+def run_commands(inputs: str, cfg: RunConfig, out: str) -> Dict[str, str]:
     """The bundled and the real load_and_run command lines (run inside the repro folder)."""
     flags = " ".join(shlex.quote(f) for f in cfg.flags)
     flags = (" " + flags) if flags else ""
@@ -134,9 +136,9 @@ def make_repro(result: LocalResult, var_id: int, out_dir: "str | Path", *,
         "source_model": str(lw.source_model), "ref_dump": str(result.ref_dump),
         "observed_with": _observed_with(result),
         "test": {"name": test_cfg.name, "flags": list(test_cfg.flags), "env": [list(e) for e in test_cfg.env],
-                 "commands": _commands(inputs, test_cfg, "dump-test")},
+                 "commands": run_commands(inputs, test_cfg, "dump-test")},
         "reference": {"name": ref_cfg.name, "flags": list(ref_cfg.flags), "env": [list(e) for e in ref_cfg.env],
-                      "commands": _commands(inputs, ref_cfg, "dump-reference")},
+                      "commands": run_commands(inputs, ref_cfg, "dump-reference")},
     }
     atomic_write_text(out / "repro.json", json_text(record), what="repro record")
     atomic_write_text(out / "README.md", _readme(record), what="repro README")
@@ -260,13 +262,13 @@ def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = 
         want = load_npy(work / "reference.npy", d / "reference.npy")
         seen = load_npy(work / "observed.npy", d / "observed.npy")
         try:
-            test = _run(work, d, rec, "test", timeout, prefix)
+            test = _run(work, d, rec, "test", timeout, prefix, want.shape)
             if test.shape != want.shape:  # another model than the one the outputs came from
                 raise UsageError(f"{d / 'model.mge'}: its output has shape {test.shape}, reference.npy's is "
                                  f"{want.shape}; expected the model these outputs came from")
             ref_bitwise = None
             if reference:
-                got_ref = _run(work, d, rec, "reference", timeout)
+                got_ref = _run(work, d, rec, "reference", timeout, want_shape=want.shape)
                 ref_bitwise = got_ref.shape == want.shape and got_ref.tobytes() == want.tobytes()
         except LarPrecError as exc:
             keep = exc.exit_code != 2  # a failed run: its logs stay in the working copy
@@ -281,7 +283,7 @@ def replay(repro_dir: "str | Path", *, reference: bool = True, timeout: float = 
 
 
 def _run(work: Path, d: Path, rec: ReproRecord, side: str, timeout: float,
-         prefix: "Optional[Sequence[str]]" = None) -> "np.ndarray":
+         prefix: "Optional[Sequence[str]]" = None, want_shape: "Optional[Sequence[int]]" = None) -> "np.ndarray":
     cfg = rec.test if side == "test" else rec.reference
     dump = work / f"dump-{side}"
     items = ";".join(f"{name}:{work / file}" for name, file in rec.inputs)
@@ -291,10 +293,16 @@ def _run(work: Path, d: Path, rec: ReproRecord, side: str, timeout: float,
             "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(dump), *flags]
     run_child(argv, child_env(cfg.env_dict()), timeout, f"the repro in {d} under {cfg.name}", work / f"log-{side}")
     folder = DumpFolder(dump)
-    outs = output_ids(folder)
-    if rec.var_id not in outs:
+    vid = output_ids(folder).get(rec.var_id)
+    if vid is None:  # a reduced model (lar-prec reduce) keeps its vars' names: the last one so named
+        vid = next((x.id for x in reversed(list(folder)) if x.var.name == rec.output), None)
+    if vid is None:
         raise UsageError(f"{d}: the run did not dump {rec.output}")
-    return np.asarray(folder[outs[rec.var_id]].array())
+    arr = np.asarray(folder[vid].array())
+    if want_shape is not None and tuple(arr.shape) != tuple(want_shape):  # a packed layout (nhwcd4): back to plain
+        plain, _how = to_plain(arr, tuple(want_shape), fmt=layout_fmt(cfg.flags))
+        arr = arr if plain is None else np.ascontiguousarray(plain)
+    return arr
 
 
 def replay_verdict(r: ReplayResult) -> "tuple[int, str]":

@@ -145,7 +145,7 @@ def _config(path: Path, rec: Mapping[str, Any], side: str) -> RunConfig:
     flags = block.get("flags")
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         raise _bad(path, f"'{side}.flags'", "a list of strings", flags)
-    _check_flags(path, side, flags)
+    check_flags(path, side, flags)
     env = block.get("env")
     if not isinstance(env, list):
         raise _bad(path, f"'{side}.env'", "a list of [name, value] pairs", env)
@@ -163,7 +163,7 @@ def _config(path: Path, rec: Mapping[str, Any], side: str) -> RunConfig:
     return RunConfig(name, tuple(flags), tuple(pairs), CONFIGS[name].description)
 
 
-def _check_flags(path: Path, side: str, flags: List[str]) -> None:
+def check_flags(path: Path, side: str, flags: List[str]) -> None:
     """Each flag one of :data:`ALLOWED_FLAGS`, spelled ``--name``, ``--name=value`` or ``--name value``."""
     i = 0
     while i < len(flags):

@@ -1,8 +1,8 @@
 """The commands users come for, each a library function that chains the stages:
 :func:`naive_vs_default`, :func:`shake`, :func:`sweep`, :func:`devices`, :func:`diff`,
-:func:`bisect`, and the
+:func:`bisect`, :func:`reduce`, and the
 ``compare``/``tree`` commands on existing dumps (:mod:`.compare`, :mod:`.tree`). A command of
-several modules has its own package (:mod:`.shake`, :mod:`.sweep`).
+several modules has its own package (:mod:`.shake`, :mod:`.sweep`, :mod:`.reduce`).
 ``from lar_prec.workflows import naive_vs_default`` is the path the README documented."""
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ _LAZY = {
     "devices": "lar_prec.workflows.devices",
     "parse_targets": "lar_prec.workflows.devices",
     "naive_vs_default": "lar_prec.workflows.naive_vs_default",
+    "reduce": "lar_prec.workflows.reduce.reduce",
     "shake": "lar_prec.workflows.shake.shake",
     "sweep": "lar_prec.workflows.sweep.sweep",
     "SweepAnalysis": "lar_prec.workflows.sweep.sweep",
