@@ -520,8 +520,8 @@ def test_bad_outputs(row: Row, ctx: Ctx) -> None:
 
 
 def _many_vars(c: Ctx) -> List[str]:
-    """Two folders of 12,000 small vars: compare takes seconds (2 s on an idle 2-core
-    machine), long enough to be interrupted after 1 s."""
+    """Two folders of 12,000 small vars: compare reads them for most of a second (idle
+    2-core machine), long enough to be interrupted once it reads."""
     import numpy as np
 
     from compare_helpers import GraphDump
@@ -536,7 +536,17 @@ def _many_vars(c: Ctx) -> List[str]:
 
 
 def _started_compare(c: Ctx, proc: subprocess.Popen) -> None:
-    time.sleep(1.0)
+    """Until compare holds a dump of many_a open (it reads them in under a second: a fixed
+    sleep may come after the end)."""
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            fds = os.listdir(f"/proc/{proc.pid}/fd")
+            if any(os.readlink(f"/proc/{proc.pid}/fd/{fd}").startswith(str(c.tmp / "many_a")) for fd in fds):
+                return
+        except OSError:  # an fd closed while listed
+            pass
+        time.sleep(0.002)
 
 
 def _started_run(c: Ctx, proc: subprocess.Popen) -> None:

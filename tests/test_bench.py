@@ -83,7 +83,7 @@ def test_quick_bench_writes_report(tmp_path: Path) -> None:
         assert heading in text
     assert "CPU:" in text and "numpy" in text and "Quick mode" in text
     res = json.loads(raw.read_text())
-    assert len(res["targets"]) == 11
+    assert len(res["targets"]) == 14
     # the many-variable pair, stage by stage: the stages add up to the total
     prof = res["sections"]["profile-many"]["data"]
     stages = ("start-up", "index", "read", "pairing", "records", "tree", "report", "json")

@@ -104,9 +104,10 @@ def test_a_build_that_got_worse_is_marked_and_a_broken_one_fails_with_why(zoo_ru
     for e in faulty:
         assert e["state"] == "done" and e["exit_code"] == 1 and e["history_runs"] == 1
         assert e["regressed"][0] == "c2.Convolution", e["regressed"]  # the root among the regressed first
-        # the dump-only rule names the weight this build reads wrong (local error is off in this zoo)
-        assert e["cells"][0]["root"] == "c2.weight" and not e["dumps_removed"]
-    assert "REGRESSED  cnn" in proc["stdout"] and "root c2.weight" in proc["stdout"]
+        # the dump-only rule names the operator this build computes wrong (local error is off in this
+        # zoo; the dumped weight is the model's own, as a wrong kernel leaves it)
+        assert e["cells"][0]["root"] == "c2.Convolution" and not e["dumps_removed"]
+    assert "REGRESSED  cnn" in proc["stdout"] and "root c2.Convolution" in proc["stdout"]
     rows = {r[0]["uid"]: r[0] for r in rows_by_task(db).values()}
     for e in (e for e in z["tasks"] if e["build"] == "broken"):
         row = rows[e["run"]]  # the failure row says why, and where the last try's folder is
