@@ -192,6 +192,20 @@ def test_diff_finds_a_1e5_fault_in_one_operator_outside_jitter(manifest, tmp_pat
     _check_page(tmp_path / "d.html", "diff-section", len(r["vars"]))
 
 
+def test_diff_of_a_build_that_orders_ties_another_way_is_no_difference(manifest, tmp_path):
+    """Index outputs whose tied values come out in another order are index_equivalent, within
+    jitter: the two environments agree (issue 40 #2 through diff)."""
+    c = manifest["topk_ties"]
+    lar = user_lar(tmp_path / "load_and_run")
+    proc = cli(["diff", c.model, *[a for name, path in c.inputs for a in ("--input", f"{name}:{path}")],
+                "--a-lar", lar, "--b-lar", lar, "--b-env", "WRAPPED_LAR_TIES=reorder", "--no-local",
+                "--out", tmp_path / "d", "--json", tmp_path / "d.json", "-q"])
+    r = json.loads((tmp_path / "d.json").read_text())
+    ties = [v for v in r["vars"] if v["status"] == "index_equivalent"]
+    assert ties and all(v["diff"] == "within_jitter" for v in ties), [(v["name"], v["status"], v["diff"]) for v in r["vars"]]
+    assert proc.returncode == 0 and not r["roots"], proc.stdout + proc.stderr
+
+
 @pytest.mark.slow
 def test_diff_of_nchw44_against_plain_pairs_by_operator_key(manifest, tmp_path):
     proc = cli(["diff", *case_args(manifest), "--b-flags", "--enable-nchw44", "--out", tmp_path / "d", "--json", "-",

@@ -65,6 +65,8 @@ def verdict_of(d: Any, ja: float, jb: float) -> Tuple[str, str]:
     """(verdict, status) of one bitwise comparison ``d`` held to the jitter ``ja + jb``."""
     if d.status == "ok":  # compared bitwise: ok is equal
         return EQUAL, "ok"
+    if d.status == "index_equivalent":  # indices of tied values in another order: what they index agrees
+        return WITHIN, "index_equivalent"
     if d.status == "nonfinite":
         return (WITHIN, "ok") if math.isinf(ja) or math.isinf(jb) else (NONFINITE, "nonfinite")
     if d.status != "divergent" or d.max_err is None:  # shape, dtype, missing
