@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from lar_prec.compare.bounds import TERMS_C  # noqa: E402
 from lar_prec.diagnosis.floors import local_roots, noise_floors  # noqa: E402
-from lar_prec.diagnosis.local import build_layerwise, compute_dtype, local_errors  # noqa: E402
+from lar_prec.compare.folders import compare_folders  # noqa: E402
+from lar_prec.diagnosis.local import build_layerwise, compute_dtype, layout_fmt, local_errors  # noqa: E402
 from lar_prec.diagnosis.tree import VarTree  # noqa: E402
 from lar_prec.run.config import get_config  # noqa: E402
 from lar_prec.workflows.sweep.options import DEFAULT_OPTIONS, OPTIONS  # noqa: E402
@@ -50,6 +51,16 @@ def _row(case: str, setting: str, res, flags) -> str:
     roots = local_roots(res, noise_floors(res, compute_dtype(flags))).roots
     named = ", ".join(r.name for r in roots[:3]) + (" ..." if len(roots) > 3 else "")
     return f"| {case} | {setting} | {len(summed)} | {worst:.3f} | {scale:.3f} | {len(roots)}{' (' + named + ')' if roots else ''} |"
+
+
+def dump_only_row(case: str, setting: str, ref, test, flags) -> str:
+    """``lar-prec compare REF TEST`` as a user runs it: pairing auto (by id for one graph, by name
+    with the option's packed layout brought back for a rewritten one); its roots and pairing."""
+    cmp = compare_folders(str(ref), str(test), pairing="auto", layout_format=layout_fmt(flags), jobs=1)
+    tree = VarTree.from_comparison(cmp)
+    roots = [tree.diffs[[d.id for d in tree.diffs].index(r)] for r in tree.root_ids()]
+    named = ", ".join(f"{d.name} ({d.status})" for d in roots[:3]) + (" ..." if len(roots) > 3 else "")
+    return f"| {case} | {setting} | {cmp.pairing} | {len(roots)}{' (' + named + ')' if roots else ''} |"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -85,8 +96,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(f"{name:12s} {setting:28s} did not run: {exc}", flush=True)
                 continue
             local_rows.append(_row(name, setting, res, cfg.flags))
-            tree = VarTree.from_folders(ref, test)
-            dump_rows.append(f"| {name} | {setting} | {len(tree.root_ids())} |")
+            dump_rows.append(dump_only_row(name, setting, ref, test, cfg.flags))
             print(local_rows[-1], dump_rows[-1], flush=True)
     elapsed = time.monotonic() - t0
     text = "\n".join([
@@ -96,7 +106,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         "## Local error (with the model)", "",
         "| case | configuration | sums measured | worst element (units) | whole-output scale (units) | local roots |",
         "|---|---|---|---|---|---|", *local_rows, "",
-        "## Dump-only (compare, no model)", "", "| case | configuration | roots |", "|---|---|---|", *dump_rows, "",
+        "## Dump-only (compare, no model)", "", "| case | configuration | pairing | roots |", "|---|---|---|---|",
+        *dump_rows, "",
         "## Did not run on this CPU", "", "| case | configuration | why |", "|---|---|---|", *failed, ""])
     if args.out:
         args.out.write_text(text)
