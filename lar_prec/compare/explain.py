@@ -116,6 +116,12 @@ def _scale(xs: Sequence["np.ndarray"], exact_out: "np.ndarray", fn: Callable, k:
     return bounds.terms_scale(fn([np.abs(x) for x in xs]), k), bounds.roundings(k)
 
 
+def could_recompute(opr_type: str, in_shapes: Sequence[Tuple[int, ...]], out_shape: Tuple[int, ...]) -> bool:
+    """Whether the shapes alone admit parameters :func:`recompute` can try (no value read)."""
+    find = _CANDIDATES.get(opr_type)
+    return find is not None and next(iter(find([tuple(s) for s in in_shapes], tuple(out_shape))), None) is not None
+
+
 def recompute(opr_type: str, out_a: "np.ndarray", ins_a: Sequence["np.ndarray"], out_b: "np.ndarray",
               ins_b: Sequence["np.ndarray"], dtype: str) -> Optional[Recomputed]:
     """Each side's output (``out_a``/``out_b``) against the operator recomputed exactly from that

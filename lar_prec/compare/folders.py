@@ -55,7 +55,7 @@ from lar_prec.errors import UsageError
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
-from lar_prec.compare.explain import RECOMPUTED, Recomputed, recompute
+from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, recompute
 from lar_prec.compare.growth import grow, with_growth
 from lar_prec.compare.indices import judge_indices
 from lar_prec.compare.sources import judge_sources
@@ -282,6 +282,10 @@ def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callabl
     def recheck(d: VarDiff) -> Optional[Recomputed]:
         if d.opr_type not in RECOMPUTED or d.id not in b_of:
             return None
+        ins = fa.inputs_of(d.id)
+        if d.id not in fa or not all(u in fa for u in ins) or not could_recompute(
+                d.opr_type, [fa[u].shape for u in ins], fa[d.id].shape):
+            return None  # from the headers: no values read where no parameters fit the shapes
         a, b = values(fa, d.id), values(fb, b_of[d.id])
         if a is None or b is None:
             return None
