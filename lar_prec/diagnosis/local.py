@@ -140,12 +140,26 @@ def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_di
     return read_layerwise(out)
 
 
-def fits(lw: LayerwiseModel, ref: DumpFolder) -> bool:
-    """Whether a layerwise model built before the reference ran (``assume_dumped``) fits its
-    dump: every var it feeds and measures is there under the id and name it assumed (a load
-    that fused vars away, or a binary that numbers them otherwise, needs a build on the dump)."""
-    wanted = [(f.ref_id, f.var_name) for f in lw.feeds] + [(m.ref_id, m.name) for m in lw.measured]
-    return all(vid is not None and vid in ref and ref[vid].var.name == name for vid, name in wanted)
+def fitted(lw: LayerwiseModel, ref: DumpFolder) -> Optional[LayerwiseModel]:
+    """A layerwise model built before the reference ran (``assume_dumped``) made to fit its
+    dump, or None: every var it feeds and every computed var it measures must be there under
+    the id and name it assumed (a load that fused vars away, or a binary that numbers them
+    otherwise, needs a build on the dump). Static vars (shape arithmetic: load_and_run dumps
+    none) it measures without a reference, as a build on the dump does."""
+    def there(vid: Optional[int], name: str) -> bool:
+        return vid is not None and vid in ref and ref[vid].var.name == name
+
+    if not all(there(f.ref_id, f.var_name) for f in lw.feeds):
+        return None
+    measured = []
+    for m in lw.measured:
+        if there(m.ref_id, m.name):
+            measured.append(m)
+        elif m.static and (m.ref_id is None or m.ref_id not in ref):
+            measured.append(replace(m, ref_id=None))
+        else:
+            return None
+    return lw if measured == list(lw.measured) else replace(lw, measured=tuple(measured))
 
 
 def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,

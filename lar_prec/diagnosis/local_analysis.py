@@ -22,7 +22,7 @@ from lar_prec.diagnosis.local import (
     DEFAULT_TIMEOUT,
     build_layerwise,
     compute_dtype,
-    fits,
+    fitted,
     flag_names,
     is_fast_run,
     local_errors,
@@ -76,8 +76,8 @@ class EarlyBuild:
     """The layerwise model built on a thread of its own while the runs run (issue 34 #8): it
     is planned from the model alone (:func:`~lar_prec.diagnosis.local.build_layerwise` with
     ``assume_dumped``), so its child process can start before the reference has run; it is
-    used when it fits the reference dump (:func:`~lar_prec.diagnosis.local.fits`: the bundled
-    load_and_run dumps every var under its graph id), else built again on the dump."""
+    used when it fits the reference dump (:func:`~lar_prec.diagnosis.local.fitted`: the bundled
+    load_and_run dumps every computed var under its graph id), else built again on the dump."""
 
     def __init__(self, model: Path, out_dir: Path, timeout: Optional[float]) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-layerwise")
@@ -92,7 +92,7 @@ class EarlyBuild:
             return None
         finally:
             self._pool.shutdown(wait=True)
-        return lw if fits(lw, DumpFolder(ref_dump)) else None
+        return fitted(lw, DumpFolder(ref_dump))
 
     def cancel(self) -> None:
         """Stop the build (the runs failed or were interrupted) and wait for its thread."""

@@ -62,6 +62,10 @@ def invoke(args):
     return result
 
 
+#: cases whose load fuses nothing away: the layerwise model built before the reference ran fits its dump
+BUILT_EARLY = ("cnn", "resnet", "vit", "gru_topk")
+
+
 @pytest.mark.megengine
 @pytest.mark.parametrize("name", FLOAT32_CASES + ["fp16", "int_ops"])
 def test_naive_vs_default_of_every_case_finds_no_divergence(manifest, tmp_path, name):
@@ -80,6 +84,9 @@ def test_naive_vs_default_of_every_case_finds_no_divergence(manifest, tmp_path, 
         assert rj["status"] == "ok" and len(DumpFolder(out / label / "dump")) == len(d["vars"])
     naive_env = json.loads((out / "naive" / "run.json").read_text())["env_changes"]
     assert naive_env.get("MGB_USE_MEGDNN_DBG") == "2"
+    if name in BUILT_EARLY:  # the layerwise model built beside the runs was used (issue 34 #8), shape
+        # arithmetic (vit's reshapes, which load_and_run does not dump) measured without a reference
+        assert json.loads((out / "local" / "layerwise" / "layerwise.json").read_text())["assumed_dumped"] is True
 
 
 @pytest.mark.megengine
