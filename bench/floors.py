@@ -57,9 +57,8 @@ def dump_only_row(case: str, setting: str, ref, test, flags) -> str:
     """``lar-prec compare REF TEST`` as a user runs it: pairing auto (by id for one graph, by name
     with the option's packed layout brought back for a rewritten one); its roots and pairing."""
     cmp = compare_folders(str(ref), str(test), pairing="auto", layout_format=layout_fmt(flags), jobs=1)
-    tree = VarTree.from_comparison(cmp)
-    roots = [tree.diffs[[d.id for d in tree.diffs].index(r)] for r in tree.root_ids()]
-    named = ", ".join(f"{d.name} ({d.status})" for d in roots[:3]) + (" ..." if len(roots) > 3 else "")
+    roots = VarTree.from_comparison(cmp).roots()
+    named = ", ".join(f"{r.name} ({r.status})" for r in roots[:3]) + (" ..." if len(roots) > 3 else "")
     return f"| {case} | {setting} | {cmp.pairing} | {len(roots)}{' (' + named + ')' if roots else ''} |"
 
 

@@ -8,7 +8,7 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   are wrong for one layer. Unless ``MGB_USE_MEGDNN_DBG=2`` (the naive reference kernels), the
   model it is given (the user's model or a layerwise model: both keep the weight's name) is
   run with constant NAME scaled by 1+SIZE, rewritten by ``lar_prec.lar.layerwise_build
-  --scale-const``; under naive kernels it is rewritten with a factor of 1, so both sides run
+  .rewrite_const``; under naive kernels it is rewritten with a factor of 1, so both sides run
   the same re-dumped graph (same var ids, same weight alignment). A wrong kernel leaves the
   weight as it is: the dumped constant NAME gets the model's own value back (else the two
   runs would show different weights, which compare reports as such); so under
@@ -145,11 +145,11 @@ def _prefix(model, tag, tmp):
         return os.path.join(cache, hashlib.sha256(fh.read() + tag.encode()).hexdigest()[:20] + "-")
 
 
-def rewrite(model, name, change, tmp, op_fault):
+def rewrite(model, name, change, tmp):
     """The model with constant ``name`` changed by ``change`` (a factor's repr; for an operator
     fault also ``bits=N``) and the path of the constant's own values, from WRAPPED_LAR_CACHE when
     it holds them; None on failure."""
-    prefix = _prefix(model, f"{name}:{change}:{op_fault}", tmp)
+    prefix = _prefix(model, f"{name}:{change}", tmp)
     out, original = prefix + "model.mge", prefix + "original.npy"
     if os.path.exists(out) and os.path.exists(original):
         return out, original
@@ -301,7 +301,7 @@ def main():
                                                                   0.5 + random.random())
                 change = repr(1.0 if naive else 1.0 + step)
             tmp = tempfile.mkdtemp(prefix="wrapped-lar-")
-            rewritten, original = rewrite(model, name, change, tmp, bool(op_fault))
+            rewritten, original = rewrite(model, name, change, tmp)
             if rewritten is None:
                 return 1
             argv, restore = [rewritten] + argv[1:], True

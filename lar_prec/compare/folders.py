@@ -273,23 +273,21 @@ def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callabl
     """``recheck(var)`` for the dump-only rule: the var recomputed from each side's own inputs
     (:func:`lar_prec.compare.explain.recompute`; None when a side lacks it or an input)."""
 
-    def values(folder: DumpFolder, vid: int) -> Optional[Tuple[Any, List[Any]]]:
+    def dumps(folder: DumpFolder, vid: int) -> Optional[Tuple[Any, List[Any]]]:
         ins = folder.inputs_of(vid)
         if vid not in folder or not all(u in folder for u in ins):
             return None
-        return folder[vid].array(), [folder[u].array() for u in ins]
+        return folder[vid], [folder[u] for u in ins]
 
     def recheck(d: VarDiff) -> Optional[Recomputed]:
         if d.opr_type not in RECOMPUTED or d.id not in b_of:
             return None
-        ins = fa.inputs_of(d.id)
-        if d.id not in fa or not all(u in fa for u in ins) or not could_recompute(
-                d.opr_type, [fa[u].shape for u in ins], fa[d.id].shape):
-            return None  # from the headers: no values read where no parameters fit the shapes
-        a, b = values(fa, d.id), values(fb, b_of[d.id])
-        if a is None or b is None:
+        a, b = dumps(fa, d.id), dumps(fb, b_of[d.id])
+        # from the headers first: no values read where no parameters fit the shapes
+        if a is None or b is None or not could_recompute(d.opr_type, [u.shape for u in a[1]], a[0].shape):
             return None
-        return recompute(d.opr_type, a[0], a[1], b[0], b[1], str(d.dtype).lower())
+        return recompute(d.opr_type, a[0].array(), [u.array() for u in a[1]], b[0].array(),
+                         [u.array() for u in b[1]], str(d.dtype).lower())
 
     return recheck
 
