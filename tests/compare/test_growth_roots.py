@@ -6,6 +6,7 @@ it is put.
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,30 @@ def test_faults_behind_long_reductions_are_found(lar_dump, fast_run, tmp_path):
                 (out.parent / "run.json").write_bytes((other.parent / "run.json").read_bytes())
             t = _tree(naive, out)
             assert t.root_ids() == (victim,), (other, victim, t.root_ids(), t.threshold.reason)
+
+
+@pytest.mark.parametrize("case", ["attention", "amplify"])
+def test_the_recheck_reads_each_dump_as_its_array_gives_it(lar_dump, tmp_path, case):
+    # the dump-only recheck reads small dumps in one call (folders._values), not memory-mapped:
+    # the same values, shape and dtype, read-only, for every var of a real run; a file cut
+    # since its header was read is still reported by array()
+    import numpy as np
+
+    from lar_prec.compare.folders import _values
+    from lar_prec.errors import DumpFormatError
+
+    folder = DumpFolder(lar_dump(case))
+    for vid in folder.ids:
+        d = folder[vid]
+        if d.dtype.storage is None:
+            continue
+        got, want = _values(d), d.array()
+        assert got.dtype == want.dtype and got.shape == want.shape and not got.flags.writeable
+        assert np.array_equal(got, want, equal_nan=True)
+    cut = tmp_path / "cut"
+    shutil.copytree(lar_dump(case), cut)
+    d = DumpFolder(cut)[folder.ids[-1]]
+    with open(d.file, "r+b") as f:
+        f.truncate(d.data_offset + d.nbytes // 2)
+    with pytest.raises(DumpFormatError):
+        _values(d)
