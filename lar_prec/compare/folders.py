@@ -57,15 +57,17 @@ from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
 from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, recompute
-from lar_prec.compare.growth import grow, with_growth
+from lar_prec.compare.growth import grow, grow_columns, with_growth
 from lar_prec.compare.indices import judge_indices
-from lar_prec.compare.sources import judge_sources
+from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
 from lar_prec.compare.threshold import (
     FLOAT_NAMES,
     Threshold,
+    VarColumns,
     choose_threshold,
     count_from_band,
     judge,
+    judge_all,
     parse_threshold,
 )
 from lar_prec.lar.graphopts import formats_beside_dump
@@ -257,13 +259,31 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
     go there), then each var against what its inputs explain (:mod:`~lar_prec.compare.growth`;
     a var it names is ``recheck``-ed from each side's own inputs), quantized vars one step
     apart; returns the threshold (with the growth's decision)."""
-    thr = choose_threshold(diffs)
-    for d in diffs:
-        d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
-    if sources is not None:
-        sources += judge_sources(diffs)  # type: ignore[arg-type]
-    grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True)
-    stepped, one_step = _one_step(grown)
+    cols = VarColumns.of(diffs)
+    if cols is None:  # a var id repeats: record by record
+        thr = choose_threshold(diffs)
+        for d in diffs:
+            d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
+        if sources is not None:
+            sources += judge_sources(diffs)  # type: ignore[arg-type]
+        grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True)
+        stepped, one_step = _one_step(grown)
+    else:  # each record read once and written once (tens of thousands of them)
+        thr = choose_threshold(diffs, cols)
+        status, thresh, n_over = judge_all(cols, thr)
+        judged = [i for i, st in enumerate(cols.status) if st not in ("missing", "shape_mismatch")]
+        if sources is not None:
+            at = [i for i, o in enumerate(cols.opr_type) if o in SOURCE_TYPES]
+            for i in at:
+                diffs[i].__dict__.update(status=status[i], threshold=thresh[i], n_over=n_over[i])
+            sources += judge_sources([diffs[i] for i in at])
+            for i in at:
+                status[i], thresh[i], n_over[i] = diffs[i].status, diffs[i].threshold, diffs[i].n_over
+        growth, _ = grow_columns(diffs, cols, status, thresh, n_over, thr, _profiled(fa) or _profiled(fb), recheck)
+        for i in judged:  # records this comparison made and not yet shared
+            diffs[i].__dict__.update(status=status[i], threshold=thresh[i], n_over=n_over[i])
+        stepped, one_step = _one_step(diffs, [i for i in judged if status[i] == "divergent"
+                                              and cols.dtype[i].startswith("Quantized") and cols.max_abs_err[i] == 1])
     if one_step:
         notes.append(one_step)
     diffs[:] = stepped
@@ -333,17 +353,18 @@ def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> List[VarDiff]:
 ONE_STEP_NOTE = "one quantization step: optimised int8 kernels may round differently (not a divergence)"
 
 
-def _one_step(diffs: Sequence[VarDiff]) -> Tuple[List[VarDiff], Optional[str]]:
+def _one_step(diffs: Sequence[VarDiff], at: Optional[Sequence[int]] = None) -> Tuple[List[VarDiff], Optional[str]]:
     """Quantized vars whose raw integers differ by exactly one step (a kernel's rounding, not a
     fault) become ``ok`` with :data:`ONE_STEP_NOTE`; larger differences stay divergent. The
-    second item is the comparison's note counting them (None: none)."""
-    out: List[VarDiff] = []
+    second item is the comparison's note counting them (None: none). ``at``: the positions of
+    such vars when the caller knows them (the others are not read)."""
+    out: List[VarDiff] = list(diffs)
     hit: List[VarDiff] = []
-    for d in diffs:
+    for i in range(len(out)) if at is None else at:
+        d = out[i]
         if d.status == "divergent" and d.dtype.startswith("Quantized") and d.max_abs_err == 1:
-            d = with_changes(d, status="ok", note=(d.note + "; " if d.note else "") + ONE_STEP_NOTE)
+            d = out[i] = with_changes(d, status="ok", note=(d.note + "; " if d.note else "") + ONE_STEP_NOTE)
             hit.append(d)
-        out.append(d)
     if not hit:
         return out, None
     where = ", ".join(f"{d.name} (var {d.id}, {d.n_diff if d.n_diff is not None else '?'} elements)" for d in hit[:3])

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Container, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.bounds import TERMS_C
 from lar_prec.compare.explain import Recomputed
 from lar_prec.compare.records import VarDiff, with_changes
-from lar_prec.compare.threshold import FLOOR_EPS, Threshold, scale_factor, to_float32
+from lar_prec.compare.threshold import FLOOR_EPS, SCALE_FLOOR, Threshold, VarColumns, scale_factor, to_float32
 
 #: operators that only move, copy or select values: their output carries its input's error
 DATA_MOVEMENT = frozenset(
@@ -109,10 +109,14 @@ class Growth:
     rechecked: Mapping[int, Recomputed] = field(default_factory=dict)
 
 
-def _kind(d: VarDiff) -> str:
-    if d.opr_type in DATA_MOVEMENT:
+def _kind_of(opr_type: str) -> str:
+    if opr_type in DATA_MOVEMENT:
         return "move"
-    return "reducing" if d.opr_type in REDUCING else "elementwise"
+    return "reducing" if opr_type in REDUCING else "elementwise"
+
+
+def _kind(d: VarDiff) -> str:
+    return _kind_of(d.opr_type)
 
 
 #: a var the rule names is recomputed from each side's inputs only up to this many times what its
@@ -144,6 +148,15 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
     ``recheck(var)``: the var recomputed from each side's own inputs (None: it cannot be);
     a var the rule names whose recomputation says it made nothing is not a root.
     ``in_place``: the records are the caller's own, not yet shared: changed, not copied."""
+    got = _grow_arrays(diffs, thr, profiled, recheck, in_place)
+    return got if got is not None else _grow_records(diffs, thr, profiled, recheck, in_place)
+
+
+def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
+                  recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]],
+                  in_place: bool) -> Tuple[List[VarDiff], Optional[Growth]]:
+    """:func:`grow` record by record: where var ids repeat, and the reference the array form
+    is tested against."""
     by_id = {d.id: d for d in diffs}
     err: Dict[int, float] = {}
     isfinite = math.isfinite
@@ -217,17 +230,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
         explained[vid] = max(guard, own) + g * in_err[vid]
         if err[vid] > explained[vid]:
             made[vid] = err[vid] / explained[vid]
-    rechecked: Dict[int, Recomputed] = {}
-    # only where cancellation could explain it: a var making 100x what its inputs explain is
-    # made there whatever its terms do, and a comparison of many such vars stays fast
-    doubtful = sorted((v for v in made if made[v] <= RECHECK_RATIO), key=made.__getitem__)[:RECHECK_MAX]
-    for vid in doubtful if recheck is not None else ():
-        r = recheck(by_id[vid])  # type: ignore[misc]
-        allowance = TERMS_C * (WINOGRAD_ALLOWANCE if vid in winograd else 1.0)
-        if r is not None and not r.made_here(allowance):
-            rechecked[vid] = r
-            del made[vid]
-            explained[vid] = max(explained[vid], err[vid])  # all of its error came through its inputs
+    rechecked = _rechecked(made, explained, err, winograd, by_id, recheck)
     out: List[VarDiff] = []
     divergent: set = set()
     over_band = 0
@@ -262,6 +265,34 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
             else:
                 d = with_changes(d, status=st, threshold=t, n_over=n_over)
         out.append(d)
+    return out, Growth(made=made, explained=explained, scale=s, gain_reducing=g_red, gain_elementwise=g_elem,
+                       explained_over_band=over_band, reason=_reason(s, g_red, g_elem, profiled, over_band, rechecked),
+                       rechecked=rechecked)
+
+
+def _rechecked(made: Dict[int, float], explained: Dict[int, float], err: Mapping[int, float],
+               winograd: "Container[int]", by_id: Mapping[int, VarDiff],
+               recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]]) -> Dict[int, Recomputed]:
+    """The vars ``made`` names recomputed from each side's own inputs (``recheck``); those that
+    made nothing leave ``made`` (their error all came through their inputs: ``explained``
+    raised to it) and are returned."""
+    rechecked: Dict[int, Recomputed] = {}
+    # only where cancellation could explain it: a var making 100x what its inputs explain is
+    # made there whatever its terms do, and a comparison of many such vars stays fast
+    doubtful = sorted((v for v in made if made[v] <= RECHECK_RATIO), key=made.__getitem__)[:RECHECK_MAX]
+    for vid in doubtful if recheck is not None else ():
+        r = recheck(by_id[vid])  # type: ignore[misc]
+        allowance = TERMS_C * (WINOGRAD_ALLOWANCE if vid in winograd else 1.0)
+        if r is not None and not r.made_here(allowance):
+            rechecked[vid] = r
+            del made[vid]
+            explained[vid] = max(explained[vid], err[vid])  # all of its error came through its inputs
+    return rechecked
+
+
+def _reason(s: float, g_red: float, g_elem: float, profiled: bool, over_band: int,
+            rechecked: Mapping[int, Recomputed]) -> str:
+    """The edge rule's words for the threshold's reason."""
     reason = (f"dump-only roots by error growth along edges: a float var makes error when it exceeds "
               f"max({GUARD_EPS:g} eps, {s:.3g} x eps x sqrt(K)) + g x its inputs' largest error (float16: its eps, "
               f"x max(1, magnitude)) "
@@ -275,9 +306,154 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
     if rechecked:
         reason += (f"; {len(rechecked)} var(s) it named made nothing when recomputed in float64 from each side's own "
                    f"inputs (within {TERMS_C:g} rounding units of their terms): their error came through their inputs")
-    return out, Growth(made=made, explained=explained, scale=s, gain_reducing=g_red, gain_elementwise=g_elem,
-                       explained_over_band=over_band, reason=reason, rechecked=rechecked)
+    return reason
 
+
+_MOVE, _REDUCING, _ELEMWISE = 0, 1, 2
+_KIND_CODE = {"move": _MOVE, "reducing": _REDUCING, "elementwise": _ELEMWISE}
+#: chains of vars whose status hangs on their inputs' are followed with arrays this many steps,
+#: then var by var in execution order (the same result: each var reads only earlier ones)
+_SWEEPS = 32
+
+
+def _grow_arrays(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
+                 recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]],
+                 in_place: bool) -> Optional[Tuple[List[VarDiff], Optional[Growth]]]:
+    """:func:`grow` by :func:`grow_columns`; None where a var id repeats."""
+    cols = VarColumns.of(diffs)
+    if cols is None:
+        return None
+    status, threshold, n_over = list(cols.status), list(cols.threshold), list(cols.n_over)
+    growth, changed = grow_columns(diffs, cols, status, threshold, n_over, thr, profiled, recheck)
+    out = list(diffs)
+    for i in changed:
+        if in_place:
+            out[i].__dict__.update(status=status[i], threshold=threshold[i], n_over=n_over[i])
+        else:
+            out[i] = with_changes(out[i], status=status[i], threshold=threshold[i], n_over=n_over[i])
+    return out, growth
+
+
+def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], threshold: List[Optional[float]],
+                 n_over: List[Optional[int]], thr: Threshold, profiled: bool,
+                 recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]]) -> Tuple[Optional[Growth], List[int]]:
+    """:func:`grow` with arrays over all vars at once (tens of thousands of vars: a loop over the
+    records costs more than the rule), from their columns and their ``status``, ``threshold``
+    and ``n_over`` as judged by the band ``thr`` (changed in place; the records are not): the
+    same numbers and decisions, each computed in the same order of operations. Returns the
+    growth (None: no float var has a compared input) and the positions it changed."""
+    n = len(cols.ids)
+    ids, dtype = cols.ids, cols.dtype
+    me, sc, has_scale = cols.me, cols.sc, cols.has_scale
+    st_ok = np.array([x == "ok" for x in status], dtype=bool)
+    st_div = np.array([x == "divergent" for x in status], dtype=bool)
+    st_missing = np.array([x == "missing" for x in status], dtype=bool)
+    eps = np.array([EPS.get(t, 0.0) for t in dtype], dtype=np.float64)
+    flt = eps > 0.0
+    # the error the rule uses: a float var ok or divergent, any ok var (it feeds its consumers)
+    has = (st_ok | (st_div & flt)) & np.isfinite(cols.norm)
+    err = np.where(has, cols.norm, 0.0)
+    src, dst = cols.edges()
+    count = np.bincount(dst, minlength=n)
+    unmeasured = np.zeros(n, dtype=bool)  # an input differs in a way error cannot measure
+    unmeasured[dst[(~has & ~st_ok & ~st_missing)[src]]] = True
+    e_in = np.zeros(n, dtype=np.float64)
+    np.maximum.at(e_in, dst, err[src])
+    eps_in = np.full(n, np.inf)
+    np.minimum.at(eps_in, dst, eps[src])
+    cand = has & flt & (count > 0) & ~unmeasured
+    if not cand.any():
+        return None, []
+    kind_of: Dict[str, int] = {}
+    kind = np.array([kind_of[o] if o in kind_of else kind_of.setdefault(o, _KIND_CODE[_kind_of(o)])
+                     for o in cols.opr_type], dtype=np.int8)
+    magnitude = np.fmax(1.0, np.where(has_scale, sc, 0.0))
+    # float16 and bfloat16 values are not small: their rounding follows their magnitude
+    mag = np.where(np.array([t == "Float32" for t in dtype], dtype=bool), 1.0, magnitude)
+    red, elem, move = cand & (kind == _REDUCING), cand & (kind == _ELEMWISE), cand & (kind == _MOVE)
+    units = np.zeros(n, dtype=np.float64)
+    units[elem] = ELEMWISE_ULPS * eps[elem] * mag[elem]
+    units[move] = np.where(eps_in[move] < eps[move], 0.5 * eps[move] * mag[move], 0.0)
+    k = np.ones(n, dtype=np.float64)
+    wino = np.zeros(n, dtype=bool)
+    pos = cols.pos
+    for i in np.flatnonzero(red).tolist():
+        d = diffs[i]
+        ins = [diffs[pos[u]] for u in d.inputs if u in pos and u != d.id]
+        k[i] = reduction_length(d.opr_type, d.shape, [u.shape for u in ins])
+        wino[i] = profiled and _winograd_shaped(d, ins)
+    units[red] = eps[red] * np.sqrt(k[red]) * mag[red]
+    plain = red & ~wino
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gains = cand & (e_in >= 4.0 * eps) & ~move
+        gain = err / e_in
+    s = _calibrate(np.maximum(0.0, err[plain] - e_in[plain]) / units[plain], SCALE_MIN, SCALE_MAX, SCALE_MIN)
+    g_red = _calibrate(gain[gains & red], GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
+    g_elem = _calibrate(gain[gains & elem], GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
+    own = np.where(wino, max(s, WINOGRAD_ALLOWANCE) * units * magnitude, s * units)
+    guard = np.array([FLOOR_EPS.get(t, 0.0) for t in dtype], dtype=np.float64) * eps
+    g = np.where(kind == _MOVE, GAIN_MOVE, np.where(kind == _REDUCING, g_red, g_elem))
+    expl = np.maximum(guard, own) + g * e_in
+    made_at = cand & (err > expl)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = err / expl
+    explained = dict(zip([ids[i] for i in np.flatnonzero(cand).tolist()], expl[cand].tolist()))
+    made = dict(zip([ids[i] for i in np.flatnonzero(made_at).tolist()], ratio[made_at].tolist()))
+    rechecked = _rechecked(made, explained, dict(zip(made, err[made_at].tolist())),
+                           {ids[i] for i in np.flatnonzero(wino).tolist()}, dict(zip(ids, diffs)), recheck)
+    for vid in rechecked:
+        made_at[pos[vid]] = False
+        expl[pos[vid]] = explained[vid]
+    # re-judged: float vars the rule explains, ok or divergent by the band
+    judged = cand & (st_ok | st_div)
+    sf = np.where(has_scale & ~np.isnan(sc), np.minimum(1.0, np.maximum(np.nan_to_num(sc, nan=1.0), SCALE_FLOOR)), 1.0)
+    bases = {t: thr.for_dtype(t) for t in set(dtype) if t in EPS}
+    b = np.array([bases.get(t, 0.0) for t in dtype], dtype=np.float64)
+    band_t = np.where(has_scale, b * sf, b) if thr.scaled else b
+    xs = expl * sf
+    t_high = np.maximum(band_t, xs)
+    with np.errstate(over="ignore", invalid="ignore"):  # compared in float32, as to_float32
+        over_made = me > xs.astype(np.float32).astype(np.float64)
+        over_band = me > band_t.astype(np.float32).astype(np.float64)
+        over_high = me > t_high.astype(np.float32).astype(np.float64)
+    made_j = judged & made_at
+    # divergent: what the band left (not judged here), else by the threshold below; a var with
+    # a divergent input earlier in execution order is held to the band
+    div = np.where(judged, np.where(made_j, over_made, over_high), ~st_ok)
+    hangs = judged & ~made_j & over_band & ~over_high  # divergent only behind a divergent input
+    early = src < dst
+    src, dst = src[early], dst[early]
+    if hangs.any():
+        on = hangs[dst]
+        hs, hd = src[on], dst[on]
+        for _ in range(_SWEEPS):
+            hit = np.zeros(n, dtype=bool)
+            hit[hd[div[hs]]] = True
+            new = div | (hangs & hit)
+            if np.array_equal(new, div):
+                break
+            div = new
+        else:
+            before: Dict[int, List[int]] = {}
+            for p, i in zip(hs.tolist(), hd.tolist()):
+                before.setdefault(i, []).append(p)
+            for i in np.flatnonzero(hangs).tolist():
+                div[i] = any(div[p] for p in before.get(i, ()))
+    behind = np.zeros(n, dtype=bool)
+    behind[dst[div[src]]] = True
+    t = np.where(made_j, xs, np.where(behind, band_t, t_high))
+    carried = int(np.count_nonzero(judged & ~made_j & ~behind & over_band))
+    old_t = np.array([math.nan if x is None else x for x in threshold], dtype=np.float64)
+    changed = np.flatnonzero(judged & ((div != st_div) | (t != old_t))).tolist()
+    t_at = t.tolist()
+    for i in changed:
+        ti = t_at[i]
+        st = "divergent" if div[i] else "ok"
+        n_over[i] = 0 if st == "ok" else (n_over[i] if ti == threshold[i] else None)
+        status[i], threshold[i] = st, ti
+    return Growth(made=made, explained=explained, scale=s, gain_reducing=g_red, gain_elementwise=g_elem,
+                  explained_over_band=carried, reason=_reason(s, g_red, g_elem, profiled, carried, rechecked),
+                  rechecked=rechecked), changed
 
 def with_growth(thr: Threshold, growth: Optional[Growth]) -> Threshold:
     """``thr`` carrying the edge rule's decision (the roots it made) and its reason."""

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import struct
 from array import array
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.errors import UsageError
@@ -317,6 +318,14 @@ class RootCounter:
         self.src = src[keep].astype(np.intp)
         self.dst = dst[keep]
 
+    @classmethod
+    def of_edges(cls, err: Any, src: Any, dst: Any) -> "RootCounter":
+        """The counter of vars with errors ``err`` and edges ``src`` -> ``dst`` (positions, none
+        from a var to itself) already found."""
+        counter = cls.__new__(cls)
+        counter.err, counter.src, counter.dst = err, src, dst
+        return counter
+
     def roots(self, t: float) -> int:
         """Vars above ``t`` none of whose inputs is above ``t``."""
         over = self.err > t
@@ -327,9 +336,13 @@ class RootCounter:
 
 def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
-    lo, hi = band(name)
     norm = [d.norm_err for d in mine]  # type: ignore[attr-defined]
-    errs = sorted({e for e in norm if e is not None and e > 0})
+    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), lambda: RootCounter(mine, norm))
+
+
+def _best_of(name: str, errs: List[float], counter_of: Callable[[], RootCounter]) -> Tuple[float, str]:
+    """:func:`_best_in_band` from the vars' distinct positive errors, sorted, and their root counter."""
+    lo, hi = band(name)
     cands = {lo, hi}
     logs = [math.log10(e) for e in errs]
     gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(logs, logs[1:])]
@@ -337,7 +350,7 @@ def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
     cands.update(mid for _w, mid in inside)
     best = None
-    counter = RootCounter(mine, norm)
+    counter = counter_of()
     log_arr = np.array(logs, dtype=np.float64)
     for t in sorted(cands):
         roots = counter.roots(t)
@@ -359,7 +372,7 @@ def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     return t, part
 
 
-def choose_threshold(diffs: Sequence[object]) -> Threshold:
+def choose_threshold(diffs: Sequence[object], cols: "Optional[VarColumns]" = None) -> Threshold:
     """The auto threshold for measured vars (docs/threshold.md).
 
     Per float dtype the threshold lies in a fixed band of ulps (Float32: 32 to 80 eps,
@@ -367,18 +380,26 @@ def choose_threshold(diffs: Sequence[object]) -> Threshold:
     (``norm_err``: ``max_err`` over ``min(1, scale)``) leave a gap: among the band's ends and
     the log-midpoints of consecutive errors inside it, the one giving the fewest roots wins,
     then the one farthest (in log) from any var's error, then the higher. Exact dtypes get 0.
+    ``cols``: the same vars' :class:`VarColumns` (the same result, without reading each record
+    again).
     """
     per: Dict[str, float] = {}
     parts: List[str] = []
-    seen = list(dict.fromkeys([d.dtype for d in diffs]))  # type: ignore[attr-defined]  # first appearance
+    if cols is not None:
+        seen = list(dict.fromkeys(cols.dtype))
+    else:
+        seen = list(dict.fromkeys([d.dtype for d in diffs]))  # type: ignore[attr-defined]  # first appearance
     present = [n for n in seen if n in FLOAT_NAMES]
     for name in FLOAT_NAMES:
         if name not in present:
             per[name] = band(name)[1]
             continue
-        mine = [d for d in diffs if d.dtype == name and d.max_err is not None  # type: ignore[attr-defined]
-                and d.status not in ("missing", "shape_mismatch")]  # type: ignore[attr-defined]
-        per[name], part = _best_in_band(name, mine)
+        if cols is not None:
+            per[name], part = cols.best_in_band(name)
+        else:
+            mine = [d for d in diffs if d.dtype == name and d.max_err is not None  # type: ignore[attr-defined]
+                    and d.status not in ("missing", "shape_mismatch")]  # type: ignore[attr-defined]
+            per[name], part = _best_in_band(name, mine)
         parts.append(part)
     # the headline: Float32's, or the float dtype the model actually uses
     head = "Float32" if "Float32" in present or not present else present[0]
@@ -391,3 +412,96 @@ def choose_threshold(diffs: Sequence[object]) -> Threshold:
         if float_name(name) is False:
             per.setdefault(name, 0.0)
     return Threshold(value=per[head], mode="auto", per_dtype=per, scaled=True, reason=reason)
+
+
+#: what :class:`VarColumns` reads of each record, in one call
+_COLUMNS = operator.attrgetter("id", "status", "dtype", "max_err", "scale", "inputs", "opr_type", "threshold",
+                               "n_over", "n_diff", "n_nonfinite", "max_abs_err")
+
+
+class VarColumns:
+    """The fields the auto threshold reads of every var, read once (tens of thousands of
+    records: each pass over them costs more than the arithmetic), in the records' order, with
+    arrays made from them on first use. Build with :meth:`of`: None where a var id repeats."""
+
+    def __init__(self, rows: Sequence[Tuple[Any, ...]]) -> None:
+        (self.ids, self.status, self.dtype, self.max_err, self.scale, self.inputs, self.opr_type, self.threshold,
+         self.n_over, self.n_diff, self.n_nonfinite, self.max_abs_err) = zip(*rows)
+        self.pos = {v: i for i, v in enumerate(self.ids)}
+        self._edges: Optional[Tuple[Any, Any]] = None
+        nan = math.nan
+        self.me = np.array([nan if e is None else e for e in self.max_err], dtype=np.float64)
+        self.has_scale = np.array([x is not None for x in self.scale], dtype=bool)
+        self.sc = np.array([nan if x is None else x for x in self.scale], dtype=np.float64)
+        with np.errstate(invalid="ignore"):  # norm_err of each var (NaN: none)
+            small = self.has_scale & (self.sc < 1.0)
+            self.norm = self.me / np.where(small, np.where(self.sc > SCALE_FLOOR, self.sc, SCALE_FLOOR), 1.0)
+
+    @classmethod
+    def of(cls, diffs: Sequence[object]) -> "Optional[VarColumns]":
+        """The columns of ``diffs`` (None: none, or a var id repeats)."""
+        if not diffs:
+            return None
+        cols = cls(list(map(_COLUMNS, diffs)))
+        return cols if len(cols.pos) == len(cols.ids) else None
+
+    def edges(self) -> Tuple[Any, Any]:
+        """(input position, position) of every input among these vars, none from a var to itself."""
+        if self._edges is None:
+            n = len(self.ids)
+            lens = np.fromiter(map(len, self.inputs), dtype=np.intp, count=n)
+            dst = np.repeat(np.arange(n, dtype=np.intp), lens)
+            get = self.pos.get
+            src = np.fromiter((get(u, -1) for u in itertools.chain.from_iterable(self.inputs)), dtype=np.intp,
+                              count=dst.size)
+            keep = (src >= 0) & (src != dst)
+            self._edges = (src[keep], dst[keep])
+        return self._edges
+
+    def best_in_band(self, name: str) -> Tuple[float, str]:
+        """:func:`_best_in_band` of the measured vars of float dtype ``name``."""
+        at = np.array([t == name and e is not None and s not in ("missing", "shape_mismatch")
+                       for t, e, s in zip(self.dtype, self.max_err, self.status)], dtype=bool)
+        norm = self.norm[at]
+        src, dst = self.edges()
+        inside = at[src] & at[dst]
+        index = np.cumsum(at) - 1  # position -> position among these vars
+        return _best_of(name, np.unique(norm[norm > 0]).tolist(),
+                        lambda: RootCounter.of_edges(norm, index[src[inside]], index[dst[inside]]))
+
+
+def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
+    """:func:`judge` of every var of ``cols``: its ``status``, ``threshold`` and ``n_over``
+    (the record's own where judge leaves them), without reading the records again."""
+    status, thresh, n_over = list(cols.status), list(cols.threshold), list(cols.n_over)
+    bases: Dict[str, float] = {}
+    scaled = thr.scaled
+    for i, (st, dt, e, s) in enumerate(zip(cols.status, cols.dtype, cols.max_err, cols.scale)):
+        if st in ("missing", "shape_mismatch"):
+            continue
+        base = bases.get(dt)
+        if base is None:
+            base = bases[dt] = thr.for_dtype(dt)
+        t = base * scale_factor(s) if scaled and s is not None else base  # thr.for_var
+        if st == "dtype_mismatch":
+            thresh[i] = t if e is not None else None
+            continue
+        if float_name(dt) is False:
+            st = "divergent" if (cols.n_diff[i] or 0) > 0 else "ok"
+            if cols.n_nonfinite[i]:
+                st = "nonfinite"
+            status[i], thresh[i], n_over[i] = st, 0.0, cols.n_diff[i]
+            continue
+        t32 = to_float32(t)
+        st = "ok"
+        if cols.n_nonfinite[i]:
+            st = "nonfinite"
+        elif e is not None and e > t32:
+            st = "divergent"
+        no = n_over[i]
+        if e is None or e <= t32:
+            no = 0
+        elif not (no is not None and thresh[i] == t):
+            no = None
+        status[i], thresh[i], n_over[i] = st, t, no
+    return status, thresh, n_over

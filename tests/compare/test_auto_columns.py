@@ -1,0 +1,88 @@
+"""The auto threshold from columns (issue 40 #6) against the same rules record by record.
+
+``VarColumns`` reads each var's fields once; ``choose_threshold(diffs, cols)``, ``judge_all``
+and ``grow_columns`` decide from them with arrays what ``choose_threshold(diffs)``, ``judge``
+and the edge rule record by record (``growth._grow_records``) decide. On real runs of the cases,
+clean and with faults injected (carried downstream, or born and not carried), with and without
+a side that profiled, every record and every number must be the same, not close.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compare_helpers import computed_float_vars, inject_fault
+from lar_prec.compare import folders as folders_mod
+from lar_prec.compare import growth
+from lar_prec.compare.folders import compare_folders
+from lar_prec.compare.records import with_changes
+from lar_prec.compare.threshold import VarColumns, choose_threshold, judge, judge_all
+from lar_prec.dumps.folder import DumpFolder
+
+CASES = ("attention", "resnet", "mlp", "fp16", "quantized", "gru_topk")
+
+
+def _pairs(lar_dump, tmp_path: Path, case: str):
+    naive, default = Path(lar_dump(case, "naive")), Path(lar_dump(case, "default"))
+    yield naive, default
+    ids = computed_float_vars(DumpFolder(default))
+    for k, (rel, only) in enumerate(((1e-4, False), (3e-6, True))):
+        if ids:
+            bad = tmp_path / f"fault{k}"
+            inject_fault(default, bad, ids[(k + 1) * len(ids) // 3], rel, only=only)
+            yield naive, bad
+
+
+def _growth_key(g):
+    return None if g is None else (g.made, list(g.made), g.explained, list(g.explained), g.scale, g.gain_reducing,
+                                   g.gain_elementwise, g.explained_over_band, g.reason, list(g.rechecked))
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("case", CASES)
+def test_columns_decide_as_the_records_do(lar_dump, tmp_path, case):
+    for a, b in _pairs(lar_dump, tmp_path, case):
+        # the records as the comparison measured them, before any auto rule
+        diffs = list(compare_folders(a, b, threshold=1e-3).diffs)
+        cols = VarColumns.of(diffs)
+        assert cols is not None
+        thr = choose_threshold(diffs)
+        by_cols = choose_threshold(diffs, cols)
+        assert (by_cols.value, by_cols.per_dtype, by_cols.reason) == (thr.value, thr.per_dtype, thr.reason)
+        status, thresh, n_over = judge_all(cols, thr)
+        judged = [with_changes(d, **judge(d, thr)) for d in diffs]
+        assert [(d.status, d.threshold, d.n_over) for d in judged] == list(zip(status, thresh, n_over))
+        fa, fb = DumpFolder(a), DumpFolder(b)
+        recheck = folders_mod._recheck(fa, fb, {d.id: d.id for d in diffs})
+        for profiled in (False, True):
+            got, g1 = growth.grow(judged, thr, profiled=profiled, recheck=recheck)
+            want, g2 = growth._grow_records(judged, thr, profiled, recheck, False)
+            assert [d.__dict__ for d in got] == [d.__dict__ for d in want]
+            assert _growth_key(g1) == _growth_key(g2)
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("case", CASES)
+def test_a_comparison_by_columns_is_the_comparison_record_by_record(lar_dump, tmp_path, monkeypatch, case):
+    # compare_folders' auto path reads each record once (columns) or record by record (where a
+    # var id repeats): the same comparison
+    for a, b in _pairs(lar_dump, tmp_path, case):
+        for threshold in ("auto", "band"):
+            fast = compare_folders(a, b, threshold=threshold)
+            with monkeypatch.context() as m:
+                m.setattr(folders_mod.VarColumns, "of", classmethod(lambda cls, diffs: None))
+                slow = compare_folders(a, b, threshold=threshold)
+            assert [d.__dict__ for d in fast.diffs] == [d.__dict__ for d in slow.diffs]
+            assert fast.threshold.to_json() == slow.threshold.to_json() and fast.threshold.made == slow.threshold.made
+            assert (fast.notes, fast.sources) == (slow.notes, slow.sources)
+
+
+def test_repeated_ids_are_decided_record_by_record():
+    # the columns need one var per id: none are made otherwise (the records' path decides)
+    from lar_prec.compare.records import new_diff
+
+    d = new_diff(dict(id=1, name="x", opr="x", opr_type="Elemwise", dtype="Float32", shape=(1,), inputs=(),
+                      status="ok", max_err=0.0, size=1))
+    assert VarColumns.of([d, d]) is None and VarColumns.of([]) is None
+    assert VarColumns.of([d]) is not None
