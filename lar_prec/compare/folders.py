@@ -170,10 +170,11 @@ def compare_folders(
     fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
     count_over = fixed.value if fixed is not None else None
     measured = None
+    rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and small vars' values (C, threads)
         measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
-                                  full=stats)
+                                  full=stats, rows=rows)
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
     if paired.mode == "id" and measured and len(measured) == len(paired.order) \
@@ -189,7 +190,8 @@ def compare_folders(
             on_progress(total, total)
         sources: List[int] = []
         thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
-                                                          _recheck(fa, fb, dict(paired.pairs)))
+                                                          _recheck(fa, fb, dict(paired.pairs)),
+                                                          [rows[v] for v, _ in paired.order] if rows else None)
         if fixed is not None:
             sources += judge_sources(diffs)  # type: ignore[arg-type]
         judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
@@ -199,7 +201,7 @@ def compare_folders(
         return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
-    measured = None  # the jobs hold the records now (judging replaces them: no second copy kept)
+    measured = rows = None  # the jobs hold the records now (judging replaces them: no second copy kept)
     total = sum(j.nbytes for j in plans)
     # workers only for what is left to measure
     n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
@@ -253,13 +255,15 @@ def compare_folders(
 
 
 def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],
-                sources: Optional[List[int]], recheck: Callable[[VarDiff], Optional[Recomputed]]) -> Threshold:
+                sources: Optional[List[int]], recheck: Callable[[VarDiff], Optional[Recomputed]],
+                rows: Optional[List[Tuple[Any, ...]]] = None) -> Threshold:
     """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
     inputs exactly (``sources`` given: one graph on both sides; the ids of those that differ
     go there), then each var against what its inputs explain (:mod:`~lar_prec.compare.growth`;
     a var it names is ``recheck``-ed from each side's own inputs), quantized vars one step
-    apart; returns the threshold (with the growth's decision)."""
-    cols = VarColumns.of(diffs)
+    apart; returns the threshold (with the growth's decision). ``rows``: each var's
+    :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them."""
+    cols = VarColumns.of(diffs, rows)
     if cols is None:  # a var id repeats: record by record
         thr = choose_threshold(diffs)
         for d in diffs:

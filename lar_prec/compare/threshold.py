@@ -414,9 +414,10 @@ def choose_threshold(diffs: Sequence[object], cols: "Optional[VarColumns]" = Non
     return Threshold(value=per[head], mode="auto", per_dtype=per, scaled=True, reason=reason)
 
 
-#: what :class:`VarColumns` reads of each record, in one call
-_COLUMNS = operator.attrgetter("id", "status", "dtype", "max_err", "scale", "inputs", "opr_type", "threshold",
-                               "n_over", "n_diff", "n_nonfinite", "max_abs_err")
+#: what :class:`VarColumns` reads of each record, in this order
+COLUMN_FIELDS = ("id", "status", "dtype", "max_err", "scale", "inputs", "opr_type", "threshold", "n_over", "n_diff",
+                 "n_nonfinite", "max_abs_err", "shape")
+_COLUMNS = operator.attrgetter(*COLUMN_FIELDS)
 
 
 class VarColumns:
@@ -426,7 +427,7 @@ class VarColumns:
 
     def __init__(self, rows: Sequence[Tuple[Any, ...]]) -> None:
         (self.ids, self.status, self.dtype, self.max_err, self.scale, self.inputs, self.opr_type, self.threshold,
-         self.n_over, self.n_diff, self.n_nonfinite, self.max_abs_err) = zip(*rows)
+         self.n_over, self.n_diff, self.n_nonfinite, self.max_abs_err, self.shape) = zip(*rows)
         self.pos = {v: i for i, v in enumerate(self.ids)}
         self._edges: Optional[Tuple[Any, Any]] = None
         nan = math.nan
@@ -438,11 +439,12 @@ class VarColumns:
             self.norm = self.me / np.where(small, np.where(self.sc > SCALE_FLOOR, self.sc, SCALE_FLOOR), 1.0)
 
     @classmethod
-    def of(cls, diffs: Sequence[object]) -> "Optional[VarColumns]":
-        """The columns of ``diffs`` (None: none, or a var id repeats)."""
+    def of(cls, diffs: Sequence[object], rows: Optional[Sequence[Tuple[Any, ...]]] = None) -> "Optional[VarColumns]":
+        """The columns of ``diffs`` (None: none, or a var id repeats). ``rows``: each record's
+        :data:`COLUMN_FIELDS` where the caller has them (the records are not read)."""
         if not diffs:
             return None
-        cols = cls(list(map(_COLUMNS, diffs)))
+        cols = cls(list(map(_COLUMNS, diffs)) if rows is None else rows)
         return cols if len(cols.pos) == len(cols.ids) else None
 
     def edges(self) -> Tuple[Any, Any]:

@@ -71,11 +71,28 @@ def test_a_comparison_by_columns_is_the_comparison_record_by_record(lar_dump, tm
         for threshold in ("auto", "band"):
             fast = compare_folders(a, b, threshold=threshold)
             with monkeypatch.context() as m:
-                m.setattr(folders_mod.VarColumns, "of", classmethod(lambda cls, diffs: None))
+                m.setattr(folders_mod.VarColumns, "of", classmethod(lambda cls, *args: None))
                 slow = compare_folders(a, b, threshold=threshold)
             assert [d.__dict__ for d in fast.diffs] == [d.__dict__ for d in slow.diffs]
             assert fast.threshold.to_json() == slow.threshold.to_json() and fast.threshold.made == slow.threshold.made
             assert (fast.notes, fast.sources) == (slow.notes, slow.sources)
+
+
+@pytest.mark.megengine
+def test_the_batch_readers_rows_are_the_records_columns(lar_dump, tmp_path):
+    # with an auto threshold the batch reader keeps each var's columns as it makes its record:
+    # they are what reading the record gives
+    from lar_prec.compare.engine import batch
+    from lar_prec.compare.threshold import COLUMN_FIELDS
+
+    if not batch.available():
+        pytest.skip("the C kernel is not built (or LAR_PREC_NO_KERNEL=1)")
+    for a, b in _pairs(lar_dump, tmp_path, "attention"):
+        rows: dict = {}
+        measured = batch.prefetch(DumpFolder(a), DumpFolder(b), 1 << 15, None, 2, rows=rows)
+        assert measured and set(rows) == set(measured)
+        for v, d in measured.items():
+            assert rows[v] == tuple(getattr(d, k) for k in COLUMN_FIELDS)
 
 
 def test_repeated_ids_are_decided_record_by_record():

@@ -15,14 +15,15 @@ measured by the Python reader and engine as before, which say what is wrong with
 """
 from __future__ import annotations
 
+import operator
 from collections import deque
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from lar_prec.compare.engine.hist import STAT_FIELDS
 from lar_prec.compare.engine.plan import QUANTIZED_NOTE, join_notes, name_note
 from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.records import VarDiff, diff_from
-from lar_prec.compare.threshold import Threshold, judge, window
+from lar_prec.compare.threshold import COLUMN_FIELDS, Threshold, judge, window
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.folder import DumpFolder
 
@@ -49,16 +50,21 @@ def available() -> bool:
 _MEASURED = ("max_err", "max_abs_err", "max_rel_err", "mean_abs_err", "rmse", "cosine", "max_ulp", "worst_index",
              "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff") + STAT_FIELDS + ("band",)
 _KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "status", "note", "scale_unknown") + _MEASURED
+#: a measured var's COLUMN_FIELDS from its values (_KEYS, then n_nonfinite)
+_COLUMN_ROW = operator.itemgetter(*((_KEYS + ("n_nonfinite",)).index(k) for k in COLUMN_FIELDS))
 
 
 def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Threshold],
-             threads: int, ratio: float = 1.0, full: bool = False) -> Dict[int, VarDiff]:
+             threads: int, ratio: float = 1.0, full: bool = False,
+             rows: Optional[Dict[int, Tuple[Any, ...]]] = None) -> Dict[int, VarDiff]:
     """Read the files of every var id of A (and B's file of the same id) in one pass each,
     on ``threads`` threads: their headers and titles go into the folders' caches, and the
     records of the pairs measured in C are returned by id (``index`` 0 until the pairing
     places them), judged by ``fixed`` (None: an auto threshold, decided later).
     ``chunk``: the engine's chunk_elements; ``ratio``: the pass ratio float vars' statistics
     give their pass threshold at; ``full``: their relative and absolute error's too.
+    ``rows``: filled with each measured var's :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`
+    by id, as its record is made (an auto threshold reads them, not the records).
 
     Raises:
         DumpFormatError: a header the C reader took has a bad title or file name (as reading
@@ -85,12 +91,12 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
         got = finish(ahead.popleft())
         if k + 2 < len(blocks):  # two blocks ahead: the threads never wait for this one
             ahead.append(read(blocks[k + 2]))
-        _file(fa, fb, block, got, fixed, measured)
+        _file(fa, fb, block, got, fixed, measured, rows)
     return measured
 
 
 def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Optional[Threshold],
-          measured: Dict[int, VarDiff]) -> None:
+          measured: Dict[int, VarDiff], rows: Optional[Dict[int, Tuple[Any, ...]]] = None) -> None:
     """File one block's headers in the folders' caches and its measured vars' records in
     ``measured``."""
     for v, (ha, hb, same, fields) in zip(block, got):
@@ -112,8 +118,10 @@ def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Op
         quantized = dt.is_quantized
         if quantized:
             note = join_notes(note, QUANTIZED_NOTE)
-        d = diff_from(_KEYS, (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note,
-                              quantized) + fields)
+        values = (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note, quantized) + fields
+        d = diff_from(_KEYS, values)
         if fixed is not None:
             d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
+        elif rows is not None:
+            rows[v] = _COLUMN_ROW(values + (0,))  # n_nonfinite: 0 (the kernel leaves NaN and Inf)
         measured[v] = d
