@@ -46,6 +46,7 @@ from lar_prec.compare import bounds
 from lar_prec.diagnosis.floors import local_json, reduction_length
 from lar_prec.lar.layerwise_build import MAG_SUFFIX
 from lar_prec.compare.bounds import Bound
+from lar_prec.lar.flags import flag_names, is_fast_run
 from lar_prec.diagnosis.local_records import (CheckResult, LayerwiseModel, LocalResult, LocalVar, MeasuredVar,
                                               feeds_from_json)
 
@@ -112,14 +113,11 @@ def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float]
 
 
 def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_dir: PathLike, *,
-                    only: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
-                    assume_dumped: bool = False) -> LayerwiseModel:
+                    only: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT) -> LayerwiseModel:
     """Build the layerwise model of ``model`` into ``out_dir`` (``layerwise.mge`` + ``.json``).
 
     Vars are cut where the reference dump has their value; with ``only`` the model keeps only
-    the operator producing var ``only`` (a one-operator repro model). ``assume_dumped``
-    (``ref_dump_folder`` None): planned as if the reference dumped every var under its own id,
-    so the build can start before the reference has run; check it with :func:`fits`.
+    the operator producing var ``only`` (a one-operator repro model).
 
     Raises:
         UsageError: the model or the dump folder does not exist.
@@ -134,32 +132,19 @@ def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_di
     argv = [sys.executable, "-m", "lar_prec.lar.layerwise_build", str(model), str(ref_dump_folder or ""), str(out)]
     if only is not None:
         argv += ["--only", str(int(only))]
-    if assume_dumped:
-        argv.append("--assume-dumped")
     run_child(argv, child_env(), timeout, f"building the layerwise model of {model}", out)
     return read_layerwise(out)
 
 
-def fitted(lw: LayerwiseModel, ref: DumpFolder) -> Optional[LayerwiseModel]:
-    """A layerwise model built before the reference ran (``assume_dumped``) made to fit its
-    dump, or None: every var it feeds and every computed var it measures must be there under
-    the id and name it assumed (a load that fused vars away, or a binary that numbers them
-    otherwise, needs a build on the dump). Static vars (shape arithmetic: load_and_run dumps
-    none) it measures without a reference, as a build on the dump does."""
-    def there(vid: Optional[int], name: str) -> bool:
-        return vid is not None and vid in ref and ref[vid].var.name == name
+def fitted(lw: LayerwiseModel, plan: DumpFolder, ref: DumpFolder) -> Optional[LayerwiseModel]:
+    """A layerwise model planned on another run's dump (``plan``: the default run's, which ends
+    long before the reference) made the model of ``ref``, or None: the two dumps must hold the
+    same vars (ids, names, operator types), as two runs of one load do, so a build on ``ref``
+    would cut and measure the very same vars (a flag that changes the graph needs that build)."""
+    def keys(folder: DumpFolder) -> set:
+        return {(d.id, d.var.name, d.var.opr_type) for d in folder}
 
-    if not all(there(f.ref_id, f.var_name) for f in lw.feeds):
-        return None
-    measured = []
-    for m in lw.measured:
-        if there(m.ref_id, m.name):
-            measured.append(m)
-        elif m.static and (m.ref_id is None or m.ref_id not in ref):
-            measured.append(replace(m, ref_id=None))
-        else:
-            return None
-    return lw if measured == list(lw.measured) else replace(lw, measured=tuple(measured))
+    return replace(lw, ref_dump=Path(ref.path)) if keys(plan) == keys(ref) else None
 
 
 def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,
@@ -494,16 +479,6 @@ def isolation_check(lw: LayerwiseModel, folder: DumpFolder, outs: Mapping[int, i
 #: why a test-fed check under fast-run can fail without any bug
 FAST_RUN_NOTE = ("fast-run picks algorithms by timing in every process: pin them with the test run's "
                  "--fast-run-algo-policy cache (RunConfig.with_extra) to run the same algorithms")
-
-
-def flag_names(flags: Sequence[str]) -> set:
-    """load_and_run flag names in one spelling: ``--fast-run``/``--fast_run=x`` -> ``fast_run``."""
-    return {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
-
-
-def is_fast_run(flags: Sequence[str]) -> bool:
-    """The flags make load_and_run choose algorithms by profiling."""
-    return bool(flag_names(flags) & {"fast_run", "full_run"})
 
 
 def algo_cache_flag(flags: Sequence[str]) -> Optional[str]:
