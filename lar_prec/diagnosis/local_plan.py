@@ -7,6 +7,7 @@ Light on purpose: a workflow imports this before its first run starts; the measu
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -47,42 +48,58 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
 
 
 class EarlyBuild:
-    """The layerwise model built on a thread of its own while the reference runs (issue 34 #8).
+    """The layerwise model built beside the runs (issue 34 #8).
 
-    The default run ends long before the reference (naive kernels are slow), and two runs of
-    one load dump the same vars: :meth:`start`, given the default run's dump, plans the build
-    on it, so its child process runs beside the reference run; :meth:`take` uses it when the
-    reference dump holds the same vars (:func:`~lar_prec.diagnosis.local.fitted`), else the
-    model is built again on the reference dump. Planning on a dump, not on the graph, keeps
-    what the load fused away (lite folds elemwise chains: mobilenetv3's hard sigmoids)."""
+    Its child starts with the analysis and loads MegEngine and the model while the default
+    run runs; :meth:`start`, given the default run's dump, lets it plan on that dump (two runs
+    of one load dump the same vars, and the default run ends long before the reference: naive
+    kernels are slow), so the build ends beside the reference run. :meth:`take` uses it when
+    the reference dump holds the same vars (:func:`~lar_prec.diagnosis.local.fitted`), else the
+    model is built again on the reference dump. Planning on a dump, not on the graph, keeps what
+    the load fused away (lite folds elemwise chains: mobilenetv3's hard sigmoids)."""
 
     def __init__(self, model: Path, out_dir: Path, timeout: Optional[float]) -> None:
         self._model, self._out, self._timeout = model, out_dir, timeout
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-layerwise")
-        self._future: Optional[Future] = None
         self._plan: Optional[Path] = None
-        self._closed = False  # taken or cancelled: nothing starts after that
         self._lock = threading.Lock()
+        read_end, self._write_end = os.pipe()  # the dump's path goes to the child through it
+        self._future: Future = self._pool.submit(self._build, read_end)
+
+    def _build(self, read_end: int) -> "LayerwiseModel":
+        try:
+            return local.build_layerwise(self._model, None, self._out, timeout=self._timeout or local.DEFAULT_TIMEOUT,
+                                         dump_path_fd=read_end)
+        finally:
+            os.close(read_end)
+
+    def _tell(self, plan_dump: Optional[Path]) -> None:
+        """Send the child the dump to plan on (None: nothing, it ends); once."""
+        with self._lock:
+            if self._write_end is None:
+                return
+            try:
+                if plan_dump is not None and "\n" not in str(plan_dump):
+                    os.write(self._write_end, f"{plan_dump}\n".encode())
+                    self._plan = plan_dump
+            except OSError:  # the child is gone (it failed): take() finds no model
+                pass
+            finally:
+                os.close(self._write_end)
+                self._write_end = None
 
     def start(self, plan_dump: Path) -> None:
-        """Start the build planned on ``plan_dump`` (once; later calls do nothing)."""
-        with self._lock:
-            if self._future is None and not self._closed:
-                self._plan = plan_dump
-                self._future = self._pool.submit(self._build, plan_dump)
-
-    def _build(self, plan_dump: Path) -> "LayerwiseModel":
-        return local.build_layerwise(self._model, plan_dump, self._out, timeout=self._timeout or local.DEFAULT_TIMEOUT)
+        """Let the build plan on ``plan_dump`` (the first call only)."""
+        self._tell(plan_dump)
 
     def take(self, ref_dump: Path) -> Optional[LayerwiseModel]:
         """The model when it was built and fits ``ref_dump``; None otherwise."""
-        with self._lock:
-            future, plan, self._closed = self._future, self._plan, True
+        self._tell(None)
         try:
-            if future is None or plan is None:
+            lw = self._future.result()
+            if self._plan is None:
                 return None
-            lw = future.result()
-            return local.fitted(lw, DumpFolder(plan), DumpFolder(ref_dump))
+            return local.fitted(lw, DumpFolder(self._plan), DumpFolder(ref_dump))
         except (LarPrecError, KeyboardInterrupt):  # a build on the dump says it again, or stops
             return None
         finally:
@@ -90,12 +107,11 @@ class EarlyBuild:
 
     def cancel(self) -> None:
         """Stop the build (the runs failed or were interrupted) and wait for its thread."""
-        with self._lock:
-            future, self._closed = self._future, True
-        if future is not None and not future.done():
+        self._tell(None)
+        if not self._future.done():
             interrupt_active_runs()  # the runs are over: only the build's child is left
             try:
-                future.result()
+                self._future.result()
             except BaseException:  # noqa: BLE001 (killed on purpose)
                 pass
             finally:

@@ -291,8 +291,11 @@ def _axis(graph: Any, opr: Any) -> Optional[int]:
     return None
 
 
-def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int] = None) -> Dict[str, Any]:
+def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", out_dir: str,
+          only: Optional[int] = None) -> Dict[str, Any]:
     """Write ``layerwise.mge`` and ``layerwise.json`` into ``out_dir``; returns the JSON object.
+    ``ref_dump`` may be a function giving the folder once the model is loaded (None from it:
+    nothing is built, nothing written, ``{}`` returned).
 
     Long because it is one sequence of graph edits whose order matters (see the module doc).
     """
@@ -305,6 +308,10 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
 
     loaded = G.load_graph(model)
     oprs = cgt.get_oprs_seq(loaded.output_vars_list, prune_reshape=False)
+    if callable(ref_dump):
+        ref_dump = ref_dump()
+        if ref_dump is None:
+            return {}
     by_id, by_name, types = _ref_ids(ref_dump)
     plan = _plan(oprs, by_id, by_name, types)
     problems, units = _isolation_problems(oprs, plan)
@@ -412,8 +419,16 @@ def rewrite_const(model: str, const_name: str, change: Callable[[Any], Any], out
     Path(out).write_bytes(buf)
 
 
+def _path_from_stdin() -> Optional[str]:
+    """The dump folder's path, one line on stdin from the parent lar-prec (EOF: not needed)."""
+    line = sys.stdin.readline()
+    return line[:-1] if line.endswith("\n") and len(line) > 1 else None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only ID]``"""
+    """``python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only ID]``; REF_DUMP
+    ``-``: the model is loaded first, then the folder's path read from stdin (one line; none:
+    nothing built), so MegEngine's import and the load overlap the run that writes that dump."""
     quickimport.import_megengine()  # this child runs MegEngine: import it without megfile and pkg_resources
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--scale-const"]:
@@ -431,7 +446,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write("usage: python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only VAR_ID]\n")
         return 2
     try:
-        build(args[0], args[1] or None, args[2], only)
+        build(args[0], _path_from_stdin if args[1] == "-" else (args[1] or None), args[2], only)
     except RuntimeError as exc:  # MegEngine's errors: its first line is the message
         sys.stderr.write(f"layerwise_build: error: {str(exc).splitlines()[0] if str(exc) else exc!r}\n")
         return 1
