@@ -20,8 +20,11 @@ output with the reference output (``shared/reference/layerwise.md``):
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -36,7 +39,6 @@ from lar_prec.run import proc as runproc
 from lar_prec.run.config import LoadAndRun, RunConfig, bundled_load_and_run, get_config
 from lar_prec.run.once import run_once
 from lar_prec.run.inputs import PreparedInput, PreparedInputs
-from lar_prec.outputs import sha256_file
 from lar_prec.run.record import RunResult
 
 from lar_prec.records import PathLike  # noqa: E402
@@ -46,6 +48,7 @@ from lar_prec.compare import bounds
 from lar_prec.diagnosis.floors import local_json, reduction_length
 from lar_prec.lar.layerwise_build import MAG_SUFFIX
 from lar_prec.compare.bounds import Bound
+from lar_prec.lar.flags import flag_names, is_fast_run
 from lar_prec.diagnosis.local_records import (CheckResult, LayerwiseModel, LocalResult, LocalVar, MeasuredVar,
                                               feeds_from_json)
 
@@ -77,7 +80,8 @@ def child_env(changes: Mapping[str, Optional[str]] = ()) -> Dict[str, str]:
     return runproc.child_env(dict(changes), bundled=True)
 
 
-def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float], what: str, log_dir: Path) -> None:
+def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float], what: str, log_dir: Path,
+              stdin: Optional[int] = None) -> None:
     """Run one helper child (a build, a rewrite) in its own process group; its output goes to
     ``log_dir`` (stdout.txt, stderr.txt). On its timeout, on Ctrl-C or on another thread's
     interrupt its whole group is killed (``runproc.run_logged``), as for a run.
@@ -90,7 +94,7 @@ def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float]
     log_dir.mkdir(parents=True, exist_ok=True)
     err_path = log_dir / "stderr.txt"
     try:
-        ended, rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt",
+        ended, rc = runproc.run_logged(argv, env=env, timeout=timeout, stdout_path=log_dir / "stdout.txt", stdin=stdin,
                                        stderr_path=err_path)
     except OSError as exc:
         raise RunError(f"{what}: cannot start {argv[0]}: {exc.strerror or exc}", run_dir=log_dir, argv=argv) from None
@@ -113,13 +117,13 @@ def run_child(argv: Sequence[str], env: Dict[str, str], timeout: Optional[float]
 
 def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_dir: PathLike, *,
                     only: Optional[int] = None, timeout: float = DEFAULT_TIMEOUT,
-                    assume_dumped: bool = False) -> LayerwiseModel:
+                    dump_path_fd: Optional[int] = None) -> LayerwiseModel:
     """Build the layerwise model of ``model`` into ``out_dir`` (``layerwise.mge`` + ``.json``).
 
     Vars are cut where the reference dump has their value; with ``only`` the model keeps only
-    the operator producing var ``only`` (a one-operator repro model). ``assume_dumped``
-    (``ref_dump_folder`` None): planned as if the reference dumped every var under its own id,
-    so the build can start before the reference has run; check it with :func:`fits`.
+    the operator producing var ``only`` (a one-operator repro model). ``dump_path_fd``
+    (``ref_dump_folder`` None): the child loads MegEngine and the model at once and reads the
+    dump folder's path from this pipe when that dump exists (nothing: it ends, building nothing).
 
     Raises:
         UsageError: the model or the dump folder does not exist.
@@ -131,35 +135,23 @@ def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_di
     if ref_dump_folder is not None and not Path(ref_dump_folder).is_dir():
         raise UsageError(f"reference dump {ref_dump_folder} is not a folder (expected a --bin-io-dump folder)")
     out = Path(out_dir)
-    argv = [sys.executable, "-m", "lar_prec.lar.layerwise_build", str(model), str(ref_dump_folder or ""), str(out)]
+    ref_arg = "-" if dump_path_fd is not None else str(ref_dump_folder or "")
+    argv = [sys.executable, "-m", "lar_prec.lar.layerwise_build", str(model), ref_arg, str(out)]
     if only is not None:
         argv += ["--only", str(int(only))]
-    if assume_dumped:
-        argv.append("--assume-dumped")
-    run_child(argv, child_env(), timeout, f"building the layerwise model of {model}", out)
+    run_child(argv, child_env(), timeout, f"building the layerwise model of {model}", out, stdin=dump_path_fd)
     return read_layerwise(out)
 
 
-def fitted(lw: LayerwiseModel, ref: DumpFolder) -> Optional[LayerwiseModel]:
-    """A layerwise model built before the reference ran (``assume_dumped``) made to fit its
-    dump, or None: every var it feeds and every computed var it measures must be there under
-    the id and name it assumed (a load that fused vars away, or a binary that numbers them
-    otherwise, needs a build on the dump). Static vars (shape arithmetic: load_and_run dumps
-    none) it measures without a reference, as a build on the dump does."""
-    def there(vid: Optional[int], name: str) -> bool:
-        return vid is not None and vid in ref and ref[vid].var.name == name
+def fitted(lw: LayerwiseModel, plan: DumpFolder, ref: DumpFolder) -> Optional[LayerwiseModel]:
+    """A layerwise model planned on another run's dump (``plan``: the default run's, which ends
+    long before the reference) made the model of ``ref``, or None: the two dumps must hold the
+    same vars (ids, names, operator types), as two runs of one load do, so a build on ``ref``
+    would cut and measure the very same vars (a flag that changes the graph needs that build)."""
+    def keys(folder: DumpFolder) -> set:
+        return {(d.id, d.var.name, d.var.opr_type) for d in folder}
 
-    if not all(there(f.ref_id, f.var_name) for f in lw.feeds):
-        return None
-    measured = []
-    for m in lw.measured:
-        if there(m.ref_id, m.name):
-            measured.append(m)
-        elif m.static and (m.ref_id is None or m.ref_id not in ref):
-            measured.append(replace(m, ref_id=None))
-        else:
-            return None
-    return lw if measured == list(lw.measured) else replace(lw, measured=tuple(measured))
+    return replace(lw, ref_dump=Path(ref.path)) if keys(plan) == keys(ref) else None
 
 
 def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,
@@ -259,9 +251,12 @@ def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by
             arr = (arr.astype(np.float64) * f.scale).astype(np.float32)
         arr = _plain(arr.astype(f.feed_dtype), f.shape, fmt)
         path = out / f"{f.name}.npy"
-        np.save(path, arr)
-        items.append(PreparedInput(f.name, path, sha256_file(path), f"{by} dump var {vid} ({f.var_name})",
-                                   str(arr.dtype), tuple(arr.shape)))
+        # made in memory, hashed there and written once: a model has hundreds of feeds
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, arr, allow_pickle=False)
+        path.write_bytes(buf.getbuffer())
+        items.append(PreparedInput(f.name, path, hashlib.sha256(buf.getbuffer()).hexdigest(),
+                                   f"{by} dump var {vid} ({f.var_name})", str(arr.dtype), tuple(arr.shape)))
     return PreparedInputs(tuple(items), out)
 
 
@@ -319,6 +314,22 @@ def _device(remote: Any, files: Sequence[Any]) -> Iterator[Any]:
     paths = [getattr(f, "path", f) for f in files]
     with RemoteSessions(remote, paths, transient=True) as sessions:
         yield sessions
+
+
+def _reference_side(lw: LayerwiseModel, ref: DumpFolder, test: Optional[DumpFolder],
+                    fmt: Optional[str]) -> Dict[int, Tuple[Any, Optional[float], Optional[float]]]:
+    """Measured var id -> its reference value (a layout option's dump back in the model's plain
+    shape), that value's largest |x| and the test run's accumulated error against it: every
+    part of a row that needs nothing of the layerwise run."""
+    rows: Dict[int, Tuple[Any, Optional[float], Optional[float]]] = {}
+    for m in lw.measured:
+        if m.ref_id is None or m.ref_id not in ref:
+            continue
+        want = _plain(ref[m.ref_id].array(), m.shape, fmt)
+        tid = _same_var(test, m) if test is not None else None
+        entire = megengine_rel(_plain(test[tid].array(), m.shape, fmt), want) if tid is not None else None
+        rows[m.id] = (want, _max_abs(want), entire)
+    return rows
 
 
 def _same_var(folder: DumpFolder, m: MeasuredVar) -> Optional[int]:
@@ -496,16 +507,6 @@ FAST_RUN_NOTE = ("fast-run picks algorithms by timing in every process: pin them
                  "--fast-run-algo-policy cache (RunConfig.with_extra) to run the same algorithms")
 
 
-def flag_names(flags: Sequence[str]) -> set:
-    """load_and_run flag names in one spelling: ``--fast-run``/``--fast_run=x`` -> ``fast_run``."""
-    return {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
-
-
-def is_fast_run(flags: Sequence[str]) -> bool:
-    """The flags make load_and_run choose algorithms by profiling."""
-    return bool(flag_names(flags) & {"fast_run", "full_run"})
-
-
 def algo_cache_flag(flags: Sequence[str]) -> Optional[str]:
     """The ``--fast-run-algo-policy`` value of ``flags`` (None: not given)."""
     path = None
@@ -597,7 +598,12 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
             runs.append(rec)
             return DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
 
-        local = run(inputs, "local", cfg)
+        # the reference side of every row (its value, scale and accumulated error) needs nothing
+        # of the layerwise run: read on a thread while that run runs
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-reference-side") as pool:
+            beside = pool.submit(_reference_side, lw, ref, test, fmt)
+            local = run(inputs, "local", cfg)
+            pre = beside.result()
         outs = output_ids(local)
         if lw.measured and not outs:  # e.g. a binary that dumped something else: no local error to read
             raise RunError(f"the dump of the layerwise run ({local.path}) holds none of the layerwise model's "
@@ -623,19 +629,17 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     rows = []
     mags = magnitude_ids(local)
     for m in lw.measured:
-        local_err = entire = None
+        local_err = None
         scale = bound = None
+        want, ref_scale, entire = pre.get(m.id, (None, None, None))
         if m.id in outs and m.ref_id is not None:
-            # a layout option (NCHW44: 58 channels padded to 60) dumps vars in its own layout:
-            # both sides back to the model's plain shape before comparing
-            want = _plain(ref[m.ref_id].array(), m.shape, fmt)
+            if want is None:  # not read beside the run: read here (and fail here, as it would)
+                want = _plain(ref[m.ref_id].array(), m.shape, fmt)
+                ref_scale = _max_abs(want)
             got = _plain(local[outs[m.id]].array(), m.shape, fmt)
             local_err = megengine_rel(got, want)
-            scale = _max_abs(want)
+            scale = ref_scale
             bound = measure_bound(lw, m, got, want, ref, local, mags, fmt, compute_dtype(cfg.flags))
-        tid = _same_var(test, m) if test is not None else None
-        if tid is not None and m.ref_id is not None:
-            entire = megengine_rel(_plain(test[tid].array(), m.shape, fmt), _plain(ref[m.ref_id].array(), m.shape, fmt))
         problem = m.problem or iso.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale,
                              bound))

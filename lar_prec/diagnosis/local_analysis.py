@@ -13,33 +13,17 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, List, Optional, Sequence, Tuple
+from typing import Any, Collection, List, Optional, Tuple
 
-from lar_prec.diagnosis.local import (
-    DEFAULT_TIMEOUT,
-    build_layerwise,
-    compute_dtype,
-    fitted,
-    flag_names,
-    is_fast_run,
-    local_errors,
-)
-from lar_prec.diagnosis.local_records import LayerwiseModel
-from lar_prec.dumps.folder import DumpFolder
-from lar_prec.errors import LarPrecError
-from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
+from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, compute_dtype, local_errors
 from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.floors import LocalVerdict, local_roots, noise_floors
 from lar_prec.run.config import RunConfig, get_config
 from lar_prec.diagnosis.replay import make_repros
 
 log = logging.getLogger(__name__)
-
-ALGO_CACHE = "fast-run-algo-policy.cache"
-
 
 @dataclass(frozen=True)
 class LocalAnalysis:
@@ -51,60 +35,6 @@ class LocalAnalysis:
     dir: Path
     seconds: float
     repro_errors: Tuple[str, ...] = ()
-
-
-def off_reason(*, local: bool) -> Optional[str]:
-    """Why local error is not measured in this analysis (None: it is). The layerwise model runs
-    where the test run ran (its ``--lar`` binary, its ``--remote`` device:
-    :func:`lar_prec.local.run_layerwise`), so only ``--no-local`` turns it off."""
-    return None if local else "local error not measured (--no-local)"
-
-
-def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[str, ...]:
-    """Extra flags for the *test* run so its fast-run algorithm choices can be replayed by the
-    layerwise run: a ``--fast-run-algo-policy`` cache in the analysis folder, or on the device
-    for a remote analysis (``sessions``: its RemoteSessions), where both runs read it (none
-    when the run is not fast-run or the user gave a cache already)."""
-    if not is_fast_run(flags) or "fast_run_algo_policy" in flag_names(flags):
-        return ()
-    if sessions is not None:  # the cache lives where load_and_run runs
-        return ("--fast-run-algo-policy", f"{sessions.get().remote_dir}/{adir.name}-{ALGO_CACHE}")
-    return ("--fast-run-algo-policy", str(adir / ALGO_CACHE))
-
-
-class EarlyBuild:
-    """The layerwise model built on a thread of its own while the runs run (issue 34 #8): it
-    is planned from the model alone (:func:`~lar_prec.diagnosis.local.build_layerwise` with
-    ``assume_dumped``), so its child process can start before the reference has run; it is
-    used when it fits the reference dump (:func:`~lar_prec.diagnosis.local.fitted`: the bundled
-    load_and_run dumps every computed var under its graph id), else built again on the dump."""
-
-    def __init__(self, model: Path, out_dir: Path, timeout: Optional[float]) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-layerwise")
-        self._future = self._pool.submit(build_layerwise, model, None, out_dir,
-                                         timeout=timeout or DEFAULT_TIMEOUT, assume_dumped=True)
-
-    def take(self, ref_dump: Path) -> Optional[LayerwiseModel]:
-        """The model when it was built and fits ``ref_dump``; None otherwise."""
-        try:
-            lw = self._future.result()
-        except (LarPrecError, KeyboardInterrupt):  # a build on the dump says it again, or stops
-            return None
-        finally:
-            self._pool.shutdown(wait=True)
-        return fitted(lw, DumpFolder(ref_dump))
-
-    def cancel(self) -> None:
-        """Stop the build (the runs failed or were interrupted) and wait for its thread."""
-        if not self._future.done():
-            interrupt_active_runs()  # the runs are over: only the build's child is left
-            try:
-                self._future.result()
-            except BaseException:  # noqa: BLE001 (killed on purpose)
-                pass
-            finally:
-                reset_interrupt()
-        self._pool.shutdown(wait=True)
 
 
 def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_config: "str | RunConfig",

@@ -163,6 +163,16 @@ class LarOptions:
 # --------------------------------------------------------------------------- argv parsing
 
 
+def flag_names(flags: Sequence[str]) -> set:
+    """load_and_run flag names in one spelling: ``--fast-run``/``--fast_run=x`` -> ``fast_run``."""
+    return {f.split("=")[0].lstrip("-").replace("-", "_") for f in flags}
+
+
+def is_fast_run(flags: Sequence[str]) -> bool:
+    """The flags make load_and_run choose algorithms by profiling."""
+    return bool(flag_names(flags) & {"fast_run", "full_run"})
+
+
 def _unsupported_message(name: str) -> str:
     return (
         f"--{name} is a load_and_run flag the bundled runner (lar_prec.lar) does not support; "

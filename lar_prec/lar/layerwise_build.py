@@ -87,17 +87,6 @@ def _ref_ids(ref_dump: Optional[str]) -> Tuple[Dict[int, str], Dict[str, List[in
     return by_id, by_name, types
 
 
-def _graph_ids(oprs: Sequence[Any]) -> Tuple[Dict[int, str], Dict[str, List[int]], Dict[int, str]]:
-    """What :func:`_ref_ids` gives for a dump holding every var of the graph under its own id:
-    the plan of a build made before the reference has run (the bundled load_and_run dumps so)."""
-    by_id = {v.id: v.name for opr in oprs for v in opr.outputs}
-    types = {v.id: opr.type for opr in oprs for v in opr.outputs}
-    by_name: Dict[str, List[int]] = {}
-    for vid, name in by_id.items():
-        by_name.setdefault(name, []).append(vid)
-    return by_id, by_name, types
-
-
 def _match_ref(var: Any, by_id: Dict[int, str], by_name: Dict[str, List[int]],
                types: Optional[Dict[int, str]] = None) -> Optional[int]:
     """The reference dump's id of ``var``: the same id and name (same loader), else a unique
@@ -302,9 +291,11 @@ def _axis(graph: Any, opr: Any) -> Optional[int]:
     return None
 
 
-def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int] = None,
-          assume_dumped: bool = False) -> Dict[str, Any]:
+def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", out_dir: str,
+          only: Optional[int] = None) -> Dict[str, Any]:
     """Write ``layerwise.mge`` and ``layerwise.json`` into ``out_dir``; returns the JSON object.
+    ``ref_dump`` may be a function giving the folder once the model is loaded (None from it:
+    nothing is built, nothing written, ``{}`` returned).
 
     Long because it is one sequence of graph edits whose order matters (see the module doc).
     """
@@ -317,8 +308,11 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
 
     loaded = G.load_graph(model)
     oprs = cgt.get_oprs_seq(loaded.output_vars_list, prune_reshape=False)
-    # assume_dumped: built before the reference ran, as if it dumped every var (checked after)
-    by_id, by_name, types = _graph_ids(oprs) if assume_dumped else _ref_ids(ref_dump)
+    if callable(ref_dump):
+        ref_dump = ref_dump()
+        if ref_dump is None:
+            return {}
+    by_id, by_name, types = _ref_ids(ref_dump)
     plan = _plan(oprs, by_id, by_name, types)
     problems, units = _isolation_problems(oprs, plan)
     unit_k = _unit_reductions(oprs, units)
@@ -379,7 +373,7 @@ def build(model: str, ref_dump: Optional[str], out_dir: str, only: Optional[int]
              "unit_reduction": unit_k.get(v.id, 1), "mode": _mode(v.owner), "magnitude": magnitudes.get(v.id),
              "axis": _axis(loaded.graph, v.owner), "output_index": list(v.owner.outputs).index(v)}
             for v in measured]
-    record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only, "assumed_dumped": assume_dumped,
+    record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
               "feeds": list(reversed(feeds)), "measured": meas,
               "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}
     atomic_write_text(out / "layerwise.json", json_text(record), what="layerwise model record")
@@ -425,9 +419,16 @@ def rewrite_const(model: str, const_name: str, change: Callable[[Any], Any], out
     Path(out).write_bytes(buf)
 
 
+def _path_from_stdin() -> Optional[str]:
+    """The dump folder's path, one line on stdin from the parent lar-prec (EOF: not needed)."""
+    line = sys.stdin.readline()
+    return line[:-1] if line.endswith("\n") and len(line) > 1 else None
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only ID] [--assume-dumped]``
-    (``--assume-dumped``, REF_DUMP empty: planned as if the reference dumped every var)."""
+    """``python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only ID]``; REF_DUMP
+    ``-``: the model is loaded first, then the folder's path read from stdin (one line; none:
+    nothing built), so MegEngine's import and the load overlap the run that writes that dump."""
     quickimport.import_megengine()  # this child runs MegEngine: import it without megfile and pkg_resources
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--scale-const"]:
@@ -437,9 +438,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         scale_const(args[1], args[2], float(args[3]), args[4])
         return 0
     only = None
-    assume = "--assume-dumped" in args
-    if assume:
-        args.remove("--assume-dumped")
     if "--only" in args:
         i = args.index("--only")
         only = int(args[i + 1])
@@ -448,7 +446,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write("usage: python -m lar_prec.lar.layerwise_build MODEL REF_DUMP OUT_DIR [--only VAR_ID]\n")
         return 2
     try:
-        build(args[0], args[1] or None, args[2], only, assume_dumped=assume)
+        build(args[0], _path_from_stdin if args[1] == "-" else (args[1] or None), args[2], only)
     except RuntimeError as exc:  # MegEngine's errors: its first line is the message
         sys.stderr.write(f"layerwise_build: error: {str(exc).splitlines()[0] if str(exc) else exc!r}\n")
         return 1

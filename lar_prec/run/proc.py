@@ -276,17 +276,19 @@ def run_bounded(argv: Sequence[str], *, timeout: float, env: Optional[Dict[str, 
 
 
 def run_logged(argv: Sequence[str], *, env: Optional[Dict[str, str]], timeout: Optional[float],
-               stdout_path: Path, stderr_path: Path) -> Tuple[str, Optional[int]]:
+               stdout_path: Path, stderr_path: Path, stdin: Optional[int] = None) -> Tuple[str, Optional[int]]:
     """Run a helper child (the layerwise build, a model rewrite, a repro run) in its own
     process group, its output into two files, like a run but without a run folder.
 
     Returns how it ended (``"exited"``, ``"timeout"`` or ``"stalled"``, as :func:`wait_watched`
     says; the group is killed when it did not exit) and its exit status (negative: a signal;
     None when it was killed). Ctrl-C, or an interrupt from another thread, kills the group
-    and raises KeyboardInterrupt. OSError when it cannot start.
+    and raises KeyboardInterrupt. OSError when it cannot start. ``stdin``: a file descriptor the
+    child reads (default none).
     """
     with open(stdout_path, "wb") as out_fh, open(stderr_path, "wb") as err_fh:
-        proc = subprocess.Popen(list(argv), stdout=out_fh, stderr=err_fh, stdin=subprocess.DEVNULL, env=env,
+        proc = subprocess.Popen(list(argv), stdout=out_fh, stderr=err_fh, env=env,
+                                stdin=subprocess.DEVNULL if stdin is None else stdin,
                                 start_new_session=True)
         try:
             register(proc)

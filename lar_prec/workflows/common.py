@@ -17,6 +17,7 @@ from pathlib import Path
 import threading
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from lar_prec._lazy import LazyModule
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
 from lar_prec.run.config import LoadAndRun, check_timeout, resolve_load_and_run
 from lar_prec.run.once import run_once
@@ -28,14 +29,18 @@ from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.run.env import environment_differences
 from lar_prec.run.device import open_sessions
-from lar_prec.report.html import write_html
-from lar_prec.report.model import write_json, exit_code
-from lar_prec.diagnosis.local_analysis import EarlyBuild, run_local
 
 if TYPE_CHECKING:  # loaded while load_and_run runs (see prefetch_analysis_modules)
+    from lar_prec.diagnosis import local_analysis
+    from lar_prec.diagnosis.local_plan import EarlyBuild
+    from lar_prec.report import html as report_html, model as report_model
     from lar_prec.run.device import RemoteSessions, RemoteSpec
     from lar_prec.report.model import Report
     from lar_prec.diagnosis.tree import VarTree
+
+else:
+    local_analysis = LazyModule("lar_prec.diagnosis.local_analysis")
+    report_html, report_model = LazyModule("lar_prec.report.html"), LazyModule("lar_prec.report.model")
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,8 @@ StageProgress = Callable[..., None]
 
 
 #: numpy by name: lar_prec.compare and iodump import it only on first use
-_ANALYSIS_MODULES = ("numpy", "lar_prec.compare.folders", "lar_prec.diagnosis.tree", "lar_prec.report.model", "rich.console", "rich.table")
+_ANALYSIS_MODULES = ("numpy", "lar_prec.compare.folders", "lar_prec.diagnosis.tree", "lar_prec.report.model",
+                     "lar_prec.report.html", "lar_prec.diagnosis.local_analysis", "lar_prec.workflows.verdicts", "rich.console", "rich.table")
 
 
 _prefetch_started = threading.Event()
@@ -93,7 +99,7 @@ class Analysis:
     def exit_code(self) -> int:
         """0 no divergence (no jitter), 1 divergence (jitter) found."""
 
-        return exit_code(self.report)
+        return report_model.exit_code(self.report)
 
 
 @dataclass(frozen=True)
@@ -269,8 +275,8 @@ def write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optiona
     the end of every run) carries the report in the error, so the verdict is still shown."""
     json_path = adir / "report.json"
     try:
-        write_json(report, json_path)
-        html_path = write_html(report, adir / "report.html") if html else None
+        report_model.write_json(report, json_path)
+        html_path = report_html.write_html(report, adir / "report.html") if html else None
     except LarPrecError as exc:
         exc.report = report
         raise
@@ -331,7 +337,7 @@ def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, 
     steps = Steps(progress, "local", 1)
     steps.start("layerwise model")
     try:
-        la = run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
+        la = local_analysis.run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
                        bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
                        lar=lar, remote=remote, layerwise=layerwise)
         steps.stop("layerwise model")

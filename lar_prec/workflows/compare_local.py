@@ -14,7 +14,8 @@ import logging
 from pathlib import Path
 from typing import Any, Optional, Tuple
 
-from lar_prec.diagnosis.local_analysis import LocalAnalysis, off_reason, run_local
+from lar_prec.diagnosis.local_analysis import LocalAnalysis, run_local
+from lar_prec.diagnosis.local_plan import off_reason
 from lar_prec.errors import LarPrecError
 from lar_prec.inputspec import check_file
 from lar_prec.run.config import RunConfig, get_config, resolve_load_and_run

@@ -30,7 +30,7 @@ from lar_prec.store.db import open_store
 from lar_prec.workflows.common import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
 from lar_prec.workflows.diff.judge import EQUAL, NONFINITE, OUTSIDE, WITHIN, Judged, judge
 from lar_prec.workflows.diff.sides import Side, SideResult, identical_sides, read_side, run_side
-from lar_prec.workflows.naive_vs_default import annotate_oracle
+from lar_prec.workflows.verdicts import annotate_oracle
 
 #: the oracle's findings in a diff's words (``which_side``: reference is A, test is B)
 DIFF_WORDS = {"test": "B is off exact arithmetic, A is not", "reference": "A is off exact arithmetic, B is not",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from lar_prec.diagnosis.local import flag_names, is_fast_run
+from lar_prec.lar.flags import flag_names, is_fast_run
 from lar_prec.dumps.algocache import category_op, chosen_algorithms, read_algo_cache
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import UsageError

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.compare.threshold import Threshold, parse_threshold_spec
-from lar_prec.diagnosis.local_analysis import LocalAnalysis, off_reason, run_local
+from lar_prec.diagnosis.local_analysis import LocalAnalysis, run_local
+from lar_prec.diagnosis.local_plan import off_reason
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import AnalysisInterrupted, LarPrecError, UsageError
 from lar_prec.records import PathLike, json_number

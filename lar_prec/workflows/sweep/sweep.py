@@ -53,7 +53,7 @@ from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, same_g
 from lar_prec.workflows.sweep.local import prepare, measure_option
 from lar_prec.compare.namepair import skip_reason
 from lar_prec.run.device import RemoteSessions
-from lar_prec.diagnosis.local_analysis import off_reason
+from lar_prec.diagnosis.local_plan import off_reason
 from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
 from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
