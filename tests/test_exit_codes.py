@@ -84,7 +84,7 @@ def test_internal_error_in_a_workflow_exits_4(manifest, tmp_path):
     case = manifest["cnn"]
     argv = ["naive-vs-default", case.model, *sum((["--input", s] for s in case.input_specs()), []),
             "--out", tmp_path / "out", "-q"]
-    r = with_bug("lar_prec.workflows.naive_vs_default:from_tree", "RuntimeError('a bug')", argv, tmp_path)
+    r = with_bug("lar_prec.report.model:from_tree", "RuntimeError('a bug')", argv, tmp_path)
     assert_internal_error(r, "RuntimeError", tmp_path)
 
 
