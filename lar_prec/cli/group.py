@@ -78,17 +78,25 @@ def _run_cli() -> int:
     return rv if isinstance(rv, int) else 0
 
 
+#: commands that end with os._exit once their reports are written: each joins its threads,
+#: reaps its runs and closes its device sessions itself (not zoo or store: Dask clusters and
+#: database pools clean up in atexit handlers)
+_OWN_EXIT = ("compare", "tree", "naive-vs-default", "shake", "sweep")
+
+
 def main() -> None:
     """Console-script entry point."""
     from lar_prec.outputs import make_output_pipe_safe
 
     make_output_pipe_safe()
-    if len(sys.argv) > 1 and sys.argv[1] in ("compare", "tree"):
-        # these own the process and run their own workers: OpenBLAS's thread pool, started
-        # when numpy is imported, only burns CPU there (measured: ~0.1 s less CPU, and the
-        # 1 GB compare ~10% faster on 2 cores). Float32 dots give the same bits either way.
-        # Not for commands that start load_and_run, whose environment must stay the user's.
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    if command in _OWN_EXIT:
+        if command in ("compare", "tree"):
+            # these own the process and run their own workers: OpenBLAS's thread pool, started
+            # when numpy is imported, only burns CPU there (measured: ~0.1 s less CPU, and the
+            # 1 GB compare ~10% faster on 2 cores). Float32 dots give the same bits either way.
+            # Not for commands that start load_and_run, whose environment must stay the user's.
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         # a comparison builds a few records per var (tens of thousands) and no cycles: the
         # collector's passes over them took a tenth of comparing 20,000 small vars
         gc.freeze()
@@ -99,8 +107,9 @@ def main() -> None:
             if not (e.code is None or isinstance(e.code, int)):
                 raise
             code = e.code or 0
-        # the report is written and the workers joined: skip tearing down every module and
-        # object of a process that ends now (~40 ms of a 1 GB compare)
+        # the report is written, the runs reaped and the workers joined: skip tearing down
+        # every module and object of a process that ends now (~40 ms of a 1 GB compare, 20-40 ms
+        # of a naive-vs-default)
         import logging
 
         logging.shutdown()
