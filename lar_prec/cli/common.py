@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import click
@@ -105,7 +106,7 @@ def finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, q
     if not quiet:
         click.echo(shown(f"analysis folder: {analysis.dir} (report.json, report.html, one folder per run)"),
                    err=True)
-    write_outputs(analysis.report, json_out, html_out)
+    write_outputs(analysis.report, json_out, html_out, (analysis.json_path, analysis.html_path))
     to_store(store, analysis.report)
     sys.exit(analysis.exit_code)
 
@@ -130,16 +131,40 @@ def store_option(func: F) -> F:
                              "[default: $LAR_PREC_STORE; none]")(func)
 
 
-def write_outputs(report: Any, json_out: str | None, html_out: str | None) -> None:
+def write_outputs(report: Any, json_out: str | None, html_out: str | None,
+                  written: "tuple[Path | None, Path | None]" = (None, None)) -> None:
     """--json (a file, or stdout for '-') and --html of any command: the one JSON writer and
-    the one page, both written atomically."""
+    the one page, both written atomically. ``written``: the analysis folder's report.json and
+    report.html of this very report, copied rather than made again."""
+    from lar_prec.outputs import atomic_write_text
     from lar_prec.report.html import write_html
     from lar_prec.report.model import write_json
 
+    made_json, made_html = (_made(p) for p in written)
     if json_out is not None:
-        write_json(report, json_out, stream=click.get_text_stream("stdout"))
+        if made_json is None:
+            write_json(report, json_out, stream=click.get_text_stream("stdout"))
+        elif json_out == "-":
+            out = click.get_text_stream("stdout")
+            out.write(made_json)
+            out.flush()
+        else:
+            Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(json_out, made_json, what="JSON report")
     if html_out is not None:
-        write_html(report, html_out)
+        if made_html is None:
+            write_html(report, html_out)
+        else:
+            Path(html_out).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(html_out, made_html, what="HTML report")
+
+
+def _made(path: "Path | None") -> "str | None":
+    """The text of a report file the analysis wrote (None: none, or unreadable now)."""
+    try:
+        return path.read_text(encoding="utf-8") if path is not None else None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def advice_outputs(data: dict, render: Any, json_out: str | None, html_out: str | None) -> None:
