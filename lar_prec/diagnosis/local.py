@@ -143,17 +143,6 @@ def build_layerwise(model: PathLike, ref_dump_folder: Optional[PathLike], out_di
     return read_layerwise(out)
 
 
-def fitted(lw: LayerwiseModel, plan: DumpFolder, ref: DumpFolder) -> Optional[LayerwiseModel]:
-    """A layerwise model planned on another run's dump (``plan``: the default run's, which ends
-    long before the reference) made the model of ``ref``, or None: the two dumps must hold the
-    same vars (ids, names, operator types), as two runs of one load do, so a build on ``ref``
-    would cut and measure the very same vars (a flag that changes the graph needs that build)."""
-    def keys(folder: DumpFolder) -> set:
-        return {(d.id, d.var.name, d.var.opr_type) for d in folder}
-
-    return replace(lw, ref_dump=Path(ref.path)) if keys(plan) == keys(ref) else None
-
-
 def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLike, *,
                    timeout: float = DEFAULT_TIMEOUT) -> Path:
     """Write a copy of ``model`` with constant ``const_name`` (e.g. a conv weight) times
@@ -267,7 +256,7 @@ def write_feeds(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by
 
 def _layerwise_run(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir: PathLike,
                    config: "str | RunConfig", *, lar: "LoadAndRun | str | None", remote: Any,
-                   timeout: Optional[float]) -> RunResult:
+                   timeout: Optional[float], on_started: Optional[Callable[[], None]] = None) -> RunResult:
     """The one way a layerwise model runs: :func:`lar_prec.runner.run_once`, so it gets the
     test run's binary, flags, environment, timeout, process-group kill, Ctrl-C handling and
     run.json. ``dump_dir``'s parent is the run folder (its name the label)."""
@@ -277,7 +266,7 @@ def _layerwise_run(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir:
         raise UsageError("a layerwise run on a device takes its inputs from feed_inputs(), not an --input string")
     with _device(remote, [lw.path, *getattr(inputs, "items", ())]) as sessions:
         return run_once(lw.path, inputs, config, dump.parent.parent, label=dump.parent.name,
-                        lar=lar or bundled_load_and_run(), timeout=timeout, remote=sessions)
+                        lar=lar or bundled_load_and_run(), timeout=timeout, remote=sessions, on_started=on_started)
 
 
 def run_layerwise(lw: LayerwiseModel, inputs: "PreparedInputs | str", dump_dir: PathLike,
@@ -565,7 +554,8 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
                  out_dir: PathLike, test_dump: Optional[PathLike] = None, reference_config: "str | RunConfig" = "naive",
                  checks: bool = True, layerwise: Optional[LayerwiseModel] = None,
                  timeout: Optional[float] = DEFAULT_TIMEOUT, lar: "LoadAndRun | str | None" = None,
-                 remote: Any = None) -> LocalResult:
+                 remote: Any = None, ref_feeds: Optional[PreparedInputs] = None,
+                 on_started: Optional[Callable[[], None]] = None) -> LocalResult:
     """Local error of every operator of ``model`` under ``test_config`` against ``ref_dump``.
 
     ``model`` is the model the test side ran; ``ref_dump`` the reference run's
@@ -574,7 +564,9 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     two extra runs of the checks (the isolation check is free). ``out_dir/local.json``
     gets :func:`~lar_prec.floors.local_json` of the result. Under ``--fast-run`` give
     the test run's ``--fast-run-algo-policy`` cache in ``test_config`` (``with_extra``), or
-    the layerwise run may pick other algorithms than the test run did.
+    the layerwise run may pick other algorithms than the test run did. ``ref_feeds``: the
+    feeds of ``layerwise`` already written from ``ref_dump`` (:class:`~lar_prec.diagnosis.local_plan.EarlyBuild`).
+    ``on_started`` is called when each layerwise run has started.
 
     The build is local (it needs megengine); the runs go where the test run went: ``lar``
     (its load_and_run, default the bundled one) or ``remote`` (a RemoteSpec: one session set
@@ -590,11 +582,12 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     lw = layerwise or build_layerwise(model, ref_dump, out / "layerwise")
     cfg = get_config(test_config)
     fmt = layout_fmt(cfg.flags)
-    inputs = feed_inputs(lw, ref, out / "inputs-ref", fmt=fmt)
+    inputs = ref_feeds if ref_feeds is not None else feed_inputs(lw, ref, out / "inputs-ref", fmt=fmt)
     runs: List[RunResult] = []
     with _device(remote, [lw.path]) as sessions:
         def run(feeds: PreparedInputs, label: str, config: "str | RunConfig") -> DumpFolder:
-            rec = _layerwise_run(lw, feeds, out / label / "dump", config, lar=lar, remote=sessions, timeout=timeout)
+            rec = _layerwise_run(lw, feeds, out / label / "dump", config, lar=lar, remote=sessions, timeout=timeout,
+                                 on_started=on_started)
             runs.append(rec)
             return DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
 

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, List, Optional, Tuple
+from typing import Any, Callable, Collection, List, Optional, Tuple
 
 from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, compute_dtype, local_errors
 from lar_prec.diagnosis.local_records import LocalResult
@@ -41,7 +41,8 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
               out_dir: Path, *, reference_config: "str | RunConfig" = "naive", checks: bool = False,
               repros: bool = True, bitwise: bool = False, timeout: Optional[float] = None,
               lar: Any = None, remote: Any = None, layerwise: Any = None,
-              repro_only: Optional[Collection[int]] = None) -> LocalAnalysis:
+              repro_only: Optional[Collection[int]] = None, ref_feeds: Any = None,
+              on_started: Optional[Callable[[], None]] = None) -> LocalAnalysis:
     """Local error of ``model`` under ``test_config`` against ``ref_dump``, into ``out_dir``.
 
     Costs one build of the layerwise model and one run of it (``checks`` adds the reference
@@ -49,8 +50,10 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     difference is a root (floors 0), for jitter where the reference is the same configuration.
     ``lar`` (the test run's LoadAndRun) and ``remote`` (its RemoteSpec): where the layerwise
     runs go (:func:`lar_prec.local.run_layerwise`); the build and the repros stay local.
-    ``layerwise``: a layerwise model already built for ``model`` (no second build).
+    ``layerwise``: a layerwise model already built for ``model`` (no second build);
+    ``ref_feeds``: its feeds, already written from ``ref_dump``.
     ``repro_only`` (report ids): write repros for these roots only (:func:`make_repros`).
+    ``on_started``: called when each layerwise run has started.
 
     Raises:
         LarPrecError: the build or the run failed (callers turn it into a report note).
@@ -59,7 +62,7 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     tmo = timeout or DEFAULT_TIMEOUT
     result = local_errors(model, ref_dump, test_config, out_dir=out_dir, test_dump=test_dump,
                           reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote,
-                          layerwise=layerwise)
+                          layerwise=layerwise, ref_feeds=ref_feeds, on_started=on_started)
     floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result, compute_dtype(get_config(test_config).flags))
     verdict = local_roots(result, floors)
     errors: List[str] = []

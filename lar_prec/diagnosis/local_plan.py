@@ -22,6 +22,7 @@ from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 if TYPE_CHECKING:
     from lar_prec.diagnosis import local
     from lar_prec.diagnosis.local_records import LayerwiseModel
+    from lar_prec.run.inputs import PreparedInputs
 else:  # loaded on the build's thread, after the default run (numpy-heavy measuring)
     local = LazyModule("lar_prec.diagnosis.local")
 
@@ -50,56 +51,71 @@ def pin_flags(flags: Sequence[str], adir: Path, sessions: Any = None) -> Tuple[s
 class EarlyBuild:
     """The layerwise model built beside the runs (issue 34 #8).
 
-    Its child starts with the analysis and loads MegEngine and the model while the default
-    run runs; :meth:`start`, given the default run's dump, lets it plan on that dump (two runs
-    of one load dump the same vars, and the default run ends long before the reference: naive
-    kernels are slow), so the build ends beside the reference run. :meth:`take` uses it when
-    the reference dump holds the same vars (:func:`~lar_prec.diagnosis.local.fitted`), else the
-    model is built again on the reference dump. Planning on a dump, not on the graph, keeps what
-    the load fused away (lite folds elemwise chains: mobilenetv3's hard sigmoids)."""
+    Its child starts with the analysis and loads MegEngine and the model (most of a build's
+    time: the plan and the build take a tenth of it) while the reference run runs;
+    :meth:`start`, given the reference's dump, lets it plan on that dump, and the thread writes
+    the model's feeds from it once built (``feeds_for``: the test run's flags, for their
+    layout), all while the test run runs: the layerwise run starts as soon as the test run
+    ends. Planning on the dump, not on the graph, keeps what the load fused away (lite folds
+    elemwise chains: mobilenetv3's hard sigmoids)."""
 
     def __init__(self, model: Path, out_dir: Path, timeout: Optional[float]) -> None:
         self._model, self._out, self._timeout = model, out_dir, timeout
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-layerwise")
         self._plan: Optional[Path] = None
+        self._feeds_for: Optional[Tuple[str, ...]] = None
+        #: the reference feeds written beside the runs (:meth:`take` sets it when they fit)
+        self.feeds: Optional[PreparedInputs] = None
         self._lock = threading.Lock()
         read_end, self._write_end = os.pipe()  # the dump's path goes to the child through it
         self._future: Future = self._pool.submit(self._build, read_end)
 
-    def _build(self, read_end: int) -> "LayerwiseModel":
+    def _build(self, read_end: int) -> "Tuple[LayerwiseModel, Optional[PreparedInputs]]":
         try:
-            return local.build_layerwise(self._model, None, self._out, timeout=self._timeout or local.DEFAULT_TIMEOUT,
-                                         dump_path_fd=read_end)
+            lw = local.build_layerwise(self._model, None, self._out, timeout=self._timeout or local.DEFAULT_TIMEOUT,
+                                       dump_path_fd=read_end)
         finally:
             os.close(read_end)
+        plan, flags = self._plan, self._feeds_for  # set before the child had the dump
+        if plan is None or flags is None:
+            return lw, None
+        try:
+            return lw, local.feed_inputs(lw, DumpFolder(plan), self._out.parent / "inputs-ref",
+                                         fmt=local.layout_fmt(flags))
+        except LarPrecError:  # written again after the runs, and failing there as it would
+            return lw, None
 
-    def _tell(self, plan_dump: Optional[Path]) -> None:
+    def _tell(self, plan_dump: Optional[Path], feeds_for: Optional[Sequence[str]] = None) -> None:
         """Send the child the dump to plan on (None: nothing, it ends); once."""
         with self._lock:
             if self._write_end is None:
                 return
             try:
                 if plan_dump is not None and "\n" not in str(plan_dump):
-                    os.write(self._write_end, f"{plan_dump}\n".encode())
                     self._plan = plan_dump
+                    self._feeds_for = tuple(feeds_for) if feeds_for is not None else None
+                    os.write(self._write_end, f"{plan_dump}\n".encode())
             except OSError:  # the child is gone (it failed): take() finds no model
-                pass
+                self._plan = None
             finally:
                 os.close(self._write_end)
                 self._write_end = None
 
-    def start(self, plan_dump: Path) -> None:
-        """Let the build plan on ``plan_dump`` (the first call only)."""
-        self._tell(plan_dump)
+    def start(self, ref_dump: Path, *, feeds_for: Optional[Sequence[str]] = None) -> None:
+        """Let the build plan on the reference's dump ``ref_dump`` (the first call only);
+        ``feeds_for``: also write the feeds of a test run with these flags (their layout)."""
+        self._tell(ref_dump, feeds_for)
 
     def take(self, ref_dump: Path) -> Optional[LayerwiseModel]:
-        """The model when it was built and fits ``ref_dump``; None otherwise."""
+        """The model when it was built on ``ref_dump``; None otherwise (it is built after the
+        runs). :attr:`feeds`: its feeds, when they were written beside the runs."""
         self._tell(None)
         try:
-            lw = self._future.result()
-            if self._plan is None:
+            lw, feeds = self._future.result()
+            if self._plan is None or Path(self._plan) != Path(ref_dump):
                 return None
-            return local.fitted(lw, DumpFolder(self._plan), DumpFolder(ref_dump))
+            self.feeds = feeds
+            return lw
         except (LarPrecError, KeyboardInterrupt):  # a build on the dump says it again, or stops
             return None
         finally:

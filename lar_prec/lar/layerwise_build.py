@@ -308,6 +308,7 @@ def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", o
 
     loaded = G.load_graph(model)
     oprs = cgt.get_oprs_seq(loaded.output_vars_list, prune_reshape=False)
+    beside = callable(ref_dump)  # started before the reference run ended (EarlyBuild)
     if callable(ref_dump):
         ref_dump = ref_dump()
         if ref_dump is None:
@@ -373,7 +374,7 @@ def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", o
              "unit_reduction": unit_k.get(v.id, 1), "mode": _mode(v.owner), "magnitude": magnitudes.get(v.id),
              "axis": _axis(loaded.graph, v.owner), "output_index": list(v.owner.outputs).index(v)}
             for v in measured]
-    record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only,
+    record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only, "built_beside_runs": beside,
               "feeds": list(reversed(feeds)), "measured": meas,
               "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}
     atomic_write_text(out / "layerwise.json", json_text(record), what="layerwise model record")

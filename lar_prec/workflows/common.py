@@ -325,13 +325,16 @@ def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, 
            checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
            timeout: Optional[float] = None, lar: Optional[LoadAndRun] = None,
            remote: "Optional[RemoteSpec]" = None, progress: Optional[StageProgress] = None,
-           early: Optional[EarlyBuild] = None) -> Tuple[object, Optional[str]]:
+           early: Optional[EarlyBuild] = None,
+           on_started: Optional[Callable[[], None]] = None) -> Tuple[object, Optional[str]]:
     """Local errors into ``adir/local`` (None and why when off or when they could not be
     measured: the analysis by accumulated error stands either way). The layerwise runs go
     where the test run went: ``lar`` (its binary) or ``remote`` (its device). ``progress``
     is told the step (stage ``local``). ``early``: the layerwise model built while the runs
-    ran (used when it fits the reference dump)."""
+    ran (used when it fits the reference dump). ``on_started``: called when each layerwise run
+    has started."""
     layerwise = early.take(ref_dump) if early is not None else None
+    feeds = early.feeds if early is not None and layerwise is not None else None
     if off is not None:
         return None, off
     steps = Steps(progress, "local", 1)
@@ -339,7 +342,8 @@ def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, 
     try:
         la = local_analysis.run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
                        bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
-                       lar=lar, remote=remote, layerwise=layerwise)
+                       lar=lar, remote=remote, layerwise=layerwise, ref_feeds=feeds,
+                       on_started=on_started)
         steps.stop("layerwise model")
         steps.done(f"layerwise model built and run: {len(la.verdict.roots)} local root(s)")
         return la, None

@@ -14,8 +14,10 @@ and the oracle (numpy) load on a thread while load_and_run runs
 from __future__ import annotations
 
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
 from lar_prec._lazy import LazyModule
 from lar_prec.compare.threshold import Threshold, parse_threshold_spec
@@ -97,24 +99,25 @@ def naive_vs_default(
 
     off = off_reason(local=local)
     naive_flags, dropped = reference_flags(extra_flags)
-    # the default run goes first (the naive one is the slow one): the layerwise model, planned
-    # on its dump, builds on the other core while the reference runs
+    # the layerwise build's child loads MegEngine and the model (most of its time) while the
+    # runs run; it plans on the reference's dump as soon as the naive run ends, and its thread
+    # writes the feeds from that dump, so the layerwise run starts when the default run ends
     early = EarlyBuild(model_path, adir / "local" / "layerwise", timeout) if off is None else None
-
-    def ended(rec) -> None:
-        if early is not None and rec.label == "default" and rec.dump_dir is not None:
-            early.start(Path(rec.dump_dir))
-
     sessions = open_remote(remote, model_path, prepared)
     try:
         pin = pin_flags(extra_flags, adir, sessions) if off is None else ()
-        plan = [Planned("default", "default", extra_flags=tuple(extra_flags) + pin),
-                Planned("naive", "naive", extra_flags=naive_flags)]
+        test_config = get_config("default").with_extra(tuple(extra_flags) + pin)
+
+        def ended(rec) -> None:
+            if early is not None and rec.label == "naive" and rec.dump_dir is not None:
+                early.start(Path(rec.dump_dir), feeds_for=test_config.flags)
+
+        plan = [Planned("naive", "naive", extra_flags=naive_flags),
+                Planned("default", "default", extra_flags=tuple(extra_flags) + pin)]
         if text_dump:
             plan.append(Planned("default", "default-text", text_dump=True, extra_flags=tuple(extra_flags)))
-        ran_runs = run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=(),
-                             jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions, after=ended)
-        runs = [ran_runs[1], ran_runs[0], *ran_runs[2:]]  # the report lists the reference first
+        runs = run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=(),
+                        jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions, after=ended)
     except BaseException:
         if early is not None:
             early.cancel()
@@ -125,12 +128,33 @@ def naive_vs_default(
 
     naive, default = runs[0], runs[1]
     text = runs[2].text_dump if text_dump else None
-    la, off = measure_local(model_path, naive.dump_dir, default.dump_dir,  # type: ignore[arg-type]
-                     get_config("default").with_extra(tuple(extra_flags) + pin), adir, off,
-                     checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote, progress=progress,
-                     early=early)
-    vtree = var_tree.VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=spec.for_comparison, text_dump=text,  # type: ignore[arg-type]
-                                jobs=min(2, os.cpu_count() or 1), on_progress=compare_progress(progress))
+    # the tree needs nothing of local error: the dumps are compared on a thread once the
+    # layerwise run has started (not before: nothing may delay its start; one worker: that run
+    # has the other core)
+    compared: List[Tuple[int, int]] = []
+    go = threading.Event()
+
+    def tree() -> "var_tree.VarTree":
+        go.wait()
+        return var_tree.VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=spec.for_comparison,  # type: ignore[arg-type]
+                                             text_dump=text, jobs=1 if off is None else min(2, os.cpu_count() or 1),
+                                             on_progress=lambda done, total: compared.__setitem__(slice(None), [(done, total)]))
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-tree")
+    try:
+        tree_job = pool.submit(tree)
+        try:
+            la, off = measure_local(model_path, naive.dump_dir, default.dump_dir, test_config, adir, off,  # type: ignore[arg-type]
+                                    checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote,
+                                    progress=progress, early=early, on_started=go.set)
+        finally:
+            go.set()
+        vtree = tree_job.result()
+    finally:
+        pool.shutdown(wait=False)  # Ctrl-C in measure_local: do not wait for the comparison
+    tell = compare_progress(progress)
+    if tell is not None and compared:  # said after local error's steps, in the order it always was
+        tell(*compared[-1])
     env_extra, notes = environment_extra(runs)
     if dropped:
         notes.append(dropped_note(dropped, "the default run"))

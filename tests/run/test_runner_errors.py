@@ -222,8 +222,8 @@ def test_first_failed_run_stops_the_analysis(fake_lar, model_file, npy_input, tm
     base = ["naive-vs-default", str(model_file), "--input", npy_input, "--lar", str(fake_lar.path), "-q"]
     res = cli_runner.invoke(cli, [*base, "--out", str(tmp_path / "a")])
     assert res.exit_code == 3, (res.stderr, res.exception)
-    assert len(fake_lar.calls()) == 1  # the naive run (second: the default one goes first) never started
-    assert sorted(p.parent.name for p in (tmp_path / "a").glob("*/run.json")) == ["default"]
+    assert len(fake_lar.calls()) == 1  # the default run never started
+    assert sorted(p.parent.name for p in (tmp_path / "a").glob("*/run.json")) == ["naive"]
     res = cli_runner.invoke(cli, [*base, "--out", str(tmp_path / "b"), "--keep-going"])
     assert res.exit_code == 3
     assert len(fake_lar.calls()) == 3
