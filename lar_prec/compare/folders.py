@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 
-from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.engine import batch
 from lar_prec.compare.engine.chunks import QUIET, count_range
 from lar_prec.compare.engine.io import Extent
@@ -311,26 +310,10 @@ def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callabl
         # from the headers first: no values read where no parameters fit the shapes
         if a is None or b is None or not could_recompute(d.opr_type, [u.shape for u in a[1]], a[0].shape):
             return None
-        return recompute(d.opr_type, _values(a[0]), [_values(u) for u in a[1]], _values(b[0]),
-                         [_values(u) for u in b[1]], str(d.dtype).lower())
+        return recompute(d.opr_type, a[0].array(), [u.array() for u in a[1]], b[0].array(),
+                         [u.array() for u in b[1]], str(d.dtype).lower())
 
     return recheck
-
-
-def _values(dump: BinaryDump) -> Any:
-    """``dump.array()``, a small one read in one call (a memory map costs more than the read:
-    the dump-only recheck reads hundreds of small vars); read-only either way."""
-    if not 0 < dump.nbytes <= batch.MAX_FILE or dump.dtype.storage is None or dump.dtype.name == "BFloat16":
-        return dump.array()
-    try:
-        with open(dump.file, "rb") as f:
-            f.seek(dump.data_offset)
-            raw = f.read(dump.nbytes)
-    except OSError:
-        raw = b""
-    if len(raw) != dump.nbytes:  # the file changed since its header was read: array() says how
-        return dump.array()
-    return np.frombuffer(raw, dtype=np.dtype(dump.dtype.storage)).reshape(dump.shape)
 
 
 def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],

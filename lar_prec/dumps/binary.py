@@ -35,6 +35,10 @@ from lar_prec.dumps.titles import (HEADER_SIZE, VarInfo, _input_ids_at, _parse_h
 
 log = logging.getLogger(__name__)
 
+#: dumps of up to this many value bytes are read in one call by :meth:`BinaryDump.array`,
+#: larger ones memory-mapped
+READ_AT_ONCE = 1 << 20
+
 from lar_prec.records import PathLike, frozen_record  # noqa: E402
 
 # The dtypes, titles, text dumps, dump folders and topological_order live in their own
@@ -205,20 +209,35 @@ class BinaryDump:
     def _memmap(self) -> np.ndarray:
         self._check_decodable()
         try:
-            mm = np.memmap(self.path, dtype=np.dtype(self.dtype.storage), mode="r", offset=self.data_offset, shape=(self.size,))
+            mm = np.memmap(self.file, dtype=np.dtype(self.dtype.storage), mode="r", offset=self.data_offset, shape=(self.size,))
         except (OSError, ValueError) as e:
             # the file changed (or vanished) since its header was read
             raise DumpFormatError(self.path, self.data_offset, f"{self.nbytes} data bytes", str(e)) from None
         return mm
 
+    def _read(self) -> np.ndarray:
+        self._check_decodable()
+        try:
+            with open(self.file, "rb") as f:
+                f.seek(self.data_offset)
+                raw = f.read(self.nbytes)
+        except OSError as e:
+            raise DumpFormatError(self.path, self.data_offset, f"{self.nbytes} data bytes", str(e)) from None
+        if len(raw) != self.nbytes:  # the file shrank since its header was read
+            raise DumpFormatError(self.path, self.data_offset, f"{self.nbytes} data bytes",
+                                  f"{len(raw)} bytes to the end of the file")
+        return np.frombuffer(raw, dtype=np.dtype(self.dtype.storage))  # read-only: bytes are immutable
+
     def array(self) -> np.ndarray:
-        """The values with ``self.shape``: a read-only memory-mapped view (nothing is
-        copied), except BFloat16, which is widened to a float32 copy.
+        """The values with ``self.shape``, read-only: memory-mapped (nothing copied) above
+        :data:`READ_AT_ONCE` bytes, read in one call up to it (mapping a small file costs more
+        than reading it, and an analysis reads hundreds of small vars); BFloat16 is widened to
+        a float32 copy.
 
         Raises:
             DumpFormatError: sub-byte dtypes, or the file shrank since it was indexed.
         """
-        flat = self._memmap()
+        flat = self._read() if 0 < self.nbytes <= READ_AT_ONCE else self._memmap()
         if self.dtype.name == "BFloat16":
             flat = _bf16_to_f32(flat)
         return flat.reshape(self.shape)

@@ -21,6 +21,7 @@ from lar_prec.dumps.dtypes import DTYPES, dtype_by_name
 from lar_prec.dumps.titles import HEADER_SIZE, VarInfo, contiguous_layout, format_title, parse_title
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.binary import dump_file_name, read_binary_dump, write_binary_dump
+from lar_prec.dumps import binary
 from lar_prec.dumps.textdump import read_text_dump
 from test_textdump import _assert_text_matches_binary
 
@@ -238,10 +239,25 @@ def test_non_ascii_and_invalid_utf8_names(tmp_path):
     assert read_binary_dump(p).var.name == "\ufffd\ufffd"
 
 
-def test_values_are_memory_mapped_not_copied(tmp_path):
-    p = write_var(tmp_path, make_var(8, (1000,)), np.arange(1000, dtype=np.float32))
-    a = read_binary_dump(p).array()
-    assert isinstance(a, np.memmap) or isinstance(a.base, np.memmap)
+def test_large_values_are_memory_mapped_small_ones_read_at_once_both_read_only(tmp_path):
+    n = binary.READ_AT_ONCE // 4 + 1  # one float32 over the limit
+    big = read_binary_dump(write_var(tmp_path, make_var(8, (n,)), np.arange(n, dtype=np.float32))).array()
+    assert isinstance(big, np.memmap) or isinstance(big.base, np.memmap)
+    small = read_binary_dump(write_var(tmp_path, make_var(9, (2, 500)), np.arange(1000, dtype=np.float32).reshape(2, 500))).array()
+    assert not isinstance(small, np.memmap) and not isinstance(small.base, np.memmap)
+    for a, want in ((big, np.arange(n, dtype=np.float32)), (small, np.arange(1000, dtype=np.float32).reshape(2, 500))):
+        assert np.array_equal(a, want) and a.dtype == np.float32 and not a.flags.writeable
+        with pytest.raises(ValueError):
+            a[0] = 1
+
+
+def test_a_small_dump_cut_after_its_header_was_read_is_a_format_error(tmp_path):
+    p = write_var(tmp_path, make_var(10, (100,)), np.arange(100, dtype=np.float32))
+    d = read_binary_dump(p)
+    p.write_bytes(p.read_bytes()[:-8])
+    with pytest.raises(DumpFormatError) as ei:
+        d.array()
+    assert ei.value.path == p and "400 data bytes" in str(ei.value)
 
 
 def _bad(tmp_path, data: bytes, name: str = "00000b") -> DumpFormatError:
