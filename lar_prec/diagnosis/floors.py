@@ -235,10 +235,13 @@ def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = Non
             labels[v.id] = "clean"
     root_ids = {r.id for r in roots}
     came: Dict[int, Tuple[int, ...]] = {}
+    # with no root and nothing unmeasured there is nothing to come from: no walk (a clean model)
+    flagged = bool(root_ids) or "not_isolated" in labels.values()
+    inputs = {m.id: m.inputs for m in result.layerwise.measured} if flagged else {}
     for k, lab in list(labels.items()):
         if lab != "inherited":
             continue
-        ups = layerwise_ancestors(result.layerwise, k)
+        ups = sorted(reach(k, inputs))
         # from its roots; else from what could not be measured (it may hide one); else its
         # error is the rounding of operators within their floors: noise, not inherited
         came[k] = tuple(a for a in ups if a in root_ids) or tuple(a for a in ups if labels.get(a) == "not_isolated")

@@ -555,14 +555,15 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
                  checks: bool = True, layerwise: Optional[LayerwiseModel] = None,
                  timeout: Optional[float] = DEFAULT_TIMEOUT, lar: "LoadAndRun | str | None" = None,
                  remote: Any = None, ref_feeds: Optional[PreparedInputs] = None,
-                 on_started: Optional[Callable[[], None]] = None) -> LocalResult:
+                 on_started: Optional[Callable[[], None]] = None, record: bool = True) -> LocalResult:
     """Local error of every operator of ``model`` under ``test_config`` against ``ref_dump``.
 
     ``model`` is the model the test side ran; ``ref_dump`` the reference run's
     ``--bin-io-dump`` folder. With ``test_dump`` (the test run's dump) the accumulated error
     is reported next to the local one and the test-fed check runs. ``checks=False`` skips the
     two extra runs of the checks (the isolation check is free). ``out_dir/local.json``
-    gets :func:`~lar_prec.floors.local_json` of the result. Under ``--fast-run`` give
+    gets :func:`~lar_prec.floors.local_json` of the result (unless ``record`` is false: a
+    caller that judges it with other floors writes its own). Under ``--fast-run`` give
     the test run's ``--fast-run-algo-policy`` cache in ``test_config`` (``with_extra``), or
     the layerwise run may pick other algorithms than the test run did. ``ref_feeds``: the
     feeds of ``layerwise`` already written from ``ref_dump`` (:class:`~lar_prec.diagnosis.local_plan.EarlyBuild`).
@@ -643,5 +644,6 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
         results.append(CheckResult("algorithm_cache", "fail", note=str(exc)))
     result = LocalResult(lw, cfg.name, Path(ref_dump), Path(test_dump) if test_dump else None,
                          Path(local.path), tuple(rows), tuple(results), algorithms, tuple(runs))
-    atomic_write_text(out / "local.json", json_text(local_json(result)), what="local error record")
+    if record:
+        atomic_write_text(out / "local.json", json_text(local_json(result)), what="local error record")
     return result

@@ -19,7 +19,8 @@ from typing import Any, Callable, Collection, List, Optional, Tuple
 
 from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, compute_dtype, local_errors
 from lar_prec.diagnosis.local_records import LocalResult
-from lar_prec.diagnosis.floors import LocalVerdict, local_roots, noise_floors
+from lar_prec.diagnosis.floors import LocalVerdict, local_json, local_roots, noise_floors
+from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run.config import RunConfig, get_config
 from lar_prec.diagnosis.replay import make_repros
 
@@ -62,9 +63,11 @@ def run_local(model: Path, ref_dump: Path, test_dump: Optional[Path], test_confi
     tmo = timeout or DEFAULT_TIMEOUT
     result = local_errors(model, ref_dump, test_config, out_dir=out_dir, test_dump=test_dump,
                           reference_config=reference_config, checks=checks, timeout=tmo, lar=lar, remote=remote,
-                          layerwise=layerwise, ref_feeds=ref_feeds, on_started=on_started)
+                          layerwise=layerwise, ref_feeds=ref_feeds, on_started=on_started, record=False)
     floors = {v.id: 0.0 for v in result.vars} if bitwise else noise_floors(result, compute_dtype(get_config(test_config).flags))
     verdict = local_roots(result, floors)
+    # local.json says what the report says: these floors (bitwise, the run's compute dtype)
+    atomic_write_text(out_dir / "local.json", json_text(local_json(result, verdict)), what="local error record")
     errors: List[str] = []
     written: List[Path] = []
     if repros and verdict.roots:
