@@ -24,7 +24,7 @@ import hashlib
 import io
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
@@ -586,18 +586,27 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     inputs = ref_feeds if ref_feeds is not None else feed_inputs(lw, ref, out / "inputs-ref", fmt=fmt)
     runs: List[RunResult] = []
     with _device(remote, [lw.path]) as sessions:
-        def run(feeds: PreparedInputs, label: str, config: "str | RunConfig") -> DumpFolder:
+        def run(feeds: PreparedInputs, label: str, config: "str | RunConfig",
+                started: Optional[Callable[[], None]] = on_started) -> DumpFolder:
             rec = _layerwise_run(lw, feeds, out / label / "dump", config, lar=lar, remote=sessions, timeout=timeout,
-                                 on_started=on_started)
+                                 on_started=started)
             runs.append(rec)
             return DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
 
         # the reference side of every row (its value, scale and accumulated error) needs nothing
-        # of the layerwise run: read on a thread while that run runs
+        # of the layerwise run: read on a thread once that run has started (not before: nothing
+        # may delay its start)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-reference-side") as pool:
-            beside = pool.submit(_reference_side, lw, ref, test, fmt)
-            local = run(inputs, "local", cfg)
-            pre = beside.result()
+            beside: List[Future] = []
+
+            def started() -> None:
+                if not beside:
+                    beside.append(pool.submit(_reference_side, lw, ref, test, fmt))
+                if on_started is not None:
+                    on_started()
+
+            local = run(inputs, "local", cfg, started)
+            pre = beside[0].result() if beside else _reference_side(lw, ref, test, fmt)
         outs = output_ids(local)
         if lw.measured and not outs:  # e.g. a binary that dumped something else: no local error to read
             raise RunError(f"the dump of the layerwise run ({local.path}) holds none of the layerwise model's "
