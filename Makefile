@@ -18,11 +18,14 @@ $(STAMP): pyproject.toml setup.py lar_prec/compare/engine/_kernel.c constraints.
 	  echo "creating $(VENV) with $$py"; rm -rf $(VENV); "$$py" -m venv $(VENV); \
 	fi; \
 	echo "installing lar-prec and pinned dependencies (first time: megengine is a ~940 MB download)"; \
-	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt -e '.[megengine,store,zoo,test]'; \
+	$(PY) -m pip install --disable-pip-version-check -q -c constraints.txt --config-settings editable_mode=compat \
+	  -e '.[megengine,store,zoo,test]'; \
 	if ! $(PY) -c 'import lar_prec.compare.engine._kernel' 2>/dev/null; then \
 	  echo "warning: the C kernel (lar_prec/compare/engine/_kernel.c) was not built: no C compiler? compare falls back to numpy, ~2x slower"; \
 	fi; \
 	touch $(STAMP)
+	@# editable_mode=compat: the checkout goes on sys.path through a .pth file; setuptools' default
+	@# editable finder cost every lar-prec process ~10 ms at start-up (an analysis starts four).
 	@# Editable installs are not byte-compiled, and some environments set PYTHONDONTWRITEBYTECODE:
 	@# compile once so every lar-prec process (and each bundled load_and_run) starts faster.
 	@$(PY) -m compileall -q lar_prec cases >/dev/null || true
