@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Any, Optional, Sequence
 
 from lar_prec.errors import UsageError
@@ -50,18 +51,32 @@ class ProgressBars:
         self._bar = None
         self._tasks: dict = {}
         self._said: dict = {}
+        self._state: dict = {}  # stage -> (described, done, total): what the bars show
+        self._lock = threading.Lock()
+        self._loader: Optional[threading.Thread] = None
 
     def __enter__(self) -> "ProgressBars":
         if self.enabled:
-            # rich only when something is shown (start-up time of --help and pipes)
-            from rich.progress import BarColumn, Progress as Bars, TaskProgressColumn, TextColumn, TimeElapsedColumn
-
-            self._bar = Bars(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), console=console(stderr=True), transient=True)
-            self._bar.__enter__()
+            # rich's bars are made on a thread: importing rich.progress would delay the first
+            # load_and_run run by ~40 ms; until they are up, the latest state waits in _state
+            self._loader = threading.Thread(target=self._make_bars, name="lar-prec-progress", daemon=True)
+            self._loader.start()
         return self
 
+    def _make_bars(self) -> None:
+        from rich.progress import BarColumn, Progress as Bars, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+        bar = Bars(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                   TimeElapsedColumn(), console=console(stderr=True), transient=True)
+        bar.__enter__()
+        with self._lock:
+            self._bar = bar
+            for stage, shown_now in self._state.items():
+                self._show(stage, *shown_now)
+
     def __exit__(self, *exc: Any) -> None:
+        if self._loader is not None:
+            self._loader.join()
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
@@ -70,12 +85,18 @@ class ProgressBars:
         label = _STAGES.get(stage, stage)
         if self.lines:
             self._line(stage, label, done, total, finished)
-        if self._bar is None:
+        if not self.enabled:
             return
         described = f"{label}: {', '.join(running)}" if running else label
+        with self._lock:
+            self._state[stage] = (described, done, total)
+            if self._bar is not None:
+                self._show(stage, described, done, total)
+
+    def _show(self, stage: str, described: str, done: int, total: int) -> None:
         if stage not in self._tasks:
-            self._tasks[stage] = self._bar.add_task(described, total=max(total, 1))
-        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1), description=described)
+            self._tasks[stage] = self._bar.add_task(described, total=max(total, 1))  # type: ignore[union-attr]
+        self._bar.update(self._tasks[stage], completed=done, total=max(total, 1), description=described)  # type: ignore[union-attr]
 
     def _line(self, stage: str, label: str, done: int, total: int, finished: Optional[str]) -> None:
         """One line per finished step; a stage that names none (comparing dumps) once, at its end."""
