@@ -64,6 +64,7 @@ class ProgressBars:
         return self
 
     def _make_bars(self) -> None:
+        # rich only when something is shown (start-up time of --help and pipes)
         from rich.progress import BarColumn, Progress as Bars, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
         bar = Bars(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),

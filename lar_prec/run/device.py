@@ -20,14 +20,14 @@ import re
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
+
+from lar_prec._lazy import LazyModule
 
 from lar_prec.dumps.binary import INCOMPLETE_MARKER
 from lar_prec.errors import UsageError
 from lar_prec.inputspec import check_file
 from lar_prec.outputs import sha256_file
-from lar_prec.remote.session import RemoteSession
-from lar_prec.remote.transport import AdbOptions, RemoteError, SshOptions, parse_target
 from lar_prec.run.argv import build_argv
 from lar_prec.run.config import CONFIGS, LoadAndRun
 from lar_prec.run.env import remote_environment
@@ -35,6 +35,12 @@ from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.proc import signal_name, tail
 from lar_prec.run.record import write_run_json
 from lar_prec.run.steps import conclude, new_record, record_interrupt, refuse
+
+if TYPE_CHECKING:
+    from lar_prec.remote import session as remote_session, transport
+    from lar_prec.remote.transport import AdbOptions, SshOptions
+else:  # ~10 ms of start-up that a local analysis never needs: loaded with the first RemoteSpec
+    remote_session, transport = LazyModule("lar_prec.remote.session"), LazyModule("lar_prec.remote.transport")
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +64,7 @@ class RemoteSpec:
     transfer_timeout: float = 600
 
     def __post_init__(self) -> None:
-        parse_target(self.target)  # UsageError (exit 2) before anything runs
+        transport.parse_target(self.target)  # UsageError (exit 2) before anything runs
         if not self.lar or any(c in self.lar for c in "\n\0"):
             raise UsageError(f"--lar {self.lar!r}: expected the path of load_and_run on the device")
         if self.remote_dir is not None and not _REMOTE_DIR.match(self.remote_dir):
@@ -68,7 +74,7 @@ class RemoteSpec:
 
     def session(self) -> Any:
         """A new (unopened) RemoteSession."""
-        return RemoteSession(self.target, lar=self.lar, remote_dir=self.remote_dir, keep_remote=self.keep_remote,
+        return remote_session.RemoteSession(self.target, lar=self.lar, remote_dir=self.remote_dir, keep_remote=self.keep_remote,
                              ssh=self.ssh, adb=self.adb, transfer_timeout=self.transfer_timeout)
 
 
@@ -115,7 +121,7 @@ class RemoteSessions:
             s.open()
             info = s.device_info()
             if not info.lar_found:
-                raise RemoteError(f"load_and_run {self.spec.lar!r} was not found on {self.spec.target} "
+                raise transport.RemoteError(f"load_and_run {self.spec.lar!r} was not found on {self.spec.target} "
                                   f"(give its path on the device with --lar PATH; the default is "
                                   f"{DEFAULT_REMOTE_LAR!r} on the device's PATH)",
                                   target=self.spec.target, device_message=f"{self.spec.lar}: not found")
@@ -160,7 +166,7 @@ def run_once_remote(model: Path, inputs: Any, cfg: Any, run_dir: Path, label: st
     base_vars = [k for k, _ in CONFIGS[cfg.name].env] if cfg.name in CONFIGS else []
     lar = LoadAndRun(sessions.spec.lar, (sessions.spec.lar,), "remote", "--lar")
     rec = new_record(run_dir, label, cfg, lar, model, inputs, text_dump, timeout)
-    rec = replace(rec, remote={"transport": parse_target(sessions.spec.target).kind, "target": sessions.spec.target})
+    rec = replace(rec, remote={"transport": transport.parse_target(sessions.spec.target).kind, "target": sessions.spec.target})
     s = None
     try:
         check_file(model, "model file")
@@ -187,7 +193,7 @@ def run_once_remote(model: Path, inputs: Any, cfg: Any, run_dir: Path, label: st
         res = s.run(plan, argv, cfg.env_dict(), run_dir, timeout=timeout)
     except UsageError as exc:
         raise refuse(rec, exc) from None
-    except RemoteError as exc:
+    except transport.RemoteError as exc:
         rec = replace(rec, status="failed", error=str(exc), stderr_tail=tail(run_dir / "stderr.txt"),
                       remote={**(s.record() if s is not None else rec.remote or {}), "error": str(exc),
                               "device_message": exc.device_message})
