@@ -1,7 +1,7 @@
 """Operators computed exactly, in float64, from their inputs' values (numpy only).
 
-The one definition of what a convolution, pooling, reduction, matrix product and Softmax
-compute, with MegEngine's parameters: the float64 oracle (:mod:`lar_prec.diagnosis.oracle`,
+The one definition of what a convolution, pooling, reduction, matrix product, Softmax and
+LayerNorm compute, with MegEngine's parameters: the float64 oracle (:mod:`lar_prec.diagnosis.oracle`,
 parameters from the model's graph) and the dump-only check of where error is made
 (:mod:`lar_prec.compare.explain`, parameters found from the dumps) both call these.
 """
@@ -96,3 +96,21 @@ def softmax(x: "np.ndarray", axis: int) -> "np.ndarray":
     """Softmax over ``axis``."""
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
+
+
+def layernorm(x: "np.ndarray", axis: int, eps: float, gamma: "np.ndarray | None" = None,
+              beta: "np.ndarray | None" = None, which: int = 0) -> "np.ndarray":
+    """LayerNorm over the axes from ``axis`` on, output ``which``: 0 the normalised values (times
+    ``gamma``, plus ``beta``), 1 the mean, 2 ``1/sqrt(var + eps)`` (MegEngine's three outputs;
+    the last two have the shape of the axes before ``axis``)."""
+    axes = tuple(range(axis, x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + eps)
+    if which:
+        return (mu if which == 1 else rstd).reshape(x.shape[:axis])
+    y = (x - mu) * rstd
+    if gamma is not None:
+        y = y * gamma.reshape(x.shape[axis:])
+    if beta is not None:
+        y = y + beta.reshape(x.shape[axis:])
+    return y

@@ -10,7 +10,8 @@ score products "amplify" their inputs' error 5-6x by cancellation alone).
 
 Parameters not in a dump are found by trying the candidates the shapes allow (a matrix
 product's transposes; a convolution's stride, padding and dilation; a reduction's mode; a
-Softmax's axis) and keeping the one whose exact result is nearest side A's output. Operators
+Softmax's axis; a LayerNorm's normalised axes, its epsilon and which of its three outputs) and
+keeping the one whose exact result is nearest side A's output. Operators
 with parameters a dump cannot tell (pooling windows, fused nonlinearities) are not recomputed.
 Numpy only.
 """
@@ -25,12 +26,16 @@ from lar_prec._lazy import numpy as np
 from lar_prec.compare import bounds, exact
 
 #: operator types :func:`recompute` knows
-RECOMPUTED = frozenset({"MatrixMul", "BatchedMatrixMul", "ConvolutionForward", "Reduce", "SoftmaxForward"})
+RECOMPUTED = frozenset({"MatrixMul", "BatchedMatrixMul", "ConvolutionForward", "Reduce", "SoftmaxForward",
+                        "LayerNormForward"})
 #: candidates tried at most for one operator
 MAX_CANDIDATES = 8
 
-#: a candidate: how it is described, and the operator on given inputs
-Candidate = Tuple[str, Callable[[Sequence["np.ndarray"]], "np.ndarray"], int]
+#: a candidate: how it is described, the operator on given inputs, and its rounding scale on
+#: given inputs and exact output (``U`` of each element, and how many roundings it counts)
+Operator = Callable[[Sequence["np.ndarray"]], "np.ndarray"]
+Scale = Callable[[Sequence["np.ndarray"], "np.ndarray"], Tuple["np.ndarray", float]]
+Candidate = Tuple[str, Operator, Scale]
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,15 @@ class Recomputed:
         return self.units_a > allowance or self.units_b > allowance
 
 
+def _terms(fn: Operator, k: int) -> Scale:
+    """The scale of an operator summing ``k`` terms (0: a selection, exact)."""
+    def scale(xs: Sequence["np.ndarray"], exact_out: "np.ndarray") -> Tuple["np.ndarray", float]:
+        if k == 0:
+            return np.zeros_like(exact_out), 0.0
+        return bounds.terms_scale(fn([np.abs(x) for x in xs]), k), bounds.roundings(k)
+    return scale
+
+
 def _matmul(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
     if len(shapes) != 2 or len(shapes[0]) < 2 or len(shapes[1]) < 2:
         return
@@ -56,8 +70,8 @@ def _matmul(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator
         k = shapes[0][-2] if ta else shapes[0][-1]
         kb, n = (shapes[1][-1], shapes[1][-2]) if tb else (shapes[1][-2], shapes[1][-1])
         if k == kb and out[-2:] == (m, n):
-            yield (f"transposeA={ta} transposeB={tb}",
-                   lambda xs, ta=ta, tb=tb: exact.matmul(xs[0], xs[1], ta, tb), k)
+            fn: Operator = lambda xs, ta=ta, tb=tb: exact.matmul(xs[0], xs[1], ta, tb)  # noqa: E731
+            yield f"transposeA={ta} transposeB={tb}", fn, _terms(fn, k)
 
 
 def _conv_axis(size: int, k: int, out: int) -> List[Tuple[int, int, int]]:
@@ -81,8 +95,8 @@ def _conv(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[C
     for (sh, ph, dh), (sw, pw, dw) in itertools.product(_conv_axis(x[2], kh, out[2]), _conv_axis(x[3], kw, out[3])):
         p = {"sparse": sparse, "stride_h": sh, "stride_w": sw, "pad_h": ph, "pad_w": pw, "dilate_h": dh,
              "dilate_w": dw}
-        yield (f"stride {sh}x{sw} padding {ph}x{pw} dilation {dh}x{dw} ({sparse.lower()})",
-               lambda xs, p=p: exact.conv2d(xs[0], xs[1], p), k)
+        fn: Operator = lambda xs, p=p: exact.conv2d(xs[0], xs[1], p)  # noqa: E731
+        yield f"stride {sh}x{sw} padding {ph}x{pw} dilation {dh}x{dw} ({sparse.lower()})", fn, _terms(fn, k)
 
 
 def _reduce(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
@@ -90,7 +104,8 @@ def _reduce(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator
         return
     k = max(1, math.prod(shapes[0]) // max(1, math.prod(out)))
     for mode in ("SUM", "MEAN", "SUM_SQR", "MAX", "MIN"):
-        yield mode, (lambda xs, mode=mode: exact.reduce(xs[0], mode, out)), (0 if mode in ("MAX", "MIN") else k)
+        fn: Operator = lambda xs, mode=mode: exact.reduce(xs[0], mode, out)  # noqa: E731
+        yield mode, fn, _terms(fn, 0 if mode in ("MAX", "MIN") else k)
 
 
 def _softmax(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
@@ -98,22 +113,43 @@ def _softmax(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterato
         return
     for axis in range(len(out)):
         if out[axis] > 1:
-            yield f"axis {axis}", (lambda xs, axis=axis: exact.softmax(xs[0], axis)), -1 - axis
+            yield (f"axis {axis}", lambda xs, axis=axis: exact.softmax(xs[0], axis),
+                   lambda xs, e, axis=axis: (bounds.softmax_scale(xs[0], e, axis), bounds.roundings(xs[0].shape[axis])))
+
+
+#: LayerNorm epsilons tried (MegEngine's default first)
+LAYERNORM_EPS = (1e-5, 1e-6)
+
+
+def _layernorm(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    """Which output (the values: ``x``'s shape; the mean or rstd: the shape of the axes before
+    the normalised ones), over which axes (``gamma`` and ``beta`` have their shape), which eps."""
+    if len(shapes) not in (1, 3):
+        return
+    x, affine = tuple(shapes[0]), len(shapes) == 3
+    if out == x:
+        found = [(axis, 0) for axis in range(1, len(x)) if not affine or math.prod(shapes[1]) == math.prod(x[axis:])]
+    elif 0 < len(out) < len(x) and x[:len(out)] == out:
+        found = [(len(out), 1), (len(out), 2)]
+    else:
+        return
+    for axis, which in found:
+        n = math.prod(x[axis:])
+        for eps in LAYERNORM_EPS[:1] if which == 1 else LAYERNORM_EPS:
+            def fn(xs: Sequence["np.ndarray"], axis: int = axis, which: int = which, eps: float = eps) -> "np.ndarray":
+                return exact.layernorm(xs[0], axis, eps, *(xs[1:3] if affine else ()), which=which)
+
+            def scale(xs: Sequence["np.ndarray"], e: "np.ndarray", axis: int = axis, which: int = which,
+                      eps: float = eps, n: int = n) -> Tuple["np.ndarray", float]:
+                return (bounds.layernorm_scale(xs[0], e, axis, which, *(xs[1:3] if affine else ()), norm_eps=eps),
+                        bounds.roundings(n))
+
+            output = ("values", "mean", "rstd")[which]
+            yield f"{output} over the axes from {axis} on, eps {eps:g}", fn, scale
 
 
 _CANDIDATES = {"MatrixMul": _matmul, "BatchedMatrixMul": _matmul, "ConvolutionForward": _conv,
-               "Reduce": _reduce, "SoftmaxForward": _softmax}
-
-
-def _scale(xs: Sequence["np.ndarray"], exact_out: "np.ndarray", fn: Callable, k: int) -> Tuple["np.ndarray", float]:
-    """``U`` and the roundings of a candidate (``k``: terms summed; 0: a selection, exact;
-    negative: a Softmax over axis ``-1 - k``)."""
-    if k == 0:
-        return np.zeros_like(exact_out), 0.0
-    if k < 0:
-        axis = -1 - k
-        return bounds.softmax_scale(xs[0], exact_out, axis), bounds.roundings(xs[0].shape[axis])
-    return bounds.terms_scale(fn([np.abs(x) for x in xs]), k), bounds.roundings(k)
+               "Reduce": _reduce, "SoftmaxForward": _softmax, "LayerNormForward": _layernorm}
 
 
 def could_recompute(opr_type: str, in_shapes: Sequence[Tuple[int, ...]], out_shape: Tuple[int, ...]) -> bool:
@@ -137,20 +173,20 @@ def recompute(opr_type: str, out_a: "np.ndarray", ins_a: Sequence["np.ndarray"],
         return None
     best = None
     try:
-        for how, fn, k in itertools.islice(find([x.shape for x in xa], ya.shape), MAX_CANDIDATES):
+        for how, fn, scale_of in itertools.islice(find([x.shape for x in xa], ya.shape), MAX_CANDIDATES):
             got = np.asarray(fn(xa)).reshape(ya.shape)
             dist = float(np.max(np.abs(got - ya))) if ya.size else 0.0
             if best is None or dist < best[0]:
-                best = (dist, how, fn, k, got)
+                best = (dist, how, fn, scale_of, got)
     except (exact.Unsupported, ValueError, MemoryError):
         return None
     if best is None or not math.isfinite(best[0]):
         return None
-    _dist, how, fn, k, exact_a = best
+    _dist, how, fn, scale_of, exact_a = best
     exact_b = np.asarray(fn(xb)).reshape(yb.shape)
     units = []
     for y, x, e in ((ya, xa, exact_a), (yb, xb, exact_b)):
-        scale, roundings = _scale(x, e, fn, k)
+        scale, roundings = scale_of(x, e)
         b = bounds.measure(y, e, scale, dtype, "recomputed", roundings)
         if b is None:
             return None
