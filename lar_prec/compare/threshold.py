@@ -9,6 +9,7 @@ so it does not import compare.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import operator
@@ -318,14 +319,6 @@ class RootCounter:
         self.src = src[keep].astype(np.intp)
         self.dst = dst[keep]
 
-    @classmethod
-    def of_edges(cls, err: Any, src: Any, dst: Any) -> "RootCounter":
-        """The counter of vars with errors ``err`` and edges ``src`` -> ``dst`` (positions, none
-        from a var to itself) already found."""
-        counter = cls.__new__(cls)
-        counter.err, counter.src, counter.dst = err, src, dst
-        return counter
-
     def roots(self, t: float) -> int:
         """Vars above ``t`` none of whose inputs is above ``t``."""
         over = self.err > t
@@ -337,11 +330,12 @@ class RootCounter:
 def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
     norm = [d.norm_err for d in mine]  # type: ignore[attr-defined]
-    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), lambda: RootCounter(mine, norm))
+    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), RootCounter(mine, norm).roots)
 
 
-def _best_of(name: str, errs: List[float], counter_of: Callable[[], RootCounter]) -> Tuple[float, str]:
-    """:func:`_best_in_band` from the vars' distinct positive errors, sorted, and their root counter."""
+def _best_of(name: str, errs: List[float], roots_at: Callable[[float], int]) -> Tuple[float, str]:
+    """:func:`_best_in_band` from the vars' distinct positive errors, sorted, and the count of
+    roots at a threshold."""
     lo, hi = band(name)
     cands = {lo, hi}
     logs = [math.log10(e) for e in errs]
@@ -350,11 +344,12 @@ def _best_of(name: str, errs: List[float], counter_of: Callable[[], RootCounter]
     inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
     cands.update(mid for _w, mid in inside)
     best = None
-    counter = counter_of()
-    log_arr = np.array(logs, dtype=np.float64)
+    ordered = sorted(logs)  # the nearest error to t in log is beside where t would go
     for t in sorted(cands):
-        roots = counter.roots(t)
-        margin = float(np.abs(log_arr - math.log10(t)).min()) if log_arr.size else float("inf")
+        roots = roots_at(t)
+        lt = math.log10(t)
+        k = bisect.bisect_left(ordered, lt)
+        margin = min((abs(x - lt) for x in ordered[max(0, k - 1) : k + 1]), default=float("inf"))
         key = (roots, -margin, -t)
         if best is None or key < best[0]:
             best = (key, t, roots)
@@ -422,21 +417,22 @@ _COLUMNS = operator.attrgetter(*COLUMN_FIELDS)
 
 class VarColumns:
     """The fields the auto threshold reads of every var, read once (tens of thousands of
-    records: each pass over them costs more than the arithmetic), in the records' order, with
-    arrays made from them on first use. Build with :meth:`of`: None where a var id repeats."""
+    records: each pass over them costs more than the arithmetic), in the records' order, as
+    lists (numpy arrays of them on first use: :meth:`arrays`). Build with :meth:`of`: None
+    where a var id repeats."""
 
     def __init__(self, rows: Sequence[Tuple[Any, ...]]) -> None:
         (self.ids, self.status, self.dtype, self.max_err, self.scale, self.inputs, self.opr_type, self.threshold,
          self.n_over, self.n_diff, self.n_nonfinite, self.max_abs_err, self.shape) = zip(*rows)
         self.pos = {v: i for i, v in enumerate(self.ids)}
+        self._arrays: Optional[Tuple[Any, Any, Any, Any]] = None
         self._edges: Optional[Tuple[Any, Any]] = None
         nan = math.nan
-        self.me = np.array([nan if e is None else e for e in self.max_err], dtype=np.float64)
-        self.has_scale = np.array([x is not None for x in self.scale], dtype=bool)
-        self.sc = np.array([nan if x is None else x for x in self.scale], dtype=np.float64)
-        with np.errstate(invalid="ignore"):  # norm_err of each var (NaN: none)
-            small = self.has_scale & (self.sc < 1.0)
-            self.norm = self.me / np.where(small, np.where(self.sc > SCALE_FLOOR, self.sc, SCALE_FLOOR), 1.0)
+        # norm_err of each var (NaN: none), as VarDiff.norm_err divides; plain floats: choosing
+        # the threshold needs no numpy
+        self.norm = [nan if e is None else e / (s if s > SCALE_FLOOR else SCALE_FLOOR)
+                     if s is not None and s < 1.0 else e / 1.0
+                     for e, s in zip(self.max_err, self.scale)]
 
     @classmethod
     def of(cls, diffs: Sequence[object], rows: Optional[Sequence[Tuple[Any, ...]]] = None) -> "Optional[VarColumns]":
@@ -446,6 +442,17 @@ class VarColumns:
             return None
         cols = cls(list(map(_COLUMNS, diffs)) if rows is None else rows)
         return cols if len(cols.pos) == len(cols.ids) else None
+
+    def arrays(self) -> Tuple[Any, Any, Any, Any]:
+        """``max_err`` (NaN: none), whether a scale is known, ``scale`` (NaN: none) and
+        ``norm_err`` as float64 arrays (the edge rule's)."""
+        if self._arrays is None:
+            nan = math.nan
+            self._arrays = (np.array([nan if e is None else e for e in self.max_err], dtype=np.float64),
+                            np.array([x is not None for x in self.scale], dtype=bool),
+                            np.array([nan if x is None else x for x in self.scale], dtype=np.float64),
+                            np.array(self.norm, dtype=np.float64))
+        return self._arrays
 
     def edges(self) -> Tuple[Any, Any]:
         """(input position, position) of every input among these vars, none from a var to itself."""
@@ -461,40 +468,68 @@ class VarColumns:
         return self._edges
 
     def best_in_band(self, name: str) -> Tuple[float, str]:
-        """:func:`_best_in_band` of the measured vars of float dtype ``name``."""
-        at = np.array([t == name and e is not None and s not in ("missing", "shape_mismatch")
-                       for t, e, s in zip(self.dtype, self.max_err, self.status)], dtype=bool)
-        norm = self.norm[at]
-        src, dst = self.edges()
-        inside = at[src] & at[dst]
-        index = np.cumsum(at) - 1  # position -> position among these vars
-        return _best_of(name, np.unique(norm[norm > 0]).tolist(),
-                        lambda: RootCounter.of_edges(norm, index[src[inside]], index[dst[inside]]))
+        """:func:`_best_in_band` of the measured vars of float dtype ``name``, without numpy: a
+        var is a root at ``t`` when ``m <= t < err``, ``m`` the largest error among its inputs of
+        the set (a NaN blocks nothing, as ``NaN > t`` is false), so the roots at any ``t`` are
+        two counts in sorted lists."""
+        norm, pos = self.norm, self.pos
+        at = [t == name and e is not None and s not in ("missing", "shape_mismatch")
+              for t, e, s in zip(self.dtype, self.max_err, self.status)]
+        errs: List[float] = []  # each var's error (not NaN)
+        lows: List[float] = []  # min(error, largest error of its inputs in the set), where it has one
+        for i in itertools.compress(range(len(at)), at):
+            e = norm[i]
+            if e != e:
+                continue  # NaN: never above any threshold
+            errs.append(e)
+            m = -math.inf
+            for u in self.inputs[i]:
+                j = pos.get(u)
+                if j is not None and j != i and at[j]:
+                    x = norm[j]
+                    if x > m:
+                        m = x
+            if m > -math.inf:
+                lows.append(e if e < m else m)
+        errs.sort()
+        lows.sort()
+        n_e, n_l = len(errs), len(lows)
+
+        def roots(t: float) -> int:  # above t, with no input above t
+            return (n_e - bisect.bisect_right(errs, t)) - (n_l - bisect.bisect_right(lows, t))
+
+        return _best_of(name, sorted({e for e in itertools.compress(norm, at) if e > 0}), roots)
 
 
 def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
     """:func:`judge` of every var of ``cols``: its ``status``, ``threshold`` and ``n_over``
     (the record's own where judge leaves them), without reading the records again."""
     status, thresh, n_over = list(cols.status), list(cols.threshold), list(cols.n_over)
-    bases: Dict[str, float] = {}
+    kinds: Dict[str, Tuple[float, Optional[bool]]] = {}  # dtype -> (base threshold, float_name)
     scaled = thr.scaled
+    f32: Dict[float, float] = {}  # this call's float32 roundings (most vars share a few)
     for i, (st, dt, e, s) in enumerate(zip(cols.status, cols.dtype, cols.max_err, cols.scale)):
-        if st in ("missing", "shape_mismatch"):
+        if st == "missing" or st == "shape_mismatch":
             continue
-        base = bases.get(dt)
-        if base is None:
-            base = bases[dt] = thr.for_dtype(dt)
-        t = base * scale_factor(s) if scaled and s is not None else base  # thr.for_var
+        k = kinds.get(dt)
+        if k is None:
+            k = kinds[dt] = (thr.for_dtype(dt), float_name(dt))
+        base = k[0]
+        # thr.for_var: scale_factor inline (a NaN scale is 1, as min(1, max(NaN, floor)) is)
+        t = base * (s if SCALE_FLOOR < s < 1.0 else SCALE_FLOOR if s < 1.0 else 1.0) \
+            if scaled and s is not None else base
         if st == "dtype_mismatch":
             thresh[i] = t if e is not None else None
             continue
-        if float_name(dt) is False:
+        if k[1] is False:
             st = "divergent" if (cols.n_diff[i] or 0) > 0 else "ok"
             if cols.n_nonfinite[i]:
                 st = "nonfinite"
             status[i], thresh[i], n_over[i] = st, 0.0, cols.n_diff[i]
             continue
-        t32 = to_float32(t)
+        t32 = f32.get(t)
+        if t32 is None:
+            t32 = f32[t] = _to_float32(t)
         st = "ok"
         if cols.n_nonfinite[i]:
             st = "nonfinite"
