@@ -344,15 +344,15 @@ def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], 
     growth (None: no float var has a compared input) and the positions it changed."""
     n = len(cols.ids)
     ids, dtype = cols.ids, cols.dtype
-    me, has_scale, sc, norm = cols.arrays()
+    me, sc, has_scale = cols.me, cols.sc, cols.has_scale
     st_ok = np.array([x == "ok" for x in status], dtype=bool)
     st_div = np.array([x == "divergent" for x in status], dtype=bool)
     st_missing = np.array([x == "missing" for x in status], dtype=bool)
     eps = np.array([EPS.get(t, 0.0) for t in dtype], dtype=np.float64)
     flt = eps > 0.0
     # the error the rule uses: a float var ok or divergent, any ok var (it feeds its consumers)
-    has = (st_ok | (st_div & flt)) & np.isfinite(norm)
-    err = np.where(has, norm, 0.0)
+    has = (st_ok | (st_div & flt)) & np.isfinite(cols.norm)
+    err = np.where(has, cols.norm, 0.0)
     src, dst = cols.edges()
     count = np.bincount(dst, minlength=n)
     unmeasured = np.zeros(n, dtype=bool)  # an input differs in a way error cannot measure

@@ -9,7 +9,6 @@ so it does not import compare.
 """
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 import operator
@@ -251,15 +250,22 @@ def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Option
     errors inside its auto :func:`window` (``VarDiff.band``: the count above the window x its
     scale factor, and the float32 errors inside), without reading it again; None when ``t`` is
     outside (a threshold the edge rule widened above the band) or nothing was kept."""
-    if kept is None or dtype not in AUTO_BAND_EPS:
+    if kept is None:
         return None
-    lo, hi = window(dtype)
+    w = _WINDOWS.get(dtype)
+    if w is None:
+        return None
     sf = scale_factor(scale)
     t32 = to_float32(t)
-    if not to_float32(lo * sf) <= t32 <= to_float32(hi * sf):
+    # each var's own window: rounded once, not cached (its scale makes it its own)
+    if not _to_float32(w[0] * sf) <= t32 <= _to_float32(w[1] * sf):
         return None
     above, inside = kept
-    return above + sum(1 for e in array("f", inside) if e > t32)
+    return above + sum(1 for e in array("f", inside) if e > t32) if inside else above
+
+
+#: :func:`window` of each float dtype
+_WINDOWS = {name: window(name) for name in AUTO_BAND_EPS}
 
 
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
@@ -319,6 +325,14 @@ class RootCounter:
         self.src = src[keep].astype(np.intp)
         self.dst = dst[keep]
 
+    @classmethod
+    def of_edges(cls, err: Any, src: Any, dst: Any) -> "RootCounter":
+        """The counter of vars with errors ``err`` and edges ``src`` -> ``dst`` (positions, none
+        from a var to itself) already found."""
+        counter = cls.__new__(cls)
+        counter.err, counter.src, counter.dst = err, src, dst
+        return counter
+
     def roots(self, t: float) -> int:
         """Vars above ``t`` none of whose inputs is above ``t``."""
         over = self.err > t
@@ -330,12 +344,11 @@ class RootCounter:
 def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
     norm = [d.norm_err for d in mine]  # type: ignore[attr-defined]
-    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), RootCounter(mine, norm).roots)
+    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), lambda: RootCounter(mine, norm))
 
 
-def _best_of(name: str, errs: List[float], roots_at: Callable[[float], int]) -> Tuple[float, str]:
-    """:func:`_best_in_band` from the vars' distinct positive errors, sorted, and the count of
-    roots at a threshold."""
+def _best_of(name: str, errs: List[float], counter_of: Callable[[], RootCounter]) -> Tuple[float, str]:
+    """:func:`_best_in_band` from the vars' distinct positive errors, sorted, and their root counter."""
     lo, hi = band(name)
     cands = {lo, hi}
     logs = [math.log10(e) for e in errs]
@@ -344,12 +357,11 @@ def _best_of(name: str, errs: List[float], roots_at: Callable[[float], int]) -> 
     inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
     cands.update(mid for _w, mid in inside)
     best = None
-    ordered = sorted(logs)  # the nearest error to t in log is beside where t would go
+    counter = counter_of()
+    log_arr = np.array(logs, dtype=np.float64)
     for t in sorted(cands):
-        roots = roots_at(t)
-        lt = math.log10(t)
-        k = bisect.bisect_left(ordered, lt)
-        margin = min((abs(x - lt) for x in ordered[max(0, k - 1) : k + 1]), default=float("inf"))
+        roots = counter.roots(t)
+        margin = float(np.abs(log_arr - math.log10(t)).min()) if log_arr.size else float("inf")
         key = (roots, -margin, -t)
         if best is None or key < best[0]:
             best = (key, t, roots)
@@ -417,22 +429,21 @@ _COLUMNS = operator.attrgetter(*COLUMN_FIELDS)
 
 class VarColumns:
     """The fields the auto threshold reads of every var, read once (tens of thousands of
-    records: each pass over them costs more than the arithmetic), in the records' order, as
-    lists (numpy arrays of them on first use: :meth:`arrays`). Build with :meth:`of`: None
-    where a var id repeats."""
+    records: each pass over them costs more than the arithmetic), in the records' order, with
+    arrays made from them on first use. Build with :meth:`of`: None where a var id repeats."""
 
     def __init__(self, rows: Sequence[Tuple[Any, ...]]) -> None:
         (self.ids, self.status, self.dtype, self.max_err, self.scale, self.inputs, self.opr_type, self.threshold,
          self.n_over, self.n_diff, self.n_nonfinite, self.max_abs_err, self.shape) = zip(*rows)
         self.pos = {v: i for i, v in enumerate(self.ids)}
-        self._arrays: Optional[Tuple[Any, Any, Any, Any]] = None
         self._edges: Optional[Tuple[Any, Any]] = None
         nan = math.nan
-        # norm_err of each var (NaN: none), as VarDiff.norm_err divides; plain floats: choosing
-        # the threshold needs no numpy
-        self.norm = [nan if e is None else e / (s if s > SCALE_FLOOR else SCALE_FLOOR)
-                     if s is not None and s < 1.0 else e / 1.0
-                     for e, s in zip(self.max_err, self.scale)]
+        self.me = np.array([nan if e is None else e for e in self.max_err], dtype=np.float64)
+        self.has_scale = np.array([x is not None for x in self.scale], dtype=bool)
+        self.sc = np.array([nan if x is None else x for x in self.scale], dtype=np.float64)
+        with np.errstate(invalid="ignore"):  # norm_err of each var (NaN: none)
+            small = self.has_scale & (self.sc < 1.0)
+            self.norm = self.me / np.where(small, np.where(self.sc > SCALE_FLOOR, self.sc, SCALE_FLOOR), 1.0)
 
     @classmethod
     def of(cls, diffs: Sequence[object], rows: Optional[Sequence[Tuple[Any, ...]]] = None) -> "Optional[VarColumns]":
@@ -442,17 +453,6 @@ class VarColumns:
             return None
         cols = cls(list(map(_COLUMNS, diffs)) if rows is None else rows)
         return cols if len(cols.pos) == len(cols.ids) else None
-
-    def arrays(self) -> Tuple[Any, Any, Any, Any]:
-        """``max_err`` (NaN: none), whether a scale is known, ``scale`` (NaN: none) and
-        ``norm_err`` as float64 arrays (the edge rule's)."""
-        if self._arrays is None:
-            nan = math.nan
-            self._arrays = (np.array([nan if e is None else e for e in self.max_err], dtype=np.float64),
-                            np.array([x is not None for x in self.scale], dtype=bool),
-                            np.array([nan if x is None else x for x in self.scale], dtype=np.float64),
-                            np.array(self.norm, dtype=np.float64))
-        return self._arrays
 
     def edges(self) -> Tuple[Any, Any]:
         """(input position, position) of every input among these vars, none from a var to itself."""
@@ -468,37 +468,15 @@ class VarColumns:
         return self._edges
 
     def best_in_band(self, name: str) -> Tuple[float, str]:
-        """:func:`_best_in_band` of the measured vars of float dtype ``name``, without numpy: a
-        var is a root at ``t`` when ``m <= t < err``, ``m`` the largest error among its inputs of
-        the set (a NaN blocks nothing, as ``NaN > t`` is false), so the roots at any ``t`` are
-        two counts in sorted lists."""
-        norm, pos = self.norm, self.pos
-        at = [t == name and e is not None and s not in ("missing", "shape_mismatch")
-              for t, e, s in zip(self.dtype, self.max_err, self.status)]
-        errs: List[float] = []  # each var's error (not NaN)
-        lows: List[float] = []  # min(error, largest error of its inputs in the set), where it has one
-        for i in itertools.compress(range(len(at)), at):
-            e = norm[i]
-            if e != e:
-                continue  # NaN: never above any threshold
-            errs.append(e)
-            m = -math.inf
-            for u in self.inputs[i]:
-                j = pos.get(u)
-                if j is not None and j != i and at[j]:
-                    x = norm[j]
-                    if x > m:
-                        m = x
-            if m > -math.inf:
-                lows.append(e if e < m else m)
-        errs.sort()
-        lows.sort()
-        n_e, n_l = len(errs), len(lows)
-
-        def roots(t: float) -> int:  # above t, with no input above t
-            return (n_e - bisect.bisect_right(errs, t)) - (n_l - bisect.bisect_right(lows, t))
-
-        return _best_of(name, sorted({e for e in itertools.compress(norm, at) if e > 0}), roots)
+        """:func:`_best_in_band` of the measured vars of float dtype ``name``."""
+        at = np.array([t == name and e is not None and s not in ("missing", "shape_mismatch")
+                       for t, e, s in zip(self.dtype, self.max_err, self.status)], dtype=bool)
+        norm = self.norm[at]
+        src, dst = self.edges()
+        inside = at[src] & at[dst]
+        index = np.cumsum(at) - 1  # position -> position among these vars
+        return _best_of(name, np.unique(norm[norm > 0]).tolist(),
+                        lambda: RootCounter.of_edges(norm, index[src[inside]], index[dst[inside]]))
 
 
 def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
