@@ -298,7 +298,8 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
                 no = count_from_band(d.band, dtype[i], scale[i], t)
                 if no is None:
                     todo.append(i)
-            d.__dict__.update(status=status[i], threshold=t, n_over=no)
+            fields = d.__dict__
+            fields["status"], fields["threshold"], fields["n_over"] = status[i], t, no
         if todo is not None:
             todo.extend(i for i, st in enumerate(cols.status) if st in ("missing", "shape_mismatch"))
         stepped, one_step = _one_step(diffs, [i for i in judged if status[i] == "divergent"

@@ -9,6 +9,7 @@ so it does not import compare.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import operator
@@ -255,8 +256,11 @@ def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Option
     w = _WINDOWS.get(dtype)
     if w is None:
         return None
-    sf = scale_factor(scale)
-    t32 = to_float32(t)
+    # scale_factor inline (called for thousands of vars)
+    sf = 1.0 if scale is None or not scale < 1.0 else scale if scale > SCALE_FLOOR else SCALE_FLOOR
+    t32 = _F32.get(t)
+    if t32 is None:
+        t32 = to_float32(t)
     # each var's own window: rounded once, not cached (its scale makes it its own)
     if not _to_float32(w[0] * sf) <= t32 <= _to_float32(w[1] * sf):
         return None
@@ -352,16 +356,23 @@ def _best_of(name: str, errs: List[float], counter_of: Callable[[], RootCounter]
     lo, hi = band(name)
     cands = {lo, hi}
     logs = [math.log10(e) for e in errs]
-    gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(logs, logs[1:])]
+    # a gap's log-midpoint lies between its two errors, so only gaps near the band can put it
+    # inside (a margin of 0.1% dwarfs any rounding): tens of thousands of errors, few such gaps
+    first = max(0, bisect.bisect_left(errs, lo / 1.001) - 1)
+    near = logs[first : bisect.bisect_right(errs, hi * 1.001) + 1]
+    gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(near, near[1:])]
+    ordered = sorted(logs)
     # the widest gaps inside the band are the only places worth trying (bounded work)
     inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
     cands.update(mid for _w, mid in inside)
     best = None
     counter = counter_of()
-    log_arr = np.array(logs, dtype=np.float64)
     for t in sorted(cands):
         roots = counter.roots(t)
-        margin = float(np.abs(log_arr - math.log10(t)).min()) if log_arr.size else float("inf")
+        # the nearest error in log is beside where log10(t) would go in the sorted logs
+        lt = math.log10(t)
+        k = bisect.bisect_left(ordered, lt)
+        margin = min((abs(x - lt) for x in ordered[max(0, k - 1) : k + 1]), default=float("inf"))
         key = (roots, -margin, -t)
         if best is None or key < best[0]:
             best = (key, t, roots)
