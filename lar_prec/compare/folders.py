@@ -290,20 +290,22 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
             for i in at:
                 status[i], thresh[i], n_over[i] = diffs[i].status, diffs[i].threshold, diffs[i].n_over
         growth, _ = grow_columns(diffs, cols, status, thresh, n_over, thr, _profiled(fa) or _profiled(fb), recheck)
-        max_err, dtype, scale = cols.max_err, cols.dtype, cols.scale
+        max_err, dtype, scale, max_abs_err = cols.max_err, cols.dtype, cols.scale, cols.max_abs_err
+        steps = []  # quantized vars one step apart
         for i in judged:  # records this comparison made and not yet shared
-            d, no, t = diffs[i], n_over[i], thresh[i]
+            d, st, no, t = diffs[i], status[i], n_over[i], thresh[i]
             if no is None and todo is not None and t is not None and max_err[i] is not None:
                 # the threshold is final: counted from the errors the batch reader kept, or later
                 no = count_from_band(d.band, dtype[i], scale[i], t)
                 if no is None:
                     todo.append(i)
             fields = d.__dict__
-            fields["status"], fields["threshold"], fields["n_over"] = status[i], t, no
-        if todo is not None:
+            fields["status"], fields["threshold"], fields["n_over"] = st, t, no
+            if st == "divergent" and max_abs_err[i] == 1 and dtype[i].startswith("Quantized"):
+                steps.append(i)
+        if todo is not None and len(judged) < len(diffs):
             todo.extend(i for i, st in enumerate(cols.status) if st in ("missing", "shape_mismatch"))
-        stepped, one_step = _one_step(diffs, [i for i in judged if status[i] == "divergent"
-                                              and cols.dtype[i].startswith("Quantized") and cols.max_abs_err[i] == 1])
+        stepped, one_step = _one_step(diffs, steps)
     if one_step:
         notes.append(one_step)
     diffs[:] = stepped
