@@ -182,21 +182,24 @@ def compare_folders(
         # judged too): their records in execution order, no jobs to plan
         diffs = _in_order(measured, paired)
         files = (fa.files(), fb.files())
+        # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
+        # of a 20,000-var compare, re-reading the few hundred it needs costs ~10 ms
         fa.forget_all()
         fb.forget_all()
         if on_progress is not None:  # all read: the bytes of both sides
             total = sum(2 * ((d.size * dtype_by_name(d.dtype).bits + 7) // 8) for d in diffs)
             on_progress(total, total)
         sources: List[int] = []
+        todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count
         thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
                                                           _recheck(fa, fb, dict(paired.pairs)),
-                                                          [rows[v] for v, _ in paired.order] if rows else None)
+                                                          [rows[v] for v, _ in paired.order] if rows else None, todo)
         if fixed is not None:
             sources += judge_sources(diffs)  # type: ignore[arg-type]
         judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
         # counts of elements over each var's own threshold where the first pass could not make
         # them (auto; a fixed value scaled by magnitude), from the files
-        diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs))
+        diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs), todo=todo)
         return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
     plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
                                measured=measured if paired.mode == "id" else None)
@@ -255,13 +258,15 @@ def compare_folders(
 
 def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],
                 sources: Optional[List[int]], recheck: Callable[[VarDiff], Optional[Recomputed]],
-                rows: Optional[List[Tuple[Any, ...]]] = None) -> Threshold:
+                rows: Optional[List[Tuple[Any, ...]]] = None, todo: Optional[List[int]] = None) -> Threshold:
     """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
     inputs exactly (``sources`` given: one graph on both sides; the ids of those that differ
     go there), then each var against what its inputs explain (:mod:`~lar_prec.compare.growth`;
     a var it names is ``recheck``-ed from each side's own inputs), quantized vars one step
     apart; returns the threshold (with the growth's decision). ``rows``: each var's
-    :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them."""
+    :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them.
+    ``todo``: given, filled with the positions :func:`_recount` is left to look at (the others'
+    counts made here from what the batch reader kept, :func:`count_from_band`)."""
     cols = VarColumns.of(diffs, rows)
     if cols is None:  # a var id repeats: record by record
         thr = choose_threshold(diffs)
@@ -271,6 +276,8 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
             sources += judge_sources(diffs)  # type: ignore[arg-type]
         grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True)
         stepped, one_step = _one_step(grown)
+        if todo is not None:
+            todo.extend(range(len(diffs)))
     else:  # each record read once and written once (tens of thousands of them)
         thr = choose_threshold(diffs, cols)
         status, thresh, n_over = judge_all(cols, thr)
@@ -283,10 +290,22 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
             for i in at:
                 status[i], thresh[i], n_over[i] = diffs[i].status, diffs[i].threshold, diffs[i].n_over
         growth, _ = grow_columns(diffs, cols, status, thresh, n_over, thr, _profiled(fa) or _profiled(fb), recheck)
+        max_err, dtype, scale, max_abs_err = cols.max_err, cols.dtype, cols.scale, cols.max_abs_err
+        steps = []  # quantized vars one step apart
         for i in judged:  # records this comparison made and not yet shared
-            diffs[i].__dict__.update(status=status[i], threshold=thresh[i], n_over=n_over[i])
-        stepped, one_step = _one_step(diffs, [i for i in judged if status[i] == "divergent"
-                                              and cols.dtype[i].startswith("Quantized") and cols.max_abs_err[i] == 1])
+            d, st, no, t = diffs[i], status[i], n_over[i], thresh[i]
+            if no is None and todo is not None and t is not None and max_err[i] is not None:
+                # the threshold is final: counted from the errors the batch reader kept, or later
+                no = count_from_band(d.band, dtype[i], scale[i], t)
+                if no is None:
+                    todo.append(i)
+            fields = d.__dict__
+            fields["status"], fields["threshold"], fields["n_over"] = st, t, no
+            if st == "divergent" and max_abs_err[i] == 1 and dtype[i].startswith("Quantized"):
+                steps.append(i)
+        if todo is not None and len(judged) < len(diffs):
+            todo.extend(i for i, st in enumerate(cols.status) if st in ("missing", "shape_mismatch"))
+        stepped, one_step = _one_step(diffs, steps)
     if one_step:
         notes.append(one_step)
     diffs[:] = stepped
@@ -487,7 +506,7 @@ def _recount(
     dir_a: Path, dir_b: Path, diffs: Sequence[VarDiff], st: EngineSettings,
     extents: Optional[Dict[int, Tuple[Extent, Extent]]] = None, jobs: int = 1, strategy: Strategy = Strategy.SERIAL,
     b_ids: Optional[Dict[int, int]] = None, files: Optional[Tuple[Dict[int, str], Dict[int, str]]] = None,
-    shared: bool = False,
+    shared: bool = False, todo: Optional[Sequence[int]] = None,
 ) -> List[VarDiff]:
     """Fill ``n_over`` where it is unknown: count elements above each var's threshold.
     ``extents`` (by var id) saves reading the headers again; ``b_ids`` maps A's ids to B's
@@ -495,8 +514,10 @@ def _recount(
     vars the batch reader measured. Float32 and float16 vars are counted by the kernel's
     ``count_pairs`` (reading only, on threads), the rest (and the numpy path) by the engine;
     a var whose errors inside its auto window the batch reader kept is not read again.
-    ``shared``: the records may be held elsewhere (copies are made, else they are filled in)."""
-    todo = [i for i, d in enumerate(diffs) if d.n_over is None and d.threshold is not None and d.max_err is not None]
+    ``shared``: the records may be held elsewhere (copies are made, else they are filled in).
+    ``todo``: the only positions to look at (None: every var)."""
+    todo = [i for i in (range(len(diffs)) if todo is None else todo)
+            if diffs[i].n_over is None and diffs[i].threshold is not None and diffs[i].max_err is not None]
     if not todo:
         return list(diffs)
     folders: Optional[Tuple[DumpFolder, DumpFolder]] = None

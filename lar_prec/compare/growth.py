@@ -135,7 +135,12 @@ def _calibrate(values: List[float], lo: float, hi: float, default: float) -> flo
 
 
 def _winograd_shaped(d: VarDiff, ins: Sequence[VarDiff]) -> bool:
-    return d.opr_type.startswith(("Convolution", "ConvBias")) and len(ins) > 1 and tuple(ins[1].shape[-2:]) == (3, 3)
+    return _winograd_shapes(d.opr_type, d.shape, [u.shape for u in ins])
+
+
+def _winograd_shapes(opr_type: str, out: Sequence[int], ins: Sequence[Sequence[int]]) -> bool:
+    """A 3x3 convolution (``ins``: its inputs' shapes), which Winograd may have run."""
+    return opr_type.startswith(("Convolution", "ConvBias")) and len(ins) > 1 and tuple(ins[1][-2:]) == (3, 3)
 
 
 def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
@@ -310,6 +315,8 @@ def _reason(s: float, g_red: float, g_elem: float, profiled: bool, over_band: in
 
 
 _MOVE, _REDUCING, _ELEMWISE = 0, 1, 2
+#: grow_columns' status codes (3: any other status)
+_STATUS_CODE = {"ok": 0, "divergent": 1, "missing": 2}
 _KIND_CODE = {"move": _MOVE, "reducing": _REDUCING, "elementwise": _ELEMWISE}
 #: chains of vars whose status hangs on their inputs' are followed with arrays this many steps,
 #: then var by var in execution order (the same result: each var reads only earlier ones)
@@ -345,10 +352,13 @@ def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], 
     n = len(cols.ids)
     ids, dtype = cols.ids, cols.dtype
     me, sc, has_scale = cols.me, cols.sc, cols.has_scale
-    st_ok = np.array([x == "ok" for x in status], dtype=bool)
-    st_div = np.array([x == "divergent" for x in status], dtype=bool)
-    st_missing = np.array([x == "missing" for x in status], dtype=bool)
-    eps = np.array([EPS.get(t, 0.0) for t in dtype], dtype=np.float64)
+    # statuses and dtypes as small codes, one pass each; per-dtype values taken by code
+    st_code = np.array([_STATUS_CODE.get(x, 3) for x in status], dtype=np.int8)
+    st_ok, st_div, st_missing = st_code == 0, st_code == 1, st_code == 2
+    dtypes: Dict[str, int] = {}
+    dt_code = np.array([dtypes[t] if t in dtypes else dtypes.setdefault(t, len(dtypes)) for t in dtype], dtype=np.intp)
+    names = list(dtypes)
+    eps = np.array([EPS.get(t, 0.0) for t in names], dtype=np.float64)[dt_code]
     flt = eps > 0.0
     # the error the rule uses: a float var ok or divergent, any ok var (it feeds its consumers)
     has = (st_ok | (st_div & flt)) & np.isfinite(cols.norm)
@@ -369,19 +379,31 @@ def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], 
                      for o in cols.opr_type], dtype=np.int8)
     magnitude = np.fmax(1.0, np.where(has_scale, sc, 0.0))
     # float16 and bfloat16 values are not small: their rounding follows their magnitude
-    mag = np.where(np.array([t == "Float32" for t in dtype], dtype=bool), 1.0, magnitude)
+    mag = np.where(np.array([t == "Float32" for t in names], dtype=bool)[dt_code], 1.0, magnitude)
     red, elem, move = cand & (kind == _REDUCING), cand & (kind == _ELEMWISE), cand & (kind == _MOVE)
     units = np.zeros(n, dtype=np.float64)
     units[elem] = ELEMWISE_ULPS * eps[elem] * mag[elem]
     units[move] = np.where(eps_in[move] < eps[move], 0.5 * eps[move] * mag[move], 0.0)
     k = np.ones(n, dtype=np.float64)
     wino = np.zeros(n, dtype=bool)
-    pos = cols.pos
-    for i in np.flatnonzero(red).tolist():
-        d = diffs[i]
-        ins = [diffs[pos[u]] for u in d.inputs if u in pos and u != d.id]
-        k[i] = reduction_length(d.opr_type, d.shape, [u.shape for u in ins])
-        wino[i] = profiled and _winograd_shaped(d, ins)
+    pos, shape, inputs, opr = cols.pos, cols.shape, cols.inputs, cols.opr_type
+    at_red = np.flatnonzero(red).tolist()
+    # layers repeat: each (operator, shape, input shapes) is worked out once
+    memo: Dict[Tuple[str, Tuple[int, ...], Tuple[Tuple[int, ...], ...]], Tuple[int, bool]] = {}
+    k_red, wino_red = [], []
+    for i in at_red:
+        vid = ids[i]
+        key = (opr[i], shape[i], tuple([shape[pos[u]] for u in inputs[i] if u in pos and u != vid]))
+        try:
+            got = memo.get(key)
+        except TypeError:  # a shape given as a list (a record made by hand): not remembered
+            got = (reduction_length(*key), _winograd_shapes(*key))
+        if got is None:
+            got = memo[key] = (reduction_length(*key), _winograd_shapes(*key))
+        k_red.append(got[0])
+        wino_red.append(profiled and got[1])
+    k[at_red] = k_red
+    wino[at_red] = wino_red
     units[red] = eps[red] * np.sqrt(k[red]) * mag[red]
     plain = red & ~wino
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -391,24 +413,24 @@ def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], 
     g_red = _calibrate(gain[gains & red], GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
     g_elem = _calibrate(gain[gains & elem], GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
     own = np.where(wino, max(s, WINOGRAD_ALLOWANCE) * units * magnitude, s * units)
-    guard = np.array([FLOOR_EPS.get(t, 0.0) for t in dtype], dtype=np.float64) * eps
+    guard = np.array([FLOOR_EPS.get(t, 0.0) for t in names], dtype=np.float64)[dt_code] * eps
     g = np.where(kind == _MOVE, GAIN_MOVE, np.where(kind == _REDUCING, g_red, g_elem))
     expl = np.maximum(guard, own) + g * e_in
     made_at = cand & (err > expl)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = err / expl
     explained = dict(zip([ids[i] for i in np.flatnonzero(cand).tolist()], expl[cand].tolist()))
-    made = dict(zip([ids[i] for i in np.flatnonzero(made_at).tolist()], ratio[made_at].tolist()))
+    at_made = np.flatnonzero(made_at).tolist()
+    made = dict(zip([ids[i] for i in at_made], ratio[made_at].tolist()))
     rechecked = _rechecked(made, explained, dict(zip(made, err[made_at].tolist())),
-                           {ids[i] for i in np.flatnonzero(wino).tolist()}, dict(zip(ids, diffs)), recheck)
+                           {ids[i] for i in np.flatnonzero(wino).tolist()}, {ids[i]: diffs[i] for i in at_made}, recheck)
     for vid in rechecked:
         made_at[pos[vid]] = False
         expl[pos[vid]] = explained[vid]
     # re-judged: float vars the rule explains, ok or divergent by the band
     judged = cand & (st_ok | st_div)
     sf = np.where(has_scale & ~np.isnan(sc), np.minimum(1.0, np.maximum(np.nan_to_num(sc, nan=1.0), SCALE_FLOOR)), 1.0)
-    bases = {t: thr.for_dtype(t) for t in set(dtype) if t in EPS}
-    b = np.array([bases.get(t, 0.0) for t in dtype], dtype=np.float64)
+    b = np.array([thr.for_dtype(t) if t in EPS else 0.0 for t in names], dtype=np.float64)[dt_code]
     band_t = np.where(has_scale, b * sf, b) if thr.scaled else b
     xs = expl * sf
     t_high = np.maximum(band_t, xs)

@@ -9,6 +9,7 @@ so it does not import compare.
 """
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import operator
@@ -250,15 +251,25 @@ def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Option
     errors inside its auto :func:`window` (``VarDiff.band``: the count above the window x its
     scale factor, and the float32 errors inside), without reading it again; None when ``t`` is
     outside (a threshold the edge rule widened above the band) or nothing was kept."""
-    if kept is None or dtype not in AUTO_BAND_EPS:
+    if kept is None:
         return None
-    lo, hi = window(dtype)
-    sf = scale_factor(scale)
-    t32 = to_float32(t)
-    if not to_float32(lo * sf) <= t32 <= to_float32(hi * sf):
+    w = _WINDOWS.get(dtype)
+    if w is None:
+        return None
+    # scale_factor inline (called for thousands of vars)
+    sf = 1.0 if scale is None or not scale < 1.0 else scale if scale > SCALE_FLOOR else SCALE_FLOOR
+    t32 = _F32.get(t)
+    if t32 is None:
+        t32 = to_float32(t)
+    # each var's own window: rounded once, not cached (its scale makes it its own)
+    if not _to_float32(w[0] * sf) <= t32 <= _to_float32(w[1] * sf):
         return None
     above, inside = kept
-    return above + sum(1 for e in array("f", inside) if e > t32)
+    return above + sum(1 for e in array("f", inside) if e > t32) if inside else above
+
+
+#: :func:`window` of each float dtype
+_WINDOWS = {name: window(name) for name in AUTO_BAND_EPS}
 
 
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
@@ -345,16 +356,23 @@ def _best_of(name: str, errs: List[float], counter_of: Callable[[], RootCounter]
     lo, hi = band(name)
     cands = {lo, hi}
     logs = [math.log10(e) for e in errs]
-    gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(logs, logs[1:])]
+    # a gap's log-midpoint lies between its two errors, so only gaps near the band can put it
+    # inside (a margin of 0.1% dwarfs any rounding): tens of thousands of errors, few such gaps
+    first = max(0, bisect.bisect_left(errs, lo / 1.001) - 1)
+    near = logs[first : bisect.bisect_right(errs, hi * 1.001) + 1]
+    gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(near, near[1:])]
+    ordered = sorted(logs)
     # the widest gaps inside the band are the only places worth trying (bounded work)
     inside = sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]
     cands.update(mid for _w, mid in inside)
     best = None
     counter = counter_of()
-    log_arr = np.array(logs, dtype=np.float64)
     for t in sorted(cands):
         roots = counter.roots(t)
-        margin = float(np.abs(log_arr - math.log10(t)).min()) if log_arr.size else float("inf")
+        # the nearest error in log is beside where log10(t) would go in the sorted logs
+        lt = math.log10(t)
+        k = bisect.bisect_left(ordered, lt)
+        margin = min((abs(x - lt) for x in ordered[max(0, k - 1) : k + 1]), default=float("inf"))
         key = (roots, -margin, -t)
         if best is None or key < best[0]:
             best = (key, t, roots)
@@ -476,25 +494,31 @@ def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], L
     """:func:`judge` of every var of ``cols``: its ``status``, ``threshold`` and ``n_over``
     (the record's own where judge leaves them), without reading the records again."""
     status, thresh, n_over = list(cols.status), list(cols.threshold), list(cols.n_over)
-    bases: Dict[str, float] = {}
+    kinds: Dict[str, Tuple[float, Optional[bool]]] = {}  # dtype -> (base threshold, float_name)
     scaled = thr.scaled
+    f32: Dict[float, float] = {}  # this call's float32 roundings (most vars share a few)
     for i, (st, dt, e, s) in enumerate(zip(cols.status, cols.dtype, cols.max_err, cols.scale)):
-        if st in ("missing", "shape_mismatch"):
+        if st == "missing" or st == "shape_mismatch":
             continue
-        base = bases.get(dt)
-        if base is None:
-            base = bases[dt] = thr.for_dtype(dt)
-        t = base * scale_factor(s) if scaled and s is not None else base  # thr.for_var
+        k = kinds.get(dt)
+        if k is None:
+            k = kinds[dt] = (thr.for_dtype(dt), float_name(dt))
+        base = k[0]
+        # thr.for_var: scale_factor inline (a NaN scale is 1, as min(1, max(NaN, floor)) is)
+        t = base * (s if SCALE_FLOOR < s < 1.0 else SCALE_FLOOR if s < 1.0 else 1.0) \
+            if scaled and s is not None else base
         if st == "dtype_mismatch":
             thresh[i] = t if e is not None else None
             continue
-        if float_name(dt) is False:
+        if k[1] is False:
             st = "divergent" if (cols.n_diff[i] or 0) > 0 else "ok"
             if cols.n_nonfinite[i]:
                 st = "nonfinite"
             status[i], thresh[i], n_over[i] = st, 0.0, cols.n_diff[i]
             continue
-        t32 = to_float32(t)
+        t32 = f32.get(t)
+        if t32 is None:
+            t32 = f32[t] = _to_float32(t)
         st = "ok"
         if cols.n_nonfinite[i]:
             st = "nonfinite"

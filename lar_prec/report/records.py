@@ -285,9 +285,8 @@ def _layout(rows: Sequence[Tuple[str, str, bool, str]]) -> Tuple[Tuple[str, ...]
 # vars: the always-written keys (a compare VarDiff has no optional ones), read by the kernel
 _VAR_KEYS, _VAR_PREFIXES, _VAR_KINDS = _layout([r for r in VAR_FIELDS if r[2]])
 _VAR_OPTIONAL = tuple(k for k, _, always, _ in VAR_FIELDS if not always)
-# roots: every key, where none of the optional ones is None (the usual root)
-_ROOT_KEYS, _ROOT_PREFIXES, _ROOT_KINDS = _layout(ROOT_FIELDS)
-_ROOT_GET = operator.attrgetter(*_ROOT_KEYS)
+# roots: every key read; the optional ones that are None are left out (_root_layout)
+_ROOT_GET = operator.attrgetter(*(k for k, *_ in ROOT_FIELDS))
 _ROOT_OPTIONAL = tuple(i for i, (_, _, always, _) in enumerate(ROOT_FIELDS) if not always)
 
 
@@ -322,13 +321,38 @@ def vars_json_texts(records: Sequence[Any], chunk: int = 256) -> Iterator[List[s
 
 def roots_json_texts(roots: Sequence[Any], chunk: int = 256) -> Iterator[List[str]]:
     """Each root's JSON text as ``json`` writes :meth:`ReportRoot.to_json` (ASCII, no NaN), a
-    list per ``chunk`` roots."""
+    list per ``chunk`` roots. Roots are grouped by which optional keys they have (most have
+    no module): each group is one kernel call with the layout of its keys."""
     for k in range(0, len(roots), chunk):
         part = roots[k : k + chunk]
         rows = [_ROOT_GET(r) for r in part]
-        fast = [KERNEL is not None and not getattr(r, "extra", None) and all(row[i] is not None for i in _ROOT_OPTIONAL)
-                for r, row in zip(part, rows)]
-        yield _texts(part, fast, [row for row, f in zip(rows, fast) if f], _ROOT_PREFIXES, _ROOT_KINDS, ROOT_FIELDS)
+        texts: List[Optional[str]] = [None] * len(part)
+        if KERNEL is not None:
+            groups: Dict[Tuple[bool, ...], List[int]] = {}
+            for j, (r, row) in enumerate(zip(part, rows)):
+                if not getattr(r, "extra", None):
+                    groups.setdefault(tuple(row[i] is not None for i in _ROOT_OPTIONAL), []).append(j)
+            for present, at in groups.items():
+                get, prefixes, kinds = _root_layout(present)
+                for j, t in zip(at, KERNEL.json_rows(prefixes, [get(rows[j]) for j in at], kinds, None)):
+                    texts[j] = t
+        yield [t if t is not None else _ENCODE(_fields_json(r, ROOT_FIELDS)) for r, t in zip(part, texts)]
+
+
+#: json_rows' layout of roots by which optional keys they have (a None one is left out)
+_ROOT_LAYOUTS: Dict[Tuple[bool, ...], Tuple[Callable[[Any], Tuple[Any, ...]], Tuple[str, ...], str]] = {}
+
+
+def _root_layout(present: Tuple[bool, ...]) -> Tuple[Callable[[Any], Tuple[Any, ...]], Tuple[str, ...], str]:
+    """(values of a root's row to write, JSON prefixes, kind codes) for the optional keys
+    ``present`` (in :data:`_ROOT_OPTIONAL`'s order)."""
+    got = _ROOT_LAYOUTS.get(present)
+    if got is None:
+        missing = {i for i, p in zip(_ROOT_OPTIONAL, present) if not p}
+        keep = [i for i in range(len(ROOT_FIELDS)) if i not in missing]
+        _keys, prefixes, kinds = _layout([ROOT_FIELDS[i] for i in keep])
+        got = _ROOT_LAYOUTS[present] = (operator.itemgetter(*keep), prefixes, kinds)
+    return got
 
 
 def _fields_from_json(d: Mapping[str, Any], table: Tuple[Tuple[str, str, bool, str], ...],

@@ -89,8 +89,12 @@ def _as_var(rec: Any) -> ReportVar:
 
 
 def _most_divergent(recs: Sequence[Any], top: int) -> List[Tuple[int, Any]]:
-    # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept
-    return heapq.nsmallest(top, enumerate(recs), key=lambda p: _err_key(p[1]))
+    # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept; each var's
+    # _err_key made inline (not a call per var), its position breaking ties as nsmallest's key does
+    inf = math.inf
+    keyed = [(0 if v.status not in AGREEING else 1, -(inf if (e := v.max_err) is None or e != e else e), i)
+             for i, v in enumerate(recs)]
+    return [(i, recs[i]) for _, _, i in heapq.nsmallest(top, keyed)]
 
 
 def most_divergent(report: Report, top: int) -> List[ReportVar]:

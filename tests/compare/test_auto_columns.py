@@ -103,3 +103,46 @@ def test_repeated_ids_are_decided_record_by_record():
                       status="ok", max_err=0.0, size=1))
     assert VarColumns.of([d, d]) is None and VarColumns.of([]) is None
     assert VarColumns.of([d]) is not None
+
+
+def _best_of_every_gap(name, errs, roots_at):
+    # the choice as first written: every gap between consecutive errors, the margin to every
+    # error (the reference the bisected choice must give exactly)
+    import math
+
+    from lar_prec.compare.threshold import MAX_CANDIDATES, band
+
+    lo, hi = band(name)
+    logs = [math.log10(e) for e in errs]
+    gaps = [(y - x, 10 ** ((x + y) / 2)) for x, y in zip(logs, logs[1:])]
+    cands = {lo, hi} | {mid for _w, mid in sorted((g for g in gaps if lo < g[1] < hi), reverse=True)[:MAX_CANDIDATES]}
+    keys = [((roots_at(t), -min((abs(x - math.log10(t)) for x in logs), default=math.inf), -t), t) for t in cands]
+    return min(keys)[1]
+
+
+@pytest.mark.parametrize("name", ["Float32", "Float16"])
+def test_the_threshold_tried_only_near_the_band_is_the_one_every_gap_gives(name):
+    # thousands of var errors, some packed around the band's ends and inside it: the gaps the
+    # choice skips (far from the band) never held a candidate
+    import random
+
+    from lar_prec.compare.threshold import _best_of, band
+
+    lo, hi = band(name)
+    rng = random.Random(40)
+    for trial in range(30):
+        errs = [10 ** rng.uniform(-9, 0) for _ in range(rng.choice((0, 1, 2, 50, 3000)))]
+        errs += [lo * rng.uniform(0.999, 1.001) for _ in range(rng.randrange(4))]
+        errs += [hi * rng.uniform(0.999, 1.001) for _ in range(rng.randrange(4))]
+        errs += [rng.uniform(lo, hi) for _ in range(rng.randrange(200))]
+        errs = sorted(set(errs))
+        roots_at = lambda t, errs=errs: sum(1 for e in errs if e > t) % 7  # noqa: E731  (many ties)
+        t, _part = _best_of(name, errs, lambda: _RootsAt(roots_at))
+        assert t == min(max(float("%.3g" % _best_of_every_gap(name, errs, roots_at)), lo), hi)
+
+
+class _RootsAt:
+    """What _best_of asks of a root counter: ``roots(t)``."""
+
+    def __init__(self, roots_at):
+        self.roots = roots_at
