@@ -256,11 +256,8 @@ def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Option
     w = _WINDOWS.get(dtype)
     if w is None:
         return None
-    # scale_factor inline (called for thousands of vars)
-    sf = 1.0 if scale is None or not scale < 1.0 else scale if scale > SCALE_FLOOR else SCALE_FLOOR
-    t32 = _F32.get(t)
-    if t32 is None:
-        t32 = to_float32(t)
+    sf = scale_factor(scale)
+    t32 = to_float32(t)
     # each var's own window: rounded once, not cached (its scale makes it its own)
     if not _to_float32(w[0] * sf) <= t32 <= _to_float32(w[1] * sf):
         return None
@@ -496,7 +493,6 @@ def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], L
     status, thresh, n_over = list(cols.status), list(cols.threshold), list(cols.n_over)
     kinds: Dict[str, Tuple[float, Optional[bool]]] = {}  # dtype -> (base threshold, float_name)
     scaled = thr.scaled
-    f32: Dict[float, float] = {}  # this call's float32 roundings (most vars share a few)
     for i, (st, dt, e, s) in enumerate(zip(cols.status, cols.dtype, cols.max_err, cols.scale)):
         if st == "missing" or st == "shape_mismatch":
             continue
@@ -504,9 +500,7 @@ def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], L
         if k is None:
             k = kinds[dt] = (thr.for_dtype(dt), float_name(dt))
         base = k[0]
-        # thr.for_var: scale_factor inline (a NaN scale is 1, as min(1, max(NaN, floor)) is)
-        t = base * (s if SCALE_FLOOR < s < 1.0 else SCALE_FLOOR if s < 1.0 else 1.0) \
-            if scaled and s is not None else base
+        t = base * scale_factor(s) if scaled and s is not None else base  # thr.for_var
         if st == "dtype_mismatch":
             thresh[i] = t if e is not None else None
             continue
@@ -516,9 +510,7 @@ def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], L
                 st = "nonfinite"
             status[i], thresh[i], n_over[i] = st, 0.0, cols.n_diff[i]
             continue
-        t32 = f32.get(t)
-        if t32 is None:
-            t32 = f32[t] = _to_float32(t)
+        t32 = to_float32(t)
         st = "ok"
         if cols.n_nonfinite[i]:
             st = "nonfinite"
