@@ -75,22 +75,16 @@ def _root_err_text(err: Optional[float], status: str) -> str:
     return fmt_err(err)
 
 
-def _err_key(v: Any) -> Tuple[int, float]:
-    """Sort key, most divergent first: not-ok before ok, unknown error (missing, NaN) as
-    infinite. Reads a ReportVar or a VarDiff (same attribute names)."""
-    err = v.max_err
-    if err is None or err != err:
-        err = math.inf
-    return (0 if v.status not in AGREEING else 1, -err)
-
-
 def _as_var(rec: Any) -> ReportVar:
     return rec if isinstance(rec, ReportVar) else var_from_diff(rec)
 
 
 def _most_divergent(recs: Sequence[Any], top: int) -> List[Tuple[int, Any]]:
-    # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept; each var's
-    # _err_key made inline (not a call per var), its position breaking ties as nsmallest's key does
+    """The ``top`` most divergent of ``recs`` (ReportVars or VarDiffs: same attribute names) with
+    their positions: not-ok before ok, then by largest max_err, an unknown one (missing, NaN)
+    as infinite, ties by position."""
+    # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept, each key made
+    # inline (not a call per var)
     inf = math.inf
     keyed = [(0 if v.status not in AGREEING else 1, -(inf if (e := v.max_err) is None or e != e else e), i)
              for i, v in enumerate(recs)]
