@@ -140,7 +140,8 @@ def write_outputs(report: Any, json_out: str | None, html_out: str | None,
     from lar_prec.report.html import write_html
     from lar_prec.report.model import write_json
 
-    made_json, made_html = (_made(p) for p in written)
+    made_json = _made(written[0]) if json_out is not None else None
+    made_html = _made(written[1]) if html_out is not None else None
     if json_out is not None:
         if made_json is None:
             write_json(report, json_out, stream=click.get_text_stream("stdout"))
