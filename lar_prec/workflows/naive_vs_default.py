@@ -131,14 +131,17 @@ def naive_vs_default(
     # the tree needs nothing of local error: the dumps are compared on a thread once the
     # layerwise run has started (not before: nothing may delay its start; one worker: that run
     # has the other core)
-    compared: List[Tuple[int, int]] = []
+    compared: List[Tuple[int, int]] = []  # the comparison's last progress, told afterwards
     go = threading.Event()
+
+    def comparing(done: int, total: int) -> None:
+        compared[:] = [(done, total)]
 
     def tree() -> "var_tree.VarTree":
         go.wait()
         return var_tree.VarTree.from_folders(naive.dump_dir, default.dump_dir, threshold=spec.for_comparison,  # type: ignore[arg-type]
                                              text_dump=text, jobs=1 if off is None else min(2, os.cpu_count() or 1),
-                                             on_progress=lambda done, total: compared.__setitem__(slice(None), [(done, total)]))
+                                             on_progress=comparing)
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lar-prec-tree")
     try:
