@@ -6,13 +6,14 @@ bundled ``python -m lar_prec.lar``).
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 import shutil
 import sys
 from dataclasses import dataclass, replace
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from lar_prec import __version__
 from lar_prec.errors import LoadAndRunNotFound, UsageError
@@ -141,27 +142,24 @@ _VERSION_CACHE: Dict[str, str] = {}
 
 
 _MGE_DIST = re.compile(r"^megengine-([^-]+?)(?:\.dist-info|\.egg-info|-py[^-]*\.egg-info)$", re.IGNORECASE)
-_MGE_VERSION: List[Optional[str]] = []
 
 
+@functools.lru_cache(maxsize=None)
 def megengine_version() -> Optional[str]:
     """The installed megengine wheel's version, without importing it (None when absent).
 
     Read from the name of its ``megengine-VERSION.dist-info`` folder on ``sys.path``, the
     first one in path order as importlib.metadata takes it: importing importlib.metadata
     costs ~40 ms, paid before the first load_and_run run starts."""
-    if not _MGE_VERSION:
-        found = None
-        for entry in sys.path:
-            try:
-                with os.scandir(entry or ".") as it:
-                    found = next((m.group(1) for m in map(_MGE_DIST.match, (e.name for e in it)) if m), None)
-            except OSError:  # not a folder (a zip), or gone
-                continue
-            if found:
-                break
-        _MGE_VERSION.append(found)
-    return _MGE_VERSION[0]
+    for entry in sys.path:
+        try:
+            with os.scandir(entry or ".") as it:
+                found = next((m.group(1) for m in map(_MGE_DIST.match, (e.name for e in it)) if m), None)
+        except OSError:  # not a folder (a zip), or gone
+            continue
+        if found:
+            return found
+    return None
 
 
 def load_and_run_version(lar: LoadAndRun, timeout: Optional[float] = None) -> str:

@@ -8,8 +8,14 @@ import pytest
 from lar_prec.run import config
 
 
-def test_the_installed_wheels_version_is_what_importlib_metadata_says(monkeypatch):
-    monkeypatch.setattr(config, "_MGE_VERSION", [])
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    config.megengine_version.cache_clear()
+    yield
+    config.megengine_version.cache_clear()
+
+
+def test_the_installed_wheels_version_is_what_importlib_metadata_says():
     try:
         want = importlib.metadata.version("megengine")
     except importlib.metadata.PackageNotFoundError:
@@ -22,6 +28,5 @@ def test_the_installed_wheels_version_is_what_importlib_metadata_says(monkeypatc
                                              ("megengine_ext-2.0.dist-info", None)])
 def test_the_first_folder_on_the_path_names_the_version(tmp_path, monkeypatch, folder, version):
     (tmp_path / folder).mkdir()
-    monkeypatch.setattr(config, "_MGE_VERSION", [])
     monkeypatch.setattr(sys, "path", [str(tmp_path / "missing"), str(tmp_path)])
     assert config.megengine_version() == version
