@@ -165,7 +165,8 @@ def dtype_corners(tmp_path: Path) -> tuple:
     h2[9] = np.float16(0.0) if h[9] != 0 else np.float16(1.0)
     both_sides(6, h, h2, inputs=[5])                               # float16 through zero
     big = np.array([1 << 30, -(1 << 29) - 3, 7, 1 << 25], np.int32)
-    both_sides(7, big, big, dtype="Int32")                         # int32 beyond 2**24, identical
+    both_sides(7, big, big, dtype="Int32")                         # int32 beyond 2**24, identical: Python
+    # (its squares' sum rounds in float64, and numpy adds them in another order)
     big2 = big.copy()
     big2[0] += 1
     both_sides(8, big, big2, dtype="Int32", inputs=[7])            # ... differing by one
@@ -175,7 +176,7 @@ def dtype_corners(tmp_path: Path) -> tuple:
     both_sides(12, np.arange(8, dtype=np.int8), np.arange(8, dtype=np.int8) + 1, dtype="QuantizedS8")
     both_sides(13, np.arange(8, dtype=np.uint8), np.arange(8, dtype=np.uint8), dtype="Byte")
     both_sides(14, np.arange(4, dtype=np.uint16), np.arange(4, dtype=np.uint16) + 1, dtype="BFloat16")  # Python
-    w = rng.standard_normal(300_000).astype(np.float32)                # over MAX_FILE: Python
+    w = rng.standard_normal(300_000).astype(np.float32)                # over MAX_FILE: read a window at a time
     both_sides(15, w, w * np.float32(1.0001))
     both_sides(16, h, h[:25].copy(), inputs=[6])                   # shape differs
     a.add(17, x, inputs=[2])

@@ -19,10 +19,13 @@ quantized vars compare exactly (quantized raw integers carry ``scale_unknown``).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
+import sys
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -96,8 +99,9 @@ def compare_dumps(da: BinaryDump, db: BinaryDump, *, chunk_elements: int = DEFAU
     """Compare two dumps of one var (shape, dtype, then values) in this thread, unjudged
     (``status`` ``ok`` unless NaN/Inf or headers differ; see :func:`apply_threshold`).
     ``pass_ratio``/``stats``: as :func:`compare_folders`."""
-    job = plan(Extent.of(da), Extent.of(db), base_fields(da, db, 0), max(da.size, 1))
     st = EngineSettings(chunk_elements=chunk_elements)
+    # in ranges as a folder's var is (compare_folders): the same sums
+    job = plan(Extent.of(da), Extent.of(db), base_fields(da, db, 0), st.piece_elements)
     with QUIET:
         parts = [run_piece(job, k, st, count_over, stats) for k in range(len(job.pieces))] if job.done is None else []
     return new_diff(finish_fields(job, parts, pass_ratio))
@@ -172,8 +176,13 @@ def compare_folders(
     rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and small vars' values (C, threads)
+        if fixed is None and "numpy" not in sys.modules:
+            # the auto rule needs numpy (~0.07 s to import): loaded while the kernel's threads read
+            threading.Thread(target=importlib.import_module, args=("numpy",), name="lar-prec-numpy", daemon=True).start()
+        # float32 and float16 vars too big to read whole are measured there too, a window at a
+        # time (C threads: no workers to fork, no numpy, no Python per window)
         measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
-                                  full=stats, rows=rows)
+                                  full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
     paired = pair_folders(fa, fb, pairing)
     notes = _folder_notes(fa, fb, paired)
     if paired.mode == "id" and measured and len(measured) == len(paired.order) \
@@ -207,11 +216,11 @@ def compare_folders(
     total = sum(j.nbytes for j in plans)
     # workers only for what is left to measure
     n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
-    if n_workers > 1:
-        # big vars are split only to feed several workers
-        for i, j in enumerate(plans):
-            if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
-                plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
+    # big vars are split to feed several workers, and with one too: a var's sums are then made
+    # per range whatever the workers (and as the batch reader makes them), so the same numbers
+    for i, j in enumerate(plans):
+        if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
+            plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
     tasks = [(j, k, st, count_over, stats) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
     # the batch reader's vars were judged by a fixed threshold as they were made
     judged = [j.diff is not None and fixed is not None for j in plans]

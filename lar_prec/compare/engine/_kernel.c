@@ -673,6 +673,8 @@ static PyObject *py_same(PyObject *self, PyObject *args) {
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <errno.h>
 
 #define HDR 40
@@ -909,8 +911,10 @@ typedef struct {
 } head_t;
 
 
-/* at most this many errors inside an auto threshold's band are kept per var (band_window) */
+/* at most this many errors inside an auto threshold's band are kept per var read whole
+ * (band_window; tens of thousands of small vars), and per var read a window at a time */
 #define BAND_CAP 64
+#define STREAM_BAND_CAP 65536
 
 typedef struct {
     long long n_fin, worst, n_over, n_diff, max_ulp; /* max_ulp -1: none */
@@ -920,7 +924,7 @@ typedef struct {
     /* an auto threshold's band (band_window): values above it, and the errors inside it */
     int band_ok, band_n;
     long long band_above;
-    float band_vals[BAND_CAP];
+    float *band_vals;      /* malloc'd (job_clear frees it) */
 } acc_t;
 
 typedef struct {
@@ -947,7 +951,21 @@ typedef struct {
     int full;              /* relative and absolute error histograms too (HIST_FULL) */
     double band_lo[2], band_hi[2]; /* an auto threshold's band of float32 and float16 (0: none) */
     int oom;
+    int stream;            /* float32/float16 files over max_file: read a window at a time and measured */
+    long long piece;       /* a streamed var's elements are summed per range of this many (0: one range) */
+    long long done_bytes;  /* values measured so far, both sides (atomic; scan_poll) */
+    int running;           /* threads not yet done (under `lock`; scan_poll waits on `ended`) */
+    pthread_mutex_t lock;
+    pthread_cond_t ended;
 } scan_t;
+
+/* a thread of the scan is done: told to scan_poll at once */
+static void scan_thread_done(scan_t *s) {
+    pthread_mutex_lock(&s->lock);
+    s->running--;
+    pthread_cond_broadcast(&s->ended);
+    pthread_mutex_unlock(&s->lock);
+}
 
 static const dt_t *find_dt(const scan_t *s, uint32_t code) {
     for (int i = 0; i < s->n_dts; i++)
@@ -1094,6 +1112,55 @@ static int run_kernel(const float *a, const float *b, Py_ssize_t n, int want_ulp
     return 1;
 }
 
+/* An auto threshold's window of one var (see band_window): the errors above it counted, those
+ * inside it kept (at most `limit`; ok 0 when there were more or no memory). */
+typedef struct {
+    float lo, hi;
+    long long above;
+    float *vals;
+    int n, cap, limit, ok;
+} band_t;
+
+static void band_keep(band_t *bd, float e) {
+    if (bd->n == bd->cap) {
+        int cap = bd->cap ? 2 * bd->cap : 64;
+        if (cap > bd->limit) cap = bd->limit;
+        float *x = bd->n < bd->limit ? realloc(bd->vals, (size_t)cap * sizeof(float)) : NULL;
+        if (!x) { bd->ok = 0; return; }
+        bd->vals = x;
+        bd->cap = cap;
+    }
+    bd->vals[bd->n++] = e;
+}
+
+/* the errors of n pairs against the window: eight at a time, the few inside looked at one by
+ * one (err8 is err1's arithmetic: the same float32 values) */
+CLONES
+static void band_scan(const float *a, const float *b, Py_ssize_t n, band_t *bd) {
+    const v8sf lo = (v8sf){0} + bd->lo, hi = (v8sf){0} + bd->hi;
+    v8si above = {0};
+    Py_ssize_t i = 0, nv = n & ~(Py_ssize_t)7;
+    for (; i < nv && bd->ok; i += 8) {
+        v8sf va, vb;
+        memcpy(&va, a + i, 32);
+        memcpy(&vb, b + i, 32);
+        v8sf e = err8(va, vb);
+        v8si over = e > hi, in = (e > lo) & ~over;
+        above -= over;
+        int64_t any[4];
+        memcpy(any, &in, 32);
+        if (any[0] | any[1] | any[2] | any[3])
+            for (int k = 0; k < 8; k++)
+                if (in[k]) band_keep(bd, e[k]);
+    }
+    for (int k = 0; k < 8; k++) bd->above += above[k];
+    for (; i < n && bd->ok; i++) {
+        float e = err1(a[i], b[i]);
+        if (e > bd->hi) bd->above++;
+        else if (e > bd->lo) band_keep(bd, e);
+    }
+}
+
 static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n);
 
 /* chunks.py _kernel_range in C: n values (float32, or float16 widened first) `chunk` at a time
@@ -1103,7 +1170,7 @@ static uint32_t ulp16_max(const void *pa, const void *pb, Py_ssize_t n);
  * chunk the careful way). fa, fb: room for `chunk` floats (float16 only). */
 static Py_ssize_t measure_run(const char *pa, const char *pb, Py_ssize_t n, int half, Py_ssize_t chunk, int count,
                               float thr, int count_zero, int64_t *hist, int full, long long pos, acc_t *acc,
-                              float *fa, float *fb) {
+                              float *fa, float *fb, band_t *band) {
     int size = half ? 2 : 4;
     result_t r;
     for (Py_ssize_t i = 0; i < n; i += chunk) {
@@ -1119,6 +1186,7 @@ static Py_ssize_t measure_run(const char *pa, const char *pb, Py_ssize_t n, int 
         }
         if (!run_kernel(a, same ? a : b, k, !half, count, thr, acc->max_err, hist, full, &r)) return i;
         acc_add_kernel(acc, &r, k, pos + i, a, b, count_zero);
+        if (band && !same && band->ok && r.max_err > band->lo) band_scan(a, b, k, band); /* while in cache */
         long long u = half ? (long long)(same ? 0 : ulp16_max(ca, cb, k)) : (long long)r.max_ulp;
         if (u > acc->max_ulp) acc->max_ulp = u;
     }
@@ -1221,9 +1289,11 @@ static int room(float **fa, float **fb, size_t *cap, Py_ssize_t n) {
     return 1;
 }
 
+static int int_chunk_acc(acc_t *acc, const char *ca, const char *cb, Py_ssize_t k, int h, long long pos, float *fa,
+                         float *fb);
+
 /* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
- * measured, 0 when the Python engine must (NaN/Inf, overflow, more than one chunk of an
- * integer dtype). */
+ * measured, 0 when the Python engine must (NaN/Inf, overflow, int_chunk_acc's cases). */
 static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap,
                    int64_t *hist) {
     acc_t *acc = &p->acc;
@@ -1233,55 +1303,226 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
     acc->max_ulp = -1;
     int h = p->a.dt->handler;
     Py_ssize_t n = (Py_ssize_t)p->a.size;
-    result_t r;
     if (h == H_F32 || h == H_F16) {
         /* chunks.py _kernel_range: per chunk, identical bytes as kernel(a, a) */
         int half = h == H_F16;
         if (half && !room(f32a, f32b, fcap, n < (Py_ssize_t)s->chunk ? n : (Py_ssize_t)s->chunk)) return 0;
         if (measure_run(da, db, n, half, (Py_ssize_t)s->chunk, s->count, s->thr, s->count && s->thr_d == 0.0, hist,
-                        s->full, 0, acc, *f32a, *f32b) >= 0)
+                        s->full, 0, acc, *f32a, *f32b, NULL) >= 0)
             return 0; /* NaN/Inf: the Python engine */
         if (!s->count) acc->n_over = 0;
         return 1;
     }
-    if (n > (Py_ssize_t)s->chunk || !room(f32a, f32b, fcap, n)) return 0;
-    float *a = *f32a, *b = *f32b;
-    size_t nb = (size_t)n * (size_t)(p->a.dt->bits / 8);
-    int same = memcmp(da, db, nb) == 0;
-    /* integers, Bool, Byte and quantized raw values: chunks.py exact_range */
+    /* integers, Bool, Byte and quantized raw values: chunks.py exact_range, a chunk at a time */
+    Py_ssize_t chunk = (Py_ssize_t)s->chunk;
+    if (!room(f32a, f32b, fcap, n < chunk ? n : chunk)) return 0;
+    size_t k = (size_t)(p->a.dt->bits / 8);
+    for (Py_ssize_t c0 = 0; c0 < n; c0 += chunk)
+        if (!int_chunk_acc(acc, da + c0 * k, db + c0 * k, n - c0 < chunk ? n - c0 : chunk, h, c0, *f32a, *f32b)) return 0;
+    return 1;
+}
+
+/* the var's band from a scan's (its values handed over) */
+static void band_take(acc_t *c, band_t *bd) {
+    free(c->band_vals);
+    c->band_ok = bd->ok;
+    c->band_above = bd->above;
+    c->band_n = bd->n;
+    c->band_vals = bd->vals;
+    bd->vals = NULL;
+}
+
+/* `want` bytes at `off`: 1, or 0 when the file ends before or cannot be read */
+static int pread_all(int fd, char *p, size_t want, long long off) {
+    size_t got = 0;
+    while (got < want) {
+        ssize_t k = pread(fd, p + got, want - got, (off_t)(off + (long long)got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+
+/* A window of a file's bytes: mapped (read where the page cache holds them, no copy: io.py
+ * maps its windows too) or, where mapping fails, read into `buf`. The file's size is checked
+ * first: a page past the end of a file that shrank would kill the process (SIGBUS). */
+typedef struct { const char *p; void *base; size_t len; } window_t;
+
+static int window_map(window_t *w, int fd, long long off, size_t want, char *buf) {
+    w->base = NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (long long)st.st_size < off + (long long)want) return 0;
+    long long page = sysconf(_SC_PAGESIZE), lo = off - off % page;
+    size_t len = (size_t)(off - lo) + want;
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, (off_t)lo);
+    if (m != MAP_FAILED) {
+        w->base = m;
+        w->len = len;
+        w->p = (const char *)m + (off - lo);
+        return 1;
+    }
+    w->p = buf;
+    return pread_all(fd, buf, want, off);
+}
+
+static void window_unmap(window_t *w) {
+    if (w->base) munmap(w->base, w->len);
+    w->base = NULL;
+}
+
+/* a streamed var's values are read this many bytes at a time (a multiple of the chunk) */
+#define STREAM_WINDOW (4 << 20)
+
+static void acc_init(acc_t *c) {
+    memset(c, 0, sizeof *c);
+    c->max_err = -1.0;
+    c->worst = -1;
+    c->max_ulp = -1;
+}
+
+/* scan.py merge: the accumulator of the next consecutive range added to `out`, in order */
+static void acc_merge(acc_t *out, const acc_t *a) {
+    out->n_fin += a->n_fin;
+    if (a->max_err > out->max_err) {
+        out->max_err = a->max_err;
+        out->worst = a->worst;
+        out->worst_a = a->worst_a;
+        out->worst_b = a->worst_b;
+    }
+    if (a->max_abs > out->max_abs) out->max_abs = a->max_abs;
+    if (a->max_rel > out->max_rel) out->max_rel = a->max_rel;
+    out->aa += a->aa;
+    out->ab += a->ab;
+    out->bb += a->bb;
+    out->dd += a->dd;
+    out->sum_abs += a->sum_abs;
+    if (a->scale > out->scale) out->scale = a->scale;
+    if (a->max_ulp >= 0 && a->max_ulp > out->max_ulp) out->max_ulp = a->max_ulp;
+    out->n_over += a->n_over;
+    out->n_diff += a->n_diff;
+}
+
+/* chunks.py exact_range of one chunk of k integers (or Bool) of handler h at index pos, added to
+ * acc: identical bytes as _identical_chunk, else _int_chunk (float32 casts through the kernel,
+ * the differing count and, from 2**24 on, the exact largest difference). 0 when the Python
+ * engine must: a Bool byte that is not 0/1, or a sum of squares that could round (numpy sums
+ * in another order: the same only while every partial sum is an exact integer). fa, fb: room
+ * for k floats. */
+static int int_chunk_acc(acc_t *acc, const char *ca, const char *cb, Py_ssize_t k, int h, long long pos, float *fa,
+                         float *fb) {
+    size_t nb = (size_t)k * (size_t)(h == H_I32 ? 4 : (h == H_I16 || h == H_U16) ? 2 : 1);
     if (h == H_BOOL)
         for (size_t i = 0; i < nb; i++)
-            if ((uint8_t)da[i] > 1 || (uint8_t)db[i] > 1) return 0;
-    if (same) {
+            if ((uint8_t)ca[i] > 1 || (uint8_t)cb[i] > 1) return 0;
+    if (memcmp(ca, cb, nb) == 0) {
         double mag = 0.0, xx = 0.0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            double x = int_at(da, h, i);
+        for (Py_ssize_t i = 0; i < k; i++) {
+            double x = int_at(ca, h, i);
             if (fabs(x) > mag) mag = fabs(x);
             xx += x * x;
         }
-        acc->n_fin = n;
-        acc->aa = acc->ab = acc->bb = xx;
-        acc->scale = mag;
-        acc->max_err = 0.0;
-        acc->worst = 0;
-        acc->worst_a = acc->worst_b = int_at(da, h, 0);
+        if ((double)k * mag * mag >= 9007199254740992.0) return 0;
+        acc->n_fin += k;
+        acc->aa += xx;
+        acc->ab += xx;
+        acc->bb += xx;
+        if (mag > acc->scale) acc->scale = mag;
+        if (0.0 > acc->max_err) {
+            acc->max_err = 0.0;
+            acc->worst = pos;
+            acc->worst_a = acc->worst_b = int_at(ca, h, 0);
+        }
         return 1;
     }
     long long ndiff = 0;
     uint64_t exact = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t x = int64_at(da, h, i), y = int64_at(db, h, i);
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int64_t x = int64_at(ca, h, i), y = int64_at(cb, h, i);
         ndiff += x != y;
         uint64_t d = (uint64_t)(x > y ? x - y : y - x);
         if (d > exact) exact = d;
-        a[i] = (float)x;
-        b[i] = (float)y;
+        fa[i] = (float)x;
+        fb[i] = (float)y;
     }
-    if (!run_kernel(a, b, n, 0, 0, 0.0f, -1.0, NULL, 0, &r)) return 0;
-    acc_add_kernel(acc, &r, n, 0, a, b, 0);
-    acc->n_diff = ndiff;
-    if (acc->scale >= 16777216.0) acc->max_abs = (double)exact;
+    double before = acc->max_abs;
+    result_t r;
+    if (!run_kernel(fa, fb, k, 0, 0, 0.0f, acc->max_err, NULL, 0, &r)) return 0;
+    acc_add_kernel(acc, &r, k, pos, fa, fb, 0);
+    acc->n_diff += ndiff;
+    if (acc->scale >= 16777216.0) acc->max_abs = before > (double)exact ? before : (double)exact;
     return 1;
+}
+
+/* A float32 or float16 pair too big to read whole (headers ok, same dtype and shape), read a
+ * window at a time and measured as the Python engine measures it (plan.py: ranges of
+ * s->piece values, each chunks.py _kernel_range, merged in order by scan.py merge): the same
+ * kernel calls, the same order of accumulation. 0 when the Python engine must (NaN/Inf, a
+ * file that cannot be read now, no memory). */
+static int stream_measure(const scan_t *s, pair_t *p, dirc_t *dca, dirc_t *dcb, char **ba, size_t *ca, char **bb,
+                          size_t *cb, float **f32a, float **f32b, size_t *fcap, int64_t *hist) {
+    acc_t *acc = &p->acc;
+    acc_init(acc);
+    int h = p->a.dt->handler, half = h == H_F16, is_float = h == H_F32 || h == H_F16, size = p->a.dt->bits / 8;
+    Py_ssize_t n = (Py_ssize_t)p->a.size, chunk = (Py_ssize_t)s->chunk;
+    Py_ssize_t piece = s->piece > 0 ? (Py_ssize_t)s->piece : n;
+    Py_ssize_t win = STREAM_WINDOW / size / chunk * chunk;
+    if (win < chunk) win = chunk;
+    if ((half || !is_float) && !room(f32a, f32b, fcap, n < chunk ? n : chunk)) return 0;
+    if (!grow(ba, ca, (size_t)win * size) || !grow(bb, cb, (size_t)win * size)) return 0;
+    int fa = open_in(dca, p->pa);
+    if (fa < 0) return 0;
+    int fb = open_in(dcb, p->pb);
+    if (fb < 0) { close(fa); return 0; }
+    off_t oa = HDR + (off_t)p->a.name_len, ob = HDR + (off_t)p->b.name_len;
+    int ok = 1;
+    /* an auto threshold's window, for a scale factor of 1 (the var's scale is known only at the
+     * end): its errors are looked at a chunk at a time, while the chunk is in cache */
+    band_t bd = {(float)s->band_lo[half], (float)s->band_hi[half], 0, NULL, 0, 0, STREAM_BAND_CAP, 1};
+    band_t *band = is_float && s->band_hi[half] > 0 ? &bd : NULL;
+    for (Py_ssize_t p0 = 0; p0 < n && ok; p0 += piece) {
+        Py_ssize_t p1 = n - p0 < piece ? n : p0 + piece;
+        acc_t pc;
+        acc_init(&pc);
+        for (Py_ssize_t w0 = p0; w0 < p1; w0 += win) {
+            Py_ssize_t k = p1 - w0 < win ? p1 - w0 : win;
+            size_t want = (size_t)k * size;
+            window_t wa, wb;
+            if (!window_map(&wa, fa, (long long)oa + (long long)w0 * size, want, *ba)
+                || !window_map(&wb, fb, (long long)ob + (long long)w0 * size, want, *bb)) {
+                if (wa.base) window_unmap(&wa);
+                ok = 0;
+                break;
+            }
+            if (is_float) {
+                ok = measure_run(wa.p, wb.p, k, half, chunk, s->count, s->thr, s->count && s->thr_d == 0.0, hist, s->full, w0,
+                                 &pc, *f32a, *f32b, band) < 0;
+            } else {
+                for (Py_ssize_t c0 = 0; c0 < k && ok; c0 += chunk) {
+                    Py_ssize_t m = k - c0 < chunk ? k - c0 : chunk;
+                    ok = int_chunk_acc(&pc, wa.p + c0 * size, wb.p + c0 * size, m, h, w0 + c0, *f32a, *f32b);
+                }
+            }
+            window_unmap(&wa);
+            window_unmap(&wb);
+            if (!ok) break;
+        }
+        acc_merge(acc, &pc);
+    }
+    close(fa);
+    close(fb);
+    if (ok && is_float && !s->count) acc->n_over = 0;
+    if (ok && band) {
+        double sf = acc->scale < 1e-6 ? 1e-6 : (acc->scale > 1.0 ? 1.0 : acc->scale); /* threshold.scale_factor */
+        if (sf < 1.0) { /* another window: known only when no error reaches it */
+            bd.ok = !(acc->max_err > (double)(float)(s->band_lo[half] * sf));
+            bd.above = 0;
+            bd.n = 0;
+        }
+        band_take(acc, &bd);
+    }
+    free(bd.vals);
+    return ok;
 }
 
 /* An auto threshold is chosen once every var is measured, so its count of elements above it
@@ -1294,29 +1535,22 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
 static void band_window(const scan_t *s, acc_t *c, const char *va, const char *vb, Py_ssize_t n, int half,
                         float *fa, float *fb, size_t fcap) {
     double sf = c->scale < 1e-6 ? 1e-6 : (c->scale > 1.0 ? 1.0 : c->scale); /* threshold.scale_factor */
-    float wlo = (float)(s->band_lo[half] * sf), whi = (float)(s->band_hi[half] * sf);
-    c->band_ok = 1;
-    c->band_n = 0;
-    c->band_above = 0;
-    if (!(c->max_err > (double)wlo)) return; /* none above the window's low end */
-    Py_ssize_t step = half ? (Py_ssize_t)fcap : n;
-    for (Py_ssize_t i0 = 0; i0 < n; i0 += step) {
-        Py_ssize_t k = n - i0 < step ? n - i0 : step;
-        const float *a = (const float *)va + i0, *b = (const float *)vb + i0;
-        if (half) {
-            halves_to_floats(va + 2 * i0, fa, k);
-            halves_to_floats(vb + 2 * i0, fb, k);
-            a = fa;
-            b = fb;
-        }
-        for (Py_ssize_t i = 0; i < k; i++) {
-            float e = err1(a[i], b[i]);
-            if (!(e > wlo)) continue;
-            if (e > whi) c->band_above++;
-            else if (c->band_n < BAND_CAP) c->band_vals[c->band_n++] = e;
-            else c->band_ok = 0;
+    band_t bd = {(float)(s->band_lo[half] * sf), (float)(s->band_hi[half] * sf), 0, NULL, 0, 0, BAND_CAP, 1};
+    if (c->max_err > (double)bd.lo) { /* else none above the window's low end */
+        Py_ssize_t step = half ? (Py_ssize_t)fcap : n;
+        for (Py_ssize_t i0 = 0; i0 < n && bd.ok; i0 += step) {
+            Py_ssize_t k = n - i0 < step ? n - i0 : step;
+            const float *a = (const float *)va + i0, *b = (const float *)vb + i0;
+            if (half) {
+                halves_to_floats(va + 2 * i0, fa, k);
+                halves_to_floats(vb + 2 * i0, fb, k);
+                a = fa;
+                b = fb;
+            }
+            band_scan(a, b, k, &bd);
         }
     }
+    band_take(c, &bd);
 }
 
 static void *scan_worker(void *arg) {
@@ -1325,7 +1559,11 @@ static void *scan_worker(void *arg) {
     size_t ca = 0, cb = 0, fcap = 0;
     float *fa = NULL, *fb = NULL;
     int64_t *hist = calloc(HIST_LEN, sizeof(int64_t));  /* a float var's error histogram */
-    if (!hist) { __atomic_store_n(&s->oom, 1, __ATOMIC_RELAXED); return NULL; }
+    if (!hist) {
+        __atomic_store_n(&s->oom, 1, __ATOMIC_RELAXED);
+        scan_thread_done(s);
+        return NULL;
+    }
     hist_clear(hist);
     dirc_t da, db;  /* A's folder, B's */
     da.fd = db.fd = -1;
@@ -1355,20 +1593,24 @@ static void *scan_worker(void *arg) {
             parse_title_c(p->b.title, p->b.name_len, &p->tb);
         }
         if (!oka || p->a.dt->handler == H_NONE || p->a.code != p->b.code || p->a.ndim != p->b.ndim
-            || memcmp(p->a.dims, p->b.dims, sizeof p->a.dims) != 0
-            || p->a.file_size > s->max_file || p->b.file_size > s->max_file)
+            || memcmp(p->a.dims, p->b.dims, sizeof p->a.dims) != 0)
             continue;
+        int h = p->a.dt->handler, half = h == H_F16, big = p->a.file_size > s->max_file || p->b.file_size > s->max_file;
+        if (big && !s->stream) continue;
         const char *va = ba + HDR + p->a.name_len, *vb = bb + HDR + p->b.name_len;
-        p->measured = measure(s, p, va, vb, &fa, &fb, &fcap, hist);
-        if (p->measured && (p->a.dt->handler == H_F32 || p->a.dt->handler == H_F16)) { /* float: its statistics */
+        p->measured = big ? stream_measure(s, p, &da, &db, &ba, &ca, &bb, &cb, &fa, &fb, &fcap, hist)
+                          : measure(s, p, va, vb, &fa, &fb, &fcap, hist);
+        if (p->measured && (h == H_F32 || h == H_F16)) { /* float: its statistics */
             acc_t *c = &p->acc;
             c->has_stats = 1;
             hist_stats(hist, c->n_fin, s->ratio, s->full, c->max_rel, c->max_abs, c->max_err, c->stats);
-            int half = p->a.dt->handler == H_F16;
-            if (s->band_hi[half] > 0) band_window(s, c, va, vb, (Py_ssize_t)p->a.size, half, fa, fb, fcap);
+            /* a streamed var's band was made as it was read */
+            if (s->band_hi[half] > 0 && !big) band_window(s, c, va, vb, (Py_ssize_t)p->a.size, half, fa, fb, fcap);
         }
+        if (p->measured) __atomic_fetch_add(&s->done_bytes, (long long)(2 * p->a.size * (p->a.dt->bits / 8)), __ATOMIC_RELAXED);
         hist_clear(hist);
     }
+    scan_thread_done(s);
     if (da.fd >= 0) close(da.fd);
     if (db.fd >= 0) close(db.fd);
     free(ba);
@@ -1455,7 +1697,8 @@ static PyObject *head_tuple(const head_t *h, PyObject *title, const title_t *t) 
 }
 
 PyDoc_STRVAR(scan_pairs_doc,
-"scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False) -> list\n\n"
+"scan_pairs(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False,\n"
+"           band=(0, 0, 0, 0), stream=False, piece=0) -> list\n\n"
 "Read each pair of dump files (str or file system bytes; paths_b[i] may be None) once: header, title and, for files of\n"
 "at most max_file bytes of the same dtype and shape, the values compared as the Python engine\n"
 "does with chunks of `chunk` elements (threshold: count errors above it, or None). dtypes is a\n"
@@ -1467,7 +1710,10 @@ PyDoc_STRVAR(scan_pairs_doc,
 "where Python must parse it; fields are a measured var's (max_err, max_abs_err, max_rel_err,\n"
 "mean_abs_err, rmse, cosine, max_ulp, worst_index, worst_a, worst_b, scale, n_over, threshold,\n"
 "n_diff, then float vars' hist_stats at ratio: rel p50 ... error at ratio, None for others), as the\n"
-"Python engine finishes them, or None.");
+"Python engine finishes them, or None. band: (float32 low, high, float16 low, high) of an auto\n"
+"threshold's window (its errors inside kept, the last field). stream: float32 and float16 files\n"
+"over max_file are measured too, read a window at a time, in ranges of `piece` elements (0: one)\n"
+"merged in order, as the Python engine splits a big var.");
 
 /* One call's work: what the threads read (no Python object is touched off the GIL) and what
  * is freed after. scan_start hands it to threads of its own and returns at once (the caller
@@ -1479,13 +1725,19 @@ typedef struct {
     PyObject *encoded;  /* the paths as bytes, alive until the end */
     pthread_t tid[16];
     int started;  /* threads running or not yet joined */
+    int sync;     /* s.lock and s.ended made */
 } job_t;
 
 /* run the job on `threads` threads of its own (on this one, without the GIL, when none can be had) */
 static void job_start(job_t *j, int threads) {
+    pthread_mutex_lock(&j->s.lock);
+    j->s.running = threads;
+    pthread_mutex_unlock(&j->s.lock);
     for (int t = 0; t < threads; t++)
         if (pthread_create(&j->tid[j->started], NULL, scan_worker, &j->s) == 0) j->started++;
+        else scan_thread_done(&j->s);
     if (!j->started) {
+        j->s.running = 1;
         Py_BEGIN_ALLOW_THREADS
         scan_worker(&j->s);
         Py_END_ALLOW_THREADS
@@ -1509,6 +1761,7 @@ static void job_clear(job_t *j) {
             free(j->pairs[i].b.title);
             free(j->pairs[i].ta.input_ids);
             free(j->pairs[i].tb.input_ids);
+            free(j->pairs[i].acc.band_vals);
         }
     PyMem_Free(j->pairs);
     PyMem_Free(j->dts);
@@ -1521,6 +1774,10 @@ static void job_clear(job_t *j) {
 static void job_free(job_t *j) {
     if (!j) return;
     job_clear(j);
+    if (j->sync) {
+        pthread_mutex_destroy(&j->s.lock);
+        pthread_cond_destroy(&j->s.ended);
+    }
     PyMem_Free(j);
 }
 
@@ -1530,10 +1787,12 @@ static job_t *job_new(PyObject *args, int *threads_out) {
     long long max_file, chunk;
     int threads;
     double ratio = 1.0, band[4] = {0, 0, 0, 0};
-    int full = 0;
-    if (!PyArg_ParseTuple(args, "O!O!OLLOi|dp(dddd)", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk,
-                          &thr_obj, &threads, &ratio, &full, &band[0], &band[1], &band[2], &band[3]))
+    int full = 0, stream = 0;
+    long long piece = 0;
+    if (!PyArg_ParseTuple(args, "O!O!OLLOi|dp(dddd)pL", &PyList_Type, &la, &PyList_Type, &lb, &dts_obj, &max_file, &chunk,
+                          &thr_obj, &threads, &ratio, &full, &band[0], &band[1], &band[2], &band[3], &stream, &piece))
         return NULL;
+    if (piece < 0) { PyErr_SetString(PyExc_ValueError, "scan_pairs: piece must be >= 0"); return NULL; }
     Py_ssize_t n = PyList_GET_SIZE(la);
     if (PyList_GET_SIZE(lb) != n) { PyErr_SetString(PyExc_ValueError, "scan_pairs: paths_a and paths_b differ in length"); return NULL; }
     if (chunk < 1 || threads < 1) { PyErr_SetString(PyExc_ValueError, "scan_pairs: chunk and threads must be >= 1"); return NULL; }
@@ -1574,7 +1833,7 @@ static job_t *job_new(PyObject *args, int *threads_out) {
         j->pairs[i].pb = pp[1];
     }
     scan_t s = {j->pairs, n, 0, j->dts, (int)nd, max_file, chunk, thr_obj != Py_None, 0.0f, 0.0, ratio, full,
-                {band[0], band[2]}, {band[1], band[3]}, 0};
+                {band[0], band[2]}, {band[1], band[3]}, 0, stream, piece, 0, 0};
     if (s.count) {
         double t = PyFloat_AsDouble(thr_obj);
         if (t == -1.0 && PyErr_Occurred()) goto fail;
@@ -1582,6 +1841,9 @@ static job_t *job_new(PyObject *args, int *threads_out) {
         s.thr_d = t;
     }
     j->s = s;
+    pthread_mutex_init(&j->s.lock, NULL);
+    pthread_cond_init(&j->s.ended, NULL);
+    j->sync = 1;
     if (threads > 16) threads = 16;
     if (threads > n) threads = n > 0 ? (int)n : 1;
     *threads_out = threads;
@@ -1649,7 +1911,8 @@ static void job_capsule_free(PyObject *cap) {
 }
 
 PyDoc_STRVAR(scan_start_doc,
-"scan_start(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False) -> job\n\n"
+"scan_start(paths_a, paths_b, dtypes, max_file, chunk, threshold, threads, ratio=1.0, full=False,\n"
+"           band=(0, 0, 0, 0), stream=False, piece=0) -> job\n\n"
 "scan_pairs on `threads` threads of its own, started now; scan_finish(job) waits for them and\n"
 "returns what scan_pairs returns. A job dropped unfinished is waited for and freed.");
 
@@ -1662,6 +1925,33 @@ static PyObject *py_scan_start(PyObject *self, PyObject *args) {
     PyObject *cap = PyCapsule_New(j, JOB_CAPSULE, job_capsule_free);
     if (!cap) job_free(j);
     return cap;
+}
+
+PyDoc_STRVAR(scan_poll_doc, "scan_poll(job, seconds) -> (done, bytes)\n\n"
+"Wait up to `seconds` for a scan_start job's threads: whether they are all done, and the bytes of\n"
+"values (both sides) measured so far (a progress bar's; scan_finish still gives the results).");
+
+static PyObject *py_scan_poll(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cap;
+    double seconds;
+    if (!PyArg_ParseTuple(args, "Od", &cap, &seconds)) return NULL;
+    job_t *j = PyCapsule_GetPointer(cap, JOB_CAPSULE);
+    if (!j) return NULL;
+    if (j->pairs == NULL) { PyErr_SetString(PyExc_ValueError, "scan_poll: this job was finished"); return NULL; }
+    int done;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = (long long)until.tv_nsec + (long long)(seconds > 0 ? seconds * 1e9 : 0);
+    until.tv_sec += (time_t)(ns / 1000000000LL);
+    until.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_mutex_lock(&j->s.lock);
+    while (j->s.running > 0 && pthread_cond_timedwait(&j->s.ended, &j->s.lock, &until) == 0) {}
+    done = j->s.running <= 0;
+    pthread_mutex_unlock(&j->s.lock);
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(OL)", done ? Py_True : Py_False, __atomic_load_n(&j->s.done_bytes, __ATOMIC_RELAXED));
 }
 
 PyDoc_STRVAR(scan_finish_doc, "scan_finish(job) -> list\n\nWait for a scan_start job and return its results (once).");
@@ -1738,7 +2028,7 @@ static PyObject *py_measure(PyObject *self, PyObject *args) {
     Py_ssize_t bad;
     Py_BEGIN_ALLOW_THREADS
     bad = measure_run(ba.buf, bb.buf, n, half, chunk, count, (float)thr, count && thr == 0.0,
-                      want_hist ? (int64_t *)bh.buf : NULL, full, pos, &acc, half_buf, half_buf + (half ? chunk : 0));
+                      want_hist ? (int64_t *)bh.buf : NULL, full, pos, &acc, half_buf, half_buf + (half ? chunk : 0), NULL);
     Py_END_ALLOW_THREADS
     out = Py_BuildValue("(" ACC_STATE "n)", acc.n_fin, acc.max_err, acc.worst, acc.worst_a, acc.worst_b, acc.max_abs,
                         acc.max_rel, acc.sum_abs, acc.aa, acc.ab, acc.bb, acc.dd, acc.scale,
@@ -1798,17 +2088,6 @@ static long long data_offset(int fd) {
     uint32_t w[10];
     if (pread(fd, w, HDR, 0) != HDR) return -1;
     return HDR + (long long)w[0];
-}
-
-static int pread_all(int fd, char *p, size_t want, long long off) {
-    size_t got = 0;
-    while (got < want) {
-        ssize_t k = pread(fd, p + got, want - got, (off_t)(off + (long long)got));
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return 0;
-        got += (size_t)k;
-    }
-    return 1;
 }
 
 static long long count_one(const cnt_t *t, long long chunk, char *ra, char *rb, float *fa, float *fb) {
@@ -2340,6 +2619,7 @@ static PyMethodDef methods[] = {
     {"scan_pairs", py_scan_pairs, METH_VARARGS, scan_pairs_doc},
     {"scan_start", py_scan_start, METH_VARARGS, scan_start_doc},
     {"scan_finish", py_scan_finish, METH_O, scan_finish_doc},
+    {"scan_poll", py_scan_poll, METH_VARARGS, scan_poll_doc},
     {"count_pairs", py_count_pairs, METH_VARARGS, count_pairs_doc},
     {"json_rows", py_json_rows, METH_VARARGS, json_rows_doc},
     {"grisu_repr", py_grisu_repr, METH_O, grisu_repr_doc},
