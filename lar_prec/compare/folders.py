@@ -64,6 +64,7 @@ from lar_prec.compare.indices import judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
 from lar_prec.compare.threshold import (
     FLOAT_NAMES,
+    RECORDS_MAX,
     Threshold,
     VarColumns,
     choose_threshold,
@@ -176,8 +177,8 @@ def compare_folders(
     rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and small vars' values (C, threads)
-        if fixed is None and "numpy" not in sys.modules:
-            # the auto rule needs numpy (~0.07 s to import): loaded while the kernel's threads read
+        if fixed is None and len(fa) > RECORDS_MAX and "numpy" not in sys.modules:
+            # the auto rule's arrays need numpy (~0.07 s to import): loaded while the kernel's threads read
             threading.Thread(target=importlib.import_module, args=("numpy",), name="lar-prec-numpy", daemon=True).start()
         # float32 and float16 vars too big to read whole are measured there too, a window at a
         # time (C threads: no workers to fork, no numpy, no Python per window)
@@ -276,14 +277,16 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
     :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them.
     ``todo``: given, filled with the positions :func:`_recount` is left to look at (the others'
     counts made here from what the batch reader kept, :func:`count_from_band`)."""
-    cols = VarColumns.of(diffs, rows)
-    if cols is None:  # a var id repeats: record by record
+    # a few thousand vars: record by record (no numpy to import, which costs more than the rule)
+    cols = VarColumns.of(diffs, rows) if len(diffs) > RECORDS_MAX else None
+    if cols is None:  # few vars, or a var id repeats: record by record
         thr = choose_threshold(diffs)
         for d in diffs:
             d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
         if sources is not None:
             sources += judge_sources(diffs)  # type: ignore[arg-type]
-        grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True)
+        grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True,
+                             records=len(diffs) <= RECORDS_MAX)
         stepped, one_step = _one_step(grown)
         if todo is not None:
             todo.extend(range(len(diffs)))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable, Container, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Container, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.bounds import TERMS_C
@@ -131,7 +131,19 @@ MIN_SAMPLES = 5
 def _calibrate(values: List[float], lo: float, hi: float, default: float) -> float:
     if len(values) < MIN_SAMPLES:
         return default
-    return min(max(MEDIAN_FACTOR * float(np.median(values)), lo), hi)
+    return min(max(MEDIAN_FACTOR * _median(values), lo), hi)
+
+
+def _median(values: Any) -> float:
+    """``np.median`` of an array; of a list (the record path: no numpy to import) the same
+    number: the middle value, or the two middle ones' sum halved; NaN if any is NaN."""
+    if not isinstance(values, list):
+        return float(np.median(values))
+    xs = sorted(values)
+    if any(x != x for x in xs):
+        return math.nan
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
 def _winograd_shaped(d: VarDiff, ins: Sequence[VarDiff]) -> bool:
@@ -145,15 +157,17 @@ def _winograd_shapes(opr_type: str, out: Sequence[int], ins: Sequence[Sequence[i
 
 def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
          recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]] = None,
-         in_place: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
+         in_place: bool = False, records: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
     """``diffs`` (judged by the auto band ``thr``) re-judged by the edge rule: statuses and
     per-var thresholds of float vars, and which of them make error. Other dtypes, structural
     statuses and NaN/Inf are left as they are. None when no float var has a compared input.
     ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd).
     ``recheck(var)``: the var recomputed from each side's own inputs (None: it cannot be);
     a var the rule names whose recomputation says it made nothing is not a root.
-    ``in_place``: the records are the caller's own, not yet shared: changed, not copied."""
-    got = _grow_arrays(diffs, thr, profiled, recheck, in_place)
+    ``in_place``: the records are the caller's own, not yet shared: changed, not copied.
+    ``records``: record by record, not with arrays (the same decisions; a few thousand vars are
+    judged faster than numpy is imported)."""
+    got = None if records else _grow_arrays(diffs, thr, profiled, recheck, in_place)
     return got if got is not None else _grow_records(diffs, thr, profiled, recheck, in_place)
 
 

@@ -3,6 +3,8 @@ folders. Built fast (tens of thousands of vars): :func:`new_diff` and :func:`wit
 frozen record's dict without re-running its generated ``__init__``."""
 from __future__ import annotations
 
+import operator
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
@@ -22,12 +24,14 @@ VALUE_STATUSES = ("ok", INDEX_EQUIVALENT, "divergent", "nonfinite")
 AGREEING = frozenset(("ok", INDEX_EQUIVALENT))
 
 
+_STATUS = operator.attrgetter("status")
+
+
 def count_statuses(records: Iterable[Any]) -> Dict[str, int]:
     """Records (anything with ``status``) per status: every one of :data:`STATUSES`, zeros
     included, in that order."""
     out = {s: 0 for s in STATUSES}
-    for d in records:
-        out[d.status] = out.get(d.status, 0) + 1
+    out.update(Counter(map(_STATUS, records)))  # counted in C (tens of thousands of records)
     return out
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ from lar_prec.dumps.dtypes import DType, dtype_by_name
 #: auto threshold: at most this many gaps between var errors are tried per dtype
 MAX_CANDIDATES = 64
 
+#: up to this many vars the auto rule goes record by record, without arrays: the same
+#: decisions (tests/compare/test_auto_columns.py) in less time than numpy takes to import (~0.07 s)
+RECORDS_MAX = 4096
+
 #: below this magnitude the auto threshold stops shrinking with the var's scale
 SCALE_FLOOR = 1e-6
 
@@ -253,20 +257,26 @@ def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Option
     outside (a threshold the edge rule widened above the band) or nothing was kept."""
     if kept is None:
         return None
-    w = _WINDOWS.get(dtype)
-    if w is None:
-        return None
-    sf = scale_factor(scale)
     t32 = to_float32(t)
-    # each var's own window: rounded once, not cached (its scale makes it its own)
-    if not _to_float32(w[0] * sf) <= t32 <= _to_float32(w[1] * sf):
-        return None
+    if scale is not None and scale >= 1.0:  # scale factor 1: the dtype's own window (most vars)
+        w = _WINDOWS32.get(dtype)
+        if w is None or not w[0] <= t32 <= w[1]:
+            return None
+    else:
+        w = _WINDOWS.get(dtype)
+        if w is None:
+            return None
+        sf = scale_factor(scale)
+        # each var's own window: rounded once, not cached (its scale makes it its own)
+        if not _to_float32(w[0] * sf) <= t32 <= _to_float32(w[1] * sf):
+            return None
     above, inside = kept
     return above + sum(1 for e in array("f", inside) if e > t32) if inside else above
 
 
-#: :func:`window` of each float dtype
+#: :func:`window` of each float dtype, and rounded to float32 (a scale factor of 1)
 _WINDOWS = {name: window(name) for name in AUTO_BAND_EPS}
+_WINDOWS32 = {name: (_to_float32(lo), _to_float32(hi)) for name, (lo, hi) in _WINDOWS.items()}
 
 
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
@@ -342,13 +352,39 @@ class RootCounter:
         return int(np.count_nonzero(over & ~blocked))
 
 
+class RecordRootCounter:
+    """:class:`RootCounter` without arrays, for a few thousand vars (numpy costs more to import
+    than counting takes): each var's largest input error is found once, and a threshold's
+    roots are the vars above it whose largest input error is not (NaN never blocks, as there)."""
+
+    def __init__(self, diffs: Sequence[object], errs: Sequence[Optional[float]]) -> None:
+        err = [e or 0.0 for e in errs]
+        pos: Dict[int, int] = {}
+        for i, d in enumerate(diffs):
+            pos.setdefault(d.id, i)  # type: ignore[attr-defined]  # a repeated id: its first, as the array form
+        worst_in = []
+        for i, d in enumerate(diffs):
+            m = -math.inf
+            for u in d.inputs:  # type: ignore[attr-defined]
+                j = pos.get(u)
+                if j is not None and j != i and err[j] > m:
+                    m = err[j]
+            worst_in.append(m)
+        self.pairs = list(zip(err, worst_in))
+
+    def roots(self, t: float) -> int:
+        """Vars above ``t`` none of whose inputs is above ``t``."""
+        return sum(1 for e, m in self.pairs if e > t and not m > t)
+
+
 def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
     norm = [d.norm_err for d in mine]  # type: ignore[attr-defined]
-    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), lambda: RootCounter(mine, norm))
+    counter = RecordRootCounter if len(mine) <= RECORDS_MAX else RootCounter
+    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), lambda: counter(mine, norm))  # type: ignore[arg-type]
 
 
-def _best_of(name: str, errs: List[float], counter_of: Callable[[], RootCounter]) -> Tuple[float, str]:
+def _best_of(name: str, errs: List[float], counter_of: Callable[[], Any]) -> Tuple[float, str]:
     """:func:`_best_in_band` from the vars' distinct positive errors, sorted, and their root counter."""
     lo, hi = band(name)
     cands = {lo, hi}

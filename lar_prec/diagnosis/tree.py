@@ -387,11 +387,13 @@ class VarTree:
                     continue
             # (an input listed twice counts once: only the largest error is taken)
             compared = [e for u in preds if u != v for e in (get(u),) if e is not None and e.status != "missing"]
-            errs = [(u.max_err, u.id) for u in compared if u.max_err is not None]
+            # the largest input error, the smallest id among equals: tuples compared natively
+            errs = [(u.max_err, -u.id) for u in compared if u.max_err is not None]
             in_err: Optional[float] = None
             worst_in: Optional[int] = None
             if errs:
-                in_err, worst_in = max(errs, key=lambda t: (t[0], -t[1]))
+                in_err, worst_in = max(errs)
+                worst_in = -worst_in
             amp: Optional[float] = None
             if d.max_err is not None and in_err is not None:
                 amp = d.max_err / in_err if in_err > 0 else (math.inf if d.max_err > 0 else 0.0)

@@ -12,7 +12,7 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from lar_prec.errors import DumpFolderError, DumpFormatError
 from lar_prec.graph import topological_order
@@ -190,6 +190,13 @@ class DumpFolder:
         record is made from ``other`` when it is asked for (a folder of tens of thousands
         need not hold a copy of each at once)."""
         self._like[var_id] = other
+
+    def noted_like(self, other: "DumpFolder") -> Set[int]:
+        """The var ids whose header and title were noted to be byte for byte ``other``'s
+        (:meth:`cache_like`, with ``other``'s record still cached): the same title, hence the
+        same name, known without a call per var (tens of thousands of them)."""
+        cached = other._cache
+        return {v for v, d in self._like.items() if cached.get(v) is d}
 
     def title(self, var_id: int) -> str:
         """The title of ``var_id``'s dump (without making its record when it is known to be

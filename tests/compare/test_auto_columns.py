@@ -65,14 +65,14 @@ def test_columns_decide_as_the_records_do(lar_dump, tmp_path, case):
 @pytest.mark.megengine
 @pytest.mark.parametrize("case", CASES)
 def test_a_comparison_by_columns_is_the_comparison_record_by_record(lar_dump, tmp_path, monkeypatch, case):
-    # compare_folders' auto path reads each record once (columns) or record by record (where a
-    # var id repeats): the same comparison
+    # compare_folders' auto path reads each record once (columns: tens of thousands of vars) or
+    # goes record by record (a few thousand vars, or where a var id repeats): the same comparison
     for a, b in _pairs(lar_dump, tmp_path, case):
         for threshold in ("auto", "band"):
-            fast = compare_folders(a, b, threshold=threshold)
             with monkeypatch.context() as m:
-                m.setattr(folders_mod.VarColumns, "of", classmethod(lambda cls, *args: None))
-                slow = compare_folders(a, b, threshold=threshold)
+                m.setattr(folders_mod, "RECORDS_MAX", 0)  # columns, as for tens of thousands of vars
+                fast = compare_folders(a, b, threshold=threshold)
+            slow = compare_folders(a, b, threshold=threshold)
             assert [d.__dict__ for d in fast.diffs] == [d.__dict__ for d in slow.diffs]
             assert fast.threshold.to_json() == slow.threshold.to_json() and fast.threshold.made == slow.threshold.made
             assert (fast.notes, fast.sources) == (slow.notes, slow.sources)
@@ -146,3 +146,27 @@ class _RootsAt:
 
     def __init__(self, roots_at):
         self.roots = roots_at
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("case", ["resnet", "vit", "gru_topk"])
+def test_a_few_thousand_vars_are_judged_without_numpy(lar_dump, tmp_path, case):
+    # below RECORDS_MAX vars the auto rule goes record by record, without arrays: a comparison
+    # the batch reader measured whole imports no numpy (~0.07 s) unless the edge rule must
+    # recompute a var (a fault far above what its inputs explain needs no recomputing)
+    import subprocess
+    import sys
+
+    a = lar_dump(case, "naive")
+    ids = computed_float_vars(DumpFolder(a))
+    bad = ids[len(ids) // 2]
+    inject_fault(a, tmp_path / "bad", bad, 1e-2, only=True)
+    code = ("import sys\nfrom lar_prec.compare.folders import compare_folders\n"
+            "c = compare_folders(sys.argv[1], sys.argv[2])\n"
+            "print(c.threshold.mode, len(c), 'numpy' in sys.modules, sorted(c.threshold.made))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(a), str(tmp_path / "bad")], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    mode, n, imported, made = out.stdout.split(" ", 3)
+    assert mode == "auto" and 0 < int(n) <= folders_mod.RECORDS_MAX
+    assert made.strip() == f"[{bad}]" and imported == "False"
