@@ -912,7 +912,8 @@ typedef struct {
 
 
 /* at most this many errors inside an auto threshold's band are kept per var read whole
- * (band_window; tens of thousands of small vars), and per var read a window at a time */
+ * (band_window; tens of thousands of small vars: BAND_CAP, or one in 256 of a var's elements
+ * where that is more), and per var read a window at a time */
 #define BAND_CAP 64
 #define STREAM_BAND_CAP 65536
 
@@ -1535,7 +1536,8 @@ static int stream_measure(const scan_t *s, pair_t *p, dirc_t *dca, dirc_t *dcb, 
 static void band_window(const scan_t *s, acc_t *c, const char *va, const char *vb, Py_ssize_t n, int half,
                         float *fa, float *fb, size_t fcap) {
     double sf = c->scale < 1e-6 ? 1e-6 : (c->scale > 1.0 ? 1.0 : c->scale); /* threshold.scale_factor */
-    band_t bd = {(float)(s->band_lo[half] * sf), (float)(s->band_hi[half] * sf), 0, NULL, 0, 0, BAND_CAP, 1};
+    Py_ssize_t cap = n / 256 < BAND_CAP ? BAND_CAP : (n / 256 > STREAM_BAND_CAP ? STREAM_BAND_CAP : n / 256);
+    band_t bd = {(float)(s->band_lo[half] * sf), (float)(s->band_hi[half] * sf), 0, NULL, 0, 0, (int)cap, 1};
     if (c->max_err > (double)bd.lo) { /* else none above the window's low end */
         Py_ssize_t step = half ? (Py_ssize_t)fcap : n;
         for (Py_ssize_t i0 = 0; i0 < n && bd.ok; i0 += step) {
