@@ -176,12 +176,11 @@ def compare_folders(
     measured = None
     rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
-        # one read of each pair of files: headers, titles and small vars' values (C, threads)
+        # one read of each pair of files: headers, titles and values, a big file mapped a window
+        # at a time (C threads: no workers to fork, no numpy, no Python per window)
         if fixed is None and len(fa) > RECORDS_MAX and "numpy" not in sys.modules:
             # the auto rule's arrays need numpy (~0.07 s to import): loaded while the kernel's threads read
             threading.Thread(target=importlib.import_module, args=("numpy",), name="lar-prec-numpy", daemon=True).start()
-        # float32 and float16 vars too big to read whole are measured there too, a window at a
-        # time (C threads: no workers to fork, no numpy, no Python per window)
         measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
                                   full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
     paired = pair_folders(fa, fb, pairing)
@@ -197,7 +196,7 @@ def compare_folders(
         fa.forget_all()
         fb.forget_all()
         if on_progress is not None:  # all read: the bytes of both sides
-            total = sum(2 * ((d.size * dtype_by_name(d.dtype).bits + 7) // 8) for d in diffs)
+            total = sum(2 * dtype_by_name(d.dtype).nbytes(d.size) for d in diffs)
             on_progress(total, total)
         sources: List[int] = []
         todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count

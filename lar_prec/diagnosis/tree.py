@@ -392,8 +392,8 @@ class VarTree:
             in_err: Optional[float] = None
             worst_in: Optional[int] = None
             if errs:
-                in_err, worst_in = max(errs)
-                worst_in = -worst_in
+                in_err, minus_id = max(errs)
+                worst_in = -minus_id
             amp: Optional[float] = None
             if d.max_err is not None and in_err is not None:
                 amp = d.max_err / in_err if in_err > 0 else (math.inf if d.max_err > 0 else 0.0)

@@ -952,9 +952,9 @@ typedef struct {
     int full;              /* relative and absolute error histograms too (HIST_FULL) */
     double band_lo[2], band_hi[2]; /* an auto threshold's band of float32 and float16 (0: none) */
     int oom;
-    int stream;            /* float32/float16 files over max_file: read a window at a time and measured */
+    int stream;            /* files over max_file: measured too, mapped a window at a time */
     long long piece;       /* a streamed var's elements are summed per range of this many (0: one range) */
-    long long done_bytes;  /* values measured so far, both sides (atomic; scan_poll) */
+    long long done_bytes;  /* the files of the pairs measured so far, both sides (atomic; scan_poll) */
     int running;           /* threads not yet done (under `lock`; scan_poll waits on `ended`) */
     pthread_mutex_t lock;
     pthread_cond_t ended;
@@ -1290,18 +1290,38 @@ static int room(float **fa, float **fb, size_t *cap, Py_ssize_t n) {
     return 1;
 }
 
+/* an empty accumulator, as chunks.Acc starts */
+static void acc_init(acc_t *c) {
+    memset(c, 0, sizeof *c);
+    c->max_err = -1.0;
+    c->worst = -1;
+    c->max_ulp = -1;
+}
+
+/* threshold.scale_factor: what a var's auto threshold window is multiplied by */
+static double scale_factor(double scale) {
+    return scale < 1e-6 ? 1e-6 : (scale > 1.0 ? 1.0 : scale);
+}
+
 static int int_chunk_acc(acc_t *acc, const char *ca, const char *cb, Py_ssize_t k, int h, long long pos, float *fa,
                          float *fb);
+
+/* chunks.py exact_range over n integers (or Bool) of handler h and `size` bytes each, `chunk` at
+ * a time from index pos (int_chunk_acc per chunk): 0 when the Python engine must */
+static int int_run(acc_t *acc, const char *pa, const char *pb, Py_ssize_t n, int h, int size, Py_ssize_t chunk,
+                   long long pos, float *fa, float *fb) {
+    for (Py_ssize_t c0 = 0; c0 < n; c0 += chunk)
+        if (!int_chunk_acc(acc, pa + c0 * size, pb + c0 * size, n - c0 < chunk ? n - c0 : chunk, h, pos + c0, fa, fb))
+            return 0;
+    return 1;
+}
 
 /* Compare the values of a pair read whole (both headers ok, same dtype and shape): 1 when
  * measured, 0 when the Python engine must (NaN/Inf, overflow, int_chunk_acc's cases). */
 static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, float **f32a, float **f32b, size_t *fcap,
                    int64_t *hist) {
     acc_t *acc = &p->acc;
-    memset(acc, 0, sizeof *acc);
-    acc->max_err = -1.0;
-    acc->worst = -1;
-    acc->max_ulp = -1;
+    acc_init(acc);
     int h = p->a.dt->handler;
     Py_ssize_t n = (Py_ssize_t)p->a.size;
     if (h == H_F32 || h == H_F16) {
@@ -1317,10 +1337,7 @@ static int measure(const scan_t *s, pair_t *p, const char *da, const char *db, f
     /* integers, Bool, Byte and quantized raw values: chunks.py exact_range, a chunk at a time */
     Py_ssize_t chunk = (Py_ssize_t)s->chunk;
     if (!room(f32a, f32b, fcap, n < chunk ? n : chunk)) return 0;
-    size_t k = (size_t)(p->a.dt->bits / 8);
-    for (Py_ssize_t c0 = 0; c0 < n; c0 += chunk)
-        if (!int_chunk_acc(acc, da + c0 * k, db + c0 * k, n - c0 < chunk ? n - c0 : chunk, h, c0, *f32a, *f32b)) return 0;
-    return 1;
+    return int_run(acc, da, db, n, h, p->a.dt->bits / 8, chunk, 0, *f32a, *f32b);
 }
 
 /* the var's band from a scan's (its values handed over) */
@@ -1374,13 +1391,6 @@ static void window_unmap(window_t *w) {
 
 /* a streamed var's values are read this many bytes at a time (a multiple of the chunk) */
 #define STREAM_WINDOW (4 << 20)
-
-static void acc_init(acc_t *c) {
-    memset(c, 0, sizeof *c);
-    c->max_err = -1.0;
-    c->worst = -1;
-    c->max_ulp = -1;
-}
 
 /* scan.py merge: the accumulator of the next consecutive range added to `out`, in order */
 static void acc_merge(acc_t *out, const acc_t *a) {
@@ -1455,11 +1465,11 @@ static int int_chunk_acc(acc_t *acc, const char *ca, const char *cb, Py_ssize_t 
     return 1;
 }
 
-/* A float32 or float16 pair too big to read whole (headers ok, same dtype and shape), read a
- * window at a time and measured as the Python engine measures it (plan.py: ranges of
- * s->piece values, each chunks.py _kernel_range, merged in order by scan.py merge): the same
- * kernel calls, the same order of accumulation. 0 when the Python engine must (NaN/Inf, a
- * file that cannot be read now, no memory). */
+/* A pair too big to read whole (headers ok, same dtype and shape), mapped a window at a time
+ * and measured as the Python engine measures it (plan.py: ranges of s->piece values, each
+ * chunks.py _kernel_range or exact_range, merged in order by scan.py merge): the same kernel
+ * calls, the same order of accumulation. 0 when the Python engine must (NaN/Inf, int_chunk_acc's
+ * cases, a file that cannot be read now, no memory). */
 static int stream_measure(const scan_t *s, pair_t *p, dirc_t *dca, dirc_t *dcb, char **ba, size_t *ca, char **bb,
                           size_t *cb, float **f32a, float **f32b, size_t *fcap, int64_t *hist) {
     acc_t *acc = &p->acc;
@@ -1499,10 +1509,7 @@ static int stream_measure(const scan_t *s, pair_t *p, dirc_t *dca, dirc_t *dcb, 
                 ok = measure_run(wa.p, wb.p, k, half, chunk, s->count, s->thr, s->count && s->thr_d == 0.0, hist, s->full, w0,
                                  &pc, *f32a, *f32b, band) < 0;
             } else {
-                for (Py_ssize_t c0 = 0; c0 < k && ok; c0 += chunk) {
-                    Py_ssize_t m = k - c0 < chunk ? k - c0 : chunk;
-                    ok = int_chunk_acc(&pc, wa.p + c0 * size, wb.p + c0 * size, m, h, w0 + c0, *f32a, *f32b);
-                }
+                ok = int_run(&pc, wa.p, wb.p, k, h, size, chunk, w0, *f32a, *f32b);
             }
             window_unmap(&wa);
             window_unmap(&wb);
@@ -1514,7 +1521,7 @@ static int stream_measure(const scan_t *s, pair_t *p, dirc_t *dca, dirc_t *dcb, 
     close(fb);
     if (ok && is_float && !s->count) acc->n_over = 0;
     if (ok && band) {
-        double sf = acc->scale < 1e-6 ? 1e-6 : (acc->scale > 1.0 ? 1.0 : acc->scale); /* threshold.scale_factor */
+        double sf = scale_factor(acc->scale);
         if (sf < 1.0) { /* another window: known only when no error reaches it */
             bd.ok = !(acc->max_err > (double)(float)(s->band_lo[half] * sf));
             bd.above = 0;
@@ -1535,7 +1542,7 @@ static int stream_measure(const scan_t *s, pair_t *p, dirc_t *dca, dirc_t *dcb, 
  * fcap floats (a float16 var is widened a chunk of that size at a time). */
 static void band_window(const scan_t *s, acc_t *c, const char *va, const char *vb, Py_ssize_t n, int half,
                         float *fa, float *fb, size_t fcap) {
-    double sf = c->scale < 1e-6 ? 1e-6 : (c->scale > 1.0 ? 1.0 : c->scale); /* threshold.scale_factor */
+    double sf = scale_factor(c->scale);
     Py_ssize_t cap = n / 256 < BAND_CAP ? BAND_CAP : (n / 256 > STREAM_BAND_CAP ? STREAM_BAND_CAP : n / 256);
     band_t bd = {(float)(s->band_lo[half] * sf), (float)(s->band_hi[half] * sf), 0, NULL, 0, 0, (int)cap, 1};
     if (c->max_err > (double)bd.lo) { /* else none above the window's low end */
@@ -1609,7 +1616,7 @@ static void *scan_worker(void *arg) {
             /* a streamed var's band was made as it was read */
             if (s->band_hi[half] > 0 && !big) band_window(s, c, va, vb, (Py_ssize_t)p->a.size, half, fa, fb, fcap);
         }
-        if (p->measured) __atomic_fetch_add(&s->done_bytes, (long long)(2 * p->a.size * (p->a.dt->bits / 8)), __ATOMIC_RELAXED);
+        if (p->measured) __atomic_fetch_add(&s->done_bytes, p->a.file_size + p->b.file_size, __ATOMIC_RELAXED);
         hist_clear(hist);
     }
     scan_thread_done(s);
@@ -1713,9 +1720,9 @@ PyDoc_STRVAR(scan_pairs_doc,
 "mean_abs_err, rmse, cosine, max_ulp, worst_index, worst_a, worst_b, scale, n_over, threshold,\n"
 "n_diff, then float vars' hist_stats at ratio: rel p50 ... error at ratio, None for others), as the\n"
 "Python engine finishes them, or None. band: (float32 low, high, float16 low, high) of an auto\n"
-"threshold's window (its errors inside kept, the last field). stream: float32 and float16 files\n"
-"over max_file are measured too, read a window at a time, in ranges of `piece` elements (0: one)\n"
-"merged in order, as the Python engine splits a big var.");
+"threshold's window (its errors inside kept, the last field). stream: files over max_file are\n"
+"measured too, mapped a window at a time, in ranges of `piece` elements (0: one) merged in\n"
+"order, as the Python engine splits a big var.");
 
 /* One call's work: what the threads read (no Python object is touched off the GIL) and what
  * is freed after. scan_start hands it to threads of its own and returns at once (the caller
@@ -1931,7 +1938,8 @@ static PyObject *py_scan_start(PyObject *self, PyObject *args) {
 
 PyDoc_STRVAR(scan_poll_doc, "scan_poll(job, seconds) -> (done, bytes)\n\n"
 "Wait up to `seconds` for a scan_start job's threads: whether they are all done, and the bytes of\n"
-"values (both sides) measured so far (a progress bar's; scan_finish still gives the results).");
+"the files (both sides) of the pairs measured so far (a progress bar's; scan_finish still gives\n"
+"the results).");
 
 static PyObject *py_scan_poll(PyObject *self, PyObject *args) {
     (void)self;

@@ -31,8 +31,8 @@ from lar_prec.compare.threshold import COLUMN_FIELDS, Threshold, judge, window
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.folder import DumpFolder
 
-#: files up to this size are read whole and measured in C; bigger float32 and float16 ones are
-#: read a window at a time (``stream``), the rest go to the Python engine
+#: files up to this size are read whole and measured in C; bigger ones are mapped a window at
+#: a time (``piece`` given) or left to the Python engine
 MAX_FILE = 1 << 20
 
 #: while a block is read, a progress bar is moved this often (seconds)
@@ -73,10 +73,11 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
     give their pass threshold at; ``full``: their relative and absolute error's too.
     ``rows``: filled with each measured var's :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`
     by id, as its record is made (an auto threshold reads them, not the records).
-    ``piece``: given (> 0), float32 and float16 files too big to read whole are measured too, a
-    window at a time, their sums made per range of ``piece`` elements as the Python engine
-    splits a var (the same numbers); 0: those are left to the engine. ``on_progress``: called
-    as ``on_progress(done_bytes, total_bytes)`` (values of both sides) while blocks are read.
+    ``piece``: given (> 0), files too big to read whole are measured too, mapped a window at a
+    time, their sums made per range of ``piece`` elements as the Python engine splits a var
+    (the same numbers); 0: those are left to the engine. ``on_progress``: called as
+    ``on_progress(done_bytes, total_bytes)`` while blocks are read, in bytes of both folders'
+    files (the measured pairs' of all).
 
     Raises:
         DumpFormatError: a header the C reader took has a bad title or file name (as reading
@@ -115,7 +116,7 @@ def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Thresho
             ahead.append(read(blocks[k + 2]))
         _file(fa, fb, block, got, fixed, measured, rows)
         if on_progress is not None:
-            done += sum(_value_bytes(g) for g in got)
+            done += sum(_measured_bytes(g) for g in got)
     return measured
 
 
@@ -131,12 +132,10 @@ def _sizes(files_a: Dict[int, str], files_b: Dict[int, str]) -> int:
     return total
 
 
-def _value_bytes(got: Tuple[Any, ...]) -> int:
-    """The bytes of a read pair's values on both sides (0 unless measured)."""
-    ha, _hb, _same, fields = got
-    if fields is None:
-        return 0
-    return 2 * ((ha[2] * DTYPES[ha[0]].bits + 7) // 8)
+def _measured_bytes(got: Tuple[Any, ...]) -> int:
+    """The sizes of a read pair's two files (0 unless measured), as the kernel's scan_poll counts."""
+    ha, hb, _same, fields = got
+    return 0 if fields is None else ha[3] + hb[3]
 
 
 def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Optional[Threshold],
