@@ -77,7 +77,7 @@ def _matmul(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator
 def _conv_axis(size: int, k: int, out: int) -> List[Tuple[int, int, int]]:
     """(stride, padding, dilation) that take ``size`` to ``out`` with a window of ``k``."""
     found = []
-    for d in (1, 2):
+    for d in (1, 2) if k > 1 else (1,):  # a window of one has no dilation: one candidate, not two alike
         for s in (1, 2, 3, 4):
             for p in range(0, d * (k - 1) + 1):
                 if (size + 2 * p - d * (k - 1) - 1) // s + 1 == out and size + 2 * p >= d * (k - 1) + 1:

@@ -19,13 +19,10 @@ quantized vars compare exactly (quantized raw integers carry ``scale_unknown``).
 """
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import math
-import sys
 import tempfile
-import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -34,7 +31,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from lar_prec.compare.engine import batch
 from lar_prec.compare.engine.chunks import QUIET, count_range
 from lar_prec.compare.engine.io import Extent
-from lar_prec.compare.engine.scan import kernel_for, scan_over
+from lar_prec.compare.engine.scan import KERNEL, kernel_for, scan_over
 from lar_prec.compare.engine.workers import (
     DEFAULT_CHUNK,
     EngineSettings,
@@ -59,19 +56,24 @@ from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
 from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, recompute
-from lar_prec.compare.growth import grow, grow_columns, with_growth
+from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
 from lar_prec.compare.indices import judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
 from lar_prec.compare.threshold import (
+    AUTO_BAND_EPS,
     FLOAT_NAMES,
     RECORDS_MAX,
+    SCALE_FLOOR,
     Threshold,
     VarColumns,
     choose_threshold,
     count_from_band,
+    float_name,
     judge,
     judge_all,
     parse_threshold,
+    to_float32,
+    window,
 )
 from lar_prec.lar.graphopts import formats_beside_dump
 from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
@@ -178,9 +180,6 @@ def compare_folders(
     if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
         # one read of each pair of files: headers, titles and values, a big file mapped a window
         # at a time (C threads: no workers to fork, no numpy, no Python per window)
-        if fixed is None and len(fa) > RECORDS_MAX and "numpy" not in sys.modules:
-            # the auto rule's arrays need numpy (~0.07 s to import): loaded while the kernel's threads read
-            threading.Thread(target=importlib.import_module, args=("numpy",), name="lar-prec-numpy", daemon=True).start()
         measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
                                   full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
     paired = pair_folders(fa, fb, pairing)
@@ -192,7 +191,7 @@ def compare_folders(
         diffs = _in_order(measured, paired)
         files = (fa.files(), fb.files())
         # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
-        # of a 20,000-var compare, re-reading the few hundred it needs costs ~10 ms
+        # of a 20,000-var compare (8 MB measured again), re-reading the few hundred it needs costs ~15 ms
         fa.forget_all()
         fb.forget_all()
         if on_progress is not None:  # all read: the bytes of both sides
@@ -276,8 +275,8 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
     :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them.
     ``todo``: given, filled with the positions :func:`_recount` is left to look at (the others'
     counts made here from what the batch reader kept, :func:`count_from_band`)."""
-    # a few thousand vars: record by record (no numpy to import, which costs more than the rule)
-    cols = VarColumns.of(diffs, rows) if len(diffs) > RECORDS_MAX else None
+    # a few thousand vars: record by record; more, by columns in the C kernel
+    cols = VarColumns.of(diffs, rows, kind_code) if len(diffs) > RECORDS_MAX else None
     if cols is None:  # few vars, or a var id repeats: record by record
         thr = choose_threshold(diffs)
         for d in diffs:
@@ -291,36 +290,72 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
             todo.extend(range(len(diffs)))
     else:  # each record read once and written once (tens of thousands of them)
         thr = choose_threshold(diffs, cols)
-        status, thresh, n_over = judge_all(cols, thr)
-        judged = [i for i, st in enumerate(cols.status) if st not in ("missing", "shape_mismatch")]
+        status, thresh, n_over = _judge_all(cols, thr)
         if sources is not None:
-            at = [i for i, o in enumerate(cols.opr_type) if o in SOURCE_TYPES]
+            # only a constant or input that differs at all changes (judge_sources): few, or none
+            at = [i for i, (o, m) in enumerate(zip(cols.opr_type, cols.max_abs_err)) if m and o in SOURCE_TYPES]
             for i in at:
                 diffs[i].__dict__.update(status=status[i], threshold=thresh[i], n_over=n_over[i])
             sources += judge_sources([diffs[i] for i in at])
             for i in at:
                 status[i], thresh[i], n_over[i] = diffs[i].status, diffs[i].threshold, diffs[i].n_over
         growth, _ = grow_columns(diffs, cols, status, thresh, n_over, thr, _profiled(fa) or _profiled(fb), recheck)
-        max_err, dtype, scale, max_abs_err = cols.max_err, cols.dtype, cols.scale, cols.max_abs_err
-        steps = []  # quantized vars one step apart
-        for i in judged:  # records this comparison made and not yet shared
-            d, st, no, t = diffs[i], status[i], n_over[i], thresh[i]
-            if no is None and todo is not None and t is not None and max_err[i] is not None:
-                # the threshold is final: counted from the errors the batch reader kept, or later
-                no = count_from_band(d.band, dtype[i], scale[i], t)
-                if no is None:
-                    todo.append(i)
-            fields = d.__dict__
-            fields["status"], fields["threshold"], fields["n_over"] = st, t, no
-            if st == "divergent" and max_abs_err[i] == 1 and dtype[i].startswith("Quantized"):
-                steps.append(i)
-        if todo is not None and len(judged) < len(diffs):
-            todo.extend(i for i, st in enumerate(cols.status) if st in ("missing", "shape_mismatch"))
+        steps = _apply_judged(diffs, cols, status, thresh, n_over, todo)  # quantized vars one step apart
+        if todo is not None:
+            todo.extend(i for i, st in enumerate(cols.status) if st == "missing" or st == "shape_mismatch")
         stepped, one_step = _one_step(diffs, steps)
     if one_step:
         notes.append(one_step)
     diffs[:] = stepped
     return with_growth(thr, growth)
+
+
+#: the statuses the auto rule's C passes tell apart (its words: Python's own str objects)
+_JUDGE_WORDS = ("ok", "divergent", "nonfinite", "missing", "shape_mismatch", "dtype_mismatch")
+_APPLY_WORDS = ("divergent", "missing", "shape_mismatch")
+#: each float dtype's auto window, as values and rounded to float32 (count_from_band's)
+_WINDOW_ROWS = {name: (*window(name), *(to_float32(w) for w in window(name))) for name in AUTO_BAND_EPS}
+
+
+def _judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
+    """:func:`~lar_prec.compare.threshold.judge_all`, in C where the kernel is built (a Python
+    pass over tens of thousands of vars costs more than the rule's arithmetic)."""
+    fast = getattr(KERNEL, "judge_vars", None)
+    if fast is not None:
+        kinds = {dt: (float(thr.for_dtype(dt)), float_name(dt)) for dt in set(cols.dtype)}
+        got = fast(cols.status, cols.dtype, cols.max_err, cols.scale, cols.n_nonfinite, cols.n_diff, cols.threshold,
+                   cols.n_over, kinds, thr.scaled, SCALE_FLOOR, _JUDGE_WORDS)
+        if got is not None:  # None: a field of a type the records do not give it
+            return got
+    return judge_all(cols, thr)
+
+
+def _apply_judged(diffs: List[VarDiff], cols: VarColumns, status: Sequence[Any], thresh: Sequence[Any],
+                  n_over: Sequence[Any], todo: Optional[List[int]]) -> List[int]:
+    """Write each judged var's ``status``, ``threshold`` and ``n_over`` into its record (records
+    this comparison made and not yet shared), its count over the threshold made from the
+    errors the batch reader kept where it must be counted (else its position goes to ``todo``,
+    for :func:`_recount`); returns the positions of divergent quantized vars one step apart."""
+    fast = getattr(KERNEL, "apply_judged", None)
+    if fast is not None:
+        return fast(diffs, cols.status, status, thresh, n_over, cols.max_err, cols.dtype, cols.scale,
+                    cols.max_abs_err, _WINDOW_ROWS, todo, SCALE_FLOOR, _APPLY_WORDS)
+    max_err, dtype, scale, max_abs_err = cols.max_err, cols.dtype, cols.scale, cols.max_abs_err
+    steps = []
+    for i, st0 in enumerate(cols.status):
+        if st0 == "missing" or st0 == "shape_mismatch":
+            continue
+        d, st, no, t = diffs[i], status[i], n_over[i], thresh[i]
+        if no is None and todo is not None and t is not None and max_err[i] is not None:
+            # the threshold is final: counted from the errors the batch reader kept, or later
+            no = count_from_band(d.band, dtype[i], scale[i], t)
+            if no is None:
+                todo.append(i)
+        fields = d.__dict__
+        fields["status"], fields["threshold"], fields["n_over"] = st, t, no
+        if st == "divergent" and max_abs_err[i] == 1 and dtype[i].startswith("Quantized"):
+            steps.append(i)
+    return steps
 
 
 def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callable[[VarDiff], Optional[Recomputed]]:

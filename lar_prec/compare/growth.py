@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Container, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Container, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.bounds import TERMS_C
+from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.explain import Recomputed
 from lar_prec.compare.records import VarDiff, with_changes
 from lar_prec.compare.threshold import FLOOR_EPS, SCALE_FLOOR, Threshold, VarColumns, scale_factor, to_float32
@@ -134,11 +134,9 @@ def _calibrate(values: List[float], lo: float, hi: float, default: float) -> flo
     return min(max(MEDIAN_FACTOR * _median(values), lo), hi)
 
 
-def _median(values: Any) -> float:
-    """``np.median`` of an array; of a list (the record path: no numpy to import) the same
-    number: the middle value, or the two middle ones' sum halved; NaN if any is NaN."""
-    if not isinstance(values, list):
-        return float(np.median(values))
+def _median(values: List[float]) -> float:
+    """``np.median``'s number without numpy: the middle value, or the two middle ones' sum
+    halved; NaN if any is NaN (``_kernel.c`` median_of, for the columns, the same)."""
     xs = sorted(values)
     if any(x != x for x in xs):
         return math.nan
@@ -329,19 +327,23 @@ def _reason(s: float, g_red: float, g_elem: float, profiled: bool, over_band: in
 
 
 _MOVE, _REDUCING, _ELEMWISE = 0, 1, 2
-#: grow_columns' status codes (3: any other status)
-_STATUS_CODE = {"ok": 0, "divergent": 1, "missing": 2}
 _KIND_CODE = {"move": _MOVE, "reducing": _REDUCING, "elementwise": _ELEMWISE}
-#: chains of vars whose status hangs on their inputs' are followed with arrays this many steps,
-#: then var by var in execution order (the same result: each var reads only earlier ones)
-_SWEEPS = 32
+#: the rule's constants as the C kernel's grow_columns takes them (one source: the names above)
+_CONSTS = (*(EPS[n] for n in VarColumns.FLOATS), *(FLOOR_EPS[n] for n in VarColumns.FLOATS), ELEMWISE_ULPS, GAIN_MOVE,
+           SCALE_MIN, SCALE_MAX, GAIN_MIN, GAIN_MAX, GAIN_DEFAULT, MEDIAN_FACTOR, float(MIN_SAMPLES),
+           WINOGRAD_ALLOWANCE, SCALE_FLOOR)
+
+
+def kind_code(opr_type: str) -> int:
+    """The edge rule's kind of an operator type as :class:`VarColumns` codes it."""
+    return _KIND_CODE[_kind_of(opr_type)]
 
 
 def _grow_arrays(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
                  recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]],
                  in_place: bool) -> Optional[Tuple[List[VarDiff], Optional[Growth]]]:
-    """:func:`grow` by :func:`grow_columns`; None where a var id repeats."""
-    cols = VarColumns.of(diffs)
+    """:func:`grow` by :func:`grow_columns`; None where a var id repeats or the kernel is not built."""
+    cols = VarColumns.of(diffs, kind_of=kind_code)
     if cols is None:
         return None
     status, threshold, n_over = list(cols.status), list(cols.threshold), list(cols.n_over)
@@ -358,138 +360,45 @@ def _grow_arrays(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
 def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], threshold: List[Optional[float]],
                  n_over: List[Optional[int]], thr: Threshold, profiled: bool,
                  recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]]) -> Tuple[Optional[Growth], List[int]]:
-    """:func:`grow` with arrays over all vars at once (tens of thousands of vars: a loop over the
-    records costs more than the rule), from their columns and their ``status``, ``threshold``
-    and ``n_over`` as judged by the band ``thr`` (changed in place; the records are not): the
-    same numbers and decisions, each computed in the same order of operations. Returns the
+    """:func:`grow` over all vars at once, in the C kernel (``_kernel.c`` grow_columns: tens of
+    thousands of vars, where a loop over the records costs more than the rule), from their
+    columns (made with :func:`kind_code`) and their ``status``, ``threshold`` and ``n_over`` as
+    judged by the band ``thr`` (changed in place; the records are not): the same numbers and
+    decisions as record by record, each computed in the same order of operations. The
+    reduction lengths and the recheck stay here (shapes; numpy and the files). Returns the
     growth (None: no float var has a compared input) and the positions it changed."""
-    n = len(cols.ids)
-    ids, dtype = cols.ids, cols.dtype
-    me, sc, has_scale = cols.me, cols.sc, cols.has_scale
-    # statuses and dtypes as small codes, one pass each; per-dtype values taken by code
-    st_code = np.array([_STATUS_CODE.get(x, 3) for x in status], dtype=np.int8)
-    st_ok, st_div, st_missing = st_code == 0, st_code == 1, st_code == 2
-    dtypes: Dict[str, int] = {}
-    dt_code = np.array([dtypes[t] if t in dtypes else dtypes.setdefault(t, len(dtypes)) for t in dtype], dtype=np.intp)
-    names = list(dtypes)
-    eps = np.array([EPS.get(t, 0.0) for t in names], dtype=np.float64)[dt_code]
-    flt = eps > 0.0
-    # the error the rule uses: a float var ok or divergent, any ok var (it feeds its consumers)
-    has = (st_ok | (st_div & flt)) & np.isfinite(cols.norm)
-    err = np.where(has, cols.norm, 0.0)
-    src, dst = cols.edges()
-    count = np.bincount(dst, minlength=n)
-    unmeasured = np.zeros(n, dtype=bool)  # an input differs in a way error cannot measure
-    unmeasured[dst[(~has & ~st_ok & ~st_missing)[src]]] = True
-    e_in = np.zeros(n, dtype=np.float64)
-    np.maximum.at(e_in, dst, err[src])
-    eps_in = np.full(n, np.inf)
-    np.minimum.at(eps_in, dst, eps[src])
-    cand = has & flt & (count > 0) & ~unmeasured
-    if not cand.any():
-        return None, []
-    kind_of: Dict[str, int] = {}
-    kind = np.array([kind_of[o] if o in kind_of else kind_of.setdefault(o, _KIND_CODE[_kind_of(o)])
-                     for o in cols.opr_type], dtype=np.int8)
-    magnitude = np.fmax(1.0, np.where(has_scale, sc, 0.0))
-    # float16 and bfloat16 values are not small: their rounding follows their magnitude
-    mag = np.where(np.array([t == "Float32" for t in names], dtype=bool)[dt_code], 1.0, magnitude)
-    red, elem, move = cand & (kind == _REDUCING), cand & (kind == _ELEMWISE), cand & (kind == _MOVE)
-    units = np.zeros(n, dtype=np.float64)
-    units[elem] = ELEMWISE_ULPS * eps[elem] * mag[elem]
-    units[move] = np.where(eps_in[move] < eps[move], 0.5 * eps[move] * mag[move], 0.0)
-    k = np.ones(n, dtype=np.float64)
-    wino = np.zeros(n, dtype=bool)
-    pos, shape, inputs, opr = cols.pos, cols.shape, cols.inputs, cols.opr_type
-    at_red = np.flatnonzero(red).tolist()
+    pos = cols.pos
     # layers repeat: each (operator, shape, input shapes) is worked out once
     memo: Dict[Tuple[str, Tuple[int, ...], Tuple[Tuple[int, ...], ...]], Tuple[int, bool]] = {}
-    k_red, wino_red = [], []
-    for i in at_red:
-        vid = ids[i]
-        key = (opr[i], shape[i], tuple([shape[pos[u]] for u in inputs[i] if u in pos and u != vid]))
-        try:
-            got = memo.get(key)
-        except TypeError:  # a shape given as a list (a record made by hand): not remembered
-            got = (reduction_length(*key), _winograd_shapes(*key))
-        if got is None:
-            got = memo[key] = (reduction_length(*key), _winograd_shapes(*key))
-        k_red.append(got[0])
-        wino_red.append(profiled and got[1])
-    k[at_red] = k_red
-    wino[at_red] = wino_red
-    units[red] = eps[red] * np.sqrt(k[red]) * mag[red]
-    plain = red & ~wino
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gains = cand & (e_in >= 4.0 * eps) & ~move
-        gain = err / e_in
-    s = _calibrate(np.maximum(0.0, err[plain] - e_in[plain]) / units[plain], SCALE_MIN, SCALE_MAX, SCALE_MIN)
-    g_red = _calibrate(gain[gains & red], GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
-    g_elem = _calibrate(gain[gains & elem], GAIN_MIN, GAIN_MAX, GAIN_DEFAULT)
-    own = np.where(wino, max(s, WINOGRAD_ALLOWANCE) * units * magnitude, s * units)
-    guard = np.array([FLOOR_EPS.get(t, 0.0) for t in names], dtype=np.float64)[dt_code] * eps
-    g = np.where(kind == _MOVE, GAIN_MOVE, np.where(kind == _REDUCING, g_red, g_elem))
-    expl = np.maximum(guard, own) + g * e_in
-    made_at = cand & (err > expl)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = err / expl
-    explained = dict(zip([ids[i] for i in np.flatnonzero(cand).tolist()], expl[cand].tolist()))
-    at_made = np.flatnonzero(made_at).tolist()
-    made = dict(zip([ids[i] for i in at_made], ratio[made_at].tolist()))
-    rechecked = _rechecked(made, explained, dict(zip(made, err[made_at].tolist())),
-                           {ids[i] for i in np.flatnonzero(wino).tolist()}, {ids[i]: diffs[i] for i in at_made}, recheck)
-    for vid in rechecked:
-        made_at[pos[vid]] = False
-        expl[pos[vid]] = explained[vid]
-    # re-judged: float vars the rule explains, ok or divergent by the band
-    judged = cand & (st_ok | st_div)
-    sf = np.where(has_scale & ~np.isnan(sc), np.minimum(1.0, np.maximum(np.nan_to_num(sc, nan=1.0), SCALE_FLOOR)), 1.0)
-    b = np.array([thr.for_dtype(t) if t in EPS else 0.0 for t in names], dtype=np.float64)[dt_code]
-    band_t = np.where(has_scale, b * sf, b) if thr.scaled else b
-    xs = expl * sf
-    t_high = np.maximum(band_t, xs)
-    with np.errstate(over="ignore", invalid="ignore"):  # compared in float32, as to_float32
-        over_made = me > xs.astype(np.float32).astype(np.float64)
-        over_band = me > band_t.astype(np.float32).astype(np.float64)
-        over_high = me > t_high.astype(np.float32).astype(np.float64)
-    made_j = judged & made_at
-    # divergent: what the band left (not judged here), else by the threshold below; a var with
-    # a divergent input earlier in execution order is held to the band
-    div = np.where(judged, np.where(made_j, over_made, over_high), ~st_ok)
-    hangs = judged & ~made_j & over_band & ~over_high  # divergent only behind a divergent input
-    early = src < dst
-    src, dst = src[early], dst[early]
-    if hangs.any():
-        on = hangs[dst]
-        hs, hd = src[on], dst[on]
-        for _ in range(_SWEEPS):
-            hit = np.zeros(n, dtype=bool)
-            hit[hd[div[hs]]] = True
-            new = div | (hangs & hit)
-            if np.array_equal(new, div):
-                break
-            div = new
-        else:
-            before: Dict[int, List[int]] = {}
-            for p, i in zip(hs.tolist(), hd.tolist()):
-                before.setdefault(i, []).append(p)
-            for i in np.flatnonzero(hangs).tolist():
-                div[i] = any(div[p] for p in before.get(i, ()))
-    behind = np.zeros(n, dtype=bool)
-    behind[dst[div[src]]] = True
-    t = np.where(made_j, xs, np.where(behind, band_t, t_high))
-    carried = int(np.count_nonzero(judged & ~made_j & ~behind & over_band))
-    old_t = np.array([math.nan if x is None else x for x in threshold], dtype=np.float64)
-    changed = np.flatnonzero(judged & ((div != st_div) | (t != old_t))).tolist()
-    t_at = t.tolist()
-    for i in changed:
-        ti = t_at[i]
-        st = "divergent" if div[i] else "ok"
-        n_over[i] = 0 if st == "ok" else (n_over[i] if ti == threshold[i] else None)
-        status[i], threshold[i] = st, ti
+
+    def k_of(keys: List[Tuple[str, Tuple[int, ...], Tuple[Tuple[int, ...], ...]]]) -> Tuple[List[int], List[bool]]:
+        k_red, wino_red = [], []
+        for key in keys:  # (operator, shape, its inputs' shapes among the vars)
+            try:
+                got = memo.get(key)
+            except TypeError:  # a shape given as a list (a record made by hand): not remembered
+                got = (reduction_length(*key), _winograd_shapes(*key))
+            if got is None:
+                got = memo[key] = (reduction_length(*key), _winograd_shapes(*key))
+            k_red.append(got[0])
+            wino_red.append(got[1])
+        return k_red, wino_red
+
+    def recheck_of(made: Dict[int, float], explained: Dict[int, float], err: Dict[int, float],
+                   winograd: "Container[int]") -> Dict[int, Recomputed]:
+        return _rechecked(made, explained, err, winograd, {v: diffs[pos[v]] for v in made}, recheck)
+
+    base = tuple(float(thr.for_dtype(n)) for n in VarColumns.FLOATS)
+    got = KERNEL.grow_columns(cols.ids, status, threshold, n_over, cols.flat, _CONSTS, base,  # type: ignore[union-attr]
+                              thr.scaled, profiled, pos, VarColumns.STATUS_WORDS, cols.opr_type, cols.shape, k_of,
+                              recheck_of)
+    if got is None:
+        return None, []
+    s, g_red, g_elem, made, explained, rechecked, carried, changed = got
     return Growth(made=made, explained=explained, scale=s, gain_reducing=g_red, gain_elementwise=g_elem,
                   explained_over_band=carried, reason=_reason(s, g_red, g_elem, profiled, carried, rechecked),
                   rechecked=rechecked), changed
+
 
 def with_growth(thr: Threshold, growth: Optional[Growth]) -> Threshold:
     """``thr`` carrying the edge rule's decision (the roots it made) and its reason."""

@@ -10,7 +10,6 @@ so it does not import compare.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 import operator
 import struct
@@ -18,16 +17,17 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
+from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.errors import UsageError
 from lar_prec.dumps.dtypes import DType, dtype_by_name
 
 #: auto threshold: at most this many gaps between var errors are tried per dtype
 MAX_CANDIDATES = 64
 
-#: up to this many vars the auto rule goes record by record, without arrays: the same
-#: decisions (tests/compare/test_auto_columns.py) in less time than numpy takes to import (~0.07 s)
-RECORDS_MAX = 4096
+#: up to this many vars the auto rule goes record by record; above, by columns in the C kernel
+#: (where it is built): the same decisions (tests/compare/test_auto_columns.py) at a twentieth of
+#: the time per var, a Python pass over each record costing more than the rule's arithmetic
+RECORDS_MAX = 64
 
 #: below this magnitude the auto threshold stops shrinking with the var's scale
 SCALE_FLOOR = 1e-6
@@ -310,52 +310,11 @@ def judge(d: object, thr: Threshold) -> Dict[str, object]:
     return {"status": st, "threshold": t, "n_over": n_over}
 
 
-class RootCounter:
-    """Counts, for any threshold, the vars above it whose inputs are all below it (inputs
-    outside the set do not block): vectorised, since auto tries dozens of thresholds."""
-
-    def __init__(self, diffs: Sequence[object], errs: Optional[Sequence[Optional[float]]] = None) -> None:
-        """``errs``: each var's ``norm_err`` when the caller has them."""
-        n = len(diffs)
-        if errs is None:
-            errs = [d.norm_err for d in diffs]  # type: ignore[attr-defined]
-        self.err = np.array([e or 0.0 for e in errs], dtype=np.float64)
-        # the edges (input position -> position) among these vars, found with arrays: tens of
-        # thousands of vars, tried at dozens of thresholds
-        ids = np.array([d.id for d in diffs], dtype=np.int64)  # type: ignore[attr-defined]
-        ins = [d.inputs for d in diffs]  # type: ignore[attr-defined]
-        flat = np.fromiter(itertools.chain.from_iterable(ins), dtype=np.int64)
-        dst = np.repeat(np.arange(n, dtype=np.intp), np.fromiter(map(len, ins), dtype=np.intp, count=n))
-        order = np.argsort(ids, kind="stable")
-        at = np.searchsorted(ids[order], flat)
-        known = at < n
-        known[known] = ids[order][at[known]] == flat[known]
-        src = order[at[known]]
-        dst = dst[known]
-        keep = src != dst
-        self.src = src[keep].astype(np.intp)
-        self.dst = dst[keep]
-
-    @classmethod
-    def of_edges(cls, err: Any, src: Any, dst: Any) -> "RootCounter":
-        """The counter of vars with errors ``err`` and edges ``src`` -> ``dst`` (positions, none
-        from a var to itself) already found."""
-        counter = cls.__new__(cls)
-        counter.err, counter.src, counter.dst = err, src, dst
-        return counter
-
-    def roots(self, t: float) -> int:
-        """Vars above ``t`` none of whose inputs is above ``t``."""
-        over = self.err > t
-        blocked = np.zeros(over.size, dtype=bool)
-        blocked[self.dst[over[self.src]]] = True
-        return int(np.count_nonzero(over & ~blocked))
-
-
 class RecordRootCounter:
-    """:class:`RootCounter` without arrays, for a few thousand vars (numpy costs more to import
-    than counting takes): each var's largest input error is found once, and a threshold's
-    roots are the vars above it whose largest input error is not (NaN never blocks, as there)."""
+    """Counts, for any threshold, the vars above it whose inputs are all below it (inputs
+    outside the set do not block; auto tries dozens of thresholds): each var's largest input
+    error is found once, and a threshold's roots are the vars above it whose largest input
+    error is not (NaN never blocks). :meth:`VarColumns.roots_counter` counts the same in C."""
 
     def __init__(self, diffs: Sequence[object], errs: Sequence[Optional[float]]) -> None:
         err = [e or 0.0 for e in errs]
@@ -380,8 +339,7 @@ class RecordRootCounter:
 def _best_in_band(name: str, mine: Sequence[object]) -> Tuple[float, str]:
     """Auto threshold of float dtype ``name`` from its measured vars, and its reason part."""
     norm = [d.norm_err for d in mine]  # type: ignore[attr-defined]
-    counter = RecordRootCounter if len(mine) <= RECORDS_MAX else RootCounter
-    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), lambda: counter(mine, norm))  # type: ignore[arg-type]
+    return _best_of(name, sorted({e for e in norm if e is not None and e > 0}), lambda: RecordRootCounter(mine, norm))
 
 
 def _best_of(name: str, errs: List[float], counter_of: Callable[[], Any]) -> Tuple[float, str]:
@@ -473,54 +431,67 @@ _COLUMNS = operator.attrgetter(*COLUMN_FIELDS)
 
 class VarColumns:
     """The fields the auto threshold reads of every var, read once (tens of thousands of
-    records: each pass over them costs more than the arithmetic), in the records' order, with
-    arrays made from them on first use. Build with :meth:`of`: None where a var id repeats."""
+    records: each pass over them costs more than the arithmetic), in the records' order, and
+    flat in the C kernel (``_kernel.c`` auto_columns: max_err, scale, norm_err, dtype and status
+    codes, the edges among the vars by position), where the auto rule's passes run. Build with
+    :meth:`of`: None where a var id repeats or the kernel is not built (the rule then goes
+    record by record)."""
+
+    #: the C kernel's dtype indices: the float dtypes in this order (growth's EPS has them so)
+    FLOATS = FLOAT_NAMES
+    #: the status words the kernel codes 0..3 (4: any other)
+    STATUS_WORDS = ("ok", "divergent", "missing", "shape_mismatch")
 
     def __init__(self, rows: Sequence[Tuple[Any, ...]]) -> None:
         (self.ids, self.status, self.dtype, self.max_err, self.scale, self.inputs, self.opr_type, self.threshold,
          self.n_over, self.n_diff, self.n_nonfinite, self.max_abs_err, self.shape) = zip(*rows)
         self.pos = {v: i for i, v in enumerate(self.ids)}
-        self._edges: Optional[Tuple[Any, Any]] = None
-        nan = math.nan
-        self.me = np.array([nan if e is None else e for e in self.max_err], dtype=np.float64)
-        self.has_scale = np.array([x is not None for x in self.scale], dtype=bool)
-        self.sc = np.array([nan if x is None else x for x in self.scale], dtype=np.float64)
-        with np.errstate(invalid="ignore"):  # norm_err of each var (NaN: none)
-            small = self.has_scale & (self.sc < 1.0)
-            self.norm = self.me / np.where(small, np.where(self.sc > SCALE_FLOOR, self.sc, SCALE_FLOOR), 1.0)
+        #: auto_columns' bytes: me, sc, has_scale, has_e, norm, dtype index, kind, status code, src, dst
+        self.flat: Tuple[bytes, ...] = ()
 
     @classmethod
-    def of(cls, diffs: Sequence[object], rows: Optional[Sequence[Tuple[Any, ...]]] = None) -> "Optional[VarColumns]":
-        """The columns of ``diffs`` (None: none, or a var id repeats). ``rows``: each record's
-        :data:`COLUMN_FIELDS` where the caller has them (the records are not read)."""
-        if not diffs:
+    def of(cls, diffs: Sequence[object], rows: Optional[Sequence[Tuple[Any, ...]]] = None,
+           kind_of: Optional[Callable[[str], int]] = None) -> "Optional[VarColumns]":
+        """The columns of ``diffs`` (None: none, a var id repeats, the kernel is not built, or a
+        field is not of the type a record gives it). ``rows``: each record's
+        :data:`COLUMN_FIELDS` where the caller has them (the records are not read);
+        ``kind_of``: an operator type's kind code for the edge rule (0 where not given)."""
+        make = getattr(KERNEL, "auto_columns", None)
+        if not diffs or make is None:
             return None
         cols = cls(list(map(_COLUMNS, diffs)) if rows is None else rows)
-        return cols if len(cols.pos) == len(cols.ids) else None
+        if len(cols.pos) != len(cols.ids):
+            return None
+        kinds = {o: (kind_of(o) if kind_of is not None else 0) for o in set(cols.opr_type)}
+        flat = make(cols.status, cols.dtype, cols.max_err, cols.scale, cols.opr_type, cols.inputs, cols.pos,
+                    cls.FLOATS, kinds, SCALE_FLOOR, cls.STATUS_WORDS)
+        if flat is None:
+            return None
+        cols.flat = flat
+        return cols
 
-    def edges(self) -> Tuple[Any, Any]:
-        """(input position, position) of every input among these vars, none from a var to itself."""
-        if self._edges is None:
-            n = len(self.ids)
-            lens = np.fromiter(map(len, self.inputs), dtype=np.intp, count=n)
-            dst = np.repeat(np.arange(n, dtype=np.intp), lens)
-            get = self.pos.get
-            src = np.fromiter((get(u, -1) for u in itertools.chain.from_iterable(self.inputs)), dtype=np.intp,
-                              count=dst.size)
-            keep = (src >= 0) & (src != dst)
-            self._edges = (src[keep], dst[keep])
-        return self._edges
+    @property
+    def edges(self) -> Tuple[bytes, bytes]:
+        """(input positions, positions) of every input among these vars (int64), none from a var to itself."""
+        return self.flat[8], self.flat[9]
 
     def best_in_band(self, name: str) -> Tuple[float, str]:
         """:func:`_best_in_band` of the measured vars of float dtype ``name``."""
-        at = np.array([t == name and e is not None and s not in ("missing", "shape_mismatch")
-                       for t, e, s in zip(self.dtype, self.max_err, self.status)], dtype=bool)
-        norm = self.norm[at]
-        src, dst = self.edges()
-        inside = at[src] & at[dst]
-        index = np.cumsum(at) - 1  # position -> position among these vars
-        return _best_of(name, np.unique(norm[norm > 0]).tolist(),
-                        lambda: RootCounter.of_edges(norm, index[src[inside]], index[dst[inside]]))
+        k = self.FLOATS.index(name)
+        norm, dt, st, has_e = self.flat[4], self.flat[5], self.flat[7], self.flat[3]
+        return _best_of(name, KERNEL.band_errs(norm, dt, has_e, st, k), lambda: _KernelRoots(self, k))  # type: ignore[union-attr]
+
+
+class _KernelRoots:
+    """:class:`RecordRootCounter` of the vars of one float dtype of :class:`VarColumns`, in C."""
+
+    def __init__(self, cols: VarColumns, k: int) -> None:
+        flat = cols.flat
+        self.args = (flat[4], flat[5], flat[3], flat[7], k, flat[8], flat[9])
+
+    def roots(self, t: float) -> int:
+        """Vars above ``t`` none of whose inputs is above ``t``."""
+        return KERNEL.count_roots(*self.args, t)  # type: ignore[union-attr]
 
 
 def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:

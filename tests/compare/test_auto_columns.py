@@ -150,23 +150,27 @@ class _RootsAt:
 
 @pytest.mark.megengine
 @pytest.mark.parametrize("case", ["resnet", "vit", "gru_topk"])
-def test_a_few_thousand_vars_are_judged_without_numpy(lar_dump, tmp_path, case):
-    # below RECORDS_MAX vars the auto rule goes record by record, without arrays: a comparison
-    # the batch reader measured whole imports no numpy (~0.07 s) unless the edge rule must
+def test_the_auto_rule_imports_no_numpy(lar_dump, tmp_path, case):
+    # record by record and by columns (C), the auto rule itself needs no numpy (~0.1 s to import):
+    # a comparison the batch reader measured whole imports it only when the edge rule must
     # recompute a var (a fault far above what its inputs explain needs no recomputing)
     import subprocess
     import sys
+
+    from lar_prec.compare.engine.scan import KERNEL
 
     a = lar_dump(case, "naive")
     ids = computed_float_vars(DumpFolder(a))
     bad = ids[len(ids) // 2]
     inject_fault(a, tmp_path / "bad", bad, 1e-2, only=True)
-    code = ("import sys\nfrom lar_prec.compare.folders import compare_folders\n"
-            "c = compare_folders(sys.argv[1], sys.argv[2])\n"
-            "print(c.threshold.mode, len(c), 'numpy' in sys.modules, sorted(c.threshold.made))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(a), str(tmp_path / "bad")], capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    mode, n, imported, made = out.stdout.split(" ", 3)
-    assert mode == "auto" and 0 < int(n) <= folders_mod.RECORDS_MAX
-    assert made.strip() == f"[{bad}]" and imported == "False"
+    for records_max in (10**9, 0) if getattr(KERNEL, "auto_columns", None) else (10**9,):
+        code = ("import sys\nfrom lar_prec.compare import folders\n"
+                f"folders.RECORDS_MAX = {records_max}\n"
+                "c = folders.compare_folders(sys.argv[1], sys.argv[2])\n"
+                "print(c.threshold.mode, len(c), 'numpy' in sys.modules, sorted(c.threshold.made))\n")
+        out = subprocess.run([sys.executable, "-c", code, str(a), str(tmp_path / "bad")], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        mode, n, imported, made = out.stdout.split(" ", 3)
+        assert mode == "auto" and int(n) > 0
+        assert made.strip() == f"[{bad}]" and imported == "False", (records_max, out.stdout)

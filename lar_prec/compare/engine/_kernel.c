@@ -2619,6 +2619,795 @@ static PyObject *py_grisu_repr(PyObject *self, PyObject *arg) {
     return PyUnicode_FromStringAndSize(text, (Py_ssize_t)k);
 }
 
+/* ================================================================ the auto threshold's passes
+ *
+ * An auto threshold judges every var twice after it is chosen: by the band (judge_vars, what
+ * lar_prec.compare.threshold.judge_all does) and, once the edge rule has had its say, into
+ * each record with its count of elements over the threshold from what the batch reader kept
+ * (apply_judged, the loop of lar_prec.compare.folders._judge_auto). Tens of thousands of vars:
+ * a Python loop over them cost more than comparing their files. Same decisions, same numbers
+ * (tests/compare/test_auto_columns.py holds both paths to the record-by-record one). */
+
+/* float(np.float32(t)): round to nearest float32, beyond its range to infinity (to_float32) */
+static double to_f32(double t) {
+    float y = (float)t;
+    if (isinf(y) && !isinf(t)) return copysign(INFINITY, t);
+    return (double)y;
+}
+
+/* min(1, max(scale, floor)) as Python's min/max compute it (a NaN scale gives 1) */
+static double scale_factor_of(double s, double floor_) {
+    double m = s;
+    if (floor_ > m) m = floor_;
+    return m < 1.0 ? m : 1.0;
+}
+
+/* a str among words (identity first: the records share Python's interned literals) */
+static int is_word(PyObject *x, PyObject *w) {
+    if (x == w) return 1;
+    if (!PyUnicode_Check(x)) return 0;
+    int r = PyUnicode_Compare(x, w);
+    if (r == -1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return r == 0;
+}
+
+/* a float field: 1 and *out set, 0 for None, -1 for another type */
+static int float_field(PyObject *x, double *out) {
+    if (x == Py_None) return 0;
+    if (!PyFloat_CheckExact(x)) return -1;
+    *out = PyFloat_AS_DOUBLE(x);
+    return 1;
+}
+
+PyDoc_STRVAR(judge_vars_doc,
+"judge_vars(status, dtype, max_err, scale, n_nonfinite, n_diff, threshold, n_over, kinds, scaled,\n"
+"           scale_floor, words) -> (status, threshold, n_over) or None\n\n"
+"lar_prec.compare.threshold.judge_all over columns (sequences of one field of every var):\n"
+"kinds maps each dtype name to (base threshold, float_name), words is ('ok', 'divergent',\n"
+"'nonfinite', 'missing', 'shape_mismatch', 'dtype_mismatch'). None where a field is not of\n"
+"the type the records give it (the caller judges in Python).");
+
+static PyObject *py_judge_vars(PyObject *self, PyObject *args) {
+    PyObject *cols[8], *kinds, *words;
+    int scaled;
+    double floor_;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO!pdO!", &cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5],
+                          &cols[6], &cols[7], &PyDict_Type, &kinds, &scaled, &floor_, &PyTuple_Type, &words))
+        return NULL;
+    if (PyTuple_GET_SIZE(words) != 6) { PyErr_SetString(PyExc_ValueError, "judge_vars: six words"); return NULL; }
+    PyObject *w_ok = PyTuple_GET_ITEM(words, 0), *w_div = PyTuple_GET_ITEM(words, 1),
+             *w_nonf = PyTuple_GET_ITEM(words, 2), *w_miss = PyTuple_GET_ITEM(words, 3),
+             *w_shape = PyTuple_GET_ITEM(words, 4), *w_dtype = PyTuple_GET_ITEM(words, 5);
+    PyObject *fast[8] = {NULL};
+    PyObject *st_out = NULL, *t_out = NULL, *no_out = NULL, *zero = NULL, *result = NULL;
+    Py_ssize_t n = -1;
+    for (int c = 0; c < 8; c++) {
+        if (!(fast[c] = PySequence_Fast(cols[c], "judge_vars: columns must be sequences"))) goto done;
+        if (n < 0) n = PySequence_Fast_GET_SIZE(fast[c]);
+        else if (PySequence_Fast_GET_SIZE(fast[c]) != n) {
+            PyErr_SetString(PyExc_ValueError, "judge_vars: columns of different lengths");
+            goto done;
+        }
+    }
+    if (!(st_out = PyList_New(n)) || !(t_out = PyList_New(n)) || !(no_out = PyList_New(n)) || !(zero = PyLong_FromLong(0)))
+        goto done;
+    PyObject **ST = PySequence_Fast_ITEMS(fast[0]), **DT = PySequence_Fast_ITEMS(fast[1]),
+             **ME = PySequence_Fast_ITEMS(fast[2]), **SC = PySequence_Fast_ITEMS(fast[3]),
+             **NF = PySequence_Fast_ITEMS(fast[4]), **ND = PySequence_Fast_ITEMS(fast[5]),
+             **TH = PySequence_Fast_ITEMS(fast[6]), **NO = PySequence_Fast_ITEMS(fast[7]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *st = ST[i], *t_obj = TH[i], *no = NO[i];  /* unchanged unless judged below */
+        Py_INCREF(st); Py_INCREF(t_obj); Py_INCREF(no);
+        PyList_SET_ITEM(st_out, i, st); PyList_SET_ITEM(t_out, i, t_obj); PyList_SET_ITEM(no_out, i, no);
+        if (is_word(st, w_miss) || is_word(st, w_shape)) continue;
+        PyObject *k = PyDict_GetItemWithError(kinds, DT[i]);
+        if (!k) { if (PyErr_Occurred()) goto done; goto fallback; }
+        if (!PyTuple_Check(k) || PyTuple_GET_SIZE(k) != 2 || !PyFloat_Check(PyTuple_GET_ITEM(k, 0))) goto fallback;
+        double base = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(k, 0)), s = 0.0, e = 0.0;
+        PyObject *flt = PyTuple_GET_ITEM(k, 1);
+        int has_s = float_field(SC[i], &s), has_e = float_field(ME[i], &e);
+        if (has_s < 0 || has_e < 0) goto fallback;
+        double t = scaled && has_s ? base * scale_factor_of(s, floor_) : base;
+        if (is_word(st, w_dtype)) {
+            PyObject *v = has_e ? PyFloat_FromDouble(t) : (Py_INCREF(Py_None), Py_None);
+            if (!v) goto done;
+            PyList_SetItem(t_out, i, v);
+            continue;
+        }
+        int nonfinite = PyObject_IsTrue(NF[i]);
+        if (nonfinite < 0) goto done;
+        PyObject *new_st, *new_t, *new_no;
+        if (flt == Py_False) {  /* exact types: any differing element diverges */
+            PyObject *nd = ND[i];
+            long long d = 0;
+            if (nd != Py_None) {
+                if (!PyLong_CheckExact(nd)) goto fallback;
+                d = PyLong_AsLongLong(nd);
+                if (d == -1 && PyErr_Occurred()) { PyErr_Clear(); goto fallback; }
+            }
+            new_st = nonfinite ? w_nonf : d > 0 ? w_div : w_ok;
+            if (!(new_t = PyFloat_FromDouble(0.0))) goto done;
+            new_no = nd;
+            Py_INCREF(new_st); Py_INCREF(new_no);
+        } else {
+            double t32 = to_f32(t);
+            new_st = nonfinite ? w_nonf : (has_e && e > t32) ? w_div : w_ok;
+            if (!has_e || e <= t32) new_no = zero;
+            else {  /* needs a recount unless it was counted at this very threshold */
+                double old = 0.0;
+                int has_old = float_field(t_obj, &old);
+                if (has_old < 0) goto fallback;
+                new_no = (no != Py_None && has_old && old == t) ? no : Py_None;
+            }
+            if (!(new_t = PyFloat_FromDouble(t))) goto done;
+            Py_INCREF(new_st); Py_INCREF(new_no);
+        }
+        PyList_SetItem(st_out, i, new_st);
+        PyList_SetItem(t_out, i, new_t);
+        PyList_SetItem(no_out, i, new_no);
+    }
+    result = PyTuple_Pack(3, st_out, t_out, no_out);
+    goto done;
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int c = 0; c < 8; c++) Py_XDECREF(fast[c]);
+    Py_XDECREF(st_out); Py_XDECREF(t_out); Py_XDECREF(no_out); Py_XDECREF(zero);
+    return result;
+}
+
+/* count_from_band: the count above t of a var from what the batch reader kept of its errors
+ * (kept: (above, float32 bytes) or None); -1: recount it from the files */
+static long long count_kept(PyObject *kept, PyObject *win, int scale_ge1, double sf, double t) {
+    if (kept == Py_None || !PyTuple_Check(kept) || PyTuple_GET_SIZE(kept) != 2 || !win) return -1;
+    if (!PyTuple_Check(win) || PyTuple_GET_SIZE(win) != 4) return -1;
+    double w[4];
+    for (int j = 0; j < 4; j++) {
+        PyObject *x = PyTuple_GET_ITEM(win, j);
+        if (!PyFloat_Check(x)) return -1;
+        w[j] = PyFloat_AS_DOUBLE(x);
+    }
+    double t32 = to_f32(t), lo, hi;
+    if (scale_ge1) { lo = w[2]; hi = w[3]; }  /* the dtype's own window, rounded to float32 */
+    else { lo = to_f32(w[0] * sf); hi = to_f32(w[1] * sf); }
+    if (!(lo <= t32 && t32 <= hi)) return -1;
+    PyObject *above = PyTuple_GET_ITEM(kept, 0), *inside = PyTuple_GET_ITEM(kept, 1);
+    if (!PyLong_CheckExact(above) || !PyBytes_Check(inside)) return -1;
+    long long count = PyLong_AsLongLong(above);
+    if (count == -1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    Py_ssize_t nb = PyBytes_GET_SIZE(inside);
+    if (nb % (Py_ssize_t)sizeof(float)) return -1;
+    const char *p = PyBytes_AS_STRING(inside);
+    for (Py_ssize_t k = 0; k < nb; k += (Py_ssize_t)sizeof(float)) {
+        float e;
+        memcpy(&e, p + k, sizeof e);
+        count += (double)e > t32;
+    }
+    return count;
+}
+
+PyDoc_STRVAR(apply_judged_doc,
+"apply_judged(diffs, status0, status, threshold, n_over, max_err, dtype, scale, max_abs_err, windows,\n"
+"             todo, scale_floor, words) -> list\n\n"
+"The loop of lar_prec.compare.folders._judge_auto (_apply_judged there): every var whose first\n"
+"status (status0) is not 'missing'/'shape_mismatch' gets status, threshold and n_over written\n"
+"into its record's instance dict, n_over counted from its kept band (record attribute 'band';\n"
+"windows: dtype -> (low, high, low as float32, high as float32)) when it is None and todo is a\n"
+"list; a var it cannot count is appended to todo. Returns the positions of divergent quantized\n"
+"vars one step apart (max_abs_err 1). words: ('divergent', 'missing', 'shape_mismatch').");
+
+static PyObject *py_apply_judged(PyObject *self, PyObject *args) {
+    PyObject *diffs, *cols[8], *windows, *todo, *words;
+    double floor_;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO!OdO!", &PyList_Type, &diffs, &cols[0], &cols[1], &cols[2], &cols[3],
+                          &cols[4], &cols[5], &cols[6], &cols[7], &PyDict_Type, &windows, &todo, &floor_,
+                          &PyTuple_Type, &words))
+        return NULL;
+    if (PyTuple_GET_SIZE(words) != 3) { PyErr_SetString(PyExc_ValueError, "apply_judged: three words"); return NULL; }
+    if (todo != Py_None && !PyList_Check(todo)) { PyErr_SetString(PyExc_TypeError, "apply_judged: todo must be a list or None"); return NULL; }
+    PyObject *w_div = PyTuple_GET_ITEM(words, 0), *w_miss = PyTuple_GET_ITEM(words, 1), *w_shape = PyTuple_GET_ITEM(words, 2);
+    static PyObject *K_ST, *K_T, *K_NO, *K_BAND, *QUANT, *ONE;
+    if (!K_ST) {
+        K_ST = PyUnicode_InternFromString("status"); K_T = PyUnicode_InternFromString("threshold");
+        K_NO = PyUnicode_InternFromString("n_over"); K_BAND = PyUnicode_InternFromString("band");
+        QUANT = PyUnicode_InternFromString("Quantized"); ONE = PyLong_FromLong(1);
+        if (!K_ST || !K_T || !K_NO || !K_BAND || !QUANT || !ONE) return NULL;
+    }
+    PyObject *fast[8] = {NULL}, *steps = NULL, *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(diffs);
+    for (int c = 0; c < 8; c++) {
+        if (!(fast[c] = PySequence_Fast(cols[c], "apply_judged: columns must be sequences"))) goto done;
+        if (PySequence_Fast_GET_SIZE(fast[c]) != n) {
+            PyErr_SetString(PyExc_ValueError, "apply_judged: a column's length is not the records'");
+            goto done;
+        }
+    }
+    if (!(steps = PyList_New(0))) goto done;
+    PyObject **S0 = PySequence_Fast_ITEMS(fast[0]), **ST = PySequence_Fast_ITEMS(fast[1]),
+             **TH = PySequence_Fast_ITEMS(fast[2]), **NO = PySequence_Fast_ITEMS(fast[3]),
+             **ME = PySequence_Fast_ITEMS(fast[4]), **DT = PySequence_Fast_ITEMS(fast[5]),
+             **SC = PySequence_Fast_ITEMS(fast[6]), **MA = PySequence_Fast_ITEMS(fast[7]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (is_word(S0[i], w_miss) || is_word(S0[i], w_shape)) continue;
+        PyObject *d = PyList_GET_ITEM(diffs, i), *st = ST[i], *t = TH[i], *no = NO[i], *counted = NULL;
+        PyObject **dp = _PyObject_GetDictPtr(d);
+        if (!dp || !*dp) { PyErr_SetString(PyExc_TypeError, "apply_judged: a record without an instance dict"); goto done; }
+        PyObject *dict = *dp;
+        if (no == Py_None && todo != Py_None && t != Py_None && ME[i] != Py_None) {
+            long long c = -1;
+            double tv, s = 0.0;
+            int has_s = float_field(SC[i], &s);
+            if (PyFloat_CheckExact(t) && has_s >= 0) {
+                tv = PyFloat_AS_DOUBLE(t);
+                PyObject *kept = PyDict_GetItemWithError(dict, K_BAND);
+                if (!kept && PyErr_Occurred()) goto done;
+                PyObject *win = PyDict_GetItemWithError(windows, DT[i]);
+                if (!win && PyErr_Occurred()) goto done;
+                if (kept) c = count_kept(kept, win, has_s && s >= 1.0, has_s ? scale_factor_of(s, floor_) : 1.0, tv);
+            }
+            if (c < 0) {
+                PyObject *pos = PyLong_FromSsize_t(i);
+                if (!pos || PyList_Append(todo, pos) < 0) { Py_XDECREF(pos); goto done; }
+                Py_DECREF(pos);
+            } else if (!(counted = PyLong_FromLongLong(c))) goto done;
+        }
+        int bad = PyDict_SetItem(dict, K_ST, st) < 0 || PyDict_SetItem(dict, K_T, t) < 0
+                  || PyDict_SetItem(dict, K_NO, counted ? counted : no) < 0;
+        Py_XDECREF(counted);
+        if (bad) goto done;
+        if (is_word(st, w_div) && PyUnicode_Check(DT[i])) {
+            int q = PyUnicode_Tailmatch(DT[i], QUANT, 0, PY_SSIZE_T_MAX, -1);
+            if (q < 0) goto done;
+            if (q) {
+                int one = PyObject_RichCompareBool(MA[i], ONE, Py_EQ);
+                if (one < 0) goto done;
+                if (one) {
+                    PyObject *pos = PyLong_FromSsize_t(i);
+                    if (!pos || PyList_Append(steps, pos) < 0) { Py_XDECREF(pos); goto done; }
+                    Py_DECREF(pos);
+                }
+            }
+        }
+    }
+    result = steps;
+    steps = NULL;
+done:
+    for (int c = 0; c < 8; c++) Py_XDECREF(fast[c]);
+    Py_XDECREF(steps);
+    return result;
+}
+
+/* ---- the auto threshold's columns and edge rule -------------------------------------------
+ * lar_prec.compare.threshold.VarColumns and lar_prec.compare.growth.grow_columns: each var's
+ * fields read once into flat arrays (bytes objects), the vars' edges found through their
+ * positions, the roots at a candidate threshold counted, and the edge rule's arithmetic, each
+ * operation as the record-by-record reference (growth._grow_records) makes it, in the same
+ * order: the same numbers (tests/compare/test_auto_columns.py). No numpy: a comparison that
+ * needs no recheck never imports it. */
+
+enum { ST_OK, ST_DIV, ST_MISSING, ST_SHAPE, ST_OTHER };
+enum { K_MOVE, K_REDUCING, K_ELEMWISE };
+
+/* np.maximum: NaN wins */
+static inline double np_max(double a, double b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
+
+static PyObject *new_bytes(Py_ssize_t n, char **p) {
+    PyObject *b = PyBytes_FromStringAndSize(NULL, n > 0 ? n : 0);
+    if (b) *p = PyBytes_AS_STRING(b);
+    return b;
+}
+
+/* a status's code among (ok, divergent, missing, shape_mismatch) */
+static int status_code(PyObject *st, PyObject *words) {
+    for (int c = 0; c < 4; c++)
+        if (is_word(st, PyTuple_GET_ITEM(words, c))) return c;
+    return ST_OTHER;
+}
+
+PyDoc_STRVAR(auto_columns_doc,
+"auto_columns(status, dtype, max_err, scale, opr_type, inputs, pos, float_names, kinds, scale_floor,\n"
+"             words) -> tuple or None\n\n"
+"The flat columns of VarColumns: (me, sc, has_scale, has_e, norm, dt, kind, st, src, dst) as bytes:\n"
+"max_err and scale as float64 (NaN for None), whether each is given (uint8), norm_err (max_err\n"
+"over min(1, scale) floored), the index of the dtype in float_names (int8, -1 for others), the\n"
+"operator kind (int8, kinds: opr_type -> 0 move, 1 reducing, 2 elementwise), the status code\n"
+"(int8: words are ok, divergent, missing, shape_mismatch; 4 any other), and the edges (int64\n"
+"input position -> position, inputs among the vars (pos: id -> position), none to itself, by\n"
+"position then input order). None where a field is not of the type the records give it.");
+
+static PyObject *py_auto_columns(PyObject *self, PyObject *args) {
+    PyObject *cols[6], *pos, *names, *kinds, *words;
+    double floor_;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOO!O!O!dO!", &cols[0], &cols[1], &cols[2], &cols[3], &cols[4], &cols[5],
+                          &PyDict_Type, &pos, &PyTuple_Type, &names, &PyDict_Type, &kinds, &floor_, &PyTuple_Type, &words))
+        return NULL;
+    if (PyTuple_GET_SIZE(words) != 4 || PyTuple_GET_SIZE(names) > 100) {
+        PyErr_SetString(PyExc_ValueError, "auto_columns: four words, a few float names");
+        return NULL;
+    }
+    PyObject *fast[6] = {NULL}, *out[10] = {NULL}, *result = NULL;
+    Py_ssize_t n = -1, n_edges = 0;
+    for (int c = 0; c < 6; c++) {
+        if (!(fast[c] = PySequence_Fast(cols[c], "auto_columns: columns must be sequences"))) goto done;
+        if (n < 0) n = PySequence_Fast_GET_SIZE(fast[c]);
+        else if (PySequence_Fast_GET_SIZE(fast[c]) != n) {
+            PyErr_SetString(PyExc_ValueError, "auto_columns: columns of different lengths");
+            goto done;
+        }
+    }
+    PyObject **ST = PySequence_Fast_ITEMS(fast[0]), **DT = PySequence_Fast_ITEMS(fast[1]),
+             **ME = PySequence_Fast_ITEMS(fast[2]), **SC = PySequence_Fast_ITEMS(fast[3]),
+             **OP = PySequence_Fast_ITEMS(fast[4]), **IN = PySequence_Fast_ITEMS(fast[5]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyTuple_Check(IN[i])) goto fallback;
+        n_edges += PyTuple_GET_SIZE(IN[i]);
+    }
+    char *p[10];
+    const Py_ssize_t sizes[10] = {8 * n, 8 * n, n, n, 8 * n, n, n, n, 8 * n_edges, 8 * n_edges};
+    for (int c = 0; c < 10; c++)
+        if (!(out[c] = new_bytes(sizes[c], &p[c]))) goto done;
+    double *me = (double *)p[0], *sc = (double *)p[1], *norm = (double *)p[4];
+    uint8_t *has_s = (uint8_t *)p[2], *has_e = (uint8_t *)p[3];
+    int8_t *dt = (int8_t *)p[5], *kind = (int8_t *)p[6], *st = (int8_t *)p[7];
+    int64_t *src = (int64_t *)p[8], *dst = (int64_t *)p[9];
+    Py_ssize_t e = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double x = 0.0, y = 0.0;
+        int he = float_field(ME[i], &x), hs = float_field(SC[i], &y);
+        if (he < 0 || hs < 0) goto fallback;
+        me[i] = he ? x : NAN;
+        sc[i] = hs ? y : NAN;
+        has_e[i] = (uint8_t)he;
+        has_s[i] = (uint8_t)hs;
+        /* VarColumns: me / where(has_scale & sc < 1, where(sc > floor, sc, floor), 1) */
+        norm[i] = me[i] / ((hs && y < 1.0) ? (y > floor_ ? y : floor_) : 1.0);
+        dt[i] = -1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names); k++)
+            if (is_word(DT[i], PyTuple_GET_ITEM(names, k))) { dt[i] = (int8_t)k; break; }
+        PyObject *kc = PyDict_GetItemWithError(kinds, OP[i]);
+        if (!kc) { if (PyErr_Occurred()) goto done; goto fallback; }
+        long kv = PyLong_AsLong(kc);
+        if (kv < 0 || kv > 2) { PyErr_Clear(); goto fallback; }
+        kind[i] = (int8_t)kv;
+        st[i] = (int8_t)status_code(ST[i], words);
+        PyObject *ins = IN[i];
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ins); j++) {
+            PyObject *at = PyDict_GetItemWithError(pos, PyTuple_GET_ITEM(ins, j));
+            if (!at) { if (PyErr_Occurred()) goto done; continue; }  /* not among these vars */
+            Py_ssize_t q = PyLong_AsSsize_t(at);
+            if (q == -1 && PyErr_Occurred()) goto done;
+            if (q < 0 || q >= n) { PyErr_SetString(PyExc_ValueError, "auto_columns: a position out of range"); goto done; }
+            if (q == i) continue;
+            src[e] = q;
+            dst[e] = i;
+            e++;
+        }
+    }
+    if (e < n_edges) {  /* inputs outside the set: the edges' bytes cut to those found */
+        if (_PyBytes_Resize(&out[8], 8 * e) < 0 || _PyBytes_Resize(&out[9], 8 * e) < 0) goto done;
+    }
+    result = PyTuple_New(10);
+    if (!result) goto done;
+    for (int c = 0; c < 10; c++) { PyTuple_SET_ITEM(result, c, out[c]); out[c] = NULL; }
+    goto done;
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int c = 0; c < 6; c++) Py_XDECREF(fast[c]);
+    for (int c = 0; c < 10; c++) Py_XDECREF(out[c]);
+    return result;
+}
+
+/* a bytes-like argument's buffer, as an array of n items of `size` bytes */
+typedef struct { Py_buffer view; Py_ssize_t n; } col_t;
+
+static int col_get(PyObject *obj, Py_ssize_t size, col_t *c, const char *what) {
+    if (PyObject_GetBuffer(obj, &c->view, PyBUF_SIMPLE) < 0) return -1;
+    if (c->view.len % size) {
+        PyErr_Format(PyExc_ValueError, "%s: not a whole number of items", what);
+        PyBuffer_Release(&c->view);
+        return -1;
+    }
+    c->n = c->view.len / size;
+    return 0;
+}
+
+/* choose_threshold's vars of float dtype k: measured, not missing, not of another shape */
+static inline int in_band(const int8_t *dt, const uint8_t *has_e, const int8_t *st, Py_ssize_t i, int k) {
+    return dt[i] == k && has_e[i] && st[i] != ST_MISSING && st[i] != ST_SHAPE;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+PyDoc_STRVAR(band_errs_doc,
+"band_errs(norm, dt, has_e, st, k) -> list\n\n"
+"The distinct positive norm_err of the vars of float dtype index k (measured, not missing nor\n"
+"of another shape), sorted: what choose_threshold looks for gaps in.");
+
+static PyObject *py_band_errs(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    int k;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOi", &o[0], &o[1], &o[2], &o[3], &k)) return NULL;
+    col_t c[4];
+    const Py_ssize_t size[4] = {8, 1, 1, 1};
+    int got = 0;
+    PyObject *out = NULL;
+    double *xs = NULL;
+    for (; got < 4; got++)
+        if (col_get(o[got], size[got], &c[got], "band_errs") < 0) goto done;
+    Py_ssize_t n = c[0].n;
+    if (c[1].n != n || c[2].n != n || c[3].n != n) { PyErr_SetString(PyExc_ValueError, "band_errs: lengths"); goto done; }
+    const double *norm = c[0].view.buf;
+    const int8_t *dt = c[1].view.buf, *st = c[3].view.buf;
+    const uint8_t *has_e = c[2].view.buf;
+    xs = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!xs) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (in_band(dt, has_e, st, i, k) && norm[i] > 0.0) xs[m++] = norm[i];
+    qsort(xs, (size_t)m, sizeof(double), cmp_double);
+    Py_ssize_t u = 0;
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (u == 0 || xs[i] != xs[u - 1]) xs[u++] = xs[i];
+    if (!(out = PyList_New(u))) goto done;
+    for (Py_ssize_t i = 0; i < u; i++) {
+        PyObject *f = PyFloat_FromDouble(xs[i]);
+        if (!f) { Py_CLEAR(out); goto done; }
+        PyList_SET_ITEM(out, i, f);
+    }
+done:
+    PyMem_Free(xs);
+    while (got > 0) PyBuffer_Release(&c[--got].view);
+    return out;
+}
+
+PyDoc_STRVAR(count_roots_doc,
+"count_roots(norm, dt, has_e, st, k, src, dst, t) -> int\n\n"
+"RootCounter.roots(t) over the vars of band_errs(norm, dt, has_e, st, k): those above t none of\n"
+"whose inputs among them is above t.");
+
+static PyObject *py_count_roots(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    int k;
+    double t;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOiOOd", &o[0], &o[1], &o[2], &o[3], &k, &o[4], &o[5], &t)) return NULL;
+    col_t c[6];
+    const Py_ssize_t size[6] = {8, 1, 1, 1, 8, 8};
+    int got = 0;
+    PyObject *out = NULL;
+    uint8_t *blocked = NULL;
+    for (; got < 6; got++)
+        if (col_get(o[got], size[got], &c[got], "count_roots") < 0) goto done;
+    Py_ssize_t n = c[0].n, ne = c[4].n;
+    if (c[1].n != n || c[2].n != n || c[3].n != n || c[5].n != ne) {
+        PyErr_SetString(PyExc_ValueError, "count_roots: lengths");
+        goto done;
+    }
+    const double *norm = c[0].view.buf;
+    const int8_t *dt = c[1].view.buf, *st = c[3].view.buf;
+    const uint8_t *has_e = c[2].view.buf;
+    const int64_t *src = c[4].view.buf, *dst = c[5].view.buf;
+    blocked = PyMem_Calloc((size_t)(n ? n : 1), 1);
+    if (!blocked) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t j = 0; j < ne; j++) {
+        int64_t a = src[j], b = dst[j];
+        if (a < 0 || a >= n || b < 0 || b >= n) { PyErr_SetString(PyExc_ValueError, "count_roots: an edge out of range"); goto done; }
+        if (in_band(dt, has_e, st, a, k) && in_band(dt, has_e, st, b, k) && norm[a] > t) blocked[b] = 1;
+    }
+    Py_ssize_t roots = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        roots += in_band(dt, has_e, st, i, k) && norm[i] > t && !blocked[i];
+    out = PyLong_FromSsize_t(roots);
+done:
+    PyMem_Free(blocked);
+    while (got > 0) PyBuffer_Release(&c[--got].view);
+    return out;
+}
+
+/* np.median of xs[0..m) (sorted here): the middle value, or the two middle ones' mean; NaN if any is */
+static double median_of(double *xs, Py_ssize_t m) {
+    for (Py_ssize_t i = 0; i < m; i++)
+        if (xs[i] != xs[i]) return NAN;
+    qsort(xs, (size_t)m, sizeof(double), cmp_double);
+    return m % 2 ? xs[m / 2] : (xs[m / 2 - 1] + xs[m / 2]) / 2.0;
+}
+
+/* growth._calibrate: MEDIAN_FACTOR x the median, bounded (Python's min/max), or the default */
+static double calibrate(double *xs, Py_ssize_t m, double lo, double hi, double dflt, double factor, Py_ssize_t min_n) {
+    if (m < min_n) return dflt;
+    double v = factor * median_of(xs, m);
+    double a = lo > v ? lo : v;   /* max(v, lo) */
+    return hi < a ? hi : a;       /* min(., hi) */
+}
+
+PyDoc_STRVAR(grow_columns_doc,
+"grow_columns(ids, status, threshold, n_over, columns, consts, base, scaled, profiled, pos, words,\n"
+"             opr_type, shape, k_of, recheck_of) -> tuple or None\n\n"
+"lar_prec.compare.growth.grow_columns' arithmetic: columns is auto_columns' tuple, status,\n"
+"threshold and n_over the lists as the band judged them (changed in place), consts the rule's\n"
+"constants (growth._CONSTS), base each float dtype's band threshold; k_of(keys) gives the\n"
+"reduction length and whether Winograd may have run of each reducing var from its key\n"
+"(opr_type, shape, its inputs' shapes among the vars, in input order), recheck_of(made,\n"
+"explained, err, winograd_ids) is growth._rechecked (it changes made and explained). Returns\n"
+"(scale, gain_reducing, gain_elementwise, made, explained, rechecked, carried, changed), or None\n"
+"when no float var has a compared input.");
+
+static PyObject *py_grow_columns(PyObject *self, PyObject *args) {
+    PyObject *ids, *status, *threshold, *n_over, *columns, *consts, *base, *pos, *words, *oprs, *shapes, *k_of,
+             *recheck_of;
+    int scaled, profiled;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!ppO!O!O!O!OO", &ids, &PyList_Type, &status, &PyList_Type, &threshold,
+                          &PyList_Type, &n_over, &PyTuple_Type, &columns, &PyTuple_Type, &consts, &PyTuple_Type, &base,
+                          &scaled, &profiled, &PyDict_Type, &pos, &PyTuple_Type, &words, &PyTuple_Type, &oprs,
+                          &PyTuple_Type, &shapes, &k_of, &recheck_of))
+        return NULL;
+    /* consts: EPS x3, FLOOR_EPS x3, ELEMWISE_ULPS, GAIN_MOVE, SCALE_MIN, SCALE_MAX, GAIN_MIN, GAIN_MAX,
+     * GAIN_DEFAULT, MEDIAN_FACTOR, MIN_SAMPLES, WINOGRAD_ALLOWANCE, SCALE_FLOOR */
+    if (PyTuple_GET_SIZE(columns) != 10 || PyTuple_GET_SIZE(consts) != 17 || PyTuple_GET_SIZE(base) != 3
+        || PyTuple_GET_SIZE(words) != 4) {
+        PyErr_SetString(PyExc_ValueError, "grow_columns: columns (10), consts (17), base (3), words (4)");
+        return NULL;
+    }
+    double C[17], B[3];
+    for (int j = 0; j < 17; j++)
+        if ((C[j] = PyFloat_AsDouble(PyTuple_GET_ITEM(consts, j))) == -1.0 && PyErr_Occurred()) return NULL;
+    for (int j = 0; j < 3; j++)
+        if ((B[j] = PyFloat_AsDouble(PyTuple_GET_ITEM(base, j))) == -1.0 && PyErr_Occurred()) return NULL;
+    const double *EPSK = C, *FLOORK = C + 3;
+    const double ELEM_ULPS = C[6], GAIN_MOVE_ = C[7], S_MIN = C[8], S_MAX = C[9], G_MIN = C[10], G_MAX = C[11],
+                 G_DEFAULT = C[12], FACTOR = C[13], WINO = C[15], SFLOOR = C[16];
+    const Py_ssize_t MIN_N = (Py_ssize_t)C[14];
+    PyObject *result = NULL, *ids_fast = NULL, *red = NULL, *red_at = NULL, *kw = NULL, *made = NULL, *explained = NULL,
+             *err_made = NULL, *wino_ids = NULL, *rechecked = NULL, *changed = NULL, *zero = NULL;
+    col_t c[10];
+    int got = 0;
+    const Py_ssize_t size[10] = {8, 8, 1, 1, 8, 1, 1, 1, 8, 8};
+    for (; got < 10; got++)
+        if (col_get(PyTuple_GET_ITEM(columns, got), size[got], &c[got], "grow_columns") < 0) goto done;
+    Py_ssize_t n = c[0].n, ne = c[8].n;
+    if (!(ids_fast = PySequence_Fast(ids, "grow_columns: ids must be a sequence"))) goto done;
+    if (c[1].n != n || c[2].n != n || c[3].n != n || c[4].n != n || c[5].n != n || c[6].n != n || c[7].n != n
+        || c[9].n != ne || PySequence_Fast_GET_SIZE(ids_fast) != n || PyList_GET_SIZE(status) != n
+        || PyList_GET_SIZE(threshold) != n || PyList_GET_SIZE(n_over) != n || PyTuple_GET_SIZE(oprs) != n
+        || PyTuple_GET_SIZE(shapes) != n) {
+        PyErr_SetString(PyExc_ValueError, "grow_columns: columns of different lengths");
+        goto done;
+    }
+    const double *me = c[0].view.buf, *sc = c[1].view.buf, *norm = c[4].view.buf;
+    const uint8_t *has_s = c[2].view.buf;
+    const int8_t *dt = c[5].view.buf, *kind = c[6].view.buf;
+    const int64_t *src = c[8].view.buf, *dst = c[9].view.buf;
+    PyObject **ID = PySequence_Fast_ITEMS(ids_fast);
+    for (Py_ssize_t j = 0; j < ne; j++)
+        if (src[j] < 0 || src[j] >= n || dst[j] < 0 || dst[j] >= n || (j && dst[j] < dst[j - 1])) {
+            PyErr_SetString(PyExc_ValueError, "grow_columns: an edge out of range or out of order");
+            goto done;
+        }
+    /* one block of per-var scratch: doubles, then bytes */
+    enum { D_EPS, D_ERR, D_EIN, D_EPSIN, D_UNITS, D_K, D_MAG, D_MAGN, D_EXPL, D_SF, D_BAND, D_XS, D_THIGH, D_T, D_N };
+    enum { B_ST, B_HAS, B_UNM, B_CAND, B_WINO, B_MADE, B_DIV, B_HANGS, B_BEHIND, B_JUDGED, B_OMADE, B_OBAND, B_OHIGH,
+           B_COUNT, B_N };
+    double *dv = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1) * D_N);
+    uint8_t *bv = PyMem_Calloc((size_t)(n ? n : 1) * B_N, 1);
+    double *xs = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!dv || !bv || !xs) { PyMem_Free(dv); PyMem_Free(bv); PyMem_Free(xs); PyErr_NoMemory(); goto done; }
+#define DV(k) (dv + (size_t)(k) * (size_t)n)
+#define BV(k) (bv + (size_t)(k) * (size_t)n)
+    double *eps = DV(D_EPS), *err = DV(D_ERR), *e_in = DV(D_EIN), *eps_in = DV(D_EPSIN), *units = DV(D_UNITS),
+           *kk = DV(D_K), *mag = DV(D_MAG), *magn = DV(D_MAGN), *expl = DV(D_EXPL), *sf = DV(D_SF),
+           *band_t = DV(D_BAND), *xsv = DV(D_XS), *t_high = DV(D_THIGH), *tt = DV(D_T);
+    uint8_t *stc = BV(B_ST), *has = BV(B_HAS), *unm = BV(B_UNM), *cand = BV(B_CAND), *wino = BV(B_WINO),
+            *made_at = BV(B_MADE), *div = BV(B_DIV), *hangs = BV(B_HANGS), *behind = BV(B_BEHIND),
+            *judged = BV(B_JUDGED), *o_made = BV(B_OMADE), *o_band = BV(B_OBAND), *o_high = BV(B_OHIGH),
+            *counted = BV(B_COUNT);
+    Py_ssize_t n_cand = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        stc[i] = (uint8_t)status_code(PyList_GET_ITEM(status, i), words);
+        eps[i] = dt[i] >= 0 && dt[i] < 3 ? EPSK[dt[i]] : 0.0;
+        int flt = eps[i] > 0.0;
+        has[i] = (stc[i] == ST_OK || (stc[i] == ST_DIV && flt)) && isfinite(norm[i]);
+        err[i] = has[i] ? norm[i] : 0.0;
+        e_in[i] = 0.0;
+        eps_in[i] = INFINITY;
+    }
+    for (Py_ssize_t j = 0; j < ne; j++) {
+        int64_t a = src[j], b = dst[j];
+        counted[b] = 1;
+        if (!has[a] && stc[a] != ST_OK && stc[a] != ST_MISSING) unm[b] = 1;  /* an input error cannot measure */
+        if (err[a] > e_in[b]) e_in[b] = err[a];   /* np.maximum.at: err has no NaN */
+        if (eps[a] < eps_in[b]) eps_in[b] = eps[a];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        cand[i] = has[i] && eps[i] > 0.0 && counted[i] && !unm[i];
+        n_cand += cand[i];
+    }
+    if (!n_cand) { result = Py_None; Py_INCREF(result); goto free_all; }
+    /* the reducing vars' reduction length and Winograd, from Python (shapes, memoised) */
+    if (!(red = PyList_New(0)) || !(red_at = PyList_New(0))) goto free_all;
+    Py_ssize_t je = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double sv = has_s[i] ? sc[i] : 0.0;
+        magn[i] = sv != sv ? 1.0 : (1.0 > sv ? 1.0 : sv);   /* np.fmax(1, .) */
+        mag[i] = dt[i] == 0 ? 1.0 : magn[i];                 /* float16/bfloat16 follow their magnitude */
+        kk[i] = 1.0;
+        units[i] = 0.0;
+        if (!cand[i]) continue;
+        if (kind[i] == K_ELEMWISE) units[i] = ELEM_ULPS * eps[i] * mag[i];
+        else if (kind[i] == K_MOVE) units[i] = eps_in[i] < eps[i] ? 0.5 * eps[i] * mag[i] : 0.0;
+        else {  /* its key: (operator, shape, its inputs' shapes), the edges into it in input order */
+            while (je < ne && dst[je] < i) je++;
+            Py_ssize_t j1 = je;
+            while (j1 < ne && dst[j1] == i) j1++;
+            PyObject *in_shapes = PyTuple_New(j1 - je), *key;
+            if (!in_shapes) goto free_all;
+            for (Py_ssize_t j = je; j < j1; j++) {
+                PyObject *sh = PyTuple_GET_ITEM(shapes, src[j]);
+                Py_INCREF(sh);
+                PyTuple_SET_ITEM(in_shapes, j - je, sh);
+            }
+            key = PyTuple_Pack(3, PyTuple_GET_ITEM(oprs, i), PyTuple_GET_ITEM(shapes, i), in_shapes);
+            Py_DECREF(in_shapes);
+            if (!key || PyList_Append(red, key) < 0) { Py_XDECREF(key); goto free_all; }
+            Py_DECREF(key);
+            PyObject *q = PyLong_FromSsize_t(i);
+            if (!q || PyList_Append(red_at, q) < 0) { Py_XDECREF(q); goto free_all; }
+            Py_DECREF(q);
+        }
+    }
+    if (!(kw = PyObject_CallFunctionObjArgs(k_of, red, NULL))) goto free_all;
+    if (!PyTuple_Check(kw) || PyTuple_GET_SIZE(kw) != 2 || !PyList_Check(PyTuple_GET_ITEM(kw, 0))
+        || !PyList_Check(PyTuple_GET_ITEM(kw, 1)) || PyList_GET_SIZE(PyTuple_GET_ITEM(kw, 0)) != PyList_GET_SIZE(red)
+        || PyList_GET_SIZE(PyTuple_GET_ITEM(kw, 1)) != PyList_GET_SIZE(red)) {
+        PyErr_SetString(PyExc_TypeError, "grow_columns: k_of must give two lists, one item per position");
+        goto free_all;
+    }
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(red); r++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(red_at, r));
+        double kv = PyFloat_AsDouble(PyList_GET_ITEM(PyTuple_GET_ITEM(kw, 0), r));
+        int w = PyObject_IsTrue(PyList_GET_ITEM(PyTuple_GET_ITEM(kw, 1), r));
+        if ((kv == -1.0 && PyErr_Occurred()) || w < 0) goto free_all;
+        kk[i] = kv;
+        wino[i] = (uint8_t)(profiled && w);
+        units[i] = eps[i] * sqrt(kk[i]) * mag[i];
+    }
+    /* calibration: what reductions add beyond their inputs, and the gains (growth.grow_columns) */
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (cand[i] && kind[i] == K_REDUCING && !wino[i]) {
+            double d = err[i] - e_in[i];
+            xs[m++] = np_max(0.0, d) / units[i];
+        }
+    double s = calibrate(xs, m, S_MIN, S_MAX, S_MIN, FACTOR, MIN_N);
+    double g_red = 0.0, g_elem = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        int want = pass ? K_ELEMWISE : K_REDUCING;
+        m = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (cand[i] && kind[i] == want && e_in[i] >= 4.0 * eps[i]) xs[m++] = err[i] / e_in[i];
+        double g = calibrate(xs, m, G_MIN, G_MAX, G_DEFAULT, FACTOR, MIN_N);
+        if (pass) g_elem = g; else g_red = g;
+    }
+    double s_wino = WINO > s ? WINO : s;   /* max(s, WINOGRAD_ALLOWANCE) */
+    if (!(made = PyDict_New()) || !(explained = PyDict_New()) || !(err_made = PyDict_New()) || !(wino_ids = PySet_New(NULL)))
+        goto free_all;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double own = wino[i] ? s_wino * units[i] * magn[i] : s * units[i];
+        double guard = (dt[i] >= 0 && dt[i] < 3 ? FLOORK[dt[i]] : 0.0) * eps[i];
+        double g = kind[i] == K_MOVE ? GAIN_MOVE_ : kind[i] == K_REDUCING ? g_red : g_elem;
+        expl[i] = np_max(guard, own) + g * e_in[i];
+        made_at[i] = cand[i] && err[i] > expl[i];
+        if (wino[i] && PySet_Add(wino_ids, ID[i]) < 0) goto free_all;
+        if (!cand[i]) continue;
+        PyObject *x = PyFloat_FromDouble(expl[i]);
+        if (!x || PyDict_SetItem(explained, ID[i], x) < 0) { Py_XDECREF(x); goto free_all; }
+        Py_DECREF(x);
+        if (!made_at[i]) continue;
+        PyObject *ratio = PyFloat_FromDouble(err[i] / expl[i]), *ev = PyFloat_FromDouble(err[i]);
+        int bad = !ratio || !ev || PyDict_SetItem(made, ID[i], ratio) < 0 || PyDict_SetItem(err_made, ID[i], ev) < 0;
+        Py_XDECREF(ratio);
+        Py_XDECREF(ev);
+        if (bad) goto free_all;
+    }
+    /* the vars the rule names, recomputed from each side's inputs (Python: numpy, the files) */
+    if (!(rechecked = PyObject_CallFunctionObjArgs(recheck_of, made, explained, err_made, wino_ids, NULL))) goto free_all;
+    if (!PyDict_Check(rechecked)) { PyErr_SetString(PyExc_TypeError, "grow_columns: recheck_of must give a dict"); goto free_all; }
+    {
+        Py_ssize_t it = 0;
+        PyObject *vid, *val;
+        while (PyDict_Next(rechecked, &it, &vid, &val)) {
+            PyObject *at = PyDict_GetItemWithError(pos, vid), *x = PyDict_GetItemWithError(explained, vid);
+            if (!at || !x) { if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "grow_columns: a rechecked var"); goto free_all; }
+            Py_ssize_t i = PyLong_AsSsize_t(at);
+            double v = PyFloat_AsDouble(x);
+            if ((i == -1 || v == -1.0) && PyErr_Occurred()) goto free_all;
+            if (i < 0 || i >= n) { PyErr_SetString(PyExc_ValueError, "grow_columns: a position out of range"); goto free_all; }
+            made_at[i] = 0;
+            expl[i] = v;
+        }
+    }
+    /* each float var the rule explains, re-judged: made (its own threshold), behind a divergent
+     * input (the band), else the higher of the band and what its inputs explain */
+    Py_ssize_t carried = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        judged[i] = cand[i] && (stc[i] == ST_OK || stc[i] == ST_DIV);
+        double sv = sc[i];
+        if (has_s[i] && sv == sv) {
+            double mx = sv > SFLOOR ? sv : SFLOOR;   /* scale_factor: min(1, max(scale, floor)) */
+            sf[i] = mx < 1.0 ? mx : 1.0;
+        } else sf[i] = 1.0;
+        double b = dt[i] >= 0 && dt[i] < 3 ? B[dt[i]] : 0.0;
+        band_t[i] = scaled && has_s[i] ? b * sf[i] : b;
+        xsv[i] = expl[i] * sf[i];
+        t_high[i] = np_max(band_t[i], xsv[i]);
+        /* compared in float32, as to_float32 (NaN max_err: None, never over) */
+        o_made[i] = me[i] > to_f32(xsv[i]);
+        o_band[i] = me[i] > to_f32(band_t[i]);
+        o_high[i] = me[i] > to_f32(t_high[i]);
+        int mj = judged[i] && made_at[i];
+        div[i] = judged[i] ? (mj ? o_made[i] : o_high[i]) : stc[i] != ST_OK;
+        hangs[i] = judged[i] && !mj && o_band[i] && !o_high[i];  /* divergent only behind a divergent input */
+    }
+    /* edges run from earlier to later positions only matter here; they come by position, so one
+     * pass in execution order settles each var after all of its inputs */
+    for (Py_ssize_t j = 0; j < ne; j++) {
+        int64_t a = src[j], b = dst[j];
+        if (a >= b) continue;
+        if (hangs[b] && div[a]) div[b] = 1;
+    }
+    for (Py_ssize_t j = 0; j < ne; j++)
+        if (src[j] < dst[j] && div[src[j]]) behind[dst[j]] = 1;
+    if (!(changed = PyList_New(0)) || !(zero = PyLong_FromLong(0))) goto free_all;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int mj = judged[i] && made_at[i];
+        tt[i] = mj ? xsv[i] : behind[i] ? band_t[i] : t_high[i];
+        carried += judged[i] && !mj && !behind[i] && o_band[i];
+        if (!judged[i]) continue;
+        PyObject *old = PyList_GET_ITEM(threshold, i);
+        double ov = NAN;
+        if (old != Py_None) {
+            ov = PyFloat_AsDouble(old);
+            if (ov == -1.0 && PyErr_Occurred()) goto free_all;
+        }
+        if (!((div[i] != 0) != (stc[i] == ST_DIV) || tt[i] != ov)) continue;
+        PyObject *q = PyLong_FromSsize_t(i);
+        if (!q || PyList_Append(changed, q) < 0) { Py_XDECREF(q); goto free_all; }
+        Py_DECREF(q);
+        PyObject *word = PyTuple_GET_ITEM(words, div[i] ? ST_DIV : ST_OK), *no;
+        if (!div[i]) no = zero;
+        else no = (old != Py_None && tt[i] == ov) ? PyList_GET_ITEM(n_over, i) : Py_None;
+        PyObject *tv = PyFloat_FromDouble(tt[i]);
+        if (!tv) goto free_all;
+        Py_INCREF(word);
+        Py_INCREF(no);
+        PyList_SetItem(n_over, i, no);
+        PyList_SetItem(status, i, word);
+        PyList_SetItem(threshold, i, tv);
+    }
+    result = Py_BuildValue("dddOOOnO", s, g_red, g_elem, made, explained, rechecked, carried, changed);
+free_all:
+#undef DV
+#undef BV
+    PyMem_Free(dv);
+    PyMem_Free(bv);
+    PyMem_Free(xs);
+done:
+    while (got > 0) PyBuffer_Release(&c[--got].view);
+    Py_XDECREF(ids_fast); Py_XDECREF(red); Py_XDECREF(red_at); Py_XDECREF(kw); Py_XDECREF(made); Py_XDECREF(explained);
+    Py_XDECREF(err_made); Py_XDECREF(wino_ids); Py_XDECREF(rechecked); Py_XDECREF(changed); Py_XDECREF(zero);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"float16", py_float16, METH_VARARGS, float16_doc},
@@ -2633,6 +3422,12 @@ static PyMethodDef methods[] = {
     {"count_pairs", py_count_pairs, METH_VARARGS, count_pairs_doc},
     {"json_rows", py_json_rows, METH_VARARGS, json_rows_doc},
     {"grisu_repr", py_grisu_repr, METH_O, grisu_repr_doc},
+    {"judge_vars", py_judge_vars, METH_VARARGS, judge_vars_doc},
+    {"apply_judged", py_apply_judged, METH_VARARGS, apply_judged_doc},
+    {"auto_columns", py_auto_columns, METH_VARARGS, auto_columns_doc},
+    {"band_errs", py_band_errs, METH_VARARGS, band_errs_doc},
+    {"count_roots", py_count_roots, METH_VARARGS, count_roots_doc},
+    {"grow_columns", py_grow_columns, METH_VARARGS, grow_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 
