@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 
 from lar_prec.compare.engine import batch
@@ -55,7 +56,7 @@ from lar_prec.errors import UsageError
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
-from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, recompute
+from lar_prec.compare.recheck import Helper, Recheck, rechecker
 from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
 from lar_prec.compare.indices import judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
@@ -182,90 +183,98 @@ def compare_folders(
         # at a time (C threads: no workers to fork, no numpy, no Python per window)
         measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
                                   full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
-    paired = pair_folders(fa, fb, pairing)
-    notes = _folder_notes(fa, fb, paired)
-    if paired.mode == "id" and measured and len(measured) == len(paired.order) \
-            and all(a in measured for a, _ in paired.order):
-        # the batch reader measured every var (a folder of small vars; with a fixed threshold
-        # judged too): their records in execution order, no jobs to plan
-        diffs = _in_order(measured, paired)
-        files = (fa.files(), fb.files())
-        # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
-        # of a 20,000-var compare (8 MB measured again), re-reading the few hundred it needs costs ~15 ms
-        fa.forget_all()
-        fb.forget_all()
-        if on_progress is not None:  # all read: the bytes of both sides
-            total = sum(2 * dtype_by_name(d.dtype).nbytes(d.size) for d in diffs)
-            on_progress(total, total)
-        sources: List[int] = []
-        todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count
-        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
-                                                          _recheck(fa, fb, dict(paired.pairs)),
-                                                          [rows[v] for v, _ in paired.order] if rows else None, todo)
-        if fixed is not None:
-            sources += judge_sources(diffs)  # type: ignore[arg-type]
-        judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
-        # counts of elements over each var's own threshold where the first pass could not make
-        # them (auto; a fixed value scaled by magnitude), from the files
-        diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs), todo=todo)
-        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
-    plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
-                               measured=measured if paired.mode == "id" else None)
-    measured = rows = None  # the jobs hold the records now (judging replaces them: no second copy kept)
-    total = sum(j.nbytes for j in plans)
-    # workers only for what is left to measure
-    n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
-    # big vars are split to feed several workers, and with one too: a var's sums are then made
-    # per range whatever the workers (and as the batch reader makes them), so the same numbers
-    for i, j in enumerate(plans):
-        if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
-            plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
-    tasks = [(j, k, st, count_over, stats) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
-    # the batch reader's vars were judged by a fixed threshold as they were made
-    judged = [j.diff is not None and fixed is not None for j in plans]
-    diffs: List[Optional[VarDiff]] = [None] * len(plans)
-
-    def finish(i: int, parts: Sequence[object]) -> None:
-        # a compared var keeps only its VarDiff: its job lets go of the extents and fields
-        j = plans[i]
-        diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts, pass_ratio))
-        j.release()
-
-    if tasks:
-        measure = measure_forked if strategy == Strategy.FORK else measure_threaded
-        measure(plans, tasks, finish, n_workers, st, on_progress, total)
-    else:  # the batch reader measured every var (nor numpy nor workers needed)
-        for i in range(len(plans)):
-            finish(i, ())
-        if on_progress is not None:
-            on_progress(total, total)
-    relaid = None
-    if paired.mode == "name":
-        relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
-                                     layout_format, (pass_ratio, stats))
-    sources = []
-    if fixed is not None:
-        thr = fixed
-        for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
-            if not judged[i]:
-                diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
-        if paired.mode == "id":
-            sources += judge_sources(diffs)  # type: ignore[arg-type]
-    else:
-        thr = _judge_auto(diffs, fa, fb, notes, sources if paired.mode == "id" else None,  # type: ignore[arg-type]
-                          _recheck(fa, fb, dict(paired.pairs)))
-    judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
+    # an auto threshold recomputes the vars its edge rule names with numpy (~0.1 s to import): a
+    # helper process imports it meanwhile on a core the reading used (recheck.py)
+    helper = Helper.start(fa, fb) if fixed is None and measured is not None and len(fa) > RECORDS_MAX \
+        and default_jobs(jobs) > 1 and "numpy" not in sys.modules else None
     try:
-        judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
-                          b_ids=dict(paired.pairs) if paired.mode == "name" else None)
+        paired = pair_folders(fa, fb, pairing)
+        notes = _folder_notes(fa, fb, paired)
+        if paired.mode == "id" and measured and len(measured) == len(paired.order) \
+                and all(a in measured for a, _ in paired.order):
+            # the batch reader measured every var (a folder of small vars; with a fixed threshold
+            # judged too): their records in execution order, no jobs to plan
+            diffs = _in_order(measured, paired)
+            files = (fa.files(), fb.files())
+            # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
+            # of a 20,000-var compare (8 MB measured again), re-reading the few hundred it needs costs ~15 ms
+            fa.forget_all()
+            fb.forget_all()
+            if on_progress is not None:  # all read: the bytes of both sides
+                total = sum(2 * dtype_by_name(d.dtype).nbytes(d.size) for d in diffs)
+                on_progress(total, total)
+            sources: List[int] = []
+            todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count
+            thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
+                                                              rechecker(fa, fb, dict(paired.pairs), helper),
+                                                              [rows[v] for v, _ in paired.order] if rows else None, todo)
+            if fixed is not None:
+                sources += judge_sources(diffs)  # type: ignore[arg-type]
+            judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
+            # counts of elements over each var's own threshold where the first pass could not make
+            # them (auto; a fixed value scaled by magnitude), from the files
+            diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs), todo=todo)
+            return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
+        plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
+                                   measured=measured if paired.mode == "id" else None)
+        measured = rows = None  # the jobs hold the records now (judging replaces them: no second copy kept)
+        total = sum(j.nbytes for j in plans)
+        # workers only for what is left to measure
+        n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
+        # big vars are split to feed several workers, and with one too: a var's sums are then made
+        # per range whatever the workers (and as the batch reader makes them), so the same numbers
+        for i, j in enumerate(plans):
+            if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
+                plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
+        tasks = [(j, k, st, count_over, stats) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
+        # the batch reader's vars were judged by a fixed threshold as they were made
+        judged = [j.diff is not None and fixed is not None for j in plans]
+        diffs: List[Optional[VarDiff]] = [None] * len(plans)
+
+        def finish(i: int, parts: Sequence[object]) -> None:
+            # a compared var keeps only its VarDiff: its job lets go of the extents and fields
+            j = plans[i]
+            diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts, pass_ratio))
+            j.release()
+
+        if tasks:
+            measure = measure_forked if strategy == Strategy.FORK else measure_threaded
+            measure(plans, tasks, finish, n_workers, st, on_progress, total)
+        else:  # the batch reader measured every var (nor numpy nor workers needed)
+            for i in range(len(plans)):
+                finish(i, ())
+            if on_progress is not None:
+                on_progress(total, total)
+        relaid = None
+        if paired.mode == "name":
+            relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
+                                         layout_format, (pass_ratio, stats))
+        sources = []
+        if fixed is not None:
+            thr = fixed
+            for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
+                if not judged[i]:
+                    diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+            if paired.mode == "id":
+                sources += judge_sources(diffs)  # type: ignore[arg-type]
+        else:
+            thr = _judge_auto(diffs, fa, fb, notes, sources if paired.mode == "id" else None,  # type: ignore[arg-type]
+                              rechecker(fa, fb, dict(paired.pairs), helper))
+        judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
+        try:
+            judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
+                              b_ids=dict(paired.pairs) if paired.mode == "name" else None)
+        finally:
+            if relaid is not None:
+                relaid.cleanup()
+        return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
     finally:
-        if relaid is not None:
-            relaid.cleanup()
-    return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
+        if helper is not None:
+            helper.close()
 
 
 def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],
-                sources: Optional[List[int]], recheck: Callable[[VarDiff], Optional[Recomputed]],
+                sources: Optional[List[int]], recheck: Recheck,
                 rows: Optional[List[Tuple[Any, ...]]] = None, todo: Optional[List[int]] = None) -> Threshold:
     """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
     inputs exactly (``sources`` given: one graph on both sides; the ids of those that differ
@@ -356,29 +365,6 @@ def _apply_judged(diffs: List[VarDiff], cols: VarColumns, status: Sequence[Any],
         if st == "divergent" and max_abs_err[i] == 1 and dtype[i].startswith("Quantized"):
             steps.append(i)
     return steps
-
-
-def _recheck(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Callable[[VarDiff], Optional[Recomputed]]:
-    """``recheck(var)`` for the dump-only rule: the var recomputed from each side's own inputs
-    (:func:`lar_prec.compare.explain.recompute`; None when a side lacks it or an input)."""
-
-    def dumps(folder: DumpFolder, vid: int) -> Optional[Tuple[Any, List[Any]]]:
-        ins = folder.inputs_of(vid)
-        if vid not in folder or not all(u in folder for u in ins):
-            return None
-        return folder[vid], [folder[u] for u in ins]
-
-    def recheck(d: VarDiff) -> Optional[Recomputed]:
-        if d.opr_type not in RECOMPUTED or d.id not in b_of:
-            return None
-        a, b = dumps(fa, d.id), dumps(fb, b_of[d.id])
-        # from the headers first: no values read where no parameters fit the shapes
-        if a is None or b is None or not could_recompute(d.opr_type, [u.shape for u in a[1]], a[0].shape):
-            return None
-        return recompute(d.opr_type, a[0].array(), [u.array() for u in a[1]], b[0].array(),
-                         [u.array() for u in b[1]], str(d.dtype).lower())
-
-    return recheck
 
 
 def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: Threshold, notes: Sequence[str],

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Callable, Container, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Container, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.compare.bounds import TERMS_C
 from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.explain import Recomputed
+from lar_prec.compare.recheck import Recheck
 from lar_prec.compare.records import VarDiff, with_changes
 from lar_prec.compare.threshold import FLOOR_EPS, SCALE_FLOOR, Threshold, VarColumns, scale_factor, to_float32
 
@@ -154,13 +155,13 @@ def _winograd_shapes(opr_type: str, out: Sequence[int], ins: Sequence[Sequence[i
 
 
 def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
-         recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]] = None,
+         recheck: Optional[Recheck] = None,
          in_place: bool = False, records: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
     """``diffs`` (judged by the auto band ``thr``) re-judged by the edge rule: statuses and
     per-var thresholds of float vars, and which of them make error. Other dtypes, structural
     statuses and NaN/Inf are left as they are. None when no float var has a compared input.
     ``profiled``: a side ran with --fast-run/--full-run (3x3 convolutions may be Winograd).
-    ``recheck(var)``: the var recomputed from each side's own inputs (None: it cannot be);
+    ``recheck(vars)``: each var recomputed from each side's own inputs (None: it cannot be);
     a var the rule names whose recomputation says it made nothing is not a root.
     ``in_place``: the records are the caller's own, not yet shared: changed, not copied.
     ``records``: record by record, not with arrays (the same decisions; a few thousand vars are
@@ -170,7 +171,7 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
 
 
 def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
-                  recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]],
+                  recheck: Optional[Recheck],
                   in_place: bool) -> Tuple[List[VarDiff], Optional[Growth]]:
     """:func:`grow` record by record: where var ids repeat, and the reference the array form
     is tested against."""
@@ -289,7 +290,7 @@ def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
 
 def _rechecked(made: Dict[int, float], explained: Dict[int, float], err: Mapping[int, float],
                winograd: "Container[int]", by_id: Mapping[int, VarDiff],
-               recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]]) -> Dict[int, Recomputed]:
+               recheck: Optional[Recheck]) -> Dict[int, Recomputed]:
     """The vars ``made`` names recomputed from each side's own inputs (``recheck``); those that
     made nothing leave ``made`` (their error all came through their inputs: ``explained``
     raised to it) and are returned."""
@@ -297,8 +298,9 @@ def _rechecked(made: Dict[int, float], explained: Dict[int, float], err: Mapping
     # only where cancellation could explain it: a var making 100x what its inputs explain is
     # made there whatever its terms do, and a comparison of many such vars stays fast
     doubtful = sorted((v for v in made if made[v] <= RECHECK_RATIO), key=made.__getitem__)[:RECHECK_MAX]
-    for vid in doubtful if recheck is not None else ():
-        r = recheck(by_id[vid])  # type: ignore[misc]
+    if recheck is None or not doubtful:
+        return rechecked
+    for vid, r in zip(doubtful, recheck([by_id[v] for v in doubtful])):
         allowance = TERMS_C * (WINOGRAD_ALLOWANCE if vid in winograd else 1.0)
         if r is not None and not r.made_here(allowance):
             rechecked[vid] = r
@@ -340,7 +342,7 @@ def kind_code(opr_type: str) -> int:
 
 
 def _grow_arrays(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
-                 recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]],
+                 recheck: Optional[Recheck],
                  in_place: bool) -> Optional[Tuple[List[VarDiff], Optional[Growth]]]:
     """:func:`grow` by :func:`grow_columns`; None where a var id repeats or the kernel is not built."""
     cols = VarColumns.of(diffs, kind_of=kind_code)
@@ -359,7 +361,7 @@ def _grow_arrays(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
 
 def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], threshold: List[Optional[float]],
                  n_over: List[Optional[int]], thr: Threshold, profiled: bool,
-                 recheck: Optional[Callable[[VarDiff], Optional[Recomputed]]]) -> Tuple[Optional[Growth], List[int]]:
+                 recheck: Optional[Recheck]) -> Tuple[Optional[Growth], List[int]]:
     """:func:`grow` over all vars at once, in the C kernel (``_kernel.c`` grow_columns: tens of
     thousands of vars, where a loop over the records costs more than the rule), from their
     columns (made with :func:`kind_code`) and their ``status``, ``threshold`` and ``n_over`` as
