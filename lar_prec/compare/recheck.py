@@ -50,10 +50,11 @@ def recheck_one(fa: DumpFolder, fb: DumpFolder, req: Request) -> Optional[Recomp
 class Helper:
     """A forked process that imports numpy at once, then recomputes one batch of vars sent over a
     pipe and ends. :meth:`start` returns None where it cannot fork; :meth:`run` None when the
-    helper failed (the caller recomputes here); :meth:`close` reaps it (always call it)."""
+    helper failed (the caller recomputes here); :meth:`close` ends and reaps it (always call it)."""
 
     def __init__(self, pid: int, to_child: int, from_child: int) -> None:
         self.pid, self.to_child, self.from_child = pid, to_child, from_child
+        self.answered = False
 
     @classmethod
     def start(cls, fa: DumpFolder, fb: DumpFolder) -> "Optional[Helper]":
@@ -90,10 +91,17 @@ class Helper:
         if not (isinstance(got, list) and len(got) == len(reqs)
                 and all(r is None or isinstance(r, Recomputed) for r in got)):
             return None
+        self.answered = True
         return got
 
     def close(self) -> None:
-        """End the helper (unasked, it reads the end of its pipe and leaves) and reap it."""
+        """End the helper and reap it: one never asked is killed (it may still be importing numpy,
+        which a comparison that needs no recheck must not wait for)."""
+        if self.to_child >= 0 or not self.answered:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for fd in (self.to_child, self.from_child):
             if fd >= 0:
                 try:

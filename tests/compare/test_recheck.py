@@ -76,7 +76,7 @@ def test_a_helper_that_died_changes_nothing(lar_dump, tmp_path):
         assert rechecker(fa, fb, {d.id: d.id for d in some}, helper)(some) == here
     finally:
         helper.close()
-    # and one never asked leaves when its pipe closes (close() reaps it: no zombie left)
+    # and one never asked is ended (close() reaps it: no zombie left)
     helper = Helper.start(fa, fb)
     assert helper is not None
     helper.close()
