@@ -174,20 +174,22 @@ def compare_folders(
     if jobs is not None and jobs < 1:
         raise UsageError(f"jobs must be >= 1, got {jobs}")
     fixed = parse_threshold(threshold)
-    fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
-    count_over = fixed.value if fixed is not None else None
-    measured = None
-    rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
-    if pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available():
-        # one read of each pair of files: headers, titles and values, a big file mapped a window
-        # at a time (C threads: no workers to fork, no numpy, no Python per window)
-        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
-                                  full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
-    # an auto threshold recomputes the vars its edge rule names with numpy (~0.1 s to import): a
-    # helper process imports it meanwhile on a core the reading used (recheck.py)
-    helper = Helper.start(fa, fb) if fixed is None and measured is not None and len(fa) > RECORDS_MAX \
-        and default_jobs(jobs) > 1 and "numpy" not in sys.modules else None
+    # an auto threshold recomputes the vars its edge rule names with numpy (~0.1 s to import, most
+    # of the rule's cost on tens of thousands of vars): a helper process forked now imports it on
+    # the core this one leaves idle while it lists the folders, and recomputes them (recheck.py)
+    batched = pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available()
+    helper = Helper.start(dir_a, dir_b) if fixed is None and batched and default_jobs(jobs) > 1 \
+        and "numpy" not in sys.modules else None
     try:
+        fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
+        count_over = fixed.value if fixed is not None else None
+        measured = None
+        rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
+        if batched:
+            # one read of each pair of files: headers, titles and values, a big file mapped a window
+            # at a time (C threads: no workers to fork, no numpy, no Python per window)
+            measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
+                                      full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
         paired = pair_folders(fa, fb, pairing)
         notes = _folder_notes(fa, fb, paired)
         if paired.mode == "id" and measured and len(measured) == len(paired.order) \

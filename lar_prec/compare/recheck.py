@@ -3,9 +3,9 @@
 :func:`rechecker` gives :mod:`~lar_prec.compare.growth` its ``recheck(vars)``: each var's
 operator recomputed in float64 from each side's dumps (:func:`lar_prec.compare.explain.recompute`).
 That needs numpy, whose import (~0.1 s) would be most of an auto comparison's own cost on tens of
-thousands of vars. So :class:`Helper` forks a process as soon as the files are read, which
-imports numpy on the core the reading no longer needs while this process pairs and judges, and
-recomputes the vars it is then sent; this process never imports numpy. Whatever goes wrong
+thousands of vars. So :class:`Helper` forks a process before the folders are read, which
+imports numpy on a core this process leaves idle while it lists them (and shares while it reads
+them), and recomputes the vars it is then sent; this process never imports numpy. Whatever goes wrong
 there (no fork on the platform, the helper died) is done here, the same way: the numbers do
 not depend on where they were made.
 """
@@ -19,6 +19,7 @@ from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, recompute
 from lar_prec.compare.records import VarDiff
 from lar_prec.dumps.folder import DumpFolder
+from lar_prec.records import PathLike
 
 #: what the helper is sent per var: (A's id, B's id, operator type, dtype)
 Request = Tuple[int, int, str, str]
@@ -57,8 +58,9 @@ class Helper:
         self.answered = False
 
     @classmethod
-    def start(cls, fa: DumpFolder, fb: DumpFolder) -> "Optional[Helper]":
-        """Fork the helper (None: the platform cannot fork)."""
+    def start(cls, dir_a: PathLike, dir_b: PathLike) -> "Optional[Helper]":
+        """Fork the helper for the dump folders ``dir_a`` and ``dir_b`` (None: the platform cannot
+        fork). Forked before anything is read: it lists the folders itself."""
         if not hasattr(os, "fork"):
             return None
         req_r, req_w = os.pipe()
@@ -72,7 +74,7 @@ class Helper:
         if pid == 0:  # the helper: never returns
             os.close(req_w)
             os.close(rep_r)
-            _serve(fa, fb, req_r, rep_w)
+            _serve(dir_a, dir_b, req_r, rep_w)
         os.close(req_r)
         os.close(rep_w)
         return cls(pid, req_w, rep_r)
@@ -115,13 +117,14 @@ class Helper:
             pass
 
 
-def _serve(fa: DumpFolder, fb: DumpFolder, req_r: int, rep_w: int) -> None:
+def _serve(dir_a: PathLike, dir_b: PathLike, req_r: int, rep_w: int) -> None:
     code = 1
     try:
-        # Ctrl-C is the parent's to handle: it reaps this process or exits, closing the pipes
+        # Ctrl-C is the parent's to handle: it ends this process or exits, closing the pipes
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        import numpy  # noqa: F401  # the point of this process: loaded while the parent judges
+        import numpy  # noqa: F401  # the point of this process: loaded while the parent reads and judges
 
+        fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
         raw = _read_all(req_r)
         if raw:
             reqs = pickle.loads(raw)  # our parent's request over a pipe, no file

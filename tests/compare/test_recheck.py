@@ -54,7 +54,7 @@ def test_the_helper_recomputes_what_this_process_does(lar_dump, tmp_path, case):
     fa, fb, some = _recomputable(*_faulty(lar_dump, tmp_path, case))
     assert some, "the case has recomputable operators"
     here = rechecker(fa, fb, {d.id: d.id for d in some})(some)
-    helper = Helper.start(DumpFolder(fa.path), DumpFolder(fb.path))
+    helper = Helper.start(fa.path, fb.path)
     assert helper is not None
     try:
         there = rechecker(fa, fb, {d.id: d.id for d in some}, helper)(some)
@@ -68,7 +68,7 @@ def test_a_helper_that_died_changes_nothing(lar_dump, tmp_path):
     # killed before it was asked: the vars are recomputed here, the same
     fa, fb, some = _recomputable(*_faulty(lar_dump, tmp_path, "attention"))
     here = rechecker(fa, fb, {d.id: d.id for d in some})(some)
-    helper = Helper.start(fa, fb)
+    helper = Helper.start(fa.path, fb.path)
     assert helper is not None
     os.kill(helper.pid, signal.SIGKILL)
     try:
@@ -77,7 +77,7 @@ def test_a_helper_that_died_changes_nothing(lar_dump, tmp_path):
     finally:
         helper.close()
     # and one never asked is ended (close() reaps it: no zombie left)
-    helper = Helper.start(fa, fb)
+    helper = Helper.start(fa.path, fb.path)
     assert helper is not None
     helper.close()
     with pytest.raises(ChildProcessError):
