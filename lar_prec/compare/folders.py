@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -56,7 +55,7 @@ from lar_prec.errors import UsageError
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
-from lar_prec.compare.recheck import Helper, Recheck, rechecker
+from lar_prec.compare.recheck import Recheck, rechecker
 from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
 from lar_prec.compare.indices import judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
@@ -174,105 +173,96 @@ def compare_folders(
     if jobs is not None and jobs < 1:
         raise UsageError(f"jobs must be >= 1, got {jobs}")
     fixed = parse_threshold(threshold)
-    # an auto threshold recomputes the vars its edge rule names with numpy (~0.1 s to import, most
-    # of the rule's cost on tens of thousands of vars): a helper process forked now imports it on
-    # the core this one leaves idle while it lists the folders, and recomputes them (recheck.py)
     batched = pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available()
-    helper = Helper.start(dir_a, dir_b) if fixed is None and batched and default_jobs(jobs) > 1 \
-        and "numpy" not in sys.modules else None
-    try:
-        fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
-        count_over = fixed.value if fixed is not None else None
-        measured = None
-        rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
-        if batched:
-            # one read of each pair of files: headers, titles and values, a big file mapped a window
-            # at a time (C threads: no workers to fork, no numpy, no Python per window)
-            measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
-                                      full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
-        paired = pair_folders(fa, fb, pairing)
-        notes = _folder_notes(fa, fb, paired)
-        if paired.mode == "id" and measured and len(measured) == len(paired.order) \
-                and all(a in measured for a, _ in paired.order):
-            # the batch reader measured every var (a folder of small vars; with a fixed threshold
-            # judged too): their records in execution order, no jobs to plan
-            diffs = _in_order(measured, paired)
-            files = (fa.files(), fb.files())
-            # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
-            # of a 20,000-var compare (8 MB measured again), re-reading the few hundred it needs costs ~15 ms
-            fa.forget_all()
-            fb.forget_all()
-            if on_progress is not None:  # all read: the bytes of both sides
-                total = sum(2 * dtype_by_name(d.dtype).nbytes(d.size) for d in diffs)
-                on_progress(total, total)
-            sources: List[int] = []
-            todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count
-            thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
-                                                              rechecker(fa, fb, dict(paired.pairs), helper),
-                                                              [rows[v] for v, _ in paired.order] if rows else None, todo)
-            if fixed is not None:
-                sources += judge_sources(diffs)  # type: ignore[arg-type]
-            judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
-            # counts of elements over each var's own threshold where the first pass could not make
-            # them (auto; a fixed value scaled by magnitude), from the files
-            diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs), todo=todo)
-            return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
-        plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
-                                   measured=measured if paired.mode == "id" else None)
-        measured = rows = None  # the jobs hold the records now (judging replaces them: no second copy kept)
-        total = sum(j.nbytes for j in plans)
-        # workers only for what is left to measure
-        n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
-        # big vars are split to feed several workers, and with one too: a var's sums are then made
-        # per range whatever the workers (and as the batch reader makes them), so the same numbers
-        for i, j in enumerate(plans):
-            if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
-                plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
-        tasks = [(j, k, st, count_over, stats) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
-        # the batch reader's vars were judged by a fixed threshold as they were made
-        judged = [j.diff is not None and fixed is not None for j in plans]
-        diffs: List[Optional[VarDiff]] = [None] * len(plans)
-
-        def finish(i: int, parts: Sequence[object]) -> None:
-            # a compared var keeps only its VarDiff: its job lets go of the extents and fields
-            j = plans[i]
-            diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts, pass_ratio))
-            j.release()
-
-        if tasks:
-            measure = measure_forked if strategy == Strategy.FORK else measure_threaded
-            measure(plans, tasks, finish, n_workers, st, on_progress, total)
-        else:  # the batch reader measured every var (nor numpy nor workers needed)
-            for i in range(len(plans)):
-                finish(i, ())
-            if on_progress is not None:
-                on_progress(total, total)
-        relaid = None
-        if paired.mode == "name":
-            relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
-                                         layout_format, (pass_ratio, stats))
-        sources = []
+    fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
+    count_over = fixed.value if fixed is not None else None
+    measured = None
+    rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var
+    if batched:
+        # one read of each pair of files: headers, titles and values, a big file mapped a window
+        # at a time (C threads: no workers to fork, no numpy, no Python per window)
+        measured = batch.prefetch(fa, fb, st.chunk_elements, fixed, threads=default_jobs(jobs), ratio=pass_ratio,
+                                  full=stats, rows=rows, piece=st.piece_elements, on_progress=on_progress)
+    paired = pair_folders(fa, fb, pairing)
+    notes = _folder_notes(fa, fb, paired)
+    if paired.mode == "id" and measured and len(measured) == len(paired.order) \
+            and all(a in measured for a, _ in paired.order):
+        # the batch reader measured every var (a folder of small vars; with a fixed threshold
+        # judged too): their records in execution order, no jobs to plan
+        diffs = _in_order(measured, paired)
+        files = (fa.files(), fb.files())
+        # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
+        # of a 20,000-var compare (8 MB measured again), re-reading the few hundred it needs costs ~15 ms
+        fa.forget_all()
+        fb.forget_all()
+        if on_progress is not None:  # all read: the bytes of both sides
+            total = sum(2 * dtype_by_name(d.dtype).nbytes(d.size) for d in diffs)
+            on_progress(total, total)
+        sources: List[int] = []
+        todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count
+        thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
+                                                          rechecker(fa, fb, dict(paired.pairs)),
+                                                          [rows[v] for v, _ in paired.order] if rows else None, todo)
         if fixed is not None:
-            thr = fixed
-            for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
-                if not judged[i]:
-                    diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
-            if paired.mode == "id":
-                sources += judge_sources(diffs)  # type: ignore[arg-type]
-        else:
-            thr = _judge_auto(diffs, fa, fb, notes, sources if paired.mode == "id" else None,  # type: ignore[arg-type]
-                              rechecker(fa, fb, dict(paired.pairs), helper))
-        judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
-        try:
-            judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
-                              b_ids=dict(paired.pairs) if paired.mode == "name" else None)
-        finally:
-            if relaid is not None:
-                relaid.cleanup()
-        return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
+            sources += judge_sources(diffs)  # type: ignore[arg-type]
+        judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
+        # counts of elements over each var's own threshold where the first pass could not make
+        # them (auto; a fixed value scaled by magnitude), from the files
+        diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs), todo=todo)
+        return _comparison(fa, fb, _by_ratio(diffs, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
+    plans, kept = plan_folders(fa, fb, paired, keep=count_over is None,
+                               measured=measured if paired.mode == "id" else None)
+    measured = rows = None  # the jobs hold the records now (judging replaces them: no second copy kept)
+    total = sum(j.nbytes for j in plans)
+    # workers only for what is left to measure
+    n_workers, strategy = resolve_strategy(st, jobs, sum(j.nbytes for j in plans if j.done is None))
+    # big vars are split to feed several workers, and with one too: a var's sums are then made
+    # per range whatever the workers (and as the batch reader makes them), so the same numbers
+    for i, j in enumerate(plans):
+        if j.done is None and j.da is not None and j.db is not None and j.kind != "raw" and j.da.size > st.piece_elements:
+            plans[i] = plan(j.da, j.db, j.base, st.piece_elements)
+    tasks = [(j, k, st, count_over, stats) for j in plans for k in range(len(j.pieces) if j.done is None else 0)]
+    # the batch reader's vars were judged by a fixed threshold as they were made
+    judged = [j.diff is not None and fixed is not None for j in plans]
+    diffs: List[Optional[VarDiff]] = [None] * len(plans)
+
+    def finish(i: int, parts: Sequence[object]) -> None:
+        # a compared var keeps only its VarDiff: its job lets go of the extents and fields
+        j = plans[i]
+        diffs[i] = j.diff if j.diff is not None else new_diff(finish_fields(j, parts, pass_ratio))
+        j.release()
+
+    if tasks:
+        measure = measure_forked if strategy == Strategy.FORK else measure_threaded
+        measure(plans, tasks, finish, n_workers, st, on_progress, total)
+    else:  # the batch reader measured every var (nor numpy nor workers needed)
+        for i in range(len(plans)):
+            finish(i, ())
+        if on_progress is not None:
+            on_progress(total, total)
+    relaid = None
+    if paired.mode == "name":
+        relaid = _cross_graph_fixups(fa, fb, paired, diffs, st, count_over, kept,  # type: ignore[arg-type]
+                                     layout_format, (pass_ratio, stats))
+    sources = []
+    if fixed is not None:
+        thr = fixed
+        for i, d in enumerate(diffs):  # judged in place: one list of VarDiffs, not two
+            if not judged[i]:
+                diffs[i] = _judge(d, thr)  # type: ignore[arg-type]
+        if paired.mode == "id":
+            sources += judge_sources(diffs)  # type: ignore[arg-type]
+    else:
+        thr = _judge_auto(diffs, fa, fb, notes, sources if paired.mode == "id" else None,  # type: ignore[arg-type]
+                          rechecker(fa, fb, dict(paired.pairs)))
+    judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
+    try:
+        judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
+                          b_ids=dict(paired.pairs) if paired.mode == "name" else None)
     finally:
-        if helper is not None:
-            helper.close()
+        if relaid is not None:
+            relaid.cleanup()
+    return _comparison(fa, fb, _by_ratio(judged, pass_ratio, notes), thr, notes, st, paired, pass_ratio, sources)
 
 
 def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],

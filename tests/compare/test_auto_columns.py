@@ -1,8 +1,8 @@
 """The auto threshold from columns (issue 40 #6) against the same rules record by record.
 
-``VarColumns`` reads each var's fields once; ``choose_threshold(diffs, cols)``, ``judge_all``
-and ``grow_columns`` decide from them with arrays what ``choose_threshold(diffs)``, ``judge``
-and the edge rule record by record (``growth._grow_records``) decide. On real runs of the cases,
+``VarColumns`` reads each var's fields once (laid flat by the C kernel); ``choose_threshold(diffs,
+cols)``, ``judge_all`` and ``grow_columns`` (C) decide from them what ``choose_threshold(diffs)``,
+``judge`` and the edge rule record by record (``growth._grow_records``) decide. On real runs of the cases,
 clean and with faults injected (carried downstream, or born and not carried), with and without
 a side that profiled, every record and every number must be the same, not close.
 """
@@ -15,7 +15,9 @@ import pytest
 from compare_helpers import computed_float_vars, inject_fault
 from lar_prec.compare import folders as folders_mod
 from lar_prec.compare import growth
+from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.folders import compare_folders
+from lar_prec.compare.recheck import rechecker
 from lar_prec.compare.records import with_changes
 from lar_prec.compare.threshold import VarColumns, choose_threshold, judge, judge_all
 from lar_prec.dumps.folder import DumpFolder
@@ -40,6 +42,7 @@ def _growth_key(g):
 
 
 @pytest.mark.megengine
+@pytest.mark.skipif(not hasattr(KERNEL, "auto_columns"), reason="the C kernel is not built (or LAR_PREC_NO_KERNEL=1)")
 @pytest.mark.parametrize("case", CASES)
 def test_columns_decide_as_the_records_do(lar_dump, tmp_path, case):
     for a, b in _pairs(lar_dump, tmp_path, case):
@@ -54,7 +57,7 @@ def test_columns_decide_as_the_records_do(lar_dump, tmp_path, case):
         judged = [with_changes(d, **judge(d, thr)) for d in diffs]
         assert [(d.status, d.threshold, d.n_over) for d in judged] == list(zip(status, thresh, n_over))
         fa, fb = DumpFolder(a), DumpFolder(b)
-        recheck = folders_mod._recheck(fa, fb, {d.id: d.id for d in diffs})
+        recheck = rechecker(fa, fb, {d.id: d.id for d in diffs})
         for profiled in (False, True):
             got, g1 = growth.grow(judged, thr, profiled=profiled, recheck=recheck)
             want, g2 = growth._grow_records(judged, thr, profiled, recheck, False)
