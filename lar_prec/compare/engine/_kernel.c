@@ -2659,6 +2659,20 @@ static int float_field(PyObject *x, double *out) {
     return 1;
 }
 
+/* each of k columns as a fast sequence, all of length *n (*n < 0: the first column's); -1 with
+ * an error set (what remains in fast is released by the caller) */
+static int fast_columns(PyObject *const *cols, int k, PyObject **fast, Py_ssize_t *n, const char *who) {
+    for (int c = 0; c < k; c++) {
+        if (!(fast[c] = PySequence_Fast(cols[c], "columns must be sequences"))) return -1;
+        if (*n < 0) *n = PySequence_Fast_GET_SIZE(fast[c]);
+        else if (PySequence_Fast_GET_SIZE(fast[c]) != *n) {
+            PyErr_Format(PyExc_ValueError, "%s: columns of different lengths", who);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(judge_vars_doc,
 "judge_vars(status, dtype, max_err, scale, n_nonfinite, n_diff, threshold, n_over, kinds, scaled,\n"
 "           scale_floor, words) -> (status, threshold, n_over) or None\n\n"
@@ -2682,14 +2696,7 @@ static PyObject *py_judge_vars(PyObject *self, PyObject *args) {
     PyObject *fast[8] = {NULL};
     PyObject *st_out = NULL, *t_out = NULL, *no_out = NULL, *zero = NULL, *result = NULL;
     Py_ssize_t n = -1;
-    for (int c = 0; c < 8; c++) {
-        if (!(fast[c] = PySequence_Fast(cols[c], "judge_vars: columns must be sequences"))) goto done;
-        if (n < 0) n = PySequence_Fast_GET_SIZE(fast[c]);
-        else if (PySequence_Fast_GET_SIZE(fast[c]) != n) {
-            PyErr_SetString(PyExc_ValueError, "judge_vars: columns of different lengths");
-            goto done;
-        }
-    }
+    if (fast_columns(cols, 8, fast, &n, "judge_vars") < 0) goto done;
     if (!(st_out = PyList_New(n)) || !(t_out = PyList_New(n)) || !(no_out = PyList_New(n)) || !(zero = PyLong_FromLong(0)))
         goto done;
     PyObject **ST = PySequence_Fast_ITEMS(fast[0]), **DT = PySequence_Fast_ITEMS(fast[1]),
@@ -2818,13 +2825,7 @@ static PyObject *py_apply_judged(PyObject *self, PyObject *args) {
     }
     PyObject *fast[8] = {NULL}, *steps = NULL, *result = NULL;
     Py_ssize_t n = PyList_GET_SIZE(diffs);
-    for (int c = 0; c < 8; c++) {
-        if (!(fast[c] = PySequence_Fast(cols[c], "apply_judged: columns must be sequences"))) goto done;
-        if (PySequence_Fast_GET_SIZE(fast[c]) != n) {
-            PyErr_SetString(PyExc_ValueError, "apply_judged: a column's length is not the records'");
-            goto done;
-        }
-    }
+    if (fast_columns(cols, 8, fast, &n, "apply_judged") < 0) goto done;
     if (!(steps = PyList_New(0))) goto done;
     PyObject **S0 = PySequence_Fast_ITEMS(fast[0]), **ST = PySequence_Fast_ITEMS(fast[1]),
              **TH = PySequence_Fast_ITEMS(fast[2]), **NO = PySequence_Fast_ITEMS(fast[3]),
@@ -2931,14 +2932,7 @@ static PyObject *py_auto_columns(PyObject *self, PyObject *args) {
     }
     PyObject *fast[6] = {NULL}, *out[10] = {NULL}, *result = NULL;
     Py_ssize_t n = -1, n_edges = 0;
-    for (int c = 0; c < 6; c++) {
-        if (!(fast[c] = PySequence_Fast(cols[c], "auto_columns: columns must be sequences"))) goto done;
-        if (n < 0) n = PySequence_Fast_GET_SIZE(fast[c]);
-        else if (PySequence_Fast_GET_SIZE(fast[c]) != n) {
-            PyErr_SetString(PyExc_ValueError, "auto_columns: columns of different lengths");
-            goto done;
-        }
-    }
+    if (fast_columns(cols, 6, fast, &n, "auto_columns") < 0) goto done;
     PyObject **ST = PySequence_Fast_ITEMS(fast[0]), **DT = PySequence_Fast_ITEMS(fast[1]),
              **ME = PySequence_Fast_ITEMS(fast[2]), **SC = PySequence_Fast_ITEMS(fast[3]),
              **OP = PySequence_Fast_ITEMS(fast[4]), **IN = PySequence_Fast_ITEMS(fast[5]);
@@ -3072,7 +3066,7 @@ done:
 
 PyDoc_STRVAR(count_roots_doc,
 "count_roots(norm, dt, has_e, st, k, src, dst, t) -> int\n\n"
-"RootCounter.roots(t) over the vars of band_errs(norm, dt, has_e, st, k): those above t none of\n"
+"RecordRootCounter.roots(t) over the vars of band_errs(norm, dt, has_e, st, k): those above t none of\n"
 "whose inputs among them is above t.");
 
 static PyObject *py_count_roots(PyObject *self, PyObject *args) {
