@@ -60,10 +60,10 @@ from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
 from lar_prec.compare.indices import judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
 from lar_prec.compare.threshold import (
-    AUTO_BAND_EPS,
     FLOAT_NAMES,
     RECORDS_MAX,
     SCALE_FLOOR,
+    WINDOW_ROWS,
     Threshold,
     VarColumns,
     choose_threshold,
@@ -72,8 +72,6 @@ from lar_prec.compare.threshold import (
     judge,
     judge_all,
     parse_threshold,
-    to_float32,
-    window,
 )
 from lar_prec.lar.graphopts import formats_beside_dump
 from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
@@ -276,16 +274,16 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
     :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them.
     ``todo``: given, filled with the positions :func:`_recount` is left to look at (the others'
     counts made here from what the batch reader kept, :func:`count_from_band`)."""
-    # a few thousand vars: record by record; more, by columns in the C kernel
+    # a few vars: record by record; more, by columns in the C kernel
     cols = VarColumns.of(diffs, rows, kind_code) if len(diffs) > RECORDS_MAX else None
-    if cols is None:  # few vars, or a var id repeats: record by record
+    if cols is None:  # few vars, a var id repeats or no kernel: record by record (no columns to try again)
         thr = choose_threshold(diffs)
         for d in diffs:
             d.__dict__.update(judge(d, thr))  # records this comparison made and not yet shared
         if sources is not None:
             sources += judge_sources(diffs)  # type: ignore[arg-type]
         grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True,
-                             records=len(diffs) <= RECORDS_MAX)
+                             records=True)
         stepped, one_step = _one_step(grown)
         if todo is not None:
             todo.extend(range(len(diffs)))
@@ -314,8 +312,6 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
 #: the statuses the auto rule's C passes tell apart (its words: Python's own str objects)
 _JUDGE_WORDS = ("ok", "divergent", "nonfinite", "missing", "shape_mismatch", "dtype_mismatch")
 _APPLY_WORDS = ("divergent", "missing", "shape_mismatch")
-#: each float dtype's auto window, as values and rounded to float32 (count_from_band's)
-_WINDOW_ROWS = {name: (*window(name), *(to_float32(w) for w in window(name))) for name in AUTO_BAND_EPS}
 
 
 def _judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
@@ -340,7 +336,7 @@ def _apply_judged(diffs: List[VarDiff], cols: VarColumns, status: Sequence[Any],
     fast = getattr(KERNEL, "apply_judged", None)
     if fast is not None:
         return fast(diffs, cols.status, status, thresh, n_over, cols.max_err, cols.dtype, cols.scale,
-                    cols.max_abs_err, _WINDOW_ROWS, todo, SCALE_FLOOR, _APPLY_WORDS)
+                    cols.max_abs_err, WINDOW_ROWS, todo, SCALE_FLOOR, _APPLY_WORDS)
     max_err, dtype, scale, max_abs_err = cols.max_err, cols.dtype, cols.scale, cols.max_abs_err
     steps = []
     for i, st0 in enumerate(cols.status):

@@ -164,8 +164,8 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
     ``recheck(vars)``: each var recomputed from each side's own inputs (None: it cannot be);
     a var the rule names whose recomputation says it made nothing is not a root.
     ``in_place``: the records are the caller's own, not yet shared: changed, not copied.
-    ``records``: record by record, not with arrays (the same decisions; a few thousand vars are
-    judged faster than numpy is imported)."""
+    ``records``: record by record, not by columns (the same decisions; where the caller knows
+    the columns are not made: few vars, a var id repeating, no C kernel)."""
     got = None if records else _grow_arrays(diffs, thr, profiled, recheck, in_place)
     return got if got is not None else _grow_records(diffs, thr, profiled, recheck, in_place)
 

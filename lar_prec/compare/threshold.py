@@ -5,7 +5,8 @@
 dtype, the threshold put where the vars' errors leave a gap and the fewest roots appear) and
 :func:`judge` applies a rule to one measured var. Works on any records with the fields of
 :class:`~lar_prec.compare.VarDiff` (``dtype``, ``max_err``, ``scale``, ``norm_err``, ...),
-so it does not import compare.
+so it does not import compare's records (only the engine's optional C kernel, where the
+auto rule's columns are laid out and counted).
 """
 from __future__ import annotations
 
@@ -277,6 +278,8 @@ def count_from_band(kept: Optional[Tuple[int, bytes]], dtype: str, scale: Option
 #: :func:`window` of each float dtype, and rounded to float32 (a scale factor of 1)
 _WINDOWS = {name: window(name) for name in AUTO_BAND_EPS}
 _WINDOWS32 = {name: (_to_float32(lo), _to_float32(hi)) for name, (lo, hi) in _WINDOWS.items()}
+#: both, as the C kernel's apply_judged takes them: dtype -> (low, high, low32, high32)
+WINDOW_ROWS = {name: (*_WINDOWS[name], *_WINDOWS32[name]) for name in _WINDOWS}
 
 
 def judge(d: object, thr: Threshold) -> Dict[str, object]:
@@ -314,7 +317,7 @@ class RecordRootCounter:
     """Counts, for any threshold, the vars above it whose inputs are all below it (inputs
     outside the set do not block; auto tries dozens of thresholds): each var's largest input
     error is found once, and a threshold's roots are the vars above it whose largest input
-    error is not (NaN never blocks). :meth:`VarColumns.roots_counter` counts the same in C."""
+    error is not (NaN never blocks). :class:`_KernelRoots` counts the same in C."""
 
     def __init__(self, diffs: Sequence[object], errs: Sequence[Optional[float]]) -> None:
         err = [e or 0.0 for e in errs]
@@ -469,11 +472,6 @@ class VarColumns:
             return None
         cols.flat = flat
         return cols
-
-    @property
-    def edges(self) -> Tuple[bytes, bytes]:
-        """(input positions, positions) of every input among these vars (int64), none from a var to itself."""
-        return self.flat[8], self.flat[9]
 
     def best_in_band(self, name: str) -> Tuple[float, str]:
         """:func:`_best_in_band` of the measured vars of float dtype ``name``."""
