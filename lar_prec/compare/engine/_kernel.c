@@ -1298,10 +1298,16 @@ static void acc_init(acc_t *c) {
     c->max_ulp = -1;
 }
 
-/* threshold.scale_factor: what a var's auto threshold window is multiplied by */
-static double scale_factor(double scale) {
-    return scale < 1e-6 ? 1e-6 : (scale > 1.0 ? 1.0 : scale);
+/* threshold.scale_factor, min(1, max(scale, floor)) as Python's min/max compute it (a NaN
+ * scale gives 1): what a var's auto threshold is multiplied by */
+static double scale_factor_of(double s, double floor_) {
+    double m = s;
+    if (floor_ > m) m = floor_;
+    return m < 1.0 ? m : 1.0;
 }
+
+/* scale_factor_of at threshold.SCALE_FLOOR: a measured var's auto window */
+static double scale_factor(double scale) { return scale_factor_of(scale, 1e-6); }
 
 static int int_chunk_acc(acc_t *acc, const char *ca, const char *cb, Py_ssize_t k, int h, long long pos, float *fa,
                          float *fb);
@@ -2633,13 +2639,6 @@ static double to_f32(double t) {
     float y = (float)t;
     if (isinf(y) && !isinf(t)) return copysign(INFINITY, t);
     return (double)y;
-}
-
-/* min(1, max(scale, floor)) as Python's min/max compute it (a NaN scale gives 1) */
-static double scale_factor_of(double s, double floor_) {
-    double m = s;
-    if (floor_ > m) m = floor_;
-    return m < 1.0 ? m : 1.0;
 }
 
 /* a str among words (identity first: the records share Python's interned literals) */
