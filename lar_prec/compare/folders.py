@@ -68,7 +68,6 @@ from lar_prec.compare.threshold import (
     VarColumns,
     choose_threshold,
     count_from_band,
-    float_name,
     judge,
     judge_all,
     parse_threshold,
@@ -289,7 +288,7 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
             todo.extend(range(len(diffs)))
     else:  # each record read once and written once (tens of thousands of them)
         thr = choose_threshold(diffs, cols)
-        status, thresh, n_over = _judge_all(cols, thr)
+        status, thresh, n_over = judge_all(cols, thr)
         if sources is not None:
             # only a constant or input that differs at all changes (judge_sources): few, or none
             at = [i for i, (o, m) in enumerate(zip(cols.opr_type, cols.max_abs_err)) if m and o in SOURCE_TYPES]
@@ -309,22 +308,8 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
     return with_growth(thr, growth)
 
 
-#: the statuses the auto rule's C passes tell apart (its words: Python's own str objects)
-_JUDGE_WORDS = ("ok", "divergent", "nonfinite", "missing", "shape_mismatch", "dtype_mismatch")
+#: the statuses the kernel's apply_judged tells apart (Python's own str objects)
 _APPLY_WORDS = ("divergent", "missing", "shape_mismatch")
-
-
-def _judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
-    """:func:`~lar_prec.compare.threshold.judge_all`, in C where the kernel is built (a Python
-    pass over tens of thousands of vars costs more than the rule's arithmetic)."""
-    fast = getattr(KERNEL, "judge_vars", None)
-    if fast is not None:
-        kinds = {dt: (float(thr.for_dtype(dt)), float_name(dt)) for dt in set(cols.dtype)}
-        got = fast(cols.status, cols.dtype, cols.max_err, cols.scale, cols.n_nonfinite, cols.n_diff, cols.threshold,
-                   cols.n_over, kinds, thr.scaled, SCALE_FLOOR, _JUDGE_WORDS)
-        if got is not None:  # None: a field of a type the records do not give it
-            return got
-    return judge_all(cols, thr)
 
 
 def _apply_judged(diffs: List[VarDiff], cols: VarColumns, status: Sequence[Any], thresh: Sequence[Any],

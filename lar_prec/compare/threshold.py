@@ -492,9 +492,26 @@ class _KernelRoots:
         return KERNEL.count_roots(*self.args, t)  # type: ignore[union-attr]
 
 
+#: the statuses the kernel's judge_vars tells apart (Python's own str objects)
+_JUDGE_WORDS = ("ok", "divergent", "nonfinite", "missing", "shape_mismatch", "dtype_mismatch")
+
+
 def judge_all(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
     """:func:`judge` of every var of ``cols``: its ``status``, ``threshold`` and ``n_over``
-    (the record's own where judge leaves them), without reading the records again."""
+    (the record's own where judge leaves them), without reading the records again; in the C
+    kernel (``_kernel.c`` judge_vars) where it is built, else :func:`judge_columns`."""
+    fast = getattr(KERNEL, "judge_vars", None)
+    if fast is not None:
+        kinds = {dt: (float(thr.for_dtype(dt)), float_name(dt)) for dt in set(cols.dtype)}
+        got = fast(cols.status, cols.dtype, cols.max_err, cols.scale, cols.n_nonfinite, cols.n_diff, cols.threshold,
+                   cols.n_over, kinds, thr.scaled, SCALE_FLOOR, _JUDGE_WORDS)
+        if got is not None:  # None: a field of a type the records do not give it
+            return got
+    return judge_columns(cols, thr)
+
+
+def judge_columns(cols: VarColumns, thr: Threshold) -> Tuple[List[Any], List[Any], List[Any]]:
+    """:func:`judge_all` in Python, a var at a time (the reference the kernel's is tested against)."""
     status, thresh, n_over = list(cols.status), list(cols.threshold), list(cols.n_over)
     kinds: Dict[str, Tuple[float, Optional[bool]]] = {}  # dtype -> (base threshold, float_name)
     scaled = thr.scaled

@@ -1,7 +1,7 @@
 """The auto rule's C passes (issue 40 #6) on the corners a run rarely shows.
 
 The C kernel's band judging (judge_vars) and record writing (apply_judged) must be the Python
-passes they replace (threshold.judge_all, the loop of folders._apply_judged): unmeasured vars,
+passes they replace (threshold.judge_columns, the loop of folders._apply_judged): unmeasured vars,
 NaN/Inf, exact dtypes, another dtype, a NaN scale, counts from a kept band, missing and
 shape-mismatched vars. On real runs the whole column path is held to the record path
 (test_auto_columns.py).
@@ -13,7 +13,7 @@ import pytest
 from lar_prec.compare import folders as folders_mod
 from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.records import new_diff, with_changes
-from lar_prec.compare.threshold import Threshold, VarColumns, choose_threshold, judge, judge_all
+from lar_prec.compare.threshold import Threshold, VarColumns, choose_threshold, judge, judge_all, judge_columns
 
 needs_columns = pytest.mark.skipif(not hasattr(KERNEL, "grow_columns"),
                                    reason="the C kernel is not built (or LAR_PREC_NO_KERNEL=1)")
@@ -48,8 +48,8 @@ def test_the_kernels_band_judging_is_judge_all():
     cols = VarColumns.of(diffs)
     assert cols is not None
     for thr in (choose_threshold(diffs), Threshold.fixed(1e-3), Threshold.fixed(0.0)):
-        want = judge_all(cols, thr)
-        got = folders_mod._judge_all(cols, thr)
+        want = judge_columns(cols, thr)
+        got = judge_all(cols, thr)
         assert [list(x) for x in got] == [list(x) for x in want]
         judged = [with_changes(d, **judge(d, thr)) for d in diffs]
         assert [(d.status, d.threshold, d.n_over) for d in judged] == list(zip(*want))
