@@ -98,9 +98,15 @@ def main() -> None:
             # Not for commands that start load_and_run, whose environment must stay the user's.
             os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         # a comparison builds a few records per var (tens of thousands) and no cycles: the
-        # collector's passes over them took a tenth of comparing 20,000 small vars
+        # collector's passes over them took a tenth of comparing 20,000 small vars, and even
+        # rare ones (every 100,000 objects) 40 ms each; compare and tree of dumps run no
+        # collection at all (their memory is the records they return; cycles are the few of an
+        # error path). Not with --model: that builds and runs a model in this process.
         gc.freeze()
-        gc.set_threshold(100_000, 50, 100)
+        if command in ("compare", "tree") and not any(a == "--model" or a.startswith("--model=") for a in sys.argv):
+            gc.disable()
+        else:
+            gc.set_threshold(100_000, 50, 100)
         try:
             code = _run_cli()
         except SystemExit as e:
