@@ -24,6 +24,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.compare import bounds, exact
+from lar_prec.compare.engine.scan import KERNEL
 
 #: operator types :func:`recompute` knows
 RECOMPUTED = frozenset({"MatrixMul", "BatchedMatrixMul", "ConvolutionForward", "Reduce", "SoftmaxForward",
@@ -62,7 +63,8 @@ def _terms(fn: Operator, k: int) -> Scale:
     return scale
 
 
-def _matmul(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+def matmul_params(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Tuple[bool, bool, int]]:
+    """(transpose_a, transpose_b, terms summed) of a matrix product that give ``out``."""
     if len(shapes) != 2 or len(shapes[0]) < 2 or len(shapes[1]) < 2:
         return
     for ta, tb in itertools.product((False, True), repeat=2):
@@ -70,8 +72,13 @@ def _matmul(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator
         k = shapes[0][-2] if ta else shapes[0][-1]
         kb, n = (shapes[1][-1], shapes[1][-2]) if tb else (shapes[1][-2], shapes[1][-1])
         if k == kb and out[-2:] == (m, n):
-            fn: Operator = lambda xs, ta=ta, tb=tb: exact.matmul(xs[0], xs[1], ta, tb)  # noqa: E731
-            yield f"transposeA={ta} transposeB={tb}", fn, _terms(fn, k)
+            yield ta, tb, k
+
+
+def _matmul(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    for ta, tb, k in matmul_params(shapes, out):
+        fn: Operator = lambda xs, ta=ta, tb=tb: exact.matmul(xs[0], xs[1], ta, tb)  # noqa: E731
+        yield f"transposeA={ta} transposeB={tb}", fn, _terms(fn, k)
 
 
 def _conv_axis(size: int, k: int, out: int) -> List[Tuple[int, int, int]]:
@@ -85,18 +92,28 @@ def _conv_axis(size: int, k: int, out: int) -> List[Tuple[int, int, int]]:
     return found
 
 
-def _conv(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+def conv_params(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Tuple[int, ...]]:
+    """(stride_h, stride_w, pad_h, pad_w, dilate_h, dilate_w) of an NCHW convolution that give ``out``."""
     if len(shapes) != 2 or len(shapes[0]) != 4 or len(out) != 4 or len(shapes[1]) not in (4, 5):
         return
     x, w = shapes
-    sparse = "GROUP" if len(w) == 5 else "DENSE"
-    kh, kw = w[-2], w[-1]
-    k = math.prod(w[-3:])
-    for (sh, ph, dh), (sw, pw, dw) in itertools.product(_conv_axis(x[2], kh, out[2]), _conv_axis(x[3], kw, out[3])):
-        p = {"sparse": sparse, "stride_h": sh, "stride_w": sw, "pad_h": ph, "pad_w": pw, "dilate_h": dh,
-             "dilate_w": dw}
+    for (sh, ph, dh), (sw, pw, dw) in itertools.product(_conv_axis(x[2], w[-2], out[2]), _conv_axis(x[3], w[-1], out[3])):
+        yield sh, sw, ph, pw, dh, dw
+
+
+def _conv_how(p: Sequence[int], grouped: bool) -> str:
+    sh, sw, ph, pw, dh, dw = p
+    return f"stride {sh}x{sw} padding {ph}x{pw} dilation {dh}x{dw} ({'group' if grouped else 'dense'})"
+
+
+def _conv(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    grouped = len(shapes[1]) == 5 if len(shapes) == 2 else False
+    k = math.prod(shapes[1][-3:]) if len(shapes) == 2 else 0
+    for sh, sw, ph, pw, dh, dw in conv_params(shapes, out):
+        p = {"sparse": "GROUP" if grouped else "DENSE", "stride_h": sh, "stride_w": sw, "pad_h": ph, "pad_w": pw,
+             "dilate_h": dh, "dilate_w": dw}
         fn: Operator = lambda xs, p=p: exact.conv2d(xs[0], xs[1], p)  # noqa: E731
-        yield f"stride {sh}x{sw} padding {ph}x{pw} dilation {dh}x{dw} ({sparse.lower()})", fn, _terms(fn, k)
+        yield _conv_how((sh, sw, ph, pw, dh, dw), grouped), fn, _terms(fn, k)
 
 
 def _reduce(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
@@ -192,3 +209,61 @@ def recompute(opr_type: str, out_a: "np.ndarray", ins_a: Sequence["np.ndarray"],
             return None
         units.append(b.worst)
     return Recomputed(units[0], units[1], f"{opr_type} {how}")
+
+
+#: operator types the C kernel recomputes (float32 dumps): its op codes (_kernel.c: recheck_f32)
+IN_KERNEL = {"ConvolutionForward": 0, "MatrixMul": 1, "BatchedMatrixMul": 1}
+
+#: a recompute the kernel takes: its op code, dims, candidates' parameters and descriptions, and
+#: the terms each output element sums
+KernelPlan = Tuple[int, Tuple[int, ...], Tuple[Tuple[int, ...], ...], Tuple[str, ...], int]
+
+
+def kernel_plan(opr_type: str, in_shapes: Sequence[Tuple[int, ...]], out_shape: Tuple[int, ...]) -> Optional[KernelPlan]:
+    """How the C kernel recomputes ``opr_type`` on these shapes (float32), the same candidates
+    :func:`recompute` tries in the same order; None where it does not (no kernel, another operator,
+    a matrix product that broadcasts its batch, an empty tensor): :func:`recompute` then."""
+    op = IN_KERNEL.get(opr_type)
+    if op is None or KERNEL is None or not hasattr(KERNEL, "recheck_f32"):
+        return None
+    shapes, out = [tuple(s) for s in in_shapes], tuple(out_shape)
+    if len(shapes) != 2 or any(d < 1 for s in (*shapes, out) for d in s):
+        return None
+    if op == 0:
+        x, w = shapes
+        cands = tuple(itertools.islice(conv_params(shapes, out), MAX_CANDIDATES))
+        if not cands:
+            return None
+        g, (ocg, icg, kh, kw) = (w[0], w[1:]) if len(w) == 5 else (1, w)
+        dims = (x[0], x[1], x[2], x[3], g, ocg, icg, kh, kw, out[2], out[3])
+        if x[1] != g * icg or x[0] * g * ocg != out[0] * out[1]:
+            # exact.conv2d refuses the channels, or its result does not fit the output: recompute
+            # gives None, and so does the plan without candidates
+            return op, dims, (), (), 0
+        if out[:2] != (x[0], g * ocg):
+            return None  # a result of the output's size in another shape: numpy's reshape
+        hows = tuple(_conv_how(p, len(w) == 5) for p in cands)
+        return op, dims, cands, hows, icg * kh * kw
+    a, b = shapes
+    if not (a[:-2] == b[:-2] == out[:-2]):
+        return None  # a batch broadcast: numpy's einsum
+    found = tuple(itertools.islice(matmul_params(shapes, out), MAX_CANDIDATES))
+    if not found or len({k for _ta, _tb, k in found}) != 1:
+        return None
+    return (op, (math.prod(a[:-2]), a[-2], a[-1], b[-2], b[-1]), tuple((int(ta), int(tb)) for ta, tb, _k in found),
+            tuple(f"transposeA={ta} transposeB={tb}" for ta, tb, _k in found), found[0][2])
+
+
+def recompute_f32(opr_type: str, plan: KernelPlan, out_a: bytes, ins_a: Sequence[bytes], out_b: bytes,
+                  ins_b: Sequence[bytes]) -> Optional[Recomputed]:
+    """:func:`recompute` of float32 dumps (their values' bytes) by the C kernel, as ``plan``
+    (:func:`kernel_plan`) says: no numpy."""
+    op, dims, cands, hows, k = plan
+    if not cands:
+        return None
+    got = KERNEL.recheck_f32(op, cands, dims, out_a, ins_a[0], ins_a[1], out_b, ins_b[0], ins_b[1], k,  # type: ignore[union-attr]
+                             bounds.EPS["float32"], bounds.TINY["float32"], bounds.SHARED_ROUNDINGS)
+    if got is None:
+        return None
+    units_a, units_b, chosen = got
+    return Recomputed(units_a, units_b, f"{opr_type} {hows[chosen]}")

@@ -1,15 +1,17 @@
 """The dump-only rule's recheck: a var the edge rule names, recomputed from each side's own inputs.
 
 :func:`rechecker` gives :mod:`~lar_prec.compare.growth` its ``recheck(vars)``: each var's
-operator recomputed in float64 from each side's dumps (:func:`lar_prec.compare.explain.recompute`),
-all the named vars at once. The only numpy of a dump-only auto comparison: a comparison whose
-edge rule names no var to recompute never imports it.
+operator recomputed in float64 from each side's dumps, all the named vars at once: a float32
+convolution or matrix product by the C kernel (:func:`lar_prec.compare.explain.recompute_f32`),
+the others by numpy (:func:`lar_prec.compare.explain.recompute`), the only numpy of a dump-only
+auto comparison: one whose edge rule names none of those never imports it.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
-from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, recompute
+from lar_prec.compare.engine.batch import read_heads
+from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, kernel_plan, recompute, recompute_f32
 from lar_prec.compare.records import VarDiff
 from lar_prec.dumps.folder import DumpFolder
 
@@ -36,6 +38,13 @@ def recheck_one(fa: DumpFolder, fb: DumpFolder, req: Request) -> Optional[Recomp
     # from the headers first: no values read where no parameters fit the shapes
     if a is None or b is None or not could_recompute(opr_type, [u.shape for u in a[1]], a[0].shape):
         return None
+    if [u.shape for u in a[1]] != [u.shape for u in b[1]] or a[0].shape != b[0].shape:
+        return None  # as recompute says of sides whose shapes differ
+    plan = kernel_plan(opr_type, [u.shape for u in a[1]], a[0].shape) if dtype == "Float32" else None
+    if plan is not None and all(u.dtype.name == "Float32" for u in (a[0], *a[1], b[0], *b[1])):
+        if not plan[2]:
+            return None  # no candidate fits (recompute would say so): no values read
+        return recompute_f32(opr_type, plan, a[0].raw(), [u.raw() for u in a[1]], b[0].raw(), [u.raw() for u in b[1]])
     return recompute(opr_type, a[0].array(), [u.array() for u in a[1]], b[0].array(), [u.array() for u in b[1]],
                      dtype.lower())
 
@@ -44,6 +53,11 @@ def rechecker(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Rechec
     """``recheck(vars)`` for the dump-only rule (``b_of``: B's id of each var paired)."""
 
     def recheck(vars: Sequence[VarDiff]) -> List[Optional[Recomputed]]:
+        # the headers of the vars to recompute, then of their inputs, in two passes of the kernel
+        named = [(d.id, b_of[d.id]) for d in vars if d.id in b_of and d.opr_type in RECOMPUTED]
+        read_heads(fa, fb, named)
+        read_heads(fa, fb, [pair for a, b in named if a in fa and b in fb
+                            for pair in zip(fa.inputs_of(a), fb.inputs_of(b))])
         return [recheck_one(fa, fb, (d.id, b_of[d.id], d.opr_type, str(d.dtype))) if d.id in b_of else None
                 for d in vars]
 

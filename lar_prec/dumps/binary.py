@@ -198,7 +198,7 @@ class BinaryDump:
         return ids
 
     def _check_decodable(self) -> None:
-        if self.dtype.storage is None:
+        if self.dtype.storage_str is None:  # not .storage: that is numpy's dtype (raw() needs no numpy)
             raise DumpFormatError(
                 self.path,
                 4,
@@ -215,7 +215,12 @@ class BinaryDump:
             raise DumpFormatError(self.path, self.data_offset, f"{self.nbytes} data bytes", str(e)) from None
         return mm
 
-    def _read(self) -> np.ndarray:
+    def raw(self) -> bytes:
+        """The values' bytes as stored (no numpy: the C kernel's recheck reads them so).
+
+        Raises:
+            DumpFormatError: sub-byte dtypes, or the file shrank since it was indexed.
+        """
         self._check_decodable()
         try:
             with open(self.file, "rb") as f:
@@ -226,7 +231,10 @@ class BinaryDump:
         if len(raw) != self.nbytes:  # the file shrank since its header was read
             raise DumpFormatError(self.path, self.data_offset, f"{self.nbytes} data bytes",
                                   f"{len(raw)} bytes to the end of the file")
-        return np.frombuffer(raw, dtype=np.dtype(self.dtype.storage))  # read-only: bytes are immutable
+        return raw
+
+    def _read(self) -> np.ndarray:
+        return np.frombuffer(self.raw(), dtype=np.dtype(self.dtype.storage))  # read-only: bytes are immutable
 
     def array(self) -> np.ndarray:
         """The values with ``self.shape``, read-only: memory-mapped (nothing copied) above

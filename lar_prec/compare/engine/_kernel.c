@@ -3401,6 +3401,238 @@ done:
     return result;
 }
 
+
+#define MAX_RECHECK_CANDS 8  /* explain.MAX_CANDIDATES */
+
+/* ---- the dump-only rule's recheck in float64 (compare/explain.py: recompute_in_kernel; its
+ * numpy twin is explain.recompute): a float32 convolution or matrix product recomputed from
+ * each side's own inputs, each side's output measured against it in rounding units (bounds.py:
+ * measure), without numpy. The candidates' parameters come from explain.py; the one whose
+ * exact result is nearest side A's output is kept, as recompute keeps it. */
+
+/* dims of a convolution: N C H W G OCG ICG KH KW OH OW; of a product: BATCH RA CA RB CB */
+enum { CV_N, CV_C, CV_H, CV_W, CV_G, CV_OCG, CV_ICG, CV_KH, CV_KW, CV_OH, CV_OW, CV_DIMS };
+enum { MM_B, MM_RA, MM_CA, MM_RB, MM_CB, MM_DIMS };
+
+/* out = x conv w (cross-correlation, NCHW, zero padding), or |x| conv |w| with absv */
+static void conv64(const float *x, const float *w, double *out, const long long *d, const long long *p, int absv) {
+    long long N = d[CV_N], C = d[CV_C], H = d[CV_H], W = d[CV_W], G = d[CV_G], OCG = d[CV_OCG], ICG = d[CV_ICG];
+    long long KH = d[CV_KH], KW = d[CV_KW], OH = d[CV_OH], OW = d[CV_OW];
+    long long sh = p[0], sw = p[1], ph = p[2], pw = p[3], dh = p[4], dw = p[5];
+    memset(out, 0, (size_t)(N * G * OCG * OH * OW) * sizeof(double));
+    for (long long n = 0; n < N; n++)
+        for (long long g = 0; g < G; g++)
+            for (long long oc = 0; oc < OCG; oc++) {
+                double *o = out + ((n * G + g) * OCG + oc) * OH * OW;
+                for (long long ic = 0; ic < ICG; ic++) {
+                    const float *xc = x + (n * C + g * ICG + ic) * H * W;
+                    const float *wk = w + ((g * OCG + oc) * ICG + ic) * KH * KW;
+                    for (long long i = 0; i < KH; i++)
+                        for (long long j = 0; j < KW; j++) {
+                            double wv = wk[i * KW + j];
+                            if (absv) wv = fabs(wv);
+                            for (long long oh = 0; oh < OH; oh++) {
+                                long long ih = oh * sh - ph + i * dh;
+                                if (ih < 0 || ih >= H) continue;
+                                const float *xr = xc + ih * W;
+                                double *orow = o + oh * OW;
+                                for (long long ow = 0; ow < OW; ow++) {
+                                    long long iw = ow * sw - pw + j * dw;
+                                    if (iw < 0 || iw >= W) continue;
+                                    double xv = xr[iw];
+                                    orow[ow] += wv * (absv ? fabs(xv) : xv);
+                                }
+                            }
+                        }
+                }
+            }
+}
+
+/* out = op(a) . op(b) over the last two axes, batch by batch (op: the transpose or not) */
+static void mm64(const float *a, const float *b, double *out, const long long *d, int ta, int tb, int absv) {
+    long long B = d[MM_B], RA = d[MM_RA], CA = d[MM_CA], RB = d[MM_RB], CB = d[MM_CB];
+    long long M = ta ? CA : RA, K = ta ? RA : CA, NN = tb ? RB : CB;
+    for (long long q = 0; q < B; q++) {
+        const float *aq = a + q * RA * CA, *bq = b + q * RB * CB;
+        double *oq = out + q * M * NN;
+        for (long long i = 0; i < M; i++)
+            for (long long j = 0; j < NN; j++) {
+                double s = 0.0;
+                for (long long k = 0; k < K; k++) {
+                    double u = ta ? aq[k * CA + i] : aq[i * CA + k], v = tb ? bq[j * CB + k] : bq[k * CB + j];
+                    s += absv ? fabs(u) * fabs(v) : u * v;
+                }
+                oq[i * NN + j] = s;
+            }
+    }
+}
+
+/* Python's max(a, b): b only when it is larger (a NaN first stays) */
+static inline double py_max(double a, double b) { return b > a ? b : a; }
+
+/* bounds.measure(...).worst of y against e with scale s: 0 when a scale is not finite (None) */
+static int measure64(const float *y, const double *e, const double *s, Py_ssize_t n, double eps, double tiny,
+                     double rnd, double shared, double *worst) {
+    double units = 0.0, norm2 = 0.0, num = 0.0;
+    int inf = 0, nan_units = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!isfinite(s[i])) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double l = y[i], r = e[i];
+        int fin = isfinite(l) && isfinite(r);
+        double signed_ = fin ? l - r : 0.0, diff = fabs(signed_), unit = eps * s[i] + tiny * rnd;
+        double ratio = diff > 0 ? diff / unit : 0.0;
+        if (ratio != ratio) nan_units = 1;
+        else if (ratio > units) units = ratio;
+        double weight = unit > 0 ? r / unit : 0.0;
+        norm2 += weight * weight;
+        num += (unit > 0 ? signed_ / unit : 0.0) * weight;
+        if (!fin && !(l == r || (isnan(l) && isnan(r)))) inf = 1;
+    }
+    if (nan_units) units = NAN;
+    double factor = norm2 > 0 ? num / norm2 : 0.0;
+    double scale_units = py_max(0.0, fabs(factor) - shared * eps) * sqrt(norm2);
+    if (inf) units = INFINITY;
+    if (!isfinite(scale_units)) scale_units = INFINITY;
+    *worst = py_max(units, scale_units);
+    return 1;
+}
+
+PyDoc_STRVAR(recheck_f32_doc,
+"recheck_f32(op, candidates, dims, ya, xa, wa, yb, xb, wb, k, eps, tiny, shared) -> (units_a, units_b, index) or None\n\n"
+"A float32 convolution (op 0: dims N C H W G OCG ICG KH KW OH OW, candidates of (sh, sw, ph, pw, dh, dw))\n"
+"or matrix product (op 1: dims BATCH RA CA RB CB, candidates of (transpose_a, transpose_b)) recomputed\n"
+"in float64 from each side's own inputs (x, w: the two inputs' float32 bytes), the candidate nearest\n"
+"A's output kept (index), each side's output in rounding units of its exact result: the worse of\n"
+"bounds.measure's two tests, with U = (sqrt(k) + 1) |op(|x|, |w|)|. None where explain.recompute\n"
+"gives None (no finite candidate, a scale not finite).");
+
+static PyObject *py_recheck_f32(PyObject *self, PyObject *args) {
+    int op;
+    PyObject *cands, *dims_obj;
+    Py_buffer bv[6];
+    long long k;
+    double eps, tiny, shared;
+    memset(bv, 0, sizeof bv);
+    if (!PyArg_ParseTuple(args, "iOOy*y*y*y*y*y*Lddd", &op, &cands, &dims_obj, &bv[0], &bv[1], &bv[2], &bv[3], &bv[4],
+                          &bv[5], &k, &eps, &tiny, &shared))
+        return NULL;
+    PyObject *result = NULL;
+    double *got = NULL, *best = NULL, *mag = NULL;
+    long long d[CV_DIMS];
+    Py_ssize_t nd = op == 0 ? CV_DIMS : MM_DIMS;
+    if (!PyTuple_Check(dims_obj) || PyTuple_GET_SIZE(dims_obj) != nd || !PyTuple_Check(cands) || (op != 0 && op != 1)) {
+        PyErr_SetString(PyExc_ValueError, "recheck_f32: op 0 or 1, a tuple of its dims and a tuple of candidates");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        d[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(dims_obj, i));
+        if (d[i] == -1 && PyErr_Occurred()) goto done;
+        if (d[i] < 1) { PyErr_SetString(PyExc_ValueError, "recheck_f32: dims must be >= 1"); goto done; }
+    }
+    /* the buffers' sizes, in float32 values, as the dims say */
+    long long nx, nw, ny;
+    if (op == 0) {
+        nx = d[CV_N] * d[CV_C] * d[CV_H] * d[CV_W];
+        nw = d[CV_G] * d[CV_OCG] * d[CV_ICG] * d[CV_KH] * d[CV_KW];
+        ny = d[CV_N] * d[CV_G] * d[CV_OCG] * d[CV_OH] * d[CV_OW];
+        if (d[CV_C] != d[CV_G] * d[CV_ICG]) { PyErr_SetString(PyExc_ValueError, "recheck_f32: C != G x ICG"); goto done; }
+    } else {
+        nx = d[MM_B] * d[MM_RA] * d[MM_CA];
+        nw = d[MM_B] * d[MM_RB] * d[MM_CB];
+        ny = -1;  /* by candidate */
+    }
+    for (int s = 0; s < 2; s++)
+        if (bv[3 * s + 1].len != nx * 4 || bv[3 * s + 2].len != nw * 4 || bv[3 * s].len % 4 != 0 ||
+            (ny >= 0 && bv[3 * s].len != ny * 4) || bv[3 * s].len != bv[0].len) {
+            PyErr_SetString(PyExc_ValueError, "recheck_f32: buffer sizes do not match the dims");
+            goto done;
+        }
+    Py_ssize_t n = bv[0].len / 4;
+    Py_ssize_t nc = PyTuple_GET_SIZE(cands);
+    long long params[MAX_RECHECK_CANDS][6];
+    if (nc > MAX_RECHECK_CANDS) nc = MAX_RECHECK_CANDS;
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        PyObject *t = PyTuple_GET_ITEM(cands, c);
+        Py_ssize_t want = op == 0 ? 6 : 2;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != want) {
+            PyErr_SetString(PyExc_ValueError, "recheck_f32: a candidate of the wrong length");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < want; i++) {
+            params[c][i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+            if (params[c][i] == -1 && PyErr_Occurred()) goto done;
+        }
+        if (op == 0) {
+            long long sh = params[c][0], sw = params[c][1], ph = params[c][2], pw = params[c][3], dh = params[c][4],
+                      dw = params[c][5];
+            if (sh < 1 || sw < 1 || ph < 0 || pw < 0 || dh < 1 || dw < 1 ||
+                (d[CV_H] + 2 * ph - dh * (d[CV_KH] - 1) - 1) / sh + 1 != d[CV_OH] ||
+                (d[CV_W] + 2 * pw - dw * (d[CV_KW] - 1) - 1) / sw + 1 != d[CV_OW]) {
+                PyErr_SetString(PyExc_ValueError, "recheck_f32: a convolution candidate that does not give the output's shape");
+                goto done;
+            }
+        } else {
+            long long M = params[c][0] ? d[MM_CA] : d[MM_RA], K = params[c][0] ? d[MM_RA] : d[MM_CA];
+            long long KB = params[c][1] ? d[MM_CB] : d[MM_RB], NN = params[c][1] ? d[MM_RB] : d[MM_CB];
+            if (K != KB || d[MM_B] * M * NN != n) {
+                PyErr_SetString(PyExc_ValueError, "recheck_f32: a product candidate that does not give the output's size");
+                goto done;
+            }
+        }
+    }
+    if (nc == 0) { result = Py_None; Py_INCREF(result); goto done; }
+    got = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double));
+    best = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double));
+    mag = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!got || !best || !mag) { PyErr_NoMemory(); goto done; }
+    const float *y[2] = {bv[0].buf, bv[3].buf}, *x[2] = {bv[1].buf, bv[4].buf}, *w[2] = {bv[2].buf, bv[5].buf};
+    double units[2];
+    int chosen = -1, ok = 1;
+    double rnd = sqrt((double)(k > 1 ? k : 1)) + 1.0;
+    Py_BEGIN_ALLOW_THREADS
+    double best_dist = 0.0;
+    for (Py_ssize_t c = 0; c < nc; c++) {
+        if (op == 0) conv64(x[0], w[0], got, d, params[c], 0);
+        else mm64(x[0], w[0], got, d, (int)params[c][0], (int)params[c][1], 0);
+        /* np.max(np.abs(got - ya)): NaN when any is */
+        double dist = 0.0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double v = fabs(got[i] - (double)y[0][i]);
+            if (v != v) { dist = NAN; break; }
+            if (v > dist) dist = v;
+        }
+        if (chosen < 0 || dist < best_dist) {
+            chosen = (int)c;
+            best_dist = dist;
+            double *t = best; best = got; got = t;
+        }
+    }
+    if (!isfinite(best_dist)) ok = 0;
+    for (int s = 0; ok && s < 2; s++) {
+        const long long *pc = params[chosen];
+        double *ex = best;
+        if (s == 1) {
+            ex = got;
+            if (op == 0) conv64(x[1], w[1], ex, d, pc, 0);
+            else mm64(x[1], w[1], ex, d, (int)pc[0], (int)pc[1], 0);
+        }
+        if (op == 0) conv64(x[s], w[s], mag, d, pc, 1);
+        else mm64(x[s], w[s], mag, d, (int)pc[0], (int)pc[1], 1);
+        for (Py_ssize_t i = 0; i < n; i++) mag[i] = rnd * fabs(mag[i]);  /* bounds.terms_scale */
+        if (!measure64(y[s], ex, mag, n, eps, tiny, rnd, shared, &units[s])) ok = 0;
+    }
+    Py_END_ALLOW_THREADS
+    if (!ok) { result = Py_None; Py_INCREF(result); }
+    else result = Py_BuildValue("(ddi)", units[0], units[1], chosen);
+done:
+    PyMem_Free(got);
+    PyMem_Free(best);
+    PyMem_Free(mag);
+    for (int i = 0; i < 6; i++) PyBuffer_Release(&bv[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"float16", py_float16, METH_VARARGS, float16_doc},
@@ -3421,6 +3653,7 @@ static PyMethodDef methods[] = {
     {"band_errs", py_band_errs, METH_VARARGS, band_errs_doc},
     {"count_roots", py_count_roots, METH_VARARGS, count_roots_doc},
     {"grow_columns", py_grow_columns, METH_VARARGS, grow_columns_doc},
+    {"recheck_f32", py_recheck_f32, METH_VARARGS, recheck_f32_doc},
     {NULL, NULL, 0, NULL},
 };
 
