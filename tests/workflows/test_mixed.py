@@ -156,8 +156,14 @@ def test_cnn_under_ioc16_keeps_what_the_cpu_gets_wrong_and_verifies_it(manifest,
         assert pool and pool[0]["listed"].split(" under ")[0] in ("kernel bug", "local root")
         assert (pool[0]["cause"] == KERNEL_WRONG) == (pool[0]["name"] in bugs), pool[0]
     # cnn's output is a classifier's 10 scores: top-1/top-5 agreement beside the error at every point
-    assert [g["name"] for g in data["plain"]["agreement"]] == [o["name"] for o in data["plain"]["outputs"]]
-    assert all(p["agreement"] for p in data["curve"])
+    # whose scores are finite (this CPU's float16 max pooling now and then writes NaN, as from memory
+    # it never set: seen once in CI, the option alone's Softmax all NaN; NaN scores have no ranks)
+    for p in [data["plain"], *data["curve"]]:
+        if p["nonfinite"]:
+            assert p["agreement"] == [], p
+        else:
+            assert [g["name"] for g in p["agreement"]] == [o["name"] for o in p["outputs"]], p
+    assert any(p["agreement"] for p in data["curve"])
 
 
 @pytest.mark.megengine
