@@ -291,7 +291,8 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
         status, thresh, n_over = judge_all(cols, thr)
         if sources is not None:
             # only a constant or input that differs at all changes (judge_sources): few, or none
-            at = [i for i, (o, m) in enumerate(zip(cols.opr_type, cols.max_abs_err)) if m and o in SOURCE_TYPES]
+            mae = cols.max_abs_err
+            at = [i for i, o in enumerate(cols.opr_type) if o in SOURCE_TYPES and mae[i]]
             for i in at:
                 diffs[i].__dict__.update(status=status[i], threshold=thresh[i], n_over=n_over[i])
             sources += judge_sources([diffs[i] for i in at])

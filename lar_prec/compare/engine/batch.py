@@ -48,6 +48,8 @@ BLOCK = 1024
 _HANDLER = {"Float32": 1, "Float16": 2, "Int8": 3, "QuantizedS8": 3, "Uint8": 4, "Byte": 4, "Quantized8Asymm": 4,
             "Int16": 5, "QuantizedS16": 5, "Uint16": 6, "Int32": 7, "QuantizedS32": 7, "Bool": 8}
 _DTYPE_ROWS = tuple((d.code, d.bits, _HANDLER.get(d.name, 0)) for d in DTYPES.values())
+#: every dtype header only (read_heads: no values measured)
+_HEAD_ROWS = tuple((code, bits, 0) for code, bits, _h in _DTYPE_ROWS)
 
 
 def available() -> bool:
@@ -184,7 +186,7 @@ def read_heads(fa: DumpFolder, fb: DumpFolder, pairs: Sequence[Tuple[int, Option
     files_a, files_b = fa.files(), fb.files()
     todo = [(a, b if b in files_b else None) for a, b in dict.fromkeys(pairs) if a in files_a]
     job = KERNEL.scan_start([files_a[a] for a, _ in todo], [files_b[b] if b is not None else None for _, b in todo],  # type: ignore[union-attr]
-                            _DTYPE_ROWS, MAX_FILE, DEFAULT_CHUNK, None, threads, 1.0, False, (0.0, 0.0, 0.0, 0.0),
+                            _HEAD_ROWS, MAX_FILE, DEFAULT_CHUNK, None, threads, 1.0, False, (0.0, 0.0, 0.0, 0.0),
                             False, 0)
     for (a, b), (ha, hb, same, _fields) in zip(todo, KERNEL.scan_finish(job)):  # type: ignore[union-attr]
         try:
