@@ -57,7 +57,7 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
 from lar_prec.compare.recheck import Recheck, rechecker
 from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
-from lar_prec.compare.indices import judge_indices
+from lar_prec.compare.indices import INDEX_TYPES, judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
 from lar_prec.compare.threshold import (
     FLOAT_NAMES,
@@ -186,7 +186,7 @@ def compare_folders(
             and all(a in measured for a, _ in paired.order):
         # the batch reader measured every var (a folder of small vars; with a fixed threshold
         # judged too): their records in execution order, no jobs to plan
-        diffs = _in_order(measured, paired)
+        diffs, index_at = _in_order(measured, paired)
         files = (fa.files(), fb.files())
         # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
         # of a 20,000-var compare (8 MB measured again), re-reading the few hundred it needs costs ~15 ms
@@ -202,7 +202,7 @@ def compare_folders(
                                                           [rows[v] for v, _ in paired.order] if rows else None, todo)
         if fixed is not None:
             sources += judge_sources(diffs)  # type: ignore[arg-type]
-        judge_indices(diffs, fa, fb)  # type: ignore[arg-type]
+        judge_indices(diffs, fa, fb, at=index_at)  # type: ignore[arg-type]
         # counts of elements over each var's own threshold where the first pass could not make
         # them (auto; a fixed value scaled by magnitude), from the files
         diffs = _recount(fa.path, fb.path, diffs, st, files=files, jobs=default_jobs(jobs), todo=todo)
@@ -350,15 +350,20 @@ def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: T
                       pairs=paired.pairs, sources=tuple(sources))
 
 
-def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> List[VarDiff]:
+def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> Tuple[List[VarDiff], List[int]]:
     """The batch reader's records of every entry of ``paired``, in its order, each given its
-    place (``index``) as its job would (:func:`~lar_prec.compare.engine.plan.plan_folders`)."""
-    out = []
+    place (``index``) as its job would (:func:`~lar_prec.compare.engine.plan.plan_folders`),
+    and the places of the index outputs (:data:`~lar_prec.compare.indices.INDEX_TYPES`), seen
+    while each record is at hand (judge_indices need not go through them all again)."""
+    out, index_at = [], []
     for i, (v, _) in enumerate(paired.order):
         d = measured[v]
-        d.__dict__["index"] = i  # a record not yet shared
+        fields = d.__dict__
+        fields["index"] = i  # a record not yet shared
+        if fields["opr_type"] in INDEX_TYPES:
+            index_at.append(i)
         out.append(d)
-    return out
+    return out, index_at
 
 
 #: the note of a quantized var that differs by exactly one step (issue 23 #3)

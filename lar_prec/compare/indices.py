@@ -12,7 +12,7 @@ inputs all agreeing, is ``index_equivalent`` too: it computes nothing.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.compare.growth import DATA_MOVEMENT
@@ -48,11 +48,15 @@ def indexed_values(idx: "np.ndarray", values: "np.ndarray") -> Optional["np.ndar
     return np.take_along_axis(values, i, axis=axis)
 
 
-def judge_indices(diffs: List[object], fa: DumpFolder, fb: DumpFolder, b_ids: Optional[Dict[int, int]] = None) -> None:
+def judge_indices(diffs: List[object], fa: DumpFolder, fb: DumpFolder, b_ids: Optional[Dict[int, int]] = None,
+                  at: Optional[Sequence[int]] = None) -> None:
     """Re-judge, in place (records this comparison made, not yet shared), the divergent integer
     outputs of :data:`INDEX_TYPES` by the values they index, and the integer data movement
-    that only carries them. ``b_ids``: B's id of each A id when they differ (paired by name)."""
-    index_vars = [d for d in diffs if d.opr_type in INDEX_TYPES and d.status == "divergent"]  # type: ignore[attr-defined]
+    that only carries them. ``b_ids``: B's id of each A id when they differ (paired by name).
+    ``at``: the positions in ``diffs`` of every var of those types, where the caller knows them
+    (no pass over tens of thousands of records)."""
+    candidates = diffs if at is None else [diffs[i] for i in at]
+    index_vars = [d for d in candidates if d.opr_type in INDEX_TYPES and d.status == "divergent"]  # type: ignore[attr-defined]
     if not index_vars:
         return  # the usual case: nothing to look at (one pass, no dict)
     by_id = {d.id: d for d in diffs}  # type: ignore[attr-defined]

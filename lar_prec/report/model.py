@@ -353,7 +353,8 @@ def _write_texts(out: IO[str], chunks: Iterator[List[str]]) -> None:
     lead = "[\n  "
     for texts in chunks:
         if texts:
-            out.write(lead + ",\n  ".join(texts))
+            out.write(lead)  # apart: not a copy of each chunk's text to put it in front
+            out.write(",\n  ".join(texts))
             lead = ",\n  "
     out.write("[]" if lead == "[\n  " else "\n ]")
 
