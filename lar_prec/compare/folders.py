@@ -186,7 +186,7 @@ def compare_folders(
             and all(a in measured for a, _ in paired.order):
         # the batch reader measured every var (a folder of small vars; with a fixed threshold
         # judged too): their records in execution order, no jobs to plan
-        diffs, index_at = _in_order(measured, paired)
+        diffs, index_at, source_at = _in_order(measured, paired)
         files = (fa.files(), fb.files())
         # not kept for the auto rule's recheck: holding 40,000 headers raised the peak by 14 MB
         # of a 20,000-var compare (8 MB measured again), re-reading the few hundred it needs costs ~15 ms
@@ -201,7 +201,7 @@ def compare_folders(
                                                           rechecker(fa, fb, dict(paired.pairs)),
                                                           [rows[v] for v, _ in paired.order] if rows else None, todo)
         if fixed is not None:
-            sources += judge_sources(diffs)  # type: ignore[arg-type]
+            sources += judge_sources([diffs[i] for i in source_at])  # type: ignore[arg-type]
         judge_indices(diffs, fa, fb, at=index_at)  # type: ignore[arg-type]
         # counts of elements over each var's own threshold where the first pass could not make
         # them (auto; a fixed value scaled by magnitude), from the files
@@ -350,20 +350,26 @@ def _comparison(fa: DumpFolder, fb: DumpFolder, diffs: Sequence[VarDiff], thr: T
                       pairs=paired.pairs, sources=tuple(sources))
 
 
-def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> Tuple[List[VarDiff], List[int]]:
+def _in_order(measured: Dict[int, VarDiff], paired: Pairing) -> Tuple[List[VarDiff], List[int], List[int]]:
     """The batch reader's records of every entry of ``paired``, in its order, each given its
     place (``index``) as its job would (:func:`~lar_prec.compare.engine.plan.plan_folders`),
-    and the places of the index outputs (:data:`~lar_prec.compare.indices.INDEX_TYPES`), seen
-    while each record is at hand (judge_indices need not go through them all again)."""
-    out, index_at = [], []
+    and the places of the index outputs (:data:`~lar_prec.compare.indices.INDEX_TYPES`) and of
+    the constants and inputs (:data:`~lar_prec.compare.sources.SOURCE_TYPES`), seen while each
+    record is at hand (judge_indices and judge_sources need not go through them all again)."""
+    out: List[VarDiff] = []
+    index_at: List[int] = []
+    source_at: List[int] = []
     for i, (v, _) in enumerate(paired.order):
         d = measured[v]
         fields = d.__dict__
         fields["index"] = i  # a record not yet shared
-        if fields["opr_type"] in INDEX_TYPES:
+        t = fields["opr_type"]
+        if t in INDEX_TYPES:
             index_at.append(i)
+        elif t in SOURCE_TYPES:
+            source_at.append(i)
         out.append(d)
-    return out, index_at
+    return out, index_at, source_at
 
 
 #: the note of a quantized var that differs by exactly one step (issue 23 #3)
