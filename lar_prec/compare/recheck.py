@@ -8,7 +8,7 @@ auto comparison: one whose edge rule names none of those never imports it.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Container, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.compare.engine.batch import read_heads
 from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, kernel_plan, recompute, recompute_f32
@@ -47,6 +47,28 @@ def recheck_one(fa: DumpFolder, fb: DumpFolder, req: Request) -> Optional[Recomp
         return recompute_f32(opr_type, plan, a[0].raw(), [u.raw() for u in a[1]], b[0].raw(), [u.raw() for u in b[1]])
     return recompute(opr_type, a[0].array(), [u.array() for u in a[1]], b[0].array(), [u.array() for u in b[1]],
                      dtype.lower())
+
+
+class SameIds(Mapping[int, int]):
+    """B's id of each var paired by id: its own, for every id of ``ids`` (no dict of tens of
+    thousands of pairs made for the few hundred vars a recheck asks for)."""
+
+    def __init__(self, ids: Container[int]) -> None:
+        self._ids = ids
+
+    def __getitem__(self, vid: int) -> int:
+        if vid not in self._ids:
+            raise KeyError(vid)
+        return vid
+
+    def __contains__(self, vid: object) -> bool:
+        return vid in self._ids
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids)  # type: ignore[call-overload]
+
+    def __len__(self) -> int:
+        return len(self._ids)  # type: ignore[arg-type]
 
 
 def rechecker(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Recheck:
