@@ -358,10 +358,10 @@ class VarTree:
         """The roots, most likely origin first (see the module docstring for the order)."""
         if self._roots is not None:
             return self._roots
+        # each operator's first place, filled in the one pass below: a root's operator is
+        # placed by then (its first output comes before or is the root)
         opr_pos: Dict[str, int] = {}
-        for d in self._diffs.values():
-            key = d.opr or f"#{d.id}"
-            opr_pos.setdefault(key, self._order[d.id])
+        order = self._order
         found: List[Tuple[Tuple[Any, ...], Root]] = []
         # dump-only auto: vars that make error by the edge rule are roots behind divergent inputs too
         made = self.threshold.made if self.threshold is not None else {}
@@ -370,6 +370,7 @@ class VarTree:
         # a var's inputs: its record's, unless the adjacency is made (a text dump adds edges)
         adj_preds = self._adj[0] if self._adj is not None else None
         for d in by_id.values():
+            opr_pos.setdefault(d.opr or f"#{d.id}", order[d.id])
             if d.status in AGREEING:
                 continue
             v = d.id
