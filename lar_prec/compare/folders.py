@@ -55,7 +55,7 @@ from lar_prec.errors import UsageError
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
-from lar_prec.compare.recheck import Recheck, SameIds, rechecker
+from lar_prec.compare.recheck import Recheck, rechecker
 from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
 from lar_prec.compare.indices import INDEX_TYPES, judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
@@ -198,7 +198,7 @@ def compare_folders(
         sources: List[int] = []
         todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count
         thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
-                                                          rechecker(fa, fb, SameIds(measured)),
+                                                          rechecker(fa, fb),
                                                           [rows[v] for v, _ in paired.order] if rows else None, todo)
         if fixed is not None:
             sources += judge_sources([diffs[i] for i in source_at])  # type: ignore[arg-type]

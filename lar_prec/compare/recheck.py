@@ -8,7 +8,7 @@ auto comparison: one whose edge rule names none of those never imports it.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Container, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.compare.engine.batch import read_heads
 from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, kernel_plan, recompute, recompute_f32
@@ -36,11 +36,14 @@ def recheck_one(fa: DumpFolder, fb: DumpFolder, req: Request) -> Optional[Recomp
         return None
     a, b = _dumps(fa, vid), _dumps(fb, b_vid)
     # from the headers first: no values read where no parameters fit the shapes
-    if a is None or b is None or not could_recompute(opr_type, [u.shape for u in a[1]], a[0].shape):
+    if a is None or b is None:
         return None
-    if [u.shape for u in a[1]] != [u.shape for u in b[1]] or a[0].shape != b[0].shape:
+    in_shapes = [u.shape for u in a[1]]
+    if not could_recompute(opr_type, in_shapes, a[0].shape):
+        return None
+    if in_shapes != [u.shape for u in b[1]] or a[0].shape != b[0].shape:
         return None  # as recompute says of sides whose shapes differ
-    plan = kernel_plan(opr_type, [u.shape for u in a[1]], a[0].shape) if dtype == "Float32" else None
+    plan = kernel_plan(opr_type, in_shapes, a[0].shape) if dtype == "Float32" else None
     if plan is not None and all(u.dtype.name == "Float32" for u in (a[0], *a[1], b[0], *b[1])):
         if not plan[2]:
             return None  # no candidate fits (recompute would say so): no values read
@@ -49,38 +52,19 @@ def recheck_one(fa: DumpFolder, fb: DumpFolder, req: Request) -> Optional[Recomp
                      dtype.lower())
 
 
-class SameIds(Mapping[int, int]):
-    """B's id of each var paired by id: its own, for every id of ``ids`` (no dict of tens of
-    thousands of pairs made for the few hundred vars a recheck asks for)."""
-
-    def __init__(self, ids: Container[int]) -> None:
-        self._ids = ids
-
-    def __getitem__(self, vid: int) -> int:
-        if vid not in self._ids:
-            raise KeyError(vid)
-        return vid
-
-    def __contains__(self, vid: object) -> bool:
-        return vid in self._ids
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._ids)  # type: ignore[call-overload]
-
-    def __len__(self) -> int:
-        return len(self._ids)  # type: ignore[arg-type]
-
-
-def rechecker(fa: DumpFolder, fb: DumpFolder, b_of: Mapping[int, int]) -> Recheck:
-    """``recheck(vars)`` for the dump-only rule (``b_of``: B's id of each var paired)."""
+def rechecker(fa: DumpFolder, fb: DumpFolder, b_of: Optional[Mapping[int, int]] = None) -> Recheck:
+    """``recheck(vars)`` for the dump-only rule (``b_of``: B's id of each var paired; None: every
+    var is paired with B's var of its own id, as the batch reader pairs them)."""
+    partner: Callable[[int], Optional[int]] = (lambda v: v) if b_of is None else b_of.get
 
     def recheck(vars: Sequence[VarDiff]) -> List[Optional[Recomputed]]:
+        b_ids = [partner(d.id) for d in vars]
         # the headers of the vars to recompute, then of their inputs, in two passes of the kernel
-        named = [(d.id, b_of[d.id]) for d in vars if d.id in b_of and d.opr_type in RECOMPUTED]
+        named = [(d.id, b) for d, b in zip(vars, b_ids) if b is not None and d.opr_type in RECOMPUTED]
         read_heads(fa, fb, named)
         read_heads(fa, fb, [pair for a, b in named if a in fa and b in fb
                             for pair in zip(fa.inputs_of(a), fb.inputs_of(b))])
-        return [recheck_one(fa, fb, (d.id, b_of[d.id], d.opr_type, str(d.dtype))) if d.id in b_of else None
-                for d in vars]
+        return [recheck_one(fa, fb, (d.id, b, d.opr_type, str(d.dtype))) if b is not None else None
+                for d, b in zip(vars, b_ids)]
 
     return recheck

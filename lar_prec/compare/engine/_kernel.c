@@ -3404,7 +3404,7 @@ done:
 
 #define MAX_RECHECK_CANDS 8  /* explain.MAX_CANDIDATES */
 
-/* ---- the dump-only rule's recheck in float64 (compare/explain.py: recompute_in_kernel; its
+/* ---- the dump-only rule's recheck in float64 (compare/explain.py: recompute_f32; its
  * numpy twin is explain.recompute): a float32 convolution or matrix product recomputed from
  * each side's own inputs, each side's output measured against it in rounding units (bounds.py:
  * measure), without numpy. The candidates' parameters come from explain.py; the one whose

@@ -29,6 +29,7 @@ from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.compare.records import VarDiff, diff_from
 from lar_prec.compare.threshold import COLUMN_FIELDS, Threshold, judge, window
+from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import DumpFormatError
@@ -142,6 +143,16 @@ def _measured_bytes(got: Tuple[Any, ...]) -> int:
     return 0 if fields is None else ha[3] + hb[3]
 
 
+def _cache(folder: DumpFolder, vid: int, head: Tuple[Any, ...]) -> BinaryDump:
+    """Cache the dump of ``vid`` in ``folder`` from the kernel's header tuple (dtype code, shape,
+    size, file size, title, parsed title, title length).
+
+    Raises:
+        DumpFormatError: as ``folder[vid]`` would.
+    """
+    return folder.cache_head(vid, DTYPES[head[0]], head[1], head[2], head[3], head[4], head[6], head[5])
+
+
 def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Optional[Threshold],
           measured: Dict[int, VarDiff], rows: Optional[Dict[int, Tuple[Any, ...]]] = None) -> None:
     """File one block's headers in the folders' caches and its measured vars' records in
@@ -149,14 +160,14 @@ def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Op
     for v, (ha, hb, same, fields) in zip(block, got):
         if ha is None:
             continue
-        dt = DTYPES[ha[0]]
-        da = fa.cache_head(v, dt, ha[1], ha[2], ha[3], ha[4], ha[6], ha[5])
+        da = _cache(fa, v, ha)
+        dt = da.dtype
         if hb is None:
             continue
         if same:
             fb.cache_like(v, da)
         else:
-            db = fb.cache_head(v, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], hb[6], hb[5])
+            db = _cache(fb, v, hb)
         if fields is None:
             continue
         # the record the Python engine would make (plan.var_job, value_fields), judged
@@ -190,11 +201,11 @@ def read_heads(fa: DumpFolder, fb: DumpFolder, pairs: Sequence[Tuple[int, Option
                             False, 0)
     for (a, b), (ha, hb, same, _fields) in zip(todo, KERNEL.scan_finish(job)):  # type: ignore[union-attr]
         try:
-            da = fa.cache_head(a, DTYPES[ha[0]], ha[1], ha[2], ha[3], ha[4], ha[6], ha[5]) if ha is not None else None
+            da = _cache(fa, a, ha) if ha is not None else None
             if hb is not None and b is not None:
                 if same and a == b and da is not None:
                     fb.cache_like(b, da)
                 else:
-                    fb.cache_head(b, DTYPES[hb[0]], hb[1], hb[2], hb[3], hb[4], hb[6], hb[5])
+                    _cache(fb, b, hb)
         except DumpFormatError:
             continue
