@@ -59,13 +59,14 @@ def judge_indices(diffs: List[object], fa: DumpFolder, fb: DumpFolder, b_ids: Op
     index_vars = [d for d in candidates if d.opr_type in INDEX_TYPES and d.status == "divergent"]  # type: ignore[attr-defined]
     if not index_vars:
         return  # the usual case: nothing to look at (one pass, no dict)
-    by_id = {d.id: d for d in diffs}  # type: ignore[attr-defined]
     b_of = (lambda v: b_ids.get(v, v)) if b_ids else (lambda v: v)  # noqa: E731
+    by_id: Dict[int, object] = {}  # made only if an input is not found near its index output
     for d in index_vars:
         if float_name(d.dtype) is False and d.inputs:  # type: ignore[attr-defined]
-            _judge_index(d, by_id.get(d.inputs[0]), fa, fb, b_of)  # type: ignore[attr-defined]
+            _judge_index(d, _input_near(diffs, d, d.inputs[0], by_id), fa, fb, b_of)  # type: ignore[attr-defined]
     if not any(d.status == INDEX_EQUIVALENT for d in index_vars):  # type: ignore[attr-defined]
         return
+    by_id = by_id or {d.id: d for d in diffs}  # type: ignore[attr-defined]
     for d in diffs:  # in execution order: what carries such indices carries them on
         if d.status != "divergent" or d.opr_type not in DATA_MOVEMENT or float_name(d.dtype) is not False:  # type: ignore[attr-defined]
             continue
@@ -73,6 +74,25 @@ def judge_indices(diffs: List[object], fa: DumpFolder, fb: DumpFolder, b_ids: Op
         carried = [u for u in ins if u.status == INDEX_EQUIVALENT]
         if carried and all(u.status in AGREEING for u in ins):
             _set(d, f"moves the indices of var {carried[0].id} ({carried[0].name}), which index equal values")
+
+
+#: how far before a var its input is looked for by position (one dict of tens of thousands
+#: of records is made when it is not there)
+_NEAR = 8
+
+
+def _input_near(diffs: List[object], d: object, vid: int, by_id: Dict[int, object]) -> Optional[object]:
+    """The record of var ``vid`` (None: not compared), an input of ``d``: looked for just
+    before ``d`` in execution order (``d.index`` its place in ``diffs``), where an index
+    output's input usually is, else in ``by_id`` (every record by id, made on first need)."""
+    i = getattr(d, "index", None)
+    if isinstance(i, int) and 0 <= i < len(diffs) and diffs[i] is d:
+        for j in range(i - 1, max(-1, i - 1 - _NEAR), -1):
+            if diffs[j].id == vid:  # type: ignore[attr-defined]
+                return diffs[j]
+    if not by_id:
+        by_id.update((x.id, x) for x in diffs)  # type: ignore[attr-defined]
+    return by_id.get(vid)
 
 
 def _set(d: object, note: str) -> None:

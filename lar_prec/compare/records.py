@@ -180,19 +180,25 @@ class Comparison:
     pairs: Tuple[Tuple[int, int], ...] = field(default=(), repr=False, compare=False)
     #: ids of the constants and model inputs that differ (lar_prec/compare/sources.py)
     sources: Tuple[int, ...] = ()
-    _by_id: Dict[int, VarDiff] = field(default_factory=dict, repr=False, compare=False, hash=False)
+    #: var id -> record, made on first lookup (a compare that only roots never looks one up:
+    #: a pass over tens of thousands of records saved)
+    _by_id: Optional[Dict[int, VarDiff]] = field(default=None, init=False, repr=False, compare=False, hash=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_id", {d.id: d for d in self.diffs})
+    def _index(self) -> Dict[int, VarDiff]:
+        by_id = self._by_id
+        if by_id is None:
+            by_id = {d.id: d for d in self.diffs}
+            object.__setattr__(self, "_by_id", by_id)
+        return by_id
 
     def __getitem__(self, var_id: int) -> VarDiff:
         try:
-            return self._by_id[var_id]
+            return self._index()[var_id]
         except KeyError:
             raise KeyError(f"var {var_id} is in neither {self.dir_a} nor {self.dir_b}") from None
 
     def __contains__(self, var_id: object) -> bool:
-        return var_id in self._by_id
+        return var_id in self._index()
 
     def __iter__(self) -> Iterator[VarDiff]:
         return iter(self.diffs)

@@ -442,6 +442,29 @@ def dump_from_head(file: str, ids: Optional[Tuple[int, Optional[int]]], dt: DTyp
     return frozen_record(BinaryDump, values)
 
 
+def head_shape(ids: Tuple[int, Optional[int]], dt: DType, shape: Tuple[int, ...], size: int, file_size: int,
+               title_len: int, parsed: Optional[Sequence[Any]]) -> Optional[Tuple[int, ...]]:
+    """The shape (one tuple per distinct shape) of a main file whose header and title the
+    compare engine's C reader read and delimited (``parsed``, as for :func:`dump_from_head`),
+    when :func:`dump_from_head` would take it without parsing the title: its data size, its
+    var id (``ids``, from the file name), no ``inp<k>:`` prefix and a well-formed layout text.
+    Its :class:`BinaryDump` can then be made on first use (a folder of tens of thousands of
+    vars is compared without most of them). None: anything else, which
+    :func:`dump_from_head` says what is wrong with (or parses)."""
+    if parsed is None or parsed[0] is not None or parsed[1] != ids[0] or ids[1] is not None or parsed[15] is None:
+        return None
+    if file_size - HEADER_SIZE - title_len != dt.nbytes(size):
+        return None
+    try:
+        shape_of_text(parsed[2], parsed[3], 0)  # what the record would be made from on first use
+    except _TitleError:
+        return None
+    got = _HEADER_SHAPES.setdefault(shape, shape)
+    if len(_HEADER_SHAPES) > 4096:
+        _HEADER_SHAPES.clear()
+    return got
+
+
 _DUMP_FIELDS = ("file", "title", "input_of", "input_index", "dtype", "shape", "size", "data_offset", "nbytes", "var_id", "_var", "_inputs")
 #: the instance dict of a BinaryDump built by its __init__ (key-sharing), copied per file
 _DUMP_DICT: Dict[str, object] = BinaryDump("", "", None, None, DTYPES[0], (), 1, HEADER_SIZE, 4, 0).__dict__

@@ -12,7 +12,7 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from lar_prec.errors import DumpFolderError, DumpFormatError
 from lar_prec.graph import topological_order
@@ -23,11 +23,15 @@ from lar_prec.dumps.binary import (
     _read_dump,
     dump_file_name,
     dump_from_head,
+    head_shape,
     read_binary_dump,
 )
 from lar_prec.dumps.dtypes import DType
 from lar_prec.records import PathLike, frozen_record
 from lar_prec.dumps.titles import VarInfo
+
+#: a header and title kept by DumpFolder.note_head
+_Head = Tuple[DType, Tuple[int, ...], int, int, str, int, Sequence[Any]]
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +117,11 @@ class DumpFolder:
         self.stray: Tuple[Path, ...] = tuple(sorted(stray))
         self.incomplete: bool = incomplete
         self._cache: Dict[int, BinaryDump] = {}
-        #: var id -> another folder's dump with the same header and title (cache_like)
-        self._like: Dict[int, BinaryDump] = {}
+        #: var id -> a header and title read and checked elsewhere (note_head), its dump made
+        #: on first use: (dtype, shape, size, file size, title, title length, parsed)
+        self._heads: Dict[int, _Head] = {}
+        #: var id -> another folder's dump, or kept header, with the same header and title (cache_like)
+        self._like: Dict[int, Union[BinaryDump, _Head]] = {}
         self._ids: Optional[Tuple[int, ...]] = None
         self._input_infos: Optional[Dict[int, VarInfo]] = None
         self.bad: Dict[Path, DumpFormatError] = {}
@@ -141,11 +148,20 @@ class DumpFolder:
 
     def __getitem__(self, var_id: int) -> BinaryDump:
         d = self._cache.get(var_id)
-        if d is None and var_id in self._like:
-            # another folder's header and title, this folder's file
-            values = self._like.pop(var_id).__dict__.copy()
-            values["file"] = self._files[var_id]
-            d = self._cache[var_id] = frozen_record(BinaryDump, values)
+        if d is None:
+            h = self._heads.get(var_id)  # kept, not popped: another folder's _like may be it
+            if h is not None:
+                d = self._cache[var_id] = self._made(var_id, h)
+            elif var_id in self._like:
+                # another folder's header and title, this folder's file
+                other = self._like.pop(var_id)
+                if type(other) is tuple:
+                    d = self._made(var_id, other)
+                else:
+                    values = other.__dict__.copy()  # type: ignore[union-attr]
+                    values["file"] = self._files[var_id]
+                    d = frozen_record(BinaryDump, values)
+                self._cache[var_id] = d
         if d is None:
             path = self._files.get(var_id)
             if path is None:
@@ -162,11 +178,13 @@ class DumpFolder:
         """Drop the cached header and title of ``var_id`` (read again on next access): a
         caller that goes once through tens of thousands of vars need not keep them all."""
         self._cache.pop(var_id, None)
+        self._heads.pop(var_id, None)
         self._like.pop(var_id, None)
 
     def forget_all(self) -> None:
         """:meth:`forget` every var."""
         self._cache.clear()
+        self._heads.clear()
         self._like.clear()
 
     def cache_head(self, var_id: int, dtype: DType, shape: Tuple[int, ...], size: int, file_size: int, title: str,
@@ -184,7 +202,42 @@ class DumpFolder:
         self._cache[var_id] = d
         return d
 
-    def cache_like(self, var_id: int, other: BinaryDump) -> None:
+    def note_head(self, var_id: int, dtype: DType, shape: Tuple[int, ...], size: int, file_size: int, title: str,
+                  title_len: int, parsed: Optional[Sequence[Any]]) -> Optional[_Head]:
+        """:meth:`cache_head`, its dump made on first use where the title is the usual one
+        the compare engine's reader delimited (``parsed``; the checks that would fail then
+        are made now, :func:`~lar_prec.dumps.binary.head_shape`): returns the header kept,
+        (dtype, shape, size, file size, title, title length, parsed), its shape one tuple
+        per distinct shape. None: the dump was made and cached now (:meth:`cache_head`).
+
+        Raises:
+            DumpFormatError: as ``folder[var_id]`` would.
+        """
+        got = head_shape((var_id, None), dtype, shape, size, file_size, title_len, parsed)
+        if got is None:
+            self.cache_head(var_id, dtype, shape, size, file_size, title, title_len, parsed)
+            return None
+        h = self._heads[var_id] = (dtype, got, size, file_size, title, title_len, parsed)
+        return h
+
+    def _made(self, var_id: int, h: _Head) -> BinaryDump:
+        """The dump of ``var_id`` from a header kept by :meth:`note_head` (its or another
+        folder's, for the same var id)."""
+        return dump_from_head(self._files[var_id], (var_id, None), h[0], h[1], h[2], h[3], h[4], h[5], parsed=h[6])
+
+    def _head(self, var_id: int) -> Optional[_Head]:
+        """The header kept for ``var_id`` (:meth:`note_head`; another folder's, the same bytes,
+        :meth:`cache_like`), None when its dump is made or was not noted."""
+        if var_id in self._cache:
+            return None
+        h = self._heads.get(var_id)
+        if h is None:
+            h = self._like.get(var_id)  # type: ignore[assignment]
+            if type(h) is not tuple:
+                return None
+        return h
+
+    def cache_like(self, var_id: int, other: Union[BinaryDump, _Head]) -> None:
         """Note that the dump of ``var_id`` has byte for byte the header and title of
         ``other``, the same var id's dump in another folder (only the file differs): its
         record is made from ``other`` when it is asked for (a folder of tens of thousands
@@ -195,14 +248,17 @@ class DumpFolder:
         """The var ids whose header and title were noted to be byte for byte ``other``'s
         (:meth:`cache_like`, with ``other``'s record still cached): the same title, hence the
         same name, known without a call per var (tens of thousands of them)."""
-        cached = other._cache
-        return {v for v, d in self._like.items() if cached.get(v) is d}
+        cached, heads = other._cache, other._heads
+        return {v for v, d in self._like.items() if cached.get(v) is d or heads.get(v) is d}
 
     def title(self, var_id: int) -> str:
         """The title of ``var_id``'s dump (without making its record when it is known to be
         another folder's, :meth:`cache_like`)."""
+        h = self._head(var_id)
+        if h is not None:
+            return h[4]
         other = self._like.get(var_id)
-        return other.title if other is not None else self[var_id].title
+        return other.title if other is not None else self[var_id].title  # type: ignore[union-attr]
 
     def paths(self) -> Dict[int, Path]:
         """Var id -> main dump file, without reading any file."""
@@ -228,6 +284,9 @@ class DumpFolder:
 
     def inputs_of(self, var_id: int) -> Tuple[int, ...]:
         """Ids of the inputs of ``var_id``'s owner operator, in input order."""
+        h = self._head(var_id)
+        if h is not None:
+            return h[6][15]  # type: ignore[index]  # head_shape saw them delimited
         return self[var_id].input_ids
 
     def var_info(self, var_id: int) -> VarInfo:

@@ -277,6 +277,32 @@ def test_b_records_made_from_a_when_asked_and_name_pairing_still_reads_them(tmp_
 
 
 @needs_batch
+@pytest.mark.parametrize("threshold", [1e-3, None])
+def test_kept_headers_answer_as_the_folders_own_reader(tmp_path, threshold):
+    """The batch reader keeps each header it read (the dump is made on first use): a folder's
+    inputs, titles and dumps are, var by var, what a fresh folder reads from the files, asked
+    before and after the dumps are made, on both sides (B's from A's where the same bytes)."""
+    from lar_prec.dumps.folder import DumpFolder
+
+    a, b = dtype_corners(tmp_path)
+    fa, fb = DumpFolder(a), DumpFolder(b)
+    batch.prefetch(fa, fb, 1 << 15, parse_threshold(threshold) if threshold else None, 2,
+                   rows={} if threshold is None else None)
+    assert fb.noted_like(fa)  # A's header stands for B's same bytes: names compared without a call per var
+    ra, rb = DumpFolder(a), DumpFolder(b)
+    fields = ("file", "title", "input_of", "input_index", "dtype", "shape", "size", "data_offset", "nbytes", "var_id",
+              "input_ids", "var", "inputs")
+    for got, ref in ((fa, ra), (fb, rb)):
+        assert got.ids == ref.ids  # the order, from the inputs the kept headers hold
+        for v in ref.ids:
+            assert (got.title(v), got.inputs_of(v)) == (ref.title(v), ref.inputs_of(v)), v
+            assert [getattr(got[v], k) for k in fields] == [getattr(ref[v], k) for k in fields], v
+            assert (got.title(v), got.inputs_of(v)) == (ref.title(v), ref.inputs_of(v)), v
+    fa.forget_all()
+    assert fa[1] == ra[1]  # read again from the file
+
+
+@needs_batch
 def test_blocks_read_ahead_on_the_kernels_threads_give_the_same_records(tmp_path, monkeypatch):
     # blocks of 3 vars: several blocks in flight while earlier ones are filed
     a, b = dtype_corners(tmp_path)

@@ -29,7 +29,6 @@ from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
 from lar_prec.compare.records import VarDiff, diff_from
 from lar_prec.compare.threshold import COLUMN_FIELDS, Threshold, judge, window
-from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.dtypes import DTYPES
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import DumpFormatError
@@ -143,14 +142,15 @@ def _measured_bytes(got: Tuple[Any, ...]) -> int:
     return 0 if fields is None else ha[3] + hb[3]
 
 
-def _cache(folder: DumpFolder, vid: int, head: Tuple[Any, ...]) -> BinaryDump:
-    """Cache the dump of ``vid`` in ``folder`` from the kernel's header tuple (dtype code, shape,
-    size, file size, title, parsed title, title length).
+def _note(folder: DumpFolder, vid: int, head: Tuple[Any, ...]) -> Optional[Tuple[Any, ...]]:
+    """:meth:`~lar_prec.dumps.folder.DumpFolder.note_head` of the kernel's header tuple (dtype
+    code, shape, size, file size, title, parsed title, title length): the header kept, its
+    dump made on first use; None where the folder made (and cached) the dump now.
 
     Raises:
         DumpFormatError: as ``folder[vid]`` would.
     """
-    return folder.cache_head(vid, DTYPES[head[0]], head[1], head[2], head[3], head[4], head[6], head[5])
+    return folder.note_head(vid, DTYPES[head[0]], head[1], head[2], head[3], head[4], head[6], head[5])
 
 
 def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Optional[Threshold],
@@ -160,23 +160,31 @@ def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Op
     for v, (ha, hb, same, fields) in zip(block, got):
         if ha is None:
             continue
-        da = _cache(fa, v, ha)
-        dt = da.dtype
+        # most headers are kept as read, their dumps made only if asked for (tens of
+        # thousands of them, and the folders let go of them once the records are made)
+        h = _note(fa, v, ha)
         if hb is None:
             continue
         if same:
-            fb.cache_like(v, da)
+            fb.cache_like(v, h if h is not None else fa[v])
+            hb_kept = None
         else:
-            db = _cache(fb, v, hb)
+            hb_kept = _note(fb, v, hb)
         if fields is None:
             continue
         # the record the Python engine would make (plan.var_job, value_fields), judged
-        name, owner, opr_type = da.names()
-        note = "" if same else name_note(name, db.var.name)
+        if h is not None:  # BinaryDump.names() and input_ids of the fields the reader delimited
+            dt, shape, size, p = h[0], h[1], h[2], h[6]
+            name, owner, opr_type, inputs = p[8], p[5], p[6], p[15]
+        else:
+            da = fa[v]
+            dt, shape, size, inputs = da.dtype, da.shape, da.size, da.input_ids
+            name, owner, opr_type = da.names()
+        note = "" if same else name_note(name, hb_kept[6][8] if hb_kept is not None else fb[v].var.name)
         quantized = dt.is_quantized
         if quantized:
             note = join_notes(note, QUANTIZED_NOTE)
-        values = (v, name, owner, opr_type, dt.name, da.shape, da.input_ids, da.size, "ok", note, quantized) + fields
+        values = (v, name, owner, opr_type, dt.name, shape, inputs, size, "ok", note, quantized) + fields
         d = diff_from(_KEYS, values)
         if fixed is not None:
             d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
@@ -201,11 +209,15 @@ def read_heads(fa: DumpFolder, fb: DumpFolder, pairs: Sequence[Tuple[int, Option
                             False, 0)
     for (a, b), (ha, hb, same, _fields) in zip(todo, KERNEL.scan_finish(job)):  # type: ignore[union-attr]
         try:
-            da = _cache(fa, a, ha) if ha is not None else None
+            if ha is not None:
+                h = _note(fa, a, ha)
+                kept: Any = h if h is not None else fa[a]
+            else:
+                kept = None
             if hb is not None and b is not None:
-                if same and a == b and da is not None:
-                    fb.cache_like(b, da)
+                if same and a == b and kept is not None:
+                    fb.cache_like(b, kept)
                 else:
-                    _cache(fb, b, hb)
+                    _note(fb, b, hb)
         except DumpFormatError:
             continue
