@@ -55,7 +55,7 @@ from lar_prec.errors import UsageError
 from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
-from lar_prec.compare.recheck import Recheck, rechecker
+from lar_prec.compare.recheck import Recheck, by_shapes, rechecker
 from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
 from lar_prec.compare.indices import INDEX_TYPES, judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
@@ -298,7 +298,9 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
             sources += judge_sources([diffs[i] for i in at])
             for i in at:
                 status[i], thresh[i], n_over[i] = diffs[i].status, diffs[i].threshold, diffs[i].n_over
-        growth, _ = grow_columns(diffs, cols, status, thresh, n_over, thr, _profiled(fa) or _profiled(fb), recheck)
+        pos, shapes = cols.pos, cols.shape
+        growth, _ = grow_columns(diffs, cols, status, thresh, n_over, thr, _profiled(fa) or _profiled(fb),
+                                 by_shapes(recheck, lambda v: shapes[pos[v]] if v in pos else None))
         steps = _apply_judged(diffs, cols, status, thresh, n_over, todo)  # quantized vars one step apart
         if todo is not None:
             todo.extend(i for i, st in enumerate(cols.status) if st == "missing" or st == "shape_mismatch")

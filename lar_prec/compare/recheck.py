@@ -68,3 +68,32 @@ def rechecker(fa: DumpFolder, fb: DumpFolder, b_of: Optional[Mapping[int, int]] 
                 for d, b in zip(vars, b_ids)]
 
     return recheck
+
+
+def _may_fit(d: VarDiff, shape_of: Callable[[int], Optional[Tuple[int, ...]]]) -> bool:
+    """False where :func:`recheck_one` would say None from A's shapes alone (``shape_of``: a
+    var's shape by A's id, as its record holds it; None: not known)."""
+    if d.opr_type not in RECOMPUTED:
+        return False
+    in_shapes = [shape_of(u) for u in d.inputs]
+    if any(s is None for s in in_shapes):
+        return True  # the files say
+    if not could_recompute(d.opr_type, in_shapes, d.shape):  # type: ignore[arg-type]
+        return False
+    plan = kernel_plan(d.opr_type, in_shapes, d.shape) if str(d.dtype) == "Float32" else None  # type: ignore[arg-type]
+    return plan is None or bool(plan[2])  # no candidate: numpy would find none either
+
+
+def by_shapes(recheck: Recheck, shape_of: Callable[[int], Optional[Tuple[int, ...]]]) -> Recheck:
+    """``recheck`` of only the vars whose shapes, and their inputs' (``shape_of``, by A's id,
+    from the records), admit a recompute: the others are None with no file read (of a few
+    hundred vars the edge rule names, most are convolutions whose channels fit no grouping)."""
+
+    def some(vars: Sequence[VarDiff]) -> List[Optional[Recomputed]]:
+        keep = [i for i, d in enumerate(vars) if _may_fit(d, shape_of)]
+        out: List[Optional[Recomputed]] = [None] * len(vars)
+        for i, got in zip(keep, recheck([vars[i] for i in keep]) if keep else ()):
+            out[i] = got
+        return out
+
+    return some
