@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Option
 
 from lar_prec.compare.records import AGREEING
 from lar_prec.diagnosis.modules import module_text
-from lar_prec.report.model import DiffVars, Report, _records, auto_verdict, exit_code
+from lar_prec.report.model import DiffVars, Report, _records, auto_verdict, exit_code, not_ok_positions
 from lar_prec.report.console import Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
 from lar_prec.report.mixed import render_mixed_terminal
@@ -79,22 +79,25 @@ def _as_var(rec: Any) -> ReportVar:
     return rec if isinstance(rec, ReportVar) else var_from_diff(rec)
 
 
-def _most_divergent(recs: Sequence[Any], top: int) -> List[Tuple[int, Any]]:
+def _most_divergent(recs: Sequence[Any], top: int, not_ok: Sequence[int]) -> List[Tuple[int, Any]]:
     """The ``top`` most divergent of ``recs`` (ReportVars or VarDiffs: same attribute names) with
-    their positions: not-ok before ok, then by largest max_err, an unknown one (missing, NaN)
-    as infinite, ties by position."""
-    # a heap, not a sort: 20,000 vars are scanned once and only ``top`` kept, each key made
-    # inline (not a call per var)
+    their positions: not-ok (``not_ok``: their positions) before ok, then by largest max_err, an
+    unknown one (missing, NaN) as infinite, ties by position."""
+    # a heap, not a sort: only ``top`` kept, each key made inline (not a call per var); of
+    # tens of thousands of vars only the not-ok ones when there are enough of them
     inf = math.inf
-    keyed = [(0 if v.status not in AGREEING else 1, -(inf if (e := v.max_err) is None or e != e else e), i)
-             for i, v in enumerate(recs)]
+    if len(not_ok) >= top:
+        keyed = [(0, -(inf if (e := recs[i].max_err) is None or e != e else e), i) for i in not_ok]
+    else:
+        keyed = [(0 if v.status not in AGREEING else 1, -(inf if (e := v.max_err) is None or e != e else e), i)
+                 for i, v in enumerate(recs)]
     return [(i, recs[i]) for _, _, i in heapq.nsmallest(top, keyed)]
 
 
 def most_divergent(report: Report, top: int) -> List[ReportVar]:
     """The ``top`` most divergent vars of ``report``: those that do not agree first, then by
     largest max_err (the vars table's choice)."""
-    return [_as_var(rec) for _, rec in _most_divergent(_records(report.vars), top)]
+    return [_as_var(rec) for _, rec in _most_divergent(_records(report.vars), top, not_ok_positions(report.vars))]
 
 
 def _path_steps(path: Sequence[int], limit: int) -> List[Optional[int]]:
@@ -258,7 +261,7 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
         picked = list(itertools.islice(enumerate(recs), top))
         title, left = "Variables in execution order", len(recs) - len(picked)
     else:
-        picked = _most_divergent(recs, top)
+        picked = _most_divergent(recs, top, not_ok_positions(report.vars))
         title, left = "Most divergent variables", max(0, report.n_not_ok - len(picked))
     rows = [(pos, _as_var(rec)) for pos, rec in picked]
     roots = {r.id for r in report.roots}

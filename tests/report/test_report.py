@@ -384,3 +384,28 @@ def test_compare_into_a_pipe_does_not_import_rich(dumps_ab):
     imported = {line.split("|")[-1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
     assert not any(m == "rich" or m.startswith("rich.") for m in imported)
     assert "Roots (2, most likely first)" in p.stdout and f" {fault} " in p.stdout
+
+
+@pytest.mark.megengine
+def test_most_divergent_is_a_sort_of_every_var_whatever_the_top(faulty_report, dumps_ab):
+    """The terminal's most divergent vars, picked from the not-ok ones when there are enough of
+    them: the first ``top`` of all vars sorted by (agrees, largest error first, NaN or missing
+    as infinite, position), for a report holding ReportVars or its tree's records."""
+    from lar_prec.report.model import not_ok_positions
+    from lar_prec.report.terminal import most_divergent
+
+    naive, _, faulty, _, _ = dumps_ab
+    lazy = from_tree(VarTree.from_folders(naive, faulty, threshold=faulty_report.threshold.value), lazy_vars=True)
+    assert isinstance(lazy.vars, DiffVars)
+    for report in (faulty_report, lazy):
+        vs = list(report.vars)
+        bad = [i for i, v in enumerate(vs) if v.status not in ("ok", "index_equivalent")]
+        assert not_ok_positions(report.vars) == bad and 0 < len(bad) < len(vs)
+
+        def key(i):
+            e = vs[i].max_err
+            return (vs[i].status in ("ok", "index_equivalent"), -(math.inf if e is None or e != e else e), i)
+
+        order = sorted(range(len(vs)), key=key)
+        for top in (1, len(bad) - 1, len(bad), len(bad) + 3, len(vs)):
+            assert [v.id for v in most_divergent(report, top)] == [vs[i].id for i in order[:top]], top
