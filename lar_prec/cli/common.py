@@ -137,7 +137,6 @@ def write_outputs(report: Any, json_out: str | None, html_out: str | None,
     the one page, both written atomically. ``written``: the analysis folder's report.json and
     report.html of this very report, copied rather than made again."""
     from lar_prec.outputs import atomic_write_text
-    from lar_prec.report.html import write_html
     from lar_prec.report.model import write_json
 
     made_json = _made(written[0]) if json_out is not None else None
@@ -154,6 +153,8 @@ def write_outputs(report: Any, json_out: str | None, html_out: str | None,
             atomic_write_text(json_out, made_json, what="JSON report")
     if html_out is not None:
         if made_html is None:
+            from lar_prec.report.html import write_html  # the page's module only for a page
+
             write_html(report, html_out)
         else:
             Path(html_out).parent.mkdir(parents=True, exist_ok=True)
