@@ -56,16 +56,18 @@ def test_the_kernels_band_judging_is_judge_all():
 
 
 @needs_columns
-def test_the_kernels_record_writing_is_the_python_loop(monkeypatch):
+@pytest.mark.parametrize("nothing_inside", [(0, b""), (2, None)])
+def test_the_kernels_record_writing_is_the_python_loop(monkeypatch, nothing_inside):
     # both write status, threshold and n_over into each judged record, count n_over from a kept
     # band where they may (here: none kept, a band of two, one outside its window) and leave the
-    # rest to the recount, and find the quantized vars one step apart
+    # rest to the recount, and find the quantized vars one step apart. A band with no error
+    # inside its window is written by the batch reader as (count above, None)
     diffs = _corner_records()
     q = new_diff(dict(id=99, name="q", opr="q", opr_type="TypeCvt", shape=(4,), inputs=(), size=4,
                       dtype="QuantizedS8", status="ok", max_err=1.0, max_abs_err=1, n_diff=1))
     diffs.append(q)
     diffs[1].__dict__["band"] = (1, bytes(memoryview(__import__("array").array("f", [5e-6, 9e-6]))))
-    diffs[2].__dict__["band"] = (0, b"")
+    diffs[2].__dict__["band"] = nothing_inside
     thr = choose_threshold(diffs)
     out = {}
     for fast in (True, False):
@@ -81,4 +83,5 @@ def test_the_kernels_record_writing_is_the_python_loop(monkeypatch):
         out[fast] = ([(d.status, d.threshold, d.n_over) for d in copies], steps, todo)
     assert out[True] == out[False]
     records, steps, todo = out[True]
-    assert steps == [len(diffs) - 1] and records[1][2] == 3 and records[2][2] == 0 and 1 not in todo and todo
+    assert steps == [len(diffs) - 1] and records[1][2] == 3 and records[2][2] == nothing_inside[0]
+    assert 1 not in todo and 2 not in todo and todo

@@ -2780,9 +2780,11 @@ static long long count_kept(PyObject *kept, PyObject *win, int scale_ge1, double
     else { lo = to_f32(w[0] * sf); hi = to_f32(w[1] * sf); }
     if (!(lo <= t32 && t32 <= hi)) return -1;
     PyObject *above = PyTuple_GET_ITEM(kept, 0), *inside = PyTuple_GET_ITEM(kept, 1);
-    if (!PyLong_CheckExact(above) || !PyBytes_Check(inside)) return -1;
+    /* inside: None where no error fell inside the window (count_from_band: the count above) */
+    if (!PyLong_CheckExact(above) || (inside != Py_None && !PyBytes_Check(inside))) return -1;
     long long count = PyLong_AsLongLong(above);
     if (count == -1 && PyErr_Occurred()) { PyErr_Clear(); return -1; }
+    if (inside == Py_None) return count;
     Py_ssize_t nb = PyBytes_GET_SIZE(inside);
     if (nb % (Py_ssize_t)sizeof(float)) return -1;
     const char *p = PyBytes_AS_STRING(inside);
