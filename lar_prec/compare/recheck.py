@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.compare.engine.batch import read_heads
-from lar_prec.compare.explain import RECOMPUTED, Recomputed, could_recompute, kernel_plan, recompute, recompute_f32
+from lar_prec.compare.explain import (RECOMPUTED, KernelPlan, Recomputed, could_recompute, kernel_plan, recompute,
+                                      recompute_f32)
 from lar_prec.compare.records import VarDiff
 from lar_prec.dumps.folder import DumpFolder
 
@@ -28,6 +29,15 @@ def _dumps(folder: DumpFolder, vid: int) -> Optional[Tuple[Any, List[Any]]]:
     return folder[vid], [folder[u] for u in ins]
 
 
+def _plan(opr_type: str, in_shapes: Sequence[Tuple[int, ...]], out_shape: Tuple[int, ...],
+          dtype: str) -> Tuple[bool, Optional[KernelPlan]]:
+    """What A's shapes alone say: whether they admit parameters to recompute with, and the C
+    kernel's plan for a float32 var (None: numpy's recompute; no candidate in it: none fits)."""
+    if not could_recompute(opr_type, in_shapes, out_shape):
+        return False, None
+    return True, kernel_plan(opr_type, in_shapes, out_shape) if dtype == "Float32" else None
+
+
 def recheck_one(fa: DumpFolder, fb: DumpFolder, req: Request) -> Optional[Recomputed]:
     """One var recomputed from each side's own inputs (None when a side lacks it or an input,
     or the shapes admit no parameters)."""
@@ -39,11 +49,11 @@ def recheck_one(fa: DumpFolder, fb: DumpFolder, req: Request) -> Optional[Recomp
     if a is None or b is None:
         return None
     in_shapes = [u.shape for u in a[1]]
-    if not could_recompute(opr_type, in_shapes, a[0].shape):
+    fits, plan = _plan(opr_type, in_shapes, a[0].shape, dtype)
+    if not fits:
         return None
     if in_shapes != [u.shape for u in b[1]] or a[0].shape != b[0].shape:
         return None  # as recompute says of sides whose shapes differ
-    plan = kernel_plan(opr_type, in_shapes, a[0].shape) if dtype == "Float32" else None
     if plan is not None and all(u.dtype.name == "Float32" for u in (a[0], *a[1], b[0], *b[1])):
         if not plan[2]:
             return None  # no candidate fits (recompute would say so): no values read
@@ -78,10 +88,8 @@ def _may_fit(d: VarDiff, shape_of: Callable[[int], Optional[Tuple[int, ...]]]) -
     in_shapes = [shape_of(u) for u in d.inputs]
     if any(s is None for s in in_shapes):
         return True  # the files say
-    if not could_recompute(d.opr_type, in_shapes, d.shape):  # type: ignore[arg-type]
-        return False
-    plan = kernel_plan(d.opr_type, in_shapes, d.shape) if str(d.dtype) == "Float32" else None  # type: ignore[arg-type]
-    return plan is None or bool(plan[2])  # no candidate: numpy would find none either
+    fits, plan = _plan(d.opr_type, in_shapes, d.shape, str(d.dtype))  # type: ignore[arg-type]
+    return fits and (plan is None or bool(plan[2]))  # no candidate: numpy would find none either
 
 
 def by_shapes(recheck: Recheck, shape_of: Callable[[int], Optional[Tuple[int, ...]]]) -> Recheck:

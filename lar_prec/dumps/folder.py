@@ -215,6 +215,7 @@ class DumpFolder:
         """
         got = head_shape((var_id, None), dtype, shape, size, file_size, title_len, parsed)
         if got is None:
+            self._heads.pop(var_id, None)  # its dump is what answers now
             self.cache_head(var_id, dtype, shape, size, file_size, title, title_len, parsed)
             return None
         h = self._heads[var_id] = (dtype, got, size, file_size, title, title_len, parsed)
@@ -227,9 +228,7 @@ class DumpFolder:
 
     def _head(self, var_id: int) -> Optional[_Head]:
         """The header kept for ``var_id`` (:meth:`note_head`; another folder's, the same bytes,
-        :meth:`cache_like`), None when its dump is made or was not noted."""
-        if var_id in self._cache:
-            return None
+        :meth:`cache_like`, until its dump is made), None when none was."""
         h = self._heads.get(var_id)
         if h is None:
             h = self._like.get(var_id)  # type: ignore[assignment]
