@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import List, Sequence
 
 #: set by the client for an embedded cluster (its workers and their children inherit it)
@@ -36,16 +37,26 @@ def tagged(name: str, value: str, exclude: Sequence[int] = ()) -> List[int]:
     return found
 
 
-def kill_tagged(name: str, value: str, exclude: Sequence[int] = ()) -> int:
+def kill_tagged(name: str, value: str, exclude: Sequence[int] = (), rounds: int = 20) -> int:
     """SIGKILL every process tagged ``name=value`` (not ``exclude``) with its process group when
-    it leads one (a run and what it started); how many were found."""
-    pids = tagged(name, value, exclude)
-    for pid in pids:
-        try:
-            if os.getpgid(pid) == pid:
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            continue
-    return len(pids)
+    it leads one (a run and what it started); how many were found.
+
+    One pass is not enough: a worker forking a run after the pass read ``/proc`` and before the
+    worker itself was killed leaves that run behind (it is in a session of its own). So passes
+    repeat until one finds nothing, at most ``rounds`` of them."""
+    found: set = set()
+    for i in range(max(1, rounds)):
+        pids = tagged(name, value, exclude)
+        if not pids:
+            break
+        found.update(pids)
+        for pid in pids:
+            try:
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+        time.sleep(0.02 * (i + 1))  # a killed process keeps its environ until it is a zombie
+    return len(found)
