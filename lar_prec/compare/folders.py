@@ -171,7 +171,7 @@ def compare_folders(
         raise UsageError(f"jobs must be >= 1, got {jobs}")
     fixed = parse_threshold(threshold)
     batched = pairing in ("id", "auto") and st.batch and kernel_for(st) is not None and batch.available()
-    fa, fb = DumpFolder(dir_a), DumpFolder(dir_b)
+    fa, fb = DumpFolder(dir_a, lister=batch.list_folder), DumpFolder(dir_b, lister=batch.list_folder)
     count_over = fixed.value if fixed is not None else None
     measured = None
     rows: Optional[Dict[int, Tuple[Any, ...]]] = {} if fixed is None else None  # auto: what it reads of each var

@@ -12,7 +12,7 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from lar_prec.errors import DumpFolderError, DumpFormatError
 from lar_prec.graph import topological_order
@@ -84,34 +84,33 @@ class DumpFolder:
     instead, e.g. to analyse what a killed run managed to write.
     """
 
-    def __init__(self, path: PathLike, *, skip_bad: bool = False) -> None:
+    def __init__(self, path: PathLike, *, skip_bad: bool = False,
+                 lister: Optional[Callable[[str], Optional[Tuple[Dict[int, str], List[Tuple[str, bool]]]]]] = None) -> None:
         self.path = Path(path)
         if not self.path.exists():
             raise DumpFolderError(f"dump folder {self.path} {_why_missing(self.path)}")
         if not self.path.is_dir():
             raise DumpFolderError(f"dump folder {self.path} is not a directory")
-        files: Dict[int, str] = {}  # plain strings: a Path per file costs more than reading it
         input_files: Dict[Tuple[int, int], Path] = {}
         stray: List[Path] = []
         incomplete = False
-        try:
-            entries = list(os.scandir(self.path))
-        except OSError as e:
-            raise DumpFolderError(f"cannot list dump folder {self.path}: {e}") from None
-        for entry in entries:
-            name = entry.name
-            if name == INCOMPLETE_MARKER:
-                incomplete = True
-                continue
-            ids = _name_ids(name)
-            if ids is not None and not _is_file(entry):
-                ids = None
-            if ids is None:
-                stray.append(Path(entry.path))
-            elif ids[1] is None:
-                files[ids[0]] = entry.path
-            else:
-                input_files[(ids[0], ids[1])] = Path(entry.path)
+        # a faster listing (the compare engine's C one): the main dumps' paths by id, and the other
+        # entries by name, with whether each is a regular file; None: listed here
+        listed = lister(str(self.path)) if lister is not None else None
+        if listed is not None:
+            files, others = listed
+            for name, regular in others:
+                ids = _name_ids(name) if regular else None  # not a regular file: a stray entry
+                if name == INCOMPLETE_MARKER:
+                    incomplete = True
+                elif ids is None:
+                    stray.append(self.path / name)
+                elif ids[1] is None:
+                    files[ids[0]] = os.path.join(self.path, name)
+                else:
+                    input_files[(ids[0], ids[1])] = self.path / name
+        else:
+            files, incomplete = self._scan(input_files, stray)
         self._files = files
         self.input_files: Dict[Tuple[int, int], Path] = dict(sorted(input_files.items()))
         self.stray: Tuple[Path, ...] = tuple(sorted(stray))
@@ -136,6 +135,31 @@ class DumpFolder:
                     self.bad[Path(fpath)] = e
                     del self._files[vid]
                     log.warning("skipping malformed dump: %s", e)
+
+    def _scan(self, input_files: Dict[Tuple[int, int], Path], stray: List[Path]) -> Tuple[Dict[int, str], bool]:
+        """List the directory entry by entry: (main dumps' paths by id, whether the run was
+        incomplete); ``-inp<k>`` files and strays go into ``input_files`` and ``stray``."""
+        files: Dict[int, str] = {}  # plain strings: a Path per file costs more than reading it
+        incomplete = False
+        try:
+            entries = list(os.scandir(self.path))
+        except OSError as e:
+            raise DumpFolderError(f"cannot list dump folder {self.path}: {e}") from None
+        for entry in entries:
+            name = entry.name
+            if name == INCOMPLETE_MARKER:
+                incomplete = True
+                continue
+            ids = _name_ids(name)
+            if ids is not None and not _is_file(entry):
+                ids = None
+            if ids is None:
+                stray.append(Path(entry.path))
+            elif ids[1] is None:
+                files[ids[0]] = entry.path
+            else:
+                input_files[(ids[0], ids[1])] = Path(entry.path)
+        return files, incomplete
 
     def __repr__(self) -> str:
         return f"DumpFolder({str(self.path)!r}, {len(self._files)} vars, {len(self.input_files)} input files)"

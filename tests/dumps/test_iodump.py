@@ -7,6 +7,8 @@ Real dumps come from running the built cases through megenginelite in fresh subp
 """
 from __future__ import annotations
 
+import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from lar_prec.dumps.titles import HEADER_SIZE, VarInfo, contiguous_layout, forma
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.binary import dump_file_name, read_binary_dump, write_binary_dump
 from lar_prec.dumps import binary
+from lar_prec.compare.engine import batch
 from lar_prec.dumps.textdump import read_text_dump
 from test_textdump import _assert_text_matches_binary
 
@@ -394,6 +397,41 @@ def test_folder_errors(tmp_path):
 
 DUMP_INPUT = {"MGB_DUMP_INPUT": "1"}
 
+
+
+def _listing(f: DumpFolder):
+    return f._files, f.input_files, f.stray, f.incomplete
+
+
+@pytest.mark.megengine
+def test_kernel_listing_is_the_folder_listing(lar_dump, tmp_path):
+    """The compare engine's C listing (DumpFolder's lister) gives what the folder's own gives:
+    on a real run's folder with its -inp files, and with every corner of a name added."""
+    if batch.list_folder(str(tmp_path)) is None:
+        pytest.skip("the C kernel is not built")
+    real = lar_dump("cnn", "naive", env=DUMP_INPUT)
+    fast = DumpFolder(real, lister=batch.list_folder)
+    assert _listing(fast) == _listing(DumpFolder(real)) and fast.input_files and len(fast) >= 15
+    d = tmp_path / "d"
+    shutil.copytree(real, d)
+    (d / "1000000000000000").write_bytes(b"")  # 16 hex digits: beyond the kernel's 15, the folder reads it
+    (d / "00000A").write_bytes(b"")  # upper case
+    (d / "0000007").write_bytes(b"")  # a zero before a seventh digit
+    (d / "00abc").write_bytes(b"")  # five digits
+    (d / "abcdef").mkdir()  # a directory under a dump's name: stray
+    os.mkfifo(d / "abcdee")  # neither file nor directory: stray
+    (d / ".incomplete").write_text("")
+    (d / "run.json").write_text("{}")
+    assert batch.list_folder(str(d)) is not None
+    fast = DumpFolder(d, lister=batch.list_folder)
+    assert _listing(fast) == _listing(DumpFolder(d))
+    assert fast.incomplete and 1 << 60 in fast and 0xabcdef not in fast
+    assert {p.name for p in fast.stray} == {"00000A", "0000007", "00abc", "abcdef", "abcdee", "run.json"}
+    # a symlink needs a stat per entry: the folder lists such a directory itself
+    first = sorted(p for p in real.iterdir() if "-" not in p.name)[0]
+    (d / "fffff0").symlink_to(first)
+    assert batch.list_folder(str(d)) is None
+    assert _listing(DumpFolder(d, lister=batch.list_folder)) == _listing(DumpFolder(d)) and 0xfffff0 in DumpFolder(d)
 
 
 def _assert_topological(folder: DumpFolder) -> None:

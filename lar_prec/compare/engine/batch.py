@@ -57,6 +57,13 @@ def available() -> bool:
     return KERNEL is not None and hasattr(KERNEL, "scan_start")
 
 
+def list_folder(path: str) -> Optional[Tuple[Dict[int, str], List[Tuple[str, bool]]]]:
+    """A dump folder's listing by the kernel (:class:`DumpFolder`'s ``lister``): a folder of tens
+    of thousands of files without a ``DirEntry`` each; None: the folder lists it itself."""
+    lister = getattr(KERNEL, "list_dumps", None) if available() else None
+    return lister(path) if lister is not None else None
+
+
 #: the fields the kernel gives a measured var, in its order
 _MEASURED = ("max_err", "max_abs_err", "max_rel_err", "mean_abs_err", "rmse", "cosine", "max_ulp", "worst_index",
              "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff") + STAT_FIELDS + ("band",)
