@@ -148,6 +148,12 @@ def new_diff(fields: Dict[str, object]) -> VarDiff:
     return _with_dict(_VARDIFF_DICT, fields)
 
 
+def diff_template() -> Dict[str, object]:
+    """The dict :func:`diff_from` copies (key-sharing, in field order), for a maker of records
+    in C that makes them as it does (the batch reader's ``file_records``)."""
+    return _VARDIFF_DICT
+
+
 def diff_from(keys: Tuple[str, ...], values: Tuple[object, ...]) -> VarDiff:
     """:func:`new_diff` of ``dict(zip(keys, values))`` without making that dict."""
     d = _VARDIFF_DICT.copy()

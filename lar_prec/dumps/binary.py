@@ -30,7 +30,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec.dumps.dtypes import _NUMPY_TO_CODE, DTYPES, DType, _dtype_of
 from lar_prec.errors import DumpFormatError, UsageError
 from lar_prec.dumps.textdump import file_kind
-from lar_prec.dumps.titles import (HEADER_SIZE, VarInfo, _input_ids_at, _parse_head, _parse_inputs, _title_error,
+from lar_prec.dumps.titles import (HEADER_SIZE, _SHAPES, VarInfo, _input_ids_at, _parse_head, _parse_inputs, _title_error,
                              _TitleError, info_from_fields, parse_title, shape_of_text)
 
 log = logging.getLogger(__name__)
@@ -463,6 +463,23 @@ def head_shape(ids: Tuple[int, Optional[int]], dt: DType, shape: Tuple[int, ...]
     if len(_HEADER_SHAPES) > 4096:
         _HEADER_SHAPES.clear()
     return got
+
+
+def layout_known(is_layout: bool, text: str) -> bool:
+    """Whether a layout (``is_layout``) or shape text of a title is well formed; remembered
+    when it is (:func:`head_caches`), as :func:`head_shape` remembers it."""
+    try:
+        shape_of_text(is_layout, text, 0)
+    except _TitleError:
+        return False
+    return True
+
+
+def head_caches() -> Tuple[Dict[Tuple[int, ...], Tuple[int, ...]], Dict[str, Tuple[int, ...]]]:
+    """What :func:`head_shape` reads and fills: the shapes read from headers (one tuple per
+    distinct shape) and the layout texts known to be well formed, for a filer in C that keeps
+    headers as :meth:`~lar_prec.dumps.folder.DumpFolder.note_head` does (the compare engine's)."""
+    return _HEADER_SHAPES, _SHAPES
 
 
 _DUMP_FIELDS = ("file", "title", "input_of", "input_index", "dtype", "shape", "size", "data_offset", "nbytes", "var_id", "_var", "_inputs")

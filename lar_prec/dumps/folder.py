@@ -245,6 +245,12 @@ class DumpFolder:
         h = self._heads[var_id] = (dtype, got, size, file_size, title, title_len, parsed)
         return h
 
+    def kept_heads(self) -> Tuple[Dict[int, _Head], Dict[int, Union[BinaryDump, _Head]]]:
+        """The stores of :meth:`note_head` and :meth:`cache_like` (var id -> kept header), for a
+        filer that keeps tens of thousands of headers as they do, in C (the compare engine's
+        batch reader): its entries must be what those methods would make."""
+        return self._heads, self._like
+
     def _made(self, var_id: int, h: _Head) -> BinaryDump:
         """The dump of ``var_id`` from a header kept by :meth:`note_head` (its or another
         folder's, for the same var id)."""

@@ -330,3 +330,47 @@ def test_a_started_scan_gives_what_scan_pairs_gives_once_and_may_be_dropped(tmp_
         KERNEL.scan_start(*args)
     with pytest.raises(TypeError):
         KERNEL.scan_start([1], [None], batch._DTYPE_ROWS, batch.MAX_FILE, 1 << 15, None, 1)
+
+
+def _filed(a: Path, b: Path, fixed, monkeypatch, python: bool):
+    """prefetch's records, rows and kept headers, the usual vars filed by the kernel's
+    file_records (or, ``python``, every var by the Python filing); how many the Python filed."""
+    from lar_prec.dumps.folder import DumpFolder
+
+    seen = []
+    one = batch._file_one
+
+    def counted(*args):
+        seen.append(args[2])
+        return one(*args)
+
+    monkeypatch.setattr(batch, "_file_one", counted)
+    if python:
+        monkeypatch.setattr(batch, "_file", lambda fa, fb, block, got, fixed, measured, rows=None: [
+            counted(fa, fb, v, item, fixed, measured, rows) for v, item in zip(block, got)])
+    fa, fb = DumpFolder(a), DumpFolder(b)
+    rows = {} if fixed is None else None
+    measured = batch.prefetch(fa, fb, 1 << 15, fixed, 2, rows=rows)
+    monkeypatch.undo()
+    records = {v: list(d.__dict__.items()) for v, d in measured.items()}  # the same keys in the same order
+    return records, rows, fa.kept_heads(), fb.kept_heads(), len(seen)
+
+
+@needs_batch
+@pytest.mark.megengine
+@pytest.mark.parametrize("case", ["resnet", "quantized", "corners"])
+@pytest.mark.parametrize("threshold", [1e-3, None])
+def test_the_kernels_filing_is_the_python_filing(lar_dump, tmp_path, monkeypatch, case, threshold):
+    """file_records keeps the headers and makes the records (and an auto threshold's rows) of the
+    usual vars as the Python filing does, and leaves it the rest (quantized vars, B's own title)."""
+    if case == "corners":
+        a, b = dtype_corners(tmp_path)
+    else:
+        a, b = lar_dump(case, "naive"), lar_dump(case, "default")
+    fixed = parse_threshold(threshold) if threshold else None
+    fast, slow = _filed(a, b, fixed, monkeypatch, False), _filed(a, b, fixed, monkeypatch, True)
+    assert fast[:4] == slow[:4]
+    assert len(fast[0]) > 5 and slow[4] >= len(fast[0])
+    assert fast[4] < slow[4]  # the kernel filed some of them
+    if case == "quantized":
+        assert fast[4] > 0  # a quantized var's note: the Python filing's

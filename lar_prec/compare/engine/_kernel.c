@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <limits.h>
 #include <string.h>
 #include <math.h>
 
@@ -3713,6 +3714,146 @@ done:
     return result;
 }
 
+/* ======================================================================== file_records
+ * The batch reader's filing of one block (lar_prec/compare/engine/batch.py _file) for the
+ * usual var: its header kept in folder A as DumpFolder.note_head keeps it (checked as
+ * dumps.binary.head_shape checks it, the layout text already known good), B's noted as A's
+ * (the same bytes), and its record made as compare.records.diff_from makes it (a copy of the
+ * template's key-sharing dict, the keys overwritten in order, no __init__). Anything else (a
+ * header that would fail a check or whose layout text is new, B's title not A's, a quantized
+ * var, an odd value) is left untouched to the Python filing, by position: the same records
+ * and the same kept headers either way (tests/compare/test_batch.py holds the two equal). */
+
+PyDoc_STRVAR(file_records_doc,
+"file_records(block, got, dtypes, template, keys, cls, heads_a, like_b, header_shapes, shape_texts,\n"
+"             header_size, ok, empty, measured, rows, row_index, zero) -> (left, made)\n\n"
+"left: the positions in block left to the Python filing; made: the var ids whose records\n"
+"were made (into measured, and their rows into rows unless it is None).");
+
+static int ll_of(PyObject *o, long long *out) {
+    if (!PyLong_CheckExact(o)) return 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
+static PyObject *py_file_records(PyObject *self, PyObject *args) {
+    PyObject *block, *got, *dtypes, *tmpl, *keys, *cls, *heads_a, *like_b, *hshapes, *texts, *ok, *empty, *measured,
+        *rows, *row_index, *zero;
+    long long hsize;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O!O!O!LUUO!OOO", &PyList_Type, &block, &PyList_Type, &got,
+                          &PyDict_Type, &dtypes, &PyDict_Type, &tmpl, &PyTuple_Type, &keys, &PyType_Type, &cls,
+                          &PyDict_Type, &heads_a, &PyDict_Type, &like_b, &PyDict_Type, &hshapes, &PyDict_Type, &texts,
+                          &hsize, &ok, &empty, &PyDict_Type, &measured, &rows, &row_index, &zero))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(block), nkeys = PyTuple_GET_SIZE(keys), nrow = 0;
+    if (PyList_GET_SIZE(got) != n || nkeys < 11) {
+        PyErr_SetString(PyExc_ValueError, "file_records: one result per var, and the 11 keys before the measured ones");
+        return NULL;
+    }
+    if (rows != Py_None) {
+        if (!PyDict_Check(rows) || !PyTuple_Check(row_index)) {
+            PyErr_SetString(PyExc_TypeError, "file_records: rows must be a dict and row_index a tuple");
+            return NULL;
+        }
+        nrow = PyTuple_GET_SIZE(row_index);
+    }
+    PyObject *left = PyList_New(0), *made = PyList_New(0), *noargs = PyTuple_New(0);
+    PyObject *values[128];
+    if (!left || !made || !noargs) goto fail;
+    if (nkeys > 128) { PyErr_SetString(PyExc_ValueError, "file_records: at most 128 keys"); goto fail; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(block, i), *item = PyList_GET_ITEM(got, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 4) goto leave;
+        PyObject *ha = PyTuple_GET_ITEM(item, 0), *hb = PyTuple_GET_ITEM(item, 1), *same = PyTuple_GET_ITEM(item, 2),
+                 *fields = PyTuple_GET_ITEM(item, 3);
+        if (ha == Py_None) continue;
+        if (!PyTuple_CheckExact(ha) || PyTuple_GET_SIZE(ha) != 7) goto leave;
+        if (hb != Py_None && same != Py_True) goto leave;  /* B's own title: the name note */
+        PyObject *dt = PyDict_GetItemWithError(dtypes, PyTuple_GET_ITEM(ha, 0));
+        if (!dt) { if (PyErr_Occurred()) goto fail; goto leave; }
+        if (!PyTuple_CheckExact(dt) || PyTuple_GET_SIZE(dt) != 4) goto leave;
+        long long bits, size, fsize, tlen;
+        PyObject *parsed = PyTuple_GET_ITEM(ha, 5);
+        if (!ll_of(PyTuple_GET_ITEM(dt, 1), &bits) || !ll_of(PyTuple_GET_ITEM(ha, 2), &size) ||
+            !ll_of(PyTuple_GET_ITEM(ha, 3), &fsize) || !ll_of(PyTuple_GET_ITEM(ha, 6), &tlen))
+            goto leave;
+        if (!PyTuple_CheckExact(parsed) || PyTuple_GET_SIZE(parsed) < 16 || PyTuple_GET_ITEM(parsed, 0) != Py_None ||
+            PyTuple_GET_ITEM(parsed, 15) == Py_None)
+            goto leave;
+        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(parsed, 1), v, Py_EQ);
+        if (eq < 0) goto fail;
+        if (!eq || size < 0 || bits <= 0 || size > (LLONG_MAX - 7) / bits || fsize - hsize - tlen != (size * bits + 7) / 8)
+            goto leave;
+        int known = PyDict_Contains(texts, PyTuple_GET_ITEM(parsed, 3));  /* a layout text checked before */
+        if (known < 0) goto fail;
+        if (!known || PyDict_GET_SIZE(hshapes) > 4096) goto leave;  /* Python checks it, or clears the cache */
+        int record = fields != Py_None && hb != Py_None;
+        if (record && (PyTuple_GET_ITEM(dt, 2) != Py_False || !PyTuple_CheckExact(fields) ||
+                       PyTuple_GET_SIZE(fields) != nkeys - 11))
+            goto leave;  /* a quantized var's note, or values of another layout */
+        /* the usual var: nothing above changed anything */
+        PyObject *shape = PyDict_SetDefault(hshapes, PyTuple_GET_ITEM(ha, 1), PyTuple_GET_ITEM(ha, 1));
+        if (!shape) goto fail;
+        PyObject *h = PyTuple_Pack(7, PyTuple_GET_ITEM(dt, 0), shape, PyTuple_GET_ITEM(ha, 2), PyTuple_GET_ITEM(ha, 3),
+                                   PyTuple_GET_ITEM(ha, 4), PyTuple_GET_ITEM(ha, 6), parsed);
+        if (!h) goto fail;
+        if (PyDict_SetItem(heads_a, v, h) < 0 || (hb != Py_None && PyDict_SetItem(like_b, v, h) < 0)) {
+            Py_DECREF(h);
+            goto fail;
+        }
+        Py_DECREF(h);
+        if (!record) continue;
+        values[0] = v; values[1] = PyTuple_GET_ITEM(parsed, 8); values[2] = PyTuple_GET_ITEM(parsed, 5);
+        values[3] = PyTuple_GET_ITEM(parsed, 6); values[4] = PyTuple_GET_ITEM(dt, 3); values[5] = shape;
+        values[6] = PyTuple_GET_ITEM(parsed, 15); values[7] = PyTuple_GET_ITEM(ha, 2); values[8] = ok;
+        values[9] = empty; values[10] = Py_False;
+        for (Py_ssize_t k = 11; k < nkeys; k++) values[k] = PyTuple_GET_ITEM(fields, k - 11);
+        PyObject *d = PyDict_Copy(tmpl);
+        if (!d) goto fail;
+        for (Py_ssize_t k = 0; k < nkeys; k++)
+            if (PyDict_SetItem(d, PyTuple_GET_ITEM(keys, k), values[k]) < 0) { Py_DECREF(d); goto fail; }
+        PyObject *rec = ((PyTypeObject *)cls)->tp_new((PyTypeObject *)cls, noargs, NULL);
+        if (!rec) { Py_DECREF(d); goto fail; }
+        int bad = PyObject_GenericSetDict(rec, d, NULL);
+        Py_DECREF(d);
+        if (bad < 0 || PyDict_SetItem(measured, v, rec) < 0) { Py_DECREF(rec); goto fail; }
+        Py_DECREF(rec);
+        if (rows != Py_None) {
+            PyObject *row = PyTuple_New(nrow);
+            if (!row) goto fail;
+            for (Py_ssize_t k = 0; k < nrow; k++) {
+                Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(row_index, k));
+                if (at < 0 || at > nkeys) {
+                    Py_DECREF(row);
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "file_records: a row index out of range");
+                    goto fail;
+                }
+                PyObject *x = at == nkeys ? zero : values[at];
+                Py_INCREF(x);
+                PyTuple_SET_ITEM(row, k, x);
+            }
+            int r = PyDict_SetItem(rows, v, row);
+            Py_DECREF(row);
+            if (r < 0) goto fail;
+        }
+        if (PyList_Append(made, v) < 0) goto fail;
+        continue;
+    leave:;
+        PyObject *at = PyLong_FromSsize_t(i);
+        if (!at || PyList_Append(left, at) < 0) { Py_XDECREF(at); goto fail; }
+        Py_DECREF(at);
+    }
+    Py_DECREF(noargs);
+    return Py_BuildValue("(NN)", left, made);
+fail:
+    Py_XDECREF(left);
+    Py_XDECREF(made);
+    Py_XDECREF(noargs);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"float32", py_float32, METH_VARARGS, float32_doc},
     {"float16", py_float16, METH_VARARGS, float16_doc},
@@ -3735,6 +3876,7 @@ static PyMethodDef methods[] = {
     {"grow_columns", py_grow_columns, METH_VARARGS, grow_columns_doc},
     {"recheck_f32", py_recheck_f32, METH_VARARGS, recheck_f32_doc},
     {"list_dumps", py_list_dumps, METH_O, list_dumps_doc},
+    {"file_records", py_file_records, METH_VARARGS, file_records_doc},
     {NULL, NULL, 0, NULL},
 };
 

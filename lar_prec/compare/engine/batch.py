@@ -27,9 +27,11 @@ from lar_prec.compare.engine.hist import STAT_FIELDS
 from lar_prec.compare.engine.plan import QUANTIZED_NOTE, join_notes, name_note
 from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.engine.workers import DEFAULT_CHUNK
-from lar_prec.compare.records import VarDiff, diff_from
+from lar_prec.compare.records import VarDiff, diff_from, diff_template
 from lar_prec.compare.threshold import COLUMN_FIELDS, Threshold, judge, window
+from lar_prec.dumps.binary import head_caches, layout_known
 from lar_prec.dumps.dtypes import DTYPES
+from lar_prec.dumps.titles import HEADER_SIZE
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import DumpFormatError
 
@@ -69,7 +71,10 @@ _MEASURED = ("max_err", "max_abs_err", "max_rel_err", "mean_abs_err", "rmse", "c
              "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff") + STAT_FIELDS + ("band",)
 _KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "status", "note", "scale_unknown") + _MEASURED
 #: a measured var's COLUMN_FIELDS from its values (_KEYS, then n_nonfinite)
-_COLUMN_ROW = operator.itemgetter(*((_KEYS + ("n_nonfinite",)).index(k) for k in COLUMN_FIELDS))
+_ROW_INDEX = tuple((_KEYS + ("n_nonfinite",)).index(k) for k in COLUMN_FIELDS)
+_COLUMN_ROW = operator.itemgetter(*_ROW_INDEX)
+#: file_records' dtypes by header code: (dtype, bits, quantized, name)
+_DTYPE_FILE = {code: (d, d.bits, bool(d.is_quantized), d.name) for code, d in DTYPES.items()}
 
 
 def prefetch(fa: DumpFolder, fb: DumpFolder, chunk: int, fixed: Optional[Threshold],
@@ -163,41 +168,69 @@ def _note(folder: DumpFolder, vid: int, head: Tuple[Any, ...]) -> Optional[Tuple
 def _file(fa: DumpFolder, fb: DumpFolder, block: List[int], got: list, fixed: Optional[Threshold],
           measured: Dict[int, VarDiff], rows: Optional[Dict[int, Tuple[Any, ...]]] = None) -> None:
     """File one block's headers in the folders' caches and its measured vars' records in
-    ``measured``."""
-    for v, (ha, hb, same, fields) in zip(block, got):
-        if ha is None:
-            continue
-        # most headers are kept as read, their dumps made only if asked for (tens of
-        # thousands of them, and the folders let go of them once the records are made)
-        h = _note(fa, v, ha)
-        if hb is None:
-            continue
-        if same:
-            fb.cache_like(v, h if h is not None else fa[v])
-            hb_kept = None
-        else:
-            hb_kept = _note(fb, v, hb)
-        if fields is None:
-            continue
-        # the record the Python engine would make (plan.var_job, value_fields), judged
-        if h is not None:  # BinaryDump.names() and input_ids of the fields the reader delimited
-            dt, shape, size, p = h[0], h[1], h[2], h[6]
-            name, owner, opr_type, inputs = p[8], p[5], p[6], p[15]
-        else:
-            da = fa[v]
-            dt, shape, size, inputs = da.dtype, da.shape, da.size, da.input_ids
-            name, owner, opr_type = da.names()
-        note = "" if same else name_note(name, hb_kept[6][8] if hb_kept is not None else fb[v].var.name)
-        quantized = dt.is_quantized
-        if quantized:
-            note = join_notes(note, QUANTIZED_NOTE)
-        values = (v, name, owner, opr_type, dt.name, shape, inputs, size, "ok", note, quantized) + fields
-        d = diff_from(_KEYS, values)
-        if fixed is not None:
+    ``measured``: the usual var by the kernel (``file_records``: a tenth of the time, the same
+    kept headers and records), the rest here."""
+    fast = getattr(KERNEL, "file_records", None)
+    if fast is None:
+        for v, item in zip(block, got):
+            _file_one(fa, fb, v, item, fixed, measured, rows)
+        return
+    heads_a, _ = fa.kept_heads()
+    _, like_b = fb.kept_heads()
+    shapes, texts = head_caches()
+    for item in got:  # a layout text met for the first time is checked here (the kernel files what it knows)
+        ha = item[0]
+        if ha is not None:
+            p = ha[5]
+            if p is not None and p[3] not in texts:
+                layout_known(p[2], p[3])
+    left, made = fast(block, got, _DTYPE_FILE, diff_template(), _KEYS, VarDiff, heads_a, like_b, shapes, texts,
+                      HEADER_SIZE, "ok", "", measured, rows, _ROW_INDEX, 0)
+    if fixed is not None:
+        for v in made:
+            d = measured[v]
             d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
-        elif rows is not None:
-            rows[v] = _COLUMN_ROW(values + (0,))  # n_nonfinite: 0 (the kernel leaves NaN and Inf)
-        measured[v] = d
+    for i in left:
+        _file_one(fa, fb, block[i], got[i], fixed, measured, rows)
+
+
+def _file_one(fa: DumpFolder, fb: DumpFolder, v: int, item: Tuple[Any, ...], fixed: Optional[Threshold],
+              measured: Dict[int, VarDiff], rows: Optional[Dict[int, Tuple[Any, ...]]]) -> None:
+    """:func:`_file` of one var (what the kernel leaves, and everything without it)."""
+    ha, hb, same, fields = item
+    if ha is None:
+        return
+    # most headers are kept as read, their dumps made only if asked for (tens of
+    # thousands of them, and the folders let go of them once the records are made)
+    h = _note(fa, v, ha)
+    if hb is None:
+        return
+    if same:
+        fb.cache_like(v, h if h is not None else fa[v])
+        hb_kept = None
+    else:
+        hb_kept = _note(fb, v, hb)
+    if fields is None:
+        return
+    # the record the Python engine would make (plan.var_job, value_fields), judged
+    if h is not None:  # BinaryDump.names() and input_ids of the fields the reader delimited
+        dt, shape, size, p = h[0], h[1], h[2], h[6]
+        name, owner, opr_type, inputs = p[8], p[5], p[6], p[15]
+    else:
+        da = fa[v]
+        dt, shape, size, inputs = da.dtype, da.shape, da.size, da.input_ids
+        name, owner, opr_type = da.names()
+    note = "" if same else name_note(name, hb_kept[6][8] if hb_kept is not None else fb[v].var.name)
+    quantized = dt.is_quantized
+    if quantized:
+        note = join_notes(note, QUANTIZED_NOTE)
+    values = (v, name, owner, opr_type, dt.name, shape, inputs, size, "ok", note, quantized) + fields
+    d = diff_from(_KEYS, values)
+    if fixed is not None:
+        d.__dict__.update(judge(d, fixed))  # a record being made, not yet shared
+    elif rows is not None:
+        rows[v] = _COLUMN_ROW(values + (0,))  # n_nonfinite: 0 (the kernel leaves NaN and Inf)
+    measured[v] = d
 
 
 def read_heads(fa: DumpFolder, fb: DumpFolder, pairs: Sequence[Tuple[int, Optional[int]]], threads: int = 2) -> None:
