@@ -199,7 +199,8 @@ def compare_folders(
         todo: Optional[List[int]] = None if fixed is not None else []  # auto: the vars left to count
         thr = fixed if fixed is not None else _judge_auto(diffs, fa, fb, notes, sources,
                                                           rechecker(fa, fb),
-                                                          [rows[v] for v, _ in paired.order] if rows else None, todo)
+                                                          [rows[v] for v, _ in paired.order] if rows else None, todo,
+                                                          source_at)
         if fixed is not None:
             sources += judge_sources([diffs[i] for i in source_at])  # type: ignore[arg-type]
         judge_indices(diffs, fa, fb, at=index_at)  # type: ignore[arg-type]
@@ -264,7 +265,8 @@ def compare_folders(
 
 def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],
                 sources: Optional[List[int]], recheck: Recheck,
-                rows: Optional[List[Tuple[Any, ...]]] = None, todo: Optional[List[int]] = None) -> Threshold:
+                rows: Optional[List[Tuple[Any, ...]]] = None, todo: Optional[List[int]] = None,
+                source_at: Optional[Sequence[int]] = None) -> Threshold:
     """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
     inputs exactly (``sources`` given: one graph on both sides; the ids of those that differ
     go there), then each var against what its inputs explain (:mod:`~lar_prec.compare.growth`;
@@ -272,7 +274,8 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
     apart; returns the threshold (with the growth's decision). ``rows``: each var's
     :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them.
     ``todo``: given, filled with the positions :func:`_recount` is left to look at (the others'
-    counts made here from what the batch reader kept, :func:`count_from_band`)."""
+    counts made here from what the batch reader kept, :func:`count_from_band`). ``source_at``: the
+    positions of the constants and inputs, where the caller has them (else looked for)."""
     # a few vars: record by record; more, by columns in the C kernel
     cols = VarColumns.of(diffs, rows, kind_code) if len(diffs) > RECORDS_MAX else None
     if cols is None:  # few vars, a var id repeats or no kernel: record by record (no columns to try again)
@@ -292,7 +295,9 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
         if sources is not None:
             # only a constant or input that differs at all changes (judge_sources): few, or none
             mae = cols.max_abs_err
-            at = [i for i, o in enumerate(cols.opr_type) if o in SOURCE_TYPES and mae[i]]
+            if source_at is None:
+                source_at = [i for i, o in enumerate(cols.opr_type) if o in SOURCE_TYPES]
+            at = [i for i in source_at if mae[i]]
             for i in at:
                 diffs[i].__dict__.update(status=status[i], threshold=thresh[i], n_over=n_over[i])
             sources += judge_sources([diffs[i] for i in at])
