@@ -254,7 +254,8 @@ def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo]
                  f"| {found if found is not None else '?'} |")
     L.append("")
     if s.data.get("auto_over_fixed"):
-        L.append(f"`--threshold auto` / fixed: {s.data['auto_over_fixed']:.2f}x"
+        n_runs = len((s.data.get("lar-prec") or {}).get("seconds") or ())
+        L.append(f"`--threshold auto` / fixed: {s.data['auto_over_fixed']:.2f}x (medians of {n_runs} runs each, alternating)"
                  + (f"; `cat` of both folders {s.data['cat_s']:.2f} s, auto at {100 * s.data['auto_of_cat']:.0f}% of its speed"
                     if s.data.get("auto_of_cat") else "")
                  + (f"; fixed threshold, this build / `--before`: {s.data['over_before']:.2f}x" if s.data.get("over_before")
@@ -383,9 +384,12 @@ def _render_memory(L: List[str], sections: Dict[str, Section], pairs: Dict[str, 
         L.append(f"- Peak memory: the command's process (RSS) {d['maxrss_mb']:.0f} MB; its process tree ({TREE_METRIC}, "
                  f"sampled every 50 ms) {d['tree_peak_mb']:.0f} MB, of which anonymous {d['tree_peak_anon_mb']:.0f} MB "
                  "(the rest are file pages: the program and libraries, and any mapped dump pages).")
+        if d.get("timed_seconds"):
+            L.append(f"- Speed, three more runs without memory sampling: {', '.join(f'{x:.2f}' for x in d['timed_seconds'])} s.")
         if d.get("cat_s"):
             L.append(f"- `cat` of both folders to /dev/null (`find A B -type f -exec cat {{}} +`, warm, median of 3): "
-                     f"{d['cat_s']:.2f} s, {d['cat_gbps']:.2f} GB/s; lar-prec's best run is {100 * d['of_cat']:.0f}% of that speed.")
+                     f"{d['cat_s']:.2f} s, {d['cat_gbps']:.2f} GB/s; lar-prec's best run without sampling is "
+                     f"{100 * d['of_cat']:.0f}% of that speed.")
         if d.get("stderr_tail"):
             L.append(f"- failed: `{' '.join(d['stderr_tail'].split())[-400:]}`")
     L.append("")

@@ -60,6 +60,10 @@ from sections import (  # noqa: E402,F401  (parse_size: tests/test_bench.py read
 # ------------------------------------------------------------------ main
 
 
+#: timed runs of the many-variable pair's fixed and auto rows (their per-var time and ratio are targets)
+PAIR_REPEAT = 7
+
+
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     """The command line; --quick shrinks every default size."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,7 +144,8 @@ def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
                                                      divergent_share=args.divergent, seed=11), args.keep)
             print(f"  {_pair_line(pairs['many'])}", flush=True)
             sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many",
-                                             variants=False, before=args.before)
+                                             variants=False, before=args.before,
+                                             pair_repeat=max(args.repeat, PAIR_REPEAT) if args.repeat else 0)
             if have_lar:
                 print("[2c] where the time goes on the many-variable pair", flush=True)
                 sections["profile-many"] = bench_profile_many(pairs["many"], work, args.repeat)

@@ -128,7 +128,8 @@ _BEFORE = ("import sys; sys.path[0:0] = [sys.argv.pop(1)]; sys.argv[0] = 'lar-pr
 
 
 def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_mge: bool, warm: bool,
-                  name: str = "compare", variants: bool = True, before: Optional[str] = None) -> Section:
+                  name: str = "compare", variants: bool = True, before: Optional[str] = None,
+                  pair_repeat: int = 0) -> Section:
     """Section 1: lar-prec compare vs MegEngine's compare_binary_iodump, alternating.
 
     `lar-prec` is the command as a user types it (its default parallelism: every core), piped,
@@ -138,7 +139,10 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
     --jobs 1` (one process) when there are several cores, and lar-prec's numpy path
     (LAR_PREC_NO_KERNEL=1), which is what runs where the C kernel could not be built. With
     ``before`` (a checkout of an earlier lar-prec) its fixed and auto runs too. The main pair
-    also gets `cat` of both folders timed, the speed auto is held to.
+    also gets `cat` of both folders timed, the speed auto is held to. ``pair_repeat``: the fixed
+    and auto rows get that many timed runs in all (more rounds of those two alone, alternating):
+    the many-variable pair's per-var time and auto/fixed ratio are targets, a run under a second,
+    where a median of three moves with the machine's load.
     """
     s = Section(name)
     a, b = pair.dir_a, pair.dir_b
@@ -189,6 +193,12 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
             runs[tool].append(p)
             print(f"  {tool} run {i + 1}/{repeat}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
                   flush=True)
+    pair_tools = [t for t in tools if t[0] in ("lar-prec", "lar-prec, auto")]
+    for i in range(repeat, pair_repeat if len(pair_tools) == 2 else 0):
+        for tool, argv, _ in (pair_tools if i % 2 == 0 else pair_tools[::-1]):
+            p = run_proc(argv, env=envs.get(tool))
+            runs[tool].append(p)
+            print(f"  {tool} run {i + 1}/{pair_repeat}: {p.seconds:.2f} s, rc {p.returncode}", flush=True)
     for tool, _, json_path in tools:
         s.data[tool] = _tool_summary(pair, runs[tool], first[tool], json_path, mge_out)
     s.data["generated_divergent"] = pair.n_divergent
@@ -245,7 +255,9 @@ def bench_profile_many(pair: PairInfo, work: Path, repeat: int) -> Section:
 
 
 def bench_memory(pair: PairInfo, work: Path, have_lar: bool) -> Section:
-    """Section 2: peak memory of lar-prec compare on the big pair (two runs, the second warm)."""
+    """Section 2: peak memory of lar-prec compare on the big pair (two runs sampled, the second
+    warm), and its speed (three warm runs, not sampled: the sampler reads /proc every 50 ms,
+    on a core the compare would use)."""
     s = Section("memory")
     if not have_lar:
         s.available = False
@@ -273,11 +285,13 @@ def bench_memory(pair: PairInfo, work: Path, have_lar: bool) -> Section:
     }
     # the peak is whichever OS figure is larger: the command's RSS (GNU time) or the sampled tree sum
     s.data["peak_mb"] = max(s.data["maxrss_mb"], s.data["tree_peak_mb"])
+    timed = [run_proc(argv).seconds for _ in range(3)]
+    s.data["timed_seconds"] = timed
     cat = cat_seconds(pair)
     if cat:
         s.data["cat_s"] = cat
         s.data["cat_gbps"] = pair.total_bytes / 1e9 / cat
-        s.data["of_cat"] = cat / min(p.seconds for p in ps)  # lar-prec's speed as a share of cat's
+        s.data["of_cat"] = cat / min(timed)  # lar-prec's speed as a share of cat's
     return s
 
 
