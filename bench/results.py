@@ -255,7 +255,7 @@ def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo]
     L.append("")
     if s.data.get("auto_over_fixed"):
         n_runs = len((s.data.get("lar-prec") or {}).get("seconds") or ())
-        L.append(f"`--threshold auto` / fixed: {s.data['auto_over_fixed']:.2f}x (medians of {n_runs} runs each, alternating)"
+        L.append(f"`--threshold auto` / fixed: {s.data['auto_over_fixed']:.2f}x (medians of {n_runs} runs each, all rows alternating)"
                  + (f"; `cat` of both folders {s.data['cat_s']:.2f} s, auto at {100 * s.data['auto_of_cat']:.0f}% of its speed"
                     if s.data.get("auto_of_cat") else "")
                  + (f"; fixed threshold, this build / `--before`: {s.data['over_before']:.2f}x" if s.data.get("over_before")

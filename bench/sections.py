@@ -139,10 +139,10 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
     --jobs 1` (one process) when there are several cores, and lar-prec's numpy path
     (LAR_PREC_NO_KERNEL=1), which is what runs where the C kernel could not be built. With
     ``before`` (a checkout of an earlier lar-prec) its fixed and auto runs too. The main pair
-    also gets `cat` of both folders timed, the speed auto is held to. ``pair_repeat``: the fixed
-    and auto rows get that many timed runs in all (more rounds of those two alone, alternating):
-    the many-variable pair's per-var time and auto/fixed ratio are targets, a run under a second,
-    where a median of three moves with the machine's load.
+    also gets `cat` of both folders timed, the speed auto is held to. ``pair_repeat``: lar-prec's
+    rows get that many timed runs in all (MegEngine's ``repeat``), every row in every round, the
+    order alternating: the many-variable pair's per-var time and auto/fixed ratio are targets, a
+    run under a second, where a median of three moves with the machine's load.
     """
     s = Section(name)
     a, b = pair.dir_a, pair.dir_b
@@ -186,19 +186,16 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
         print(f"  {tool}: warm-up run", flush=True)
         first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True, env=envs.get(tool),
                                tty=tool in ttys)
-    for i in range(repeat):
+    rounds = max(repeat, pair_repeat if repeat else 0)
+    for i in range(rounds):
         order = tools if i % 2 == 0 else tools[::-1]
         for tool, argv, _ in order:
+            if i >= repeat and tool == "megengine":  # the extra rounds are lar-prec's (all of its rows, interleaved)
+                continue
             p = run_proc(argv, env=envs.get(tool), tty=tool in ttys)
             runs[tool].append(p)
-            print(f"  {tool} run {i + 1}/{repeat}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
+            print(f"  {tool} run {i + 1}/{rounds}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
                   flush=True)
-    pair_tools = [t for t in tools if t[0] in ("lar-prec", "lar-prec, auto")]
-    for i in range(repeat, pair_repeat if len(pair_tools) == 2 else 0):
-        for tool, argv, _ in (pair_tools if i % 2 == 0 else pair_tools[::-1]):
-            p = run_proc(argv, env=envs.get(tool))
-            runs[tool].append(p)
-            print(f"  {tool} run {i + 1}/{pair_repeat}: {p.seconds:.2f} s, rc {p.returncode}", flush=True)
     for tool, _, json_path in tools:
         s.data[tool] = _tool_summary(pair, runs[tool], first[tool], json_path, mge_out)
     s.data["generated_divergent"] = pair.n_divergent
