@@ -81,7 +81,9 @@ class DumpFolder:
     A malformed main file raises :class:`DumpFormatError` when it is read (strict default:
     silently dropping data would hide a broken run). With ``skip_bad=True`` every header is
     read at once and malformed files are left out of the folder and listed in :attr:`bad`
-    instead, e.g. to analyse what a killed run managed to write.
+    instead, e.g. to analyse what a killed run managed to write. ``lister`` lists the directory
+    faster where it can (the compare engine's C listing: main dumps by id, the other entries by
+    name with whether each is a regular file; None: the folder lists it entry by entry).
     """
 
     def __init__(self, path: PathLike, *, skip_bad: bool = False,
