@@ -69,6 +69,8 @@ def list_folder(path: str) -> Optional[Tuple[Dict[int, str], List[Tuple[str, boo
 #: the fields the kernel gives a measured var, in its order
 _MEASURED = ("max_err", "max_abs_err", "max_rel_err", "mean_abs_err", "rmse", "cosine", "max_ulp", "worst_index",
              "worst_a", "worst_b", "scale", "n_over", "threshold", "n_diff") + STAT_FIELDS + ("band",)
+#: a record's keys; the kernel's file_records writes the first eleven in this order (then the measured
+#: fields as given): test_the_kernels_filing_is_the_python_filing holds the two filings equal
 _KEYS = ("id", "name", "opr", "opr_type", "dtype", "shape", "inputs", "size", "status", "note", "scale_unknown") + _MEASURED
 #: a measured var's COLUMN_FIELDS from its values (_KEYS, then n_nonfinite)
 _ROW_INDEX = tuple((_KEYS + ("n_nonfinite",)).index(k) for k in COLUMN_FIELDS)
