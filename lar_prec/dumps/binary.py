@@ -455,9 +455,7 @@ def head_shape(ids: Tuple[int, Optional[int]], dt: DType, shape: Tuple[int, ...]
         return None
     if file_size - HEADER_SIZE - title_len != dt.nbytes(size):
         return None
-    try:
-        shape_of_text(parsed[2], parsed[3], 0)  # what the record would be made from on first use
-    except _TitleError:
+    if not layout_known(parsed[2], parsed[3]):  # what the record would be made from on first use
         return None
     got = _HEADER_SHAPES.setdefault(shape, shape)
     if len(_HEADER_SHAPES) > 4096:

@@ -12,7 +12,7 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from lar_prec.errors import DumpFolderError, DumpFormatError
 from lar_prec.graph import topological_order
@@ -97,22 +97,23 @@ class DumpFolder:
         stray: List[Path] = []
         incomplete = False
         # a faster listing (the compare engine's C one): the main dumps' paths by id, and the other
-        # entries by name, with whether each is a regular file; None: listed here
+        # entries by name, with whether each is a regular file; None: listed here, entry by entry
         listed = lister(str(self.path)) if lister is not None else None
         if listed is not None:
             files, others = listed
-            for name, regular in others:
-                ids = _name_ids(name) if regular else None  # not a regular file: a stray entry
-                if name == INCOMPLETE_MARKER:
-                    incomplete = True
-                elif ids is None:
-                    stray.append(self.path / name)
-                elif ids[1] is None:
-                    files[ids[0]] = os.path.join(self.path, name)
-                else:
-                    input_files[(ids[0], ids[1])] = self.path / name
+            entries: Iterable[Tuple[str, Optional[Tuple[int, Optional[int]]]]] = (
+                (name, _name_ids(name) if regular else None) for name, regular in others)  # not a file: stray
         else:
-            files, incomplete = self._scan(input_files, stray)
+            files, entries = {}, self._scan()
+        for name, ids in entries:
+            if name == INCOMPLETE_MARKER:
+                incomplete = True
+            elif ids is None:
+                stray.append(self.path / name)
+            elif ids[1] is None:
+                files[ids[0]] = os.path.join(self.path, name)  # a plain string: a Path each costs more than reading it
+            else:
+                input_files[(ids[0], ids[1])] = self.path / name
         self._files = files
         self.input_files: Dict[Tuple[int, int], Path] = dict(sorted(input_files.items()))
         self.stray: Tuple[Path, ...] = tuple(sorted(stray))
@@ -138,30 +139,23 @@ class DumpFolder:
                     del self._files[vid]
                     log.warning("skipping malformed dump: %s", e)
 
-    def _scan(self, input_files: Dict[Tuple[int, int], Path], stray: List[Path]) -> Tuple[Dict[int, str], bool]:
-        """List the directory entry by entry: (main dumps' paths by id, whether the run was
-        incomplete); ``-inp<k>`` files and strays go into ``input_files`` and ``stray``."""
-        files: Dict[int, str] = {}  # plain strings: a Path per file costs more than reading it
-        incomplete = False
+    def _scan(self) -> List[Tuple[str, Optional[Tuple[int, Optional[int]]]]]:
+        """Every entry of the directory with its ids (:func:`_name_ids`; None unless it is a
+        file named as load_and_run names a dump).
+
+        Raises:
+            DumpFolderError: the directory cannot be listed.
+            DumpFormatError: a dump's name on a symlink loop, a broken symlink or an unreadable entry.
+        """
         try:
             entries = list(os.scandir(self.path))
         except OSError as e:
             raise DumpFolderError(f"cannot list dump folder {self.path}: {e}") from None
+        out = []
         for entry in entries:
-            name = entry.name
-            if name == INCOMPLETE_MARKER:
-                incomplete = True
-                continue
-            ids = _name_ids(name)
-            if ids is not None and not _is_file(entry):
-                ids = None
-            if ids is None:
-                stray.append(Path(entry.path))
-            elif ids[1] is None:
-                files[ids[0]] = entry.path
-            else:
-                input_files[(ids[0], ids[1])] = Path(entry.path)
-        return files, incomplete
+            ids = _name_ids(entry.name)
+            out.append((entry.name, ids if ids is not None and _is_file(entry) else None))
+        return out
 
     def __repr__(self) -> str:
         return f"DumpFolder({str(self.path)!r}, {len(self._files)} vars, {len(self.input_files)} input files)"
