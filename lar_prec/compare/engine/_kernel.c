@@ -2233,10 +2233,18 @@ static int sb_put(sbuf_t *b, const char *s, size_t k) {
     return 0;
 }
 
+/* an exact int as a long long: 0 where it is not one or does not fit (no error left set) */
+static int ll_of(PyObject *o, long long *out) {
+    if (!PyLong_CheckExact(o)) return 0;
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
 static int sb_int(sbuf_t *b, PyObject *v) {
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 1; }
+    long long x;
+    if (!ll_of(v, &x)) return 1;
     /* decimal digits from the end (snprintf's format parsing was a tenth of a row) */
     char tmp[24];
     char *p = tmp + sizeof tmp;
@@ -3729,14 +3737,6 @@ PyDoc_STRVAR(file_records_doc,
 "             header_size, ok, empty, measured, rows, row_index, zero) -> (left, made)\n\n"
 "left: the positions in block left to the Python filing; made: the var ids whose records\n"
 "were made (into measured, and their rows into rows unless it is None).");
-
-static int ll_of(PyObject *o, long long *out) {
-    if (!PyLong_CheckExact(o)) return 0;
-    int overflow = 0;
-    *out = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (*out == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
-    return 1;
-}
 
 static PyObject *py_file_records(PyObject *self, PyObject *args) {
     PyObject *block, *got, *dtypes, *tmpl, *keys, *cls, *heads_a, *like_b, *hshapes, *texts, *ok, *empty, *measured,
