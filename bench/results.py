@@ -385,7 +385,7 @@ def _render_memory(L: List[str], sections: Dict[str, Section], pairs: Dict[str, 
                  f"sampled every 50 ms) {d['tree_peak_mb']:.0f} MB, of which anonymous {d['tree_peak_anon_mb']:.0f} MB "
                  "(the rest are file pages: the program and libraries, and any mapped dump pages).")
         if d.get("timed_seconds"):
-            L.append(f"- Speed, three more runs without memory sampling: {', '.join(f'{x:.2f}' for x in d['timed_seconds'])} s.")
+            L.append(f"- Speed, {len(d['timed_seconds'])} more runs without memory sampling: {', '.join(f'{x:.2f}' for x in d['timed_seconds'])} s.")
         if d.get("cat_s"):
             L.append(f"- `cat` of both folders to /dev/null (`find A B -type f -exec cat {{}} +`, warm, median of 3): "
                      f"{d['cat_s']:.2f} s, {d['cat_gbps']:.2f} GB/s; lar-prec's best run without sampling is "

@@ -60,7 +60,7 @@ from sections import (  # noqa: E402,F401  (parse_size: tests/test_bench.py read
 # ------------------------------------------------------------------ main
 
 
-#: timed runs of the many-variable pair's fixed and auto rows (their per-var time and ratio are targets)
+#: timed runs of each lar-prec row of the many-variable pair (its per-var time and auto/fixed ratio are targets)
 PAIR_REPEAT = 7
 
 
@@ -145,7 +145,7 @@ def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
             print(f"  {_pair_line(pairs['many'])}", flush=True)
             sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many",
                                              variants=False, before=args.before,
-                                             pair_repeat=max(args.repeat, PAIR_REPEAT) if args.repeat else 0)
+                                             pair_repeat=PAIR_REPEAT)
             if have_lar:
                 print("[2c] where the time goes on the many-variable pair", flush=True)
                 sections["profile-many"] = bench_profile_many(pairs["many"], work, args.repeat)

@@ -186,7 +186,7 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
         print(f"  {tool}: warm-up run", flush=True)
         first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True, env=envs.get(tool),
                                tty=tool in ttys)
-    rounds = max(repeat, pair_repeat if repeat else 0)
+    rounds = max(repeat, pair_repeat) if repeat else 0  # --quick: the warm-up run is the only run
     for i in range(rounds):
         order = tools if i % 2 == 0 else tools[::-1]
         for tool, argv, _ in order:
