@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from cases import arch
+from cases import arch, qchain
 
 SEED = 20261122
 
@@ -544,6 +544,7 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
      {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
     *MBV2_CASES,
+    *qchain.QCHAIN_CASES,
 ]
 
 

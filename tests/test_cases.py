@@ -14,7 +14,8 @@ from conftest import ROOT, run_lar
 
 EXPECTED = {"cnn", "resnet", "mlp", "attention", "multi_input", "fp16", "int_ops", "quantized",
             "fastrun_shake", "amplify", "bn_unfused", "shufflenet", "longred", "quant_mobile",
-            "mbv2_float", "mbv2_int8", "mbv2_int8_expand", "mbv2_int8_proj"}
+            "mbv2_float", "mbv2_int8", "mbv2_int8_expand", "mbv2_int8_proj",
+            "qchain_float", "qchain_float_folded", "qchain_int8", "qchain_int8_bad"}
 
 
 def test_manifest_lists_every_case_with_files(manifest):

@@ -9,10 +9,12 @@ graph alone:
 
 * **layers** (:func:`layers_of`): every operator that is not *glue* starts a layer (its
   *anchor*: a convolution, a matrix product, a pooling, an elementwise operator of two computed
-  inputs such as a residual add, a reshape, ...); glue (``TypeCvt``, and an elementwise operator
-  whose other inputs are constants: bias add, ReLU, requantization) extends the layer of its
-  input. Constants and shape chains (``GetVarShape`` and what is computed only from shapes and
-  constants) belong to no layer;
+  inputs such as a residual add, a reshape, ...); glue (``TypeCvt``, a ``Broadcast`` or
+  ``Reshape`` to its input's own shape, and an elementwise operator whose other inputs are
+  constants: bias add, a BatchNorm's scale and shift, ReLU, requantization) extends the layer of
+  its input. Constants and shape chains (``GetVarShape`` and what is computed only from shapes
+  and constants: a weight that is a ``MUL`` of constants, a BatchNorm folded at run time) belong
+  to no layer, so a convolution reads its weight by shape whether or not it was folded;
 * **structural key**: a layer's anchor kind (``ConvolutionForward`` and ``ConvBiasForward`` are
   both ``conv``; ``QADD``, ``FUSE_ADD_RELU`` and ``ADD`` of two computed inputs are all an
   ``add``), its geometry (strides, paddings, filter shape, pooling window), its output shape and
@@ -52,6 +54,9 @@ _KINDS = {"ConvolutionForward": "conv", "ConvBiasForward": "conv", "MatrixMul": 
           "BatchedMatrixMul": "batched_matmul", "PoolingForward": "pool"}
 #: parameters that say how, not what, an operator computes (left out of the key)
 _HOW = frozenset({"compute_mode", "format", "strategy", "workspace_limit", "dtype", "nonlineMode"})
+#: operators that change nothing when their output has their input's shape (``optimize_for_inference``
+#: leaves ``x + 0`` as a Broadcast of ``x`` to the sum's shape: a conv's zero bias less a BatchNorm's zero mean)
+_SAME_SHAPE = frozenset({"Broadcast", "Reshape"})
 #: elementwise modes whose operands commute
 _COMMUTATIVE = frozenset({"ADD", "MUL", "MAX", "MIN"})
 #: elementwise modes that are one effect on their computed input (the rest: one effect, lower-cased)
@@ -139,12 +144,15 @@ def _base_mode(o: GraphOpr) -> str:
     return mode[1:] if o.type == "ElemwiseMultiType" and mode.startswith("Q") else mode
 
 
-def _glue_effects(o: GraphOpr, data: Sequence[int]) -> Optional[Tuple[str, ...]]:
+def _glue_effects(g: GraphInfo, o: GraphOpr, data: Sequence[int]) -> Optional[Tuple[str, ...]]:
     """The effects of ``o`` when it is glue (one computed input), else None."""
     if len(set(data)) != 1 or len(o.outputs) != 1:
         return None
     if o.type == "TypeCvt":
         return ()
+    if o.type in _SAME_SHAPE and g.vars[o.outputs[0]].shape is not None and \
+            g.vars[o.outputs[0]].shape == g.vars[data[0]].shape:
+        return ()  # to the input's own shape: the values pass unchanged
     if o.type in ("Elemwise", "ElemwiseMultiType"):
         mode = _base_mode(o)
         return _EFFECTS.get(mode, (mode.lower(),))
@@ -197,7 +205,7 @@ def layers_of(g: GraphInfo, intern: Dict[tuple, int]) -> GraphLayers:
         if o.is_source or all(v in static for v in o.outputs):
             continue
         data = [i for i in o.inputs if i not in static and i in by_var]
-        glue = _glue_effects(o, data)
+        glue = _glue_effects(g, o, data)
         if glue is not None:
             lay = layers[by_var[data[0]]]
             v = o.outputs[0]

@@ -14,7 +14,12 @@ layer is from the float one:
   Where the float model's ``optimize_for_inference`` moved a layer's bias into a later operator
   (a conv + batch norm without activation: MobileNetV2's projections), the float var lacks that
   bias and the reference is the float var plus the quantized model's bias (its int32 rounding,
-  below a thousandth of an int8 step, is the one error left out). Float vars inside a fused
+  below a thousandth of an int8 step, is the one error left out). A batch norm the float model
+  keeps after its convolution (``optimize_for_inference`` leaves ``conv + 0`` as a ``Broadcast``
+  when the conv's bias equals the batch norm's mean, then ``FUSE_MUL_ADD3``) is the same layer
+  as the int8 ``ConvBias``, whose weights hold its scale: the pair records that scale
+  (``float_scales``), so the float layer's weights are the convolution's times it; a weight
+  computed from constants (a batch norm folded at run time) is a weight. Float vars inside a fused
   layer have no quantized counterpart; every unpaired var says why, and
   :meth:`QuantPairing.mismatch` says when the two models are not a float model and its
   quantization (an output of the quantized model unpaired, or most of its layers);
@@ -59,7 +64,11 @@ class QuantPair:
     layers paired (:mod:`lar_prec.diagnosis.graphpair`). ``bias_id``: a quantized model's bias
     var whose values complete the float var (the float model's ``optimize_for_inference`` moved
     that layer's bias into a later operator, so no float var holds the layer's own output).
-    ``float_anchor``: the var of the float layer's main operator (its convolution, say)."""
+    ``float_anchor``: the var of the float layer's main operator (its convolution, say).
+    ``float_scales``: the constants (var id, exponent 1 to multiply, -1 to divide) by which the
+    float layer scales its anchor's output on the way to ``float_id`` (a BatchNorm left after
+    its convolution): the layer's weights are the anchor's times these, per output channel;
+    ``scales_problem`` says why they cannot be folded so (a scale after a nonlinearity)."""
 
     quant_id: int
     quant_name: str
@@ -68,6 +77,8 @@ class QuantPair:
     how: str
     bias_id: Optional[int] = None
     float_anchor: Optional[int] = None
+    float_scales: Tuple[Tuple[int, int], ...] = ()
+    scales_problem: str = ""
 
     @property
     def reference(self) -> str:
@@ -137,6 +148,50 @@ def _bias_of(quant_g: GraphInfo, layer: Layer, var_id: int, static: frozenset) -
     return None
 
 
+#: float elementwise modes that are affine in their one computed input (a scale or a shift)
+_AFFINE = frozenset({"ADD", "SUB", "MUL", "TRUE_DIV", "FUSE_MUL_ADD3"})
+#: operators that pass their input's values on unchanged (as glue: graphpair's TypeCvt, Broadcast, Reshape)
+_PASS = frozenset({"TypeCvt", "Broadcast", "Reshape"})
+
+
+def _scales_of(g: GraphInfo, layer: Layer, var_id: int, static: frozenset) -> Tuple[Tuple[Tuple[int, int], ...], str]:
+    """The constants that scale ``layer``'s anchor output on the way to ``var_id`` (var id,
+    exponent), and why they cannot be folded into the anchor's weights ("" when they can)."""
+    path = []
+    v = var_id
+    while v != layer.anchor:
+        o = g.producer(v)
+        data = [i for i in o.inputs if i not in static] if o is not None else []
+        if o is None or len(set(data)) != 1:
+            return (), f"{g.vars[v].name} is not computed from the layer's anchor alone"
+        path.append((o, data[0]))
+        v = data[0]
+    nonlinear = next((e for e in layer.effects[layer.anchor] if e != "bias"), "")
+    scales: List[Tuple[int, int]] = []
+    for o, x in reversed(path):
+        if o.type in _PASS:
+            continue
+        mode = str(o.param("mode", "") or "") if o.type == "Elemwise" else ""
+        k = next((i for i in o.inputs[:2] if i != x), -1)
+        if mode == "MUL" or (mode == "FUSE_MUL_ADD3" and x in o.inputs[:2]):
+            exponent = 1
+        elif mode == "TRUE_DIV" and o.inputs[0] == x:
+            exponent = -1
+        elif mode in ("ADD", "FUSE_MUL_ADD3") or (mode == "SUB" and o.inputs[0] == x):
+            continue  # a shift: the int8 model's bias holds it
+        elif mode not in _AFFINE:
+            nonlinear = nonlinear or (mode.lower() or o.type)
+            continue
+        else:
+            k = -1
+        if k not in static:  # x * x, k - x, k / x: not a scale by a constant
+            return (), f"{g.vars[o.outputs[0]].name} ({mode}) is not a scale or a shift of the layer's value"
+        if nonlinear:
+            return (), f"{g.vars[o.outputs[0]].name} scales the layer's value after its {nonlinear}"
+        scales.append((k, exponent))
+    return tuple(scales), ""
+
+
 def pair_quant(float_g: GraphInfo, quant_g: GraphInfo) -> QuantPairing:
     """Pair the quantized model's computed vars with the float model's by the graph
     (:func:`~lar_prec.diagnosis.graphpair.pair_graphs`)."""
@@ -160,7 +215,9 @@ def pair_quant(float_g: GraphInfo, quant_g: GraphInfo) -> QuantPairing:
                                               "bias (the float model applies it later) and no quantized bias "
                                               "constant was found to add"))
                 continue
-        pairs[q.id] = QuantPair(q.id, q.name, f.id, f.name, p.how, bias, gp.a.by_var.get(f.id))
+        f_layer = gp.a.layer_of(f.id)
+        scales, problem = _scales_of(float_g, f_layer, f.id, gp.a.static) if f_layer is not None else ((), "")
+        pairs[q.id] = QuantPair(q.id, q.name, f.id, f.name, p.how, bias, gp.a.by_var.get(f.id), scales, problem)
     for u in gp.unpaired:
         g = float_g if u.side == "a" else quant_g
         unpaired.append(QuantUnpaired("float" if u.side == "a" else "quant", u.id, g.vars[u.id].name, u.why,

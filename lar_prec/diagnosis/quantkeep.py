@@ -15,7 +15,8 @@
   best; ``C > 5``), over the ``N`` samples;
 * :func:`write_kept_model`: the int8 model with the kept layers computed in float32
   (:mod:`lar_prec.lar.quant_rewrite` in a child process), with the float model's weights read
-  from the float run's dump.
+  from the float run's dump (:func:`float_weights`: times the scale of a batch norm the float
+  model left after the convolution, per output channel).
 """
 from __future__ import annotations
 
@@ -164,6 +165,44 @@ def output_agreements(pairs: Sequence[Tuple[int, Optional[int]]], float_g: Graph
 # ============================================================================ the kept model
 
 
+def _per_channel(k: "np.ndarray", out_shape: Sequence[int]) -> Optional["np.ndarray"]:
+    """A constant that scales an NCHW output (``out_shape``) as one factor per channel: the
+    ``C`` factors, else None (it varies along another axis, or does not broadcast)."""
+    if len(out_shape) != 4 or k.ndim > 4:
+        return None
+    kk = k.reshape((1,) * (4 - k.ndim) + k.shape)
+    if kk.shape[0] != 1 or kk.shape[2] != 1 or kk.shape[3] != 1 or kk.shape[1] not in (1, out_shape[1]):
+        return None
+    return np.broadcast_to(kk.reshape(-1), (out_shape[1],))
+
+
+def float_weights(p: QuantPair, float_g: GraphInfo, float_dump: Any) -> Tuple[Optional["np.ndarray"], str]:
+    """The weights of ``p``'s float convolution as the int8 ConvBias holds them, from the float
+    run's dump: the convolution's own, times each scale the float layer applies after it (a
+    BatchNorm left after the convolution: ``conv(x, w) * k = conv(x, w * k)`` for ``k`` one
+    factor per output channel); None and why when they cannot be had."""
+    opr = float_g.producer(p.float_anchor) if p.float_anchor is not None else None
+    if opr is None or opr.type not in ("ConvolutionForward", "ConvBiasForward") or len(opr.inputs) < 2:
+        return None, "its float layer is not a convolution"
+    w = real_values(float_dump, float_g.vars[opr.inputs[1]])
+    if w is None:
+        return None, "the float run's dump has no weights of its float layer"
+    if p.scales_problem:
+        return None, f"its float layer's scale cannot be folded into the weights: {p.scales_problem}"
+    out_shape = float_g.vars[p.float_anchor].shape or ()
+    for cid, exponent in p.float_scales:
+        name = float_g.vars[cid].name
+        k = real_values(float_dump, float_g.vars[cid])
+        if k is None:
+            return None, f"the float run's dump has no {name} (the scale its float layer applies after the convolution)"
+        per = _per_channel(np.asarray(k, np.float64), out_shape)
+        if per is None or w.ndim < 4 or int(np.prod(w.shape[:-3])) != per.size:
+            return None, (f"its float layer scales the convolution by {name} of shape {list(np.shape(k))}, not one "
+                          f"factor per output channel of {list(out_shape)}")
+        w = np.asarray(w, np.float64) * (per ** exponent).reshape(w.shape[:-3] + (1, 1, 1))
+    return w, ""
+
+
 def keep_spec(kept: Sequence[KeptLayer], pairs: Sequence[QuantPair], float_g: GraphInfo, float_dump: Any,
               out_dir: PathLike) -> Tuple[List[Dict[str, Any]], List[str]]:
     """The keep file's layers (each ConvBias with its float weights written as ``.npy`` from the
@@ -179,10 +218,9 @@ def keep_spec(kept: Sequence[KeptLayer], pairs: Sequence[QuantPair], float_g: Gr
         weight = None
         if k.opr_type == "ConvBiasForward":
             p = by_name.get(k.name)
-            opr = float_g.producer(p.float_anchor) if p is not None and p.float_anchor is not None else None
-            w = real_values(float_dump, float_g.vars[opr.inputs[1]]) if opr is not None and len(opr.inputs) > 1 else None
+            w, why = float_weights(p, float_g, float_dump) if p is not None else (None, "it has no float partner")
             if w is None:
-                skipped.append(f"{k.name}: the float run's dump has no weights of its float layer")
+                skipped.append(f"{k.name}: {why}")
                 continue
             weight = out / f"weight-{len(spec)}.npy"
             np.save(weight, np.ascontiguousarray(w.astype(np.float32)))
