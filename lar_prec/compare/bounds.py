@@ -180,3 +180,50 @@ def layernorm_scale(x: "np.ndarray", out: "np.ndarray", axis: int, which: int,
 def same_shape(a: "np.ndarray", shape: Sequence[int]) -> bool:
     """Whether ``a`` has exactly ``shape``."""
     return tuple(np.shape(a)) == tuple(shape)
+
+
+def coordinate_extent(opr_type: str, in_shape: Sequence[int], out_shape: Sequence[int],
+                      others: Sequence[Optional["np.ndarray"]]) -> Optional[float]:
+    """How large the sample coordinates of an interpolation (NCHW ``in_shape`` to ``out_shape``)
+    and their terms are: one rounding of a coordinate is ``eps`` times this. Resize: the largest
+    side; warps: ``sum |m_k p_k|`` of the matrix rows at the output's corners (plus the
+    coordinate times the denominator's terms, over the denominator); remap: the largest map
+    value; ROIAlign: the largest box coordinate. None when a matrix or map is missing."""
+    sides = max(int(d) for d in (*in_shape[2:], *out_shape[2:])) if len(in_shape) > 2 else 1
+    if opr_type == "ResizeForward":
+        return float(sides)
+    mat = others[0] if others else None
+    if mat is None:
+        return None
+    mat = _f64(mat)
+    if opr_type == "RemapForward":
+        return float(np.max(np.abs(mat))) + 1.0 if mat.size else None
+    if opr_type == "ROIAlignForward":
+        return float(np.max(np.abs(mat[..., 1:]))) + sides if mat.size else None
+    if opr_type not in ("WarpAffineForward", "WarpPerspectiveForward") or mat.ndim != 3 or mat.shape[-1] != 3:
+        return None
+    oh, ow = (int(out_shape[2]), int(out_shape[3])) if len(out_shape) == 4 else (sides, sides)
+    corners = np.array([[u, v, 1.0] for u in (0.0, ow - 1.0) for v in (0.0, oh - 1.0)])  # (4, 3)
+    terms = np.abs(mat[:, :2, None, :]) * np.abs(corners[None, None])  # (N, 2, 4, 3)
+    num = terms.sum(-1)  # (N, 2, 4)
+    if mat.shape[1] == 3:  # perspective: divided by the third row
+        den = np.abs(np.einsum("nk,ck->nc", mat[:, 2], corners))[:, None]
+        den_terms = (np.abs(mat[:, 2, None, :]) * corners[None]).sum(-1)[:, None]
+        coord = np.abs(np.einsum("nik,ck->nic", mat[:, :2], corners)) / np.maximum(den, TINY["float32"])
+        num = (num + coord * den_terms) / np.maximum(den, TINY["float32"])
+    got = float(np.max(num)) if num.size else None
+    return got if got is not None and math.isfinite(got) else None
+
+
+def interpolation_scale(x: "np.ndarray", magnitude: "np.ndarray", extent: float) -> "np.ndarray":
+    """``U`` of a bilinear interpolation of NCHW ``x`` whose twin on ``|x|`` is ``magnitude``:
+    the sum of its 4 weighted terms, and a rounding of each sample coordinate (``eps * extent``)
+    moving the weights of the element's 4 neighbours, at most ``4 * extent`` times the largest
+    ``|x|`` of its plane."""
+    plane = np.max(np.abs(_f64(x)), axis=(2, 3), keepdims=True)  # (N, C, 1, 1)
+    mag = np.abs(_f64(magnitude))
+    if plane.shape[0] != mag.shape[0] or plane.shape[1] != mag.shape[1]:
+        plane = np.max(plane, axis=0, keepdims=True)  # another batch (a warp's matrix index): the largest
+        if plane.shape[1] != mag.shape[1]:
+            plane = np.max(plane, keepdims=True)
+    return roundings(4) * mag + 4.0 * extent * plane

@@ -23,14 +23,16 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
-from lar_prec.compare import bounds, exact
+from lar_prec.compare import bounds, elemwise, exact
 from lar_prec.compare.engine.scan import KERNEL
 
 #: operator types :func:`recompute` knows
 RECOMPUTED = frozenset({"MatrixMul", "BatchedMatrixMul", "ConvolutionForward", "Reduce", "SoftmaxForward",
-                        "LayerNormForward"})
-#: candidates tried at most for one operator
+                        "LayerNormForward", "Elemwise"})
+#: candidates tried at most for one operator (an elementwise operator tries every mode of its
+#: arity: each is one pass over its elements)
 MAX_CANDIDATES = 8
+MAX_CANDIDATES_OF = {"Elemwise": len(elemwise.MODES)}
 
 #: a candidate: how it is described, the operator on given inputs, and its rounding scale on
 #: given inputs and exact output (``U`` of each element, and how many roundings it counts)
@@ -165,8 +167,25 @@ def _layernorm(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Itera
             yield f"{output} over the axes from {axis} on, eps {eps:g}", fn, scale
 
 
+def _elemwise(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
+    """Every mode of this many inputs that broadcast to ``out`` (the dump does not say the mode:
+    the one nearest side A's output is kept), scaled by its formula's roundings
+    (:mod:`lar_prec.compare.elemwise`): a difference carried through a subtraction is the
+    rounding of what it combines, not growth."""
+    try:
+        if tuple(np.broadcast_shapes(*[tuple(s) for s in shapes])) != tuple(out):
+            return
+    except ValueError:
+        return
+    for name, mode in elemwise.MODES.items():
+        if mode.arity != len(shapes):
+            continue
+        yield (f"mode {name}", lambda xs, mode=mode: mode.f(*xs),
+               lambda xs, e, mode=mode: (elemwise.scale(mode, xs, y=e), 1.0 + mode.arity))
+
+
 _CANDIDATES = {"MatrixMul": _matmul, "BatchedMatrixMul": _matmul, "ConvolutionForward": _conv,
-               "Reduce": _reduce, "SoftmaxForward": _softmax, "LayerNormForward": _layernorm}
+               "Reduce": _reduce, "SoftmaxForward": _softmax, "LayerNormForward": _layernorm, "Elemwise": _elemwise}
 
 
 def could_recompute(opr_type: str, in_shapes: Sequence[Tuple[int, ...]], out_shape: Tuple[int, ...]) -> bool:
@@ -190,9 +209,14 @@ def recompute(opr_type: str, out_a: "np.ndarray", ins_a: Sequence["np.ndarray"],
         return None
     best = None
     try:
-        for how, fn, scale_of in itertools.islice(find([x.shape for x in xa], ya.shape), MAX_CANDIDATES):
-            got = np.asarray(fn(xa)).reshape(ya.shape)
-            dist = float(np.max(np.abs(got - ya))) if ya.size else 0.0
+        limit = MAX_CANDIDATES_OF.get(opr_type, MAX_CANDIDATES)
+        for how, fn, scale_of in itertools.islice(find([x.shape for x in xa], ya.shape), limit):
+            with np.errstate(all="ignore"):
+                got = np.broadcast_to(np.asarray(fn(xa), dtype=np.float64), ya.shape)
+            with np.errstate(invalid="ignore"):
+                gap = np.abs(got - ya)
+            dist = float(np.max(np.where(np.isnan(gap), np.where(np.isnan(got) == np.isnan(ya), 0.0, np.inf), gap))) \
+                if ya.size else 0.0
             if best is None or dist < best[0]:
                 best = (dist, how, fn, scale_of, got)
     except (exact.Unsupported, ValueError, MemoryError):
@@ -200,7 +224,8 @@ def recompute(opr_type: str, out_a: "np.ndarray", ins_a: Sequence["np.ndarray"],
     if best is None or not math.isfinite(best[0]):
         return None
     _dist, how, fn, scale_of, exact_a = best
-    exact_b = np.asarray(fn(xb)).reshape(yb.shape)
+    with np.errstate(all="ignore"):
+        exact_b = np.broadcast_to(np.asarray(fn(xb), dtype=np.float64), yb.shape)
     units = []
     for y, x, e in ((ya, xa, exact_a), (yb, xb, exact_b)):
         scale, roundings = scale_of(x, e)

@@ -1,16 +1,16 @@
-"""Noise floors of local error per operator, and roots by local error (issues 14 and 34).
+"""Floors of local error per operator, and roots by local error (issues 14, 34 and 51).
 
-An operator is a root when its local error (``lar_prec.diagnosis.local``) exceeds its own noise floor:
-0 for data movement, selections (max pooling, max/min reductions) and integer operators (any
-difference there is a bug), a few ulps for elementwise float operators, and for an operator that
-sums terms (convolution, matrix products, reductions, average pooling, Softmax, LayerNorm) a
-bound from the rounding of its own sums: ``TERMS_C`` rounding units of each output element,
-a unit being ``eps * (sqrt(K) + 1) * sum(|terms|)`` of that element on the reference's inputs
-(:mod:`lar_prec.compare.bounds`). An operator whose terms could not be measured falls back to
-``eps * sqrt(K) * s`` scaled by its output's magnitude, with ``s`` calibrated from the run.
-Static operators (computed from constants alone, such as a recurrent cell's ``zeros @ W + b``)
-are part of the model's constants: never roots; a fault in them roots where they first meet
-data. Numpy only.
+An operator is a root when its local error (:mod:`lar_prec.diagnosis.local`) is more than correct
+arithmetic allows on its own inputs: its difference, in rounding units of each element's own
+scale (:mod:`lar_prec.diagnosis.local_bounds`, by the operator's rule in :mod:`lar_prec.oprules`),
+above ``TERMS_C`` (worst element, or the whole output's scale). The floor is that allowance in
+MegEngine's metric (:func:`bound_floor`). Operators that move, select or index values, and
+integer or quantized arithmetic, have a floor of 0 (any difference is a bug; under a float16
+option float values moved are rounded to float16 on their way in: one float16 unit). An operator
+with no bound is **not judged** (its label says so, with why): never noise, never a floor made
+from the run. Static operators (computed from constants alone, such as a recurrent cell's
+``zeros @ W + b``) are part of the model's constants: never roots; a fault in them roots where
+they first meet data. Numpy only.
 """
 from __future__ import annotations
 
@@ -18,32 +18,20 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from lar_prec._lazy import numpy as np
 from lar_prec.records import json_number
 from lar_prec.dumps.algocache import winograd_tile
 from lar_prec.graph import reach
-# one operator vocabulary for local floors and the dump-only edge rule
-from lar_prec.compare.growth import DATA_MOVEMENT, ELEMWISE_ULPS, REDUCING, reduction_length as _reduction_length
-
-from lar_prec.diagnosis.local_records import LayerwiseModel, LocalResult, LocalVar, MeasuredVar
+from lar_prec.diagnosis.local_bounds import reduction_length  # noqa: F401  (the measured var's K, re-exported)
+from lar_prec.diagnosis.local_records import LayerwiseModel, LocalResult, LocalVar
 
 from lar_prec.compare.bounds import EPS, TERMS_C
 #: the smallest step of a dtype (its subnormal spacing): below it rounding is absolute
 SUBNORMAL_STEP = {"float16": 2.0 ** -24}
-#: bounds of the calibrated factor on ``eps * sqrt(reduction length)`` (the fallback)
-FLOOR_SCALE_MIN, FLOOR_SCALE_MAX = 1.5, 64.0
-#: the calibrated factor is this many times the median of the run's normalised local errors
-#: (a median: one fault among three reducing operators does not move it)
-FLOOR_MEDIAN_FACTOR = 4.0
 #: the smallest magnitude a floor is scaled by (an all-zero var still gets a floor)
 MIN_MAGNITUDE = 2.0 ** -20
 #: extra floor factor of a Winograd convolution F(m, r) by output tile m: its transforms
-#: round several more times, and its error follows the size of the values it transforms, so
-#: its magnitude is not capped at 1 (:func:`_magnitude`). Measured on fastrun_shake with each
-#: algorithm forced through the fast-run cache, in units of eps*sqrt(K)*magnitude: direct and
-#: im2col <= 0.7, F(2,3) <= 0.8, F(4,3) <= 2.4, F(6,3) <= 7.1 (the first convolution: raw
-#: inputs, outputs up to 3.9); the calibrated scale is >= 1.5, so the worst stays < 0.6 of
-#: its floor.
+#: round several more times, and its error follows the size of the values it transforms
+#: (:func:`algorithm_factor`)
 WINOGRAD_FACTOR = ((2, 1.5), (4, 4.0), (6, 8.0))
 #: a Winograd tile beyond the table (or an unknown spelling)
 WINOGRAD_FACTOR_LARGE = 16.0
@@ -68,42 +56,16 @@ class LocalRoot:
 
 @dataclass(frozen=True)
 class LocalVerdict:
-    """Every var labelled root | inherited | noise | clean | not_isolated, and where inherited
-    error came from (the upstream roots; empty when only noise was carried)."""
+    """Every var labelled root | inherited | noise | clean | not_isolated | not_judged | constant,
+    and where inherited error came from (the upstream roots, or what could not be measured or
+    judged; empty when only noise was carried)."""
 
     roots: Tuple[LocalRoot, ...]
     labels: Mapping[int, str]
     inherited_from: Mapping[int, Tuple[int, ...]] = field(default_factory=dict)
     floors: Mapping[int, float] = field(default_factory=dict)
-
-
-def reduction_length(m: MeasuredVar) -> int:
-    """How many products or terms one output element sums (1 for elementwise operators)."""
-    fused = _unit_reduction(m)  # a convolution fused into this var's unit sums its own terms
-    if fused > 1:
-        return max(fused, _own_reduction(m))
-    return _own_reduction(m)
-
-
-def _own_reduction(m: MeasuredVar) -> int:
-    return _reduction_length(m.opr_type, m.shape, m.input_shapes)
-
-
-def _unit_reduction(m: "MeasuredVar | LocalVar") -> int:
-    return int(getattr(m, "unit_reduction", 1) or 1)
-
-
-#: modes of reducing operators that select one of their inputs: no rounding at all
-SELECTING = {"PoolingForward": frozenset({"MAX"}), "AdaptivePoolingForward": frozenset({"MAX"}),
-             "Reduce": frozenset({"MAX", "MIN"})}
-
-
-def _kind(m: MeasuredVar) -> str:
-    if m.opr_type in DATA_MOVEMENT or m.mode in SELECTING.get(m.opr_type, ()):
-        return "exact"
-    if m.dtype not in EPS:
-        return "exact"  # integer and quantized arithmetic has no rounding freedom on one device
-    return "reducing" if m.opr_type in REDUCING or _unit_reduction(m) > 1 else "elementwise"
+    #: var id -> why its operator is not judged (label ``not_judged``)
+    not_judged: Mapping[int, str] = field(default_factory=dict)
 
 
 def bound_floor(v: LocalVar, units: float) -> float:
@@ -148,59 +110,27 @@ def _eps(dtype: str, compute_dtype: Optional[str]) -> float:
 
 
 def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Dict[int, float]:
-    """Each measured var's noise floor of local error (MegEngine's metric).
+    """Each judged var's floor of local error (MegEngine's metric); a var not judged has none.
 
-    Data movement, selections and integer operators: 0 (bit-exact). Elementwise float
-    operators: a few ulps. Operators that sum terms and whose terms were measured
-    (``v.bound``): :data:`TERMS_C` rounding units of their worst element (:func:`bound_floor`).
-    Other reducing operators (the fallback): ``eps * sqrt(K) * s`` with K the reduction length
-    and ``s`` calibrated from this run: 4 x the median of ``local_err / (eps * sqrt(K))`` over
-    them, bounded to [1.5, 64] (a single fault does not move a median), scaled by the var's
-    magnitude (:func:`_magnitude`). An operator that ran a Winograd algorithm
-    (``result.algorithms``, read from the fast-run cache) gets :func:`algorithm_factor` more.
-
-    ``compute_dtype`` (``"float16"`` for sweep's ioc16/io16xc32): float vars are computed in
-    that dtype from inputs rounded to it, so every float floor uses its eps, and data movement
-    of float values gets one ulp of it (the rounding of its fed input) instead of 0.
+    A var with a bound (``v.bound``, in rounding units of its own scale): :data:`TERMS_C` units
+    (:func:`bound_floor`), times :func:`algorithm_factor` for a Winograd convolution
+    (``result.algorithms``, read from the fast-run cache). Exact operators, integer and quantized
+    dtypes: 0; under a float16 ``compute_dtype`` (sweep's ioc16/io16xc32) float values an exact
+    operator moves were rounded to float16 on their way in: one float16 unit of their magnitude.
     """
     if compute_dtype is not None and compute_dtype not in EPS:
         raise ValueError(f"compute_dtype {compute_dtype!r}: expected one of {', '.join(EPS)}")
-    lw = {m.id: m for m in result.layerwise.measured}
-    units: Dict[int, float] = {}
-    ratios = []
-    for v in result.vars:
-        m = lw[v.id]
-        if _kind(m) == "reducing" and v.bound is None:
-            algo = algorithm_factor(result.algorithms.get(v.id, ()))
-            units[v.id] = (_eps(m.dtype, compute_dtype) * math.sqrt(reduction_length(m))
-                           * _magnitude(v, cap=1.0 if algo == 1.0 else math.inf) * algo)
-            # zeros count: with few reducing operators, a median of the non-zero ones can be the fault
-            if v.local_err is not None and math.isfinite(v.local_err):
-                ratios.append(v.local_err / units[v.id])
-    spread = float(np.median(ratios)) if ratios else 0.0
-    scale = min(max(FLOOR_MEDIAN_FACTOR * spread, FLOOR_SCALE_MIN), FLOOR_SCALE_MAX)
     floors: Dict[int, float] = {}
-    by_id = {v.id: v for v in result.vars}
     for v in result.vars:
-        kind = _kind(lw[v.id])
-        if kind == "exact" and v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
+        if v.bound is not None:
+            floors[v.id] = bound_floor(v, TERMS_C * algorithm_factor(result.algorithms.get(v.id, ())))
+        elif v.not_judged is not None:
+            continue
+        elif v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
             # moves values rounded to the coarser compute_dtype on their way in
             floors[v.id] = max(_eps(v.dtype, compute_dtype) * _magnitude(v), SUBNORMAL_STEP.get(compute_dtype or "", 0.0))
-        elif kind == "exact":
-            floors[v.id] = 0.0
-        elif v.bound is not None and kind == "reducing":
-            floors[v.id] = bound_floor(v, TERMS_C * algorithm_factor(result.algorithms.get(v.id, ())))
-        elif kind == "elementwise":
-            floors[v.id] = _eps(v.dtype, compute_dtype) * ELEMWISE_ULPS * _magnitude(v)
-            if v.dtype in EPS and _eps(v.dtype, compute_dtype) > EPS[v.dtype]:
-                # its inputs were rounded to compute_dtype on the way in: an addition with
-                # cancellation (8.457 + -9.504 in float16) keeps their absolute rounding, which
-                # the output's magnitude does not bound
-                floors[v.id] += _eps(v.dtype, compute_dtype) * sum(
-                    by_id[u].ref_max_abs for u in lw[v.id].inputs
-                    if u in by_id and by_id[u].ref_max_abs is not None and math.isfinite(by_id[u].ref_max_abs))
         else:
-            floors[v.id] = units[v.id] * scale
+            floors[v.id] = 0.0
     return floors
 
 
@@ -211,22 +141,27 @@ def layerwise_ancestors(lw: LayerwiseModel, var_id: int) -> List[int]:
 
 def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = None) -> LocalVerdict:
     """Label every var: ``root`` (local error above its floor), ``inherited`` (accumulated
-    error above the local one, local within the floor: with the upstream roots it came from,
-    or the unisolated operators that may hide one), ``noise`` (error made here or upstream,
-    every operator within its floor), ``clean`` (none), or ``not_isolated``. Roots are ordered by margin (local error / floor), largest first."""
+    error above the local one, local within the floor: with the upstream roots it came from, or
+    the operators that could not be isolated or judged and may hide one), ``noise`` (error made
+    here or upstream, every operator within its floor), ``clean`` (none), ``not_isolated``,
+    ``not_judged`` (no floor: no bound for its operator, or its bound could not be measured) or
+    ``constant``. Roots are ordered by margin (local error / floor), largest first."""
     floors = dict(floors if floors is not None else noise_floors(result))
     labels: Dict[int, str] = {}
     roots: List[LocalRoot] = []
+    not_judged: Dict[int, str] = {}
     static = {m.id for m in result.layerwise.measured if m.static}
     for v in result.vars:
-        f = floors.get(v.id, 0.0)
         if v.id in static:
             labels[v.id] = "constant"  # computed from constants alone: part of the model's weights
         elif not v.isolated:
             labels[v.id] = "not_isolated"
-        elif v.local_err is not None and v.local_err > f:
+        elif v.id not in floors:
+            labels[v.id] = "not_judged"
+            not_judged[v.id] = v.not_judged or f"no bound for {v.opr_type}"
+        elif v.local_err is not None and v.local_err > floors[v.id]:
             labels[v.id] = "root"
-            roots.append(LocalRoot(v.id, v.name, v.opr_type, v.local_err, f, v.entire_err))
+            roots.append(LocalRoot(v.id, v.name, v.opr_type, v.local_err, floors[v.id], v.entire_err))
         elif v.entire_err and v.entire_err > (v.local_err or 0.0):  # its inputs carried error
             labels[v.id] = "inherited"
         elif v.local_err:
@@ -235,21 +170,24 @@ def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = Non
             labels[v.id] = "clean"
     root_ids = {r.id for r in roots}
     came: Dict[int, Tuple[int, ...]] = {}
+    # what may hide a root: not isolated, or not judged and differing on its own inputs
+    hiding = {v.id for v in result.vars if labels.get(v.id) == "not_isolated"
+              or (labels.get(v.id) == "not_judged" and v.local_err != 0.0)}
     # with no root and nothing unmeasured there is nothing to come from: no walk (a clean model)
-    flagged = bool(root_ids) or "not_isolated" in labels.values()
+    flagged = bool(root_ids) or bool(hiding)
     inputs = {m.id: m.inputs for m in result.layerwise.measured} if flagged else {}
     for k, lab in list(labels.items()):
         if lab != "inherited":
             continue
         ups = sorted(reach(k, inputs))
-        # from its roots; else from what could not be measured (it may hide one); else its
-        # error is the rounding of operators within their floors: noise, not inherited
-        came[k] = tuple(a for a in ups if a in root_ids) or tuple(a for a in ups if labels.get(a) == "not_isolated")
+        # from its roots; else from what could not be measured or judged (it may hide one); else
+        # its error is the rounding of operators within their floors: noise, not inherited
+        came[k] = tuple(a for a in ups if a in root_ids) or tuple(a for a in ups if a in hiding)
         if not came[k]:
             del came[k]
             labels[k] = "noise"
     roots.sort(key=lambda r: (-r.margin, -r.local_err, r.id))
-    return LocalVerdict(tuple(roots), labels, came, floors)
+    return LocalVerdict(tuple(roots), labels, came, floors, not_judged)
 
 
 def over_floor_text(local_err: float, floor: float) -> str:
@@ -294,6 +232,7 @@ def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> D
                   "units": json_number(v.bound.worst) if v.bound is not None else None,
                   "units_kind": v.bound.kind if v.bound is not None else None,
                   "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
+                  "not_judged": verdict.not_judged.get(v.id),
                   "algorithm": list(result.algorithms.get(v.id, ())),
                   "unit": list(lw.var(v.id).unit)} for v in result.vars],
         "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": json_number(r.local_err),

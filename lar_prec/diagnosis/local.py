@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
@@ -33,7 +34,6 @@ from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.metrics import max_megengine_err
-from lar_prec.compare.relayout import to_plain
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.run import proc as runproc
 from lar_prec.run.config import LoadAndRun, RunConfig, bundled_load_and_run, get_config
@@ -44,10 +44,10 @@ from lar_prec.run.record import RunResult
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.run.device import RemoteSessions, RemoteSpec
 from lar_prec.dumps.algocache import chosen_algorithms, read_algo_cache
-from lar_prec.compare import bounds
-from lar_prec.diagnosis.floors import local_json, reduction_length
-from lar_prec.lar.layerwise_build import MAG_SUFFIX
-from lar_prec.compare.bounds import Bound
+from lar_prec.compare.elemwise import Step
+from lar_prec.diagnosis.floors import local_json
+from lar_prec.diagnosis.local_bounds import compute_dtype, measure_bound, plain
+from lar_prec.lar.layerwise_build import CONSTANTS_DIR, MAG_SUFFIX
 from lar_prec.lar.flags import flag_names, is_fast_run
 from lar_prec.diagnosis.local_records import (CheckResult, LayerwiseModel, LocalResult, LocalVar, MeasuredVar,
                                               feeds_from_json)
@@ -169,13 +169,27 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
                                      m["dtype"], m["static"], m["problem"], tuple(m.get("unit", ())),
                                      int(m.get("unit_reduction", 1)), _opt_str(m.get("mode")),
                                      _opt_str(m.get("magnitude")), _opt_int(m.get("axis")),
-                                     int(m.get("output_index", 0)))
+                                     int(m.get("output_index", 0)), _steps(m.get("steps") or ()))
                          for m in data["measured"])
         kept = tuple((k["id"], k["reason"]) for k in data["kept"])
+        constants = {int(k): _constant_file(out, f) for k, f in (data.get("constants") or {}).items()}
         model, ref_dump = Path(data["model"]), Path(data["ref_dump"]) if data["ref_dump"] else None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{where}: expected a layerwise model record, {type(exc).__name__}: {exc}") from None
-    return LayerwiseModel(out / "layerwise.mge", model, ref_dump, feeds, measured, kept)
+    return LayerwiseModel(out / "layerwise.mge", model, ref_dump, feeds, measured, kept, constants)
+
+
+def _constant_file(out: Path, name: Any) -> Path:
+    """A constant's file named in layerwise.json: ``<id>.npy`` in the record's constants folder
+    and nowhere else (the record is data)."""
+    if not isinstance(name, str) or not re.fullmatch(r"\d{1,20}\.npy", name):
+        raise ValueError(f"constant file {name!r}: expected <var id>.npy")
+    return out / CONSTANTS_DIR / name
+
+
+def _steps(items: Any) -> Tuple[Step, ...]:
+    return tuple(Step(int(k["id"]), _opt_str(k.get("mode")), tuple(int(u) for u in k["inputs"]), str(k["opr_type"]))
+                 for k in items)
 
 
 def _opt_str(value: Any) -> Optional[str]:
@@ -209,19 +223,6 @@ def layout_fmt(flags: Sequence[str]) -> Optional[str]:
     return None
 
 
-def _plain(arr: "np.ndarray", shape: Sequence[int], fmt: Optional[str] = None) -> "np.ndarray":
-    """``arr`` in the model's plain ``shape``: as is when it already is; reshaped when only the
-    dims' grouping differs; brought back from a packed layout (NCHW4/44/88, NHWCD4, padding cut)
-    when :mod:`lar_prec.compare.relayout` recognises one; else as dumped (another batch: the
-    graph infers its shapes again, as the user's run did)."""
-    if tuple(arr.shape) == tuple(shape):
-        return np.ascontiguousarray(arr)
-    if arr.size == int(np.prod(shape)) and arr.ndim == len(shape):
-        return np.ascontiguousarray(arr.reshape(shape))
-    plain, _det = to_plain(arr, tuple(shape), fmt=fmt)
-    return np.ascontiguousarray(plain if plain is not None else arr)
-
-
 def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by: str = "ref",
                 fmt: Optional[str] = None) -> PreparedInputs:
     """Write one ``.npy`` per feed from a dump (``by="ref"``: reference ids, ``"test"``: the
@@ -238,7 +239,7 @@ def feed_inputs(lw: LayerwiseModel, values: DumpFolder, out_dir: PathLike, *, by
         arr = np.asarray(values[vid].array())
         if f.scale:
             arr = (arr.astype(np.float64) * f.scale).astype(np.float32)
-        arr = _plain(arr.astype(f.feed_dtype), f.shape, fmt)
+        arr = plain(arr.astype(f.feed_dtype), f.shape, fmt)
         path = out / f"{f.name}.npy"
         # made in memory, hashed there and written once: a model has hundreds of feeds
         buf = io.BytesIO()
@@ -314,9 +315,9 @@ def _reference_side(lw: LayerwiseModel, ref: DumpFolder, test: Optional[DumpFold
     for m in lw.measured:
         if m.ref_id is None or m.ref_id not in ref:
             continue
-        want = _plain(ref[m.ref_id].array(), m.shape, fmt)
+        want = plain(ref[m.ref_id].array(), m.shape, fmt)
         tid = _same_var(test, m) if test is not None else None
-        entire = megengine_rel(_plain(test[tid].array(), m.shape, fmt), want) if tid is not None else None
+        entire = megengine_rel(plain(test[tid].array(), m.shape, fmt), want) if tid is not None else None
         rows[m.id] = (want, _max_abs(want), entire)
     return rows
 
@@ -340,74 +341,6 @@ def magnitude_ids(folder: DumpFolder) -> Dict[int, int]:
     return out
 
 
-def _reference_value(lw: LayerwiseModel, ref: DumpFolder, var_id: int, fmt: Optional[str]) -> Optional["np.ndarray"]:
-    """The reference's value of an operator input ``var_id`` (original id): a fed var's by its
-    reference id, a constant's under its own id (the same loader numbers both alike)."""
-    feed = next((f for f in lw.feeds if f.id == var_id), None)
-    rid = feed.ref_id if feed is not None else var_id
-    if rid is None or rid not in ref:
-        return None
-    arr = np.asarray(ref[rid].array())
-    return _plain(arr, feed.shape, fmt) if feed is not None else arr
-
-
-#: load_and_run options that compute float operators in float16
-FLOAT16_FLAGS = frozenset({"enable_ioc16", "enable_io16xc32"})
-
-
-def compute_dtype(flags: Sequence[str]) -> Optional[str]:
-    """``"float16"`` when load_and_run ``flags`` make float operators compute in float16 (their
-    floors use float16's eps and count the rounding of their inputs), else None."""
-    return "float16" if flag_names(flags) & FLOAT16_FLAGS else None
-
-
-def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "np.ndarray", ref: DumpFolder,
-                  local: DumpFolder, mags: Mapping[int, int], fmt: Optional[str],
-                  compute: Optional[str] = None) -> Optional[Bound]:
-    """How far ``got`` (m's local output) is from ``want`` (its reference), in rounding units of
-    each element's own scale (:mod:`lar_prec.compare.bounds`) in the dtype it was computed in
-    (``compute``, a coarser one than m's own under a float16 option); None where no scale is
-    known."""
-    if m.dtype not in bounds.EPS:
-        return None
-    dtype = compute if compute in bounds.EPS and bounds.EPS[compute] > bounds.EPS[m.dtype] else m.dtype
-    if m.magnitude is not None and m.id in mags:
-        mag = _plain(np.asarray(local[mags[m.id]].array()), m.shape, fmt)
-        k = reduction_length(m)
-        return bounds.measure(got, want, bounds.terms_scale(mag, k), dtype, "terms", bounds.roundings(k))
-    if m.opr_type == "SoftmaxForward" and m.axis is not None and m.inputs:
-        x = _reference_value(lw, ref, m.inputs[0], fmt)
-        if x is not None and x.shape == want.shape:
-            n = bounds.roundings(x.shape[m.axis])
-            return bounds.measure(got, want, bounds.softmax_scale(x, want, m.axis), dtype, "softmax", n)
-    if m.opr_type == "LayerNormForward" and m.axis is not None and m.inputs:
-        x = _reference_value(lw, ref, m.inputs[0], fmt)
-        if x is None or not 0 < m.axis < x.ndim:
-            return None
-        params = [_reference_value(lw, ref, u, None) for u in m.inputs[1:3]]
-        if len(params) == 2 and all(p is not None and p.shape == x.shape[m.axis:] for p in params):
-            gamma, beta = params
-        else:
-            gamma = beta = None
-        scale = bounds.layernorm_scale(x, want, m.axis, m.output_index, gamma, beta)
-        n = bounds.roundings(int(np.prod(x.shape[m.axis:])))
-        return bounds.measure(got, want, scale, dtype, "layernorm", n)
-    return None
-
-
-def bound_of(lw: LayerwiseModel, m: MeasuredVar, ref: DumpFolder, local: DumpFolder, outs: Mapping[int, int],
-             mags: Mapping[int, int], fmt: Optional[str], compute: Optional[str] = None) -> Optional[Bound]:
-    """:func:`measure_bound` of measured var ``m`` read from the dumps (its local output in
-    ``local`` under ``outs``' id, its reference in ``ref``); None when it has no scale."""
-    if m.magnitude is None and m.opr_type not in ("SoftmaxForward", "LayerNormForward"):
-        return None
-    if m.id not in outs or m.ref_id is None or m.ref_id not in ref:
-        return None
-    want = _plain(np.asarray(ref[m.ref_id].array()), m.shape, fmt)
-    got = _plain(np.asarray(local[outs[m.id]].array()), m.shape, fmt)
-    return measure_bound(lw, m, got, want, ref, local, mags, fmt, compute) if got.shape == want.shape else None
-
-
 def local_outputs(result: LocalResult, fmt: Optional[str] = None) -> "Callable[[int], Optional[np.ndarray]]":
     """``value(var id)``: the test kernel's output of measured var ``var_id`` (original id) on the
     reference's inputs, from the layerwise run, in the model's plain shape (``fmt``: the layout
@@ -421,7 +354,7 @@ def local_outputs(result: LocalResult, fmt: Optional[str] = None) -> "Callable[[
         m = measured.get(var_id)
         if m is None or var_id not in outs or var_id not in isolated:
             return None
-        return _plain(np.asarray(folder[outs[var_id]].array()), m.shape, fmt)
+        return plain(np.asarray(folder[outs[var_id]].array()), m.shape, fmt)
 
     return value
 
@@ -633,19 +566,19 @@ def local_errors(model: PathLike, ref_dump: PathLike, test_config: "str | RunCon
     mags = magnitude_ids(local)
     for m in lw.measured:
         local_err = None
-        scale = bound = None
+        scale = bound = why = None
         want, ref_scale, entire = pre.get(m.id, (None, None, None))
         if m.id in outs and m.ref_id is not None:
             if want is None:  # not read beside the run: read here (and fail here, as it would)
-                want = _plain(ref[m.ref_id].array(), m.shape, fmt)
+                want = plain(ref[m.ref_id].array(), m.shape, fmt)
                 ref_scale = _max_abs(want)
-            got = _plain(local[outs[m.id]].array(), m.shape, fmt)
+            got = plain(local[outs[m.id]].array(), m.shape, fmt)
             local_err = megengine_rel(got, want)
             scale = ref_scale
-            bound = measure_bound(lw, m, got, want, ref, local, mags, fmt, compute_dtype(cfg.flags))
+            bound, why = measure_bound(lw, m, got, want, ref, local, mags, fmt, compute_dtype(cfg.flags))
         problem = m.problem or iso.get(m.id)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, local_err, entire, problem is None, problem, scale,
-                             bound))
+                             bound, why))
     try:
         algorithms = algorithms_run(lw, cfg)
     except UsageError as exc:  # an unreadable cache: floors without it, and say so

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, List, Optional, Tuple
 
-from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, compute_dtype, local_errors
+from lar_prec.diagnosis.local import DEFAULT_TIMEOUT, local_errors
+from lar_prec.diagnosis.local_bounds import compute_dtype
 from lar_prec.diagnosis.local_records import LocalResult
 from lar_prec.diagnosis.floors import LocalVerdict, local_json, local_roots, noise_floors
 from lar_prec.outputs import atomic_write_text, json_text

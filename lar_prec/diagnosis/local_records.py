@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from lar_prec.compare.bounds import Bound
+from lar_prec.compare.elemwise import Step
 from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
 
@@ -81,6 +82,9 @@ class MeasuredVar:
     axis: Optional[int] = None
     #: which output of its operator this var is (LayerNorm: 0 values, 1 mean, 2 rstd)
     output_index: int = 0
+    #: its unit's operators then its own, in execution order (a unit only): what the
+    #: elementwise bound evaluates step by step
+    steps: Tuple[Step, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,9 @@ class LayerwiseModel:
     feeds: Tuple[Feed, ...]
     measured: Tuple[MeasuredVar, ...]
     kept: Tuple[Tuple[int, str], ...]
+    #: var id -> the .npy file of a constant's values the reference dump lacks (the build wrote
+    #: them beside the model: ``constants/<id>.npy``)
+    constants: Mapping[int, Path] = field(default_factory=dict)
 
     @property
     def not_isolated(self) -> Dict[int, str]:
@@ -134,6 +141,9 @@ class LocalVar:
     #: the local difference in rounding units of each element's own scale
     #: (:mod:`lar_prec.compare.bounds`; None where no scale is known for the operator)
     bound: Optional[Bound] = None
+    #: why its operator is not judged (no bound for its type, or its bound could not be
+    #: measured); None when it has a bound or is exact (:mod:`lar_prec.diagnosis.local_bounds`)
+    not_judged: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from lar_prec.lar import quickimport
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.lar.graph_records import probe_softmax_axis as _probe_softmax_axis
+from lar_prec.oprules import rule as _rule
 
 #: schema of layerwise.json
 SCHEMA = "lar-prec.layerwise/1"
@@ -46,17 +47,6 @@ SHAPE_SLOTS = frozenset({("Reshape", 1), ("Broadcast", 1)})
 FEEDABLE = frozenset({"float32", "float16", "int32", "int16", "int8", "uint8", "uint16"})
 #: suffix of every measured output's name in the layerwise model: ``<name>.lw<original id>``
 OUT_SUFFIX = re.compile(r"\.lw(\d+)$")
-#: operators whose output element is a sum of products (or of terms) of their inputs, by the
-#: modes where it is: the same operator on the absolute values of its inputs gives each
-#: element's sum of |terms|, the scale of its rounding (``shared/reference/layerwise.md``;
-#: a mode of None means any). ConvBias only without a nonlinearity that bends the sum.
-SUM_OF_TERMS = {
-    "ConvolutionForward": None, "Convolution3DForward": None, "MatrixMul": None, "BatchedMatrixMul": None,
-    "Dot": None, "ConvBiasForward": frozenset({"IDENTITY", "RELU"}),
-    "Reduce": frozenset({"SUM", "MEAN", "SUM_SQR"}),
-    "PoolingForward": frozenset({"AVERAGE", "AVERAGE_COUNT_EXCLUDE_PADDING"}),
-    "AdaptivePoolingForward": frozenset({"AVERAGE", "AVERAGE_COUNT_EXCLUDE_PADDING"}),
-}
 #: suffix of the output holding a measured var's sum of |terms|: ``<name>.mag<original id>``
 MAG_SUFFIX = ".mag"
 
@@ -72,19 +62,31 @@ def output_name(var_id: int, name: str) -> str:
     return f"{name}.lw{var_id}"
 
 
-def _ref_ids(ref_dump: Optional[str]) -> Tuple[Dict[int, str], Dict[str, List[int]], Dict[int, str]]:
-    """Var id -> name, name -> ids and var id -> operator type of the reference dump (empty
-    without one)."""
+def _ref_ids(ref_dump: Optional[str]) -> Tuple[Dict[int, str], Dict[str, List[int]], Dict[int, str],
+                                               Dict[int, Tuple[int, ...]]]:
+    """Var id -> name, name -> ids, var id -> operator type and var id -> shape of the reference
+    dump (empty without one)."""
     if not ref_dump:
-        return {}, {}, {}
+        return {}, {}, {}, {}
 
     folder = DumpFolder(ref_dump)
     by_id = {d.id: d.var.name for d in folder}
     types = {d.id: d.var.opr_type for d in folder}
+    shapes = {d.id: tuple(int(x) for x in d.shape) for d in folder}
     by_name: Dict[str, List[int]] = {}
     for vid, name in by_id.items():
         by_name.setdefault(name, []).append(vid)
-    return by_id, by_name, types
+    return by_id, by_name, types, shapes
+
+
+def _static_shape(var: Any) -> Optional[Tuple[int, ...]]:
+    """The var's shape when the graph knows it before running (None: known only at run time,
+    as TopK's with a k fed at run time, NMS's outputs and what they index)."""
+    try:
+        shape = var.shape
+        return tuple(int(d) for d in shape) if shape is not None else None
+    except (TypeError, ValueError, RuntimeError):
+        return None
 
 
 def _match_ref(var: Any, by_id: Dict[int, str], by_name: Dict[str, List[int]],
@@ -132,16 +134,15 @@ def _mode(opr: Any) -> Optional[str]:
     mode = p.get("mode", p.get("nonlineMode"))
     if opr.type.startswith("ConvBias"):
         mode = p.get("nonlineMode")
+    elif "imode" in p:  # resize, warps, remap: the interpolation
+        mode = p.get("imode")
     return mode if isinstance(mode, str) else None
 
 
 def sums_terms(opr_type: str, mode: Optional[str]) -> bool:
-    """Whether each output element of an operator of this type and mode (its ``mode``, or
-    ConvBias's nonlinearity) is a sum of terms (:data:`SUM_OF_TERMS`)."""
-    if opr_type not in SUM_OF_TERMS:
-        return False
-    modes = SUM_OF_TERMS[opr_type]
-    return modes is None or mode in modes
+    """Whether an operator of this type and mode gets a twin on the absolute values of its inputs
+    (its sum of |terms|: :func:`lar_prec.oprules.rule`)."""
+    return _rule(opr_type, mode).twin
 
 
 def _magnitude(var: Any, cur: Any) -> Any:
@@ -152,11 +153,31 @@ def _magnitude(var: Any, cur: Any) -> Any:
     from megengine.core.ops.builtin import Elemwise
     from megengine.core.tensor import megbrain_graph as G
 
+    slots = _rule(var.owner.type, _mode(var.owner)).slots
     absolute = {u: G.apply_normal_varnode(Elemwise(Elemwise.Mode.ABS), u)[0]
-                for u in cur.owner.inputs if _dtype_info(u)["dtype"] in ("float32", "float16")}
-    mag = cgt.replace_vars([cur], absolute)[0]
+                for k, u in enumerate(cur.owner.inputs)
+                if (slots is None or k in slots) and _dtype_info(u)["dtype"] in ("float32", "float16")}
+    mode = _mode(var.owner)
+    if var.owner.type == "ConvBiasForward" and mode not in ("IDENTITY", "RELU"):
+        # the sum before its nonlinearity: the same ConvBias without it, on the absolute values
+        mag = G.apply_normal_varnode(_conv_bias_identity(var.owner), *[absolute.get(u, u) for u in cur.owner.inputs])[0]
+    else:
+        mag = cgt.replace_vars([cur], absolute)[0]
     mag.name = f"{var.name}{MAG_SUFFIX}{var.id}"
     return mag
+
+
+def _conv_bias_identity(opr: Any) -> Any:
+    """A ConvBias with ``opr``'s parameters and no nonlinearity."""
+    # megengine only in the build's own process
+    from megengine.core.ops.builtin import ConvBias
+
+    p = _params(opr)
+    enums = {"mode": ConvBias.Mode, "sparse": ConvBias.Sparse, "format": ConvBias.Format,
+             "compute_mode": ConvBias.ComputeMode}
+    kw = {k: getattr(enums[k], p[k]) if k in enums else p[k] for k in (
+        "mode", "sparse", "format", "compute_mode", "pad_h", "pad_w", "stride_h", "stride_w", "dilate_h", "dilate_w")}
+    return ConvBias(nonlineMode=ConvBias.NonlineMode.IDENTITY, **kw)
 
 
 def _is_static(var: Any, static: set) -> bool:
@@ -282,7 +303,12 @@ def _axis(graph: Any, opr: Any) -> Optional[int]:
     the first normalised axis of a LayerNorm (its mean output drops the normalised axes)."""
     if opr.type == "SoftmaxForward":
         axis = _params(opr).get("axis")
-        return axis if isinstance(axis, int) else _probe_softmax_axis(graph, opr)
+        if isinstance(axis, int):
+            return axis
+        try:
+            return _probe_softmax_axis(graph, opr)
+        except (RuntimeError, TypeError, ValueError):  # no static shape to probe with: no axis, not judged
+            return None
     if opr.type == "LayerNormForward" and len(opr.outputs) > 1:
         try:
             return len(opr.outputs[1].shape)
@@ -313,10 +339,18 @@ def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", o
         ref_dump = ref_dump()
         if ref_dump is None:
             return {}
-    by_id, by_name, types = _ref_ids(ref_dump)
+    by_id, by_name, types, ref_shapes = _ref_ids(ref_dump)
     plan = _plan(oprs, by_id, by_name, types)
     problems, units = _isolation_problems(oprs, plan)
+    plan["units"] = units
     unit_k = _unit_reductions(oprs, units)
+
+    def shape_of(v: Any) -> Optional[Tuple[int, ...]]:
+        """The static shape, else (known only at run time) the reference dump's."""
+        got = _static_shape(v)
+        rid = plan["ref"].get(v.id)
+        return got if got is not None else ref_shapes.get(rid) if rid is not None else None
+
     measured = plan["measured"]
     if only is not None:
         owner = next((v.owner for v in measured if v.id == only), None)
@@ -328,35 +362,57 @@ def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", o
         plan["cut"] = [v for v in plan["cut"] if v.id in needed]
     cur = {v.id: v for v in measured}
     feeds: List[Dict[str, Any]] = []
+    not_fed: Dict[int, str] = {}  # var id -> why it stayed computed although it was to be fed
     for v in reversed(plan["cut"]):
         info = _dtype_info(v)
         is_input = v.owner.type == "Host2DeviceCopy"
         fname = v.name if is_input else feed_name(v.id, v.name)
-        h = make_h2d(v.graph, v.comp_node, np.dtype(info["feed_dtype"]), v.shape, fname)
-        if info["convert"]:
-            h = G.apply_normal_varnode(TypeCvt(dtype=v.dtype), h)[0]
-        others = [k for k in cur if k != v.id]
-        if others:
-            # v itself is not in the destination list: it stays computed by its operator
-            new = cgt.replace_vars([cur[k] for k in others], {v: h})
-            cur.update(zip(others, new))
+        shape = shape_of(v)
+        if shape is None:
+            not_fed[v.id] = "its shape is known only at run time and the reference dump has no value of it"
+            continue
+        try:  # var by var: one var MegEngine cannot feed leaves the others measured
+            h = make_h2d(v.graph, v.comp_node, np.dtype(info["feed_dtype"]), shape, fname)
+            if info["convert"]:
+                h = G.apply_normal_varnode(TypeCvt(dtype=v.dtype), h)[0]
+            others = [k for k in cur if k != v.id]
+            if others:
+                # v itself is not in the destination list: it stays computed by its operator
+                new = cgt.replace_vars([cur[k] for k in others], {v: h})
+                cur.update(zip(others, new))
+        except (RuntimeError, TypeError, ValueError) as exc:
+            not_fed[v.id] = f"MegEngine could not feed it: {_first_line(exc)}"
+            continue
         feeds.append({"name": fname, "id": v.id, "var_name": v.name, "ref_id": plan["ref"].get(v.id),
-                      "shape": [int(d) for d in v.shape], "model_input": is_input, **info})
+                      "shape": list(shape), "model_input": is_input, **info})
+    for opr in oprs:  # an operator reading a var that could not be fed is not isolated
+        bad = [f"{u.name} (id {u.id}: {not_fed[u.id]})" for u in opr.inputs if u.id in not_fed]
+        for v in opr.outputs:
+            if bad and v.id in cur and not problems.get(v.id):
+                problems[v.id] = "reads computed " + ", ".join(bad)
     outputs = []
     magnitudes: Dict[int, str] = {}
+    unmeasured: Dict[int, str] = {}
     if only is None:  # a repro model has no use for them
         for v in measured:
             if (sums_terms(v.owner.type, _mode(v.owner)) and v.id not in plan["static"] and not problems.get(v.id)
                     and _dtype_info(v)["dtype"] in ("float32", "float16")):
-                outputs.append(_magnitude(v, cur[v.id]))
-                magnitudes[v.id] = outputs[-1].name
+                try:
+                    outputs.append(_magnitude(v, cur[v.id]))
+                    magnitudes[v.id] = outputs[-1].name
+                except (RuntimeError, TypeError, ValueError) as exc:
+                    unmeasured[v.id] = f"its twin on absolute values could not be built: {_first_line(exc)}"
     for k, var in cur.items():
-        var.name = output_name(k, var.name)
-        info = _dtype_info(var)
-        if info["convert"] or info["feed_dtype"] is None:
-            # lite refuses Bool and quantized outputs: output a float32 copy, read var from the dump
-            var = G.apply_normal_varnode(TypeCvt(dtype=np.dtype("float32")), var)[0]
-            var.name = output_name(k, "") + ".out"
+        try:
+            var.name = output_name(k, var.name)
+            info = _dtype_info(var)
+            if info["convert"] or info["feed_dtype"] is None:
+                # lite refuses Bool and quantized outputs: output a float32 copy, read var from the dump
+                var = G.apply_normal_varnode(TypeCvt(dtype=np.dtype("float32")), var)[0]
+                var.name = output_name(k, "") + ".out"
+        except (RuntimeError, TypeError, ValueError) as exc:
+            unmeasured[k] = f"MegEngine could not make it an output: {_first_line(exc)}"
+            continue
         outputs.append(var)
     # a cut var whose every consumer stayed unmeasured feeds nothing: the dump prunes its
     # input, so the record must not list it (a run would be given an input the model lacks)
@@ -366,19 +422,84 @@ def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", o
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "layerwise.mge").write_bytes(buf)
-    meas = [{"id": v.id, "name": v.name, "ref_id": plan["ref"][v.id], "opr": v.owner.name,
-             "opr_type": v.owner.type, "output": output_name(v.id, v.name),
-             "inputs": [u.id for u in v.owner.inputs], "input_shapes": [[int(d) for d in u.shape] for u in v.owner.inputs],
-             "shape": [int(d) for d in v.shape], "dtype": _dtype_info(v)["dtype"],
-             "static": v.id in plan["static"], "problem": problems.get(v.id), "unit": units.get(v.id, []),
-             "unit_reduction": unit_k.get(v.id, 1), "mode": _mode(v.owner), "magnitude": magnitudes.get(v.id),
-             "axis": _axis(loaded.graph, v.owner), "output_index": list(v.owner.outputs).index(v)}
-            for v in measured]
+    meas = []
+    for v in measured:
+        shape = shape_of(v)
+        in_shapes = [shape_of(u) for u in v.owner.inputs]
+        if v.id in unmeasured or shape is None:
+            plan["kept"][v.id] = "not measured: " + unmeasured.get(v.id, "its shape is known only at run time")
+            continue
+        meas.append({"id": v.id, "name": v.name, "ref_id": plan["ref"][v.id], "opr": v.owner.name,
+                     "opr_type": v.owner.type, "output": output_name(v.id, v.name),
+                     "inputs": [u.id for u in v.owner.inputs],
+                     "input_shapes": [list(s) if s is not None else [] for s in in_shapes],
+                     "shape": list(shape), "dtype": _dtype_info(v)["dtype"],
+                     "static": v.id in plan["static"], "problem": problems.get(v.id), "unit": units.get(v.id, []),
+                     "unit_reduction": unit_k.get(v.id, 1), "mode": _mode(v.owner), "magnitude": magnitudes.get(v.id),
+                     "axis": _axis(loaded.graph, v.owner), "output_index": list(v.owner.outputs).index(v),
+                     "steps": _steps(v, units.get(v.id, []), oprs)})
+    constants = _save_constants(measured, oprs, plan, out) if only is None else {}
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only, "built_beside_runs": beside,
-              "feeds": list(reversed(feeds)), "measured": meas,
-              "kept": [{"id": k, "reason": r} for k, r in sorted(plan["kept"].items())]}
+              "feeds": list(reversed(feeds)), "measured": meas, "constants": constants,
+              "kept": [{"id": k, "reason": r} for k, r in sorted({**plan["kept"], **not_fed}.items())]}
     atomic_write_text(out / "layerwise.json", json_text(record), what="layerwise model record")
     return record
+
+
+#: the largest constant whose values the build writes beside the model (elements)
+CONSTANT_LIMIT = 1 << 18
+#: the folder of those values: ``constants/<var id>.npy``
+CONSTANTS_DIR = "constants"
+
+
+def _save_constants(measured: Sequence[Any], oprs: Sequence[Any], plan: Dict[str, Any], out: Path) -> Dict[str, str]:
+    """The values of the constants (stored, or computed from constants alone) that a measured
+    operator or its unit reads, as this model holds them: written as ``constants/<id>.npy`` for
+    the bounds of elementwise operators, which need every input's value (the reference dump
+    may lack one: lite folds some at load, and a folded one is never dumped; and its ids are
+    another graph's when the model was rewritten). Var id -> file name."""
+    # numpy only in the build's own process
+    import numpy as np
+
+    owners = {v.id: v for opr in oprs for v in opr.outputs}
+    wanted: Dict[int, Any] = {}
+    for v in measured:
+        for u in v.owner.inputs:
+            wanted.setdefault(u.id, u)
+        for k in plan.get("units", {}).get(v.id, ()):
+            for u in owners[k].owner.inputs if k in owners else ():
+                wanted.setdefault(u.id, u)
+    saved: Dict[str, str] = {}
+    for vid, u in wanted.items():
+        if not _is_static(u, plan["static"]):
+            continue
+        try:
+            value = np.asarray(u.value)
+        except (RuntimeError, TypeError, ValueError, AttributeError):  # not inferable before running
+            continue
+        if value.dtype.kind not in "fiub" or value.size > CONSTANT_LIMIT:
+            continue
+        (out / CONSTANTS_DIR).mkdir(exist_ok=True)
+        np.save(out / CONSTANTS_DIR / f"{vid}.npy", value, allow_pickle=False)
+        saved[str(vid)] = f"{vid}.npy"
+    return saved
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+def _steps(var: Any, unit: Sequence[int], oprs: Sequence[Any]) -> List[Dict[str, Any]]:
+    """The operators of a measured var's unit (fused at load: no reference value of their own),
+    then its own, in execution order: what the elementwise bound evaluates step by step."""
+    if not unit:
+        return []
+    owners = {v.id: opr for opr in oprs for v in opr.outputs}
+    ids = [k for k in unit if k in owners] + [var.id]
+    order = {v.id: i for i, opr in enumerate(oprs) for v in opr.outputs}
+    return [{"id": k, "opr_type": owners[k].type, "mode": _mode(owners[k]), "inputs": [u.id for u in owners[k].inputs]}
+            for k in sorted(ids, key=lambda k: order.get(k, 0))]
 
 
 def scale_const(model: str, const_name: str, factor: float, out: str) -> None:

@@ -60,6 +60,8 @@ def _var_extra(la: LocalAnalysis, lv: Any, to_report: Mapping[int, int]) -> Dict
         d["margin"] = json_number(lv.local_err / floor) if lv.local_err is not None else None
     if lv.problem:
         d["not_isolated_why"] = lv.problem
+    if vid in la.verdict.not_judged:
+        d["not_judged"] = la.verdict.not_judged[vid]
     return d
 
 
@@ -67,8 +69,8 @@ def _restatus(v: Any, la: LocalAnalysis, local_id: int) -> Any:
     """A var's status by local error: a root diverges; noise, or error inherited from no root
     (and from nothing unmeasured), is ok. Other statuses (nonfinite, missing, ...) stay."""
     label = v.extra.get("label")
-    if v.status not in ("ok", "divergent") or label is None:
-        return v
+    if v.status not in ("ok", "divergent") or label in (None, "not_judged"):
+        return v  # not judged by local error: the dump-only rule's status stands
     if label == "root" and v.status == "ok":
         err = v.extra.get("local_err")
         return replace(v, status="divergent", note=f"local error {'non-finite' if err is None else format(err, '.3g')} "
@@ -102,6 +104,22 @@ def _local_roots(by_id: Mapping[int, ReportVar], la: LocalAnalysis, paths: Mappi
     return tuple(out)
 
 
+def _not_judged_roots(by_id: Mapping[int, ReportVar], la: LocalAnalysis, roots: Sequence[ReportRoot],
+                      to_local: Mapping[int, int]) -> Tuple[ReportRoot, ...]:
+    """The dump-only rule's roots at operators local error does not judge (no bound): their
+    error is not absorbed as noise (issue 51 #1), it is judged as a dump without the model is."""
+    out = []
+    for r in roots:
+        lid = to_local.get(r.id, r.id)
+        why = la.verdict.not_judged.get(lid)
+        v = by_id.get(r.id)
+        if why is None or v is None or v.status == "ok":
+            continue
+        out.append(replace(r, note=f"not judged by local error ({why}); rooted by the dump-only rule",
+                           extra={**r.extra, "rule": "dump", "not_judged": why}))
+    return tuple(out)
+
+
 def local_summary(la: LocalAnalysis, roots_by: str) -> Dict[str, Any]:
     """The report's top-level ``local`` object: config, checks, what could not be isolated."""
     res, lw = la.result, la.result.layerwise
@@ -114,6 +132,9 @@ def local_summary(la: LocalAnalysis, roots_by: str) -> Dict[str, Any]:
                     "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in res.checks],
         "not_isolated": [{"id": to_report.get(k, k), "name": by_id[k].name if k in by_id else None, "why": w}
                          for k, w in lw.not_isolated.items()],
+        "not_judged": [{"id": to_report.get(k, k), "name": by_id[k].name if k in by_id else None,
+                        "opr_type": by_id[k].opr_type if k in by_id else None, "why": w}
+                       for k, w in la.verdict.not_judged.items()],
         "repros": [str(p) for p in la.repros],
         # where the layerwise model ran: the test run's binary (and device)
         "runs": [{"label": r.label, "dir": str(r.dir), "argv": list(r.argv), "returncode": r.returncode,
@@ -137,6 +158,13 @@ def notes_for(la: LocalAnalysis) -> List[str]:
     if any(c.status == "skipped" for c in la.result.checks):
         notes.append("local checks run: isolation only (reference self-check and test-fed check cost two more "
                      "runs: --local-checks)")
+    nj = la.verdict.not_judged
+    if nj:
+        by_id = la.result.by_id()
+        kinds = sorted({w for w in nj.values()})
+        notes.append(f"{len(nj)} operator(s) not judged by local error (no bound: their error goes to the dump-only "
+                     f"rule, never counted as noise): " + "; ".join(kinds[:4]) + (" ..." if len(kinds) > 4 else "")
+                     + " (" + ", ".join(by_id[k].name for k in list(nj)[:5] if k in by_id) + (" ..." if len(nj) > 5 else "") + ")")
     notes.extend(la.repro_errors)
     return notes
 
@@ -189,4 +217,5 @@ def local_columns(vars_: Sequence[ReportVar], roots: Sequence[ReportRoot], la: O
                 paths[rid] = ()
     extra["dump_roots"] = [r.to_json() for r in roots]
     by_id = {v.id: v for v in out}
-    return LocalColumns(tuple(out), _local_roots(by_id, la, paths, to_report), tuple(notes_for(la)), extra)
+    found = _local_roots(by_id, la, paths, to_report) + _not_judged_roots(by_id, la, roots, to_local)
+    return LocalColumns(tuple(out), found, tuple(notes_for(la)), extra)

@@ -10,7 +10,8 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 from lar_prec.compare.bounds import TERMS_C
 from lar_prec.compare.tolerance import arithmetic_dtype, output_tolerance
 from lar_prec.diagnosis.graphinfo import describe_model
-from lar_prec.diagnosis.local import compute_dtype, local_outputs
+from lar_prec.diagnosis.local import local_outputs
+from lar_prec.diagnosis.local_bounds import compute_dtype
 from lar_prec.diagnosis.local_analysis import LocalAnalysis
 from lar_prec.diagnosis.oracle import RootSide, root_sides
 from lar_prec.dumps.folder import DumpFolder

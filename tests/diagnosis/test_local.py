@@ -19,8 +19,11 @@ import pytest
 from conftest import ROOT, run_lar
 from lar_prec.errors import UsageError
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.diagnosis.floors import DATA_MOVEMENT, TERMS_C, local_roots, noise_floors, reduction_length
-from lar_prec.diagnosis.local import build_layerwise, isolation_check, local_errors, megengine_rel, scale_constant
+from lar_prec.compare.growth import DATA_MOVEMENT
+from lar_prec.diagnosis.floors import TERMS_C, local_roots, noise_floors, reduction_length
+from lar_prec.diagnosis.local import (build_layerwise, isolation_check, local_errors, magnitude_ids, megengine_rel,
+                                      output_ids, scale_constant)
+from lar_prec.diagnosis.local_bounds import bound_of
 from lar_prec.diagnosis.replay import make_repro, make_repros, replay
 
 
@@ -157,14 +160,18 @@ def test_float16_compute_dtype_widens_every_float_floor(clean):
         assert f16[v.id] >= f32[v.id]
         if v.opr_type in DATA_MOVEMENT:  # exact in float32; one float16 ulp of the rounded input
             assert f32[v.id] == 0.0 and 0.0 < f16[v.id] <= 2.0 ** -10
-        elif v.opr_type == "Elemwise":
-            # its own ulps in float16, plus the rounding of each input into float16 (an
-            # addition with cancellation keeps the inputs' absolute rounding)
-            ins = [u for u in result.layerwise.var(v.id).inputs if u in result.by_id()]
-            rounding = 2.0 ** -10 * sum(result.by_id()[u].ref_max_abs for u in ins)
-            assert f16[v.id] == pytest.approx(f32[v.id] * 2.0 ** 13 + rounding)
-            if ins:
-                assert rounding > 0
+    # an elementwise operator measured as computed in float16: float16's units of its formula,
+    # plus what rounding each input to float16 changes (an addition with cancellation keeps it)
+    lw = result.layerwise
+    ref, local = DumpFolder(result.ref_dump), DumpFolder(result.local_dump)
+    outs, mags = output_ids(local), magnitude_ids(local)
+    elems = [m for m in lw.measured if m.opr_type == "Elemwise"]
+    assert elems
+    for m in elems:
+        b32, why32 = bound_of(lw, m, ref, local, outs, mags, None)
+        b16, why16 = bound_of(lw, m, ref, local, outs, mags, None, "float16")
+        assert why32 is None and why16 is None and b32.dtype == "float32" and b16.dtype == "float16"
+        assert b16.unit_scale >= b32.unit_scale * 2.0 ** 13 * 0.999
     # a sum's bound carries the dtype it was measured in (float32 here: the run computed in it)
     conv = [v.id for v in result.vars if v.opr_type == "ConvolutionForward"]
     assert conv and all(f16[i] == f32[i] for i in conv)

@@ -28,8 +28,8 @@ from lar_prec.errors import LarPrecError, RunTimeout
 from lar_prec.diagnosis.floors import LocalRoot, local_json, local_roots, noise_floors
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.diagnosis.local_records import CheckResult, LayerwiseModel, LocalResult, LocalVar
+from lar_prec.diagnosis.local_bounds import bound_of
 from lar_prec.diagnosis.local import (
-    bound_of,
     build_layerwise,
     feed_inputs,
     isolation_check,
@@ -179,8 +179,9 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
             missing.append((m.name, f"not comparable under this option: {note}"))
             continue
         problem = m.problem or iso_why.get(m.id)
+        bound, why = bound_of(lw, m, ref, dump, outs, mags, fmt, compute_dtype)
         rows.append(LocalVar(m.id, m.name, m.opr_type, m.dtype, err, entire.get(m.name), problem is None, problem,
-                             prep.ref_max_abs.get(m.ref_id), bound_of(lw, m, ref, dump, outs, mags, fmt, compute_dtype)))
+                             prep.ref_max_abs.get(m.ref_id), bound, why))
     if not rows:  # nothing to judge by: the option keeps its dump-only verdict
         first = f" (first: {missing[0][0]}: {missing[0][1]})" if missing else ""
         return OptionLocal(False, why="local error could not be measured: no operator's output was comparable "

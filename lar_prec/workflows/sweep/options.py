@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from lar_prec.compare.tolerance import OutputTolerance, arithmetic_dtype
-from lar_prec.diagnosis.local import compute_dtype
+from lar_prec.diagnosis.local_bounds import compute_dtype
 from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.sweep.local import OptionLocal
