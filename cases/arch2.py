@@ -131,8 +131,9 @@ def _nms(boxes, iou: float, max_output: int):
 def case_lstm_lm(rng):
     """An LSTM language model: int32 token ids (2 sequences of 8 over a vocabulary of 50) through
     an embedding table of width 16 (M.Embedding: an indexing of the table), MegEngine's fused
-    LSTM operator (M.LSTM, one layer of 32 hidden, its weights one flattened constant) and a
-    linear head over the vocabulary."""
+    LSTM operator (M.LSTM, one layer of 32 hidden; it traces, dumps and runs under the bundled
+    load_and_run, naive too; its input, recurrent weights and biases are one flattened constant,
+    ``lstm._flatten_weights``) and a linear head over the vocabulary."""
     _, F, M, _ = _mge()
     vocab = 50
 
@@ -171,7 +172,11 @@ def case_swin(rng):
     """Two Swin blocks on an 8x8 map of 32 channels: LayerNorm, 4x4 window partition (reshape,
     transpose), 2-head attention whose scores get a relative-position bias (a learned 49x2 table
     gathered by a constant index), softmax, window reverse, GELU MLP, residuals; the second block
-    shifts its windows by 2 (F.roll there and back, with the shifted windows' attention mask)."""
+    shifts its windows by 2 (F.roll there and back, with the shifted windows' attention mask).
+
+    optimize_for_inference folds the gather of the table (both constants) into one constant per
+    block, merged into a MultipleDeviceTensorHolder: the dumped model holds the gathered bias,
+    named ``blocks.<i>.attn.rel_pos_bias`` (1 x heads x 16 x 16), not the table."""
     mge, F, M, _ = _mge()
     res, c, heads, ws = 8, 32, 2, 4
     n = ws * ws
