@@ -24,6 +24,8 @@ class Case:
     runs_in_lite: bool
     note: str
     dtype: str
+    #: constants a fault benchmark scales (names of constant vars in the model), if any
+    fault_consts: Tuple[str, ...] = ()
 
     def input_specs(self) -> Tuple[str, ...]:
         """The inputs as load_and_run ``--input`` items, ``name:path.npy``."""
@@ -44,5 +46,6 @@ def load_manifest(build_dir: Optional[Path] = None) -> Dict[str, Case]:
             runs_in_lite=c["runs_in_lite"],
             note=c.get("note", ""),
             dtype=c.get("dtype", "float32"),
+            fault_consts=tuple(c.get("fault_consts", ())),
         )
     return cases

@@ -9,34 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _mge():
-    from cases.build import _mge as mge
-
-    return mge()
-
-
-def _randomize_bn(net, rng) -> None:
-    """Running statistics as a trained BatchNorm has them (the fused conv's weights then vary
-    per channel, as in a real model)."""
-    _, _, M, _ = _mge()
-    for m in net.modules():
-        if isinstance(m, M.BatchNorm2d):
-            c = m.running_mean.shape[1]
-            m.running_mean._reset(rng.uniform(-0.3, 0.3, size=(1, c, 1, 1)).astype("float32"))
-            m.running_var._reset(rng.uniform(0.5, 2.0, size=(1, c, 1, 1)).astype("float32"))
-            m.weight._reset(rng.uniform(0.6, 1.4, size=(1, c, 1, 1)).astype("float32"))
-            m.bias._reset(rng.uniform(-0.2, 0.2, size=(1, c, 1, 1)).astype("float32"))
-
-
-def _randomize_biases(net, rng) -> None:
-    """Biases as a trained model has them (MegEngine initialises them to zero, and a fault
-    scaled into a zero bias changes nothing)."""
-    _, _, M, _ = _mge()
-    for m in net.modules():
-        if isinstance(m, (M.Linear, M.Conv2d)) and m.bias is not None:
-            b = m.bias.numpy()
-            m.bias._reset(rng.uniform(-0.1, 0.1, size=b.shape).astype("float32"))
+from cases.common import mge as _mge, randomize_biases as _randomize_biases, randomize_bn as _randomize_bn
 
 
 def case_vit(rng):

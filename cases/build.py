@@ -1,7 +1,9 @@
 """Build the real models tests and the demo use: ``python -m cases.build --out cases/build``.
 
 Each case is traced with fixed seeds and dumped to ``<name>/model.mge`` with one ``.npy`` per
-input; ``manifest.json`` indexes them. megengine is imported only here (and in lar.py).
+input; ``manifest.json`` indexes them, with each case's fault constants (``fault_consts``: the
+constants a fault benchmark scales, checked present in the dumped model). megengine is imported
+only by the case modules (through ``cases.common``) and by lar_prec's runners.
 """
 from __future__ import annotations
 
@@ -17,29 +19,9 @@ from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
-from cases import arch, qchain
+from cases import arch, arch2, qchain
+from cases.common import SEED, missing_consts, mge as _mge, seed as _seed
 
-SEED = 20261122
-
-
-def _mge():
-    import warnings
-
-    # numpy warns about float32 subnormals while megengine's quantization code probes finfo.
-    warnings.filterwarnings("ignore", message="The value of the smallest subnormal")
-    import megengine as mge
-    import megengine.functional as F
-    import megengine.module as M
-    from megengine.jit import trace
-
-    return mge, F, M, trace
-
-
-def _seed() -> np.random.RandomState:
-    mge, _, _, _ = _mge()
-    np.random.seed(SEED)
-    mge.random.seed(SEED)
-    return np.random.RandomState(SEED)
 
 
 def _dump(fn, module, inputs: Dict[str, np.ndarray], path: Path, optimize: bool = True) -> None:
@@ -544,6 +526,16 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
      {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
     *MBV2_CASES,
+    ("unet", arch2.case_unet, "U-Net: conv-BN-relu stages, two max pooling downs, a ConvTranspose2d up and a bilinear "
+     "resize up, concat skips", arch2.extra("unet")),
+    ("dethead", arch2.case_dethead, "detection head: convs, box decoding (exp, mul, add), sigmoid scores, TopK with k a "
+     "model input, boxes gathered by its indices, NMS", arch2.extra("dethead")),
+    ("lstm_lm", arch2.case_lstm_lm, "LSTM language model: int32 token ids, embedding table indexing, MegEngine's fused "
+     "LSTM operator, vocabulary head", arch2.extra("lstm_lm")),
+    ("swin", arch2.case_swin, "two Swin blocks: window partition, F.roll shifted windows with mask, relative-position "
+     "bias gathered by a constant index, softmax, LayerNorm, GELU MLP", arch2.extra("swin")),
+    ("effnet_lite", arch2.case_effnet_lite, "EfficientNet blocks: swish (silu and x*sigmoid(x)), squeeze-excite, 3x3 "
+     "and 5x5 depthwise convolutions, fused BatchNorm", arch2.extra("effnet_lite")),
     *qchain.QCHAIN_CASES,
 ]
 
@@ -565,6 +557,10 @@ def build(out: Path, only: List[str]) -> dict:
         for iname, arr in inputs.items():
             np.save(case_dir / f"{iname}.npy", arr)
             specs.append(f"{iname}:{name}/{iname}.npy")
+        faults = extra.get("fault_consts", [])
+        missing = missing_consts(str(case_dir / "model.mge"), faults)
+        if missing:
+            raise SystemExit(f"{name}: fault constants {missing} are not constants of the dumped model")
         digest = hashlib.sha256((case_dir / "model.mge").read_bytes()).hexdigest()
         entries.append({
             "name": name,
@@ -577,6 +573,7 @@ def build(out: Path, only: List[str]) -> dict:
             "optimize_for_inference": opts.get("optimize", True),
             "note": extra.get("note", ""),
             "heavy": extra.get("heavy", False),
+            "fault_consts": faults,
             "model_sha256": digest,
         })
         print(f"built {name:14s} {time.time() - t0:5.2f}s  {description}", file=sys.stderr)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 from typing import Callable, Dict, List, Tuple
 
+from cases.common import mge, seed as _seed
+
 #: (input channels, output channels) of each 3x3 ConvBnRelu2d
 QCHAIN_CHANNELS = ((3, 8), (8, 8), (8, 16), (16, 16), (16, 8))
 #: the layer the bad int8 model mis-scales, and by how much its weight range is stretched
@@ -29,8 +31,6 @@ QCHAIN_FACTOR = 8.0
 
 
 def _mge():
-    from cases.build import _mge as mge
-
     return mge()
 
 
@@ -59,7 +59,6 @@ def _calibrated():
     """The float chain, its calibrated QAT copy (observers off) and the input; built once."""
     import copy
 
-    from cases.build import _seed
 
     mge, _, _, _ = _mge()
     from megengine.quantization import calibration_qconfig, disable_observer, enable_observer, quantize_qat

@@ -1,0 +1,162 @@
+"""Faults in the cases' named fault constants, judged by `lar-prec compare` (issue 51).
+
+    PYTHONPATH=. .venv/bin/python bench/fault_consts.py                      # every case with fault_consts
+    PYTHONPATH=. .venv/bin/python bench/fault_consts.py --cases unet,swin --sizes 1e-5
+
+For each case of ``cases/build/manifest.json`` that names fault constants (``fault_consts``),
+the clean model runs once under the naive kernels (the reference); for each constant and size,
+a copy of the model gets that constant times (1 + size u), u ~ U[-1, 1] elementwise from a
+seeded generator (``bench/fault_rewrite.py``; ``--uniform``: times 1 + size), runs under the
+default kernels, and ``lar-prec compare NAIVE FAULTY_DUMP --model FAULTY --json -`` judges the
+pair. A row records its exit code, its first root, whether that root is the faulted constant
+or an operator reading it (directly, or through what it computed from it: a unit fused at load
+time), and the local error and floor of the operators reading it (when measured). The clean pair (naive against default, ``--model`` the clean model) is the control row:
+a clean exit 1 is a false alarm, and makes the faulty rows' exit code say nothing.
+Prints a Markdown table (``--out`` also writes it); nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lar_prec.dumps.folder import DumpFolder  # noqa: E402
+from lar_prec.run.config import get_config  # noqa: E402
+from procs import LAR, RunFailed, dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
+
+SIZES = (1e-5, 1e-4)
+
+
+def fault(model: Path, const: str, size: float, out: Path, seed: int, uniform: bool) -> Path:
+    """A copy of ``model`` with ``const`` faulted (a child process: megengine is imported there)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, str(ROOT / "bench" / "fault_rewrite.py"), str(model), const, repr(size), str(out),
+            "--seed", str(seed)] + (["--uniform"] if uniform else [])
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise SystemExit(f"faulting {const} of {model} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return out
+
+
+def near(dump: DumpFolder, name: str) -> Tuple[str, ...]:
+    """Names of the inputs of the var ``name`` of ``dump``, and of their own inputs (what it
+    computed from them: a unit fused at load time), constants and model inputs not followed."""
+    ids = [d.id for d in dump if d.var.name == name]
+    if not ids:
+        return ()
+    first = set(dump.inputs_of(ids[0]))
+    second = {w for u in first if dump.var_info(u).opr_type != "Host2DeviceCopy" for w in dump.inputs_of(u)}
+    return tuple(dump.var_info(u).name for u in first | second)
+
+
+def readers(dump: DumpFolder, const: str) -> Tuple[str, ...]:
+    """Names of the vars of ``dump`` computed from the constant ``const`` (directly)."""
+    ids = {d.id for d in dump if d.var.name == const}
+    return tuple(d.var.name for d in dump if ids & set(dump.inputs_of(d.id)))
+
+
+def compare(ref: Path, test: Path, model: Path, out: Path) -> Tuple[int, dict]:
+    """`lar-prec compare` of the pair, its report read from stdout (exit, report or {})."""
+    argv = [*LAR, "compare", str(ref), str(test), "--model", str(model), "--out", str(out), "--json", "-"]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        report = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    except ValueError:
+        report = {}
+    if proc.returncode not in (0, 1):
+        report.setdefault("error", (proc.stderr.strip().splitlines() or [""])[-1])
+    return proc.returncode, report
+
+
+def row(case: str, const: str, label: str, rc: int, report: dict, test: DumpFolder) -> Dict[str, object]:
+    roots = report.get("roots") or []
+    first = roots[0] if roots else None
+    hit: Optional[bool] = None
+    if first is not None and const:
+        hit = first["name"] == const or const in near(test, first["name"])
+    local = report.get("local") or {}
+    by_name = {v["name"]: v for v in report.get("vars") or ()}
+    # the operator reading the constant: its local error against its floor
+    reads = [by_name[n] for n in readers(test, const) if n in by_name] if const else []
+    margin = ", ".join(f"{v['local_err']:.3g}/{v['floor']:.3g}" for v in reads
+                       if v.get("local_err") is not None and v.get("floor") is not None) or "-"
+    return {"case": case, "const": const or "(clean)", "fault": label, "exit": rc,
+            "root": f"{first['name']} ({first['opr_type']})" if first else report.get("error", "-"),
+            "hit": hit, "n_roots": len(roots), "reader": margin,
+            "local": "measured" if local.get("measured") else f"no: {str(local.get('why', '?')).split('): ')[-1][:60]}"}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="", help="comma-separated (default: every case with fault_consts)")
+    ap.add_argument("--sizes", default=",".join(f"{s:g}" for s in SIZES))
+    ap.add_argument("--seed", type=int, default=0, help="seed of u (one per run of the script)")
+    ap.add_argument("--uniform", action="store_true", help="times 1 + size everywhere instead of 1 + size u")
+    ap.add_argument("--build", type=Path, default=ROOT / "cases" / "build")
+    ap.add_argument("--out", type=Path, default=None, help="also write the table (Markdown) here")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = ap.parse_args(argv)
+    manifest = {c["name"]: c for c in json.loads((args.build / "manifest.json").read_text())["cases"]}
+    names = [n for n in args.cases.split(",") if n] or [n for n, c in manifest.items() if c.get("fault_consts")]
+    sizes = [float(s) for s in args.sizes.split(",") if s]
+    work = Path(tempfile.mkdtemp(prefix="lar-prec-fault-consts-"))
+    t0 = time.monotonic()
+    rows = []
+    for name in names:
+        case = manifest[name]
+        model, inputs, base = args.build / case["model"], case["inputs"], work / name
+        try:
+            ref = dump_run(model, inputs, base / "naive", get_config("naive"), args.build)
+            clean = dump_run(model, inputs, base / "default", get_config("default"), args.build)
+        except RunFailed as e:
+            print(f"{name}: a clean run failed: {e}", flush=True)
+            continue
+        rc, report = compare(ref, clean, model, base / "cmp-clean")
+        rows.append(row(name, "", "none", rc, report, DumpFolder(clean)))
+        print(json.dumps(rows[-1]), flush=True)
+        for const in case.get("fault_consts", []):
+            for size in sizes:
+                d = base / f"{const}-{size:g}"
+                faulty = fault(model, const, size, d / "faulty.mge", args.seed, args.uniform)
+                try:
+                    test = dump_run(faulty, inputs, d / "default", get_config("default"), args.build)
+                except RunFailed as e:
+                    rows.append({"case": name, "const": const, "fault": f"{size:g}", "exit": "-",
+                                 "root": f"faulty run failed: {e}", "hit": None, "n_roots": 0, "reader": "-",
+                                 "local": "-"})
+                    continue
+                rc, report = compare(ref, test, faulty, d / "cmp")
+                rows.append(row(name, const, f"{size:g}", rc, report, DumpFolder(test)))
+                print(json.dumps(rows[-1]), flush=True)
+    kind = "times 1 + size" if args.uniform else f"times 1 + size u, u ~ U[-1, 1] (seed {args.seed})"
+    lines = [f"lar-prec compare, naive clean against default faulty ({kind}), cases {','.join(names)}, "
+             f"{time.monotonic() - t0:.0f} s:", "",
+             "| case | fault constant | size | exit | first root | reads the constant | roots "
+             "| reader's local error / floor | local error |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        hit = {True: "yes", False: "no", None: "-"}[r["hit"]]
+        lines.append(f"| {r['case']} | {r['const']} | {r['fault']} | {r['exit']} | {r['root']} | {hit} | "
+                     f"{r['n_roots']} | {r['reader']} | {r['local']} |")
+    print("\n" + "\n".join(lines))
+    if args.out:
+        args.out.write_text("# Faults in the cases' fault constants (bench/fault_consts.py)\n\n" + "\n".join(lines) + "\n")
+    if args.keep:
+        print(f"work folder: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
