@@ -18,6 +18,7 @@ inputs) and the dump-only rule (:mod:`lar_prec.compare.growth`). Every graph ope
 * ``elementwise``: a function of its inputs element by element, bounded by its own rounding and
   its condition number (:mod:`lar_prec.compare.elemwise`, one entry per Elemwise mode);
 * ``softmax`` and ``layernorm``: their own scales in :mod:`lar_prec.compare.bounds`;
+* ``recurrent``: a fused LSTM replayed step by step (:mod:`lar_prec.compare.recurrent`);
 * ``not_judged``: no bound yet, with the reason: said as such, never counted as noise.
 
 :data:`OPDEFS` maps every operator class of MegEngine 1.13's registry
@@ -30,9 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
 
-EXACT, TERMS, INTERPOLATION, ELEMENTWISE, SOFTMAX, LAYERNORM, NOT_JUDGED = (
-    "exact", "terms", "interpolation", "elementwise", "softmax", "layernorm", "not_judged")
-KINDS = (EXACT, TERMS, INTERPOLATION, ELEMENTWISE, SOFTMAX, LAYERNORM, NOT_JUDGED)
+EXACT, TERMS, INTERPOLATION, ELEMENTWISE, SOFTMAX, LAYERNORM, RECURRENT, NOT_JUDGED = (
+    "exact", "terms", "interpolation", "elementwise", "softmax", "layernorm", "recurrent", "not_judged")
+KINDS = (EXACT, TERMS, INTERPOLATION, ELEMENTWISE, SOFTMAX, LAYERNORM, RECURRENT, NOT_JUDGED)
 
 
 @dataclass(frozen=True)
@@ -140,8 +141,8 @@ _RULES: Dict[str, Rule] = {
     "Linspace": _not_judged("no bound for Linspace yet"),
     "RNNCellForward": _not_judged("no bound for a fused RNN cell yet"),
     "LSTMCell": _not_judged("no bound for a fused LSTM cell yet"),
-    "RNNForward": _not_judged("no bound for a fused RNN yet"),
-    "LSTMForward": _not_judged("no bound for a fused LSTM yet"),
+    "RNN": _not_judged("no bound for a fused RNN yet"),
+    "LSTM": Rule(RECURRENT, "an LSTM's gates (sums of products) and cell, step by step"),
     "MultiHeadAttnForward": _not_judged("no bound for fused attention yet"),
     "Resize3DForward": _not_judged("no bound for 3D resize yet"),
     **{t: _not_judged("random numbers: drawn, not computed") for t in (
@@ -251,13 +252,13 @@ OPDEFS: Mapping[str, "Tuple[str, ...] | str"] = {
     "IndexingMultiAxisVec": ("IndexingMultiAxisVec",), "IndexingOneHot": ("IndexingOneHot",),
     "IndexingSetMultiAxisVec": ("IndexingSetMultiAxisVec",), "IndexingSetOneHot": ("IndexingSetOneHot",),
     "InstanceNorm": ("InstanceNormForward",), "LRN": ("LRNForward",), "LSQ": ("LSQForward",),
-    "LSTM": ("LSTMForward",), "LSTMCell": ("LSTMCell",), "LayerNorm": ("LayerNormForward",),
+    "LSTM": ("LSTM",), "LSTMCell": ("LSTMCell",), "LayerNorm": ("LayerNormForward",),
     "Linspace": ("Linspace",), "MagicMindRuntime": ("MagicMindRuntimeOpr",), "MaskedFill": ("MaskedFill",),
     "MatrixInverse": ("MatrixInverse",), "MatrixMul": ("MatrixMul",), "MeshIndexing": ("MeshIndexing",),
     "MultiHeadAttn": ("MultiHeadAttnForward",), "NMSKeep": ("NMSKeep",), "NvOf": "an optical-flow engine of NVIDIA GPUs: no CPU inference",
     "Padding": ("PaddingForward",), "ParamPackConcat": ("ParamPackConcat",), "ParamPackSplit": ("ParamPackSplit",),
     "PermutationRNG": ("PermutationRNG",), "PoissonRNG": ("PoissonRNG",), "Pooling": ("PoolingForward",),
-    "RNN": ("RNNForward",), "RNNCell": ("RNNCellForward",), "ROIAlign": ("ROIAlignForward",),
+    "RNN": ("RNN",), "RNNCell": ("RNNCellForward",), "ROIAlign": ("ROIAlignForward",),
     "ROIPooling": ("ROIPoolingForward",), "Reduce": ("Reduce",),
     "RegionRestrictedConvolution": ("RegionRestrictedConvolutionForward",), "Remap": ("RemapForward",),
     "RemoteRecv": ("RemoteRecv",), "RemoteSend": ("RemoteSend",), "RemoveAxis": ("AxisAddRemove",),

@@ -172,11 +172,13 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
                                      int(m.get("output_index", 0)), _steps(m.get("steps") or ()))
                          for m in data["measured"])
         kept = tuple((k["id"], k["reason"]) for k in data["kept"])
-        constants = {int(k): _constant_file(out, f) for k, f in (data.get("constants") or {}).items()}
+        consts = data.get("constants") or {}
+        constants = {int(k): _constant_file(out, f) for k, f in (consts.get("files") or {}).items()}
+        constant_names = {int(k): str(n) for k, n in (consts.get("names") or {}).items()}
         model, ref_dump = Path(data["model"]), Path(data["ref_dump"]) if data["ref_dump"] else None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{where}: expected a layerwise model record, {type(exc).__name__}: {exc}") from None
-    return LayerwiseModel(out / "layerwise.mge", model, ref_dump, feeds, measured, kept, constants)
+    return LayerwiseModel(out / "layerwise.mge", model, ref_dump, feeds, measured, kept, constants, constant_names)
 
 
 def _constant_file(out: Path, name: Any) -> Path:

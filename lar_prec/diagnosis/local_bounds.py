@@ -25,14 +25,14 @@ import math
 from typing import Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
-from lar_prec.compare import bounds, elemwise
+from lar_prec.compare import bounds, elemwise, recurrent
 from lar_prec.compare.bounds import Bound
 from lar_prec.compare.growth import reduction_length as _reduction_length
 from lar_prec.compare.relayout import to_plain
 from lar_prec.diagnosis.local_records import LayerwiseModel, MeasuredVar
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.lar.flags import flag_names
-from lar_prec.oprules import ELEMENTWISE, EXACT, INTERPOLATION, LAYERNORM, NOT_JUDGED, SOFTMAX, TERMS, rule
+from lar_prec.oprules import ELEMENTWISE, EXACT, INTERPOLATION, LAYERNORM, NOT_JUDGED, RECURRENT, SOFTMAX, TERMS, rule
 
 #: (bound or None, why it is not judged or None): None and None = exact (no scale needed)
 Judged = Tuple[Optional[Bound], Optional[str]]
@@ -66,7 +66,13 @@ def reference_value(lw: LayerwiseModel, ref: DumpFolder, var_id: int, fmt: Optio
     reference dump's ids are another graph's when the model was rewritten)."""
     feed = next((f for f in lw.feeds if f.id == var_id), None)
     if feed is None:
-        return _constant(lw, var_id)
+        got = _constant(lw, var_id)
+        name = lw.constant_names.get(var_id)
+        if got is None and name is not None:  # the reference's var of that name, if it is one
+            found = [d.id for d in ref if d.var.name == name] if var_id not in ref or ref.var_info(var_id).name != name \
+                else [var_id]
+            got = np.asarray(ref[found[0]].array()) if len(found) == 1 else None
+        return got
     if feed.ref_id is None or feed.ref_id not in ref:
         return None
     return plain(np.asarray(ref[feed.ref_id].array()), feed.shape, fmt)
@@ -187,6 +193,16 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
         if scale is None:
             return None, why
         return _judged(bounds.measure(got, want, scale, dtype, "elementwise", 1.0 + len(m.inputs)))
+    if kind == RECURRENT:
+        first = next((o for o in lw.measured if o.opr == m.opr and o.output_index == 0), None)
+        seq = plain(np.asarray(ref[first.ref_id].array()), first.shape, fmt) \
+            if first is not None and first.ref_id is not None and first.ref_id in ref else None
+        scale, why = recurrent.lstm_output_scale([reference_value(lw, ref, u, fmt) for u in m.inputs],
+                                                 m.output_index, seq)
+        if scale is None:
+            return None, why
+        k = m.input_shapes[0][-1] + m.shape[-1] + 2 if m.input_shapes and m.input_shapes[0] else 1
+        return _judged(bounds.measure(got, want, scale, dtype, "recurrent", bounds.roundings(k)))
     if kind == SOFTMAX:
         x = reference_value(lw, ref, m.inputs[0], fmt) if m.inputs and m.axis is not None else None
         if x is None or x.shape != want.shape:

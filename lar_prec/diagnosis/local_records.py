@@ -100,6 +100,9 @@ class LayerwiseModel:
     #: var id -> the .npy file of a constant's values the reference dump lacks (the build wrote
     #: them beside the model: ``constants/<id>.npy``)
     constants: Mapping[int, Path] = field(default_factory=dict)
+    #: var id -> name of a constant whose value the build could not read (the reference dump's
+    #: var of that name stands for it)
+    constant_names: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def not_isolated(self) -> Dict[int, str]:

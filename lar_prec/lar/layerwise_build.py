@@ -438,7 +438,7 @@ def build(model: str, ref_dump: "Optional[str] | Callable[[], Optional[str]]", o
                      "unit_reduction": unit_k.get(v.id, 1), "mode": _mode(v.owner), "magnitude": magnitudes.get(v.id),
                      "axis": _axis(loaded.graph, v.owner), "output_index": list(v.owner.outputs).index(v),
                      "steps": _steps(v, units.get(v.id, []), oprs)})
-    constants = _save_constants(measured, oprs, plan, out) if only is None else {}
+    constants = _save_constants(measured, oprs, plan, out) if only is None else {"files": {}, "names": {}}
     record = {"schema": SCHEMA, "model": str(model), "ref_dump": ref_dump, "only": only, "built_beside_runs": beside,
               "feeds": list(reversed(feeds)), "measured": meas, "constants": constants,
               "kept": [{"id": k, "reason": r} for k, r in sorted({**plan["kept"], **not_fed}.items())]}
@@ -452,12 +452,14 @@ CONSTANT_LIMIT = 1 << 18
 CONSTANTS_DIR = "constants"
 
 
-def _save_constants(measured: Sequence[Any], oprs: Sequence[Any], plan: Dict[str, Any], out: Path) -> Dict[str, str]:
+def _save_constants(measured: Sequence[Any], oprs: Sequence[Any], plan: Dict[str, Any],
+                    out: Path) -> Dict[str, Dict[str, str]]:
     """The values of the constants (stored, or computed from constants alone) that a measured
     operator or its unit reads, as this model holds them: written as ``constants/<id>.npy`` for
     the bounds of elementwise operators, which need every input's value (the reference dump
     may lack one: lite folds some at load, and a folded one is never dumped; and its ids are
-    another graph's when the model was rewritten). Var id -> file name."""
+    another graph's when the model was rewritten). ``files``: var id -> file name; ``names``:
+    var id -> name, of those whose value the build cannot read."""
     # numpy only in the build's own process
     import numpy as np
 
@@ -470,19 +472,23 @@ def _save_constants(measured: Sequence[Any], oprs: Sequence[Any], plan: Dict[str
             for u in owners[k].owner.inputs if k in owners else ():
                 wanted.setdefault(u.id, u)
     saved: Dict[str, str] = {}
+    names: Dict[str, str] = {}
     for vid, u in wanted.items():
         if not _is_static(u, plan["static"]):
             continue
         try:
             value = np.asarray(u.value)
         except (RuntimeError, TypeError, ValueError, AttributeError):  # not inferable before running
-            continue
+            value = np.asarray(None)
         if value.dtype.kind not in "fiub" or value.size > CONSTANT_LIMIT:
+            # (a merged MultipleDeviceTensorHolder reads as None here): the reference dump's
+            # value of that name, if it has one, stands for it
+            names[str(vid)] = u.name
             continue
         (out / CONSTANTS_DIR).mkdir(exist_ok=True)
         np.save(out / CONSTANTS_DIR / f"{vid}.npy", value, allow_pickle=False)
         saved[str(vid)] = f"{vid}.npy"
-    return saved
+    return {"files": saved, "names": names}
 
 
 def _first_line(exc: BaseException) -> str:

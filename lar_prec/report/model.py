@@ -287,8 +287,9 @@ def auto_verdict(report: Report, *, by_local: bool = False) -> str:
     local = report.extra.get("local")
     not_judged = local.get("not_judged") if isinstance(local, dict) else None
     if not_judged:  # counted, never absorbed as noise (issue 51 #1)
-        types = sorted({str(n.get("opr_type")) for n in not_judged})
-        text += f"; {len(not_judged)} operator(s) not judged by local error (no bound for {', '.join(types[:3])})"
+        whys = sorted({f"{n.get('opr_type')}: {n.get('why')}" for n in not_judged})
+        text += (f"; {len(not_judged)} operator(s) not judged by local error ({'; '.join(whys[:2])}"
+                 f"{' ...' if len(whys) > 2 else ''})")
     n_index = report.status_counts().get(INDEX_EQUIVALENT, 0)
     if n_index:  # agreeing, but not equal: said (docs/json.md)
         text += (f"; {n_index} index output(s) differ but index values that agree (status {INDEX_EQUIVALENT}: "

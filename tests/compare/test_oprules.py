@@ -101,6 +101,10 @@ APPLIED = {
     "GroupNorm": (lambda: builtin.GroupNorm(affine=False, group=2), ((1, 4, 8, 8), F32)),
     "Padding": (lambda: builtin.Padding(), ((1, 4, 8, 8), F32)),
     "CondTake": (lambda: builtin.CondTake(), ((1, 4), F32), ((1, 4), F32)),
+    "LSTM": (lambda: builtin.LSTM(hidden_size=4), ((3, 1, 2), F32), ((1, 1, 4), F32), ((1, 1, 4), F32), ((16, 8), F32)),
+    "RNN": (lambda: builtin.RNN(hidden_size=4), ((3, 1, 2), F32), ((1, 1, 4), F32), ((4, 8), F32)),
+    "LSTMCell": (lambda: builtin.LSTMCell(), ((1, 4), F32), ((16, 4), F32), ((16,), F32), ((1, 4), F32), ((16, 4), F32),
+                 ((16,), F32), ((1, 4), F32)),
 }
 
 
