@@ -6,7 +6,7 @@
 For each case of ``cases/build/manifest.json`` that names fault constants (``fault_consts``),
 the clean model runs once under the naive kernels (the reference); for each constant and size,
 a copy of the model gets that constant times (1 + size u), u ~ U[-1, 1] elementwise from a
-seeded generator (``bench/fault_rewrite.py``; ``--uniform``: times 1 + size), runs under the
+seeded generator (``lar_prec.diagnosis.local.perturb_constant``; ``--uniform``: times 1 + size), runs under the
 default kernels, and ``lar-prec compare NAIVE FAULTY_DUMP --model FAULTY --json -`` judges the
 pair. A row records its exit code, its first root, whether that root is the faulted constant
 or an operator reading it (directly, or through what it computed from it: a unit fused at load
@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lar_prec.dumps.folder import DumpFolder  # noqa: E402
+from lar_prec.diagnosis.local import perturb_constant, scale_constant  # noqa: E402
 from lar_prec.run.config import get_config  # noqa: E402
 from procs import LAR, RunFailed, dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
@@ -38,14 +39,12 @@ SIZES = (1e-5, 1e-4)
 
 
 def fault(model: Path, const: str, size: float, out: Path, seed: int, uniform: bool) -> Path:
-    """A copy of ``model`` with ``const`` faulted (a child process: megengine is imported there)."""
+    """A copy of ``model`` with ``const`` faulted (lar-prec's rewrite, a child process: megengine
+    is imported there; a constant merged into a holder too)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, str(ROOT / "bench" / "fault_rewrite.py"), str(model), const, repr(size), str(out),
-            "--seed", str(seed)] + (["--uniform"] if uniform else [])
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    if proc.returncode:
-        raise SystemExit(f"faulting {const} of {model} failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return out
+    if uniform:
+        return scale_constant(model, const, 1 + size, out)
+    return perturb_constant(model, const, size, out, seed=seed)
 
 
 def near(dump: DumpFolder, name: str) -> Tuple[str, ...]:

@@ -7,7 +7,7 @@ For each case (cnn, resnet, mlp, attention) and each of up to ``--trials`` weigh
 (a case whose manifest entry names ``fault_consts``: those constants; ``--cases fault_consts``
 runs every such case), a copy of the model gets that constant times (1 + size), so the error
 really propagates through MegEngine (``lar_prec.local.scale_constant``, or
-``bench/fault_rewrite.py`` for named constants: it also rewrites a merged one); the faulty model runs under the default
+lar-prec's rewrite also handles a constant merged into a holder); the faulty model runs under the default
 kernels and its local errors are measured against the naive run of the unchanged model. A
 trial is *found* when the first local root is the operator reading the faulted constant.
 Sizes: 1e-3, 1e-4, 1e-5, 3e-6, and "3x floor": the size that should give that operator a
@@ -42,7 +42,6 @@ from lar_prec.diagnosis.floors import local_roots
 from lar_prec.errors import RunError
 from lar_prec.run.config import get_config
 from procs import dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
-from fault_consts import fault  # noqa: E402
 
 CASES = ("cnn", "resnet", "mlp", "attention")
 #: constants a fault can be made in (the outputs of these operators)
@@ -119,10 +118,7 @@ def trials(name: str, case: dict, build: Path, base: Path, max_trials: int, hits
             if size <= 0 or 1 + size == 1:  # a floor of 0 (a constant-only operator): no fault to make
                 continue
             d = base / f"{const}-{size:g}"
-            if named:  # the rewrite that also handles a merged constant (bench/fault_rewrite.py)
-                faulty = fault(model, const, size, d / "faulty.mge", seed=0, uniform=True)
-            else:
-                faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
+            faulty = scale_constant(model, const, 1 + size, d / "faulty.mge")
             test = run(faulty, inputs, d / "test", get_config("default"), build)
             res = local_errors(faulty, ref, "default", out_dir=d / "local", test_dump=test, checks=False)
             ok, why = found(res, const)

@@ -7,8 +7,6 @@ so the folded weights are as uneven as a trained model's.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from cases.common import mge as _mge, randomize_biases as _randomize_biases, randomize_bn as _randomize_bn
 
 

@@ -77,7 +77,7 @@ import sys
 import numpy as np
 import megengine.utils.comp_graph_tools as cgt
 from megengine.core.tensor import megbrain_graph as G
-from lar_prec.lar.layerwise_build import rewrite_const
+from lar_prec.lar.const_rewrite import rewrite_const
 model, name, change, out, original = sys.argv[1:]
 def rounded(value, bits):
     drop = 23 - bits  # float32: round to nearest on the mantissa's top bits
@@ -102,7 +102,7 @@ from lar_prec.lar import quickimport
 quickimport.import_megengine()
 import megengine.utils.comp_graph_tools as cgt
 from megengine.core.tensor import megbrain_graph as G
-from lar_prec.lar.layerwise_build import scale_const
+from lar_prec.lar.const_rewrite import scale_const
 model, name, factors, out, original, use_file = sys.argv[1:]
 outs = G.load_graph(model).output_vars_list
 oprs = cgt.get_oprs_seq(outs, prune_reshape=False)

@@ -36,10 +36,11 @@ _UFUNCS: Dict[str, Callable] = {}
 
 def _libm(name: str) -> Callable:
     """math.erf and math.erfc element by element: exact to double rounding (numpy has none)."""
-    if name not in _UFUNCS:
-        _UFUNCS[name] = np.frompyfunc(getattr(math, name), 1, 1)
-    fn = _UFUNCS[name]
-    return lambda x: fn(np.asarray(x, dtype=np.float64)).astype(np.float64)
+    def call(x: "np.ndarray") -> "np.ndarray":
+        if name not in _UFUNCS:  # made on first use: importing this module imports no numpy
+            _UFUNCS[name] = np.frompyfunc(getattr(math, name), 1, 1)
+        return _UFUNCS[name](np.asarray(x, dtype=np.float64)).astype(np.float64)
+    return call
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,11 @@ def _pow(a: Val, b: Val) -> Val:
     return Val(v, da * (a.u + _abs(a.v)) + db * (b.u + _abs(b.v)) + LIBM_ULPS * _abs(v))
 
 
+def _np(name: str) -> Callable:
+    """numpy's function ``name``, looked up when called (importing this module imports no numpy)."""
+    return lambda *a: getattr(np, name)(*a)
+
+
 def _f(expr: Callable) -> Callable:
     """The exact value of a mode: its expression's value (float64 throughout)."""
     return lambda *xs: expr(*[Val.of(x) for x in xs]).v
@@ -192,7 +198,7 @@ def _unary(f: Callable, df: Callable, ulps: float = LIBM_ULPS) -> Mode:
     return Mode(1, lambda a: fn(a, f, df, ulps))
 
 
-_SQRT1_2 = const(1.0 / math.sqrt(2.0))
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
 
 #: every float mode of Elemwise, as kern_defs.cuh computes it
 MODES: Dict[str, Mode] = {
@@ -214,16 +220,16 @@ MODES: Dict[str, Mode] = {
     "COND_LT_MOV": Mode(3, lambda a, b, c: select(a.v < b.v, c, Val.of(np.zeros_like(c.v)))),
     "CLIP": Mode(3, lambda x, lo, hi: select(x.v <= lo.v, lo, select(x.v <= hi.v, x, hi))),
     # comparisons: 0 or 1, no scale (on the same inputs the same answer)
-    **{m: Mode(2, _compare(f)) for m, f in (("LT", np.less), ("LEQ", np.less_equal), ("EQ", np.equal),
-                                            ("NEQ", np.not_equal))},
-    "ISNAN": Mode(1, _compare(np.isnan)),
-    "ISINF": Mode(1, _compare(np.isinf)),
+    **{m: Mode(2, _compare(f)) for m, f in (("LT", _np("less")), ("LEQ", _np("less_equal")), ("EQ", _np("equal")),
+                                            ("NEQ", _np("not_equal")))},
+    "ISNAN": Mode(1, _compare(_np("isnan"))),
+    "ISINF": Mode(1, _compare(_np("isinf"))),
     # correctly rounded arithmetic
     "ADD": Mode(2, add),
     "SUB": Mode(2, sub),
     "MUL": Mode(2, mul),
     "SQUARE": Mode(1, lambda a: mul(a, a)),
-    "SQRT": Mode(1, lambda a: fn(a, np.sqrt, lambda x: 0.5 / np.sqrt(x), 1.0)),
+    "SQRT": Mode(1, lambda a: fn(a, _np("sqrt"), lambda x: 0.5 / np.sqrt(x), 1.0)),
     "TRUE_DIV": Mode(2, div),
     "FLOOR_DIV": Mode(2, lambda a, b: Val(np.floor(div(a, b).v), np.zeros_like(div(a, b).v))),
     "FUSE_ADD_RELU": Mode(2, lambda a, b: _relu(add(a, b))),
@@ -236,27 +242,27 @@ MODES: Dict[str, Mode] = {
     "FUSE_ADD_H_SWISH": Mode(2, lambda a, b: _hswish(add(a, b))),
     # the math library
     "EXP": Mode(1, _exp),
-    "EXPM1": _unary(np.expm1, np.exp),
-    "LOG": _unary(np.log, lambda x: 1.0 / x),
+    "EXPM1": _unary(_np("expm1"), _np("exp")),
+    "LOG": _unary(_np("log"), lambda x: 1.0 / x),
     "LOG1P": Mode(1, _log1p),
-    "SIN": _unary(np.sin, np.cos),
-    "COS": _unary(np.cos, lambda x: -np.sin(x)),
-    "TAN": _unary(np.tan, lambda x: 1.0 + np.tan(x) ** 2),
-    "SINH": _unary(np.sinh, np.cosh),
-    "COSH": _unary(np.cosh, np.sinh),
-    "TANH": _unary(np.tanh, lambda x: 1.0 - np.tanh(x) ** 2),
-    "ASIN": _unary(np.arcsin, lambda x: 1.0 / np.sqrt(1.0 - x * x)),
-    "ACOS": _unary(np.arccos, lambda x: -1.0 / np.sqrt(1.0 - x * x)),
-    "ASINH": _unary(np.arcsinh, lambda x: 1.0 / np.sqrt(1.0 + x * x)),
-    "ACOSH": _unary(np.arccosh, lambda x: 1.0 / np.sqrt(x * x - 1.0)),
-    "ATANH": _unary(np.arctanh, lambda x: 1.0 / (1.0 - x * x)),
+    "SIN": _unary(_np("sin"), _np("cos")),
+    "COS": _unary(_np("cos"), lambda x: -np.sin(x)),
+    "TAN": _unary(_np("tan"), lambda x: 1.0 + np.tan(x) ** 2),
+    "SINH": _unary(_np("sinh"), _np("cosh")),
+    "COSH": _unary(_np("cosh"), _np("sinh")),
+    "TANH": _unary(_np("tanh"), lambda x: 1.0 - np.tanh(x) ** 2),
+    "ASIN": _unary(_np("arcsin"), lambda x: 1.0 / np.sqrt(1.0 - x * x)),
+    "ACOS": _unary(_np("arccos"), lambda x: -1.0 / np.sqrt(1.0 - x * x)),
+    "ASINH": _unary(_np("arcsinh"), lambda x: 1.0 / np.sqrt(1.0 + x * x)),
+    "ACOSH": _unary(_np("arccosh"), lambda x: 1.0 / np.sqrt(x * x - 1.0)),
+    "ATANH": _unary(_np("arctanh"), lambda x: 1.0 / (1.0 - x * x)),
     "ERF": Mode(1, _erf),
     "ERFC": _unary(_libm("erfc"), lambda x: -2.0 / math.sqrt(math.pi) * np.exp(-x * x)),
     "SIGMOID": Mode(1, _sigmoid),
     "FUSE_ADD_SIGMOID": Mode(2, lambda a, b: _sigmoid(add(a, b))),
-    "FUSE_ADD_TANH": Mode(2, lambda a, b: fn(add(a, b), np.tanh, lambda x: 1.0 - np.tanh(x) ** 2)),
+    "FUSE_ADD_TANH": Mode(2, lambda a, b: fn(add(a, b), _np("tanh"), lambda x: 1.0 - np.tanh(x) ** 2)),
     "SILU": Mode(1, lambda a: div(a, add(_exp(neg(a)), const(1.0)))),
-    "GELU": Mode(1, lambda a: mul(mul(a, const(0.5)), add(const(1.0), _erf(mul(a, _SQRT1_2))))),
+    "GELU": Mode(1, lambda a: mul(mul(a, const(0.5)), add(const(1.0), _erf(mul(a, const(_SQRT1_2)))))),
     "SOFTPLUS": Mode(1, _softplus),
     "LOGSIGMOID": Mode(1, lambda a: add(neg(_log1p(_exp(neg(Val(np.abs(a.v), a.u))))),
                                         select(a.v >= 0.0, Val.of(np.zeros_like(a.v)), a))),

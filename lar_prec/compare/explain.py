@@ -167,15 +167,25 @@ def _layernorm(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Itera
             yield f"{output} over the axes from {axis} on, eps {eps:g}", fn, scale
 
 
+def _broadcast(shapes: Sequence[Tuple[int, ...]]) -> Optional[Tuple[int, ...]]:
+    """numpy's broadcast of ``shapes`` (None: they do not broadcast), without numpy: the shapes
+    alone decide whether an elementwise recompute is tried, before any value is read."""
+    n = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(n):
+        dims = {s[len(s) - n + k] for s in shapes if len(s) - n + k >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
 def _elemwise(shapes: Sequence[Tuple[int, ...]], out: Tuple[int, ...]) -> Iterator[Candidate]:
     """Every mode of this many inputs that broadcast to ``out`` (the dump does not say the mode:
     the one nearest side A's output is kept), scaled by its formula's roundings
     (:mod:`lar_prec.compare.elemwise`): a difference carried through a subtraction is the
     rounding of what it combines, not growth."""
-    try:
-        if tuple(np.broadcast_shapes(*[tuple(s) for s in shapes])) != tuple(out):
-            return
-    except ValueError:
+    if _broadcast([tuple(s) for s in shapes]) != tuple(out):
         return
     for name, mode in elemwise.MODES.items():
         if mode.arity != len(shapes):

@@ -297,10 +297,7 @@ def _rechecked(made: Dict[int, float], explained: Dict[int, float], err: Mapping
     rechecked: Dict[int, Recomputed] = {}
     # only where cancellation could explain it: a var making 100x what its inputs explain is
     # made there whatever its terms do, and a comparison of many such vars stays fast
-    # (an elementwise operator is cheap to recompute, and a subtraction that cancels shows its
-    # inputs' rounding any number of times: every one is rechecked)
-    doubtful = sorted((v for v in made if made[v] <= RECHECK_RATIO or by_id[v].opr_type == "Elemwise"),
-                      key=made.__getitem__)[:RECHECK_MAX]
+    doubtful = sorted((v for v in made if made[v] <= RECHECK_RATIO), key=made.__getitem__)[:RECHECK_MAX]
     if recheck is None or not doubtful:
         return rechecked
     for vid, r in zip(doubtful, recheck([by_id[v] for v in doubtful])):

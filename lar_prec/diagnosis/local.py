@@ -147,9 +147,19 @@ def scale_constant(model: PathLike, const_name: str, factor: float, out: PathLik
                    timeout: float = DEFAULT_TIMEOUT) -> Path:
     """Write a copy of ``model`` with constant ``const_name`` (e.g. a conv weight) times
     ``factor``: a fault injected by rewriting the model, so it propagates through MegEngine."""
+    return _rewrite(model, ["--scale", str(model), const_name, repr(float(factor))], out, timeout)
+
+
+def perturb_constant(model: PathLike, const_name: str, size: float, out: PathLike, *, seed: int = 0,
+                     timeout: float = DEFAULT_TIMEOUT) -> Path:
+    """Write a copy of ``model`` with each element of constant ``const_name`` times ``1 + size u``,
+    ``u ~ U[-1, 1]`` (seeded): a wrong weight that does not scale its layer as a whole."""
+    return _rewrite(model, ["--perturb", str(model), const_name, repr(float(size)), str(int(seed))], out, timeout)
+
+
+def _rewrite(model: PathLike, args: List[str], out: PathLike, timeout: float) -> Path:
     out = Path(out)
-    argv = [sys.executable, "-m", "lar_prec.lar.layerwise_build", "--scale-const", str(model), const_name,
-            repr(float(factor)), str(out)]
+    argv = [sys.executable, "-m", "lar_prec.lar.const_rewrite", *args, str(out)]
     run_child(argv, child_env(), timeout, f"rewriting {model}", out.parent / (out.name + ".log"))
     return out
 

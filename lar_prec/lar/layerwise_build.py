@@ -508,45 +508,6 @@ def _steps(var: Any, unit: Sequence[int], oprs: Sequence[Any]) -> List[Dict[str,
             for k in sorted(ids, key=lambda k: order.get(k, 0))]
 
 
-def scale_const(model: str, const_name: str, factor: float, out: str) -> None:
-    """Write a copy of ``model`` whose constant ``const_name`` is multiplied by ``factor``.
-
-    A fault injected by rewriting the model, so the error really propagates through
-    MegEngine (tests and benchmarks of local error). Dumped with ``dump_format="FBS"`` like
-    the layerwise models, so both load their weights aligned.
-    """
-    rewrite_const(model, const_name, lambda value: value * factor, out)
-
-
-def rewrite_const(model: str, const_name: str, change: Callable[[Any], Any], out: str) -> None:
-    """:func:`scale_const` with any change of the constant's values (a numpy array in, one of
-    the same shape out; cast back to its dtype): the stand-in builds of the tests and benchmarks
-    also round it (a changed algorithm) or make it NaN."""
-    # numpy and megengine only in the build's own process
-    import numpy as np
-    import megengine.utils.comp_graph_tools as cgt
-    from megengine.core._imperative_rt import make_const, make_h2d
-    from megengine.core.tensor import megbrain_graph as G
-
-    loaded = G.load_graph(model)
-    outs = loaded.output_vars_list
-    found = cgt.find_vars_by_name(outs, [const_name])
-    if not found:
-        raise SystemExit(f"{model} has no var named {const_name!r}")
-    w = found[0]
-    value = np.asarray(w.value)
-    new = make_const(w.graph, np.asarray(change(value)).astype(value.dtype), w.comp_node, value.dtype, const_name)
-    varmap = {w: new}
-    for opr in cgt.get_oprs_seq(outs, prune_reshape=False):
-        if opr.type == "Host2DeviceCopy":  # lite names inputs by the operator: keep the var's name
-            v = opr.outputs[0]
-            varmap[v] = make_h2d(v.graph, v.comp_node, v.dtype, v.shape, v.name)
-    new_outs = cgt.replace_vars(outs, varmap)
-    named = {v.name: nv for v, nv in zip(outs, new_outs)}
-    buf, _ = G.dump_graph(named, dump_format="FBS", keep_var_name=2)
-    Path(out).write_bytes(buf)
-
-
 def _path_from_stdin() -> Optional[str]:
     """The dump folder's path, one line on stdin from the parent lar-prec (EOF: not needed)."""
     line = sys.stdin.readline()
@@ -559,12 +520,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     nothing built), so MegEngine's import and the load overlap the run that writes that dump."""
     quickimport.import_megengine()  # this child runs MegEngine: import it without megfile and pkg_resources
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--scale-const"]:
-        if len(args) != 5:
-            sys.stderr.write("usage: python -m lar_prec.lar.layerwise_build --scale-const MODEL NAME FACTOR OUT\n")
-            return 2
-        scale_const(args[1], args[2], float(args[3]), args[4])
-        return 0
     only = None
     if "--only" in args:
         i = args.index("--only")
