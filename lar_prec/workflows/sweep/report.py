@@ -50,6 +50,10 @@ def _default_words(d: Optional[OptionResult]) -> str:
     if d.status != "runs":
         return f"the default run (no option) {STATUS_TEXT[d.status]}" + (f" ({_why(d)})" if d.reason else "")
     if d.verdict != "diverges":
+        tol = d.output_tolerance
+        if tol is not None and d.output_err is not None and not tol.holds(d.output_err):
+            return (f"the default run (no option) is ok (output error {fmt_num(d.output_err)} past the tolerance "
+                    f"{fmt_num(tol.value)}, every operator within its bound: rounding accumulated)")
         return "the default run (no option) is ok"
     roots = [r.name for r in d.local.roots] if d.local is not None and d.local.measured else []
     at = f"its own roots: {', '.join(roots[:3])}" + (f" +{len(roots) - 3} more" if len(roots) > 3 else "") if roots \
