@@ -33,6 +33,10 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   ``--reproducible`` is in argv. With ``WRAPPED_LAR_JITTER_DIR=FOLDER`` the k-th process
   (counted by files made there) takes 1 + k instead: any two differ by SIZE or more, so a test
   can tell a jitter from rounding every time.
+* ``WRAPPED_LAR_JITTER_IF_FLAG=FLAG=NAME:SIZE`` (e.g. ``--enable-ioc16=c2.weight:1e-2``): the
+  jitter, only in runs whose argv holds FLAG (a kernel that differs run to run under one option,
+  as one reading memory it did not write); with ``WRAPPED_LAR_JITTER_DIR`` any two of those runs
+  differ by SIZE or more. Its naive runs (``MGB_USE_MEGDNN_DBG=2``) keep the weight.
 * ``WRAPPED_LAR_HANG=TEXT``: on a model whose path contains TEXT it hangs, with a child
   ``sleep`` in its process group whose pid goes to ``WRAPPED_LAR_HANG_PID``.
 * ``WRAPPED_LAR_RENUMBER=OFFSET``: its dumps number vars differently from the graph MegEngine
@@ -269,6 +273,10 @@ def main():
     flag, _, when_flag = os.environ.get("WRAPPED_LAR_FAULT_IF_FLAG", "").partition("=")
     if when_flag and flag in argv:
         fault = when_flag
+    jflag, _, jitter_when = os.environ.get("WRAPPED_LAR_JITTER_IF_FLAG", "").partition("=")
+    jitter = bool(os.environ.get("WRAPPED_LAR_JITTER")) and fault == os.environ["WRAPPED_LAR_JITTER"]
+    if jitter_when and jflag in argv:
+        fault, jitter = jitter_when, True
     pair = os.environ.get("WRAPPED_LAR_PAIR_FAULT")
     naive = os.environ.get("MGB_USE_MEGDNN_DBG") == "2"
     tmp = None
@@ -295,7 +303,7 @@ def main():
                 change = "1.0" if naive else size
             else:
                 step = float(size)
-                if os.environ.get("WRAPPED_LAR_JITTER") and fault == os.environ["WRAPPED_LAR_JITTER"]:  # a new factor per process
+                if jitter:  # a new factor per process
                     count_dir = os.environ.get("WRAPPED_LAR_JITTER_DIR")
                     step *= 0.0 if "--reproducible" in argv else (1 + _process_index(count_dir) if count_dir else
                                                                   0.5 + random.random())

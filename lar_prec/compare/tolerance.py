@@ -15,13 +15,17 @@
   in docs/threshold.md); a wrong kernel is orders of magnitude beyond.
 
 :class:`OutputTolerance` carries the numbers and says them in the words every command prints:
-``output error E (tolerance T = max(band B, 2 x level L of correct float16))``. Numpy-free.
+``output error E (tolerance T = max(band B, 2 x level L of correct float16))``.
+
+:func:`run_verdict` is the one verdict of a run against the reference, from its operators' local
+error and its outputs' tolerance: ``naive-vs-default`` and the sweep's rows (the default run's and
+each option's, before what an option adds over the default run) say it, in the same words. Numpy-free.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Optional, Sequence
 
 from lar_prec.compare.threshold import band
 
@@ -87,6 +91,16 @@ class OutputTolerance:
         """True when output error ``err`` is within (NaN, Inf and None never are)."""
         return err is not None and math.isfinite(err) and err <= self.value
 
+    @property
+    def measured(self) -> bool:
+        """The tolerance stands on a bound of its own: a level of correct arithmetic that was
+        measured and is not 0, or the user's value. With level 0 (the reference's own arithmetic)
+        it is the band alone, which does not grow with the depth of the graph: rounding that
+        accumulates through many operators, each within its bound, can pass it."""
+        if self.given is not None:
+            return True
+        return self.level is not None and math.isfinite(self.level) and self.level > 0
+
     def _correct(self) -> str:
         return "correct " + self.dtype.lower()
 
@@ -117,3 +131,58 @@ def output_tolerance(dtype: str, level: Optional[float], why: str = "",
                      given: Optional[float] = None) -> OutputTolerance:
     """The tolerance of outputs computed in ``dtype`` whose correct kernels reach ``level``."""
     return OutputTolerance(arithmetic_dtype((), dtype), level, why, given)
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """The verdict of one run against the reference (:func:`run_verdict`): ``verdict`` ``ok`` or
+    ``diverges``; ``rule`` ``local`` (by operators' local error), ``output`` (by the outputs'
+    tolerance) or ``dump`` (by the dumps); ``words``: the outputs' line, in words that follow the
+    verdict (never "out of tolerance" beside ``ok``)."""
+
+    verdict: str
+    rule: str
+    words: str
+
+    @property
+    def diverges(self) -> bool:
+        return self.verdict == "diverges"
+
+
+def run_verdict(err: Optional[float], tol: OutputTolerance, *, local_measured: bool,
+                local_roots: Sequence[str] = (), findings: bool = False) -> RunVerdict:
+    """One run's verdict against the reference (naive-vs-default, and each row of a sweep).
+
+    ``err``: its outputs' error (None: not compared; inf: NaN/Inf where the reference is finite).
+    ``local_roots``: the operators whose local error is outside their bound. ``findings``: what
+    the dumps found that local error cannot speak for (a var missing or non-finite, an output not
+    compared, a root local error did not measure); without local error, the dumps' own verdict.
+
+    1. A local root, or NaN/Inf at an output: diverges.
+    2. With local error measured: a finding local error cannot speak for diverges (``dump``); an
+       output out of a tolerance that stands on a bound of its own (:attr:`OutputTolerance.measured`:
+       twice what correct arithmetic reaches, or the user's) diverges (``output``: the error
+       accumulates beyond it); otherwise ok, even with the outputs past the band: every operator
+       is within its bound, so what the outputs show is rounding accumulated through the graph.
+    3. Without local error: the dumps decide (``findings``).
+    """
+    w = tol.words(err)
+    if local_roots:
+        rule, bad = "local", True
+    elif err is not None and not math.isfinite(err):
+        rule, bad = "output", True
+    elif local_measured:
+        rule, bad = ("dump", True) if findings else ("output", True) if tol.measured and not tol.holds(err) else (
+            "local", False)
+    else:
+        rule, bad = "dump", findings
+    if err is None:
+        return RunVerdict("diverges" if bad else "ok", rule, f"{w}: not compared")
+    if tol.holds(err):
+        return RunVerdict("diverges" if bad else "ok", rule, f"{w}: within")
+    if bad:
+        return RunVerdict("diverges", rule, f"{w}: out of tolerance")
+    why = ("every operator's local error is within its bound: rounding accumulated through the graph, "
+           "not a divergence" if local_measured else
+           "the dump comparison holds each var to its own threshold and finds none past it (local error not measured)")
+    return RunVerdict("ok", rule, f"{w}: above it, but {why}")

@@ -53,12 +53,16 @@ VERDICT_TEXT = {"ok": "ok", "diverges": "diverges", "as_default": "as default"}
 
 
 def _why(o: Mapping[str, Any]) -> str:
-    """The cause or reason column: for an option as the default run, what it shares with it."""
+    """The cause or reason column: for an option as the default run, what it shares with it;
+    then, where its run was made once more, whether its wrong value repeated."""
     if o.get("verdict") == "as_default":
         shared = o.get("shared_roots") or []
-        return ("the default kernels' own roots: " + ", ".join(shared) if shared
-                else f"outputs {fmt_err(o.get('default_err'))} from the default run's: what the default run shows")
-    return o.get("cause") or o.get("reason") or ""
+        why = ("the default kernels' own roots: " + ", ".join(shared) if shared
+               else f"outputs {fmt_err(o.get('default_err'))} from the default run's: what the default run shows")
+    else:
+        why = o.get("cause") or o.get("reason") or ""
+    again = (o.get("nondeterminism") or {}).get("words") or ""
+    return f"{why}; {again}" if why and again else why or again
 
 
 def render_sweep_terminal(report: "Report", con: Any) -> None:

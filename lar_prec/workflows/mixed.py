@@ -21,6 +21,9 @@
    MACs and of float operators left in float16, top-1/top-5 agreement of a classifier's scores.
    Where the tolerance cannot be met without losing most of the float16 MACs, the knee of that
    curve is proposed.
+   Where the option alone is out of tolerance it is run **once more** and the two dumps compared
+   bit for bit (:mod:`lar_prec.workflows.nondeterminism`): a wrong value that is the same bits
+   (a deterministic bug) or one that differs run to run, from which operator on.
 5. For each kept operator: why, by the oracle (step 2; one more layerwise run under the option's
    naive kernels and, under ioc16, one under io16xc32: float32 compute on float16 storage).
 
@@ -61,6 +64,7 @@ from lar_prec.run.config import get_config
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common import prepare_analysis
+from lar_prec.workflows.nondeterminism import Nondeterminism, not_told, rerun_compare
 from lar_prec.workflows.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
 from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
@@ -240,6 +244,10 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         model_path, prepared, option, adir, g, ref, lar_obj, timeout, tmo, say)
     runs: List[RunResult] = [ref_run, *option_runs]
     tol = _tolerance(level, level_failed, None if tolerance is None else float(tolerance))
+    again = None
+    if not plain_failed and not tol.holds(plain.output_err):  # wrong: the same bits in a second run?
+        say(f"the option alone once more: {flags[0]}, the same bits?")
+        again = _again(model_path, prepared, flags, adir, lar_obj, timeout, option_runs[0], runs)
 
     say("local error of every operator under the option")
     try:
@@ -294,7 +302,7 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
                         final_model, fp16_fraction(g, final_keep), local, tuple(runs), keep_file,
                         time.monotonic() - t0, note, plain_failed, level_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
-                              for m in prep.layerwise.measured if m.name in errors))
+                              for m in prep.layerwise.measured if m.name in errors), again)
     data = res.to_json()
     try:
         atomic_write_text(keep_file, json_text(_keep_file(final_keep, kept, g, option)),
@@ -305,6 +313,25 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         exc.report = data
         raise
     return res
+
+
+def _again(model: Path, prepared: Any, flags: Tuple[str, ...], adir: Path, lar: Any, timeout: Optional[float],
+           first: RunResult, runs: List[RunResult]) -> Nondeterminism:
+    """The option alone run once more, its dump against the first run's bit for bit
+    (:mod:`lar_prec.workflows.nondeterminism`); ``runs`` gets the run."""
+    label = f"{flags[0][len('--enable-'):]}-again"
+    try:
+        run = run_once(model, prepared, "default", adir, lar=lar, timeout=timeout, extra_flags=flags, label=label)
+    except RunError as exc:
+        if getattr(exc, "result", None) is None:
+            raise
+        runs.append(exc.result)
+        return not_told(first.dump_dir, exc.result.dir, f"its second run failed: {str(exc).split(' -- hint:')[0]}")
+    runs.append(run)
+    try:
+        return rerun_compare(first.dump_dir, run.dump_dir)  # type: ignore[arg-type]
+    except LarPrecError as exc:
+        return not_told(first.dump_dir, run.dir, f"a dump of the two runs cannot be read: {exc}")
 
 
 def _verify(model: Path, prepared: Any, adir: Path, g: GraphInfo, ref: DumpFolder, option: str, local: OptionLocal,

@@ -18,6 +18,7 @@ from lar_prec.lar.mixed_rewrite import MixedModel
 from lar_prec.diagnosis.quantkeep import output_agreement
 from lar_prec.records import json_number
 from lar_prec.run.record import RunResult
+from lar_prec.workflows.nondeterminism import Nondeterminism
 from lar_prec.workflows.sweep.local import OptionLocal
 
 SCHEMA = "lar-prec.mixed/1"
@@ -170,6 +171,8 @@ class MixedAnalysis:
     level_failed: str = ""
     #: every measured operator in execution order: (name, type, local error, float16 floor)
     operators: Tuple[Tuple[str, str, Optional[float], Optional[float]], ...] = ()
+    #: the option alone made once more where it is out of tolerance: the same bits or not
+    nondeterminism: Optional[Nondeterminism] = None
 
     @property
     def tolerance(self) -> float:
@@ -215,6 +218,8 @@ class MixedAnalysis:
         else:
             lines.append(f"{opt} alone: {tol.words(self.plain_err)}: "
                          f"{'within' if tol.holds(self.plain_err) else 'out of tolerance'}")
+        if self.nondeterminism is not None:
+            lines.append(self.nondeterminism.words(opt))
         if self.level is not None:
             lines.append(f"correct float16 (the naive kernels under {opt}) reaches output error "
                          f"{fmt_num(self.level.output_err)}: the level the tolerance is relative to")
@@ -278,6 +283,8 @@ class MixedAnalysis:
             "runs": [r.to_json() for r in self.runs],
             "seconds": round(self.seconds, 3),
             "note": self.note or None,
+            "nondeterminism": None if self.nondeterminism is None else {
+                **self.nondeterminism.to_json(), "words": self.nondeterminism.words(f"--enable-{self.option}")},
         }
 
 

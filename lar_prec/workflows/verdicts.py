@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Tuple
 
 from lar_prec.compare.bounds import TERMS_C
-from lar_prec.compare.tolerance import arithmetic_dtype, output_tolerance
+from lar_prec.compare.tolerance import arithmetic_dtype, output_tolerance, run_verdict
 from lar_prec.diagnosis.graphinfo import describe_model
 from lar_prec.diagnosis.local import local_outputs
 from lar_prec.diagnosis.local_bounds import compute_dtype
@@ -30,17 +30,24 @@ def _distance(s) -> str:
 
 def with_output_tolerance(report, flags: Sequence[str]):
     """``report`` with its outputs' error held to the one tolerance rule of sweep and mixed
-    (:mod:`lar_prec.compare.tolerance`; level 0: both sides do the same arithmetic) in the same
-    words: a note, and ``output_err`` / ``output_tolerance`` in its extra."""
+    (:mod:`lar_prec.compare.tolerance`; level 0: both sides do the same arithmetic), and its verdict
+    said by the one function that says a sweep's rows' (:func:`~lar_prec.compare.tolerance.run_verdict`),
+    from the report's own: its local roots when roots are by local error, its vars not ok. The
+    words follow the verdict: a note, and ``output_err`` / ``output_tolerance`` / ``output_verdict``
+    in its extra."""
     read = {u for v in report.vars for u in v.inputs}
     outs = [v for v in report.vars if v.id not in read and v.max_err is not None]
     if not outs:
         return report
     err = max(v.max_err for v in outs)
     tol = output_tolerance(arithmetic_dtype([v.dtype for v in outs], compute_dtype(flags)), 0.0)
-    note = f"outputs: {tol.words(err)}: {'within' if tol.holds(err) else 'out of tolerance'}"
-    extra = {**report.extra, "output_err": json_number(err), "output_tolerance": tol.to_json()}
-    return replace(report, notes=report.notes + (note,), extra=extra)
+    local = report.extra.get("local") or {}
+    by_local = bool(local.get("measured")) and report.extra.get("threshold_roots_by") == "local"
+    v = run_verdict(err, tol, local_measured=by_local, local_roots=[r.name for r in report.roots] if by_local else (),
+                    findings=report.n_not_ok > 0)
+    extra = {**report.extra, "output_err": json_number(err), "output_tolerance": tol.to_json(),
+             "output_verdict": {"verdict": v.verdict, "rule": v.rule, "words": v.words}}
+    return replace(report, notes=report.notes + (f"outputs: {v.words}",), extra=extra)
 
 
 #: words for :func:`lar_prec.diagnosis.oracle.which_side` in naive-vs-default

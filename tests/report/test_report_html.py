@@ -437,6 +437,8 @@ def test_sweep_page_draws_options_and_option_by_variable(chromium, sweep_run):
         assert ("NaN/Inf" in r[3]) == bool(o.get("output_nonfinite"))
         _same_words(r[6], local_text(o))  # the terminal's words, the whole reason
         assert "None" not in r[5]
+        if o.get("nondeterminism"):  # its run made once more (issue 51 #6): said after the cause, as the terminal does
+            assert r[7].endswith(o["nondeterminism"]["words"]), (r[7], o["nondeterminism"])
     assert rows[1][5].startswith("Pooling[0]") and "Pooling[0] (PoolingForward) local error" in rows[1][6]
     assert b.js("Array.from(document.querySelectorAll('#sweep-options tr[data-option=ioc16] .st')).map(s => s.className)") == [
         "st st-opt-runs", "st st-verdict-diverges"]  # coloured by status and verdict

@@ -90,9 +90,14 @@ def test_sweep_cnn_finds_the_fp16_pooling_fault_and_passes_what_changes_nothing(
     assert pool["options"]["weight-preprocess"] < 1e-4
     assert "ioc16" in pool["options_nonfinite"] or pool["options"]["ioc16"] > 1e-2  # wrong values, or Inf
     # runs: reference, the plain default run, six options, the naive run under ioc16 (the level of its
-    # tolerance, and what tells kernel from math), each with its run.json
+    # tolerance, and what tells kernel from math) and ioc16 once more (its wrong value: the same bits?),
+    # each with its run.json
     assert sorted(r["label"] for r in d["runs"]) == sorted(["reference", "default", *NO_CHANGE, "ioc16", "nhwcd4",
-                                                            "ioc16-naive"])
+                                                            "ioc16-naive", "ioc16-again"])
+    n = o["nondeterminism"]  # whether this CPU's pooling repeats its wrong value: either, said in words
+    assert n["told"] and n["same_bits"] != n["differs"] and n["compared"] >= 10, n
+    assert n["words"].startswith("nondeterministic under ioc16: " if n["differs"] else "deterministic under ioc16: ")
+    assert all(x["nondeterminism"] is None for x in d["options"] if x["option"] != "ioc16")
     rewritten = json.loads(Path(o["run_dir"], "run.json").read_text())["rewritten_model"]
     assert len(rewritten["sha256"]) == 64 and Path(rewritten["path"]).is_file()
     assert "ioc16" in res.stdout and "diverges" in res.stdout and "Pooling[0]" in res.stdout
@@ -392,7 +397,7 @@ def test_load_failures_bad_dumps_and_a_missing_output_are_findings_and_the_sweep
 DROP_OUTPUT_LAR = """import os, subprocess, sys
 argv = sys.argv[1:]
 rc = subprocess.call([sys.executable, "-m", "lar_prec.lar", *argv], env={**os.environ, "PYTHONPATH": ROOT})
-if rc == 0 and "--record-comp-seq" in argv and "--bin-io-dump" in argv and argv[0] == MODEL:
+if rc == 0 and "--record-comp-seq" in argv and "--bin-io-dump" in argv and os.path.realpath(argv[0]) == os.path.realpath(MODEL):
     folder = argv[argv.index("--bin-io-dump") + 1]
     os.remove(os.path.join(folder, sorted(n for n in os.listdir(folder) if not n.startswith("."))[-1]))
 sys.exit(rc)

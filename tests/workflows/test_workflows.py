@@ -50,6 +50,18 @@ def validate_report(d: dict, command: str) -> None:
         assert isinstance(run["returncode"], int) and isinstance(run["seconds"], (int, float))
 
 
+def _check_output_words(d: dict, res) -> None:
+    """Issue 51 #4: the outputs' line follows the verdict the exit code gives (one function,
+    compare.tolerance.run_verdict, says both): never "out of tolerance" beside exit 0."""
+    ov = d["output_verdict"]
+    assert res.exit_code == int(ov["verdict"] == "diverges"), (res.exit_code, ov)
+    assert f"outputs: {ov['words']}" in d["notes"]
+    said = " ".join(res.stdout.split())
+    assert ("out of tolerance" in said) == (ov["words"].endswith(": out of tolerance")), ov
+    if res.exit_code == 0:
+        assert "out of tolerance" not in said
+
+
 def case_args(case) -> list:
     args = [str(case.model)]
     for spec in case.input_specs():
@@ -72,6 +84,7 @@ def test_naive_vs_default_of_every_case_finds_no_divergence(manifest, tmp_path, 
     validate_report(d, "naive-vs-default")
     assert d["threshold"]["mode"] == "auto" and d["roots"] == []
     assert [r["label"] for r in d["runs"]] == ["naive", "default"]
+    _check_output_words(d, res)
     assert all(r["returncode"] == 0 for r in d["runs"])
     # the analysis folder keeps everything: inputs, both runs with run.json and dumps, reports
     assert (out / "report.json").is_file() and (out / "report.html").is_file()
@@ -296,3 +309,24 @@ def test_text_dump_run_adds_dependency_edges(manifest, tmp_path):
     assert [r["label"] for r in d["runs"]] == ["naive", "default", "default-text"]
     text_run = json.loads((tmp_path / "a" / "default-text" / "run.json").read_text())
     assert "--io-dump" in text_run["argv"] and Path(text_run["text_dump"]).stat().st_size > 0
+
+
+@pytest.mark.megengine
+@pytest.mark.parametrize("more", [(), ("--no-local",)])
+def test_naive_vs_default_says_out_of_tolerance_only_beside_a_divergence(manifest, tmp_path, more):
+    """Issue 51 #4: a clean U-Net's naive-vs-default exited 0 and printed "output error 1.28e-05
+    ... out of tolerance". The words follow the verdict, with local error and without: the
+    stand-in's default kernels get c1 wrong by 1e-3 (exit 1, out of tolerance); the bundled
+    load_and_run on the same model (exit 0, within)."""
+    from proc_helpers import user_lar
+
+    case = manifest["cnn"]
+    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_FAULT="c1.weight:1e-3")
+    for name, lar_args, code in (("fault", ["--lar", str(lar)], 1), ("clean", [], 0)):
+        res = invoke(["naive-vs-default", *case_args(case), *lar_args, *more, "--out", str(tmp_path / name),
+                      "--json", str(tmp_path / f"{name}.json"), "-q"])
+        assert res.exit_code == code, res.stdout[-3000:] + res.stderr[-2000:]
+        d = json.loads((tmp_path / f"{name}.json").read_text())
+        _check_output_words(d, res)
+        assert d["output_verdict"]["words"].endswith(": out of tolerance" if code else ": within"), d["output_verdict"]
+        assert d["output_verdict"]["rule"] == ("dump" if more else "local")

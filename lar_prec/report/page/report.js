@@ -234,11 +234,14 @@ function localSummary(o) {
     (loc.roots.length > 1 ? ' +' + (loc.roots.length - 1) + ' more' : '') + missing];
 }
 function optionWhy(o) {
-  // the cause or reason; for an option as the default run, what it shares with it
-  if (o.verdict !== 'as_default') return o.cause || o.reason || '';
-  var shared = o.shared_roots || [];
-  return shared.length ? 'the default kernels\u2019 own roots: ' + shared.join(', ')
+  // the cause or reason; for an option as the default run, what it shares with it; then, where
+  // its run was made once more, whether its wrong value repeated (nondeterminism.words)
+  var shared = o.shared_roots || [], why;
+  if (o.verdict !== 'as_default') why = o.cause || o.reason || '';
+  else why = shared.length ? 'the default kernels\u2019 own roots: ' + shared.join(', ')
     : 'outputs ' + fmt(o.default_err) + ' from the default run\u2019s: what the default run shows';
+  var again = (o.nondeterminism || {}).words || '';
+  return why && again ? why + '; ' + again : why || again;
 }
 function sweepSection() {
   var O = R.options || [];

@@ -10,6 +10,7 @@ from lar_prec.compare.tolerance import OutputTolerance, arithmetic_dtype
 from lar_prec.diagnosis.local_bounds import compute_dtype
 from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
+from lar_prec.workflows.nondeterminism import Nondeterminism
 from lar_prec.workflows.sweep.local import OptionLocal
 
 #: seconds a run may take in a sweep unless told otherwise (some options hang at load)
@@ -187,6 +188,10 @@ class OptionResult:
     default_root: Optional[Tuple[Optional[int], Optional[int], str, str, Optional[float]]] = None
     added_roots: Tuple[str, ...] = ()
     shared_roots: Tuple[str, ...] = ()
+    #: its outputs' line in words that follow its verdict against the reference (run_verdict)
+    output_verdict: str = ""
+    #: the run made once more where it diverges: the same bits or not (workflows.nondeterminism)
+    nondeterminism: Optional[Nondeterminism] = None
 
     @property
     def finding(self) -> bool:
@@ -233,6 +238,10 @@ class OptionResult:
             "default_root": None if df is None else {"id": df[0], "reference_id": df[1], "name": df[2],
                                                      "opr_type": df[3], "max_err": df[4], "nonfinite": _nonfinite(df[4])},
             "added_roots": list(self.added_roots), "shared_roots": list(self.shared_roots),
+            "output_verdict": self.output_verdict or None,
+            "nondeterminism": None if self.nondeterminism is None else {
+                **self.nondeterminism.to_json(), "words": self.nondeterminism.words(
+                    "the default run (no option)" if self.option == DEFAULT_NAME else self.option)},
         }
 
 

@@ -20,7 +20,9 @@ The JSON is the common report object (design.md), read this way for a sweep:
 * ``options`` (extra, top level): one record per option, worst first (:meth:`OptionResult.to_json`:
   verdict ``ok``, ``as_default`` or ``diverges``, ``output_tolerance`` and ``output_words``,
   ``default_err``/``default_root`` against the default run, ``added_roots``/``shared_roots``,
-  ``local``, ``dump_root``); ``default``: the default run's record; ``counts`` of each verdict;
+  ``local``, ``dump_root``, ``output_verdict``: its outputs' line in words that follow its verdict
+  against the reference, ``nondeterminism``: where it diverges, its run made once more and compared
+  bit for bit, with ``words``); ``default``: the default run's record; ``counts`` of each verdict;
 * ``threshold``: the default run's output tolerance, each option's in ``per_option``;
 * ``local`` (extra, top level): whether local error was measured and, if not, why;
 * ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios.
@@ -48,11 +50,25 @@ def _default_words(d: Optional[OptionResult]) -> str:
     if d.status != "runs":
         return f"the default run (no option) {STATUS_TEXT[d.status]}" + (f" ({_why(d)})" if d.reason else "")
     if d.verdict != "diverges":
+        tol = d.output_tolerance
+        if tol is not None and d.output_err is not None and not tol.holds(d.output_err):
+            return (f"the default run (no option) is ok (output error {fmt_num(d.output_err)} past the tolerance "
+                    f"{fmt_num(tol.value)}, every operator within its bound: rounding accumulated)")
         return "the default run (no option) is ok"
     roots = [r.name for r in d.local.roots] if d.local is not None and d.local.measured else []
     at = f"its own roots: {', '.join(roots[:3])}" + (f" +{len(roots) - 3} more" if len(roots) > 3 else "") if roots \
         else f"root {d.root_name or '?'}"
-    return f"the default run (no option) diverges ({at})"
+    return f"the default run (no option) diverges ({at}{_repeats(d)})"
+
+
+def _repeats(o: OptionResult) -> str:
+    """Whether its wrong value repeated in its second run, in a few words ("" when not told)."""
+    n = o.nondeterminism
+    if n is None or not n.told:
+        return ""
+    if n.differs:
+        return f"; differs run to run from {n.name} ({n.opr_type}) on"
+    return "; the same bits in a second run" if n.same_bits else ""
 
 
 def _verdict(result: SweepResult) -> str:
@@ -68,7 +84,7 @@ def _verdict(result: SweepResult) -> str:
     if bad:
         w = bad[0]
         what = (f"output error {fmt_num(w.output_err)}, root {w.root_name or '?'}" if w.output_err is not None
-                else w.reason or "no output error measured")
+                else w.reason or "no output error measured") + _repeats(w)
         parts.append(f"{len(bad)} of {len(ran)} option(s) that ran diverge beyond the default run; worst: {w.option} "
                      f"({what})")
     elif broken:  # not an all-clear: some options never gave a result to judge

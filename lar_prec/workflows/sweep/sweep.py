@@ -13,6 +13,9 @@
    graph, so their dump pairs with the default one by id): naive-under-option against
    default-under-option differing means *a kernel is wrong under this option*;
    naive-under-option already differing from the reference means *the option changes the math*.
+   Where an option (or the default run) diverges, its run is also **made once more** and the two
+   dumps compared bit for bit (:mod:`lar_prec.workflows.nondeterminism`): the same bits (a
+   deterministic bug) or values that differ run to run, from which operator on.
 5. **Local error** (:mod:`lar_prec.workflows.sweep.local`, unless ``local=False``): the layerwise model
    of the plain model is built once (here) from the reference dump and run under each option
    that ran, where the options ran (the sweep's ``--lar``, its ``--remote`` device), fed with
@@ -60,6 +63,7 @@ from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.common import StageProgress, open_remote, prepare_analysis, write_reports
 from lar_prec.workflows.sweep.options import CONV_OPRS, PLAIN_DEFAULT, OptionResult, SweepOption, SweepResult
 from lar_prec.workflows.sweep.verdict import against_default, join, with_local
+from lar_prec.workflows.nondeterminism import Nondeterminism, not_told, rerun_compare
 from lar_prec.compare.threshold import band
 from lar_prec.compare.tolerance import OutputTolerance, output_tolerance
 
@@ -230,6 +234,7 @@ class _Entry:
     local_queued: bool = False
     local: Optional[OptionLocal] = None
     result: Optional[OptionResult] = None
+    again: Optional[Tuple[RunResult, str, str]] = None  # its run made once more, where it diverges
 
     @property
     def ran(self) -> bool:
@@ -239,8 +244,9 @@ class _Entry:
 class _Sweep:
     """The runs of a sweep and what depends on what: an option is analysed once its run, the
     plain default run and (float16 options: the level of their tolerance) its naive run are in;
-    its local error is measured once it is analysed and the layerwise model is built; its naive
-    run is queued (to tell kernel from math) once it is seen to add something over the default run."""
+    its local error is measured once it is analysed and the layerwise model is built; once its
+    verdict can be told and it diverges, its naive run is queued (to tell kernel from math) and
+    its run once more (to tell a deterministic wrong value from one that differs run to run)."""
 
     def __init__(self, runner: _Runner, ref: RunResult, options: Sequence[SweepOption], adir: Path, *,
                  extra_flags: Sequence[str], timeout: float, local_off: Optional[str]) -> None:
@@ -302,6 +308,10 @@ class _Sweep:
         e.naive_queued = True
         self.submit("naive", e, self.runner.submit("naive", f"{e.opt.name}-naive", e.opt.flags))
 
+    def queue_again(self, e: _Entry) -> None:
+        """The same run once more (a fresh process, same flags): is its wrong value the same bits?"""
+        self.submit("again", e, self.runner.submit("default", f"{e.opt.name}-again", e.opt.flags))
+
     def finished(self, kind: str, e: _Entry, value: Any) -> None:
         """Record what finished, then start whatever it unblocked."""
         if kind == "build":
@@ -312,6 +322,8 @@ class _Sweep:
             e.local = value
         elif kind == "naive":
             e.naive = value[:3]
+        elif kind == "again":
+            e.again = value[:3]
         else:
             e.run = value[:3]
         for x in (self.plain, *self.entries.values()):
@@ -325,10 +337,12 @@ class _Sweep:
             e.local_queued = True
             self.submit("local", e, self.runner.pool.submit(_measure_local, self.prep, e.opt, e.result, self.adir,
                                                             self.extra_flags, self.timeout))
-        if e is not self.plain and e.ran and not e.naive_queued and not e.checked and self.known(e):
+        if e.ran and not e.checked and self.known(e):
             e.checked = True  # once: its verdict needs only what is in now
             if self.judge(e).verdict == "diverges":
-                self.queue_naive(e)
+                if e is not self.plain and not e.naive_queued:
+                    self.queue_naive(e)
+                self.queue_again(e)
 
     def analyse(self, e: _Entry) -> OptionResult:
         rec, status, msg = e.run  # type: ignore[misc]
@@ -358,12 +372,27 @@ class _Sweep:
             return r
         return against_default(r, self.judge(self.plain) if self.plain.ran else self.plain.result)
 
+    def rerun(self, e: _Entry) -> Optional[Nondeterminism]:
+        """Its run against the same run made once more, bit for bit (None: not made)."""
+        if e.again is None or e.run is None:
+            return None
+        rec, status, msg = e.again
+        first = e.run[0].dump_dir
+        if status != "runs":
+            return not_told(first, rec.dir, f"its second run {STATUS_TEXT.get(status, status)}"
+                                            f"{': ' + msg if msg else ''}")
+        try:
+            return rerun_compare(first, rec.dump_dir)  # type: ignore[arg-type]
+        except (DumpFormatError, DumpFolderError) as exc:
+            return not_told(first, rec.dir, f"a dump of the two runs cannot be read: {exc}")
+
     def results(self) -> Tuple[Optional[OptionResult], List[OptionResult]]:
         """The default run's record and every option's, judged, divergent ones explained."""
         out = dict(self.skipped)
         for name, e in self.entries.items():
             r = self.judge(e) if e.ran else e.result
             assert r is not None
+            r = replace(r, nondeterminism=self.rerun(e))
             naive = e.naive
             if r.verdict == "diverges" and naive is not None and e.run is not None:
                 if naive[1] == "runs":
@@ -375,6 +404,8 @@ class _Sweep:
                 r = replace(r, naive_run_dir=str(naive[0].dir))
             out[name] = r
         plain = self.judge(self.plain) if self.plain.ran else self.plain.result
+        if plain is not None:
+            plain = replace(plain, nondeterminism=self.rerun(self.plain))
         return plain, list(out.values())
 
     def local_seconds(self) -> float:
@@ -386,7 +417,8 @@ def _step(kind: str, e: _Entry) -> str:
     """A step of the sweep, as its progress names it."""
     if kind == "build":
         return "layerwise model"
-    return {"run": e.opt.name, "naive": f"{e.opt.name} (naive kernels)", "local": f"{e.opt.name} (local error)"}[kind]
+    return {"run": e.opt.name, "naive": f"{e.opt.name} (naive kernels)", "local": f"{e.opt.name} (local error)",
+            "again": f"{e.opt.name} (once more: the same bits?)"}[kind]
 
 
 def _under_way(pending: Mapping[Future, Tuple[str, _Entry]], jobs: int) -> Tuple[str, ...]:
@@ -402,6 +434,8 @@ def _finished(kind: str, e: _Entry, sw: _Sweep) -> str:
         found = f"{len(e.local.roots)} local root(s)" if e.local.measured else (e.local.why or "not measured")
     elif kind == "naive" and e.naive is not None:
         found = STATUS_TEXT.get(e.naive[1], e.naive[1])
+    elif kind == "again" and e.again is not None:
+        found = STATUS_TEXT.get(e.again[1], e.again[1])
     elif e.result is not None:
         found = STATUS_TEXT.get(e.result.status, e.result.status) + (f", {e.result.verdict}" if e.result.verdict else "")
     else:
@@ -421,7 +455,8 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     default run and every option, the naive run under each float16 option (its tolerance's
     level) and, with local error on (``local_off`` None), the layerwise model built once after
     the reference and run under the default run and each option; an option that adds something
-    over the default run also gets its naive run. ``layerwise_remote``: for a device, the one
+    over the default run also gets its naive run, and each row that diverges its run once more.
+    ``layerwise_remote``: for a device, the one
     RemoteSessions every layerwise run of the sweep shares (its files are removed when the
     caller closes it, not after each option: options run at once would lose them mid-run).
     """

@@ -1,25 +1,30 @@
 """An option's verdict in a sweep: by local error where it was measured, by its outputs'
 tolerance, and by what it adds over the plain default run (numpy-free).
 
-1. :func:`with_local`: against the reference. A local root makes the option diverge and is
-   its root; no local root but an output out of its tolerance (:mod:`lar_prec.compare.tolerance`)
-   makes it diverge too (the error accumulates: ``root_rule`` ``output``); no local root and
-   outputs within it is ``ok``, even where an intermediate var drifted past the tolerance.
-   Without local error the dumps decide (any paired var past the tolerance).
-2. :func:`against_default`: an option that diverges from the reference is judged against the
-   plain default run (what a user deploys today). When its local roots are all the default
-   run's own and its outputs are within the tolerance of the default run's, it is
-   ``as_default``: it shows the default kernels' own roots, not something it adds. Only what it
-   adds (a local root the default run does not have, an output out of tolerance and away from
-   the default run's by more than it, or, by the dumps alone, a var that departs from the
-   default run's) is ``diverges``, rooted at the first thing it adds.
+1. :func:`with_local`: against the reference, by :func:`lar_prec.compare.tolerance.run_verdict`,
+   the one function naive-vs-default's verdict comes from too (so the sweep's default row and
+   naive-vs-default on the same model say the same). A local root makes the row diverge and is
+   its root; NaN/Inf at an output, or an output out of a tolerance that stands on a measured
+   level of correct arithmetic (a float16 option's), makes it diverge too (``root_rule``
+   ``output``: the error accumulates); otherwise it is ``ok``, even where an intermediate var or
+   an output drifted past the band: every operator is within its bound. Without local error the
+   dumps decide (any paired var past the tolerance).
+2. :func:`against_default`: every option that ran is judged against the plain default run
+   (what a user deploys today). It ``diverges`` beyond the default run only for what it adds: a
+   local root the default run does not have (its root), or an output error that exceeds the
+   default run's by more than the option's own output tolerance (:func:`beyond_default`; one
+   below the default run's never does), or, by the dumps alone, a var that departs from the
+   default run's while its output error is not below the default run's. What diverges from the
+   reference but adds none of these is ``as_default``: the default kernels' own roots and error.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
+from lar_prec.compare.tolerance import fmt_num, run_verdict
 from lar_prec.diagnosis.floors import LocalRoot
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError
@@ -51,65 +56,89 @@ def _local_root(r: OptionResult, top: LocalRoot) -> OptionResult:
                    root_err=errs.get(top.name, top.entire_err))
 
 
-def _output_out(r: OptionResult) -> bool:
-    """The option's outputs were compared and are out of its tolerance."""
-    return r.output_err is not None and r.output_tolerance is not None and not r.output_tolerance.holds(r.output_err)
-
-
 def with_local(r: OptionResult, loc: OptionLocal) -> OptionResult:
-    """The option's root and verdict against the reference (step 1 of the module docstring)."""
+    """The option's root and verdict against the reference (step 1 of the module docstring), by
+    :func:`~lar_prec.compare.tolerance.run_verdict`, the function naive-vs-default's verdict comes
+    from too."""
     dump_root = None if r.root_name is None else (r.root_id, r.root_ref_id, r.root_name, r.root_opr_type or "",
                                                   r.root_err)
     r = replace(r, local=loc, dump_root=dump_root)
-    if not loc.measured:
+    tol = r.output_tolerance
+    if tol is None:
         return r
-    if loc.roots:
+    if not loc.measured:  # the dumps decide (every paired var, the outputs too, held to the tolerance)
+        v = run_verdict(r.output_err, tol, local_measured=False, findings=r.verdict == "diverges")
+        return replace(r, output_verdict=v.words)
+    kept, rule = "", "local"  # a divergence by the dumps that local error cannot speak for
+    if r.verdict == "diverges" and r.output_unseen:
+        kept = "kept diverging: no operator's local error can stand for the output that was not compared"
+    elif r.verdict == "diverges" and r.root_name is not None and r.root_name not in loc.measured_names():
+        why = dict(loc.not_measured).get(r.root_name, "not measured")
+        kept, rule = f"kept diverging by the dumps: local error did not measure its root {r.root_name} ({why})", "dump"
+    v = run_verdict(r.output_err, tol, local_measured=True, local_roots=[x.name for x in loc.roots],
+                    findings=bool(kept))
+    r = replace(r, output_verdict=v.words)
+    if v.rule == "local" and loc.roots:
         return _local_root(r, loc.roots[0])
-    if _output_out(r):
-        assert r.output_tolerance is not None
+    if v.rule == "output":
         where = f", from {dump_root[2]} on" if dump_root else ""
         return replace(r, verdict="diverges", root_rule="output", reason=join(
-            r.reason, f"{r.output_tolerance.words(r.output_err)}: out of tolerance, though every operator's "
-                      f"local error is within its floor (the error accumulates{where})"))
-    if r.verdict != "diverges":
-        return replace(r, root_rule="local")
-    if r.output_unseen:  # local error speaks for operators, not for an output nobody compared
-        return replace(r, root_rule="local", reason=join(r.reason, "kept diverging: no operator's local error can "
-                                                                   "stand for the output that was not compared"))
-    if r.root_name is not None and r.root_name not in loc.measured_names():
-        why = dict(loc.not_measured).get(r.root_name, "not measured")
-        return replace(r, reason=join(r.reason, f"kept diverging by the dumps: local error did not measure "
-                                                  f"its root {r.root_name} ({why})"))
+            r.reason, f"{v.words}, though every operator's local error is within its floor (the error "
+                      f"accumulates{where})"))
+    if v.diverges:
+        return replace(r, root_rule=rule, reason=join(r.reason, kept))
+    drift = (f"accumulated error drifts past the tolerance ({'at ' + dump_root[2] if dump_root else 'somewhere'}) "
+             "but every operator's local error is within its floor") if r.verdict == "diverges" else ""
+    above = "" if tol.holds(r.output_err) else f"outputs: {v.words}"
     return replace(r, verdict="ok", root_rule="local", root_id=None, root_ref_id=None, root_name=None,
                    root_opr_type=None, root_err=None, cause=None,
-                   reason=join(r.reason, "accumulated error drifts past the tolerance "
-                                          f"({'at ' + dump_root[2] if dump_root else 'somewhere'}) but every "
-                                          "operator's local error is within its floor and the outputs within "
-                                          "their tolerance"))
+                   reason=join(join(r.reason, drift), above) if above else join(r.reason, drift))
 
 
 def _departs(r: OptionResult, why: str) -> OptionResult:
     """``r`` diverging where its run departs from the default run's, by the dumps."""
     d = r.default_root
+    r = replace(r, verdict="diverges", reason=join(r.reason, why))
     if d is None:
-        return replace(r, reason=join(r.reason, why))
-    return replace(r, root_id=d[0], root_ref_id=d[1], root_name=d[2], root_opr_type=d[3] or None, root_err=d[4], reason=join(r.reason, why))
+        return r
+    return replace(r, root_id=d[0], root_ref_id=d[1], root_name=d[2], root_opr_type=d[3] or None, root_err=d[4])
+
+
+def _finite(x: Optional[float]) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def beyond_default(err: Optional[float], default_err: Optional[float], bound: float) -> Optional[bool]:
+    """Whether an option's output error ``err`` exceeds the default run's ``default_err`` (both
+    against the reference) by more than ``bound``, the option's output tolerance. NaN/Inf where
+    the default run is finite is beyond; an error below the default run's never is. None when
+    either was not compared."""
+    if err is None or default_err is None:
+        return None
+    if not _finite(err):
+        return _finite(default_err)
+    return _finite(default_err) and err > default_err + bound
 
 
 def against_default(r: OptionResult, default: Optional[OptionResult]) -> OptionResult:
-    """The verdict of an option that diverges from the reference, by what it adds over the plain
-    default run ``default`` (step 2 of the module docstring); ``r`` as it is when the default
-    run did not run through or the option's outputs were not compared."""
-    if r.status != "runs" or r.verdict != "diverges" or default is None or default.status != "runs":
+    """The verdict of an option by what it adds over the plain default run ``default`` (step 2 of
+    the module docstring); ``r`` as it is when the default run did not run through or the
+    option's outputs were not compared."""
+    if r.status != "runs" or default is None or default.status != "runs":
         return r
     if r.output_err is None or r.output_tolerance is None:
         return r  # nothing to hold its outputs to: never an all-clear
     tol = r.output_tolerance
-    adds_output = not tol.holds(r.output_err) and not tol.holds(r.default_err)
-    out_why = (f"{tol.words(r.output_err)}, and {'NaN/Inf' if r.default_err is None else format(r.default_err, '.3g')}"
-               " from the default run's outputs: beyond what the default run shows")
+    beyond = beyond_default(r.output_err, default.output_err, tol.value)
+    out_why = (f"{tol.words(r.output_err)}, and the default run's {fmt_num(default.output_err)}: beyond it by more "
+               f"than the tolerance ({'NaN/Inf' if r.default_err is None else fmt_num(r.default_err)} from the "
+               "default run's outputs)")
     if r.root_rule in ("local", "output") and r.local is not None and r.local.measured:
         if default.local is None or not default.local.measured:
+            if beyond:
+                return _departs(replace(r, root_rule="output"), out_why)
+            if r.verdict != "diverges" or r.root_rule == "output":  # no local root: by its output alone
+                return replace(r, verdict="as_default") if r.verdict == "diverges" else r
             why = default.local.why if default.local is not None else "not measured"
             return replace(r, reason=join(r.reason, f"not told apart from the default run, whose local error was "
                                                       f"not measured ({why})"))
@@ -119,11 +148,14 @@ def against_default(r: OptionResult, default: Optional[OptionResult]) -> OptionR
                     shared_roots=tuple(x.name for x in r.local.roots if x.name in theirs))
         if added:
             return r if r.root_name == added[0].name else _local_root(r, added[0])
-        if adds_output:
+        if beyond:
             return _departs(replace(r, root_rule="output"), out_why)
-        return replace(r, verdict="as_default")
-    if adds_output:
+        return replace(r, verdict="as_default") if r.verdict == "diverges" else r
+    if beyond:
         return _departs(r, out_why)
-    if r.default_diverges:
+    if r.verdict != "diverges":
+        return r
+    below = beyond is not None and r.output_err < default.output_err  # type: ignore[operator]
+    if r.default_diverges and not below:  # an error below the default run's is never beyond it
         return _departs(r, "its run departs from the default run's past the tolerance")
     return replace(r, verdict="as_default")
