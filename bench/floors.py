@@ -1,4 +1,4 @@
-"""Floors from the rounding of each operator's sums (issue 34): false roots on clean models.
+"""Floors from each operator's own arithmetic (issues 34 and 51): false roots on clean models.
 
     PYTHONPATH=. .venv/bin/python bench/floors.py --out bench/RESULTS-floors.md
     PYTHONPATH=. .venv/bin/python bench/floors.py --cases vit,cnn --options nchw44     # a part
@@ -8,9 +8,10 @@ reproducible, fast-run pinned by its own algorithm cache) and every x86 option o
 the default kernels, the clean model runs once more against the naive reference; then:
 
 * local error (the layerwise model fed the reference's values, under that configuration): the
-  largest difference of any operator that sums terms in rounding units, worst element and
-  whole-output scale (:mod:`lar_prec.compare.bounds`; ``TERMS_C`` = 1.5 is the allowance), and
-  the local roots (``noise_floors`` with the option's compute dtype): a clean model must have none;
+  largest difference of any operator with a bound (every rule of ``lar_prec/oprules.py``) in
+  rounding units, worst element and whole-output scale (:mod:`lar_prec.compare.bounds`;
+  ``TERMS_C`` = 1.5 is the allowance), the operators not judged and why, and the local roots
+  (``noise_floors`` with the option's compute dtype): a clean model must have none;
 * dump-only (``lar-prec compare`` of the two dumps, no model): its roots, likewise none.
 
 An option that does not load, crashes or stalls on this CPU is listed as such (that is a finding
@@ -33,24 +34,30 @@ sys.path.insert(0, str(ROOT))
 from lar_prec.compare.bounds import TERMS_C  # noqa: E402
 from lar_prec.diagnosis.floors import local_roots, noise_floors  # noqa: E402
 from lar_prec.compare.folders import compare_folders  # noqa: E402
-from lar_prec.diagnosis.local import build_layerwise, compute_dtype, layout_fmt, local_errors  # noqa: E402
+from lar_prec.diagnosis.local import build_layerwise, layout_fmt, local_errors  # noqa: E402
+from lar_prec.diagnosis.local_bounds import compute_dtype  # noqa: E402
 from lar_prec.diagnosis.tree import VarTree  # noqa: E402
 from lar_prec.run.config import get_config  # noqa: E402
 from lar_prec.workflows.sweep.options import DEFAULT_OPTIONS, OPTIONS  # noqa: E402
 from procs import RunFailed, dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "shufflenet", "longred", "fastrun_shake", "vit",
-         "mobilenetv3", "gru_topk", "resnet18")
+         "mobilenetv3", "gru_topk", "unet", "dethead", "lstm_lm", "swin", "effnet_lite", "resnet18")
 CONFIGS = ("default", "reproducible", "fast-run")
 
 
 def _row(case: str, setting: str, res, flags) -> str:
-    summed = [v.bound for v in res.vars if v.bound is not None]
-    worst = max((b.units for b in summed), default=0.0)
-    scale = max((b.scale_units for b in summed), default=0.0)
-    roots = local_roots(res, noise_floors(res, compute_dtype(flags))).roots
+    judged = [v.bound for v in res.vars if v.bound is not None]
+    worst = max((b.units for b in judged), default=0.0)
+    scale = max((b.scale_units for b in judged), default=0.0)
+    verdict = local_roots(res, noise_floors(res, compute_dtype(flags)))
+    roots = verdict.roots
     named = ", ".join(r.name for r in roots[:3]) + (" ..." if len(roots) > 3 else "")
-    return f"| {case} | {setting} | {len(summed)} | {worst:.3f} | {scale:.3f} | {len(roots)}{' (' + named + ')' if roots else ''} |"
+    kinds = sorted({b.kind for b in judged})
+    nj = sorted({w for w in verdict.not_judged.values()})
+    return (f"| {case} | {setting} | {len(judged)} ({', '.join(kinds)}) | {worst:.3f} | {scale:.3f} | "
+            f"{len(verdict.not_judged)}{' (' + '; '.join(nj)[:80] + ')' if nj else ''} | "
+            f"{len(roots)}{' (' + named + ')' if roots else ''} |")
 
 
 def dump_only_row(case: str, setting: str, ref, test, flags) -> str:
@@ -99,12 +106,13 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(local_rows[-1], dump_rows[-1], flush=True)
     elapsed = time.monotonic() - t0
     text = "\n".join([
-        "# Floors from the rounding of each operator's sums: clean models (bench/floors.py)", "",
+        "# Floors from each operator's own arithmetic: clean models (bench/floors.py)", "",
         f"Machine: {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')}; {elapsed:.0f} s. "
         f"Allowance: TERMS_C = {TERMS_C:g} rounding units (worst element, and the whole output's scale).", "",
         "## Local error (with the model)", "",
-        "| case | configuration | sums measured | worst element (units) | whole-output scale (units) | local roots |",
-        "|---|---|---|---|---|---|", *local_rows, "",
+        "| case | configuration | operators with a bound (kinds) | worst element (units) | whole-output scale (units) "
+        "| not judged | local roots |",
+        "|---|---|---|---|---|---|---|", *local_rows, "",
         "## Dump-only (compare, no model)", "", "| case | configuration | pairing | roots |", "|---|---|---|---|",
         *dump_rows, "",
         "## Did not run on this CPU", "", "| case | configuration | why |", "|---|---|---|", *failed, ""])

@@ -79,7 +79,7 @@ def _check_tolerance(o: dict) -> None:
 
 @pytest.mark.megengine
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["vit", "mobilenetv3"])
+@pytest.mark.parametrize("case", ["vit", "mobilenetv3", "unet", "dethead", "lstm_lm", "swin", "effnet_lite"])
 def test_every_x86_option_on_a_clean_model_diverges_only_where_it_adds_something(manifest, tmp_path, case):
     d, res = sweep_json(tmp_path, manifest[case], list(DEFAULT_OPTIONS["x86"]), "-j", "2", expect=None)
     plain = d["default"]

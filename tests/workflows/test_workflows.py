@@ -21,6 +21,7 @@ from lar_prec.report.records import SCHEMA
 
 FAKE_LAR = ROOT / "tests" / "fake_lar.py"
 FLOAT32_CASES = ["cnn", "resnet", "mlp", "attention", "multi_input", "quantized", "fastrun_shake", "vit", "mobilenetv3",
+                 "unet", "dethead", "lstm_lm", "swin", "effnet_lite",
                  "gru_topk"]
 
 VAR_KEYS = {"id": int, "name": str, "opr": str, "opr_type": str, "dtype": str, "shape": list, "inputs": list,
