@@ -1,0 +1,140 @@
+"""Is a wrong value the same bits run after run, or does it change from run to run? The one
+place every workflow asks it (``diff``'s side B, ``bisect``'s bad build, a ``zoo`` task whose
+result is wrong; ``sweep`` and ``mixed`` can use it the same way).
+
+:func:`rerun_and_compare` runs the same thing once more (the caller's ``rerun``: same binary,
+model, inputs, flags and environment) and compares the two dumps bitwise, var by var
+(:func:`compare_runs`). Where they differ, the **operator** named is the first (in execution
+order) whose output differs while every compared input of it is bitwise the same: on the same
+inputs it gave other bits, so it reads memory it did not write, or races (MegEngine's float16
+max pooling under ``--enable-ioc16`` on x86 does: its output differs on every run). Where they
+are the same bits, the wrong value is a deterministic bug (or a deterministic choice), not a
+race. :func:`from_band` says the same from a side that already ran several times (a shake's
+jitter per var: ``diff``'s sides), without another run.
+
+The answer is a :class:`RunToRun` (``to_json()``: ``same_bits``, ``operators`` with each one's
+``spread``, ``spread``, ``n_differ``, ``runs``, ``under``, ``words``).
+
+Example::
+
+    from lar_prec.workflows.nondeterminism import rerun_and_compare
+    rr = rerun_and_compare(rec.dump_dir, lambda: run_once(...).dump_dir, work, under="--enable-ioc16")
+    print(rr.words)
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+from lar_prec.compare.folders import compare_folders
+from lar_prec.compare.records import AGREEING
+from lar_prec.diagnosis.tree import VarTree
+from lar_prec.dumps.folder import DumpFolder
+from lar_prec.records import PathLike, json_number
+
+#: why an operator gives other bits on the same inputs (what the words say it is)
+WHY = "reads memory it did not write, or races"
+
+
+@dataclass(frozen=True)
+class RunToRun:
+    """Two (or more) runs of one setting compared. ``same_bits``: the watched vars (all when
+    none were named) are bitwise the same; ``operators``: where the differences start (each a
+    dict ``id``, ``name``, ``opr_type``, ``spread``: the largest ``max_err`` between runs of its
+    output), first in execution order; ``spread``: the largest ``max_err`` between runs over
+    the watched vars; ``runs``: how many runs were compared; ``under``: the flags or option it
+    ran under (words only)."""
+
+    same_bits: bool
+    operators: Tuple[Mapping[str, Any], ...] = ()
+    spread: float = 0.0
+    n_differ: int = 0
+    runs: int = 2
+    under: str = ""
+
+    @property
+    def nondeterministic(self) -> bool:
+        return not self.same_bits
+
+    @property
+    def words(self) -> str:
+        if self.same_bits:
+            return f"the same bits in all {self.runs} runs: deterministic (a difference that repeats, not a race)"
+        under = f" under {self.under}" if self.under else ""
+        if not self.operators:
+            return f"the result differs from run to run{under} (spread {_num(self.spread)})"
+        o = self.operators[0]
+        more = f" (and {len(self.operators) - 1} more operator(s))" if len(self.operators) > 1 else ""
+        return (f"{o['name']} ({o['opr_type']}) is nondeterministic{under}: on the same inputs its output differs "
+                f"from run to run (spread {_num(o['spread'])}): it {WHY}{more}")
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"same_bits": self.same_bits, "nondeterministic": self.nondeterministic,
+                "operators": [dict(o, spread=json_number(o["spread"])) for o in self.operators],
+                "spread": json_number(self.spread), "n_differ": self.n_differ, "runs": self.runs,
+                "under": self.under or None, "words": self.words}
+
+
+def _num(x: Optional[float]) -> str:
+    return "NaN/Inf" if x is None or not math.isfinite(x) else f"{x:.3g}"
+
+
+def _spread(d: Any) -> float:
+    """A var's difference between two runs (inf where one run made NaN/Inf or a shape differs)."""
+    if d.max_err is not None:
+        return float(d.max_err)
+    return math.inf
+
+
+def compare_runs(first: PathLike, again: PathLike, *, watched: Sequence[int] = (), under: str = "") -> RunToRun:
+    """Two whole dumps of the same graph and setting compared bitwise (see the module docstring).
+
+    Raises:
+        LarPrecError: a dump cannot be read.
+    """
+    comp = compare_folders(first, again, threshold=0.0, jobs=min(2, os.cpu_count() or 1))
+    tree = VarTree(list(comp.diffs), threshold=comp.threshold, comparison=comp)
+    differ = {d.id: d for d in comp.diffs if d.status not in AGREEING}
+    roots = sorted(tree.roots(), key=lambda r: r.order)
+    ops = tuple({"id": int(r.id), "name": r.name, "opr_type": r.opr_type, "spread": _spread(differ[r.id])}
+                for r in roots if r.id in differ)
+    look = [i for i in watched if i in differ] if watched else list(differ)
+    spread = max((_spread(differ[i]) for i in look), default=0.0)
+    return RunToRun(not look, ops if look else (), spread, len(differ), 2, under)
+
+
+def rerun_and_compare(first: PathLike, rerun: Callable[[], PathLike], *, watched: Sequence[int] = (),
+                      under: str = "") -> RunToRun:
+    """Run once more (``rerun()`` returns the new run's dump folder) and compare with ``first``.
+
+    Raises:
+        RunError / RunTimeout (exit 3): the run again failed; LarPrecError: a dump cannot be read.
+    """
+    return compare_runs(first, rerun(), watched=watched, under=under)
+
+
+def from_band(dump: PathLike, band: Mapping[int, float], *, watched: Sequence[int] = (), runs: int = 2,
+              under: str = "") -> RunToRun:
+    """The same answer from a side that ran ``runs`` times already: ``band`` its largest
+    difference from run 1 per var id of ``dump`` (run 1's dump; inf where a later run turned a
+    value NaN/Inf). The operators are the vars that differ while every input of theirs in
+    ``band`` is 0."""
+    folder = DumpFolder(dump)
+    moved = {i for i, b in band.items() if b != 0}
+    ops = []
+    for vid in folder.ids:
+        if vid not in moved:
+            continue
+        ins = [u for u in folder[vid].input_ids if u in band and u != vid]
+        if not any(u in moved for u in ins):
+            v = folder[vid].var
+            ops.append({"id": int(vid), "name": v.name, "opr_type": v.opr_type, "spread": float(band[vid])})
+    look = [i for i in watched if i in moved] if watched else sorted(moved)
+    spread = max((float(band[i]) for i in look), default=0.0)
+    return RunToRun(not look, tuple(ops) if look else (), spread, len(moved), runs, under)
+
+
+__all__ = ["RunToRun", "WHY", "compare_runs", "from_band", "rerun_and_compare"]
