@@ -1099,9 +1099,11 @@ function bisectView() {
 // the zoo's page (lar-prec zoo, schema lar-prec.zoo/1): per build and device, a matrix of models x
 // analyses (a sweep has a column per option) coloured by verdict; each cell its output error, first
 // root, regressions against the store's history and a link to its analysis page
+// a cell's own regressions (those of its option); a zoo.json written before cells carried them: the task's
+function zooCellRegressed(e, c) { return c.regressed || e.regressed || []; }
 function zooCellClass(e, c) {
   if (e.state === 'failed') return 'zc zc-failed';
-  return 'zc ' + ((e.regressed || []).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
+  return 'zc ' + (zooCellRegressed(e, c).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
 }
 function zooCell(e, c) {
   var td = el('td', { 'class': zooCellClass(e, c), title: (e.state === 'failed' ? e.why : c.why || e.verdict || '') + (e.run ? ' \u00b7 run ' + e.run : '') });
@@ -1109,7 +1111,13 @@ function zooCell(e, c) {
   else {
     td.appendChild(el('div', { 'class': 'zc-err' }, 'err ' + fmt(c.output_err)));
     if (c.root) td.appendChild(el('div', { 'class': 'zc-root' }, 'root ' + c.root));
-    if ((e.regressed || []).length) td.appendChild(el('div', { 'class': 'zc-reg' }, 'regressed: ' + e.regressed.slice(0, 3).join(', ') + (e.regressed.length > 3 ? ' \u2026' : '')));
+    var reg = zooCellRegressed(e, c);
+    if (reg.length) td.appendChild(el('div', { 'class': 'zc-reg' }, 'regressed: ' + reg.slice(0, 3).join(', ') + (reg.length > 3 ? ' \u2026' : '')));
+    var nd = (c.nondeterministic || []).slice();
+    var rr = c.run_to_run;
+    if (rr && rr.nondeterministic && rr.operators && rr.operators.length && nd.indexOf(rr.operators[0].name) < 0) nd.push(rr.operators[0].name);
+    if (nd.length) td.appendChild(el('div', { 'class': 'zc-reg', title: rr && rr.words ? rr.words : 'its own repeated runs differ' }, 'nondeterministic: ' + nd.slice(0, 2).join(', ')));
+    else if (rr && rr.same_bits) td.appendChild(el('div', { 'class': 'dim', title: rr.words }, 'run again: same bits'));
   }
   var foot = [];
   if (e.page) foot.push(el('a', { href: e.page, 'class': 'zc-link' }, 'analysis'));
