@@ -6,7 +6,8 @@ result is wrong; ``sweep`` and ``mixed`` can use it the same way).
 model, inputs, flags and environment) and compares the two dumps bitwise, var by var
 (:func:`compare_runs`). Where they differ, the **operator** named is the first (in execution
 order) whose output differs while every compared input of it is bitwise the same: on the same
-inputs it gave other bits, so it reads memory it did not write, or races (MegEngine's float16
+inputs it gave other bits, so it reads memory it did not write, or races (a var computed from
+constants alone counts as a constant: named where it first meets data, as local error does) (MegEngine's float16
 max pooling under ``--enable-ioc16`` on x86 does: its output differs on every run). Where they
 are the same bits, the wrong value is a deterministic bug (or a deterministic choice), not a
 race. :func:`from_band` says the same from a side that already ran several times (a shake's
@@ -27,16 +28,17 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from lar_prec.compare.folders import compare_folders
 from lar_prec.compare.records import AGREEING
-from lar_prec.diagnosis.tree import VarTree
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.records import PathLike, json_number
 
 #: why an operator gives other bits on the same inputs (what the words say it is)
 WHY = "reads memory it did not write, or races"
+#: operators without inputs that bring data in (not constants)
+DATA_INPUTS = frozenset({"Host2DeviceCopy"})
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,33 @@ def _spread(d: Any) -> float:
     return math.inf
 
 
+def static_vars(folder: DumpFolder) -> Set[int]:
+    """Vars computed from constants alone (a weight's relayout, a folded constant): part of the
+    model's constants, as local error holds them; a difference there is named where it first
+    meets data (the operator that reads it)."""
+    out: Set[int] = set()
+    for vid in folder.ids:  # inputs come first
+        d = folder[vid]
+        # an input the dump does not hold is no data either (a shape, a value load_and_run folded)
+        ins = [u for u in d.input_ids if u != vid and u in folder]
+        if (not ins and d.var.opr_type not in DATA_INPUTS) or (ins and all(u in out for u in ins)):
+            out.add(vid)
+    return out
+
+
+def _starts(folder: DumpFolder, moved: Mapping[int, float]) -> List[Dict[str, Any]]:
+    """The vars (not static) that differ while none of their inputs that differ is data."""
+    static = static_vars(folder)
+    ops = []
+    for vid in folder.ids:
+        if vid not in moved or vid in static:
+            continue
+        if not any(u in moved and u not in static and u != vid for u in folder[vid].input_ids):
+            v = folder[vid].var
+            ops.append({"id": int(vid), "name": v.name, "opr_type": v.opr_type, "spread": float(moved[vid])})
+    return ops
+
+
 def compare_runs(first: PathLike, again: PathLike, *, watched: Sequence[int] = (), under: str = "") -> RunToRun:
     """Two whole dumps of the same graph and setting compared bitwise (see the module docstring).
 
@@ -96,14 +125,11 @@ def compare_runs(first: PathLike, again: PathLike, *, watched: Sequence[int] = (
         LarPrecError: a dump cannot be read.
     """
     comp = compare_folders(first, again, threshold=0.0, jobs=min(2, os.cpu_count() or 1))
-    tree = VarTree(list(comp.diffs), threshold=comp.threshold, comparison=comp)
-    differ = {d.id: d for d in comp.diffs if d.status not in AGREEING}
-    roots = sorted(tree.roots(), key=lambda r: r.order)
-    ops = tuple({"id": int(r.id), "name": r.name, "opr_type": r.opr_type, "spread": _spread(differ[r.id])}
-                for r in roots if r.id in differ)
+    differ = {d.id: _spread(d) for d in comp.diffs if d.status not in AGREEING}
     look = [i for i in watched if i in differ] if watched else list(differ)
-    spread = max((_spread(differ[i]) for i in look), default=0.0)
-    return RunToRun(not look, ops if look else (), spread, len(differ), 2, under)
+    spread = max((differ[i] for i in look), default=0.0)
+    ops = tuple(_starts(DumpFolder(first), differ)) if look else ()
+    return RunToRun(not look, ops, spread, len(differ), 2, under)
 
 
 def rerun_and_compare(first: PathLike, rerun: Callable[[], PathLike], *, watched: Sequence[int] = (),
@@ -122,19 +148,11 @@ def from_band(dump: PathLike, band: Mapping[int, float], *, watched: Sequence[in
     difference from run 1 per var id of ``dump`` (run 1's dump; inf where a later run turned a
     value NaN/Inf). The operators are the vars that differ while every input of theirs in
     ``band`` is 0."""
-    folder = DumpFolder(dump)
-    moved = {i for i, b in band.items() if b != 0}
-    ops = []
-    for vid in folder.ids:
-        if vid not in moved:
-            continue
-        ins = [u for u in folder[vid].input_ids if u in band and u != vid]
-        if not any(u in moved for u in ins):
-            v = folder[vid].var
-            ops.append({"id": int(vid), "name": v.name, "opr_type": v.opr_type, "spread": float(band[vid])})
+    moved = {i: float(b) for i, b in band.items() if b != 0}
     look = [i for i in watched if i in moved] if watched else sorted(moved)
-    spread = max((float(band[i]) for i in look), default=0.0)
-    return RunToRun(not look, tuple(ops) if look else (), spread, len(moved), runs, under)
+    spread = max((moved[i] for i in look), default=0.0)
+    ops = tuple(_starts(DumpFolder(dump), moved)) if look else ()
+    return RunToRun(not look, ops, spread, len(moved), runs, under)
 
 
 __all__ = ["RunToRun", "WHY", "compare_runs", "from_band", "rerun_and_compare"]

@@ -53,7 +53,9 @@ def _again(task: Any, rec: Any, flags: Sequence[str], watched: Sequence[int], un
 
 
 def _runs(result: Any) -> Dict[str, Any]:
-    return {r.label: r for r in getattr(result, "runs", ()) if getattr(r, "dump_dir", None)}
+    """The runs of a workflow's result by label (a sweep keeps them in its SweepResult)."""
+    runs = getattr(result, "runs", None) or getattr(getattr(result, "result", None), "runs", ())
+    return {r.label: r for r in runs if getattr(r, "dump_dir", None)}
 
 
 def rerun_wrong(task: Any, result: Any, report: Mapping[str, Any], cells: Sequence[Dict[str, Any]]
