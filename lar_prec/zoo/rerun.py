@@ -11,7 +11,7 @@ the device's sessions): its cells say so.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
 from lar_prec.run.config import get_config
