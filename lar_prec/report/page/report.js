@@ -1033,10 +1033,10 @@ function historyView() {
 // ---------------------------------------------------------------- diff (two environments) and bisect (builds)
 // diff: the sides, the variables per verdict, how they paired, the first root's local error and
 // the float64 oracle; the variables table carries each var's verdict and both sides' jitter.
-var DIFF_WORDS = { equal: 'equal', within_jitter: 'within jitter', outside_jitter: 'outside jitter', nonfinite: 'nonfinite' };
+var DIFF_WORDS = { equal: 'equal', within_jitter: 'within jitter', within_rounding: 'within rounding', outside_jitter: 'outside', nonfinite: 'nonfinite' };
 function diffSection() {
   if (R.command !== 'diff') return;
-  var box = el('section', { id: 'diff-section' }, el('h2', null, 'Two environments ', el('small', null, 'each side repeated: a difference no larger than both sides vary by themselves (j_A + j_B) is within jitter')));
+  var box = el('section', { id: 'diff-section' }, el('h2', null, 'Two environments ', el('small', null, 'each side repeated: a difference no larger than both sides vary by themselves (j_A + j_B) is within jitter; larger, with each side within every operator\u2019s bound of the naive reference, within rounding')));
   document.body.insertBefore(box, document.getElementById('roots-section'));
   var S = R.sides || {};
   box.appendChild(simpleTable([
@@ -1050,6 +1050,13 @@ function diffSection() {
     ['a', 'b'].filter(function (k) { return S[k]; })));
   var c = R.diff_counts || {};
   box.appendChild(el('p', { id: 'diff-counts' }, Object.keys(DIFF_WORDS).map(function (k) { return [badge(DIFF_WORDS[k], 'diff-' + k), ' ' + (c[k] || 0) + '  ']; })));
+  var rd = R.rounding || {};
+  box.appendChild(el('p', { id: 'diff-rounding' }, rd.measured ? 'Against the naive reference: ' + ['a', 'b'].map(function (k) {
+    var roots = ((rd[k] || {}).roots || []).map(function (x) { return x.name; });
+    return k.toUpperCase() + ' ' + (roots.length ? 'out of its bound at ' + roots.join(', ') : 'every operator within its bound');
+  }).join('; ') : (rd.why || 'rounding not judged: nothing outside jitter')));
+  var rr = R.run_to_run;
+  if (rr) box.appendChild(el('p', { id: 'diff-run-to-run', 'class': rr.nondeterministic ? 'bad' : '' }, 'Side B, its runs compared: ' + rr.words));
   var p = R.diff_pairing || {};
   if (p.how === 'key') {
     box.appendChild(el('p', null, 'The two sides ran different graphs: ' + p.compared + ' of A\u2019s ' + p.reference_vars + ' variables paired by operator key.'));
@@ -1060,11 +1067,12 @@ function diffSection() {
   var r = roots[0];
   if (r) {
     var o = r.oracle || {};
-    box.appendChild(el('h3', null, 'First outside jitter: ', varLink(r.id, r.name), el('small', null, ' ' + r.opr_type + ' \u00b7 var ' + r.id)));
+    box.appendChild(el('h3', null, 'First outside: ', varLink(r.id, r.name), el('small', null, ' ' + r.opr_type + ' \u00b7 var ' + r.id)));
     var kv = el('div', { 'class': 'kv', id: 'diff-root' });
     [['max_err (B against A)', fmt(r.max_err)], ['local error on A\u2019s inputs', r.local_err === undefined ? 'not measured' : fmt(r.local_err) + ' (floor ' + fmt(r.floor) + ', ' + r.label + ')'],
      ['float64 oracle', o.a_err === undefined ? (o.why || 'not run') : 'A ' + fmt(o.a_err) + ' from it, B ' + fmt(o.b_err)],
-     ['nearer float64', r.nearer ? r.nearer.toUpperCase() : '\u2014']].forEach(function (x) { kv.appendChild(el('div', null, x[0])); kv.appendChild(el('div', null, x[1])); });
+     ['nearer float64', r.nearer ? r.nearer.toUpperCase() : '\u2014'],
+     ['against the naive reference', !r.rounding ? 'not measured' : ['a', 'b'].map(function (k) { var x = r.rounding[k]; return k.toUpperCase() + ' ' + (x ? x.label + ' ' + fmt(x.local_err) + ' (floor ' + fmt(x.floor) + ')' : 'not measured'); }).join('; ')]].forEach(function (x) { kv.appendChild(el('div', null, x[0])); kv.appendChild(el('div', null, x[1])); });
     box.appendChild(kv);
   }
 }
