@@ -60,7 +60,7 @@ def render_diff_top(report: "Report", con: Any) -> None:
                                                                "within rounding)"))
     rtr = ex.get("run_to_run")
     if rtr:
-        con.print(text("Side B run again: ", "bold", (str(rtr.get("words")), "bold red" if rtr.get("nondeterministic")
+        con.print(text("Side B's runs compared: ", "bold", (str(rtr.get("words")), "bold red" if rtr.get("nondeterministic")
                                                        else "")))
     for r in report.roots[:1]:
         parts = []
