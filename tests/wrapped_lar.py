@@ -37,6 +37,12 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   jitter, only in runs whose argv holds FLAG (a kernel that differs run to run under one option,
   as one reading memory it did not write); with ``WRAPPED_LAR_JITTER_DIR`` any two of those runs
   differ by SIZE or more. Its naive runs (``MGB_USE_MEGDNN_DBG=2``) keep the weight.
+* ``WRAPPED_LAR_RACE=NAME:SIZE``: a default kernel that reads memory it did not write: wrong by
+  about SIZE and never the same twice. As the fault, with the k-th process's factor
+  1 + SIZE x (1 + k/10) (k counted in ``WRAPPED_LAR_JITTER_DIR``, which it needs; naive runs are
+  not counted and get 1): its distance from a correct run (about SIZE) stays above its own spread
+  over up to 10 runs (k/10 x SIZE), as MegEngine's float16 max pooling under ``--enable-ioc16``
+  is on some x86 CPUs.
 * ``WRAPPED_LAR_HANG=TEXT``: on a model whose path contains TEXT it hangs, with a child
   ``sleep`` in its process group whose pid goes to ``WRAPPED_LAR_HANG_PID``.
 * ``WRAPPED_LAR_RENUMBER=OFFSET``: its dumps number vars differently from the graph MegEngine
@@ -269,7 +275,8 @@ def main():
         child.wait()
         return 1
     op_fault = os.environ.get("WRAPPED_LAR_OP_FAULT")
-    fault = op_fault or os.environ.get("WRAPPED_LAR_FAULT") or os.environ.get("WRAPPED_LAR_JITTER")
+    race = os.environ.get("WRAPPED_LAR_RACE")
+    fault = op_fault or os.environ.get("WRAPPED_LAR_FAULT") or os.environ.get("WRAPPED_LAR_JITTER") or race
     flag, _, when_flag = os.environ.get("WRAPPED_LAR_FAULT_IF_FLAG", "").partition("=")
     if when_flag and flag in argv:
         fault = when_flag
@@ -303,7 +310,9 @@ def main():
                 change = "1.0" if naive else size
             else:
                 step = float(size)
-                if jitter:  # a new factor per process
+                if race and fault == race:  # wrong, and another factor in every process
+                    step *= 0.0 if naive else 1 + _process_index(os.environ["WRAPPED_LAR_JITTER_DIR"]) / 10
+                elif jitter:  # a new factor per process
                     count_dir = os.environ.get("WRAPPED_LAR_JITTER_DIR")
                     step *= 0.0 if "--reproducible" in argv else (1 + _process_index(count_dir) if count_dir else
                                                                   0.5 + random.random())

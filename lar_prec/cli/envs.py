@@ -75,8 +75,9 @@ def _side(name: str, lar: str | None, remote: str | None, flags: tuple, env: tup
 @_REPEAT
 @_CONFIG
 @_common
-@click.option("--no-local", is_flag=True, help="Do not measure the local error of the first operators outside jitter "
-                                               "(B's operator on A's inputs: one build and run of the model).")
+@click.option("--no-local", is_flag=True, help="Do not measure local error: neither each side against the naive "
+                                               "reference (within rounding) nor B's operator on A's inputs at the "
+                                               "root; outside jitter is then the last tier.")
 @click.option("--remote-dir", "remote_dir", metavar="DIR", default=None, help="The devices' working folder.")
 @click.option("--keep-remote", is_flag=True, help="Keep each run's folder on the device after pulling it.")
 @store_option
@@ -91,11 +92,14 @@ def diff_cmd(paths: tuple, inputs: tuple, a_lar: str | None, a_remote: str | Non
     Runs MODEL on side A and side B (--a-lar/--b-lar builds, --a-remote/--b-remote devices,
     --a-flags/--b-flags, --a-env/--b-env), each --repeat times to measure its own jitter, and
     judges every operator: equal, within jitter (no more than the two sides vary by
-    themselves), outside jitter, or nonfinite. The first operator outside jitter is the root,
-    with its local error on A's inputs and the side the float64 oracle finds nearer. Or give
-    two analysis folders made before (DIR_A DIR_B: shake, diff sides), or two store runs with
-    --store: no runs. Exit code 0 nothing outside jitter (or the two sides are the same),
-    1 an operator outside jitter, 2 usage or input error, 3 a run failed.
+    themselves), within rounding (more, but each side within the operator's bound of the
+    naive reference, by local error: a kernel change, both correct), outside (a precision
+    change), or nonfinite. The first operator outside is the root, with its local error on
+    A's inputs, the side the float64 oracle finds nearer, and whether B's wrong value is the
+    same bits in each of its runs. Or give two analysis folders made before (DIR_A DIR_B:
+    shake, diff sides), or two store runs with --store: no runs. Exit code 0 nothing outside
+    (or the two sides are the same), 1 an operator outside, 2 usage or input error, 3 a run
+    failed.
     """
     sides_given = any((a_lar, a_remote, a_flags, a_env, b_lar, b_remote, b_flags, b_env))
     # MODEL or DIR_A DIR_B first, then load_and_run flags (their values too: --multithread 2)
@@ -169,19 +173,24 @@ def _diff_made(names: list, store: str | None, out: str | None, json_out: str | 
 @click.option("--store", "store", metavar="URL", envvar="LAR_PREC_STORE", default=None,
               help="Cache every build's result in this results store (an SQLite file or postgresql://...): "
                    "a second bisect reuses them. [default: $LAR_PREC_STORE; none]")
+@click.option("--no-local", is_flag=True, help="Bad is outside the good end's band, rounding not judged (no naive "
+                                               "reference, no layerwise runs).")
 @handle_errors
 def bisect_cmd(model: str, lar_flags: tuple, inputs: tuple, builds: str, good: str, bad: str, operator: str | None,
                env_items: tuple, repeat: int, config_name: str, lar_args: tuple, out: str | None,
                json_out: str | None, html_out: str | None, timeout: float | None, seed: int, quiet: bool,
-               store: str | None) -> None:
-    """Since which build does the output differ? Bisect an ordered list of load_and_run builds.
+               store: str | None, no_local: bool) -> None:
+    """Since which build did precision change? Bisect an ordered list of load_and_run builds.
 
     Runs the good end --repeat times (its jitter is the band) and the bad end once; the bad
-    end must leave the band. Then each step runs the build that halves the rest: a build is
-    bad when a model output (or --operator) leaves the good end's band, skipped when it
-    cannot load the model or crashes. Names the first bad build and the root operator in it,
-    in at most ceil(log2 N) + 2 analyses for N builds. Exit code 0 the bad end stays within
-    the band, 1 a first bad build found, 2 usage or input error, 3 an end cannot run.
+    end must be bad. Then each step runs the build that halves the rest: a build is bad when
+    a model output (or --operator) is outside rounding (outside the good end's band, and the
+    good end or the build out of an operator's bound of the naive reference, by local
+    error), skipped when it cannot load the model or crashes. A bad build runs once more: is
+    its wrong value the same bits? Names the first bad build and the root operator in it, in
+    at most ceil(log2 N) + 2 analyses for N builds. Exit code 0 the bad end is not bad
+    (within the band or within rounding), 1 a first bad build found, 2 usage or input
+    error, 3 an end cannot run.
     """
     from lar_prec.report.envs import render_bisect_terminal
     from lar_prec.run.argv import parse_env_assignments
@@ -197,6 +206,6 @@ def bisect_cmd(model: str, lar_flags: tuple, inputs: tuple, builds: str, good: s
 
     data = bisect(model, inputs, builds, good, bad, operator=operator, repeat=repeat, config=config_name,
                   extra_flags=pass_through_flags(lar_args, lar_flags), env=env, out=out, store=store, timeout=timeout,
-                  seed=seed, on_build=said)
+                  seed=seed, on_build=said, local=not no_local)
     advice_outputs(data, render_bisect_terminal, json_out, html_out)
     sys.exit(int(data["exit_code"]))

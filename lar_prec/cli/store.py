@@ -45,29 +45,41 @@ def _emit(data: Any, json_out: str | None, lines: list) -> None:
               help="Also compare with this baseline file (lar-prec baseline update): exit 1 on a regression and on "
                    "an improvement it does not record.")
 @click.option("--since", metavar="RUN", default=None, help="Ignore the history before this run (a uid or its prefix).")
+@click.option("--min-history", "min_history", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
+              help="Past runs of the series needed before an operator is said to regress or improve.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON result here ('-': stdout).")
 @handle_errors
 def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None, since: str | None,
-              json_out: str | None) -> None:
+              min_history: int, json_out: str | None) -> None:
     """Did any operator get worse? ANALYSIS_DIR (default: the store's newest run) against its history.
 
     Compares every operator with its own past in the store for the same model, input and
     configuration on the same kind of device: it regresses when its error leaves its band (the
     jitter shake measured, its floor, the spread of its past), improves when it drops below.
     Lists the regressed operators, the root among them first, with the run where each was last
-    good. Exit code 1 on a regression (or, with --baseline, an unrecorded improvement), 0
-    otherwise, 2 when the store or the folder cannot be read.
+    good (a sweep: each option on its own). Below --min-history past runs nothing regresses
+    yet. An operator whose own repeated runs (one build) differ is named nondeterministic,
+    with its spread, never a regression of itself. Exit code 1 on a regression (or, with
+    --baseline, an unrecorded improvement), 0 otherwise, 2 when the store or the folder
+    cannot be read.
     """
     from lar_prec.workflows.history import check
 
     check_report_outputs(json_out, None, [analysis_dir, baseline], make_parents=False)
-    res = check(_need(store), analysis_dir, baseline=baseline, since=since)
+    res = check(_need(store), analysis_dir, baseline=baseline, since=since, min_history=min_history)
     lines = [res["verdict"]]
     for v in res["regressed"] + res["improved"]:
         good = v["last_good"] or {}
         where = f"; last good {good.get('created')} ({good.get('build')})" if good else ""
         algo = f"; algorithm {v['algorithm_changed']}" if v["algorithm_changed"] else ""
-        lines.append(f"  {v['verdict']}{' ROOT' if v['root'] else ''} {v['name']} ({v['opr_type']}): {v['why']}{algo}{where}")
+        opt = f" under {v['option']}" if v.get("option") else ""
+        lines.append(f"  {v['verdict']}{' ROOT' if v['root'] else ''} {v['name']} ({v['opr_type']}){opt}: "
+                     f"{v['why']}{algo}{where}")
+    for n in res["nondeterministic"]:
+        opt = f" under {n['option']}" if n["option"] else ""
+        spread = "NaN/Inf in some runs" if n["nonfinite"] else f"spread {n['spread']:.3g}"
+        lines.append(f"  nondeterministic{' SOURCE' if n['source'] else ''} {n['name']} ({n['opr_type']}){opt}: "
+                     f"{spread} over {n['runs']} runs of {n['build']}")
     _emit(res, json_out, lines)
     sys.exit(res["exit_code"])
 

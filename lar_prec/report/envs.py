@@ -4,8 +4,10 @@
 
 A diff report holds, besides the design's keys: ``sides`` (``a``, ``b``: build, remote, flags,
 env, runs, jitter measured, largest jitter), ``diff_counts`` (vars per verdict), ``diff_pairing``
-(``how``: id or key, what has no partner), and per var ``diff``, ``jitter_a``, ``jitter_b``;
-its roots carry ``local_err``/``floor`` (B's operator on A's inputs) and ``oracle``/``nearer``.
+(``how``: id or key, what has no partner), ``rounding`` (each side against the naive reference),
+``run_to_run`` (B's wrong values run again), and per var ``diff``, ``jitter_a``, ``jitter_b``,
+``rounding``; its roots carry ``local_err``/``floor`` (B's operator on A's inputs) and
+``oracle``/``nearer``.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ if TYPE_CHECKING:
     from lar_prec.report.model import Report
 
 #: how a verdict reads, and its style
-VERDICT_STYLE = {"equal": "green", "within_jitter": "green", "outside_jitter": "bold red", "nonfinite": "bold magenta"}
+VERDICT_STYLE = {"equal": "green", "within_jitter": "green", "within_rounding": "green", "outside_jitter": "bold red",
+                 "nonfinite": "bold magenta"}
 BUILD_STYLE = {"good": "green", "bad": "bold red", "skip": "yellow", "untested": "dim"}
 
 
@@ -49,6 +52,16 @@ def render_diff_top(report: "Report", con: Any) -> None:
                        f"{pairing.get('compared')} of A's {pairing.get('reference_vars')} variables; "
                        f"{len(pairing.get('unpaired_a') or ())} of A, {len(pairing.get('unpaired_b') or ())} of B "
                        "without a partner"))
+    rnd = ex.get("rounding") or {}
+    if rnd.get("measured"):
+        sides = "; ".join(f"{k.upper()} " + (", ".join(x["name"] for x in (rnd.get(k) or {}).get("roots") or ()) or
+                                             "every operator within its bound") for k in ("a", "b"))
+        con.print(text("Against the naive reference: ", "bold", f"{sides} ({rnd.get('within', 0)} variable(s) "
+                                                               "within rounding)"))
+    rtr = ex.get("run_to_run")
+    if rtr:
+        con.print(text("Side B's runs compared: ", "bold", (str(rtr.get("words")), "bold red" if rtr.get("nondeterministic")
+                                                       else "")))
     for r in report.roots[:1]:
         parts = []
         if r.extra.get("local_err") is not None:
@@ -59,7 +72,7 @@ def render_diff_top(report: "Report", con: Any) -> None:
             parts.append(f"float64 oracle: A {fmt_err(o.get('a_err'))} from it, B {fmt_err(o.get('b_err'))}: "
                          f"{str(r.extra['nearer']).upper()} nearer")
         if parts:
-            con.print(text("First outside jitter: ", "bold", f"{r.name}: " + "; ".join(parts)))
+            con.print(text("First outside: ", "bold", f"{r.name}: " + "; ".join(parts)))
 
 
 def render_bisect_terminal(data: Mapping[str, Any], out: Any) -> None:

@@ -1,5 +1,6 @@
 """The terminal view of ``lar-prec zoo``: drawn from the zoo's JSON (``lar-prec.zoo/1``), one line
-per cell (a sweep task has one per option it tried), failures with why, and the counts."""
+per cell (a sweep task has one per option it tried) with its own option's regressions and what
+running a wrong cell again said, failures with why, and the counts."""
 from __future__ import annotations
 
 from typing import Any, List, Mapping
@@ -7,6 +8,17 @@ from typing import Any, List, Mapping
 
 def _err(x: Any) -> str:
     return "-" if x is None else f"{x:.3g}"
+
+
+def _again(c: Mapping[str, Any]) -> str:
+    """What running the cell's failing side again said, and its nondeterministic operators."""
+    nd = list(c.get("nondeterministic") or ())
+    rr = c.get("run_to_run") or {}
+    if rr.get("nondeterministic"):
+        return f"  {rr.get('words')}"
+    if nd:
+        return f"  nondeterministic: {', '.join(nd[:2])} (its repeated runs differ)"
+    return "  run again: same bits" if rr.get("same_bits") else ""
 
 
 def zoo_lines(data: Mapping[str, Any], *, limit: int = 200) -> List[str]:
@@ -17,14 +29,16 @@ def zoo_lines(data: Mapping[str, Any], *, limit: int = 200) -> List[str]:
         if e["state"] == "failed":
             rows.append((0, f"FAILED     {e['model']:<14} {e['column']:<34} {where:<24} {e.get('why') or e.get('verdict')}"))
             continue
-        reg = f"  regressed: {', '.join(e['regressed'][:3])}" if e["regressed"] else ""
         for c in e["cells"] or [{"column": e["column"], "bad": e["exit_code"] == 1, "output_err": None, "root": None}]:
+            # the cell's own regressions (its option's); a zoo.json from before cells carried them: the task's
+            regressed = c["regressed"] if "regressed" in c else e["regressed"]
+            reg = f"  regressed: {', '.join(regressed[:3])}" if regressed else ""
             state = "REGRESSED" if reg else "divergent" if c.get("bad") else "ok"
             rank = 1 if reg else 2 if c.get("bad") else 3
             root = f"  root {c['root']}" if c.get("root") else ""
             stored = "  (stored)" if e["state"] == "stored" else ""
             rows.append((rank, f"{state:<10} {e['model']:<14} {c['column']:<34} {where:<24} err {_err(c.get('output_err'))}"
-                               f"{root}{reg}{stored}"))
+                               f"{root}{reg}{_again(c)}{stored}"))
     rows.sort(key=lambda r: r[0])
     n = data["counts"]
     lines = [f"zoo {data['name']}: {n['tasks']} task(s): {n['ran']} ran, {n['stored']} already in the store, "

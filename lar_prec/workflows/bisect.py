@@ -3,10 +3,15 @@
 An ordered list of builds (load_and_run programs, or a folder of them sorted by name), one good
 end and one bad end. "Bad" is lar-prec's own, not a user's script: the good end runs
 ``--repeat`` times (a shake of its own: each variable's jitter, its band); a build is bad when
-one of the model's outputs (or the ``--operator`` variable) leaves that band in its run, judged
-per variable as ``lar-prec diff`` does (:mod:`lar_prec.workflows.diff.judge`: paired by id, or by
-operator key when the build's graph differs). A build that cannot load the model or crashes is
-skipped, never bad (``git bisect run``'s exit 125).
+one of the model's outputs (or the ``--operator`` variable) is **outside rounding** in its run,
+judged per variable as ``lar-prec diff`` does (:mod:`lar_prec.workflows.diff.judge`: paired by
+id, or by operator key when the build's graph differs): outside the good end's band, and not
+within rounding (:mod:`lar_prec.workflows.diff.rounding`: the good end and the build each
+measured against the naive reference by local error, each operator within its bound). Two
+correct builds whose kernels sum in another order are not a change. A bad build runs once more:
+whether its wrong value is the same bits (a deterministic bug) or differs run to run, and which
+operator (:mod:`lar_prec.workflows.nondeterminism`). A build that cannot load the model or
+crashes is skipped, never bad (``git bisect run``'s exit 125).
 
 Both ends are checked first: the good end must run, the bad end must run and leave the band;
 else the bisection says so and stops. Then each step analyses the untested build that best
@@ -26,7 +31,7 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -47,13 +52,19 @@ from lar_prec.store.summary import Summary, run_summary, summary_from_report
 from lar_prec.workflows.common import prepare_analysis
 from lar_prec.workflows.devices import final_outputs
 from lar_prec.workflows.diff.diff import diff_report
-from lar_prec.workflows.diff.judge import Judged, judge
+from lar_prec.workflows.diff.judge import DIFFERS, OUTSIDE, ROUNDING, Judged, judge, with_rounding
+from lar_prec.workflows.diff.rounding import (Reference, SideBound, judge_rounding, measure_side, naive_reference,
+                                              not_judged, side_config)
 from lar_prec.workflows.diff.sides import MIN_RUNS, Side, SideResult, read_side, run_side
+from lar_prec.workflows.nondeterminism import RunToRun, rerun_and_compare
+from lar_prec.diagnosis.local import compute_dtype
 
 SCHEMA = "lar-prec.bisect/1"
 GOOD, BAD, SKIP, UNTESTED = "good", "bad", "skip", "untested"
 #: what a build's result holds (and the store keeps, as the run's settings)
-_RESULT_KEYS = ("verdict", "why", "dir", "output_max_err", "n_outside", "root")
+_RESULT_KEYS = ("verdict", "why", "dir", "output_max_err", "n_outside", "n_within_rounding", "root", "run_to_run")
+#: what "bad" means (in the cache key: a result judged by another rule is not reused)
+RULE = "outside rounding"
 
 
 @dataclass(frozen=True)
@@ -139,6 +150,7 @@ class _Bisect:
     operator: Optional[str]
     store: Any = None
     on_build: Optional[Callable[[Dict[str, Any]], None]] = None
+    local: bool = True
     good: Optional[SideResult] = None
     good_index: int = 0
     op_id: Optional[int] = None
@@ -147,6 +159,10 @@ class _Bisect:
     analyses: int = 0
     reused: int = 0
     runs: int = 0
+    #: the naive reference and the good end against it (made when a build first leaves the band)
+    ref: Optional[Reference] = None
+    good_bound: Optional[SideBound] = None
+    rounding_off: Optional[str] = None
 
     # ------------------------------------------------------------------ cache keys
 
@@ -157,7 +173,8 @@ class _Bisect:
                  "inputs": [i.sha256 for i in self.prepared.items], "config": self.config, "flags": list(self.flags),
                  "env": sorted([list(e) for e in self.env]), "build": build.identity()}
         if kind == "build":
-            parts.update(good=self.builds[self.good_index].identity(), operator=self.operator)
+            parts.update(good=self.builds[self.good_index].identity(), operator=self.operator,
+                         rule=RULE if self.local else "outside jitter")
         else:  # the band of more runs is another band
             parts.update(repeat=self.repeat)
         return hashlib.sha256(json.dumps(parts, sort_keys=True, allow_nan=False).encode()).hexdigest()[:32]
@@ -257,6 +274,8 @@ class _Bisect:
             self.reused += 1
             root = cached.get("root")
             root = root if isinstance(root, dict) and {"id", "name", "opr_type"} <= set(root) else None
+            if root is not None and not isinstance(root.get("local_roots", []), list):
+                root = {**root, "local_roots": []}
             return self._enter(i, {**{k: cached.get(k) for k in _RESULT_KEYS}, "root": root, "source": "store"})
         self.analyses += 1
         out = self.adir / f"{b.index:02d}-{_safe(b.name)}"
@@ -276,16 +295,79 @@ class _Bisect:
         except (DumpFolderError, DumpFormatError) as exc:  # it ran, but what it wrote is no dump: untestable
             result = {"verdict": SKIP, "dir": str(out), "why": f"its dump cannot be read (skipped, not bad): {exc}"}
             return self._enter(i, {**result, "source": "run"})
+        watched = [self.op_id] if self.op_id is not None else list(j.outputs)
+        if j.differing(watched):  # outside the band: rounding, or a change?
+            j = self._rounding(j, b, side, out)
         result = self._result(j, out)
+        rtr = self._again(j, b, side, out, watched) if result["verdict"] == BAD else None
+        if rtr is not None:
+            result["run_to_run"] = rtr.to_json()
+            result["why"] += f"; run again: {rtr.words}"
         report = diff_report(j, self.good, side, model=str(self.model), adir=out,  # type: ignore[arg-type]
                              extra={"bisect": {"build": b.label(), "good": self.builds[self.good_index].label(),
                                                **{k: result[k] for k in ("verdict", "why")}}},
-                             notes=[f"bisect: build {b.label()} (one run) against the good end's band"])
+                             notes=[f"bisect: build {b.label()} (one run) against the good end's band"],
+                             run_to_run=rtr)
         write_json(report, out / "report.json")
         self.reports[i] = report
         if self.store is not None:
             self._write(summary_from_report(report, settings={"bisect_key": key, "bisect_result": result}))
         return self._enter(i, {**result, "source": "run"})
+
+    def _rounding(self, j: Judged, b: Build, side: SideResult, out: Path) -> Judged:
+        """Move the vars outside the band that are within rounding (the good end and this build
+        each against the naive reference; the reference and the good end measured once)."""
+        if not self.local:
+            return replace(j, rounding=not_judged("rounding not judged (--no-local): bad is outside the band"))
+        g = self.builds[self.good_index]
+        try:
+            if self.ref is None and self.rounding_off is None:
+                try:
+                    self.ref = naive_reference(self.model, self.prepared, self.adir / "rounding", lar=g.lar,
+                                               extra_flags=self.flags, timeout=self.timeout)
+                    self.runs += 1
+                    self.good_bound = measure_side(self.ref, "a", self.good.dump if self.good else None,  # good end
+                                                   self._cfg(), self.adir / "rounding" / "good", lar=g.lar,
+                                                   timeout=self.timeout)
+                    self.runs += self.good_bound.runs
+                except (AnalysisInterrupted, KeyboardInterrupt):
+                    raise
+                except LarPrecError as exc:
+                    self.rounding_off = (f"rounding not judged: the naive reference could not be made "
+                                         f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]})")
+            if self.ref is None or self.good_bound is None:
+                return replace(j, rounding=not_judged(self.rounding_off or "rounding not judged"))
+            mine = measure_side(self.ref, "b", side.dump, self._cfg(), out / "rounding", lar=b.lar, timeout=self.timeout)
+            self.runs += mine.runs
+        except KeyboardInterrupt:
+            raise AnalysisInterrupted(f"interrupted; every build's folder is kept in {self.adir}",
+                                      analysis_dir=self.adir) from None
+        dt = compute_dtype(self._cfg().flags)
+        return with_rounding(j, judge_rounding(j, self.ref, self.good_bound, mine, outside=OUTSIDE, differs=DIFFERS,
+                                               dtypes=(dt, dt)))
+
+    def _cfg(self) -> Any:
+        return side_config(self.config, self.flags, Side("x", env=self.env))
+
+    def _again(self, j: Judged, b: Build, side: SideResult, out: Path, watched: List[int]) -> Optional[RunToRun]:
+        """A bad build run once more: its wrong watched values the same bits, or not (None when
+        that run fails: the bisection's answer stands)."""
+        a_to_b = {a_id: b_id for b_id, a_id in j.b_to_a.items()}
+        wrong = [a_to_b[i] for i in j.differing(watched) if i in a_to_b]
+
+        def rerun() -> Path:
+            self.runs += 1
+            rec = run_once(self.model, self.prepared, self.config, out, lar=b.lar, timeout=self.timeout,
+                           extra_flags=self.flags, extra_env=dict(self.env), label="run-again")
+            return Path(str(rec.dump_dir))
+
+        try:
+            return rerun_and_compare(side.dump, rerun, watched=wrong, under=" ".join(self.flags))
+        except KeyboardInterrupt:
+            raise AnalysisInterrupted(f"interrupted; every build's folder is kept in {self.adir}",
+                                      analysis_dir=self.adir) from None
+        except (RunError, DumpFolderError, DumpFormatError):
+            return None
 
     def _result(self, j: Judged, out: Path) -> Dict[str, Any]:
         """Bad or good, and why: the watched vars (the model's outputs, or ``--operator``'s)."""
@@ -295,10 +377,12 @@ class _Bisect:
         roots = j.tree.roots()
         root = roots[0] if roots else None
         res: Dict[str, Any] = {"dir": str(out), "output_max_err": json_number(max(errs)) if errs else None,
-                               "n_outside": len(j.differing()),
+                               "n_outside": len(j.differing()), "n_within_rounding": j.counts()[ROUNDING],
+                               "run_to_run": None,
                                "root": None if root is None else {"id": int(root.id), "name": root.name,
                                                                   "opr_type": root.opr_type,
-                                                                  "max_err": json_number(root.max_err)}}
+                                                                  "max_err": json_number(root.max_err),
+                                                                  "local_roots": _local_roots(j)}}
         what = "the --operator variable" if self.op_id is not None else "output"
         lost, out_of_band = j.unpaired(watched), j.differing(watched)
         if lost:
@@ -306,9 +390,17 @@ class _Bisect:
         if out_of_band:
             k = out_of_band[0]
             d = j.tree.node(k)
+            judged = j.rounding is not None and j.rounding.measured
+            how = "outside rounding" if judged else j.verdicts[k].replace('_', ' ')
             return {**res, "verdict": BAD,
-                    "why": f"{what} {names.get(k, k)} leaves the good end's band: {j.verdicts[k].replace('_', ' ')}, "
+                    "why": f"{what} {names.get(k, k)} leaves the good end's band: {how}, "
                            f"max_err {_num(d.max_err)} > band {_num(j.jitter[k][0])}"}
+        rounded = [k for k in watched if j.verdicts.get(k) == ROUNDING]
+        if rounded:
+            return {**res, "verdict": GOOD,
+                    "why": f"{what}s outside the good end's band but within rounding (largest max_err "
+                           f"{_num(max(errs) if errs else 0.0)}): the good end and this build each within every "
+                           "operator's bound of the naive reference, a kernel change, both correct"}
         return {**res, "verdict": GOOD, "why": f"{what}s within the good end's band (largest max_err "
                                                 f"{_num(max(errs) if errs else 0.0)})"}
 
@@ -342,6 +434,13 @@ class _Bisect:
                 lo = p
 
 
+def _local_roots(j: Judged) -> List[str]:
+    """The build's operators out of their bound of the naive reference (its local roots), where
+    rounding was judged: the operator to look at when the first var outside was fused away."""
+    r = j.rounding
+    return [name for _i, name in r.b.roots] if r is not None and r.measured else []
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)[:60] or "build"
 
@@ -362,11 +461,12 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
            bad: str, *, operator: Optional[str] = None, repeat: int = 2, config: str = "default",
            extra_flags: Sequence[str] = (), env: Optional[Dict[str, Optional[str]]] = None,
            out: Optional[PathLike] = None, store: Optional[str] = None, timeout: Optional[float] = None,
-           seed: int = 0, html: bool = True, on_build: Optional[Callable[[Dict[str, Any]], None]] = None
-           ) -> Dict[str, Any]:
+           seed: int = 0, html: bool = True, on_build: Optional[Callable[[Dict[str, Any]], None]] = None,
+           local: bool = True) -> Dict[str, Any]:
     """Find the first bad build between ``good`` and ``bad`` (index, path or name of ``builds``)
     and the root operator in it. Returns the ``lar-prec.bisect/1`` object (``exit_code`` 1 when a
-    first bad build is found, 0 when the bad end stays within the band), also written as
+    first bad build is found, 0 when the bad end stays within the band or within rounding; with
+    ``local`` False bad is outside the band, rounding not judged), also written as
     ``bisect.json`` (and ``bisect.html``) in the analysis folder. ``on_build(entry)`` is called
     as each build's result is known.
 
@@ -390,7 +490,7 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
         db = open_store(store)
     env_t = tuple((env or {}).items())
     st = _Bisect(model_path, tuple(f"{i.name}:{i.path}" for i in prepared.items), prepared, adir, blist, config,
-                 tuple(extra_flags), env_t, repeat, timeout, seed, operator, db, on_build)
+                 tuple(extra_flags), env_t, repeat, timeout, seed, operator, db, on_build, local)
     try:
         st.measure_good(g)
         end = st.probe(b)
@@ -422,16 +522,21 @@ def _result_json(st: _Bisect, g: int, b: int, lo: int, hi: int, store: Optional[
     first = None
     candidates: List[int] = []
     if hi < 0:
-        verdict = (f"the bad end {blist[b].label()} stays within the good end's band ({st.entries[b]['why']}): "
-                   "nothing to bisect")
+        eb = st.entries[b]
+        how = ("is within rounding of the good end" if eb.get("n_within_rounding") and "within rounding" in eb["why"]
+               else "stays within the good end's band")
+        verdict = f"the bad end {blist[b].label()} {how} ({eb['why']}): nothing to bisect"
     else:
         e = st.entries[hi]
         skipped = [i for i in range(lo + 1, hi) if st.verdict(i) == SKIP]
         candidates = [blist[i].index for i in skipped + [hi]]
         root = e.get("root")
         where = f"; root there: {root['name']} ({root['opr_type']}, var {root['id']})" if root else ""
+        lroots = [n for n in (root or {}).get("local_roots") or () if n != root["name"]]
+        if lroots:
+            where += f"; out of its bound of the naive reference there: {', '.join(lroots[:3])}"
         first = {"index": blist[hi].index, "build": blist[hi].name, "path": blist[hi].path, "root": root,
-                 "why": e["why"], "dir": e.get("dir"),
+                 "why": e["why"], "dir": e.get("dir"), "run_to_run": e.get("run_to_run"),
                  # its diff against the good end: made now, or by the bisection that cached it if still there
                  "report": str(Path(e["dir"]) / "report.json") if e.get("dir") and (Path(e["dir"]) / "report.json").is_file()
                  else None}
@@ -461,4 +566,8 @@ def _result_json(st: _Bisect, g: int, b: int, lo: int, hi: int, store: Optional[
         "band": {"from": str(good.dir), "runs": len(good.runs), "outputs": {
             str(k): json_number(good.band.get(k, 0.0)) for k in final_outputs(good.dump)}},
         "analysis_dir": str(st.adir), "store": store, "notes": notes,
+        "rule": RULE if st.local else "outside jitter",
+        "rounding": {"reference": None if st.ref is None else st.ref.to_json(),
+                     "good": None if st.good_bound is None else st.good_bound.to_json(), "why": st.rounding_off
+                     or (None if st.local else "rounding not judged (--no-local): bad is outside the band")},
     }

@@ -24,6 +24,13 @@ vary), on two errors:
 An operator **improves** when its accumulated error drops below its band, or its local error
 back under its floor where every past run was over it. Among the regressed, the **root** is one
 none of whose inputs (transitively) regressed: listed first.
+
+An operator whose **own repeated runs differ** (runs of one build in the series, the checked run
+with them, give other errors: :func:`spreads`) is **nondeterministic**: named with its spread,
+and never a regression of itself (its error moves by that much with nothing changed); for a
+build whose runs of it did not repeat yet, that spread joins its margin as a jitter band does.
+Nothing is said regressed or improved before the series holds :data:`MIN_HISTORY` past runs
+(a band of one run is a point: any rounding of another run leaves it).
 """
 from __future__ import annotations
 
@@ -35,6 +42,8 @@ from lar_prec.errors import UsageError
 
 #: 2 ulps of max_err's scale per dtype (see the module docstring)
 TWO_ULPS = {"Float32": 2.0 ** -22, "Float16": 2.0 ** -9, "BFloat16": 2.0 ** -6}
+#: past runs of a series before check says an operator regressed or improved (``--min-history``)
+MIN_HISTORY = 3
 
 
 @dataclass
@@ -157,12 +166,54 @@ class OpVerdict:
     last_good: Optional[Mapping[str, Any]]
     why: str
     algorithm_changed: Optional[str] = None
+    #: the option (a sweep's part) the row belongs to; None: the analysis' own comparison
+    option: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {"op_key": self.op_key, "name": self.name, "opr_type": self.opr_type, "verdict": self.verdict,
                 "value": _num(self.value), "band": [_num(self.band[0]), _num(self.band[1])], "root": self.root,
                 "last_good": dict(self.last_good) if self.last_good else None, "why": self.why,
-                "algorithm_changed": self.algorithm_changed}
+                "algorithm_changed": self.algorithm_changed, "option": self.option}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far one operator's error moved between runs of one build (its largest such spread):
+    ``lo``..``hi`` over ``runs`` runs of ``build`` (inf when some were NaN/Inf and some not)."""
+
+    op_key: str
+    spread: float
+    lo: Optional[float]
+    hi: Optional[float]
+    runs: int
+    build: str
+
+
+def spreads(rows: Iterable[Sequence[Any]], build_of: Mapping[Any, str]) -> Dict[str, Spread]:
+    """Each operator whose own repeated runs differ: rows (``Store.series_ops``'s: run_id,
+    op_key, status, max_err, ...) grouped by the build of their run (``build_of``); per
+    operator the build where its error spread most (two runs or more)."""
+    by: Dict[Tuple[str, str], List[Tuple[Optional[float], str]]] = {}
+    for row in rows:
+        run_id, key, status, err = row[0], row[1], row[2], row[3]
+        b = build_of.get(run_id)
+        if b is not None:
+            by.setdefault((key, b), []).append((err, status))
+    out: Dict[str, Spread] = {}
+    for (key, b), vals in by.items():
+        if len(vals) < 2:
+            continue
+        finite = [e for e, _ in vals if e is not None and math.isfinite(e)]
+        nonfinite = sum(1 for e, st in vals if e is None and st == "nonfinite" or e is not None and not math.isfinite(e))
+        if nonfinite and finite:
+            s = math.inf
+        elif len(finite) >= 2:
+            s = max(finite) - min(finite)
+        else:
+            continue
+        if s > 0 and (key not in out or s > out[key].spread):
+            out[key] = Spread(key, s, min(finite) if finite else None, max(finite) if finite else None, len(vals), b)
+    return out
 
 
 def _num(x: Optional[float]) -> Optional[float]:
@@ -187,13 +238,16 @@ def _local_why(o: Any, v: str, b: Band, ratio: float) -> str:
     return f"local error {o.local_err:.3g} back within its floor {o.floor:.3g} ({past})"
 
 
-def judge_run(ops: Sequence[Any], pasts: Mapping[str, Past], wide: Mapping[str, float]) -> List[OpVerdict]:
+def judge_run(ops: Sequence[Any], pasts: Mapping[str, Past], wide: Mapping[str, float],
+              skip: Iterable[str] = (), option: Optional[str] = None) -> List[OpVerdict]:
     """Each operator row of the checked run against its past; regressed roots first, then the
-    other regressed, then the improved, each in the run's order."""
+    other regressed, then the improved, each in the run's order. ``skip``: keys not judged
+    (nondeterministic in the checked run's own build); ``option``: the part judged."""
     out: List[OpVerdict] = []
+    skipped = set(skip)
     for o in ops:
         p = pasts.get(o.op_key)
-        if p is None:
+        if p is None or o.op_key in skipped:
             continue
         w, ulps = wide.get(o.op_key, 0.0), TWO_ULPS.get(o.dtype or "Float32", TWO_ULPS["Float32"])
         ev = p.err.judge(o.max_err, o.status, w, ulps)
@@ -213,7 +267,7 @@ def judge_run(ops: Sequence[Any], pasts: Mapping[str, Past], wide: Mapping[str, 
             algo = f"{' | '.join(sorted(p.err.algorithms))} -> {o.algorithm}"
         good = p.err.last_good or p.local.last_good
         out.append(OpVerdict(o.op_key, o.name, o.opr_type, v, o.max_err, (None if lo is None else max(lo, 0.0), hi),
-                             False, good and {"run_id": good[0], "created": good[1]}, "; ".join(whys), algo))
+                             False, good and {"run_id": good[0], "created": good[1]}, "; ".join(whys), algo, option))
     regressed = {v.op_key for v in out if v.verdict == "regressed"}
     inputs = {o.op_key: tuple(o.inputs) for o in ops}
     roots = {k for k in regressed if not (_ancestors(k, inputs) & regressed)}

@@ -6,16 +6,19 @@ update`` and ``history``. Each answers with a JSON object (schemas ``lar-prec.ch
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
 from lar_prec.store.summary import summarize
-from lar_prec.workflows.check import (TWO_ULPS, Band, bands_of, baseline_key, baseline_line, baseline_text,
-                                      group_history, judge_baseline, judge_run, output_margin, parse_baseline, reach)
+from lar_prec.workflows.check import (MIN_HISTORY, TWO_ULPS, Band, Spread, bands_of, baseline_key, baseline_line,
+                                      baseline_text, group_history, judge_baseline, judge_run, output_margin,
+                                      parse_baseline, reach, spreads)
 
 CHECK_SCHEMA = "lar-prec.check/1"
 HISTORY_SCHEMA = "lar-prec.history/1"
@@ -81,24 +84,106 @@ def _checked_run(store: Store, adir: Optional[str]) -> Dict[str, Any]:
     return held[-1]
 
 
-def judge_stored(store: Store, run: Mapping[str, Any], start: Optional[str] = None) -> Tuple[List[Any], List[Dict[str, Any]]]:
+@dataclass(frozen=True)
+class Judgement:
+    """A stored run against its series' past: ``verdicts`` (regressed and improved operators,
+    each with its ``option``: none unless ``enough``), ``past_runs`` (the runs judged against),
+    ``nondeterministic`` (operators whose own repeated runs differ, :class:`Spread` and the
+    option), ``enough`` (the past holds ``min_history`` runs)."""
+
+    verdicts: List[Any]
+    past_runs: List[Dict[str, Any]]
+    nondeterministic: List[Dict[str, Any]]
+    enough: bool
+    min_history: int
+
+    def regressed(self) -> List[Any]:
+        return [v for v in self.verdicts if v.verdict == "regressed"]
+
+    def improved(self) -> List[Any]:
+        return [v for v in self.verdicts if v.verdict == "improved"]
+
+
+def _build(r: Mapping[str, Any]) -> Optional[str]:
+    """A run's build, as repeated runs share it (the binary, its version, MegEngine's); None when
+    the run names none (a compare of dumps made elsewhere: its runs cannot be told repeats)."""
+    if not (r.get("lar_path") or r.get("lar_sha256") or r.get("lar_version")):
+        return None
+    return f"{r.get('lar_path')} | {run_summary_of(dict(r)).build}"
+
+
+def judge_stored(store: Store, run: Mapping[str, Any], start: Optional[str] = None,
+                 min_history: int = MIN_HISTORY) -> Judgement:
     """Each operator of a stored run (a row of :meth:`Store.runs`) against its series' runs
-    before it (those from ``start`` on): (the verdicts of :func:`judge_run`, the past runs)."""
+    before it (those from ``start`` on), one part at a time (a sweep: each option; else the
+    analysis' own rows), as :mod:`lar_prec.workflows.check` rules."""
     jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
-    past = [r for r in store.series_ops(run["series"], before=run["id"]) if start is None or r.created >= start]
-    seen = {r.run_id for r in past}
-    past_runs = store.runs(ids=seen) if seen else []
-    grouped = group_history(past)
-    ops = store.ops(run["id"], part="")
-    wide = reach(ops, grouped, jitter)
-    return judge_run(ops, bands_of(grouped, wide), wide), past_runs
+    ops = store.ops(run["id"])
+    parts = sorted({o.part for o in ops})
+    if len(parts) > 1:  # a sweep: its own rows are the worst over its options, each option judged itself
+        parts = [p for p in parts if p]
+    verdicts: List[Any] = []
+    nondet: List[Dict[str, Any]] = []
+    seen: Dict[int, None] = {}
+    mine = _build(run)
+    past_rows: Dict[str, List[Any]] = {}
+    for part in parts:
+        past_rows[part] = [r for r in store.series_ops(run["series"], part=part, before=run["id"])
+                           if start is None or r.created >= start]
+        seen.update((r.run_id, None) for r in past_rows[part])
+    past_runs = store.runs(ids=list(seen)) if seen else []
+    build_of = {r["id"]: b for r in past_runs for b in (_build(r),) if b is not None}
+    if mine is not None:
+        build_of[run["id"]] = mine
+    enough = len(past_runs) >= min_history
+    for part in parts:
+        part_ops = [o for o in ops if o.part == part]
+        now = [(run["id"], o.op_key, o.status, o.max_err) for o in part_ops]
+        spread = spreads(list(past_rows[part]) + now, build_of)
+        own = {k for k, sp in spread.items() if sp.build == mine}
+        grouped = group_history(past_rows[part])
+        wide = reach(part_ops, grouped, {**jitter, **{k: max(jitter.get(k, 0.0), sp.spread) for k, sp in spread.items()
+                                                       if math.isfinite(sp.spread)}})
+        if enough:
+            verdicts += judge_run(part_ops, bands_of(grouped, wide), wide, skip=own, option=part or None)
+        nondet += _nondeterministic(part_ops, spread, mine, part or None)
+    verdicts.sort(key=lambda v: (v.verdict != "regressed", not v.root))
+    return Judgement(verdicts, past_runs, nondet, enough, min_history)
+
+
+def _nondeterministic(ops: Sequence[Any], spread: Mapping[str, Spread], mine: Optional[str],
+                      option: Optional[str]) -> List[Dict[str, Any]]:
+    """The operators whose repeated runs differ, in the run's order; ``source``: none of its
+    inputs (transitively) differs too (where the run-to-run difference starts)."""
+    keys = {o.op_key for o in ops if o.op_key in spread}
+    inputs = {o.op_key: tuple(o.inputs) for o in ops}
+    out = []
+    for o in ops:
+        if o.op_key not in keys:
+            continue
+        sp = spread[o.op_key]
+        up = set()
+        todo = list(inputs.get(o.op_key, ()))
+        while todo:
+            k = todo.pop()
+            if k not in up:
+                up.add(k)
+                todo.extend(inputs.get(k, ()))
+        out.append({"op_key": o.op_key, "name": o.name, "opr_type": o.opr_type, "option": option,
+                    "spread": sp.spread if math.isfinite(sp.spread) else None, "nonfinite": not math.isfinite(sp.spread),
+                    "range": [sp.lo, sp.hi], "runs": sp.runs, "build": sp.build.split(" | ", 1)[-1],
+                    "this_build": sp.build == mine, "source": not (up & keys)})
+    return out
 
 
 def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[str] = None,
-          since: Optional[str] = None) -> Dict[str, Any]:
+          since: Optional[str] = None, min_history: int = MIN_HISTORY) -> Dict[str, Any]:
     """Judge an analysis against its series' history (and the baseline file): the
     ``lar-prec.check/1`` object; ``exit_code`` 1 on a regression or an unrecorded improvement
-    of the baseline, else 0. ``since``: a run uid (prefix) before which history is ignored."""
+    of the baseline, else 0. ``since``: a run uid (prefix) before which history is ignored;
+    ``min_history``: past runs needed before anything is said regressed or improved."""
+    if min_history < 1:
+        raise UsageError(f"--min-history {min_history}: at least 1 past run (a band needs a past)")
     recorded = None
     if baseline is not None:
         p = Path(baseline)
@@ -116,27 +201,40 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
             if not found:
                 raise UsageError(f"store {url}: no run {since!r} (a run uid or its prefix, see lar-prec history)")
             start = found[0]["created"]
-        verdicts, past_runs = judge_stored(store, run, start)
+        jm = judge_stored(store, run, start, min_history)
+    past_runs = jm.past_runs
     by_run = {r["id"]: r for r in past_runs}
-    for v in verdicts:
+    for v in jm.verdicts:
         if v.last_good:
             r = by_run.get(v.last_good["run_id"], {})
             v.last_good.update(uid=r.get("uid"), build=run_summary_of(r).build if r else None)  # type: ignore[union-attr]
-    regressed = [v for v in verdicts if v.verdict == "regressed"]
-    improved = [v for v in verdicts if v.verdict == "improved"]
+    regressed, improved = jm.regressed(), jm.improved()
     out: Dict[str, Any] = {
         "schema": CHECK_SCHEMA, "store": url, "run": read_runs_json([run])[0], "history_runs": len(past_runs),
         "regressed": [v.to_json() for v in regressed], "improved": [v.to_json() for v in improved],
+        "min_history": min_history, "enough_history": jm.enough, "nondeterministic": jm.nondeterministic,
     }
     code = 1 if regressed else 0
     parts = []
     if not past_runs:
         parts.append("no history for this model, input and configuration on this kind of device yet")
+    elif not jm.enough:
+        parts.append(f"not enough history ({len(past_runs)} of {min_history} runs): nothing is judged regressed "
+                     "or improved yet")
     else:
         parts.append(f"{len(regressed)} operator(s) regressed, {len(improved)} improved against {len(past_runs)} "
                      "past run(s)")
         if regressed:
-            parts[-1] += f"; root: {regressed[0].name}"
+            where = f" under {regressed[0].option}" if regressed[0].option else ""
+            parts[-1] += f"; root: {regressed[0].name}{where}"
+    sources = [n for n in jm.nondeterministic if n["source"]]
+    if sources:
+        n = sources[0]
+        under = f" under {n['option']}" if n["option"] else ""
+        spread = "NaN/Inf in some runs" if n["nonfinite"] else f"spread {n['spread']:.3g}"
+        parts.append(f"nondeterministic{under}: {n['name']} ({n['opr_type']}) gives another error in each run of "
+                     f"one build ({spread} over {n['runs']} runs): it reads memory it did not write, or races; "
+                     "never a regression of itself" + (f" (+{len(sources) - 1} more)" if len(sources) > 1 else ""))
     if recorded is not None:
         line = recorded.get(baseline_key(run))
         outs = [r["output_err"] for r in past_runs if r.get("output_err") is not None]

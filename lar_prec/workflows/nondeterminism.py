@@ -1,42 +1,166 @@
-"""Is a wrong value the same bits run after run, or does it differ (issue 51 #6)?
+"""Is a wrong value the same bits run after run, or does it change from run to run? The one
+place every workflow asks it (``diff``'s side B, ``bisect``'s bad build, a ``zoo`` task whose
+result is wrong; ``sweep`` and ``mixed`` can use it the same way).
 
-A run whose output is wrong is made once more, in a fresh process with the same command line
-(the workflow does that: each has its own runner); :func:`rerun_compare` then reads the two dump
-folders var by var, in execution order, bit for bit. Two outcomes, each a finding of its own:
+:func:`rerun_and_compare` runs the same thing once more (the caller's ``rerun``: same binary,
+model, inputs, flags and environment) and compares the two dumps bitwise, var by var
+(:func:`compare_runs`). Where they differ, the **operator** named is the first (in execution
+order) whose output differs while every compared input of it is bitwise the same: on the same
+inputs it gave other bits, so it reads memory it did not write, or races (a var computed from
+constants alone counts as a constant: named where it first meets data, as local error does) (MegEngine's float16
+max pooling under ``--enable-ioc16`` on x86 does: its output differs on every run). Where they
+are the same bits, the wrong value is a deterministic bug (or a deterministic choice), not a
+race. :func:`from_band` says the same from a side that already ran several times (a shake's
+jitter per var: ``diff``'s sides), without another run.
 
-* every var the same bits: the wrong value is **reproducible** (a deterministic bug, as far as two
-  runs show; one more run could still differ, and its words say two runs);
-* some var differs: the first one in execution order is where the runs part, named with its
-  operator type and the **spread** the two runs measured there (MegEngine's ``max_err`` between
-  them, NaN/Inf in one run only counting as infinite) and at the outputs. A kernel whose output
-  differs between two runs of the same command on the same inputs **reads memory it did not
-  write, or races** (MegEngine's float16 max pooling under ``--enable-ioc16`` on some x86 CPUs:
-  output error 0.044, 0.048, 0.053 or NaN from one run to the next).
-
-The two runs are of the same graph (same model, same flags): vars pair by id, and by name where
-a renumbering moved them. Numpy runs only in :func:`rerun_compare`.
+The answer is a :class:`RunToRun` (``to_json()``: ``same_bits``, ``operators`` with each one's
+``spread``, ``spread``, ``n_differ``, ``runs``, ``under``, ``words``).
 
 Example::
 
-    from lar_prec.workflows.nondeterminism import rerun_compare
-    n = rerun_compare("sweep-1/ioc16/dump", "sweep-1/ioc16-again/dump")
-    print(n.words("ioc16"))
+    from lar_prec.workflows.nondeterminism import rerun_and_compare
+    rr = rerun_and_compare(rec.dump_dir, lambda: run_once(...).dump_dir, work, under="--enable-ioc16")
+    print(rr.words)
+
+Two records answer it: :class:`RunToRun` (``diff``, ``bisect``, ``zoo``: where the differences
+start, through the comparison engine) and :class:`Nondeterminism` (``sweep``, ``mixed``: the
+first var whose bits differ, how many elements, the spread at the outputs; :func:`rerun_compare`).
 """
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from lar_prec._lazy import numpy as np
+from lar_prec.compare.folders import compare_folders
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.namepair import skip_reason
+from lar_prec.compare.records import AGREEING
 from lar_prec.compare.tolerance import fmt_num
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.records import PathLike, json_number
 
-#: what a kernel whose output differs run to run on the same inputs does, in the report's words
-WHY_DIFFERS = "reads memory it did not write, or races"
+#: why an operator gives other bits on the same inputs (what the words say it is)
+WHY = "reads memory it did not write, or races"
+WHY_DIFFERS = WHY
+#: operators without inputs that bring data in (not constants)
+DATA_INPUTS = frozenset({"Host2DeviceCopy"})
+
+
+@dataclass(frozen=True)
+class RunToRun:
+    """Two (or more) runs of one setting compared. ``same_bits``: the watched vars (all when
+    none were named) are bitwise the same; ``operators``: where the differences start (each a
+    dict ``id``, ``name``, ``opr_type``, ``spread``: the largest ``max_err`` between runs of its
+    output), first in execution order; ``spread``: the largest ``max_err`` between runs over
+    the watched vars; ``runs``: how many runs were compared; ``under``: the flags or option it
+    ran under (words only)."""
+
+    same_bits: bool
+    operators: Tuple[Mapping[str, Any], ...] = ()
+    spread: float = 0.0
+    n_differ: int = 0
+    runs: int = 2
+    under: str = ""
+
+    @property
+    def nondeterministic(self) -> bool:
+        return not self.same_bits
+
+    @property
+    def words(self) -> str:
+        if self.same_bits:
+            return f"the same bits in all {self.runs} runs: deterministic (a difference that repeats, not a race)"
+        under = f" under {self.under}" if self.under else ""
+        if not self.operators:
+            return f"the result differs from run to run{under} (spread {_num(self.spread)})"
+        o = self.operators[0]
+        more = f" (and {len(self.operators) - 1} more operator(s))" if len(self.operators) > 1 else ""
+        return (f"{o['name']} ({o['opr_type']}) is nondeterministic{under}: on the same inputs its output differs "
+                f"from run to run (spread {_num(o['spread'])}): it {WHY}{more}")
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"same_bits": self.same_bits, "nondeterministic": self.nondeterministic,
+                "operators": [dict(o, spread=json_number(o["spread"])) for o in self.operators],
+                "spread": json_number(self.spread), "n_differ": self.n_differ, "runs": self.runs,
+                "under": self.under or None, "words": self.words}
+
+
+def _num(x: Optional[float]) -> str:
+    return "NaN/Inf" if x is None or not math.isfinite(x) else f"{x:.3g}"
+
+
+def _spread(d: Any) -> float:
+    """A var's difference between two runs (inf where one run made NaN/Inf or a shape differs)."""
+    if d.max_err is not None:
+        return float(d.max_err)
+    return math.inf
+
+
+def static_vars(folder: DumpFolder) -> Set[int]:
+    """Vars computed from constants alone (a weight's relayout, a folded constant): part of the
+    model's constants, as local error holds them; a difference there is named where it first
+    meets data (the operator that reads it)."""
+    out: Set[int] = set()
+    for vid in folder.ids:  # inputs come first
+        d = folder[vid]
+        # an input the dump does not hold is no data either (a shape, a value load_and_run folded)
+        ins = [u for u in d.input_ids if u != vid and u in folder]
+        if (not ins and d.var.opr_type not in DATA_INPUTS) or (ins and all(u in out for u in ins)):
+            out.add(vid)
+    return out
+
+
+def _starts(folder: DumpFolder, moved: Mapping[int, float]) -> List[Dict[str, Any]]:
+    """The vars (not static) that differ while none of their inputs that differ is data."""
+    static = static_vars(folder)
+    ops = []
+    for vid in folder.ids:
+        if vid not in moved or vid in static:
+            continue
+        if not any(u in moved and u not in static and u != vid for u in folder[vid].input_ids):
+            v = folder[vid].var
+            ops.append({"id": int(vid), "name": v.name, "opr_type": v.opr_type, "spread": float(moved[vid])})
+    return ops
+
+
+def compare_runs(first: PathLike, again: PathLike, *, watched: Sequence[int] = (), under: str = "") -> RunToRun:
+    """Two whole dumps of the same graph and setting compared bitwise (see the module docstring).
+
+    Raises:
+        LarPrecError: a dump cannot be read.
+    """
+    comp = compare_folders(first, again, threshold=0.0, jobs=min(2, os.cpu_count() or 1))
+    differ = {d.id: _spread(d) for d in comp.diffs if d.status not in AGREEING}
+    look = [i for i in watched if i in differ] if watched else list(differ)
+    spread = max((differ[i] for i in look), default=0.0)
+    ops = tuple(_starts(DumpFolder(first), differ)) if look else ()
+    return RunToRun(not look, ops, spread, len(differ), 2, under)
+
+
+def rerun_and_compare(first: PathLike, rerun: Callable[[], PathLike], *, watched: Sequence[int] = (),
+                      under: str = "") -> RunToRun:
+    """Run once more (``rerun()`` returns the new run's dump folder) and compare with ``first``.
+
+    Raises:
+        RunError / RunTimeout (exit 3): the run again failed; LarPrecError: a dump cannot be read.
+    """
+    return compare_runs(first, rerun(), watched=watched, under=under)
+
+
+def from_band(dump: PathLike, band: Mapping[int, float], *, watched: Sequence[int] = (), runs: int = 2,
+              under: str = "") -> RunToRun:
+    """The same answer from a side that ran ``runs`` times already: ``band`` its largest
+    difference from run 1 per var id of ``dump`` (run 1's dump; inf where a later run turned a
+    value NaN/Inf). The operators are the vars that differ while every input of theirs in
+    ``band`` is 0."""
+    moved = {i: float(b) for i, b in band.items() if b != 0}
+    look = [i for i in watched if i in moved] if watched else sorted(moved)
+    spread = max((moved[i] for i in look), default=0.0)
+    ops = tuple(_starts(DumpFolder(dump), moved)) if look else ()
+    return RunToRun(not look, ops, spread, len(moved), runs, under)
 
 
 @dataclass(frozen=True)
@@ -117,7 +241,7 @@ def _bits_differ(a: Any, b: Any) -> int:
     return int(np.count_nonzero((x != y).any(axis=1)))
 
 
-def _spread(a: Any, b: Any) -> float:
+def _bits_spread(a: Any, b: Any) -> float:
     try:
         return max_megengine_err(a, b)
     except (TypeError, ValueError):  # a dtype the metric does not take: the bits differ, no measure
@@ -147,7 +271,7 @@ def rerun_compare(first_dump: PathLike, second_dump: PathLike) -> Nondeterminism
             n, spread = max(a.size, b.size), math.inf
         else:
             n = _bits_differ(a, b)
-            spread = _spread(a, b) if n else 0.0
+            spread = _bits_spread(a, b) if n else 0.0
         if n:
             differing += 1
             if first is None:
@@ -157,3 +281,7 @@ def rerun_compare(first_dump: PathLike, second_dump: PathLike) -> Nondeterminism
             out_spread = spread if out_spread is None else max(out_spread, spread)
     return Nondeterminism(str(first_dump), str(second_dump), compared, differing, output_spread=out_spread,
                           **(first or {}))
+
+
+__all__ = ["RunToRun", "WHY", "WHY_DIFFERS", "Nondeterminism", "compare_runs", "from_band", "rerun_and_compare",
+           "rerun_compare", "not_told"]

@@ -113,6 +113,8 @@ class Manifest:
     retries: int = DEFAULT_RETRIES
     seed: int = 0
     local: bool = True
+    #: past runs of a task's series before a regression is said (as ``lar-prec check --min-history``)
+    min_history: int = 3
 
 
 def device_resource(target: str) -> str:
@@ -321,7 +323,7 @@ def load_manifest(path: PathLike) -> Manifest:
         raise ManifestError(f"{where}: unknown key {unknown[0]!r} (expected the tables [zoo], [[model]], [[run]], "
                             "[[config]], [[build]], [[device]])")
     base = p.resolve().parent
-    top = _Table(f"{where}: [zoo]", doc.get("zoo", {}), {"name", "timeout", "retries", "seed", "local"})
+    top = _Table(f"{where}: [zoo]", doc.get("zoo", {}), {"name", "timeout", "retries", "seed", "local", "min_history"})
 
     def each(key: str, allowed: Optional[set]) -> List[_Table]:
         return [_Table(f"{where}: [[{key}]] #{i}", d, allowed) for i, d in enumerate(_tables(doc, key, where), 1)]
@@ -350,7 +352,8 @@ def load_manifest(path: PathLike) -> Manifest:
     retries = top.number("retries", integer=True)
     seed = top.number("seed", integer=True)
     local = top.flag("local")
+    min_history = top.number("min_history", integer=True, low=1)
     return Manifest(p.resolve(), top.name("name", p.stem if _NAME.match(p.stem) else "zoo"), models, runs, configs,
                     builds, devices, DEFAULT_TIMEOUT if timeout is None else float(timeout),
                     DEFAULT_RETRIES if retries is None else int(retries), int(seed or 0),
-                    True if local is None else local)
+                    True if local is None else local, 3 if min_history is None else int(min_history))

@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from distributed import CancelledError, KilledWorker, as_completed
 
@@ -86,9 +86,13 @@ class _Zoo:
              "cells": zoo.get("cells") or [], "regressed": [], "history_runs": 0,
              "page": _page(row["analysis_dir"]) if row else None, **kw}
         if row is not None and _finished(row):
-            verdicts, past = judge_stored(self.store, row)
-            e["regressed"] = [v.name for v in verdicts if v.verdict == "regressed"]
-            e["history_runs"] = len(past)
+            jm = judge_stored(self.store, row, min_history=self.m.min_history)
+            e["regressed"] = [v.name for v in jm.regressed()]
+            e["history_runs"] = len(jm.past_runs)
+            e["enough_history"] = jm.enough
+            e["nondeterministic"] = [{"name": n["name"], "option": n["option"], "spread": n["spread"]}
+                                     for n in jm.nondeterministic if n["source"]]
+            e["cells"] = place(task, e["cells"], jm)
         self.entries[task.id] = e
         return e
 
@@ -160,6 +164,8 @@ class _Zoo:
                   "failed": sum(e["state"] == "failed" for e in entries),
                   "divergent": sum(any(c.get("bad") for c in e["cells"]) for e in entries),
                   "regressed": sum(bool(e["regressed"]) for e in entries),
+                  "nondeterministic": sum(bool(e.get("nondeterministic")) or any(
+                      (c.get("run_to_run") or {}).get("nondeterministic") for c in e["cells"]) for e in entries),
                   "not_run": len(self.tasks) - len(entries)}
         code = 130 if interrupted else 3 if counts["failed"] else 1 if counts["divergent"] or counts["regressed"] else 0
         return {"schema": SCHEMA, "name": self.m.name, "manifest": str(self.m.path), "store": self.store.url,
@@ -167,6 +173,30 @@ class _Zoo:
                 "created": now_iso(), "seconds": round(time.monotonic() - started, 3), "timing": timing, "counts": counts,
                 "exit_code": code, "models": [m.name for m in self.m.models], "builds": [b.name for b in self.m.builds],
                 "devices": [d.name for d in self.m.devices], "tasks": entries}
+
+
+def _cell_option(task: Task, cell: Mapping[str, Any]) -> Optional[str]:
+    """The option a cell stands for (cells stored before they carried it: from the column)."""
+    if "option" in cell:
+        return cell["option"]
+    col = str(cell.get("column") or "")
+    if task.command == "sweep" and col.startswith("sweep "):
+        return col[len("sweep "):].split(" \u00b7 ", 1)[0]
+    return ",".join(task.options) or None
+
+
+def place(task: Task, cells: Sequence[Mapping[str, Any]], jm: Any) -> List[Dict[str, Any]]:
+    """Each cell with the regressions and nondeterministic operators of its own option
+    (``regressed``, ``nondeterministic``): a sweep's cells one option each, another task's one
+    cell all of them."""
+    out = []
+    single = len(cells) <= 1
+    for c in cells:
+        opt = _cell_option(task, c)
+        mine = (lambda o: True) if single else (lambda o: o == opt)  # noqa: E731
+        out.append({**c, "option": opt, "regressed": [v.name for v in jm.regressed() if mine(v.option)],
+                    "nondeterministic": [n["name"] for n in jm.nondeterministic if n["source"] and mine(n["option"])]})
+    return out
 
 
 def _check_local_builds(tasks: Sequence[Task]) -> None:

@@ -40,6 +40,7 @@ from lar_prec.workflows.shake.shake import shake
 from lar_prec.workflows.sweep.options import OPTIONS
 from lar_prec.workflows.sweep.sweep import sweep
 from lar_prec.zoo.procs import WORKER_TAG, kill_tagged
+from lar_prec.zoo.rerun import rerun_wrong
 from lar_prec.zoo.tasks import Task
 
 #: shake's configurations, chosen by a configuration's flag (its runs then write their own caches)
@@ -134,11 +135,13 @@ def cells_of(task: Task, data: Dict[str, Any], summary: Summary, code: int) -> T
         out = []
         for o in data["options"]:
             root = o.get("root") or {}
-            out.append({"column": f"sweep {o.get('option')} \u00b7 {task.config}", "verdict": o.get("verdict"),
+            out.append({"column": f"sweep {o.get('option')} \u00b7 {task.config}", "option": o.get("option"),
+                        "verdict": o.get("verdict"),
                         "bad": o.get("verdict") != "ok", "output_err": o.get("output_err"), "root": root.get("name"),
                         "why": o.get("cause") or o.get("reason") or None})
         return tuple(out)
-    return ({"column": task.column, "verdict": summary.run.verdict, "bad": code != 0,
+    return ({"column": task.column, "option": ",".join(task.options) or None, "verdict": summary.run.verdict,
+             "bad": code != 0,
              "output_err": summary.run.output_err, "root": _root_name(data),
              "why": None},)
 
@@ -194,8 +197,14 @@ def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome
     if code == 0 and not keep_dumps:
         remove_dumps(adir)
         removed = True
+    cells = cells_of(task, report, summary, code)
+    if code == 1:  # a wrong result: run its failing side once more (before its dumps could go)
+        try:
+            cells = rerun_wrong(task, result, report, cells)
+        except AnalysisInterrupted as exc:
+            return _failed(task, exc, parent, before, host, time.monotonic() - started)
     outcome = TaskOutcome(task.id, True, code, summary.run.verdict, summary, report,
-                          cells_of(task, report, summary, code), str(adir), host, seconds, run_seconds, removed)
+                          cells, str(adir), host, seconds, run_seconds, removed)
     return dataclasses.replace(outcome, result_bytes=len(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)))
 
 

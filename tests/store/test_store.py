@@ -93,15 +93,61 @@ def test_check_finds_a_kernel_fault_within_the_floor_of_one_element_by_local_err
                     "--bin-io-dump", str(bad)], check=True, capture_output=True, timeout=300)
     db = str(tmp_path / "results.db")
     good = compare_with_model(str(ref), str(clean), str(c.model), out=str(tmp_path / "good")).report
-    for _ in range(2):
+    for _ in range(3):
         store_result(db, good)
     store_result(db, compare_with_model(str(ref), str(bad), str(c.model), out=str(tmp_path / "bad-local"),
                                         lar=str(lar)).report)
     res = check(db)
-    assert res["exit_code"] == 1 and res["history_runs"] == 2
+    assert res["exit_code"] == 1 and res["history_runs"] == 3
     first = res["regressed"][0]
     assert first["name"] == "c2.Convolution" and first["root"] and "x its floor" in first["why"], first
     assert "c1.Convolution" not in {v["name"] for v in res["regressed"]}
+
+
+def test_check_after_one_past_run_says_not_enough_history_and_never_regressed(store_url, lar_dump, faulty):
+    """One clean run, then a run 1e-3 off in c2: a band of one run is a point, so check judges
+    nothing below --min-history (3) and says so, exit 0; with the history it asks for, the same
+    runs regress (the rule is the minimum, not the data)."""
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    store_result(store_url, compare_dumps(ref, clean).report)
+    store_result(store_url, compare_dumps(ref, faulty).report)
+    res = check(store_url)
+    assert res["exit_code"] == 0 and res["regressed"] == [] and res["improved"] == []
+    assert res["history_runs"] == 1 and res["min_history"] == 3 and res["enough_history"] is False
+    assert res["verdict"].startswith("not enough history (1 of 3 runs)")
+    one = check(store_url, min_history=1)
+    assert one["exit_code"] == 1 and one["regressed"][0]["name"] == "c2.Convolution" and one["enough_history"]
+    proc = _cli("check", "--store", store_url, "--min-history", "0")
+    assert proc.returncode == 2 and "--min-history" in proc.stderr
+
+
+@pytest.mark.megengine
+def test_an_operator_whose_repeated_runs_differ_is_nondeterministic_never_a_regression(tmp_path, manifest):
+    """Three naive-vs-default runs through one build whose c2 kernel gives another result in each
+    process (tests/wrapped_lar.py WRAPPED_LAR_JITTER, the k-th process 1 + (k+1) x 1e-4): check names
+    c2.Convolution nondeterministic with its spread, where the run-to-run difference starts, and
+    judges no regression of it, whatever the minimum history."""
+    from lar_prec.workflows.naive_vs_default import naive_vs_default
+
+    c = manifest["cnn"]
+    (tmp_path / "k").mkdir()
+    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_JITTER="c2.weight:1e-4", WRAPPED_LAR_JITTER_DIR=str(tmp_path / "k"))
+    db = str(tmp_path / "results.db")
+    dirs = []
+    for k in range(3):
+        a = naive_vs_default(c.model, c.input_specs(), lar=str(lar), local=False, out=tmp_path / f"nvd-{k}",
+                             html=False)
+        store_result(db, a.report)
+        dirs.append(a.dir)
+    res = check(db, str(dirs[-1]), min_history=1)
+    assert res["exit_code"] == 0 and res["regressed"] == [], res["regressed"]
+    nd = {n["name"]: n for n in res["nondeterministic"]}
+    conv = nd["c2.Convolution"]
+    assert conv["source"] and conv["this_build"] and conv["runs"] == 3 and conv["spread"] > 0
+    assert conv["range"][1] - conv["range"][0] == pytest.approx(conv["spread"])
+    assert not any(n["source"] for n in res["nondeterministic"] if n["name"] != "c2.Convolution")
+    assert "c1.Convolution" not in nd  # before the jittering kernel: the same error in every run
+    assert "nondeterministic: c2.Convolution (ConvolutionForward)" in res["verdict"]
 
 
 def test_a_store_of_the_first_schema_is_migrated_and_read(store_url):

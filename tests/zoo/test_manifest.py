@@ -100,10 +100,12 @@ remote = "ssh:me@board.lan:2222"
     ('[[run]]\ncommand = "shake"\n[[runs]]\ncommand = "shake"\n', "unknown key 'runs'"),
     ('[[run]]\ncommand = "shake"\n[zoo]\n', "not a TOML file"),
     ('[[run]]\ncommand = "shake"\n', "retries = -1: expected an integer >= 0"),
+    ('[[run]]\ncommand = "shake"\n', "min_history = 0: expected an integer >= 1"),
 ])
 def test_a_bad_manifest_is_one_line_naming_what_was_expected(manifest, tmp_path, body, expected):
     path = tmp_path / "zoo.toml"
-    write_manifest(path, [manifest["cnn"]], body, zoo="retries = -1\n" if "retries" in expected else "")
+    zoo = "retries = -1\n" if "retries" in expected else "min_history = 0\n" if "min_history" in expected else ""
+    write_manifest(path, [manifest["cnn"]], body, zoo=zoo)
     with pytest.raises(UsageError) as info:
         expand(load_manifest(path))
     assert expected in str(info.value) and str(path) in str(info.value) and "\n" not in str(info.value)

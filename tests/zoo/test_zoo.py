@@ -66,8 +66,9 @@ def zoo_runs(manifest, tmp_path_factory, worker_id):
 
 def _run_zoos(manifest, d: Path) -> None:
     first = write_manifest(d / "first.toml", [manifest["cnn"]], RUNS)
+    # a history of one run is what this zoo has: asked for (the default is 3 runs before a regression)
     second = write_manifest(d / "second.toml", [manifest["cnn"]], RUNS + faulty_build(d / "bin" / "load_and_run")
-                            + broken_build(d / "bin" / "broken"), zoo="local = false\nretries = 1\n")
+                            + broken_build(d / "bin" / "broken"), zoo="local = false\nretries = 1\nmin_history = 1\n")
     for name, m in (("first", first), ("second", second)):
         proc = zoo_cli([m, "--store", d / "results.db", "--out", d / name, "--json", d / f"{name}.json",
                         "--workers", "2"])
@@ -80,7 +81,7 @@ def test_each_task_once_in_the_store_and_a_second_zoo_runs_only_what_is_new(zoo_
     proc, first = out["first"]
     assert proc["returncode"] == 0, proc["stderr"]
     assert first["counts"] == {"tasks": 2, "ran": 2, "stored": 0, "failed": 0, "divergent": 0, "regressed": 0,
-                               "not_run": 0}
+                               "nondeterministic": 0, "not_run": 0}
     lines = [ln for ln in proc["stderr"].splitlines() if ln.startswith("[")]
     assert len(lines) == 2 and all("cnn · naive-vs-default" in ln and ": done: no divergence" in ln for ln in lines)
     for e in first["tasks"]:  # clean tasks: the worker removed the dumps, kept the records and the page
@@ -107,6 +108,8 @@ def test_a_build_that_got_worse_is_marked_and_a_broken_one_fails_with_why(zoo_ru
         # the dump-only rule names the operator this build computes wrong (local error is off in this
         # zoo; the dumped weight is the model's own, as a wrong kernel leaves it)
         assert e["cells"][0]["root"] == "c2.Convolution" and not e["dumps_removed"]
+        # a wrong result: its default run ran once more on the worker, the same bits (a fault that repeats)
+        assert e["cells"][0]["regressed"] == e["regressed"] and e["cells"][0]["run_to_run"]["same_bits"]
     assert "REGRESSED  cnn" in proc["stdout"] and "root c2.Convolution" in proc["stdout"]
     rows = {r[0]["uid"]: r[0] for r in rows_by_task(db).values()}
     for e in (e for e in z["tasks"] if e["build"] == "broken"):

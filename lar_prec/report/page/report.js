@@ -1036,10 +1036,10 @@ function historyView() {
 // ---------------------------------------------------------------- diff (two environments) and bisect (builds)
 // diff: the sides, the variables per verdict, how they paired, the first root's local error and
 // the float64 oracle; the variables table carries each var's verdict and both sides' jitter.
-var DIFF_WORDS = { equal: 'equal', within_jitter: 'within jitter', outside_jitter: 'outside jitter', nonfinite: 'nonfinite' };
+var DIFF_WORDS = { equal: 'equal', within_jitter: 'within jitter', within_rounding: 'within rounding', outside_jitter: 'outside', nonfinite: 'nonfinite' };
 function diffSection() {
   if (R.command !== 'diff') return;
-  var box = el('section', { id: 'diff-section' }, el('h2', null, 'Two environments ', el('small', null, 'each side repeated: a difference no larger than both sides vary by themselves (j_A + j_B) is within jitter')));
+  var box = el('section', { id: 'diff-section' }, el('h2', null, 'Two environments ', el('small', null, 'each side repeated: a difference no larger than both sides vary by themselves (j_A + j_B) is within jitter; larger, with each side within every operator\u2019s bound of the naive reference, within rounding')));
   document.body.insertBefore(box, document.getElementById('roots-section'));
   var S = R.sides || {};
   box.appendChild(simpleTable([
@@ -1053,6 +1053,13 @@ function diffSection() {
     ['a', 'b'].filter(function (k) { return S[k]; })));
   var c = R.diff_counts || {};
   box.appendChild(el('p', { id: 'diff-counts' }, Object.keys(DIFF_WORDS).map(function (k) { return [badge(DIFF_WORDS[k], 'diff-' + k), ' ' + (c[k] || 0) + '  ']; })));
+  var rd = R.rounding || {};
+  box.appendChild(el('p', { id: 'diff-rounding' }, rd.measured ? 'Against the naive reference: ' + ['a', 'b'].map(function (k) {
+    var roots = ((rd[k] || {}).roots || []).map(function (x) { return x.name; });
+    return k.toUpperCase() + ' ' + (roots.length ? 'out of its bound at ' + roots.join(', ') : 'every operator within its bound');
+  }).join('; ') : (rd.why || 'rounding not judged: nothing outside jitter')));
+  var rr = R.run_to_run;
+  if (rr) box.appendChild(el('p', { id: 'diff-run-to-run', 'class': rr.nondeterministic ? 'bad' : '' }, 'Side B, its runs compared: ' + rr.words));
   var p = R.diff_pairing || {};
   if (p.how === 'key') {
     box.appendChild(el('p', null, 'The two sides ran different graphs: ' + p.compared + ' of A\u2019s ' + p.reference_vars + ' variables paired by operator key.'));
@@ -1063,11 +1070,12 @@ function diffSection() {
   var r = roots[0];
   if (r) {
     var o = r.oracle || {};
-    box.appendChild(el('h3', null, 'First outside jitter: ', varLink(r.id, r.name), el('small', null, ' ' + r.opr_type + ' \u00b7 var ' + r.id)));
+    box.appendChild(el('h3', null, 'First outside: ', varLink(r.id, r.name), el('small', null, ' ' + r.opr_type + ' \u00b7 var ' + r.id)));
     var kv = el('div', { 'class': 'kv', id: 'diff-root' });
     [['max_err (B against A)', fmt(r.max_err)], ['local error on A\u2019s inputs', r.local_err === undefined ? 'not measured' : fmt(r.local_err) + ' (floor ' + fmt(r.floor) + ', ' + r.label + ')'],
      ['float64 oracle', o.a_err === undefined ? (o.why || 'not run') : 'A ' + fmt(o.a_err) + ' from it, B ' + fmt(o.b_err)],
-     ['nearer float64', r.nearer ? r.nearer.toUpperCase() : '\u2014']].forEach(function (x) { kv.appendChild(el('div', null, x[0])); kv.appendChild(el('div', null, x[1])); });
+     ['nearer float64', r.nearer ? r.nearer.toUpperCase() : '\u2014'],
+     ['against the naive reference', !r.rounding ? 'not measured' : ['a', 'b'].map(function (k) { var x = r.rounding[k]; return k.toUpperCase() + ' ' + (x ? x.label + ' ' + fmt(x.local_err) + ' (floor ' + fmt(x.floor) + ')' : 'not measured'); }).join('; ')]].forEach(function (x) { kv.appendChild(el('div', null, x[0])); kv.appendChild(el('div', null, x[1])); });
     box.appendChild(kv);
   }
 }
@@ -1102,9 +1110,11 @@ function bisectView() {
 // the zoo's page (lar-prec zoo, schema lar-prec.zoo/1): per build and device, a matrix of models x
 // analyses (a sweep has a column per option) coloured by verdict; each cell its output error, first
 // root, regressions against the store's history and a link to its analysis page
+// a cell's own regressions (those of its option); a zoo.json written before cells carried them: the task's
+function zooCellRegressed(e, c) { return c.regressed || e.regressed || []; }
 function zooCellClass(e, c) {
   if (e.state === 'failed') return 'zc zc-failed';
-  return 'zc ' + ((e.regressed || []).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
+  return 'zc ' + (zooCellRegressed(e, c).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
 }
 function zooCell(e, c) {
   var td = el('td', { 'class': zooCellClass(e, c), title: (e.state === 'failed' ? e.why : c.why || e.verdict || '') + (e.run ? ' \u00b7 run ' + e.run : '') });
@@ -1112,7 +1122,13 @@ function zooCell(e, c) {
   else {
     td.appendChild(el('div', { 'class': 'zc-err' }, 'err ' + fmt(c.output_err)));
     if (c.root) td.appendChild(el('div', { 'class': 'zc-root' }, 'root ' + c.root));
-    if ((e.regressed || []).length) td.appendChild(el('div', { 'class': 'zc-reg' }, 'regressed: ' + e.regressed.slice(0, 3).join(', ') + (e.regressed.length > 3 ? ' \u2026' : '')));
+    var reg = zooCellRegressed(e, c);
+    if (reg.length) td.appendChild(el('div', { 'class': 'zc-reg' }, 'regressed: ' + reg.slice(0, 3).join(', ') + (reg.length > 3 ? ' \u2026' : '')));
+    var nd = (c.nondeterministic || []).slice();
+    var rr = c.run_to_run;
+    if (rr && rr.nondeterministic && rr.operators && rr.operators.length && nd.indexOf(rr.operators[0].name) < 0) nd.push(rr.operators[0].name);
+    if (nd.length) td.appendChild(el('div', { 'class': 'zc-reg', title: rr && rr.words ? rr.words : 'its own repeated runs differ' }, 'nondeterministic: ' + nd.slice(0, 2).join(', ')));
+    else if (rr && rr.same_bits) td.appendChild(el('div', { 'class': 'dim', title: rr.words }, 'run again: same bits'));
   }
   var foot = [];
   if (e.page) foot.push(el('a', { href: e.page, 'class': 'zc-link' }, 'analysis'));

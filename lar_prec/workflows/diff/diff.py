@@ -1,9 +1,12 @@
 """``lar-prec diff``: the same model and input in two environments A and B (a build, a device,
 load_and_run flags, environment variables), each run at least twice; per operator ``equal``,
-``within_jitter``, ``outside_jitter`` or ``nonfinite`` (:mod:`.judge`), the first operator
-outside jitter as the root, its local error (B's operator on A's inputs, against A) where the
-graphs are one, and which side the float64 oracle finds nearer. Or two analysis folders made
-before (:func:`diff_folders`): no runs.
+``within_jitter``, ``within_rounding`` (outside jitter, but each side within its operator's
+bound of the naive reference: :mod:`.rounding`), ``outside_jitter`` or ``nonfinite``
+(:mod:`.judge`), the first operator outside as the root, its local error (B's operator on A's
+inputs, against A) where the graphs are one, which side the float64 oracle finds nearer, and
+whether B's wrong value is the same bits in each of its runs
+(:mod:`lar_prec.workflows.nondeterminism`). Or two analysis folders made before
+(:func:`diff_folders`): no runs.
 
 Example::
 
@@ -19,8 +22,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from lar_prec.diagnosis.local import layout_fmt
-from lar_prec.errors import UsageError
+from lar_prec.diagnosis.local import compute_dtype, layout_fmt
+from lar_prec.errors import AnalysisInterrupted, LarPrecError, UsageError
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.model import Report, from_tree
 from lar_prec.report.records import ReportRun, run_from_result
@@ -28,8 +31,12 @@ from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.store.db import open_store
 from lar_prec.workflows.common import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
-from lar_prec.workflows.diff.judge import EQUAL, NONFINITE, OUTSIDE, WITHIN, Judged, judge
+from lar_prec.workflows.diff.judge import (DIFFERS, EQUAL, NONFINITE, OUTSIDE, ROUNDING, WITHIN, Judged, judge,
+                                           with_rounding)
+from lar_prec.workflows.diff.rounding import (Rounding, judge_rounding, measure_side, naive_reference, not_judged,
+                                              side_config)
 from lar_prec.workflows.diff.sides import Side, SideResult, identical_sides, read_side, run_side
+from lar_prec.workflows.nondeterminism import RunToRun, from_band
 from lar_prec.workflows.verdicts import annotate_oracle
 
 #: the oracle's findings in a diff's words (``which_side``: reference is A, test is B)
@@ -70,10 +77,17 @@ def diff(model: PathLike, inputs: Sequence[str], a: Side, b: Side, *, repeat: in
     ra = run_side(model_path, specs, a, adir / "a", **kw)  # type: ignore[arg-type]
     rb = run_side(model_path, specs, b, adir / "b", **kw)  # type: ignore[arg-type]
     j = judge(ra, rb, adir)
+    if not local:
+        j = replace(j, rounding=not_judged("rounding not judged (--no-local): each side's local error against the "
+                                           "naive reference is what tells rounding from a precision change"))
+    elif j.differing():
+        j = with_rounding(j, _rounding(model_path, prepared, j, a, b, ra, rb, adir, config, extra_flags, timeout,
+                                       remote_dir, keep_remote))
     la, off = _local_error(model_path, j, ra, rb, a, b, adir, config, extra_flags, local, timeout,
                            remote_dir, keep_remote)
     report = diff_report(j, ra, rb, model=str(model_path), adir=adir, local=la, local_off=off,
-                         extra={"inputs": prepared.to_json(), "config": config, "repeat": repeat})
+                         extra={"inputs": prepared.to_json(), "config": config, "repeat": repeat},
+                         run_to_run=b_run_to_run(j, rb))
     report = with_oracle(report, model_path, j, adir, la, layout_fmt(tuple(extra_flags) + b.flags))
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("diff", adir, report, j.tree, tuple(ra.runs) + tuple(rb.runs), json_path, html_path)
@@ -93,8 +107,11 @@ def diff_folders(dir_a: PathLike, dir_b: PathLike, *, out: Optional[PathLike] = 
     adir = new_analysis_dir(out, "diff").resolve()
     j = judge(ra, rb, adir)
     model = ra.model if ra.model and Path(ra.model).is_file() else None
+    j = replace(j, rounding=not_judged("rounding not judged: diff of two analysis folders runs nothing (each side's "
+                                       "local error against the naive reference needs runs: lar-prec diff MODEL)"))
     report = diff_report(j, ra, rb, model=model, adir=adir, local=None,
-                         local_off="local error not measured: diff of two analysis folders runs nothing")
+                         local_off="local error not measured: diff of two analysis folders runs nothing",
+                         run_to_run=b_run_to_run(j, rb))
     if model is not None:
         report = with_oracle(report, Path(model), j, adir)
     json_path, html_path = write_reports(report, adir, html)
@@ -122,6 +139,47 @@ def store_run_folders(url: str, runs: Sequence[str]) -> List[str]:
     return out
 
 
+def _rounding(model: Path, prepared: Any, j: Judged, a: Side, b: Side, ra: SideResult, rb: SideResult, adir: Path,
+              config: str, extra_flags: Sequence[str], timeout: Optional[float], remote_dir: Optional[str],
+              keep_remote: bool) -> Rounding:
+    """Each side against the naive reference by local error (:mod:`.rounding`): the naive run
+    and the layerwise build here (side A's build, or the bundled one when A is on a device),
+    each side's layerwise run where it ran."""
+    out = adir / "rounding"
+    try:
+        try:
+            ref = naive_reference(model, prepared, out, lar=resolve_load_and_run(a.lar if not a.remote else "bundled"),
+                                  extra_flags=extra_flags, timeout=timeout)
+        except AnalysisInterrupted:
+            raise
+        except LarPrecError as exc:
+            return not_judged(f"rounding not judged: the naive reference could not be made ({type(exc).__name__}: "
+                              f"{' '.join(str(exc).split())[:300]})")
+        bounds = []
+        for side, res in ((a, ra), (b, rb)):
+            spec = side.spec(remote_dir, keep_remote)
+            bounds.append(measure_side(ref, side.name, res.dump, side_config(config, extra_flags, side),
+                                       out / side.name, lar=None if spec else resolve_load_and_run(side.lar),
+                                       remote=spec, timeout=timeout))
+    except KeyboardInterrupt:
+        raise AnalysisInterrupted(f"interrupted while measuring each side against the naive reference; every run "
+                                  f"folder is kept in {adir}", analysis_dir=adir) from None
+    dtypes = tuple(compute_dtype(side_config(config, extra_flags, side).flags) for side in (a, b))
+    return judge_rounding(j, ref, bounds[0], bounds[1], outside=OUTSIDE, differs=DIFFERS, dtypes=dtypes)
+
+
+def b_run_to_run(j: Judged, rb: SideResult) -> Optional[RunToRun]:
+    """Whether B's wrong values (its vars outside, B's ids) are the same bits in each of its
+    runs, from the jitter its repeats measured; None when nothing is outside or B ran once."""
+    wrong = j.differing()
+    if not wrong or not rb.measured or len(rb.runs) < 2:
+        return None
+    a_to_b = {a_id: b_id for b_id, a_id in j.b_to_a.items()}
+    flags = " ".join(str(x) for x in (rb.setting.get("flags") or ()))
+    return from_band(rb.dump, rb.band, watched=[a_to_b[i] for i in wrong if i in a_to_b], runs=len(rb.runs),
+                     under=flags)
+
+
 def _local_error(model: Path, j: Judged, ra: SideResult, rb: SideResult, a: Side, b: Side, adir: Path, config: str,
                  extra_flags: Sequence[str], local: bool, timeout: Optional[float], remote_dir: Optional[str],
                  keep_remote: bool) -> Tuple[Any, Optional[str]]:
@@ -132,7 +190,8 @@ def _local_error(model: Path, j: Judged, ra: SideResult, rb: SideResult, a: Side
         return None, ("local error not measured: the two sides ran different graphs (paired by operator key), "
                       "and the layerwise model is fed by var id")
     if not j.differing():
-        return None, "local error not measured: no operator is outside jitter"
+        return None, ("local error not measured: no operator is outside jitter" if not j.counts()[ROUNDING] else
+                      "local error of B on A's inputs not measured: no operator is outside rounding")
     cfg = get_config(config)
     b_cfg = cfg.with_extra(tuple(extra_flags) + b.flags, dict(b.env))
     a_cfg = cfg.with_extra(tuple(extra_flags) + a.flags, dict(a.env))
@@ -149,10 +208,12 @@ def _runs(side: SideResult) -> List[ReportRun]:
 
 def diff_report(j: Judged, ra: SideResult, rb: SideResult, *, model: Optional[str], adir: Path, local: Any = None,
                 local_off: Optional[str] = None, extra: Optional[Mapping[str, Any]] = None,
-                notes: Sequence[str] = ()) -> Report:
+                notes: Sequence[str] = (), run_to_run: Optional[RunToRun] = None) -> Report:
     """The Report (``command`` ``diff``) of a judgement: the design's vars and roots (statuses by
-    jitter), each var's ``diff`` verdict and ``jitter_a``/``jitter_b``, the sides, the pairing."""
+    jitter and rounding), each var's ``diff`` verdict, ``jitter_a``/``jitter_b`` and
+    ``rounding``, the sides, the pairing, the rounding tier and B's run-to-run answer."""
     counts = j.counts()
+    rnd: Optional[Rounding] = j.rounding
     runs = _runs(ra) + _runs(rb)
     # what differs between the sides' environments (host, binary, CPU, MGB_* variables)
     env_extra, env_notes = environment_extra([SimpleNamespace(label=r.label, environment=r.extra.get("environment") or {},
@@ -163,31 +224,52 @@ def diff_report(j: Judged, ra: SideResult, rb: SideResult, *, model: Optional[st
         more.append(f"the two sides ran different graphs: {j.pairing['compared']} of {j.pairing['reference_vars']} "
                     f"variables of A paired by operator key and compared ({len(j.pairing['unpaired_a'])} of A and "
                     f"{len(j.pairing['unpaired_b'])} of B without a partner: see diff_pairing)")
+    if rnd is not None and rnd.why:
+        more.append(rnd.why)
+    if run_to_run is not None:
+        more.append(f"side B, its {run_to_run.runs} runs compared: {run_to_run.words}")
     top = {"analysis_dir": str(adir), "sides": {"a": ra.to_json(), "b": rb.to_json()}, "diff_pairing": dict(j.pairing),
-           "diff_counts": counts, "outputs": list(j.outputs), **(extra or {}), **env_extra}
+           "diff_counts": counts, "outputs": list(j.outputs),
+           "rounding": rnd.to_json() if rnd is not None else {"measured": False, "why": None, "reference": None,
+                                                               "a": None, "b": None, "within": 0},
+           "run_to_run": None if run_to_run is None else {"side": "b", **run_to_run.to_json()},
+           **(extra or {}), **env_extra}
     report = from_tree(j.tree, command="diff", runs=runs, model=model, verdict=_verdict(j, counts), extra=top,
                        notes=list(notes) + more + env_notes, local=local,
                        roots_by=None if local is None and local_off is None else "fixed", local_off=local_off)
     vars_ = tuple(replace(v, extra={**v.extra, "diff": j.verdicts.get(v.id), "jitter_a": json_number(j.jitter[v.id][0]),
-                                    "jitter_b": json_number(j.jitter[v.id][1])}) if v.id in j.verdicts else v
-                  for v in report.vars)
+                                    "jitter_b": json_number(j.jitter[v.id][1]),
+                                    "rounding": rnd.var_json(v.id) if rnd is not None else None})
+                  if v.id in j.verdicts else v for v in report.vars)
     by_id = {v.id: v for v in vars_}
     # each root with its local error on A's inputs (B's operator against A) and that rounding floor
-    roots = tuple(replace(r, extra={**r.extra, **{k: by_id[r.id].extra[k] for k in _ROOT_LOCAL if k in by_id[r.id].extra}})
+    roots = tuple(replace(r, extra={**r.extra, **{k: by_id[r.id].extra[k] for k in _ROOT_LOCAL + ("rounding",)
+                                                  if k in by_id[r.id].extra}})
                   if r.id in by_id else r for r in report.roots)
     thr = replace(report.threshold, reason="0: bitwise equal is 'equal'; a variable that differs is held to the "
-                                           "jitter of both sides, j_A + j_B (its own threshold)")
+                                           "jitter of both sides, j_A + j_B (its own threshold), then to each "
+                                           "side's operator bound of the naive reference (within rounding)")
     return replace(report, vars=vars_, roots=roots, threshold=thr)
 
 
 def _verdict(j: Judged, counts: Mapping[str, int]) -> str:
     n = len(j.verdicts)
+    judged = j.rounding is not None and j.rounding.measured
     if counts[OUTSIDE] or counts[NONFINITE]:
         roots = j.tree.roots()
         first = f"; first: {roots[0].name} ({roots[0].opr_type}, var {roots[0].id})" if roots else ""
         nf = f" ({counts[NONFINITE]} NaN/Inf on one side only)" if counts[NONFINITE] else ""
+        if judged:
+            kept = f"; {counts[ROUNDING]} more within rounding" if counts[ROUNDING] else ""
+            return (f"outside rounding: {counts[OUTSIDE] + counts[NONFINITE]} of {n} variables differ by more than "
+                    f"the two sides vary by themselves and more than each side's rounding allows (a precision "
+                    f"change){nf}{kept}{first}")
         return (f"outside jitter: {counts[OUTSIDE] + counts[NONFINITE]} of {n} variables differ by more than the "
                 f"two sides vary by themselves{nf}{first}")
+    if counts[ROUNDING]:
+        return (f"within rounding: {counts[ROUNDING]} of {n} variables differ by more than the two sides vary by "
+                f"themselves, each side within its operators' bounds of the naive reference (a kernel change, both "
+                f"correct); {counts[WITHIN]} within jitter, {counts[EQUAL]} equal")
     if counts[WITHIN]:
         return (f"within jitter: {counts[WITHIN]} of {n} variables differ, each by no more than the two sides vary "
                 f"by themselves; {counts[EQUAL]} equal")

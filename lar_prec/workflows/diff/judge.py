@@ -1,7 +1,9 @@
 """One side against the other, per variable: ``equal`` (bitwise), ``within_jitter`` (the
 difference is no larger than what the two sides vary by themselves: ``max_err <= j_A + j_B``,
 each side's jitter measured by repeating it), ``outside_jitter`` (larger, or another shape or
-dtype) or ``nonfinite`` (NaN/Inf on one side only). Variables pair by id when both dumps come
+dtype) or ``nonfinite`` (NaN/Inf on one side only); then :func:`with_rounding` moves the
+variables outside jitter that :mod:`.rounding` finds ``within_rounding`` (each side within its
+operator's bound of the naive reference: a kernel change, both correct). Variables pair by id when both dumps come
 from one graph, else by the stable operator key (:mod:`lar_prec.opkey`): B's values written
 under A's ids and brought back to A's layout. ``diff`` and ``bisect`` both judge through here.
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -28,8 +30,10 @@ from lar_prec.workflows.devices import final_outputs, renamed_copy, same_vars
 from lar_prec.workflows.diff.sides import SideResult
 
 EQUAL, WITHIN, OUTSIDE, NONFINITE = "equal", "within_jitter", "outside_jitter", "nonfinite"
+#: outside jitter, but each side within its operator's bound of the naive reference
+ROUNDING = "within_rounding"
 #: the per-variable verdicts, in the order reports count them
-VERDICTS = (EQUAL, WITHIN, OUTSIDE, NONFINITE)
+VERDICTS = (EQUAL, WITHIN, ROUNDING, OUTSIDE, NONFINITE)
 #: verdicts that make a difference (a root, a bad build, exit 1)
 DIFFERS = (OUTSIDE, NONFINITE)
 
@@ -47,6 +51,10 @@ class Judged:
     dirs: Tuple[Path, Path]
     a_dump: Path
     outputs: Tuple[int, ...]
+    #: the rounding tier (:class:`lar_prec.workflows.diff.rounding.Rounding`), None: not run
+    rounding: Any = None
+    #: B's var id -> A's, for the vars compared
+    b_to_a: Mapping[int, int] = field(default_factory=dict)
 
     def counts(self) -> Dict[str, int]:
         return {v: sum(1 for x in self.verdicts.values() if x == v) for v in VERDICTS}
@@ -118,4 +126,22 @@ def judge(a: SideResult, b: SideResult, work: Path) -> Judged:
         diffs.append(replace(d, status=status, threshold=ja + jb, note=note))
     tree = VarTree(diffs, threshold=comp.threshold, comparison=comp,
                    source=f"B ({b.dump}) against A ({a.dump})")
-    return Judged(tree, verdicts, jitter, info, (Path(dir_a), Path(dir_b)), a.dump, tuple(final_outputs(a.dump)))
+    return Judged(tree, verdicts, jitter, info, (Path(dir_a), Path(dir_b)), a.dump, tuple(final_outputs(a.dump)),
+                  b_to_a=dict(b_to_a))
+
+
+def with_rounding(j: Judged, rounding: Any) -> Judged:
+    """``j`` with the vars ``rounding.within`` lists moved from outside jitter to
+    ``within_rounding`` (status ``ok``: no root, no exit 1), and the rounding kept."""
+    moved = set(rounding.within)
+    if not moved:
+        return replace(j, rounding=rounding)
+    diffs = []
+    for d in j.tree.diffs:
+        if d.id in moved:
+            ja, jb = j.jitter[d.id]
+            d = replace(d, status="ok", note=f"{rounding.note(d.id)} (outside jitter: j_A {ja:.3g} + j_B {jb:.3g})")
+        diffs.append(d)
+    tree = VarTree(diffs, threshold=j.tree.threshold, comparison=j.tree.comparison, source=j.tree.source)
+    verdicts = {i: (ROUNDING if i in moved else v) for i, v in j.verdicts.items()}
+    return replace(j, tree=tree, verdicts=verdicts, rounding=rounding)
