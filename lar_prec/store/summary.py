@@ -16,6 +16,7 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,6 +162,10 @@ def _run_jsons(runs: Iterable[Any]) -> List[Dict[str, Any]]:
     return out
 
 
+#: the label of a run made again to see whether its result repeats (sweep, mixed, zoo)
+_RERUN = re.compile(r"-again(?:-\d+)?\Z")
+
+
 def _options(argv: Sequence[str], prefix: int, model_path: Optional[str]) -> Tuple[str, ...]:
     """The load_and_run flags of a run (after the ``prefix`` words that start load_and_run),
     canonical (sorted), without its paths."""
@@ -201,7 +206,10 @@ def run_summary(command: str, verdict: str, exit_code: int, *, runs: Sequence[Ma
                 argv: Sequence[str] = (), settings: Optional[Mapping[str, Any]] = None) -> RunSummary:
     """A run's identity from its runs' run.json records (``runs``; the test run is the last
     one not under the naive reference configuration)."""
-    tests = [r for r in runs if (r.get("config") or {}).get("name") != "naive"] or list(runs)
+    # a second run of a wrong option or side (``nchw44-again``) asks whether it repeats: the
+    # analysis is not about it, and its flags must not name the series
+    tests = [r for r in runs if (r.get("config") or {}).get("name") != "naive"
+             and not _RERUN.search(str(r.get("label") or ""))] or list(runs)
     test = tests[-1] if tests else {}
     env = test.get("environment") or {}
     lar = test.get("load_and_run") or {}

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
 from lar_prec.run.config import get_config
 from lar_prec.run.once import run_once
-from lar_prec.workflows.nondeterminism import rerun_and_compare
+from lar_prec.workflows.nondeterminism import compare_runs, rerun_and_compare
 from lar_prec.workflows.sweep.options import OPTIONS
 
 #: flags that name a file one run wrote and the next reads (kept: the rerun reads the same cache)
@@ -85,6 +85,11 @@ def rerun_wrong(task: Any, result: Any, report: Mapping[str, Any], cells: Sequen
                 continue
             root = o.get("root") or {}
             watched = [int(root["id"])] if root.get("id") is not None else []  # in the option's graph
+            again = runs.get(f"{c['option']}-again")
+            if again is not None:  # the sweep ran it again itself: its two runs answer, no third
+                c["run_to_run"] = compare_runs(Path(str(rec.dump_dir)), Path(str(again.dump_dir)), watched=watched,
+                                               under=str(c["option"])).to_json()
+                continue
             opt = OPTIONS.get(str(c["option"]))
             flags = tuple(task.flags) + (opt.flags if opt is not None else ())
             c["run_to_run"] = _again(task, rec, flags, watched, str(c["option"]))

@@ -87,9 +87,10 @@ def test_every_x86_option_on_a_clean_model_diverges_only_where_it_adds_something
     _check_tolerance(plain)
     own = {r["name"] for r in plain["local"]["roots"]}
     for o in d["options"]:
-        _check_tolerance(o)
-        if o["status"] != "runs":
+        if o["status"] != "runs":  # skipped (nothing for it to change), or did not load on this CPU
+            assert o["status"] in ("skipped", "load_failed", "crashed", "hung", "stalled", "bad_dump"), o
             continue
+        _check_tolerance(o)
         if OPTIONS[o["option"]].fp16:  # correct float16 ran: the naive kernels under the option
             assert o["output_tolerance"]["level"] is not None and o["naive_run_dir"], o
         else:  # a float32 option (layout, fusion, runtime) adds nothing to a clean model

@@ -58,7 +58,7 @@ class OptionLocal:
     not_measured: Tuple[Tuple[str, str], ...] = ()
     not_isolated: Tuple[Tuple[str, str], ...] = ()
     errors: Tuple[Tuple[str, Optional[float]], ...] = ()
-    floors: Tuple[Tuple[str, float], ...] = ()
+    floors: Tuple[Tuple[str, Optional[float]], ...] = ()
     compute_dtype: str = "float32"
     dir: Optional[str] = None
     seconds: float = 0.0
@@ -202,7 +202,7 @@ def measure_option(prep: SweepLayerwise, flags: Sequence[str], out_dir: Path, *,
         True, roots=tuple(LocalRoot(int(ref_id[r.id] if ref_id[r.id] is not None else r.id), r.name, r.opr_type,
                                          r.local_err, r.floor, r.entire_err) for r in verdict.roots),
         not_measured=tuple(missing), not_isolated=tuple((v.name, v.problem or "") for v in rows if not v.isolated),
-        errors=tuple((v.name, v.local_err) for v in rows), floors=tuple((v.name, floors[v.id]) for v in rows),
+        errors=tuple((v.name, v.local_err) for v in rows), floors=tuple((v.name, floors.get(v.id)) for v in rows),
         compute_dtype=cdt, dir=str(out_dir), seconds=time.monotonic() - t0, repros=repros,
         repro_errors=repro_errors)
 
