@@ -14,13 +14,14 @@ allows for the formula it computes, including where its steps cancel (GELU of a 
 
 A chain of modes fused into one measured unit (lite fuses small elementwise chains at load time)
 is carried through the same way (:func:`chain_scale`). Under a float16 option the inputs are
-rounded to float16 on their way in: what that changes, ``|f(round16(x)) - f(x)|``, is computed
-exactly (:func:`input_rounding`). A mode with no entry in :data:`MODES` is not judged
+rounded to float16 on their way in: what that changes, ``|f(x16) - f(x)|`` over either float16
+neighbour of each input, is computed exactly (:func:`input_rounding`). A mode with no entry in :data:`MODES` is not judged
 (:func:`mode_rule` says why); every mode of Elemwise and ElemwiseMultiType has one (a test walks
 them and holds MegEngine's own kernels to these bounds). Numpy only, float64.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -336,12 +337,33 @@ def scale(mode: Mode, xs: Arrays, input_scales: Optional[Sequence[Optional["np.n
     return np.broadcast_to(got, shape)
 
 
-def input_rounding(mode: Mode, xs: Arrays, rounded: Arrays) -> "np.ndarray":
-    """``|f(rounded) - f(xs)|``: what rounding the inputs (to float16) changes, exactly."""
-    a, b = mode.f(*xs), mode.f(*rounded)
-    with np.errstate(all="ignore"):
-        d = np.abs(b - a)
-    return np.where(np.isfinite(d), d, np.where(a == b, 0.0, np.inf))
+def neighbours16(x: "np.ndarray") -> Tuple["np.ndarray", "np.ndarray"]:
+    """The two float16 values either side of each ``x`` (both ``x`` where it is one): a correct
+    conversion to float16 is faithful, one or the other (MegEngine's rounds a tie away from the
+    even one where numpy rounds it to even)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = x.astype(np.float16)
+        r64 = r.astype(np.float64)
+        toward = np.where(r64 < x, np.float16(np.inf), np.float16(-np.inf)).astype(np.float16)
+        other = np.where(r64 == x, r, np.nextafter(r, toward)).astype(np.float64)
+    return np.minimum(r64, other), np.maximum(r64, other)
+
+
+def input_rounding(mode: Mode, xs: Arrays) -> "np.ndarray":
+    """The most that converting the inputs to float16 (faithfully: :func:`neighbours16`) changes
+    the mode's value, ``max |f(x16) - f(x)|`` over the inputs' neighbours, computed exactly."""
+    xs = [np.asarray(x, dtype=np.float64) for x in xs]
+    exact = mode.f(*xs)
+    sides = [neighbours16(x) for x in xs]
+    worst = np.zeros(np.broadcast(*xs).shape) if xs else np.zeros(())
+    for pick in itertools.product((0, 1), repeat=len(xs)):
+        got = mode.f(*[sides[k][p] for k, p in enumerate(pick)])
+        with np.errstate(all="ignore"):
+            d = np.abs(got - exact)
+        d = np.where(np.isfinite(d), d, np.where(got == exact, 0.0, np.inf))
+        worst = np.maximum(worst, d)
+    return worst
 
 
 @dataclass(frozen=True)

@@ -108,10 +108,6 @@ def _inputs(lw: LayerwiseModel, ref: DumpFolder, ids: Sequence[int], fmt: Option
     return None if any(x is None for x in xs) else [np.asarray(x, dtype=np.float64) for x in xs]
 
 
-def _round16(xs: Sequence["np.ndarray"]) -> list:
-    return [x.astype(np.float16).astype(np.float64) for x in xs]
-
-
 def _elementwise(lw: LayerwiseModel, m: MeasuredVar, ref: DumpFolder, fmt: Optional[str], want: "np.ndarray",
                  dtype: str) -> Tuple[Optional["np.ndarray"], Optional[str]]:
     """``U`` of an elementwise operator (or a unit of them) on the reference's inputs."""
@@ -138,7 +134,7 @@ def _elementwise(lw: LayerwiseModel, m: MeasuredVar, ref: DumpFolder, fmt: Optio
     try:
         u = elemwise.scale(mode, xs, y=want)
         if float16:
-            u = u + elemwise.input_rounding(mode, xs, _round16(xs)) / bounds.EPS["float16"]
+            u = u + elemwise.input_rounding(mode, xs) / bounds.EPS["float16"]
     except ValueError as exc:  # inputs that do not broadcast to the output
         return None, f"its inputs do not broadcast ({exc})"
     return np.broadcast_to(u, want.shape) if u.shape != want.shape else u, None

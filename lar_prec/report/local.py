@@ -158,6 +158,12 @@ def notes_for(la: LocalAnalysis) -> List[str]:
     if any(c.status == "skipped" for c in la.result.checks):
         notes.append("local checks run: isolation only (reference self-check and test-fed check cost two more "
                      "runs: --local-checks)")
+    lost = [(k, r) for k, r in la.result.layerwise.kept
+            if r.startswith(("not measured", "MegEngine could not", "its shape is known only"))]
+    if lost:  # what the layerwise build could not feed or output, by name and why (the rest is measured)
+        shown = "; ".join(f"var {k}: {r}" for k, r in lost[:3])
+        notes.append(f"{len(lost)} var(s) the layerwise build could not feed or measure: {shown}"
+                     + (" ..." if len(lost) > 3 else ""))
     nj = la.verdict.not_judged
     if nj:
         by_id = la.result.by_id()

@@ -170,3 +170,19 @@ def test_a_modes_scale_counts_where_its_formula_cancels():
     assert elemwise.scale(elemwise.MODES["SUB"], [a, b])[0] == 0.5
     # an input's own scale is carried through the slope: MUL by 3 triples it
     assert elemwise.scale(elemwise.MODES["MUL"], [np.array([2.0]), np.array([3.0])], [np.array([1.0]), None])[0] == 3.0 + 6.0
+
+
+def test_float16_input_rounding_allows_either_neighbour():
+    """MegEngine's conversion to float16 rounds an exact tie away from the even neighbour (seen in
+    resnet18 under --enable-ioc16: -0.17999267578125 = -1474.5 x 2^-13 became -1475 x 2^-13):
+    a faithful conversion may give either neighbour, and the bound holds for both."""
+    x = np.array([-1474.5 * 2.0 ** -13, 0.25, 0.1])
+    lo, hi = elemwise.neighbours16(x)
+    assert lo[0] == -1475 * 2.0 ** -13 and hi[0] == -1474 * 2.0 ** -13
+    assert lo[1] == hi[1] == 0.25  # representable: itself
+    assert lo[2] < 0.1 < hi[2] and hi[2] - lo[2] == 2.0 ** -14  # one float16 step (0.1 is in [2^-4, 2^-3))
+    a, b = np.array([0.21684807538986206]), np.array([-0.17999267578125])
+    mode = elemwise.MODES["FUSE_ADD_RELU"]
+    kernel = 0.0367431640625  # what MegEngine's float16 kernel gave
+    allowed = TERMS_C * (EPS["float16"] * elemwise.scale(mode, [a, b])[0] + elemwise.input_rounding(mode, [a, b])[0])
+    assert abs(kernel - float(mode.f(a, b)[0])) <= allowed
