@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from cases import arch, arch2, qchain
-from cases.common import SEED, missing_consts, mge as _mge, seed as _seed
+from cases.common import SEED, missing_consts, mge as _mge, quantized, seed as _seed
 
 
 
@@ -448,18 +448,8 @@ def _mbv2_calibrated():
 def _mbv2_int8(misscaled=None):
     """The calibrated model quantized; ``misscaled``: the module whose weight scale becomes
     8x too large (its weight observer's range stretched before ``quantize``)."""
-    import copy
-
-    from megengine.quantization import quantize
-
     _, qat, x = _mbv2_calibrated()
-    q = copy.deepcopy(qat)
-    if misscaled:
-        obs = dict(q.named_modules())[misscaled].weight_observer
-        obs.min_val._reset(obs.min_val * MBV2_FACTOR)
-        obs.max_val._reset(obs.max_val * MBV2_FACTOR)
-    quantize(q)
-    q.eval()
+    q = quantized(qat, misscaled, MBV2_FACTOR)
     return q, q, {"data": x}, {}
 
 

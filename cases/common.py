@@ -71,3 +71,21 @@ def missing_consts(model: str, names) -> list:
         outs = G.load_graph(f).output_vars_list
     consts = {v.name for t in CONST_TYPES for v in cgt.get_dep_vars(outs, t)}
     return [n for n in names if n not in consts]
+
+
+def quantized(qat, misscaled=None, factor: float = 1.0):
+    """A copy of the calibrated QAT model ``qat`` quantized to int8 (eval mode); ``misscaled``: the
+    module whose weight scale becomes ``factor`` times too large (its weight observer's range
+    stretched before ``quantize``)."""
+    import copy
+
+    from megengine.quantization import quantize
+
+    q = copy.deepcopy(qat)
+    if misscaled:
+        obs = dict(q.named_modules())[misscaled].weight_observer
+        obs.min_val._reset(obs.min_val * factor)
+        obs.max_val._reset(obs.max_val * factor)
+    quantize(q)
+    q.eval()
+    return q

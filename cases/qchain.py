@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Dict, List, Tuple
 
-from cases.common import mge, seed as _seed
+from cases.common import mge, quantized, seed as _seed
 
 #: (input channels, output channels) of each 3x3 ConvBnRelu2d
 QCHAIN_CHANNELS = ((3, 8), (8, 8), (8, 16), (16, 16), (16, 8))
@@ -82,18 +82,8 @@ def _calibrated():
 
 
 def _int8(misscaled=None):
-    import copy
-
-    from megengine.quantization import quantize
-
     _, qat, x = _calibrated()
-    q = copy.deepcopy(qat)
-    if misscaled:
-        obs = dict(q.named_modules())[misscaled].weight_observer
-        obs.min_val._reset(obs.min_val * QCHAIN_FACTOR)
-        obs.max_val._reset(obs.max_val * QCHAIN_FACTOR)
-    quantize(q)
-    q.eval()
+    q = quantized(qat, misscaled, QCHAIN_FACTOR)
     return q, q, {"data": x}, {}
 
 
