@@ -12,8 +12,10 @@ gates ``W_ih x_t + b_ih + W_hh h + b_hh`` in the order i, f, g, o (sums of produ
 (:class:`lar_prec.compare.elemwise.Val`): each gate a sum of ``K = I + H + 2`` products
 (``(sqrt(K) + 1) * sum|terms|``) plus the scale ``h`` carries from the step before through
 ``|W_hh|``, then the cell's elementwise steps. The replay's own output is held to the
-reference output first: a layout it does not reproduce is not judged (a wrong guess would
-make a wrong bound). Numpy only, float64.
+reference output, or the test kernel's own output on the same inputs, first (a weight fault in
+the model makes the replay, which reads the model's weights, reproduce the test kernel and not
+the reference): a layout it reproduces neither of is not judged (a wrong guess would make a
+wrong bound). Numpy only, float64.
 """
 from __future__ import annotations
 
@@ -38,10 +40,11 @@ def _tanh(a: Val) -> Val:
 
 
 def lstm_scales(x: "np.ndarray", hx: "np.ndarray", cx: "np.ndarray", flat: "np.ndarray",
-                reference: "np.ndarray") -> Tuple[Optional[Tuple["np.ndarray", "np.ndarray", "np.ndarray"]], str]:
+                *outputs: Optional["np.ndarray"]) -> Tuple[Optional[Tuple["np.ndarray", "np.ndarray", "np.ndarray"]], str]:
     """``U`` of the LSTM's output ``(T, B, H)``, its last ``h`` and its last ``c`` (each ``(1, B, H)``)
     on the reference's input ``x (T, B, I)``, states ``hx``, ``cx (1, B, H)`` and flattened
-    weights; ``reference`` is the reference's output, which the replay must reproduce.
+    weights; ``outputs``: the reference's output and the test kernel's on the same inputs, one of
+    which the replay must reproduce.
     Returns (None, why) for a layout it does not handle (several layers or directions, a
     width that is not ``I + H`` or ``I + H + 2``) or does not reproduce."""
     x, hx, cx, flat = (np.asarray(a, dtype=np.float64) for a in (x, hx, cx, flat))
@@ -74,23 +77,28 @@ def lstm_scales(x: "np.ndarray", hx: "np.ndarray", cx: "np.ndarray", flat: "np.n
         outs.append(h.v)
         scales.append(h.u)
     out = np.stack(outs)
-    ref = np.asarray(reference, dtype=np.float64)
-    if ref.shape != out.shape:
-        return None, f"the LSTM's output has shape {ref.shape}, its replay {out.shape}"
-    top = float(np.max(np.abs(ref))) if ref.size else 0.0
-    if ref.size and float(np.max(np.abs(out - ref))) > REPRODUCED * max(top, 1.0):
-        return None, "the LSTM's replay in float64 does not reproduce its reference output: layout not understood"
+    if not any(_reproduces(out, y) for y in outputs if y is not None):
+        return None, "the LSTM's replay in float64 reproduces neither its reference output nor the test kernel's: layout not understood"
     return (np.stack(scales), h.u[None], c.u[None]), ""
 
 
-def lstm_output_scale(xs: Sequence[Optional["np.ndarray"]], which: int,
-                      reference_output: Optional["np.ndarray"]) -> Tuple[Optional["np.ndarray"], str]:
+def _reproduces(replay: "np.ndarray", y: "np.ndarray") -> bool:
+    y = np.asarray(y, dtype=np.float64)
+    if y.shape != replay.shape:
+        return False
+    top = float(np.max(np.abs(y))) if y.size else 0.0
+    return not y.size or float(np.max(np.abs(replay - y))) <= REPRODUCED * max(top, 1.0)
+
+
+def lstm_output_scale(xs: Sequence[Optional["np.ndarray"]], which: int, reference_output: Optional["np.ndarray"],
+                      test_output: Optional["np.ndarray"] = None) -> Tuple[Optional["np.ndarray"], str]:
     """``U`` of output ``which`` (0: the sequence, 1: the last h, 2: the last c) of an
     LSTM whose inputs' reference values are ``xs`` (input, hx, cx, weights); output 3 is
-    its reserve space, a workspace: not judged."""
+    its reserve space, a workspace: not judged. ``reference_output`` and ``test_output``: the
+    sequence output of the reference and of the test kernel on the same inputs."""
     if which not in (0, 1, 2):
         return None, "the LSTM's reserve space is a workspace: not judged"
-    if len(xs) != 4 or any(v is None for v in xs) or reference_output is None:
+    if len(xs) != 4 or any(v is None for v in xs) or (reference_output is None and test_output is None):
         return None, "a reference value of the LSTM's inputs or output is missing"
-    got, why = lstm_scales(xs[0], xs[1], xs[2], xs[3], reference_output)  # type: ignore[arg-type]
+    got, why = lstm_scales(xs[0], xs[1], xs[2], xs[3], reference_output, test_output)  # type: ignore[arg-type]
     return (None, why) if got is None else (got[which], "")

@@ -32,6 +32,7 @@ from lar_prec.compare.relayout import to_plain
 from lar_prec.diagnosis.local_records import LayerwiseModel, MeasuredVar
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.lar.flags import flag_names
+from lar_prec.lar.layerwise_build import OUT_SUFFIX
 from lar_prec.oprules import ELEMENTWISE, EXACT, INTERPOLATION, LAYERNORM, NOT_JUDGED, RECURRENT, SOFTMAX, TERMS, rule
 
 #: (bound or None, why it is not judged or None): None and None = exact (no scale needed)
@@ -193,8 +194,9 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
         first = next((o for o in lw.measured if o.opr == m.opr and o.output_index == 0), None)
         seq = plain(np.asarray(ref[first.ref_id].array()), first.shape, fmt) \
             if first is not None and first.ref_id is not None and first.ref_id in ref else None
+        mine = _local_value(local, first.id, first.shape, fmt) if first is not None else None
         scale, why = recurrent.lstm_output_scale([reference_value(lw, ref, u, fmt) for u in m.inputs],
-                                                 m.output_index, seq)
+                                                 m.output_index, seq, mine)
         if scale is None:
             return None, why
         k = m.input_shapes[0][-1] + m.shape[-1] + 2 if m.input_shapes and m.input_shapes[0] else 1
@@ -218,6 +220,12 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
         n = bounds.roundings(int(np.prod(x.shape[m.axis:])))
         return _judged(bounds.measure(got, want, scale, dtype, "layernorm", n))
     return None, f"no bound for {m.opr_type}"
+
+
+def _local_value(local: DumpFolder, var_id: int, shape: Sequence[int], fmt: Optional[str]) -> Optional["np.ndarray"]:
+    """The layerwise run's output of measured var ``var_id`` (its output is named ``*.lw<id>``)."""
+    found = [d for d in local if (hit := OUT_SUFFIX.search(d.var.name)) is not None and int(hit.group(1)) == var_id]
+    return plain(np.asarray(found[0].array()), shape, fmt) if len(found) == 1 else None
 
 
 def _judged(b: Optional[Bound]) -> Judged:

@@ -89,3 +89,16 @@ def test_the_detection_heads_run_time_shapes_are_measured(manifest, lar_dump, tm
     types = {v["opr_type"]: v for v in d["vars"] if v.get("label") is not None}
     assert {"TopK", "IndexingMultiAxisVec", "NMSKeep"} <= set(types), sorted(types)
     assert d["local"]["not_isolated"] == [] and d["local"]["not_judged"] == []
+
+
+@pytest.mark.megengine
+def test_a_large_fault_in_the_lstms_weights_is_still_judged(manifest, lar_dump, tmp_path):
+    """The LSTM's replay reads the model's weights: with a 1e-3 weight fault it reproduces the
+    test kernel's output, not the reference's. It must stay judged (and rooted), never fall to
+    "layout not understood" where the fault is largest."""
+    c = manifest["lstm_lm"]
+    faulty = perturb_constant(c.model, "lstm._flatten_weights", 1e-3, tmp_path / "faulty.mge", seed=1)
+    run_lar(faulty, c.input_specs(), tmp_path / "test")
+    d = _compare(lar_dump("lstm_lm", "naive"), tmp_path / "test", "--model", str(faulty))
+    assert d["exit"] == 1 and d["roots"] and d["roots"][0]["opr_type"] == "LSTM", d["verdict"]
+    assert all("reserve space" in n["why"] for n in d["local"]["not_judged"]), d["local"]["not_judged"]
