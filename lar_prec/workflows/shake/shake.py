@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from lar_prec.compare.threshold import Threshold, parse_threshold_spec
 from lar_prec.diagnosis.local_analysis import LocalAnalysis, run_local
@@ -173,6 +173,7 @@ class _Shake:
     runs: List[RunResult] = field(default_factory=list)
     all_runs: List[RunResult] = field(default_factory=list)
     caches: Dict[str, Path] = field(default_factory=dict)
+    verbose_runs: Set[str] = field(default_factory=set)  # runs whose --verbose log names their algorithms
     run_flags: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
     per_run_algos: Dict[str, Dict[int, str]] = field(default_factory=dict)
     algo_notes: List[str] = field(default_factory=list)
@@ -199,6 +200,10 @@ class _Shake:
         own, where = algos_mod.cache_flags(self.flags + r.flags, self.adir, r.label, remote=self.remote)
         if where is not None:
             self.caches[r.label] = Path(where)
+        verbose = algos_mod.verbose_flags(self.flags + r.flags + own)  # the heuristic's choices, in the log
+        if verbose:
+            self.verbose_runs.add(r.label)
+        own += verbose
         self.run_flags[r.label] = r.flags + own
         return Planned(self.config, r.label, extra_flags=r.flags + own, inputs=r.inputs)
 
@@ -210,6 +215,12 @@ class _Shake:
             cache = rec.dir / cache
             self.caches[r.label] = cache
         dump = Path(rec.dump_dir)  # type: ignore[arg-type]
+        if r.label in self.verbose_runs:
+            try:
+                text = (rec.dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+                self.per_run_algos[r.label] = algos_mod.verbose_algorithms(text, dump)
+            except (OSError, LarPrecError) as exc:
+                self.algo_notes.append(f"the algorithms of run {r.label} cannot be told from its log: {exc}")
         if cache is not None:
             got, notes = algos_mod.read_caches({r.label: cache}, {r.label: dump},
                                                reproducible="--reproducible" in self.flags)
@@ -278,6 +289,8 @@ class _Shake:
     def algorithm_choice(self) -> Dict[str, object]:
         """The report's ``algorithm_choice``: whether each run's algorithms are known, from where."""
         user = algos_mod.user_cache(self.flags)
+        if self.per_run_algos and self.verbose_runs and not self.caches:
+            return {"known": True, "how": algos_mod.HOW_VERBOSE, "problems": list(self.algo_notes)}
         if self.per_run_algos:
             return {"known": True, "how": "each run's own --fast-run-algo-policy cache (written by the run)",
                     "caches": {lbl: str(p) for lbl, p in self.caches.items()},
