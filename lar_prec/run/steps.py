@@ -99,6 +99,25 @@ def record_dump_abort(rec: RunResult, stderr: str) -> bool:
             and "pure virtual method called" in stderr)
 
 
+#: MegEngine 1.13's load_and_run leaves IOdumpOption's enable_* bools uninitialized (``new
+#: IOdumpOption`` without ``()``): a long ``--input`` (a layerwise model's, a reduced part's)
+#: leaves text in the heap they are read from, so it logs a text dump nobody asked for, into
+#: stdout and into the --bin-io-dump folder (fopen of a folder: NULL), and dies of SIGSEGV.
+#: glibc's MALLOC_PERTURB_=255 zero-fills every allocation, so the bools read false.
+ZEROED_HEAP = ("MALLOC_PERTURB_", "255")
+_SPURIOUS_DUMP = re.compile(r"enable text io dump")
+
+
+def spurious_text_dump(rec: RunResult) -> bool:
+    """The run died of a text dump it never asked for (the uninitialized flags above)."""
+    if rec.returncode is None or rec.returncode >= 0 or rec.load_and_run.get("kind") == "bundled":
+        return False
+    names = {a.lstrip("-").split("=", 1)[0].replace("-", "_") for a in rec.argv if a.startswith("-")}
+    if names & {"io_dump", "io_dump_stdout", "io_dump_stderr"} or dict(rec.env_changes).get(ZEROED_HEAP[0]):
+        return False
+    return bool(_SPURIOUS_DUMP.search(read_end(rec.dir / "stderr.txt")))
+
+
 #: the bundled runner's message for an --input name the model lacks
 _UNKNOWN_INPUT = re.compile(r"^the model has no input named ")
 
