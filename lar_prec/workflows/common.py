@@ -246,7 +246,7 @@ def prepare_analysis(model: PathLike, inputs: Union[str, Sequence[str]], out: Op
     lar_obj = resolve_load_and_run(lar) if remote is None else None
     if lar_obj is not None:
         check_flags(lar_obj, extra_flags, "extra load_and_run flag", timeout)
-    planned = plan_inputs(inputs, model_path, seed=seed)
+    planned = plan_inputs(inputs, model_path, seed=seed, lar=lar_obj)
     if lar_obj is None or not lar_obj.is_bundled:
         who = f"load_and_run {lar_obj.describe()}" if lar_obj is not None else "the device's load_and_run"
         check_input_dtypes([(p.name, p.dtype, p.source) for p in planned], who)

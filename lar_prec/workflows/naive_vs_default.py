@@ -175,6 +175,11 @@ def naive_vs_default(
     report = verdicts.oracle_roots(report, ran, naive.dump_dir, default.dump_dir, la, local_error.layout_fmt(extra_flags),  # type: ignore[arg-type]
                           adir)
     report = verdicts.with_output_tolerance(report, extra_flags)
+    if remote is None:  # a NaN/Inf output: MegEngine's --range names where it starts, without dumping
+        report = verdicts.with_first_nonfinite(
+            report, lar_obj, model_path, prepared.input_arg,
+            [(get_config("default"), tuple(extra_flags), Path(default.dump_dir)),  # type: ignore[arg-type]
+             (get_config("naive"), naive_flags, Path(naive.dump_dir))], adir / "range", timeout)  # type: ignore[arg-type]
     if cross_device(dropped):  # said in the verdict itself: a device's arithmetic is not a kernel bug
         report = replace(report, verdict=f"{cross_device(dropped)}; {report.verdict or report_model.auto_verdict(report)}")
     json_path, html_path = write_reports(report, adir, html)

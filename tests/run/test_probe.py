@@ -7,6 +7,7 @@ bundled runner (really run) answers in its form, and the bad binaries are small 
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -175,3 +176,39 @@ def test_a_lar_that_is_not_load_and_run_is_exit_2_or_3_with_one_line(manifest, t
                  "--out", tmp_path / "out", "-q", "--timeout", "20")
     assert p.returncode in (2, 3), (kind, p.returncode, p.stderr)
     one_error_line(p)
+
+
+@pytest.mark.megengine
+def test_a_text_dump_nobody_asked_for_is_run_again_on_a_zeroed_heap(manifest, lar_dump, tmp_path):
+    """MegEngine 1.13's IOdumpOption reads its enable_* switches from uninitialized memory: with a
+    long --input (a layerwise model's, seen on the attention case) the real tool logs "enable text
+    io dump" unasked and dies of SIGSEGV. The run is made once more with MALLOC_PERTURB_=255
+    (every allocation zero-filled), and run.json says so. The stand-in dies as the tool does
+    unless the heap is zeroed."""
+    fake = ROOT / "tests" / "fake_lar.py"
+    lar = stand_in(tmp_path / "lar", f'[ "$MALLOC_PERTURB_" = 255 ] || {{ echo "[x io_options.cpp:222] enable text '
+                                     f'io dump to stdout" >&2; kill -SEGV $$; }}\nexec {PY} {fake} "$@"\n')
+    case = manifest["cnn"]
+    p = lar_prec("run", case.model, "--input", ";".join(case.input_specs()), "--config", "default", "--lar", lar,
+                 "--out", tmp_path / "out", env={"FAKE_LAR_SOURCE_DUMP": str(lar_dump("cnn", "default"))})
+    assert p.returncode == 0, p.stderr
+    run_dir = Path(p.stdout.strip())
+    rec = json.loads((run_dir / "run.json").read_text())
+    assert rec["status"] == "ok" and rec["env_changes"]["MALLOC_PERTURB_"] == "255"
+    assert "enable text io dump" in (run_dir / "stderr-uninitialized.txt").read_text()
+
+
+def test_check_var_value_names_the_variable_that_changed(tmp_path):
+    from lar_prec.run.instruments import check_var_values
+
+    var = ('{id:%d, layout:{1(4),4(1) Float32}, Float32, owner:relu(x)[%d]{Elemwise}, name:%s, slot:0, '
+           'CompNode("cpu0:0" from "cpux:0"), s, 4, 8}')
+    text = "\n".join([f"VarValueChecker: going to check #0: {var % (3, 2, 'x')}",
+                      f"VarValueChecker: going to check #1: {var % (5, 4, 'RELU[0]')}",
+                      "terminate called after throwing an instance of 'mgb::opr::AssertEqual::UnequalError'",
+                      "  what():  AssertEqual: err=0.5 (name=RELU[0] id=5)"])
+    (tmp_path / "err.txt").write_text(text + "\n")
+    lar = stand_in(tmp_path / "lar", f'cat {tmp_path / "err.txt"} >&2\nkill -ABRT $$\n')
+    chk = check_var_values(LoadAndRun(str(lar), (str(lar),), "external"), "m.mge", "data:x.npy", 2, tmp_path / "c")
+    assert chk.checked == 2 and (chk.mismatch.id, chk.mismatch.name, chk.mismatch.opr_type) == (5, "RELU[0]", "Elemwise")
+    assert "took other values in another execution" in chk.words() and "AssertEqual" in chk.mismatch.line

@@ -282,3 +282,57 @@ def test_every_cases_verdict_is_the_bundled_runners(real_lar, manifest, tmp_path
         assert got["bundled"][0] == 0 and got["real"][0] == 2, (DIFFERENCES[name], got)
         return
     assert got["real"] == got["bundled"], got
+
+
+# ----------------------------------------------------------------------------- its instruments
+
+
+def test_model_info_range_and_check_var_value(real_lar, manifest, tmp_path, monkeypatch):
+    import numpy as np
+    from lar_prec.run import inputs as run_inputs
+    from lar_prec.run.config import LoadAndRun
+    from lar_prec.run.instruments import check_var_values, first_nonfinite, model_info
+
+    lar = LoadAndRun(str(real_lar), (str(real_lar),), "external")
+    case = manifest["cnn"]
+    info = model_info(lar, case.model, tmp_path / "mi")
+    assert info == {"inputs": [{"name": "data", "shape": [1, 3, 32, 32], "dtype": "float32"}],
+                    "outputs": [{"name": "Softmax", "shape": [1, 10], "dtype": "float32"}]}
+    # where the wheel's Python is not at hand, the user's binary reads the model's inputs
+    real_find = run_inputs.importlib.util.find_spec
+    monkeypatch.setattr(run_inputs.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "megenginelite" else real_find(name, *a))
+    planned = run_inputs.plan_inputs(["data:{1,3,32,32}"], case.model, lar=lar)
+    assert [(p.name, p.dtype, p.shape) for p in planned] == [("data", "float32", (1, 3, 32, 32))]
+    monkeypatch.undo()
+    x = np.load(case.input_specs()[0].split(":", 1)[1])
+    x[0, 2, 7, 9] = np.inf
+    np.save(tmp_path / "inf.npy", x)
+    hit = first_nonfinite(lar, case.model, f"data:{tmp_path / 'inf.npy'}", tmp_path / "rng", flags=["--cpu"])
+    assert (hit.name, hit.opr_type, hit.value, hit.index) == ("data", "Host2DeviceCopy", "inf", [0, 2, 7, 9])
+    assert first_nonfinite(lar, case.model, ";".join(case.input_specs()), tmp_path / "ok", flags=["--cpu"]) is None
+    chk = check_var_values(lar, case.model, ";".join(case.input_specs()), 17, tmp_path / "cvv", flags=["--cpu"])
+    assert chk.mismatch is None and chk.checked >= 17 and chk.returncode == 0
+
+
+def test_a_nan_output_is_located_by_range_without_dumping(real_lar, manifest, tmp_path):
+    import numpy as np
+    case = manifest["cnn"]
+    x = np.full((1, 3, 32, 32), 3e38, np.float32)  # overflows in the first convolution
+    np.save(tmp_path / "big.npy", x)
+    p = lar_prec("naive-vs-default", case.model, "--input", f"data:{tmp_path / 'big.npy'}", "--lar", real_lar,
+                 "--out", tmp_path / "a", "-q", "--json", tmp_path / "r.json", "--no-local")
+    assert p.returncode == 1, p.stderr[-3000:]
+    d = report(tmp_path / "r.json")
+    hit = d["first_nonfinite"]
+    assert hit["name"] == "c1.Convolution" and hit["value"] in ("inf", "-inf", "nan"), hit
+    assert any("--range 3.4028234e38" in n for n in d["notes"])
+
+
+def test_a_long_shake_checks_one_process_first(real_lar, manifest, tmp_path):
+    case = manifest["cnn"]
+    p = lar_prec("shake", case.model, *inputs(case), "--lar", real_lar, "--repeat", "10", "--out", tmp_path / "a",
+                 "-q", "--json", tmp_path / "r.json", "--no-local")
+    assert p.returncode == 0, p.stderr[-3000:]
+    chk = report(tmp_path / "r.json")["in_process_check"]
+    assert chk["mismatch"] is None and chk["checked"] >= 17 and "kept their values" in chk["words"]

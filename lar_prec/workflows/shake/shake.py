@@ -30,7 +30,7 @@ from lar_prec.run.device import RemoteSpec
 from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.shake import causes as jc
-from lar_prec.workflows.shake import algos as algos_mod
+from lar_prec.workflows.shake import algos as algos_mod, modes
 from lar_prec.workflows.common import (Analysis, Planned, StageProgress, environment_extra, open_remote,
                                        prepare_analysis, run_plan, write_reports)
 from lar_prec.workflows.shake.jitter import compare_runs, merge_comparisons, shake_verdict
@@ -185,6 +185,7 @@ class _Shake:
     groups: Dict[int, List[List[str]]] = field(default_factory=dict)
     differing: Dict[int, int] = field(default_factory=dict)
     local_freed: Optional[int] = None
+    in_process: Any = None  # MegEngine's VarValueChecker in one process (modes.in_process_check)
 
     # ------------------------------------------------------------------ runs
 
@@ -243,6 +244,7 @@ class _Shake:
         base, rest = self.plan[0], self.plan[1:]
         first = run_plan(self.model, self.prepared, [self._planned(base)], self.adir, **self.common)
         self._finished(first[0], base, base=True)
+        self.in_process = modes.in_process_check(self, first[0])  # before the long part: one process, a few s
         by_label = {r.label: r for r in rest}
         later = run_plan(self.model, self.prepared, [self._planned(r) for r in rest], self.adir, **self.common,
                          after=lambda rec: self._finished(rec, by_label[rec.label], base=False))
@@ -503,6 +505,9 @@ class _Shake:
                  "cause_vocabulary": list(jc.CAUSES)}
         if obs is not None:
             extra["observer"] = obs
+        if self.in_process is not None:
+            extra["in_process_check"] = {**self.in_process.to_json(), "words": self.in_process.words()}
+            notes = [*notes, self.in_process.words()]
         all_notes = ([str(obs["summary"])] if obs and obs.get("differs") else []) + notes + env_notes
         all_notes += from_shake.notes()
         report = from_tree(tree, command="shake", runs=self.all_runs, model=str(self.model), verdict=verdict,
