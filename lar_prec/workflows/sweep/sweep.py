@@ -54,7 +54,8 @@ from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.workflows.sweep.local import OptionLocal, SweepLayerwise  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, same_graph
+from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, run_algorithms, same_graph
+from lar_prec.workflows.shake.algos import verbose_flags
 from lar_prec.workflows.sweep.local import prepare, measure_option
 from lar_prec.compare.namepair import skip_reason
 from lar_prec.run.device import RemoteSessions
@@ -136,7 +137,9 @@ class _Runner:
         self.lock = threading.Lock()
 
     def submit(self, config: str, label: str, flags: Sequence[str]) -> Future:
-        return self.pool.submit(self._one, config, label, tuple(flags))
+        # default kernels choose by heuristic: --verbose logs each choice (analysis.run_algorithms)
+        more = verbose_flags(self.extra_flags + tuple(flags)) if config == "default" else ()
+        return self.pool.submit(self._one, config, label, tuple(flags) + more)
 
     def _one(self, config: str, label: str, flags: Tuple[str, ...]) -> Tuple[RunResult, str, str, Optional[LarPrecError]]:
         """(record, status, message, the run's error); an error without a record (the
@@ -173,7 +176,7 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult, tol: OutputTolera
         verdict="diverges" if g.diverges else "ok", vars_paired=g.n_paired, vars_total=g.n_computed_a,
         output_err=g.output_err, worst_err=g.worst, unpaired_a=g.unpaired_a, unpaired_b=g.unpaired_b,
         errors=tuple((e.name, e.max_err) for e in g.errs), over=tuple(e.name for e in g.errs if e.over),
-        run_dir=str(rec.dir), seconds=rec.seconds)
+        run_dir=str(rec.dir), seconds=rec.seconds, algorithms=run_algorithms(rec))
     if g.outputs_total and g.output_err is None:
         # nothing to hold the model's output to: never an all-clear
         r = replace(r, verdict="diverges", output_unseen=True,
