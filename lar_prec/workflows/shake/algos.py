@@ -28,8 +28,9 @@ from lar_prec.errors import UsageError
 RUN_CACHE = "fast-run-algo-policy.cache"
 
 HEURISTIC_UNKNOWN = ("a {config} run chooses each operator's algorithm by MegEngine's heuristic, which load_and_run "
-                     "neither prints nor writes (it writes --fast-run-algo-policy only when it profiles, under "
-                     "--fast-run or --full-run): the algorithms of these runs cannot be told")
+                     "writes nowhere (--fast-run-algo-policy only when it profiles, under --fast-run or --full-run) "
+                     "and logs only under --verbose, where these runs' logs named none: the algorithms of these "
+                     "runs cannot be told")
 USER_CACHE = ("every run read the --fast-run-algo-policy cache given ({path}), so every run took the same "
               "algorithms: the cache's choices are listed for run 1")
 
@@ -40,6 +41,11 @@ _ALGO_LINE = re.compile(r"setup_algo@algo_chooser\.cpp:\d+\]\[DEBUG\] (\w{1,64})
 _LAYOUT = re.compile(r"\{([0-9(),]{0,400}) \w{1,40}\}")
 _DIM = re.compile(r"^(\d{1,12})\(-?\d{1,12}\)$")
 HOW_VERBOSE = "each run's --verbose log: MegEngine's algorithm chooser names every choice, heuristic ones included"
+
+
+def logs_algorithms(flags: Sequence[str]) -> bool:
+    """Whether runs with these flags log their algorithm choices (``--verbose``, no profiling)."""
+    return "verbose" in flag_names(flags) and not records_algorithms(flags) and user_cache(flags) is None
 
 
 def verbose_flags(flags: Sequence[str]) -> Tuple[str, ...]:

@@ -201,10 +201,9 @@ class _Shake:
         own, where = algos_mod.cache_flags(self.flags + r.flags, self.adir, r.label, remote=self.remote)
         if where is not None:
             self.caches[r.label] = Path(where)
-        verbose = algos_mod.verbose_flags(self.flags + r.flags + own)  # the heuristic's choices, in the log
-        if verbose:
+        own += algos_mod.verbose_flags(self.flags + r.flags + own)  # the heuristic's choices, in the log
+        if algos_mod.logs_algorithms(self.flags + r.flags + own):
             self.verbose_runs.add(r.label)
-        own += verbose
         self.run_flags[r.label] = r.flags + own
         return Planned(self.config, r.label, extra_flags=r.flags + own, inputs=r.inputs)
 
@@ -219,7 +218,9 @@ class _Shake:
         if r.label in self.verbose_runs:
             try:
                 text = (rec.dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
-                self.per_run_algos[r.label] = algos_mod.verbose_algorithms(text, dump)
+                found = algos_mod.verbose_algorithms(text, dump)
+                if found:  # a binary that does not log MegEngine's chooser names none
+                    self.per_run_algos[r.label] = found
             except (OSError, LarPrecError) as exc:
                 self.algo_notes.append(f"the algorithms of run {r.label} cannot be told from its log: {exc}")
         if cache is not None:
