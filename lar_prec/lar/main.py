@@ -17,7 +17,10 @@ Behaviour that differs from the real binary, on purpose:
 * a dtype that differs from the model input, an unknown input name, ``.npy`` files of
   unsupported dtypes, negative ``--iter`` are errors instead of silent reinterpretation,
   wrap-around or aborts; float16 ``.npy`` inputs are accepted;
-* every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr;
+* every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr (an
+  unknown flag as gflags says it: ``ERROR: unknown command line flag 'NAME'``); ``--version``,
+  ``--helpfull`` and the ``using MegBrain X(P) and MegDNN Y`` line that starts a run are the
+  real tool's (``tests/lar/test_real_parity.py`` holds the two side by side);
 * optimisation options megenginelite cannot take (``--enable_chwn4``, ``--enable_ioc16``,
   conv-bias fusion, ``--optimize_for_inference``, ``--fuse_grain``) are applied by rewriting
   the model with MegEngine's graph API first (:mod:`lar_prec.lar.graphopts`); the rewritten model

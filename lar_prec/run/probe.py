@@ -99,6 +99,9 @@ def check_flags(lar: LoadAndRun, flags: Sequence[str], what: str, timeout: Optio
             name = canonical(f)
             if name.startswith("no") and known.has(name[2:]):
                 continue  # gflags' --noFLAG of a bool flag
+            if lar.is_bundled:
+                raise UsageError(f"{what} {f!r}: the bundled runner (lar_prec.lar) does not implement --{name}; "
+                                 "run a MegEngine build of load_and_run with --lar PATH")
             raise UsageError(f"{what} {f!r}: load_and_run {lar.describe()} has no such flag "
                              f"(its --helpfull does not list --{name})")
 

@@ -117,7 +117,8 @@ def test_the_bundled_runner_answers_as_megengines_load_and_run():
 
 def test_a_flag_the_binary_lacks_is_refused_before_any_run(tmp_path):
     bundled = bundled_load_and_run()
-    with pytest.raises(UsageError, match=r"'--cuda': load_and_run bundled lar_prec.lar has no such flag"):
+    with pytest.raises(UsageError, match=r"'--cuda': the bundled runner \(lar_prec.lar\) does not implement --cuda; "
+                                         r"run a MegEngine build of load_and_run with --lar PATH"):
         probe.check_flags(bundled, ["--cuda"], "extra load_and_run flag")
     probe.check_flags(bundled, ["--noreproducible", "--multithread", "2"], "extra load_and_run flag")
     # a program whose --helpfull lists no load_and_run flags: nothing refused in advance
