@@ -46,7 +46,8 @@ def _load(model: str, ref_dump: str) -> Dict[str, Any]:
 
     outs = load_output_vars(Path(model))
     oprs = cgt.get_oprs_seq(outs, prune_reshape=False)
-    plan = _plan(oprs, *_ref_ids(ref_dump)[:3])  # by id, by name, types (not the shapes)
+    by_id, by_name, types, _shapes = _ref_ids(ref_dump)
+    plan = _plan(oprs, by_id, by_name, types)
     static = plan["static"]
     data = [o for o in oprs if o.type not in SOURCE_OPRS and not all(v.id in static for v in o.outputs)]
     producer = {v.id: o.outputs[0].id for o in data for v in o.outputs}
