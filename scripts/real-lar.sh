@@ -38,7 +38,7 @@ build)
     mkdir -p "$OUT"
     exec 9>"$OUT.lock"
     flock 9  # two checkouts building the same key wait for one another
-    if [ -f "$OUT/.built" ] && [ -x "$OUT/load_and_run" ]; then exit 0; fi
+    if [ -f "$OUT/.built" ] && [ -x "$OUT/load_and_run" ]; then echo "real-lar: $OUT/load_and_run (built)"; exit 0; fi
     site=$(realpath "$("$PY" -c 'import site; print(site.getsitepackages()[0])')")
     echo "real-lar: building MegEngine 1.13's load_and_run into $OUT (about 5 minutes; log: $OUT/build.log)"
     rm -f "$OUT/.built"

@@ -90,12 +90,15 @@ def lar_flags(lar: LoadAndRun, timeout: Optional[float] = None) -> LarFlags:
     return _CACHE[key]
 
 
+_NUMBER = re.compile(r"-\d+(\.\d*)?([eE][-+]?\d+)?")  # a flag's negative value, not a flag
+
+
 def check_flags(lar: LoadAndRun, flags: Sequence[str], what: str, timeout: Optional[float] = None) -> None:
     """UsageError (exit 2) naming the first of ``flags`` the binary lacks (by its ``--helpfull``);
     nothing when the flags cannot be told. ``what`` says where the flag came from."""
     known = lar_flags(lar, timeout)
     for f in flags:
-        if f.startswith("-") and f not in ("-", "--") and known.has(f) is False:
+        if f.startswith("-") and f not in ("-", "--") and not _NUMBER.fullmatch(f) and known.has(f) is False:
             name = canonical(f)
             if name.startswith("no") and known.has(name[2:]):
                 continue  # gflags' --noFLAG of a bool flag

@@ -120,7 +120,7 @@ def test_a_flag_the_binary_lacks_is_refused_before_any_run(tmp_path):
     with pytest.raises(UsageError, match=r"'--cuda': the bundled runner \(lar_prec.lar\) does not implement --cuda; "
                                          r"run a MegEngine build of load_and_run with --lar PATH"):
         probe.check_flags(bundled, ["--cuda"], "extra load_and_run flag")
-    probe.check_flags(bundled, ["--noreproducible", "--multithread", "2"], "extra load_and_run flag")
+    probe.check_flags(bundled, ["--noreproducible", "--multithread", "2", "--iter", "-1"], "extra load_and_run flag")
     # a program whose --helpfull lists no load_and_run flags: nothing refused in advance
     other = stand_in(tmp_path / "other", "echo 'usage: other [options]'\nexit 1\n")
     lar = LoadAndRun(str(other), (str(other),), "external")
