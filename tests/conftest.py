@@ -82,6 +82,34 @@ def lar_dump(manifest, tmp_path_factory):
     return make
 
 
+def _real_lar() -> Tuple[Optional[Path], str]:
+    """(MegEngine 1.13's own load_and_run as `make real-lar` built it, or None and why not)."""
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "real-lar.sh"), "path"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    folder = proc.stdout.strip()
+    if proc.returncode != 0 or not folder:
+        src = os.environ.get("LAR_PREC_REAL_LAR_SRC", "../shared/real-lar")
+        return None, f"no {src} (the real load_and_run's sources) beside this checkout"
+    binary = Path(folder) / "load_and_run"
+    if not (Path(folder) / ".built").exists() or not os.access(binary, os.X_OK):
+        log = Path(folder) / "build.log"
+        return None, (f"the real load_and_run is not built in {folder} (make real-lar"
+                      + (f"; its last build failed, see {log})" if log.exists() else ")"))
+    return binary, ""
+
+
+@pytest.fixture(scope="session")
+def real_lar() -> Path:
+    """MegEngine 1.13's own C++ load_and_run (``make real-lar``). Without it the test skips
+    with the reason; under CI=true it fails: CI must run these tests."""
+    binary, why = _real_lar()
+    if binary is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and {why}", pytrace=False)
+        pytest.skip(why)
+    return binary
+
+
 def pytest_collection_modifyitems(config, items):
     """The tests marked slow (the docs' examples, every option on every case: minutes each)
     first, the rest in collection order: started last, one of them kept a worker busy alone

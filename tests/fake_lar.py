@@ -3,7 +3,8 @@
 
 Only the standard library: it must behave like a foreign program, not like lar-prec.
 
-* ``--version``: prints ``load_and_run (fake) 1.13.0`` and exits 0.
+* ``--version``: prints ``load_and_run (fake) 1.13.0`` and exits 0; ``--helpfull``: no flag
+  list (exit 1), so lar-prec cannot tell its flags and refuses none in advance.
 * Otherwise it appends ``{"args": argv[1:], "env": {...}}`` to the JSON-lines file named by
   ``FAKE_LAR_RECORD`` (env: MGB_USE_MEGDNN_DBG, MGB_DUMP_INPUT, FAKE_LAR_EXTRA when present).
 * Dumps: with ``--bin-io-dump DIR`` (any gflags spelling) it copies the files of the real dump
@@ -96,6 +97,9 @@ def main():
             sleep_with_child(os.environ.get("FAKE_LAR_VERSION_CHILD_PID"))
         print("load_and_run (fake) 1.13.0")
         return 0
+    if argv == ["--helpfull"]:  # a foreign program: no gflags flag list (lar-prec then refuses nothing in advance)
+        print("load_and_run (fake): no flag list")
+        return 1
     record = os.environ.get("FAKE_LAR_RECORD")
     if record:
         env = {k: os.environ[k] for k in ("MGB_USE_MEGDNN_DBG", "MGB_DUMP_INPUT", "FAKE_LAR_EXTRA") if k in os.environ}

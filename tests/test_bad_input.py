@@ -599,7 +599,9 @@ def _lar_making_folder(c: Ctx, where: Path) -> Path:
     """The bundled load_and_run behind a wrapper that first makes a folder at ``where`` (as a
     full disk would fail a write there at the end)."""
     wrapper = c.tmp / "lar.sh"
-    wrapper.write_text(f"#!/bin/sh\nmkdir -p {where}\nPYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
+    # not on --helpfull: lar-prec asks for the flag list before it claims the analysis folder
+    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = --helpfull ] || mkdir -p {where}\n"
+                       f"PYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper
 
@@ -624,8 +626,8 @@ def test_the_verdict_is_printed_when_the_analysis_folder_cannot_take_the_report(
     one-line error, exit 2."""
     out = ctx.tmp / "out"
     wrapper = ctx.tmp / "lar.sh"
-    wrapper.write_text(f"#!/bin/sh\nmkdir -p {out}/report.json\nPYTHONPATH={ROOT} exec {sys.executable} "
-                       f"-m lar_prec.lar \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = --helpfull ] || mkdir -p {out}/report.json\n"
+                       f"PYTHONPATH={ROOT} exec {sys.executable} -m lar_prec.lar \"$@\"\n")
     wrapper.chmod(0o755)
     r = lar_prec(["naive-vs-default", ctx.model, *ctx.inputs(), "--out", out, "--lar", wrapper, "--no-local"],
                  cwd=ctx.tmp, env=ctx.env)

@@ -25,7 +25,7 @@ from conftest import ROOT
 
 PAGES = ["README.md", "docs/triage.md", "docs/sweep.md", "docs/jitter.md", "docs/jitter-causes.md", "docs/local-error.md", "docs/reduce.md", "docs/devices.md", "docs/environments.md", "docs/api.md",
          "docs/json.md", "docs/mixed-precision.md", "docs/history.md", "docs/zoo.md", "docs/security.md", "docs/setup.md", "docs/troubleshooting.md", "docs/threshold.md",
-         "docs/architecture.md"]
+         "docs/real-load-and-run.md", "docs/architecture.md"]
 DOCS_TMP = "/tmp/lar-prec-docs"
 #: at most this many command lines may be marked "not run" (devices, faults)
 MAX_NOT_RUN = 12

@@ -291,6 +291,7 @@ def _run(work: Path, d: Path, rec: ReproRecord, side: str, timeout: float,
              for f in cfg.flags]
     argv = [*(prefix or (sys.executable, "-m", "lar_prec.lar")), str(work / "model.mge"), "--input", items,
             "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(dump), *flags]
+    dump.mkdir(exist_ok=True)  # MegEngine's load_and_run writes into it, never makes it
     run_child(argv, child_env(cfg.env_dict()), timeout, f"the repro in {d} under {cfg.name}", work / f"log-{side}")
     folder = DumpFolder(dump)
     vid = output_ids(folder).get(rec.var_id)

@@ -7,7 +7,7 @@ command line is cheap and testable without the wheel.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec.lar import graphopts
@@ -42,6 +42,7 @@ SUPPORTED_FLAGS: Dict[str, str] = {
     "copy_to_host": _BOOL,
     "lite": _BOOL,
     "help": _BOOL,
+    "helpfull": _BOOL,
     "version": _BOOL,
     # optimisation options (reference/graph-options.md): layout transforms, one at a time
     "enable_nchw4": _BOOL,
@@ -80,7 +81,7 @@ UNSUPPORTED_FLAGS = frozenset(
     check_dispatch check_var_value profile profile_host get_static_mem_info wait_gdb
     share_param_mem c_opr_lib c_opr_lib_with_param model_dump packed_model_dump
     pack_info_json pack_cache pack_info_cryption pack_model_cryption fitting
-    dump_fitting_model mdl flagfile fromenv tryfromenv helpfull helpshort helpmatch
+    dump_fitting_model mdl flagfile fromenv tryfromenv helpshort helpmatch
     helpon helppackage helpxml undefok
     """.split()
 )
@@ -92,6 +93,29 @@ _FALSE = {"false", "f", "no", "n", "0"}
 
 class LarUsageError(UsageError):
     """A command line, input or model problem of the user's; printed as one line, no traceback."""
+
+
+class UnknownFlag(LarUsageError):
+    """A flag no load_and_run has: said as gflags says it (``ERROR: unknown command line flag
+    'NAME'``, the name as typed), exit 1, as MegEngine's load_and_run does."""
+
+
+#: what ``--version`` prints: gflags' line with load_and_run's version string (``main.cpp``
+#: sets "1.0" in every build 1.7-1.13; the MegEngine version is on stderr of every run)
+VERSION_LINE = f"{PROG} version 1.0"
+
+
+def helpfull_text() -> str:
+    """``--helpfull`` as gflags writes it (``    -NAME (help) type: T default: V``), for the flags
+    the bundled runner implements; lar-prec's probe (``run/probe.py``) reads it as a real one's."""
+    gtype = {_BOOL: "bool", _STR: "string", _INT: "int32"}
+    lines = [f"{PROG}: {PROG} <model_path> [options Flags...]", "", "  Flags from lar_prec/lar/flags.py:"]
+    defaults = {f.name: f.default for f in fields(LarOptions)}
+    for name, kind in sorted(SUPPORTED_FLAGS.items()):
+        default = defaults.get(name, False if kind == _BOOL else "")
+        shown = str(default).lower() if kind == _BOOL else f'"{default or ""}"' if kind == _STR else str(default)
+        lines.append(f"    -{name} (the bundled runner's --{name}) type: {gtype[kind]} default: {shown}")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -200,9 +224,9 @@ def parse_argv(argv: Sequence[str]) -> Tuple[Dict[str, Any], List[str]]:
             positionals.append(arg)
             continue
         body = arg[2:] if arg.startswith("--") else arg[1:]
-        name, eq, value = body.partition("=")
+        given, eq, value = body.partition("=")
         # gflags retries a lookup with '-' replaced by '_' (reference 1.1)
-        name = name.replace("-", "_")
+        name = given.replace("-", "_")
         has_value = bool(eq)
         if (name not in SUPPORTED_FLAGS and name not in UNSUPPORTED_FLAGS and name not in REFUSED_FLAGS
                 and name.startswith("no")):
@@ -222,7 +246,7 @@ def parse_argv(argv: Sequence[str]) -> Tuple[Dict[str, Any], List[str]]:
             raise LarUsageError(_unsupported_message(name))
         kind = SUPPORTED_FLAGS.get(name)
         if kind is None:
-            raise LarUsageError(f"unknown command line flag '{name}'")
+            raise UnknownFlag(f"unknown command line flag '{given}'")
         if kind == _BOOL:
             if not has_value:
                 flags[name] = True

@@ -17,7 +17,10 @@ Behaviour that differs from the real binary, on purpose:
 * a dtype that differs from the model input, an unknown input name, ``.npy`` files of
   unsupported dtypes, negative ``--iter`` are errors instead of silent reinterpretation,
   wrap-around or aborts; float16 ``.npy`` inputs are accepted;
-* every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr;
+* every failure exits with status 1 and one ``load_and_run: error: ...`` line on stderr (an
+  unknown flag as gflags says it: ``ERROR: unknown command line flag 'NAME'``); ``--version``,
+  ``--helpfull`` and the ``using MegBrain X(P) and MegDNN Y`` line that starts a run are the
+  real tool's (``tests/lar/test_real_parity.py`` holds the two side by side);
 * optimisation options megenginelite cannot take (``--enable_chwn4``, ``--enable_ioc16``,
   conv-bias fusion, ``--optimize_for_inference``, ``--fuse_grain``) are applied by rewriting
   the model with MegEngine's graph API first (:mod:`lar_prec.lar.graphopts`); the rewritten model
@@ -75,8 +78,11 @@ from lar_prec.lar.flags import (
     _HELP,
     EXIT_FAILURE,
     PROG,
+    VERSION_LINE,
     LarOptions,
     LarUsageError,
+    UnknownFlag,
+    helpfull_text,
     parse_argv,
     parse_options,
 )
@@ -161,6 +167,30 @@ class _Lite:
 
     def version(self) -> str:
         return str(self.L.__version__)
+
+    def build_line(self) -> Optional[str]:
+        """MegEngine's load_and_run's first log line, ``using MegBrain 1.13.0(0) and MegDNN 9.3.0``,
+        from ``mgb::get_version`` and ``megdnn::get_version`` of the wheel's library (lite
+        already loaded it); None when they cannot be read."""
+        class V(self.ctypes.Structure):
+            _fields_ = [(n, self.ctypes.c_int) for n in ("major", "minor", "patch", "is_dev")]
+
+        class D(self.ctypes.Structure):
+            _fields_ = [(n, self.ctypes.c_int) for n in ("major", "minor", "patch")]
+
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec("megengine")
+            where = list(spec.submodule_search_locations or []) if spec else []
+            lib = self.ctypes.CDLL(os.path.join(where[0], "core", "lib", "libmegengine_shared.so"))
+            mgb, dnn = lib._ZN3mgb11get_versionEv, lib._ZN6megdnn11get_versionEv
+        except (ImportError, OSError, IndexError, AttributeError):
+            return None
+        mgb.restype, dnn.restype = V, D
+        v, d = mgb(), dnn()
+        return (f"megbrain/lite/load_and_run:\nusing MegBrain {v.major}.{v.minor}.{v.patch}({v.is_dev}) "
+                f"and MegDNN {d.major}.{d.minor}.{d.patch}")
 
     def layout_of(self, tensor: Any) -> Tuple[Tuple[int, ...], np.dtype]:
         lay = tensor.layout
@@ -275,6 +305,9 @@ def run(opts: LarOptions) -> None:
             model = graphopts.rewrite_for(opts, model, target, kept=kept is not None)
         lite = _Lite()
         L = lite.L
+        line = lite.build_line()
+        if line:  # the versions every run of MegEngine's load_and_run names first
+            _log(line)
         L.set_log_level(L.LiteLogLevel.DEBUG if opts.verbose else L.LiteLogLevel.WARN)
         config = L.LiteConfig(device_type=L.LiteDeviceType.LITE_CPU)
         graphopts.set_lite_options(config.options, opts)
@@ -441,11 +474,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if flags.get("help"):
             sys.stdout.write(_HELP + "\n")
             return 0
-        if flags.get("version"):
-            sys.stdout.write(f"{PROG} (lar_prec.lar {__version__}, bundled, megenginelite)\n")
+        if flags.get("helpfull"):  # as gflags: the flag list on stdout, exit 1
+            sys.stdout.write(helpfull_text())
+            return EXIT_FAILURE
+        if flags.get("version"):  # as MegEngine's load_and_run answers it (the build is on stderr of a run)
+            sys.stdout.write(VERSION_LINE + "\n")
             return 0
         opts = parse_options(args)
         run(opts)
+    except UnknownFlag as exc:  # gflags' own words
+        _log(f"ERROR: {exc}")
+        return EXIT_FAILURE
     except UsageError as exc:  # LarUsageError and the --input grammar's InputSpecError
         _log(f"{PROG}: error: {exc}")
         return EXIT_FAILURE

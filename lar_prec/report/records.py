@@ -642,6 +642,9 @@ def run_from_result(result: "RunResult") -> ReportRun:
     env = getattr(result, "environment", None)
     if env:
         extra["environment"] = dict(env)
+    if getattr(result, "versions_from", None):  # the MegEngine the run ran: its stderr, or the wheel (bundled)
+        extra.update(megengine_version=result.megengine_version, megdnn_version=result.megdnn_version,
+                     versions_from=result.versions_from)
     remote = getattr(result, "remote", None)
     if remote:
         extra["remote"] = {k: remote.get(k) for k in ("transport", "target", "remote_dir") if k in remote}

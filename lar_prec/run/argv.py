@@ -25,6 +25,18 @@ from lar_prec.records import PathLike  # noqa: E402
 # Flags the runner sets itself; user flags may not redirect them.
 _RESERVED_FLAGS = {"input", "io_dump", "bin_io_dump", "io_dump_stdout", "io_dump_stderr", "bin_out_dump"}
 
+#: flags that would corrupt a run behind lar-prec's back (issue 52; MegEngine 1.13's load_and_run
+#: sources): name -> why
+_CORRUPTING_FLAGS = {
+    "thread": "it runs N copies of the model at once, which share load_and_run's one static dumper "
+              "(their dumps overwrite one another)",
+    "copy_to_host": "it replaces the output callbacks that --bin-out-dump installs",
+    "flagfile": "a flag file can set the dump and input flags behind lar-prec's back",
+    "fromenv": "it reads flags from the environment, which can set the dump and input flags behind lar-prec's back",
+    "tryfromenv": "it reads flags from the environment, which can set the dump and input flags behind lar-prec's back",
+    "lite": "it forces lite mode, where --reproducible has no effect and --bin-out-dump aborts",
+}
+
 
 def _flag_name(arg: str) -> Optional[str]:
     if not arg.startswith("-") or arg == "-" or arg == "--":
@@ -34,10 +46,15 @@ def _flag_name(arg: str) -> Optional[str]:
 
 
 def check_extra_flags(extra_flags: Sequence[str]) -> None:
-    """Refuse user flags that would redirect the dumps or inputs lar-prec sets (UsageError)."""
+    """Refuse user flags that would redirect the dumps or inputs lar-prec sets, or corrupt the
+    run (UsageError naming the flag and why)."""
     for arg in extra_flags:
-        if _flag_name(arg) in _RESERVED_FLAGS:
+        name = _flag_name(arg)
+        if name in _RESERVED_FLAGS:
             raise UsageError(f"extra load_and_run flag {arg!r} conflicts with the dump and input flags lar-prec sets")
+        if name in _CORRUPTING_FLAGS and not (name in ("lite", "copy_to_host")
+                                              and arg.partition("=")[2].lower() in ("false", "f", "no", "n", "0")):
+            raise UsageError(f"extra load_and_run flag {arg!r} is reserved: {_CORRUPTING_FLAGS[name]}")
 
 
 def build_argv(

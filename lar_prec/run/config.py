@@ -54,17 +54,21 @@ class RunConfig:
 
 # Non-naive configurations remove MGB_USE_MEGDNN_DBG: a value inherited from the user's shell
 # would silently turn "default" into naive and hide every difference.
+# Every configuration runs on the CPU (--cpu), as the naive reference must: a real load_and_run
+# otherwise runs an MDL model where the model says (xpux: the GPU of a CUDA build), and naive
+# against default would compare two devices unsaid. A device flag of the user's (--cuda), given
+# after these, moves the test runs; workflows.common.reference_flags keeps it from the reference.
 CONFIGS: Dict[str, RunConfig] = {
     "naive": RunConfig(
         "naive", ("--cpu",), ((DEBUG_ENV, "2"),),
         "reference kernels: MGB_USE_MEGDNN_DBG=2, on CPU (the variable only affects CPU comp nodes)",
     ),
-    "default": RunConfig("default", (), ((DEBUG_ENV, None),), "the default kernels and algorithm heuristic"),
+    "default": RunConfig("default", ("--cpu",), ((DEBUG_ENV, None),), "the default kernels and algorithm heuristic"),
     "reproducible": RunConfig(
-        "reproducible", ("--reproducible",), ((DEBUG_ENV, None),), "algorithms restricted to reproducible ones"
+        "reproducible", ("--cpu", "--reproducible"), ((DEBUG_ENV, None),), "algorithms restricted to reproducible ones"
     ),
     "fast-run": RunConfig(
-        "fast-run", ("--fast-run",), ((DEBUG_ENV, None),), "algorithms picked by profiling (fast-run)"
+        "fast-run", ("--cpu", "--fast-run"), ((DEBUG_ENV, None),), "algorithms picked by profiling (fast-run)"
     ),
 }
 

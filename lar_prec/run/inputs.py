@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -25,6 +26,7 @@ from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 from lar_prec import inputspec
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_write_text, json_text, sha256_file
+from lar_prec.run.instruments import model_info
 from lar_prec.run.proc import child_env, last_meaningful_line
 
 log = logging.getLogger(__name__)
@@ -102,7 +104,8 @@ def read_model_io(model: PathLike, timeout: float = DESCRIBE_TIMEOUT) -> Dict[st
     return json.loads(proc.stdout)
 
 
-def _model_dtypes(model: "PathLike | None", items: List[inputspec.InputItem]) -> Optional[Dict[str, Optional[str]]]:
+def _model_dtypes(model: "PathLike | None", items: List[inputspec.InputItem], lar: Any = None
+                  ) -> Optional[Dict[str, Optional[str]]]:
     """``{input name: dtype}`` of the model when shape-only items need it (their dtype), else None.
 
     Only then: reading the model costs a child process (~0.7 s) before the first run. A wrong
@@ -112,6 +115,11 @@ def _model_dtypes(model: "PathLike | None", items: List[inputspec.InputItem]) ->
     if model is None or not any(it.kind == "shape" for it in items):
         return None
     if importlib.util.find_spec("megenginelite") is None:
+        if lar is not None and not lar.is_bundled and lar.path is not None:
+            # no wheel here: the user's MegEngine load_and_run reads the model (--model-info)
+            with tempfile.TemporaryDirectory(prefix="lar-prec-model-info-") as tmp:
+                info = model_info(lar, model, Path(tmp))
+            return {d["name"]: d["dtype"] for d in info["inputs"]}
         log.warning("megenginelite is not installed: shape-only inputs get float32 random data")
         return None
     info = read_model_io(model)
@@ -169,8 +177,8 @@ def _plan_item(raw: str, it: inputspec.InputItem, k: int, seed: int, dtypes: Opt
     return [PlannedInput(it.name, raw, arr, None, arr.dtype.name, tuple(arr.shape))]
 
 
-def plan_inputs(specs: "str | Iterable[str]", model: "PathLike | None" = None, *, seed: int = 0
-                ) -> Tuple[PlannedInput, ...]:
+def plan_inputs(specs: "str | Iterable[str]", model: "PathLike | None" = None, *, seed: int = 0,
+                lar: Any = None) -> Tuple[PlannedInput, ...]:
     """Check the user's ``--input`` items and make their data, writing nothing.
 
     Items: ``name:file.npy`` (copied), ``name:file.json`` (load_and_run's JSON, one file per
@@ -188,7 +196,7 @@ def plan_inputs(specs: "str | Iterable[str]", model: "PathLike | None" = None, *
             inputspec.check_file(it.text, "input file")
         elif it.kind == "shape":
             inputspec.parse_shape(it.text, 1)
-    dtypes = _model_dtypes(model, [it for _, it in parsed])
+    dtypes = _model_dtypes(model, [it for _, it in parsed], lar)
     planned: List[PlannedInput] = []
     for k, (raw, it) in enumerate(parsed):
         planned.extend(_plan_item(raw, it, k, seed, dtypes, model))

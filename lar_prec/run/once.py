@@ -17,8 +17,13 @@ so a folder always says what happened to it, even after a crash of lar-prec itse
 """
 from __future__ import annotations
 
+import contextlib
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+from lar_prec.dumps.binary import INCOMPLETE_MARKER
 
 from lar_prec.errors import AnalysisInterrupted, UsageError
 from lar_prec.inputspec import check_file
@@ -31,7 +36,7 @@ from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.process import execute, preflight
 from lar_prec.run.proc import interrupted
 from lar_prec.run.record import RunResult
-from lar_prec.run.steps import conclude, new_record, resolve_path
+from lar_prec.run.steps import ZEROED_HEAP, conclude, new_record, resolve_path, spurious_text_dump
 
 
 def run_once(
@@ -93,10 +98,26 @@ def run_once(
     input_arg = inputs.input_arg if isinstance(inputs, PreparedInputs) else (inputs or "")
     rec = preflight(rec, lar_obj, cfg, model, input_arg, extra_flags)
     rec, ended = execute(rec, lar_obj, on_started)
+    if ended == "exited" and spurious_text_dump(rec):
+        rec, ended = _again_zeroed(rec, lar_obj, on_started)
     rec = conclude(rec, ended)
     if interrupted():  # it ended well just as Ctrl-C came: its record says ok, the analysis stops
         raise KeyboardInterrupt
     return rec
+
+
+def _again_zeroed(rec: RunResult, lar: LoadAndRun, on_started: Optional[Callable[[], None]]):
+    """The run once more with every allocation zero-filled (:data:`ZEROED_HEAP`): MegEngine's
+    load_and_run read its dump switches from uninitialized memory. The first attempt's stderr
+    stays beside as ``stderr-uninitialized.txt``; run.json names the variable."""
+    with contextlib.suppress(OSError):
+        os.replace(rec.dir / "stderr.txt", rec.dir / "stderr-uninitialized.txt")
+    if rec.dump_dir is not None and rec.dump_dir.is_dir():
+        for p in rec.dump_dir.iterdir():
+            if p.name != INCOMPLETE_MARKER and p.is_file():
+                with contextlib.suppress(OSError):
+                    p.unlink()
+    return execute(replace(rec, env_changes=tuple(rec.env_changes) + (ZEROED_HEAP,)), lar, on_started)
 
 
 # --------------------------------------------------------------------------- one command

@@ -69,6 +69,13 @@ class RunResult:
     remote: Optional[Mapping[str, Any]] = None
     #: a run that dumped the network outputs only (``--bin-out-dump``): that folder
     out_dump: Optional[Path] = None
+    #: MegDNN's version as the run's stderr named it (``using MegBrain X(P) and MegDNN Y``)
+    megdnn_version: Optional[str] = None
+    #: where ``megengine_version`` and ``megdnn_version`` come from: ``stderr`` (the run said
+    #: them), ``wheel`` (the bundled runner: the installed wheel), None (not known)
+    versions_from: Optional[str] = None
+    #: how MegEngine's load_and_run runs the model, from its first 16 bytes: ``mdl`` or ``lite``
+    model_mode: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -100,7 +107,9 @@ class RunResult:
             "env_changes": env,
             "load_and_run": lar,
             "megengine_version": self.megengine_version,
-            "model": {"path": self.model_path, "sha256": self.model_sha256},
+            "megdnn_version": self.megdnn_version,
+            "versions_from": self.versions_from,
+            "model": {"path": self.model_path, "sha256": self.model_sha256, "mode": self.model_mode},
             "rewritten_model": ({"path": self.rewritten_models[-1][0], "sha256": self.rewritten_models[-1][1]}
                                 if self.rewritten_models else None),
             "inputs": [dict(i) for i in self.inputs],

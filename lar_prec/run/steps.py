@@ -21,6 +21,7 @@ from lar_prec.errors import RunError, RunTimeout, UsageError
 from lar_prec.records import PathLike
 from lar_prec.run.config import LoadAndRun, RunConfig, megengine_version
 from lar_prec.run.inputs import PreparedInputs
+from lar_prec.run.probe import model_mode, read_versions
 from lar_prec.run.proc import STALL_ENV, failure_hint, last_meaningful_line, read_end, stall_after
 from lar_prec.run.record import RunResult, now_iso, write_run_json
 
@@ -49,7 +50,10 @@ def new_record(run_dir: Path, label: str, cfg: RunConfig, lar: LoadAndRun, model
         incomplete=True, status="not_started", config_flags=cfg.flags,
         load_and_run={"kind": lar.kind, "path": lar.path, "source": lar.source,
                       "argv_prefix": list(lar.argv_prefix), "version": None},
-        megengine_version=megengine_version(), model_path=str(resolve_path(model)),
+        # an external binary's MegEngine is what its run says (conclude), never the host's wheel
+        megengine_version=megengine_version() if lar.is_bundled else None,
+        versions_from="wheel" if lar.is_bundled else None, model_mode=model_mode(model),
+        model_path=str(resolve_path(model)),
         inputs=tuple(inputs.to_json()) if isinstance(inputs, PreparedInputs) else (),
         started=now_iso(), timeout=timeout,
     )
@@ -72,6 +76,48 @@ def record_interrupt(rec: RunResult, error: str) -> None:
         log.warning("%s", exc)
 
 
+def with_versions(rec: RunResult) -> RunResult:
+    """The record with the MegBrain and MegDNN versions its stderr names (MegEngine's
+    load_and_run logs them at start; the bundled runner logs the wheel's the same way)."""
+    found = read_versions(rec.dir / "stderr.txt")
+    if found is None:
+        return rec
+    return replace(rec, megengine_version=found.megbrain, megdnn_version=found.megdnn, versions_from="stderr")
+
+
+#: what a run with --record-comp-seq(2) and an operator dump does in MegEngine's load_and_run
+RECORD_DUMP_WORDS = (
+    "MegEngine's record mode (--record-comp-seq) cannot dump under load_and_run: its dumper writes when it is "
+    "destroyed, and load_and_run holds it in a static that dies after the graph (\"pure virtual method called\", "
+    "abort at exit), so nothing was dumped")
+
+
+def record_dump_abort(rec: RunResult, stderr: str) -> bool:
+    """The run asked for record mode and an operator dump, and died of it at exit."""
+    names = {a.lstrip("-").split("=", 1)[0].replace("-", "_") for a in rec.argv if a.startswith("-")}
+    return (bool(names & {"record_comp_seq", "record_comp_seq2"}) and bool(names & {"bin_io_dump", "io_dump"})
+            and "pure virtual method called" in stderr)
+
+
+#: MegEngine 1.13's load_and_run leaves IOdumpOption's enable_* bools uninitialized (``new
+#: IOdumpOption`` without ``()``): a long ``--input`` (a layerwise model's, a reduced part's)
+#: leaves text in the heap they are read from, so it logs a text dump nobody asked for, into
+#: stdout and into the --bin-io-dump folder (fopen of a folder: NULL), and dies of SIGSEGV.
+#: glibc's MALLOC_PERTURB_=255 zero-fills every allocation, so the bools read false.
+ZEROED_HEAP = ("MALLOC_PERTURB_", "255")
+_SPURIOUS_DUMP = re.compile(r"enable text io dump")
+
+
+def spurious_text_dump(rec: RunResult) -> bool:
+    """The run died of a text dump it never asked for (the uninitialized flags above)."""
+    if rec.returncode is None or rec.returncode >= 0 or rec.load_and_run.get("kind") == "bundled":
+        return False
+    names = {a.lstrip("-").split("=", 1)[0].replace("-", "_") for a in rec.argv if a.startswith("-")}
+    if names & {"io_dump", "io_dump_stdout", "io_dump_stderr"} or dict(rec.env_changes).get(ZEROED_HEAP[0]):
+        return False
+    return bool(_SPURIOUS_DUMP.search(read_end(rec.dir / "stderr.txt")))
+
+
 #: the bundled runner's message for an --input name the model lacks
 _UNKNOWN_INPUT = re.compile(r"^the model has no input named ")
 
@@ -80,6 +126,7 @@ def conclude(rec: RunResult, ended: str) -> RunResult:
     """Step 4: the final run.json; the record of a good run, or RunError / RunTimeout.
     ``ended``: how :func:`lar_prec.run.process.execute` saw it end (exited, timeout, stalled)."""
     timed_out = ended == "timeout"
+    rec = with_versions(rec)
     if ended == "exited" and rec.returncode == 0:
         rec = replace(rec, status="ok", incomplete=False)
         if rec.dump_dir is not None:
@@ -110,6 +157,9 @@ def conclude(rec: RunResult, ended: str) -> RunResult:
     else:
         status = "failed"
         msg = f"load_and_run failed (exit {rec.returncode}) in {where}: {last or 'no message on stderr'}"
+    if record_dump_abort(rec, stderr):
+        msg = f"{RECORD_DUMP_WORDS}; {where}"
+        hint = "drop --record-comp-seq (or judge its outputs alone: --bin-out-dump works in record mode)"
     if hint:
         msg += f" -- hint: {hint}"
     rec = replace(rec, status=status, error=msg, hint=hint)

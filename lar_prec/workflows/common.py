@@ -24,6 +24,7 @@ from lar_prec.run.once import run_once
 from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.record import RunResult
 from lar_prec.run.argv import check_extra_flags
+from lar_prec.run.probe import check_flags, check_input_dtypes
 from lar_prec.inputspec import check_file
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.run.dirs import new_analysis_dir
@@ -243,7 +244,12 @@ def prepare_analysis(model: PathLike, inputs: Union[str, Sequence[str]], out: Op
     check_timeout(timeout)
     check_extra_flags(extra_flags)
     lar_obj = resolve_load_and_run(lar) if remote is None else None
-    planned = plan_inputs(inputs, model_path, seed=seed)
+    if lar_obj is not None:
+        check_flags(lar_obj, extra_flags, "extra load_and_run flag", timeout)
+    planned = plan_inputs(inputs, model_path, seed=seed, lar=lar_obj)
+    if lar_obj is None or not lar_obj.is_bundled:
+        who = f"load_and_run {lar_obj.describe()}" if lar_obj is not None else "the device's load_and_run"
+        check_input_dtypes([(p.name, p.dtype, p.source) for p in planned], who)
     adir = new_analysis_dir(out, command).resolve()
     prepared = write_inputs(planned, adir / "inputs")
     return model_path, adir, prepared, lar_obj
@@ -262,7 +268,19 @@ def environment_extra(runs: Sequence[RunResult]) -> Tuple[Dict[str, object], Lis
     if diffs:
         notes.append("the runs differ in environment: " + ", ".join(d["field"] for d in diffs)
                      + " (see environment_differences); part of a difference may come from there")
+    lite = sorted({str(r.model_path) for r in runs if getattr(r, "model_mode", None) == "lite"
+                   and (getattr(r, "load_and_run", None) or {}).get("kind") != "bundled"})
+    if lite:
+        extra["model_mode"] = "lite"
+        notes.append(lite_note(lite[0]))
     return extra, notes
+
+
+def lite_note(model: str) -> str:
+    """What a lite-packed model (no MegBrain graph's magic in its first 16 bytes) means for a run
+    of MegEngine's load_and_run (``models/model.cpp``)."""
+    return (f"{model} is a lite-packed model (its first 16 bytes carry no MegBrain graph's magic): MegEngine's "
+            "load_and_run runs it in lite mode, where --reproducible has no effect and --bin-out-dump aborts")
 
 
 def open_remote(remote: "Optional[RemoteSpec]", model: Path, prepared: PreparedInputs) -> "Optional[RemoteSessions]":
@@ -295,14 +313,23 @@ _ALGO_CHOICE_FLAGS = {"fast_run": False, "full_run": False, "fast_run_algo_polic
                       "fast_run_shared_batch_size": True}  # name -> takes a value
 
 
+#: device flags that move a run off the CPU: the naive reference stays there (MGB_USE_MEGDNN_DBG
+#: only changes CPU kernels), so with one of them naive against default compares two devices
+_OFF_CPU_FLAGS = {"cuda"}
+
+
 def reference_flags(flags: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
-    """(flags for the naive reference run, the algorithm-choice flags dropped from them)."""
+    """(flags for the naive reference run, the algorithm-choice and off-CPU device flags dropped
+    from them)."""
     kept: List[str] = []
     dropped: List[str] = []
     it = iter(flags)
     for f in it:
         name, has_value = f.lstrip("-").replace("-", "_"), "=" in f
         name = name.split("=", 1)[0]
+        if f.startswith("-") and name in _OFF_CPU_FLAGS and f.partition("=")[2].lower() not in _FALSE_WORDS:
+            dropped.append(f)
+            continue
         base = name[2:] if name.startswith("no") and name[2:] in _ALGO_CHOICE_FLAGS else name
         if not f.startswith("-") or base not in _ALGO_CHOICE_FLAGS:
             kept.append(f)
@@ -315,10 +342,29 @@ def reference_flags(flags: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, .
     return tuple(kept), tuple(dropped)
 
 
+_FALSE_WORDS = ("false", "f", "no", "n", "0")
+
+
+def cross_device(dropped: Sequence[str]) -> str:
+    """The words for a comparison of two devices (the reference on CPU, the test run off it),
+    "" when :func:`reference_flags` dropped no device flag."""
+    devs = [f for f in dropped if f.lstrip("-").split("=", 1)[0].replace("-", "_") in _OFF_CPU_FLAGS]
+    if not devs:
+        return ""
+    return (f"cross-device comparison: the naive reference on the CPU (its kernels run there only), "
+            f"the test run on {' '.join(devs)}")
+
+
 def dropped_note(dropped: Sequence[str], kept_by: str) -> str:
     """The report note for the flags :func:`reference_flags` took from the naive reference."""
-    return (f"the naive reference ran without {' '.join(dropped)}: its reference kernels need no algorithm "
-            f"choice (and MGB_USE_MEGDNN_DBG=2 refuses fast-run profiling); {kept_by} kept them")
+    algo = [f for f in dropped if not cross_device([f])]
+    notes = []
+    if algo:
+        notes.append(f"the naive reference ran without {' '.join(algo)}: its reference kernels need no algorithm "
+                     f"choice (and MGB_USE_MEGDNN_DBG=2 refuses fast-run profiling); {kept_by} kept them")
+    if cross_device(dropped):
+        notes.append(f"{cross_device(dropped)}: a difference may be the device's arithmetic; {kept_by} kept the flag")
+    return "; ".join(notes)
 
 
 def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,

@@ -60,7 +60,8 @@ from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike
 from lar_prec.report.html import write_html
 from lar_prec.report.records import over_floor
-from lar_prec.run.config import get_config
+from lar_prec.run.config import get_config, resolve_load_and_run
+from lar_prec.run.probe import check_flags
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common import prepare_analysis
@@ -233,6 +234,8 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         raise UsageError(f"--tolerance {tolerance!r}: expected a finite number >= 0")
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
+    # MegEngine's own load_and_run has no --enable-io16xc32 (the bundled runner's own): exit 2 before any run
+    check_flags(resolve_load_and_run(lar), (f"--enable-{option}",), f"mixed --option {option} needs", timeout)
     model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "mixed", seed, lar, timeout)
     tmo = timeout if timeout is not None else 600.0
     flags = (f"--enable-{option}",)

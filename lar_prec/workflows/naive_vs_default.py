@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, Union
 
@@ -24,7 +25,7 @@ from lar_prec.compare.threshold import Threshold, parse_threshold_spec
 from lar_prec.diagnosis.local_plan import EarlyBuild, off_reason, pin_flags
 from lar_prec.records import PathLike
 from lar_prec.run.config import LoadAndRun, get_config
-from lar_prec.workflows.common import (Analysis, Planned, StageProgress, compare_progress, dropped_note,
+from lar_prec.workflows.common import (Analysis, Planned, StageProgress, compare_progress, cross_device, dropped_note,
                                        environment_extra, measure_local, open_remote, prepare_analysis,
                                        reference_flags, run_plan, write_reports)
 
@@ -174,5 +175,12 @@ def naive_vs_default(
     report = verdicts.oracle_roots(report, ran, naive.dump_dir, default.dump_dir, la, local_error.layout_fmt(extra_flags),  # type: ignore[arg-type]
                           adir)
     report = verdicts.with_output_tolerance(report, extra_flags)
+    if remote is None:  # a NaN/Inf output: MegEngine's --range names where it starts, without dumping
+        report = verdicts.with_first_nonfinite(
+            report, lar_obj, model_path, prepared.input_arg,
+            [(get_config("default"), tuple(extra_flags), Path(default.dump_dir)),  # type: ignore[arg-type]
+             (get_config("naive"), naive_flags, Path(naive.dump_dir))], adir / "range", timeout)  # type: ignore[arg-type]
+    if cross_device(dropped):  # said in the verdict itself: a device's arithmetic is not a kernel bug
+        report = replace(report, verdict=f"{cross_device(dropped)}; {report.verdict or report_model.auto_verdict(report)}")
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("naive-vs-default", adir, report, vtree, tuple(runs), json_path, html_path)

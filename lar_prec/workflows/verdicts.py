@@ -18,6 +18,11 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError
 from lar_prec.records import json_number
 from lar_prec.report.local import report_ids
+from lar_prec.report.model import Report
+from lar_prec.run.config import LoadAndRun, RunConfig
+from lar_prec.run.instruments import FLOAT32_MAX, first_nonfinite
+from lar_prec.workflows.sweep.analysis import model_outputs
+from lar_prec._lazy import numpy as np
 
 
 def _distance(s) -> str:
@@ -117,3 +122,44 @@ def oracle_roots(report, model: Path, naive_dir: Path, default_dir: Path, la: Op
         return replace(r, extra=extra), f"oracle (float64, {on}): root #{k} {r.name}: {SIDE_WORDS[s.side]} ({_distance(s)})"
 
     return annotate_oracle(report, model, naive_dir, default_dir, la, fmt, adir, annotate)
+
+
+def with_first_nonfinite(report: Report, lar: Optional[LoadAndRun], model: Path, input_arg: str,
+                         sides: Sequence[Tuple[RunConfig, Sequence[str], Path]], folder: Path,
+                         timeout: Optional[float] = None) -> Report:
+    """Where an output of a run (``sides``: its configuration, its user flags, its dump; the
+    test run first) is NaN or Inf and the binary is MegEngine's own: its ``--range`` run
+    (:func:`lar_prec.run.instruments.first_nonfinite`) under that run's configuration names the
+    first variable holding one, without dumping; the report keeps it (``first_nonfinite``) and
+    says the command, the fast first pass on a model too big to dump."""
+    if lar is None or lar.is_bundled:
+        return report
+    for config, flags, dump_dir in sides:
+        try:
+            dump = DumpFolder(dump_dir)
+            bad = [v for v in model_outputs(dump)
+                   if dump.var_info(v).dtype.startswith("Float") and not np.all(np.isfinite(dump[v].array()))]
+        except LarPrecError:
+            continue
+        if bad:
+            break
+    else:
+        return report
+    flags = (*config.flags, *flags)
+    try:
+        hit = first_nonfinite(lar, model, input_arg, folder, flags=flags, env=config.env_dict(),
+                              timeout=timeout or 600.0)
+    except (LarPrecError, OSError) as exc:
+        return replace(report, notes=report.notes + (f"--range not run: {exc}",))
+    env = " ".join(f"{k}={v}" for k, v in config.env if v is not None)
+    cmd = f"{env + ' ' if env else ''}{lar.path} {model} --input '{input_arg}' {' '.join(flags)} --range {FLOAT32_MAX}"
+    if hit is None:
+        note = (f"the {config.name} run's output holds NaN/Inf, but its --range run without dumps found none "
+                f"({folder}): the dump itself may change it")
+    else:
+        note = (f"first NaN/Inf of the {config.name} run by load_and_run's --range, without dumping: {hit.name} "
+                f"({hit.opr_type}, MDL var {hit.id}) value {hit.value}; the fast first pass on a model too big "
+                f"to dump: {cmd}")
+    extra = {**report.extra, "first_nonfinite": None if hit is None else
+             {**hit.to_json(), "config": config.name, "dir": str(folder)}}
+    return replace(report, notes=report.notes + (note,), extra=extra)

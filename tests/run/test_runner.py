@@ -37,8 +37,11 @@ def test_configs():
     # a debug level inherited from the shell must not turn "default" into naive
     for name in ("default", "reproducible", "fast-run"):
         assert runner.get_config(name).env_dict() == {"MGB_USE_MEGDNN_DBG": None}
-    assert runner.get_config("fast_run").flags == ("--fast-run",)
-    assert runner.get_config("reproducible").flags == ("--reproducible",)
+    # every configuration on the CPU, as the naive reference (issue 52: a real binary runs an MDL
+    # model where the model says, the GPU of a CUDA build)
+    assert runner.get_config("default").flags == ("--cpu",)
+    assert runner.get_config("fast_run").flags == ("--cpu", "--fast-run")
+    assert runner.get_config("reproducible").flags == ("--cpu", "--reproducible")
     with pytest.raises(UsageError, match="unknown configuration"):
         runner.get_config("fastest")
     extra = naive.with_extra(["--multithread", "2"], {"MGB_DUMP_INPUT": "1"})
@@ -173,7 +176,8 @@ def test_external_binary_gets_expected_argv_and_env(fake_lar, model_file, prepar
                                         extra_env={"MGB_DUMP_INPUT": "1"} if name == "default" else None)
     calls = fake_lar.calls()
     assert len(calls) == 4
-    flags = {"naive": ["--cpu"], "default": [], "reproducible": ["--reproducible"], "fast-run": ["--fast-run"]}
+    flags = {"naive": ["--cpu"], "default": ["--cpu"], "reproducible": ["--cpu", "--reproducible"],
+             "fast-run": ["--cpu", "--fast-run"]}
     for call, (name, res) in zip(calls, results.items()):
         assert call["args"] == [str(model_file), "--input", prepared.input_arg,
                                 "--bin-io-dump", str(res.dump_dir), "--iter", "1", "--warmup-iter", "0",

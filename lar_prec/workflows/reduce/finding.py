@@ -227,6 +227,8 @@ def run_config(run: ReportRun, adir: Path, env: Sequence[Tuple[str, Optional[str
             skip = False
         elif f.split("=")[0].lstrip("-").replace("-", "_") == "fast_run_algo_policy":
             skip = "=" not in f
+        elif f == "--verbose":  # the sweep's log of algorithm choices: observes, computes nothing
+            continue
         else:
             flags.append(f)
     check_flags(where, f"runs[{run.label}].argv", flags)

@@ -6,12 +6,16 @@ the results there, fastest first, so the cache says which algorithm the run took
 (:mod:`lar_prec.dumps.algocache`). Matching an operator to its cache entry by type and
 layouts gives, per var, ``{run label: algorithm}``.
 
-A ``default`` or ``reproducible`` run chooses by MegEngine's heuristic, which load_and_run
-neither prints nor writes (it writes a cache only when it profiles): that choice cannot be
-told, and :data:`HEURISTIC_UNKNOWN` says so.
+A ``default`` or ``reproducible`` run chooses by MegEngine's heuristic, which it writes nowhere;
+but under ``--verbose`` MegEngine's algorithm chooser logs every choice, heuristic ones
+included (``setup_algo@algo_chooser.cpp: ConvolutionForward: tensor layouts({..} , {..} ) ->
+({..} )): algo=NAME workspace=...``): :func:`verbose_flags` asks for it and
+:func:`verbose_algorithms` reads it, matching a line to an operator by type and layouts as
+for the cache. Without it (:data:`HEURISTIC_UNKNOWN`) the choice cannot be told.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -24,10 +28,67 @@ from lar_prec.errors import UsageError
 RUN_CACHE = "fast-run-algo-policy.cache"
 
 HEURISTIC_UNKNOWN = ("a {config} run chooses each operator's algorithm by MegEngine's heuristic, which load_and_run "
-                     "neither prints nor writes (it writes --fast-run-algo-policy only when it profiles, under "
-                     "--fast-run or --full-run): the algorithms of these runs cannot be told")
+                     "writes nowhere (--fast-run-algo-policy only when it profiles, under --fast-run or --full-run) "
+                     "and logs only under --verbose, where these runs' logs named none: the algorithms of these "
+                     "runs cannot be told")
 USER_CACHE = ("every run read the --fast-run-algo-policy cache given ({path}), so every run took the same "
               "algorithms: the cache's choices are listed for run 1")
+
+
+#: MegEngine's algorithm chooser at DEBUG level (``--verbose``): operator type, layouts, algorithm
+_ALGO_LINE = re.compile(r"setup_algo@algo_chooser\.cpp:\d+\]\[DEBUG\] (\w{1,64}): tensor layouts\((.{0,4000}?)\) -> "
+                        r"\((.{0,2000}?)\)\): algo=(\S{1,400}) workspace=")
+_LAYOUT = re.compile(r"\{([0-9(),]{0,400}) \w{1,40}\}")
+_DIM = re.compile(r"^(\d{1,12})\(-?\d{1,12}\)$")
+HOW_VERBOSE = "each run's --verbose log: MegEngine's algorithm chooser names every choice, heuristic ones included"
+
+
+def logs_algorithms(flags: Sequence[str]) -> bool:
+    """Whether runs with these flags log their algorithm choices (``--verbose``, no profiling)."""
+    return "verbose" in flag_names(flags) and not records_algorithms(flags) and user_cache(flags) is None
+
+
+def verbose_flags(flags: Sequence[str]) -> Tuple[str, ...]:
+    """``("--verbose",)`` for runs that choose by heuristic (no profiling, no cache of the
+    user's), whose choices only the log tells; () otherwise."""
+    if records_algorithms(flags) or user_cache(flags) is not None or "verbose" in flag_names(flags):
+        return ()
+    return ("--verbose",)
+
+
+def _shapes(text: str) -> Optional[List[Tuple[int, ...]]]:
+    out = []
+    for dims in _LAYOUT.findall(text):
+        shape = []
+        for d in dims.split(","):
+            m = _DIM.match(d)
+            if not m:
+                return None
+            shape.append(int(m.group(1)))
+        out.append(tuple(shape))
+    return out
+
+
+def verbose_algorithms(stderr: str, dump: Path) -> Dict[int, str]:
+    """Var id -> the algorithm MegEngine's chooser logged for that var's operator under
+    ``--verbose``: a line of the operator's type whose input layouts are the operator's inputs'
+    shapes and whose output is the var's (several distinct choices joined by `` | ``)."""
+    lines: Dict[str, List[Tuple[List[Tuple[int, ...]], Tuple[int, ...], str]]] = {}
+    for m in _ALGO_LINE.finditer(stderr):
+        ins, outs = _shapes(m.group(2)), _shapes(m.group(3))
+        if ins is None or not outs:
+            continue
+        lines.setdefault(m.group(1), []).append((ins, outs[0], m.group(4)))
+    folder = DumpFolder(dump)
+    found: Dict[int, str] = {}
+    for vid, opr_type, in_shapes, shape in _operators(folder, set(lines)):
+        names: List[str] = []
+        for ins, out, algo in lines[opr_type]:
+            if out == tuple(shape) and [tuple(s) for s in in_shapes[:len(ins)]] == ins and algo not in names:
+                names.append(algo)
+        if names:
+            found[vid] = " | ".join(names)
+    return found
 
 
 def records_algorithms(flags: Sequence[str]) -> bool:

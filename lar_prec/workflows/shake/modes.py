@@ -17,13 +17,16 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
 from lar_prec.dumps.binary import read_binary_dump, write_binary_dump
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.errors import UsageError
+from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.run.config import get_config
 from lar_prec.run.inputs import PlannedInput, PreparedInputs, write_inputs
+from lar_prec.run.instruments import VarValueCheck, check_var_values
+from lar_prec.run.record import RunResult
 from lar_prec.workflows.shake.causes import BASE, BATCH_RUN, REPEAT, THREAD_RUN
 
 REPEAT_MODE, THREADS_MODE, BATCH_MODE = "repeat", "threads", "batch"
@@ -222,3 +225,27 @@ def remove_tree(path: Path) -> int:
                 pass
     shutil.rmtree(path, ignore_errors=True)
     return freed
+
+
+# ---------------------------------------------------------------------------- in-process check
+
+#: a shake of this many runs or more gets MegEngine's in-process check after its first run
+LONG_SHAKE = 10
+
+
+def in_process_check(shk: Any, first: RunResult) -> Optional[VarValueCheck]:
+    """MegEngine's VarValueChecker (``--check-var-value``) in one process of the user's binary,
+    every variable compared between executions, before the rest of a long shake: a race or a
+    read of unwritten memory inside one process, told apart from what differs between
+    processes. None for the bundled runner (megenginelite has no such plugin), a device, a
+    short shake, or a check that could not run (its folder says why)."""
+    lar = shk.common.get("lar")
+    if lar is None or lar.is_bundled or shk.remote or shk.mode != REPEAT_MODE or len(shk.plan) < LONG_SHAKE:
+        return None
+    cfg = get_config(shk.config)
+    try:
+        n = len(DumpFolder(first.dump_dir))
+        return check_var_values(lar, shk.model, shk.prepared.input_arg, n, shk.adir / "in-process-check",
+                                flags=shk.flags, env=cfg.env_dict(), timeout=float(shk.common.get("timeout") or 600))
+    except (LarPrecError, OSError):
+        return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from lar_prec.compare.threshold import Threshold, parse_threshold_spec
 from lar_prec.diagnosis.local_analysis import LocalAnalysis, run_local
@@ -30,7 +30,7 @@ from lar_prec.run.device import RemoteSpec
 from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.shake import causes as jc
-from lar_prec.workflows.shake import algos as algos_mod
+from lar_prec.workflows.shake import algos as algos_mod, modes
 from lar_prec.workflows.common import (Analysis, Planned, StageProgress, environment_extra, open_remote,
                                        prepare_analysis, run_plan, write_reports)
 from lar_prec.workflows.shake.jitter import compare_runs, merge_comparisons, shake_verdict
@@ -173,6 +173,7 @@ class _Shake:
     runs: List[RunResult] = field(default_factory=list)
     all_runs: List[RunResult] = field(default_factory=list)
     caches: Dict[str, Path] = field(default_factory=dict)
+    verbose_runs: Set[str] = field(default_factory=set)  # runs whose --verbose log names their algorithms
     run_flags: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
     per_run_algos: Dict[str, Dict[int, str]] = field(default_factory=dict)
     algo_notes: List[str] = field(default_factory=list)
@@ -184,6 +185,7 @@ class _Shake:
     groups: Dict[int, List[List[str]]] = field(default_factory=dict)
     differing: Dict[int, int] = field(default_factory=dict)
     local_freed: Optional[int] = None
+    in_process: Any = None  # MegEngine's VarValueChecker in one process (modes.in_process_check)
 
     # ------------------------------------------------------------------ runs
 
@@ -199,6 +201,9 @@ class _Shake:
         own, where = algos_mod.cache_flags(self.flags + r.flags, self.adir, r.label, remote=self.remote)
         if where is not None:
             self.caches[r.label] = Path(where)
+        own += algos_mod.verbose_flags(self.flags + r.flags + own)  # the heuristic's choices, in the log
+        if algos_mod.logs_algorithms(self.flags + r.flags + own):
+            self.verbose_runs.add(r.label)
         self.run_flags[r.label] = r.flags + own
         return Planned(self.config, r.label, extra_flags=r.flags + own, inputs=r.inputs)
 
@@ -210,6 +215,14 @@ class _Shake:
             cache = rec.dir / cache
             self.caches[r.label] = cache
         dump = Path(rec.dump_dir)  # type: ignore[arg-type]
+        if r.label in self.verbose_runs:
+            try:
+                text = (rec.dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+                found = algos_mod.verbose_algorithms(text, dump)
+                if found:  # a binary that does not log MegEngine's chooser names none
+                    self.per_run_algos[r.label] = found
+            except (OSError, LarPrecError) as exc:
+                self.algo_notes.append(f"the algorithms of run {r.label} cannot be told from its log: {exc}")
         if cache is not None:
             got, notes = algos_mod.read_caches({r.label: cache}, {r.label: dump},
                                                reproducible="--reproducible" in self.flags)
@@ -232,6 +245,7 @@ class _Shake:
         base, rest = self.plan[0], self.plan[1:]
         first = run_plan(self.model, self.prepared, [self._planned(base)], self.adir, **self.common)
         self._finished(first[0], base, base=True)
+        self.in_process = modes.in_process_check(self, first[0])  # before the long part: one process, a few s
         by_label = {r.label: r for r in rest}
         later = run_plan(self.model, self.prepared, [self._planned(r) for r in rest], self.adir, **self.common,
                          after=lambda rec: self._finished(rec, by_label[rec.label], base=False))
@@ -278,6 +292,8 @@ class _Shake:
     def algorithm_choice(self) -> Dict[str, object]:
         """The report's ``algorithm_choice``: whether each run's algorithms are known, from where."""
         user = algos_mod.user_cache(self.flags)
+        if self.per_run_algos and self.verbose_runs and not self.caches:
+            return {"known": True, "how": algos_mod.HOW_VERBOSE, "problems": list(self.algo_notes)}
         if self.per_run_algos:
             return {"known": True, "how": "each run's own --fast-run-algo-policy cache (written by the run)",
                     "caches": {lbl: str(p) for lbl, p in self.caches.items()},
@@ -490,6 +506,9 @@ class _Shake:
                  "cause_vocabulary": list(jc.CAUSES)}
         if obs is not None:
             extra["observer"] = obs
+        if self.in_process is not None:
+            extra["in_process_check"] = {**self.in_process.to_json(), "words": self.in_process.words()}
+            notes = [*notes, self.in_process.words()]
         all_notes = ([str(obs["summary"])] if obs and obs.get("differs") else []) + notes + env_notes
         all_notes += from_shake.notes()
         report = from_tree(tree, command="shake", runs=self.all_runs, model=str(self.model), verdict=verdict,

@@ -25,7 +25,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.compare.folders import compare_folders
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.errors import DumpFolderError
+from lar_prec.errors import DumpFolderError, LarPrecError
+from lar_prec.run.record import RunResult
+from lar_prec.workflows.shake.algos import verbose_algorithms
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.compare.namepair import pair_by_name, skip_reason
 from lar_prec.compare.relayout import to_plain
@@ -226,3 +228,15 @@ def same_graph(dir_a: PathLike, dir_b: PathLike, tol: float) -> GraphDiff:
     ids_b = set(fb.ids)
     only_a = [(d.id, d.var.name, "not dumped in B") for d in fa if not skip_reason(d.var) and d.id not in ids_b]
     return _diff(fa, fb, errs, tol, only_a, (), len(errs) + len(only_a))
+
+
+def run_algorithms(rec: RunResult) -> Tuple[Tuple[str, str], ...]:
+    """(var name, algorithm) of each operator a run's ``--verbose`` log names (empty when the run
+    logged none: a fast-run run, a binary that does not log them)."""
+    try:
+        text = (rec.dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+        found = verbose_algorithms(text, Path(rec.dump_dir)) if rec.dump_dir is not None else {}
+        folder = DumpFolder(rec.dump_dir)  # type: ignore[arg-type]
+        return tuple((folder.var_info(vid).name, algo) for vid, algo in sorted(found.items()))
+    except (OSError, LarPrecError):
+        return ()

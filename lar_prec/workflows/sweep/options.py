@@ -192,6 +192,9 @@ class OptionResult:
     output_verdict: str = ""
     #: the run made once more where it diverges: the same bits or not (workflows.nondeterminism)
     nondeterminism: Optional[Nondeterminism] = None
+    #: var name -> the algorithm its operator ran, from the run's --verbose log (MegEngine's
+    #: algorithm chooser, heuristic choices included; shake.algos.verbose_algorithms)
+    algorithms: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def finding(self) -> bool:
@@ -239,6 +242,8 @@ class OptionResult:
                                                      "opr_type": df[3], "max_err": df[4], "nonfinite": _nonfinite(df[4])},
             "added_roots": list(self.added_roots), "shared_roots": list(self.shared_roots),
             "output_verdict": self.output_verdict or None,
+            "algorithms": dict(self.algorithms),
+            "root_algorithm": dict(self.algorithms).get(self.root_name) if self.root_name else None,
             "nondeterminism": None if self.nondeterminism is None else {
                 **self.nondeterminism.to_json(), "words": self.nondeterminism.words(
                     "the default run (no option)" if self.option == DEFAULT_NAME else self.option)},

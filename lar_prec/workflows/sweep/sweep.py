@@ -43,7 +43,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from lar_prec.errors import AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError, UsageError
-from lar_prec.run.config import LoadAndRun
+from lar_prec.run.config import LoadAndRun, resolve_load_and_run
+from lar_prec.run.probe import lar_flags
+from lar_prec.run.steps import RECORD_DUMP_WORDS
 from lar_prec.run.once import run_once
 from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.record import RunResult
@@ -52,7 +54,8 @@ from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.workflows.sweep.local import OptionLocal, SweepLayerwise  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, same_graph
+from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, run_algorithms, same_graph
+from lar_prec.workflows.shake.algos import verbose_flags
 from lar_prec.workflows.sweep.local import prepare, measure_option
 from lar_prec.compare.namepair import skip_reason
 from lar_prec.run.device import RemoteSessions
@@ -80,6 +83,9 @@ def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
         msg = re.sub(r" in run '[^']*' \([^)]*\)", "", msg)
     if kind == "load_failed":
         msg = plain_load_failure(msg)
+    if rec is not None and (rec.error or "").startswith(RECORD_DUMP_WORDS):
+        # not the option's precision: the dump of record mode itself (MegEngine's load_and_run)
+        return "skipped", f"{RECORD_DUMP_WORDS}: its precision is not judged by dumps here (see {rec.dir})", rec
     return kind, msg, rec
 
 
@@ -131,7 +137,9 @@ class _Runner:
         self.lock = threading.Lock()
 
     def submit(self, config: str, label: str, flags: Sequence[str]) -> Future:
-        return self.pool.submit(self._one, config, label, tuple(flags))
+        # default kernels choose by heuristic: --verbose logs each choice (analysis.run_algorithms)
+        more = verbose_flags(self.extra_flags + tuple(flags)) if config == "default" else ()
+        return self.pool.submit(self._one, config, label, tuple(flags) + more)
 
     def _one(self, config: str, label: str, flags: Tuple[str, ...]) -> Tuple[RunResult, str, str, Optional[LarPrecError]]:
         """(record, status, message, the run's error); an error without a record (the
@@ -168,7 +176,7 @@ def _analyse(opt: SweepOption, ref: RunResult, rec: RunResult, tol: OutputTolera
         verdict="diverges" if g.diverges else "ok", vars_paired=g.n_paired, vars_total=g.n_computed_a,
         output_err=g.output_err, worst_err=g.worst, unpaired_a=g.unpaired_a, unpaired_b=g.unpaired_b,
         errors=tuple((e.name, e.max_err) for e in g.errs), over=tuple(e.name for e in g.errs if e.over),
-        run_dir=str(rec.dir), seconds=rec.seconds)
+        run_dir=str(rec.dir), seconds=rec.seconds, algorithms=run_algorithms(rec))
     if g.outputs_total and g.output_err is None:
         # nothing to hold the model's output to: never an all-clear
         r = replace(r, verdict="diverges", output_unseen=True,
@@ -249,7 +257,8 @@ class _Sweep:
     its run once more (to tell a deterministic wrong value from one that differs run to run)."""
 
     def __init__(self, runner: _Runner, ref: RunResult, options: Sequence[SweepOption], adir: Path, *,
-                 extra_flags: Sequence[str], timeout: float, local_off: Optional[str]) -> None:
+                 extra_flags: Sequence[str], timeout: float, local_off: Optional[str],
+                 unavailable: Mapping[str, str] = {}) -> None:
         self.runner, self.ref, self.adir = runner, ref, adir
         self.extra_flags, self.timeout, self.local_off = tuple(extra_flags), timeout, local_off
         self.out_dtypes = _output_dtypes(ref)
@@ -262,7 +271,7 @@ class _Sweep:
         self.entries: Dict[str, _Entry] = {}
         self.skipped: Dict[str, OptionResult] = {}
         for opt in options:
-            why = _applies(opt, oprs, dtypes)
+            why = unavailable.get(opt.name) or _applies(opt, oprs, dtypes)
             if why:
                 self.skipped[opt.name] = OptionResult(opt.name, opt.flags, "skipped", self.tolerance(opt, None)[0].value,
                                                       reason=why)
@@ -443,10 +452,30 @@ def _finished(kind: str, e: _Entry, sw: _Sweep) -> str:
     return f"{_step(kind, e)}: {found}"
 
 
+def _unavailable(options: Sequence[SweepOption], lar: Optional[LoadAndRun], named: bool) -> Dict[str, str]:
+    """Option name -> why the binary cannot run it: a flag its ``--helpfull`` does not list
+    (MegEngine's own load_and_run has no ``--enable-io16xc32``, the bundled runner's own). An
+    option asked for by name is refused instead (UsageError, exit 2)."""
+    if lar is None:
+        return {}
+    out: Dict[str, str] = {}
+    for opt in options:
+        for f in opt.flags:
+            if f.startswith("-") and lar_flags(lar).has(f) is False:
+                why = (f"load_and_run {lar.describe()} has no {f} (its --helpfull does not list it; "
+                       f"{'the bundled runner implements it (--lar bundled)' if opt.name == 'io16xc32' else 'another build may'})")
+                if named:
+                    raise UsageError(f"sweep option {opt.name}: {why}")
+                out[opt.name] = why + ": skipped"
+                break
+    return out
+
+
 def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequence[SweepOption], *,
               lar: LoadAndRun, timeout: float, extra_flags: Sequence[str] = (), jobs: int = 1,
               progress: Optional[StageProgress] = None, remote: Any = None,
-              local_off: Optional[str] = None, layerwise_remote: Any = None) -> SweepResult:
+              local_off: Optional[str] = None, layerwise_remote: Any = None,
+              unavailable: Optional[Mapping[str, str]] = None) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
     :func:`lar_prec.workflows.sweep` for the whole workflow). Ctrl-C kills every run under
     way and raises AnalysisInterrupted. The reference failing raises its RunError (exit 3).
@@ -470,7 +499,8 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
         if error is not None:  # exit 3 (2 for an input the model lacks): the sweep has no reference
             raise error
         ta = time.monotonic()
-        sw = _Sweep(runner, ref_rec, options, adir, extra_flags=extra_flags, timeout=timeout, local_off=local_off)
+        sw = _Sweep(runner, ref_rec, options, adir, extra_flags=extra_flags, timeout=timeout, local_off=local_off,
+                    unavailable=unavailable or {})
         sw.start(model, lar, layerwise_remote)
         analysis += time.monotonic() - ta
         done = 1  # the reference
@@ -568,6 +598,7 @@ def sweep(
 
     opts = parse_options(options)
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    unavailable = _unavailable(opts, resolve_load_and_run(lar) if remote is None else None, named=options is not None)
     model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "sweep", seed, lar, timeout, extra_flags,
                                                    remote)
 
@@ -579,7 +610,7 @@ def sweep(
     try:
         result = run_sweep(model_path, prepared, adir, opts, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
                            jobs=jobs, progress=progress, remote=sessions, local_off=off,
-                           layerwise_remote=lw_sessions)
+                           layerwise_remote=lw_sessions, unavailable=unavailable)
     finally:
         for s in (sessions, lw_sessions):
             if s is not None:
