@@ -313,6 +313,12 @@ def mode_rule(mode: Optional[str]) -> Tuple[Optional[Mode], str]:
     or None and why it is not judged."""
     if mode is None:
         return None, "an elementwise operator of unknown mode"
+    if mode.startswith("POWC "):  # PowC: x ** a constant exponent, MegEngine's dispatch_powf
+        try:
+            exp = float(mode[5:])
+        except ValueError:
+            return None, f"PowC of an exponent that is not a number ({mode[5:]!r})"
+        return Mode(1, lambda a, exp=exp: _pow(a, const(exp))), ""
     known = mode[1:] in MODES or mode[1:] in NOT_FLOAT or mode[1:] in GRADIENT
     name = mode[1:] if mode.startswith("Q") and known else mode
     if name in MODES:

@@ -132,6 +132,12 @@ def _mode(opr: Any) -> Optional[str]:
     """The operator's mode (Elemwise, Reduce, Pooling) or ConvBias's nonlinearity."""
     p = _params(opr)
     mode = p.get("mode", p.get("nonlineMode"))
+    if opr.type == "PowC":  # x ** exp: MegEngine shows its exponent only in the operator's name
+        exp = p.get("exp")
+        if not isinstance(exp, (int, float)):
+            hit = re.match(r"powc_(-?\d+(?:\.\d+)?(?:e-?\d+)?)\(", str(opr.name))
+            exp = float(hit.group(1)) if hit else None
+        return None if exp is None else f"POWC {float(exp)!r}"
     if opr.type.startswith("ConvBias"):
         mode = p.get("nonlineMode")
     elif "imode" in p:  # resize, warps, remap: the interpolation
