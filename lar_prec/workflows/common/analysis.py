@@ -55,7 +55,7 @@ StageProgress = Callable[..., None]
 
 #: numpy by name: lar_prec.compare and iodump import it only on first use
 _ANALYSIS_MODULES = ("numpy", "lar_prec.compare.folders", "lar_prec.diagnosis.tree", "lar_prec.report.model",
-                     "lar_prec.report.html", "lar_prec.diagnosis.local_analysis", "lar_prec.workflows.verdicts", "rich.console", "rich.table")
+                     "lar_prec.report.html", "lar_prec.diagnosis.local_analysis", "lar_prec.workflows.common.verdicts", "rich.console", "rich.table")
 
 
 _prefetch_started = threading.Event()
