@@ -33,7 +33,7 @@ _LAZY = {
     "bisect": "lar_prec.workflows.bisect",
     "reduce": "lar_prec.workflows.reduce.reduce",
     "parse_targets": "lar_prec.workflows.devices",
-    "Analysis": "lar_prec.workflows.common",
+    "Analysis": "lar_prec.workflows.common.analysis",
     "SweepAnalysis": "lar_prec.workflows.sweep.sweep",
     "RemoteSpec": "lar_prec.run.device",
     "compare_folders": "lar_prec.compare.folders",

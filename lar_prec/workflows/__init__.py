@@ -14,7 +14,7 @@ from typing import Any
 # name -> the module that defines it, imported on first use: ``lar-prec compare`` and ``tree``
 # live in this package too and must not pay for loading every other workflow (~40 ms).
 _LAZY = {
-    "Analysis": "lar_prec.workflows.common",
+    "Analysis": "lar_prec.workflows.common.analysis",
     "bisect": "lar_prec.workflows.bisect",
     "diff": "lar_prec.workflows.diff.diff",
     "devices": "lar_prec.workflows.devices",

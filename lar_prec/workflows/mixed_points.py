@@ -18,7 +18,7 @@ from lar_prec.lar.mixed_rewrite import MixedModel
 from lar_prec.diagnosis.quantkeep import output_agreement
 from lar_prec.records import json_number
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.nondeterminism import Nondeterminism
+from lar_prec.workflows.common.nondeterminism import Nondeterminism
 from lar_prec.workflows.sweep.local import OptionLocal
 
 SCHEMA = "lar-prec.mixed/1"
