@@ -26,7 +26,7 @@ from lar_prec.errors import (
 # also a module of this package, so a name always gives the function or class it says (a
 # submodule imported later would otherwise replace the package attribute).
 _LAZY = {
-    "naive_vs_default": "lar_prec.workflows.naive_vs_default",
+    "naive_vs_default": "lar_prec.workflows.naive_vs_default.naive_vs_default",
     "shake": "lar_prec.workflows.shake.shake",
     "sweep": "lar_prec.workflows.sweep.sweep",
     "diff": "lar_prec.workflows.diff.diff",

@@ -19,7 +19,7 @@ _LAZY = {
     "diff": "lar_prec.workflows.diff.diff",
     "devices": "lar_prec.workflows.devices",
     "parse_targets": "lar_prec.workflows.devices",
-    "naive_vs_default": "lar_prec.workflows.naive_vs_default",
+    "naive_vs_default": "lar_prec.workflows.naive_vs_default.naive_vs_default",
     "reduce": "lar_prec.workflows.reduce.reduce",
     "shake": "lar_prec.workflows.shake.shake",
     "sweep": "lar_prec.workflows.sweep.sweep",

@@ -577,7 +577,7 @@ def sweep(
 
     Args:
         model: the ``.mge`` model.
-        inputs: ``--input`` items, as for :func:`lar_prec.workflows.naive_vs_default`.
+        inputs: ``--input`` items, as for :func:`lar_prec.workflows.naive_vs_default.naive_vs_default`.
         options: names (``nhwcd4,ioc16`` or a list; see :data:`OPTIONS`); None: the default
             set of this CPU (:data:`DEFAULT_OPTIONS`).
         out: the analysis folder (default ``./lar-prec-out/sweep-N``).
