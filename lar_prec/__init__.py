@@ -32,7 +32,7 @@ _LAZY = {
     "diff": "lar_prec.workflows.diff.diff",
     "bisect": "lar_prec.workflows.bisect",
     "reduce": "lar_prec.workflows.reduce.reduce",
-    "parse_targets": "lar_prec.workflows.devices",
+    "parse_targets": "lar_prec.workflows.devices.devices",
     "Analysis": "lar_prec.workflows.common.analysis",
     "SweepAnalysis": "lar_prec.workflows.sweep.sweep",
     "RemoteSpec": "lar_prec.run.device",

@@ -134,7 +134,7 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     differ pair vars by name. Exit code 0 every target agrees, 1 one diverges, 2 usage or
     input error, 3 a run or a device failed.
     """
-    from lar_prec.workflows.devices import devices, parse_targets
+    from lar_prec.workflows.devices.devices import devices, parse_targets
 
     if local_checks:  # --no-local is accepted (nothing to turn off): devices measures no local error
         raise UsageError("devices does not measure local error; --local-checks applies to naive-vs-default, "

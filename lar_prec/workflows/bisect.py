@@ -50,7 +50,7 @@ from lar_prec.run.record import read_run_json
 from lar_prec.store.db import open_store
 from lar_prec.store.summary import Summary, run_summary, summary_from_report
 from lar_prec.workflows.common.analysis import prepare_analysis
-from lar_prec.workflows.devices import final_outputs
+from lar_prec.workflows.devices.devices import final_outputs
 from lar_prec.workflows.diff.diff import diff_report
 from lar_prec.workflows.diff.judge import DIFFERS, OUTSIDE, ROUNDING, Judged, judge, with_rounding
 from lar_prec.workflows.diff.rounding import (Reference, SideBound, judge_rounding, measure_side, naive_reference,
