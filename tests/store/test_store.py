@@ -23,8 +23,8 @@ from remote_fixtures import free_port
 from lar_prec.errors import StoreError
 from lar_prec.store.db import head_revision, migrate_to, open_store
 from lar_prec.store.summary import series_key
-from lar_prec.workflows.compare import compare_dumps
-from lar_prec.workflows.compare_local import compare_with_model
+from lar_prec.workflows.compare.compare import compare_dumps
+from lar_prec.workflows.compare.local import compare_with_model
 from lar_prec.workflows.history import check, history, store_result
 
 
