@@ -17,7 +17,7 @@
    (1, 2, 4, ... operators), so a list that needs k more operators costs about log2(k) + 1 runs;
    the last step keeps every operator (the plain float32 model). The list is not minimised
    after it holds.
-4. Every model tried is a point (:mod:`lar_prec.workflows.mixed_points`): output error, share of
+4. Every model tried is a point (:mod:`lar_prec.workflows.precision.mixed_points`): output error, share of
    MACs and of float operators left in float16, top-1/top-5 agreement of a classifier's scores.
    Where the tolerance cannot be met without losing most of the float16 MACs, the knee of that
    curve is proposed.
@@ -66,7 +66,7 @@ from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common.analysis import prepare_analysis
 from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, rerun_compare
-from lar_prec.workflows.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
+from lar_prec.workflows.precision.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
 from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
 __all__ = ["SCHEMA", "MAX_ATTEMPTS", "Attempt", "KeptOperator", "MixedAnalysis", "mixed_analysis"]
