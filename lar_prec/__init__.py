@@ -30,7 +30,7 @@ _LAZY = {
     "shake": "lar_prec.workflows.shake.shake",
     "sweep": "lar_prec.workflows.sweep.sweep",
     "diff": "lar_prec.workflows.diff.diff",
-    "bisect": "lar_prec.workflows.bisect",
+    "bisect": "lar_prec.workflows.bisect.bisect",
     "reduce": "lar_prec.workflows.reduce.reduce",
     "parse_targets": "lar_prec.workflows.devices.devices",
     "Analysis": "lar_prec.workflows.common.analysis",

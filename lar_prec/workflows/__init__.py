@@ -15,7 +15,7 @@ from typing import Any
 # live in this package too and must not pay for loading every other workflow (~40 ms).
 _LAZY = {
     "Analysis": "lar_prec.workflows.common.analysis",
-    "bisect": "lar_prec.workflows.bisect",
+    "bisect": "lar_prec.workflows.bisect.bisect",
     "diff": "lar_prec.workflows.diff.diff",
     "devices": "lar_prec.workflows.devices.devices",
     "parse_targets": "lar_prec.workflows.devices.devices",
