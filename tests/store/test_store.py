@@ -25,7 +25,7 @@ from lar_prec.store.db import head_revision, migrate_to, open_store
 from lar_prec.store.summary import series_key
 from lar_prec.workflows.compare.compare import compare_dumps
 from lar_prec.workflows.compare.local import compare_with_model
-from lar_prec.workflows.history import check, history, store_result
+from lar_prec.workflows.history.history import check, history, store_result
 
 
 def _cli(*args, env=None, preexec=None):
