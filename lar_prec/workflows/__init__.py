@@ -1,9 +1,11 @@
 """The commands users come for, each a library function that chains the stages:
 :func:`naive_vs_default`, :func:`shake`, :func:`sweep`, :func:`devices`, :func:`diff`,
-:func:`bisect`, :func:`reduce`, and the
-``compare``/``tree`` commands on existing dumps (:mod:`.compare`, :mod:`.tree`). A command of
-several modules has its own package (:mod:`.shake`, :mod:`.sweep`, :mod:`.reduce`).
-``from lar_prec.workflows import naive_vs_default`` is the path the README documented."""
+:func:`bisect`, :func:`reduce`. Each command (or group of commands) has its folder, named after
+it: ``naive_vs_default/``, ``shake/``, ``sweep/``, ``devices/``, ``compare/`` (``compare``,
+``tree``), ``triage/`` (``list``, ``node``), ``diff/``, ``bisect/``, ``reduce/``, ``precision/``
+(``mixed``, ``quant``), ``history/`` (``check``, ``history``, the store's commands); what several
+share is in ``common/``. ``from lar_prec.workflows import naive_vs_default`` is the path the
+README documented."""
 from __future__ import annotations
 
 import importlib
