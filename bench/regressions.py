@@ -43,7 +43,7 @@ from harness import LAR_MODULE, PY, ROOT, Table, cases, input_args, timed, write
 from lar_prec.report.model import read_json  # noqa: E402
 from lar_prec.store.db import open_store  # noqa: E402
 from lar_prec.store.summary import Summary  # noqa: E402
-from lar_prec.workflows.history import check, summarize  # noqa: E402
+from lar_prec.workflows.history.history import check, summarize  # noqa: E402
 
 CASES = ("fastrun_shake", "cnn", "resnet", "mlp", "attention")
 SIZES = ("1e-4", "1e-5")

@@ -42,7 +42,7 @@ sys.path.insert(1, str(ROOT / "tests"))
 from lar_prec.store.db import Store, open_store  # noqa: E402
 from lar_prec.store.schema import ops as ops_table, runs as runs_table  # noqa: E402
 from lar_prec.store.summary import OpSummary, RunSummary, Summary  # noqa: E402
-from lar_prec.workflows.history import _diff, _first_out, check  # noqa: E402
+from lar_prec.workflows.history.history import _diff, _first_out, check  # noqa: E402
 from pg_server import new_database, private_postgres  # noqa: E402
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
