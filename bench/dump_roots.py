@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import BUILD, ROOT, Table, cases, cpu_name, write  # (first: this checkout's lar_prec on the path)
+
 sys.path.insert(0, str(ROOT / "tests"))
 
 from procs import RunFailed, dump_run  # noqa: E402
@@ -111,15 +111,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-dump-roots.md"))
     args = ap.parse_args(argv)
     sizes = tuple(float(s) for s in args.sizes.split(","))
-    build = ROOT / "cases" / "build"
-    manifest = {c["name"]: c for c in json.loads((build / "manifest.json").read_text())["cases"]}
+    build = BUILD
+    manifest = cases()
     work = Path(tempfile.mkdtemp(prefix="lar-prec-dump-roots-"))
     t0 = time.monotonic()
     rows: List[Tuple[str, str, int, float, Dict[float, List[bool]]]] = []
     try:
         for name in args.cases.split(","):
             case = manifest[name]
-            model, inputs, base = build / case["model"], case["inputs"], work / name
+            model, inputs, base = case.model, case.input_specs(), work / name
             plain_naive = run(model, inputs, base / "naive", get_config("naive"), build)
             cache = base / "algo.cache"
             options = [("default", get_config("default"), None), ("reproducible", get_config("reproducible"), None),
@@ -157,14 +157,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = report(rows, sizes, args, time.monotonic() - t0)
-    Path(args.out).write_text(text)
+    write(Path(args.out), text, show=False)
     print("\n" + text)
     return 0
 
 
 def report(rows, sizes, args, seconds: float) -> str:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").exists() else platform.machine()
+    cpu = cpu_name(platform.machine()) or platform.machine()
     lines = [
         "# Dump-only roots by error growth: false roots and faults found (issue 20 #4)", "",
         f"Written by `bench/dump_roots.py --cases {args.cases} --sites {args.sites} --sizes {args.sizes}` on "
@@ -175,11 +174,8 @@ def report(rows, sizes, args, seconds: float) -> str:
         "clean pair is false unless MegEngine's own kernel is wrong there (cnn under ioc16: the float16 max "
         "pooling, local error 1 against a floor of 0.003; see tests/workflows/test_fp16_roots.py).", "",
     ]
-    options = list(dict.fromkeys(r[1] for r in rows))
-    lines += ["| option | pairs | pairs with a root | worst/explained | " +
-              " | ".join(f"found at {s:g}" for s in sizes) + " |",
-              "|---|---|---|---|" + "---|" * len(sizes)]
-    for opt in options:
+    by_option = Table("option", "pairs", "pairs with a root", "worst/explained", *(f"found at {s:g}" for s in sizes))
+    for opt in dict.fromkeys(r[1] for r in rows):
         rs = [r for r in rows if r[1] == opt]
         cells = []
         for s in sizes:
@@ -187,17 +183,16 @@ def report(rows, sizes, args, seconds: float) -> str:
             cells.append(f"{sum(fs)}/{len(fs)}")
         ran = [r for r in rs if r[2] >= 0]
         failed = f" ({len(rs) - len(ran)} did not run)" if len(ran) < len(rs) else ""
-        lines.append(f"| {opt} | {len(ran)}{failed} | {sum(1 for r in ran if r[2])} | "
-                     f"{max((r[3] for r in ran), default=0.0):.2f} | " + " | ".join(cells) + " |")
-    lines += ["", "Per case:", "", "| case | option | roots (clean pair) | worst/explained | " +
-              " | ".join(f"{s:g}" for s in sizes) + " |", "|---|---|---|---|" + "---|" * len(sizes)]
+        by_option.row(opt, f"{len(ran)}{failed}", sum(1 for r in ran if r[2]), f"{max((r[3] for r in ran), default=0.0):.2f}",
+                      *cells)
+    by_case = Table("case", "option", "roots (clean pair)", "worst/explained", *(f"{s:g}" for s in sizes))
     for name, opt, n, worst, found in rows:
         if n < 0:
             why = str(found.get("why", "")).replace("|", "/")[:120]
-            lines.append(f"| {name} | {opt} | did not run: {why} | | " + " | ".join("" for _ in sizes) + " |")
+            by_case.row(name, opt, f"did not run: {why}", None, *("" for _ in sizes))
             continue
-        lines.append(f"| {name} | {opt} | {n} | {worst:.2f} | " +
-                     " | ".join(f"{sum(found.get(s, []))}/{len(found.get(s, []))}" for s in sizes) + " |")
+        by_case.row(name, opt, n, f"{worst:.2f}", *(f"{sum(found.get(s, []))}/{len(found.get(s, []))}" for s in sizes))
+    lines += [*by_option.lines(), "", "Per case:", "", *by_case.lines()]
     return "\n".join(lines) + "\n"
 
 

@@ -18,22 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+from harness import BUILD, LAR_MODULE, Table, cases, timed, write  # (first: this checkout's lar_prec on the path)
 from lar_prec.dumps.folder import DumpFolder  # noqa: E402
 from lar_prec.diagnosis.local import perturb_constant, scale_constant  # noqa: E402
 from lar_prec.run.config import get_config  # noqa: E402
-from procs import LAR, RunFailed, dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
+from procs import RunFailed, dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
 SIZES = (1e-5, 1e-4)
 
@@ -66,9 +62,8 @@ def readers(dump: DumpFolder, const: str) -> Tuple[str, ...]:
 
 def compare(ref: Path, test: Path, model: Path, out: Path) -> Tuple[int, dict]:
     """`lar-prec compare` of the pair, its report read from stdout (exit, report or {})."""
-    argv = [*LAR, "compare", str(ref), str(test), "--model", str(model), "--out", str(out), "--json", "-"]
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    argv = [*LAR_MODULE, "compare", str(ref), str(test), "--model", str(model), "--out", str(out), "--json", "-"]
+    proc = timed(argv, timeout=1800)
     try:
         report = json.loads(proc.stdout) if proc.stdout.strip() else {}
     except ValueError:
@@ -102,19 +97,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--sizes", default=",".join(f"{s:g}" for s in SIZES))
     ap.add_argument("--seed", type=int, default=0, help="seed of u (one per run of the script)")
     ap.add_argument("--uniform", action="store_true", help="times 1 + size everywhere instead of 1 + size u")
-    ap.add_argument("--build", type=Path, default=ROOT / "cases" / "build")
+    ap.add_argument("--build", type=Path, default=BUILD)
     ap.add_argument("--out", type=Path, default=None, help="also write the table (Markdown) here")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
-    manifest = {c["name"]: c for c in json.loads((args.build / "manifest.json").read_text())["cases"]}
-    names = [n for n in args.cases.split(",") if n] or [n for n, c in manifest.items() if c.get("fault_consts")]
+    manifest = cases(args.build)
+    names = [n for n in args.cases.split(",") if n] or [n for n, c in manifest.items() if c.fault_consts]
     sizes = [float(s) for s in args.sizes.split(",") if s]
     work = Path(tempfile.mkdtemp(prefix="lar-prec-fault-consts-"))
     t0 = time.monotonic()
     rows = []
     for name in names:
         case = manifest[name]
-        model, inputs, base = args.build / case["model"], case["inputs"], work / name
+        model, inputs, base = case.model, case.input_specs(), work / name
         try:
             ref = dump_run(model, inputs, base / "naive", get_config("naive"), args.build)
             clean = dump_run(model, inputs, base / "default", get_config("default"), args.build)
@@ -124,7 +119,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rc, report = compare(ref, clean, model, base / "cmp-clean")
         rows.append(row(name, "", "none", rc, report, DumpFolder(clean)))
         print(json.dumps(rows[-1]), flush=True)
-        for const in case.get("fault_consts", []):
+        for const in case.fault_consts:
             for size in sizes:
                 d = base / f"{const}-{size:g}"
                 faulty = fault(model, const, size, d / "faulty.mge", args.seed, args.uniform)
@@ -140,16 +135,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(json.dumps(rows[-1]), flush=True)
     kind = "times 1 + size" if args.uniform else f"times 1 + size u, u ~ U[-1, 1] (seed {args.seed})"
     lines = [f"lar-prec compare, naive clean against default faulty ({kind}), cases {','.join(names)}, "
-             f"{time.monotonic() - t0:.0f} s:", "",
-             "| case | fault constant | size | exit | first root | reads the constant | roots "
-             "| reader's local error / floor | local error |", "|---|---|---|---|---|---|---|---|---|"]
+             f"{time.monotonic() - t0:.0f} s:", ""]
+    table = Table("case", "fault constant", "size", "exit", "first root", "reads the constant", "roots",
+                  "reader's local error / floor", "local error")
     for r in rows:
-        hit = {True: "yes", False: "no", None: "-"}[r["hit"]]
-        lines.append(f"| {r['case']} | {r['const']} | {r['fault']} | {r['exit']} | {r['root']} | {hit} | "
-                     f"{r['n_roots']} | {r['reader']} | {r['local']} |")
+        table.row(r["case"], r["const"], r["fault"], r["exit"], r["root"], {True: "yes", False: "no", None: "-"}[r["hit"]],
+                  r["n_roots"], r["reader"], r["local"])
+    lines += table.lines()
     print("\n" + "\n".join(lines))
-    if args.out:
-        args.out.write_text("# Faults in the cases' fault constants (bench/fault_consts.py)\n\n" + "\n".join(lines) + "\n")
+    write(args.out, "# Faults in the cases' fault constants (bench/fault_consts.py)\n\n" + "\n".join(lines) + "\n", show=False)
     if args.keep:
         print(f"work folder: {work}")
     else:

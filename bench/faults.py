@@ -24,16 +24,13 @@ Prints one line per trial and the tables at the end; nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+from harness import BUILD, Table, cases as built_cases, write  # (first: this checkout's lar_prec on the path)
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.algocache import prefer_algorithms, winograd_tile  # noqa: E402
 from lar_prec.diagnosis.local_records import LocalResult
@@ -87,10 +84,10 @@ def found(result: LocalResult, const: str) -> Tuple[bool, str]:
     return hit, f"root {r.name} local {r.local_err:.3g} floor {r.floor:.3g} x{r.margin:.3g}"
 
 
-def trials(name: str, case: dict, build: Path, base: Path, max_trials: int, hits: Dict[str, List[bool]],
+def trials(name: str, case, build: Path, base: Path, max_trials: int, hits: Dict[str, List[bool]],
            alarms: Dict[str, List[int]]) -> None:
     """One case: its clean pairs (false alarms) and a fault in each of its sites at each size."""
-    model, inputs = build / case["model"], case["inputs"]
+    model, inputs = case.model, case.input_specs()
     ref = run(model, inputs, base / "naive", get_config("naive"), build)
     # clean pairs: false alarms
     for cfg_name in ("default", "fast-run", "reproducible"):
@@ -104,7 +101,7 @@ def trials(name: str, case: dict, build: Path, base: Path, max_trials: int, hits
         print(f"{name:10s} clean {cfg_name:12s} local roots: {n}", flush=True)
         if cfg_name == "default":
             clean = res
-    named = case.get("fault_consts", [])
+    named = case.fault_consts
     sites = weights(DumpFolder(ref), named)
     if max_trials:
         sites = sites[:max_trials]
@@ -138,15 +135,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--winograd", default="",
                     help="cases to run with Winograd forced under fast-run (e.g. fastrun_shake,resnet)")
     args = ap.parse_args(argv)
-    manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
-    cases = {c["name"]: c for c in manifest["cases"]}
-    build = ROOT / "cases" / "build"
+    cases = built_cases()
+    build = BUILD
     work = Path(tempfile.mkdtemp(prefix="lar-prec-faults-"))
     t0 = time.monotonic()
     hits: Dict[str, List[bool]] = {}
     alarms: Dict[str, List[int]] = {}
     if args.cases == "fault_consts":
-        args.cases = ",".join(n for n, c in cases.items() if c.get("fault_consts"))
+        args.cases = ",".join(n for n, c in cases.items() if c.fault_consts)
     skipped = []
     for name in args.cases.split(","):
         try:
@@ -156,16 +152,17 @@ def main(argv: Optional[List[str]] = None) -> int:
             skipped.append(name)
     for name in filter(None, args.winograd.split(",")):
         winograd(cases[name], build, work / f"winograd-{name}", hits, alarms)
+    found = Table("fault size", "found")
+    for label, hs in hits.items():
+        found.row(label, f"{sum(hs)}/{len(hs)}")
+    false = Table("configuration", "pairs with a root")
+    for cfg_name, ns in alarms.items():
+        false.row(cfg_name, f"{sum(1 for n in ns if n)}/{len(ns)}")
     lines = [f"faults found (first local root reads the faulted constant), cases {args.cases}, "
-             f"{time.monotonic() - t0:.0f} s{', skipped ' + ','.join(skipped) if skipped else ''}:", "",
-             "| fault size | found |", "|---|---|"]
-    lines += [f"| {label} | {sum(hs)}/{len(hs)} |" for label, hs in hits.items()]
-    lines += ["", "false alarms (clean pairs with a local root), per configuration:", "", "| configuration | pairs with a root |",
-              "|---|---|"]
-    lines += [f"| {cfg_name} | {sum(1 for n in ns if n)}/{len(ns)} |" for cfg_name, ns in alarms.items()]
+             f"{time.monotonic() - t0:.0f} s{', skipped ' + ','.join(skipped) if skipped else ''}:", "", *found.lines(),
+             "", "false alarms (clean pairs with a local root), per configuration:", "", *false.lines()]
     print("\n" + "\n".join(lines))
-    if args.out:
-        args.out.write_text("# Weight faults rooted by local error (bench/faults.py)\n\n" + "\n".join(lines) + "\n")
+    write(args.out, "# Weight faults rooted by local error (bench/faults.py)\n\n" + "\n".join(lines) + "\n", show=False)
     if not args.keep:
         import shutil
 
@@ -178,10 +175,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 WINOGRAD_TILES = (":4:2:", ":4:4:", ":4:6:")  # F(2,3), F(4,3), F(6,3) of MegEngine's MK4 names
 
 
-def winograd(case: dict, build: Path, base: Path, hits: Dict[str, List[bool]], alarms: Dict[str, List[int]]) -> None:
+def winograd(case, build: Path, base: Path, hits: Dict[str, List[bool]], alarms: Dict[str, List[int]]) -> None:
     """Fast-run with each Winograd tile forced: false alarms on the clean model, and faults in
     every convolution that runs Winograd."""
-    model, inputs, name = build / case["model"], case["inputs"], case["name"]
+    model, inputs, name = case.model, case.input_specs(), case.name
     ref = run(model, inputs, base / "naive", get_config("naive"), build)
     cache = base / "algo.cache"
     run(model, inputs, base / "profile", get_config("fast-run").with_extra(["--fast-run-algo-policy", str(cache)]), build)

@@ -20,7 +20,6 @@ of the sweep, not a floor). Prints one line per run and writes the table; nothin
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import tempfile
@@ -28,9 +27,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+from harness import BUILD, Table, cases as built_cases, write  # (first: this checkout's lar_prec on the path)
 from lar_prec.compare.bounds import TERMS_C  # noqa: E402
 from lar_prec.diagnosis.floors import local_roots, noise_floors  # noqa: E402
 from lar_prec.compare.folders import compare_folders  # noqa: E402
@@ -46,7 +43,7 @@ CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "shufflenet", "long
 CONFIGS = ("default", "reproducible", "fast-run")
 
 
-def _row(case: str, setting: str, res, flags) -> str:
+def _cells(case: str, setting: str, res, flags) -> tuple:
     judged = [v.bound for v in res.vars if v.bound is not None]
     worst = max((b.units for b in judged), default=0.0)
     scale = max((b.scale_units for b in judged), default=0.0)
@@ -55,18 +52,18 @@ def _row(case: str, setting: str, res, flags) -> str:
     named = ", ".join(r.name for r in roots[:3]) + (" ..." if len(roots) > 3 else "")
     kinds = sorted({b.kind for b in judged})
     nj = sorted({w for w in verdict.not_judged.values()})
-    return (f"| {case} | {setting} | {len(judged)} ({', '.join(kinds)}) | {worst:.3f} | {scale:.3f} | "
-            f"{len(verdict.not_judged)}{' (' + '; '.join(nj)[:80] + ')' if nj else ''} | "
-            f"{len(roots)}{' (' + named + ')' if roots else ''} |")
+    return (case, setting, f"{len(judged)} ({', '.join(kinds)})", f"{worst:.3f}", f"{scale:.3f}",
+            f"{len(verdict.not_judged)}{' (' + '; '.join(nj)[:80] + ')' if nj else ''}",
+            f"{len(roots)}{' (' + named + ')' if roots else ''}")
 
 
-def dump_only_row(case: str, setting: str, ref, test, flags) -> str:
+def dump_only_cells(case: str, setting: str, ref, test, flags) -> tuple:
     """``lar-prec compare REF TEST`` as a user runs it: pairing auto (by id for one graph, by name
     with the option's packed layout brought back for a rewritten one); its roots and pairing."""
     cmp = compare_folders(str(ref), str(test), pairing="auto", layout_format=layout_fmt(flags), jobs=1)
     roots = VarTree.from_comparison(cmp).roots()
     named = ", ".join(f"{r.name} ({r.status})" for r in roots[:3]) + (" ..." if len(roots) > 3 else "")
-    return f"| {case} | {setting} | {cmp.pairing} | {len(roots)}{' (' + named + ')' if roots else ''} |"
+    return case, setting, cmp.pairing, f"{len(roots)}{' (' + named + ')' if roots else ''}"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -76,15 +73,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     ap.add_argument("--out", type=Path, default=None, help="write the markdown table here")
     args = ap.parse_args(argv)
-    manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
-    cases = {c["name"]: c for c in manifest["cases"]}
-    build = ROOT / "cases" / "build"
+    cases = built_cases()
+    build = BUILD
     work = Path(tempfile.mkdtemp(prefix="lar-prec-floors-"))
     t0 = time.monotonic()
-    local_rows, dump_rows, failed = [], [], []
+    local = Table("case", "configuration", "operators with a bound (kinds)", "worst element (units)",
+                  "whole-output scale (units)", "not judged", "local roots")
+    dump_only = Table("case", "configuration", "pairing", "roots")
+    failed = Table("case", "configuration", "why")
     for name in args.cases.split(","):
         case = cases[name]
-        model, inputs = build / case["model"], case["inputs"]
+        model, inputs = case.model, case.input_specs()
         base = work / name
         ref = dump_run(model, inputs, base / "naive", get_config("naive"), build, timeout=args.timeout)
         lw = build_layerwise(model, ref, base / "layerwise")
@@ -98,27 +97,20 @@ def main(argv: Optional[List[str]] = None) -> int:
                 res = local_errors(model, ref, cfg, out_dir=base / f"local-{setting}", test_dump=test, checks=False,
                                    layerwise=lw)
             except (RunFailed, Exception) as exc:  # noqa: BLE001 (a finding per option, the bench goes on)
-                failed.append(f"| {name} | {setting} | {str(exc).splitlines()[0][:120]} |")
+                failed.row(name, setting, str(exc).splitlines()[0][:120])
                 print(f"{name:12s} {setting:28s} did not run: {exc}", flush=True)
                 continue
-            local_rows.append(_row(name, setting, res, cfg.flags))
-            dump_rows.append(dump_only_row(name, setting, ref, test, cfg.flags))
-            print(local_rows[-1], dump_rows[-1], flush=True)
+            print(local.row(*_cells(name, setting, res, cfg.flags)),
+                  dump_only.row(*dump_only_cells(name, setting, ref, test, cfg.flags)), flush=True)
     elapsed = time.monotonic() - t0
     text = "\n".join([
         "# Floors from each operator's own arithmetic: clean models (bench/floors.py)", "",
         f"Machine: {platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d')}; {elapsed:.0f} s. "
         f"Allowance: TERMS_C = {TERMS_C:g} rounding units (worst element, and the whole output's scale).", "",
-        "## Local error (with the model)", "",
-        "| case | configuration | operators with a bound (kinds) | worst element (units) | whole-output scale (units) "
-        "| not judged | local roots |",
-        "|---|---|---|---|---|---|---|", *local_rows, "",
-        "## Dump-only (compare, no model)", "", "| case | configuration | pairing | roots |", "|---|---|---|---|",
-        *dump_rows, "",
-        "## Did not run on this CPU", "", "| case | configuration | why |", "|---|---|---|", *failed, ""])
-    if args.out:
-        args.out.write_text(text)
-    print(text)
+        "## Local error (with the model)", "", *local.lines(), "",
+        "## Dump-only (compare, no model)", "", *dump_only.lines(), "",
+        "## Did not run on this CPU", "", *failed.lines(), ""])
+    write(args.out, text)
     return 0
 
 

@@ -27,25 +27,16 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import LAR_MODULE, ROOT, Table, alternate, case, cpu_name, timed, write
+
 #: issue 23 #6: at most this many model runs beyond a sweep of the option
 TARGET_EXTRA_RUNS = 3
 ORT_ATTEMPTS = 52
-
-
-def _case(name: str) -> Tuple[Path, str]:
-    m = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
-    c = next(x for x in m["cases"] if x["name"] == name)
-    base = ROOT / "cases" / "build"
-    inputs = ";".join(f"{i.split(':', 1)[0]}:{base / i.split(':', 1)[1]}" for i in c["inputs"])
-    return base / c["model"], inputs
 
 
 def _count(folder: Path) -> Tuple[int, int]:
@@ -55,33 +46,21 @@ def _count(folder: Path) -> Tuple[int, int]:
     return runs, others
 
 
-def _timed(argv: List[str], env: Dict[str, str]) -> Tuple[float, int]:
-    t0 = time.monotonic()
-    p = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                       timeout=3600)
-    if p.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(argv)} failed ({p.returncode}): {p.stderr[-800:]}")
-    return time.monotonic() - t0, p.returncode
-
-
 def bench_case(name: str, option: str, repeat: int, tmp: Path) -> Dict[str, object]:
-    model, inputs = _case(name)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    lar = [sys.executable, "-m", "lar_prec"]
+    c = case(name)
+    model, inputs = c.model, ";".join(c.input_specs())
     times: Dict[str, List[float]] = {"mixed": [], "sweep": []}
     last: Dict[str, Path] = {}
-    for k in range(repeat):
-        for what in ("mixed", "sweep"):
-            out = tmp / f"{name}-{what}-{k}"
-            if what == "mixed":
-                argv = lar + ["mixed", str(model), "--input", inputs, "--option", option, "--out", str(out), "-q",
-                              "--json", str(tmp / f"{name}-mixed-{k}.json")]
-            else:
-                argv = lar + ["sweep", str(model), "--input", inputs, "--options", option, "--out", str(out), "-q",
-                              "--json", str(tmp / f"{name}-sweep-{k}.json")]
-            sec, _ = _timed(argv, env)
-            times[what].append(sec)
-            last[what] = out
+
+    def one(what: str, flag: str, k: int) -> None:
+        out = tmp / f"{name}-{what}-{k}"
+        argv = LAR_MODULE + [what, str(model), "--input", inputs, flag, option, "--out", str(out), "-q",
+                             "--json", str(tmp / f"{name}-{what}-{k}.json")]
+        times[what].append(timed(argv, stdout=False, ok=(0, 1)).seconds)
+        last[what] = out
+
+    # mixed and its counterpart, a sweep of the same option, in turn
+    alternate([("mixed", "--option"), ("sweep", "--options")], repeat, one)
     data = json.loads((tmp / f"{name}-mixed-{repeat - 1}.json").read_text())
     m_runs, m_other = _count(last["mixed"])
     s_runs, s_other = _count(last["sweep"])
@@ -98,8 +77,23 @@ def bench_case(name: str, option: str, repeat: int, tmp: Path) -> Dict[str, obje
 
 def render(rows: List[Dict[str, object]], repeat: int) -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    cpu = cpu_name(platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    table = Table("case", "option", "verdict", "kept in float32", "mixed s", "sweep s", "ratio", "mixed runs (other)",
+                  "sweep runs (other)", f"extra runs (target <= {TARGET_EXTRA_RUNS})", "verifications",
+                  "Polygraphy bisection, runs", "ONNX Runtime, runs", "one run s", "ORT est. s")
+    for r in rows:
+        extra = int(r["mixed_runs"]) - int(r["sweep_runs"])  # type: ignore[arg-type]
+        one = r["one_run_s"]
+        if one:
+            table.row(r["case"], r["option"], r["verdict"], ", ".join(r["kept"]) or "-",  # type: ignore[arg-type]
+                      f"{r['mixed_s']:.1f}", f"{r['sweep_s']:.1f}", f"{r['mixed_s'] / r['sweep_s']:.2f}x",  # type: ignore[operator]
+                      f"{r['mixed_runs']} ({r['mixed_other']})", f"{r['sweep_runs']} ({r['sweep_other']})",
+                      f"{extra} {'PASS' if extra <= TARGET_EXTRA_RUNS else 'FAIL'}", r["verifications"],
+                      f"{r['polygraphy_steps']} (N={r['operators']})", ORT_ATTEMPTS, f"{one:.2f}",
+                      f"{ORT_ATTEMPTS * one:.0f} (est.)")
+        else:
+            table.row(r["case"], r["option"], r["verdict"], "-", f"{r['mixed_s']:.1f}", f"{r['sweep_s']:.1f}", "-",
+                      r["mixed_runs"], r["sweep_runs"], extra, r["verifications"], "-", ORT_ATTEMPTS, "-", "-")
     lines = [
         "# lar-prec mixed: its cost against a sweep of the option and the anchors' searches",
         "",
@@ -107,23 +101,8 @@ def render(rows: List[Dict[str, object]], repeat: int) -> str:
         "processes, alternating. Model runs: load_and_run processes (run.json files in the analysis "
         "folder); other: graph reads and rewrites (child processes that load the model, run nothing).",
         "",
-        "| case | option | verdict | kept in float32 | mixed s | sweep s | ratio | mixed runs (other) | sweep runs (other) "
-        f"| extra runs (target <= {TARGET_EXTRA_RUNS}) | verifications | Polygraphy bisection, runs | ONNX Runtime, runs "
-        "| one run s | ORT est. s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *table.lines(),
     ]
-    for r in rows:
-        extra = int(r["mixed_runs"]) - int(r["sweep_runs"])  # type: ignore[arg-type]
-        one = r["one_run_s"]
-        lines.append(
-            f"| {r['case']} | {r['option']} | {r['verdict']} | {', '.join(r['kept']) or '-'} "  # type: ignore[arg-type]
-            f"| {r['mixed_s']:.1f} | {r['sweep_s']:.1f} | {r['mixed_s'] / r['sweep_s']:.2f}x "  # type: ignore[operator]
-            f"| {r['mixed_runs']} ({r['mixed_other']}) | {r['sweep_runs']} ({r['sweep_other']}) "
-            f"| {extra} {'PASS' if extra <= TARGET_EXTRA_RUNS else 'FAIL'} | {r['verifications']} "
-            f"| {r['polygraphy_steps']} (N={r['operators']}) | {ORT_ATTEMPTS} "
-            f"| {one:.2f} | {ORT_ATTEMPTS * one:.0f} (est.) |" if one else
-            f"| {r['case']} | {r['option']} | {r['verdict']} | - | {r['mixed_s']:.1f} | {r['sweep_s']:.1f} | - | "
-            f"{r['mixed_runs']} | {r['sweep_runs']} | {extra} | {r['verifications']} | - | {ORT_ATTEMPTS} | - | - |")
     lines += [
         "",
         "Extra runs beyond the sweep: the verifications (one when the first step holds, none when the "
@@ -145,9 +124,7 @@ def main(argv: List[str] = None) -> int:  # type: ignore[assignment]
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="lar-prec-bench-mixed-") as tmp:
         rows = [bench_case(c, a.option, a.repeat, Path(tmp)) for c in a.cases.split(",") if c]
-    text = render(rows, a.repeat)
-    Path(a.out).write_text(text)
-    print(text)
+    write(Path(a.out), render(rows, a.repeat))
     return 0
 
 

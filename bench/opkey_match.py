@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import subprocess
 import sys
 import tempfile
@@ -33,9 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+from harness import PY, Table, cases as built_cases, timed, write  # (first: this checkout's lar_prec on the path)
 from lar_prec.compare.namepair import pair_by_name  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder  # noqa: E402
 from lar_prec.opkey import match_keys, operator_keys, value_hash, var_role  # noqa: E402
@@ -58,20 +55,19 @@ class Node:
     value_infer: int
 
 
-def run_dump(case: dict, build: Path, option: str, dumps: Path, timeout: float) -> Tuple[str, Path]:
+def run_dump(case, option: str, dumps: Path, timeout: float) -> Tuple[str, Path]:
     """(status, dump folder) of one run: ``ok``, ``failed: <last line>`` or ``hung``."""
-    out = dumps / case["name"] / option
+    out = dumps / case.name / option
     mark = out.with_suffix(".status")
     if mark.exists():
         return mark.read_text(), out
     out.mkdir(parents=True, exist_ok=True)
-    inputs = ";".join(f"{s.split(':', 1)[0]}:{build / s.split(':', 1)[1]}" for s in case["inputs"])
     flags = () if option == "plain" else OPTIONS[option].flags
-    argv = [sys.executable, "-m", "lar_prec.lar", str(build / case["model"]), "--input", inputs, "--iter", "1",
+    argv = [PY, "-m", "lar_prec.lar", str(case.model), "--input", ";".join(case.input_specs()), "--iter", "1",
             "--warmup-iter", "0", "--bin-io-dump", str(out), *flags]
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=ROOT, start_new_session=True)
-        status = "ok" if p.returncode == 0 else "failed: " + (p.stderr.strip().splitlines() or ["?"])[-1][:160]
+        p = timed(argv, timeout=timeout)
+        status = "ok" if p.returncode == 0 else "failed: " + p.last_line(160)
     except subprocess.TimeoutExpired:
         status = f"hung (killed after {timeout:g} s)"
     mark.write_text(status)
@@ -122,35 +118,34 @@ def main(argv=None) -> int:
     ap.add_argument("--dumps", type=Path, default=None, help="folder for the dumps (kept and reused)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    build = ROOT / "cases" / "build"
-    cases = json.loads((build / "manifest.json").read_text())["cases"]
+    cases = list(built_cases().values())
     if args.cases:
-        cases = [c for c in cases if c["name"] in args.cases.split(",")]
+        cases = [c for c in cases if c.name in args.cases.split(",")]
     options = [o for o in args.options.split(",") if o]
     dumps = args.dumps or Path(tempfile.mkdtemp(prefix="lar-prec-opkey-"))
     t0 = time.monotonic()
     todo = [(c, o) for c in cases for o in ["plain"] + options]
     with ThreadPoolExecutor(max(1, args.jobs)) as ex:
-        status = dict(zip([(c["name"], o) for c, o in todo],
-                          ex.map(lambda co: run_dump(co[0], build, co[1], dumps, args.timeout), todo)))
+        status = dict(zip([(c.name, o) for c, o in todo],
+                          ex.map(lambda co: run_dump(co[0], co[1], dumps, args.timeout), todo)))
     lines = ["# Stable operator key: float operators matched against the plain model (issue 36 #3)", "",
              f"`bench/opkey_match.py`, {time.strftime('%Y-%m-%d')}, {len(cases)} cases x {len(options)} x86 options, "
              f"runs {time.monotonic() - t0:.0f} s. Denominator: the plain model's computed float vars that the name "
              "rule pairs in the option's graph (exist on both sides). `key`: as stored; `structure only`: every "
-             "name hidden from the key (what the names buy).", "",
-             "| case | option | on both sides | matched by key | share | structure only | key pairs outside the name rule | fused/removed (not counted) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "name hidden from the key (what the names buy).", ""]
+    table = Table("case", "option", "on both sides", "matched by key", "share", "structure only",
+                  "key pairs outside the name rule", "fused/removed (not counted)")
     total = [0, 0, 0]
     notes: List[str] = []
     for c in cases:
-        st, plain = status[(c["name"], "plain")]
+        st, plain = status[(c.name, "plain")]
         if st != "ok":
-            notes.append(f"- {c['name']}: the plain run {st}: case left out")
+            notes.append(f"- {c.name}: the plain run {st}: case left out")
             continue
         for o in options:
-            st, other = status[(c["name"], o)]
+            st, other = status[(c.name, o)]
             if st != "ok":
-                notes.append(f"- {c['name']} / {o}: {st}")
+                notes.append(f"- {c.name} / {o}: {st}")
                 continue
             r, s = measure(plain, other, False), measure(plain, other, True)
             total[0] += r["both"]
@@ -158,23 +153,20 @@ def main(argv=None) -> int:
             total[2] += s["matched"]
             share = r["matched"] / r["both"] if r["both"] else 1.0
             sshare = s["matched"] / s["both"] if s["both"] else 1.0
-            lines.append(f"| {c['name']} | {o} | {r['both']} | {r['matched']} | {share:.1%} | {sshare:.1%} | "
-                         f"{len(r['extra'])} | {len(r['gone'])} |")
+            table.row(c.name, o, r["both"], r["matched"], f"{share:.1%}", f"{sshare:.1%}", len(r["extra"]), len(r["gone"]))
             for a, name, why in r["missed"]:
-                notes.append(f"- {c['name']} / {o}: unmatched var {a} `{name}`: {why}")
+                notes.append(f"- {c.name} / {o}: unmatched var {a} `{name}`: {why}")
             for a, name, got, want in r["wrong"]:
-                notes.append(f"- {c['name']} / {o}: WRONG pair var {a} `{name}` -> {got} (name rule: {want})")
+                notes.append(f"- {c.name} / {o}: WRONG pair var {a} `{name}` -> {got} (name rule: {want})")
             for a, name in r["extra"]:
-                notes.append(f"- {c['name']} / {o}: key pair outside the name rule: var {a} `{name}`")
+                notes.append(f"- {c.name} / {o}: key pair outside the name rule: var {a} `{name}`")
     share = total[1] / total[0] if total[0] else 1.0
+    lines += table.lines()
     lines += ["", f"**All: {total[1]} of {total[0]} float operators on both sides matched by key = {share:.2%}** "
               f"(structure only: {total[2] / max(1, total[0]):.2%}); target >= {TARGET:.0%}: "
               f"{'PASS' if share >= TARGET else 'FAIL'}", "", "Not matched, not run, or outside the rule:", ""]
     lines += notes or ["- none"]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    write(args.out, "\n".join(lines) + "\n")
     return 0 if share >= TARGET else 1
 
 

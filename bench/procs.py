@@ -1,12 +1,12 @@
-"""Child processes of the benchmark: wall time, peak RSS from the OS (GNU time or a small
-launcher), the memory of the whole process tree sampled from /proc, runs on a pseudo-terminal."""
+"""Child processes of the main benchmark, measured more closely than ``harness.timed`` does: wall
+time, peak RSS from the OS (GNU time or a small launcher), the memory of the whole process tree
+sampled from /proc, runs on a pseudo-terminal; and one watched load_and_run run with a dump."""
 from __future__ import annotations
 
 import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
-PY = sys.executable
+from harness import PY, ROOT, env_with
+
 _LAR_SCRIPT = Path(PY).parent / "lar-prec"
 LAR: List[str] = [str(_LAR_SCRIPT)] if _LAR_SCRIPT.exists() else [PY, "-m", "lar_prec"]
 MGE_COMPARE: List[str] = [PY, "-m", "megengine.tools.compare_binary_iodump"]
@@ -250,12 +250,7 @@ def dump_run(model: Path, inputs: Sequence[str], dump: Path, cfg, cwd: Path, *, 
     from lar_prec.run.proc import kill_group, stall_after, wait_watched
 
     dump.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for k, v in cfg.env:
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
+    env = env_with(dict(cfg.env))
     argv = [PY, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs), "--iter", "1",
             "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
     log = dump.parent / f"{dump.name}.stderr.txt"

@@ -23,44 +23,28 @@ import datetime
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
+from harness import LAR_MODULE, ROOT, Table, cases, timed, write
 from results import machine_info  # bench/: the machine's lines every RESULTS file has
 
-ROOT = Path(__file__).resolve().parent.parent
 TARGET_OPS = 10
-LAR = [sys.executable, "-m", "lar_prec"]
 
 
 def target_runs(n: int) -> float:
     return 3 * math.log2(max(n, 1)) + 10
 
 
-def _cases() -> Dict[str, dict]:
-    return {c["name"]: c for c in json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())["cases"]}
-
-
-def _inputs(c: dict) -> str:
-    base = ROOT / "cases" / "build"
-    return ";".join(f"{i.split(':', 1)[0]}:{base / i.split(':', 1)[1]}" for i in c["inputs"])
-
-
-def _run(argv: List[str], env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-                          capture_output=True, text=True, timeout=7200)
-
-
 def _reduce(adir: Path, out: Path, extra: List[str], label: Dict[str, object]) -> Dict[str, object]:
-    t0 = time.monotonic()
-    p = _run(LAR + ["reduce", str(adir), "--out", str(out), "--json", str(out) + ".json", "-q", *extra])
-    row: Dict[str, object] = {**label, "seconds": round(time.monotonic() - t0, 1), "exit": p.returncode}
+    p = timed(LAR_MODULE + ["reduce", str(adir), "--out", str(out), "--json", str(out) + ".json", "-q", *extra],
+              timeout=7200)
+    row: Dict[str, object] = {**label, "seconds": round(p.seconds, 1), "exit": p.returncode}
     if p.returncode != 1 or not Path(str(out) + ".json").is_file():
-        row["error"] = (p.stderr.strip().splitlines() or ["?"])[-1][:300]
+        row["error"] = p.last_line()
         return row
     d = json.loads(Path(str(out) + ".json").read_text())
     f = d["finding"]
@@ -71,10 +55,10 @@ def _reduce(adir: Path, out: Path, extra: List[str], label: Dict[str, object]) -
     return row
 
 
-def bench_case(name: str, c: dict, tmp: Path, jobs: int) -> List[Dict[str, object]]:
+def bench_case(name: str, c, tmp: Path, jobs: int) -> List[Dict[str, object]]:
     sdir = tmp / f"{name}-sweep"
-    p = _run(LAR + ["sweep", str(ROOT / "cases" / "build" / c["model"]), "--input", _inputs(c), "--out", str(sdir),
-                    "-q", "-j", str(jobs), "--json", str(sdir) + ".json"])
+    p = timed(LAR_MODULE + ["sweep", str(c.model), "--input", ";".join(c.input_specs()), "--out", str(sdir),
+                            "-q", "-j", str(jobs), "--json", str(sdir) + ".json"], timeout=7200)
     if p.returncode not in (0, 1):
         return [{"case": name, "option": "-", "error": f"sweep exit {p.returncode}: {p.stderr.strip()[-300:]}"}]
     rep = json.loads(Path(str(sdir) + ".json").read_text())
@@ -93,7 +77,7 @@ PAIRS = {"cnn": "c2.weight", "resnet": "blocks.1.a.weight"}
 
 
 def bench_pair(name: str, tmp: Path) -> Dict[str, object]:
-    c = _cases()[name]
+    c = cases()[name]
     (tmp / f"{name}-pair-cache").mkdir()
     lar = tmp / f"{name}_pair_load_and_run"
     lar.write_text(f"#!/bin/sh\nWRAPPED_LAR_PAIR_FAULT={PAIRS[name]}:1e-3 WRAPPED_LAR_CACHE={tmp / f'{name}-pair-cache'} "
@@ -101,8 +85,8 @@ def bench_pair(name: str, tmp: Path) -> Dict[str, object]:
     lar.chmod(0o755)
     adir = tmp / f"{name}-pair-nvd"
     label = {"case": f"{name} (stand-in pair fault)", "option": "naive-vs-default"}
-    p = _run(LAR + ["naive-vs-default", str(ROOT / "cases" / "build" / c["model"]), "--input", _inputs(c),
-                    "--out", str(adir), "-q", "--no-local", "--lar", str(lar)])
+    p = timed(LAR_MODULE + ["naive-vs-default", str(c.model), "--input", ";".join(c.input_specs()),
+                            "--out", str(adir), "-q", "--no-local", "--lar", str(lar)], timeout=7200)
     if p.returncode != 1:
         return {**label, "error": p.stderr.strip()[-300:]}
     return _reduce(adir, tmp / f"{name}-pair-reduced", ["--lar", str(lar)], label)
@@ -127,20 +111,20 @@ def report(rows: List[Dict[str, object]], seconds: float, load: str) -> str:
         "folder); builds: graph reads and part builds (child processes that run nothing).", "",
         f"Targets: <= {TARGET_OPS} operators left: {ok_ops}/{len(done)} PASS; <= 3 log2(N) + 10 runs: "
         f"{ok_runs}/{len(done)} PASS; {len(rows) - len(done)} finding(s) not reduced (why in the last column).", "",
-        "| case | option | class | finding | operators N -> left | runs (counted) | target runs | builds | rejected "
-        "| kept | s | result |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    table = Table("case", "option", "class", "finding", "operators N -> left", "runs (counted)", "target runs", "builds",
+                  "rejected", "kept", "s", "result")
     for r in rows:
         if "after" in r:
             verdict = ("PASS" if int(r["after"]) <= TARGET_OPS and float(r["runs"]) <= float(r["target"])  # type: ignore[arg-type]
                        else "FAIL")
-            lines.append(f"| {r['case']} | {r['option']} | {r['klass']} | {r['finding']} | {r['before']} -> "
-                         f"{r['after']} | {r['runs']} ({r['counted']}) | {r['target']} | {r['builds']} | "
-                         f"{r['rejected']} | {r['kept']} | {r['seconds']} | {verdict} |")
+            table.row(r["case"], r["option"], r["klass"], r["finding"], f"{r['before']} -> {r['after']}",
+                      f"{r['runs']} ({r['counted']})", r["target"], r["builds"], r["rejected"], r["kept"], r["seconds"],
+                      verdict)
         else:
-            lines.append(f"| {r['case']} | {r['option']} | - | - | - | - | - | - | - | - | {_cell(r, 'seconds')} | "
-                         f"{_cell(r, 'error') if 'error' in r else 'nothing to reduce'} |")
+            table.row(r["case"], r["option"], *["-"] * 8, _cell(r, "seconds"),
+                      _cell(r, "error") if "error" in r else "nothing to reduce")
+    lines += table.lines()
     lines += ["", "Runs include the whole model's check (1) and the naive run of the result (1). A crash or "
               "stall costs its `LAR_PREC_STALL_AFTER` (5 s) per part that stalls; its signature is MegEngine's first "
               "fatal line, so a crash and a stall after the same line are one failure."]
@@ -154,8 +138,8 @@ def main() -> int:
     ap.add_argument("--pair", action="store_true", help="also the stand-in two-operator fault on cnn and resnet")
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-reduce.md"))
     args = ap.parse_args()
-    cases = _cases()
-    names = args.cases.split(",") if args.cases else sorted(cases)
+    built = cases()
+    names = args.cases.split(",") if args.cases else sorted(built)
     load0 = os.getloadavg()
     t0 = time.monotonic()
     rows: List[Dict[str, object]] = []
@@ -165,9 +149,9 @@ def main() -> int:
             print(f"  pair: {rows[-1]}", file=sys.stderr)
         for name in names:
             print(f"{name}: sweeping", file=sys.stderr)
-            rows += bench_case(name, cases[name], Path(tmp), args.jobs)
+            rows += bench_case(name, built[name], Path(tmp), args.jobs)
     load = f"{load0[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
-    Path(args.out).write_text(report(rows, time.monotonic() - t0, load))
+    write(Path(args.out), report(rows, time.monotonic() - t0, load), show=False)
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

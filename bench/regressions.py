@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,13 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
+from harness import LAR_MODULE, PY, ROOT, Table, cases, input_args, timed, write  # (first: this checkout's lar_prec)
 from lar_prec.report.model import read_json  # noqa: E402
 from lar_prec.store.db import open_store  # noqa: E402
 from lar_prec.store.summary import Summary  # noqa: E402
-from lar_prec.workflows.history import check, summarize  # noqa: E402
+from lar_prec.workflows.history.history import check, summarize  # noqa: E402
 
 CASES = ("fastrun_shake", "cnn", "resnet", "mlp", "attention")
 SIZES = ("1e-4", "1e-5")
@@ -59,23 +56,21 @@ def stand_in(path: Path, build: str, fault: Optional[str], cache: Path) -> Path:
     """A load_and_run build: tests/wrapped_lar.py with its fault built in (BUILD makes each file
     differ, as builds do; every build shares one cache of rewritten models)."""
     sets = f"BUILD={build} WRAPPED_LAR_CACHE={cache}" + (f" WRAPPED_LAR_OP_FAULT={fault}" if fault else "")
-    path.write_text(f"#!/bin/sh\n{sets} PYTHONPATH={ROOT} exec {sys.executable} {ROOT / 'tests' / 'wrapped_lar.py'} "
+    path.write_text(f"#!/bin/sh\n{sets} PYTHONPATH={ROOT} exec {PY} {ROOT / 'tests' / 'wrapped_lar.py'} "
                     "\"$@\"\n")
     path.chmod(0o755)
     return path
 
 
-def analyse(case: Dict[str, Any], out: Path, lar: Path, judge_only: bool = False) -> Optional[Path]:
+def analyse(case, out: Path, lar: Path, judge_only: bool = False) -> Optional[Path]:
     """One naive-vs-default --fast-run analysis into ``out`` (kept: a later run reuses it)."""
     if (out / "report.json").is_file():
         return out
     if judge_only:
         return None
-    inputs = [a for spec in case["inputs"] for a in ("--input", spec)]
-    argv = [sys.executable, "-m", "lar_prec", "naive-vs-default", case["model"], *inputs, "--lar", str(lar),
+    argv = [*LAR_MODULE, "naive-vs-default", str(case.model), *input_args(case), "--lar", str(lar),
             "--lar-args=--fast-run", "--out", str(out), "-q"]
-    p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800,
-                       env={**os.environ, "LAR_PREC_STORE": ""})
+    p = timed(argv, env={"LAR_PREC_STORE": ""}, timeout=1800)
     if p.returncode not in (0, 1) or not (out / "report.json").is_file():
         print(f"  analysis failed (exit {p.returncode}): {p.stderr.strip()[-400:]}", flush=True)
         return None
@@ -147,7 +142,7 @@ def check_clean(name: str, clean: List[Summary], work: Path, tally: Tally) -> No
                   "; ".join(f"{v['name']} {v['why']}" for v in res["regressed"][:3]), flush=True)
 
 
-def check_faults(name: str, case: Dict[str, Any], clean: List[Summary], args: argparse.Namespace, tally: Tally) -> None:
+def check_faults(name: str, case, clean: List[Summary], args: argparse.Namespace, tally: Tally) -> None:
     """Every fault of the case (analysed first unless cached) against all its clean runs."""
     builds, cache = args.work / "builds", args.work / "cache"
     report = json.loads((args.work / name / "clean-00" / "report.json").read_text())
@@ -177,19 +172,17 @@ def check_faults(name: str, case: Dict[str, Any], clean: List[Summary], args: ar
 
 
 def tables(tally: Tally) -> List[str]:
-    lines = ["| injected | checks | found (the faulted operator regressed) | recall | rooted (listed first, the root) |",
-             "|---|---|---|---|---|"]
+    faults = Table("injected", "checks", "found (the faulted operator regressed)", "recall", "rooted (listed first, the root)")
     for label, rs in tally.faults.items():
         n, hits, roots = len(rs), sum(h for h, _ in rs), sum(r for _, r in rs)
-        lines.append(f"| {label} | {n} | {hits} | {100 * hits / n:.1f}% | {roots} |")
-    lines += ["", "| case | clean checks | false alarms | operators judged | falsely regressed | faults found |",
-              "|---|---|---|---|---|---|"]
-    for name, (n, alarms, ops, false_ops, faults, hits) in tally.cases.items():
-        lines.append(f"| {name} | {n} | {alarms} | {ops} | {false_ops} | {hits}/{faults} |")
+        faults.row(label, n, hits, f"{100 * hits / n:.1f}%", roots)
+    per_case = Table("case", "clean checks", "false alarms", "operators judged", "falsely regressed", "faults found")
+    for name, (n, alarms, ops, false_ops, found, hits) in tally.cases.items():
+        per_case.row(name, n, alarms, ops, false_ops, f"{hits}/{found}")
     total = [sum(col) for col in zip(*tally.cases.values())]
-    lines.append(f"| all | {total[0]} | {total[1]} ({100 * total[1] / max(1, total[0]):.1f}%) | {total[2]} | "
-                 f"{total[3]} | {total[5]}/{total[4]} |")
-    return lines
+    per_case.row("all", total[0], f"{total[1]} ({100 * total[1] / max(1, total[0]):.1f}%)", total[2], total[3],
+                 f"{total[5]}/{total[4]}")
+    return [*faults.lines(), "", *per_case.lines()]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -202,16 +195,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--judge-only", action="store_true", help="no new analyses: judge those under --work")
     args = ap.parse_args(argv)
     t0 = time.time()
-    manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
-    by_name = {c["name"]: c for c in manifest["cases"]}
+    by_name = cases()
     (args.work / "builds").mkdir(parents=True, exist_ok=True)
     (args.work / "cache").mkdir(exist_ok=True)
     tally = Tally()
     for name in args.cases.split(","):
-        c = by_name[name]
-        case = {"model": str(ROOT / "cases" / "build" / c["model"]),
-                "inputs": [f"{spec.split(':', 1)[0]}:{ROOT / 'cases' / 'build' / spec.split(':', 1)[1]}"
-                           for spec in c["inputs"]]}
+        case = by_name[name]
         clean: List[Summary] = []
         for k in range(args.clean):
             lar = stand_in(args.work / "builds" / f"clean-{k:02d}", str(k), None, args.work / "cache")
@@ -223,10 +212,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         check_faults(name, case, clean, args, tally)
     lines = [f"`bench/regressions.py --cases {args.cases} --clean {args.clean} --ops {args.ops}`, "
              f"{time.strftime('%Y-%m-%d')}, {time.time() - t0:.0f} s.", "", *tables(tally)]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    write(args.out, "\n".join(lines) + "\n")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The benchmark's report: the machine, the targets of issue 7 with PASS/FAIL, and RESULTS.md."""
+"""The benchmark's report: the machine, and RESULTS.md (the targets' rows come from targets.py)."""
 from __future__ import annotations
 
 import argparse
@@ -7,30 +7,12 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from gen import PairInfo
+from harness import Table
 from procs import ROOT, TREE_METRIC, rss_method
-from sections import CHAIN_VARS, ROOTING_VARS, THRESHOLD, Section, _fmt_bytes, kernel_state
-
-TARGETS = {
-    "speedup": 5.0,          # lar-prec compare at least 5x faster than MegEngine's script
-    "gbps": 1.5,             # GB/s of dump read (both folders) per second of wall time
-    "peak_rss_mb": 150.0,    # peak RSS of lar-prec compare, any dump size
-    "help_s": 0.5,           # lar-prec --help
-    "rooting_s": 2.0,        # roots of a 20,000-variable graph
-    "chain_s": 2.0,          # issue 41: tree, root and its path, a chain 50,000 vars deep
-    "nvd_overhead": 0.20,    # naive-vs-default analysis time / load_and_run time
-    # issue 24
-    "many_us_per_var": 50.0,  # lar-prec compare on 20,000 small vars, whole process, per var
-    "many_speedup": 3.5,      # the same against MegEngine's script in the same run
-    "big_of_cat": 0.5,        # big pair: lar-prec's speed as a share of `cat` of both folders
-    # issue 40
-    "auto_over_fixed": 1.2,   # --threshold auto against the fixed one, 20,000 small vars
-    "auto_us_per_var": 50.0,  # --threshold auto on 20,000 small vars, whole process, per var
-    "auto_of_cat": 0.5,       # main pair, --threshold auto: a share of `cat` of both folders
-    "over_before": 1.1,       # main pair, fixed threshold: this build against --before (statistics added)
-}
+from sections import THRESHOLD, Section, _fmt_bytes, kernel_state
 
 
 def ensure_bytecode() -> str:
@@ -103,106 +85,6 @@ def machine_info() -> Dict[str, str]:
     }
 
 
-def _verdict(value: Optional[float], goal: float, higher_is_better: bool) -> str:
-    if value is None:
-        return "n/a"
-    ok = value >= goal if higher_is_better else value < goal
-    return "PASS" if ok else "FAIL"
-
-
-def _row(target: str, value: Optional[float], shown: Callable[[float], str], goal: str, limit: float,
-         higher_is_better: bool) -> Dict[str, Any]:
-    """One row of the targets table: ``shown(value)``, or "not available" without a value."""
-    return {"target": target, "value": value, "shown": shown(value) if value is not None else "not available",
-            "goal": goal, "result": _verdict(value, limit, higher_is_better)}
-
-
-def targets(sections: Dict[str, Section]) -> List[Dict[str, Any]]:
-    """The issue's targets with the measured values and PASS/FAIL/n/a."""
-    rows: List[Dict[str, Any]] = []
-    cmp_ = sections.get("compare")
-    lar = cmp_.data.get("lar-prec") if cmp_ else None
-    speed = cmp_.data.get("speedup") if cmp_ else None
-    other = [t for t in (cmp_.data.get("tools", []) if cmp_ else []) if t.startswith("lar-prec --")]
-    alt = cmp_.data[other[0]] if other else None
-    alt_speed = f" (`{other[0]}`: {alt['speedup']:.1f}x)" if alt and alt.get("speedup") else ""
-    alt_gbps = f" (`{other[0]}`: {alt['gbps']:.2f} GB/s)" if alt and alt.get("gbps") else ""
-    rows.append(_row("compare: speed vs MegEngine compare_binary_iodump (main pair)", speed,
-                     lambda v: f"{v:.1f}x{alt_speed}", f">= {TARGETS['speedup']:g}x", TARGETS["speedup"], True))
-    gbps = lar.get("gbps") if lar else None
-    rows.append(_row("compare: dump read throughput (main pair, whole process)", gbps,
-                     lambda v: f"{v:.2f} GB/s{alt_gbps}", f">= {TARGETS['gbps']:g} GB/s", TARGETS["gbps"], True))
-    mem = sections.get("memory")
-    peak = mem.data.get("peak_mb") if mem and mem.available else None
-    if peak is None and lar:
-        peak_note = " (main pair only; big pair skipped)"
-        peak = max(lar["maxrss_mb"], lar.get("tree_peak_mb") or 0.0)
-    else:
-        peak_note = ""
-    rows.append(_row("compare: peak RSS (big pair)" + peak_note, peak,
-                     lambda v: f"{v:.0f} MB", f"< {TARGETS['peak_rss_mb']:g} MB", TARGETS["peak_rss_mb"], False))
-    st = sections.get("startup")
-    helps = st.data.get("help_median_s") if st and st.available else None
-    rows.append(_row("`lar-prec --help` wall time", helps, lambda v: f"{v:.3f} s", f"< {TARGETS['help_s']:g} s",
-                     TARGETS["help_s"], False))
-    imp = st.data.get("megengine_imported_by") if st and st.available else None
-    if imp is None:
-        rows.append({"target": "no megengine import (--help, compare)", "value": None, "shown": "not available",
-                     "goal": "none imported", "result": "n/a"})
-    else:
-        bad = {k: v for k, v in imp.items() if v}
-        shown = "none (" + ", ".join(imp) + ")" if not bad else "; ".join(f"{k}: {', '.join(v[:3])}" for k, v in bad.items())
-        if "compare" not in imp:
-            shown += "; compare not checked (not available)"
-        rows.append({"target": "no megengine import (--help, compare)", "value": not bad, "shown": shown,
-                     "goal": "none imported", "result": "PASS" if not bad and "compare" in imp else ("FAIL" if bad else "n/a")})
-    rt = sections.get("rooting")
-    rs = rt.data.get("median_s") if rt and rt.available else None
-    rows.append(_row(f"rooting a graph of {rt.data.get('n_vars', ROOTING_VARS) if rt else ROOTING_VARS:,} variables", rs,
-                     lambda v: f"{v:.3f} s", f"< {TARGETS['rooting_s']:g} s", TARGETS["rooting_s"], False))
-    ch = rt.data.get("chain") if rt and rt.available else None
-    rows.append(_row(f"path to a root {ch['depth'] if ch else CHAIN_VARS:,} vars deep (tree, roots, path)",
-                     ch["median_s"] if ch else None, lambda v: f"{v:.3f} s", f"< {TARGETS['chain_s']:g} s",
-                     TARGETS["chain_s"], False))
-    nv = sections.get("naive-vs-default")
-    ov = nv.data.get("overhead_median") if nv and nv.available else None
-    rows.append(_row("naive-vs-default (worst of resnet, vit, mobilenetv3, gru_topk): analysis time / load_and_run time",
-                     ov, lambda v: f"{100 * v:.1f}%",
-                     f"< {100 * TARGETS['nvd_overhead']:g}%", TARGETS["nvd_overhead"], False))
-    many = sections.get("many")
-    mlar = many.data.get("lar-prec") if many else None
-    n = many.data.get("n_vars") if many else None
-    per_var = (mlar["median_s"] / n * 1e6) if mlar and mlar.get("median_s") and n else None
-    rows.append(_row(f"compare: per variable, {n or 20_000:,} small vars (whole process)", per_var,
-                     lambda v: f"{v:.0f} us", f"<= {TARGETS['many_us_per_var']:g} us", TARGETS["many_us_per_var"],
-                     False))
-    rows.append(_row("compare: speed vs MegEngine on the many-variable pair", many.data.get("speedup") if many else None,
-                     lambda v: f"{v:.2f}x", f">= {TARGETS['many_speedup']:g}x", TARGETS["many_speedup"], True))
-    of_cat = mem.data.get("of_cat") if mem and mem.available else None
-    rows.append(_row("compare: big pair speed / `cat` of both folders", of_cat,
-                     lambda v: f"{100 * v:.0f}% (cat {mem.data['cat_gbps']:.2f} GB/s)", f">= {100 * TARGETS['big_of_cat']:g}%",
-                     TARGETS["big_of_cat"], True))
-    # issue 40: the default threshold as fast as a fixed one; statistics at little cost
-    ratio = many.data.get("auto_over_fixed") if many else None
-    rows.append(_row(f"compare --threshold auto / fixed, {n or 20_000:,} small vars (same run)", ratio,
-                     lambda v: f"{v:.2f}x", f"<= {TARGETS['auto_over_fixed']:g}x", TARGETS["auto_over_fixed"], False))
-    alar = many.data.get("lar-prec, auto") if many else None
-    auto_us = (alar["median_s"] / n * 1e6) if alar and alar.get("median_s") and n else None
-    rows.append(_row(f"compare --threshold auto: per variable, {n or 20_000:,} small vars", auto_us,
-                     lambda v: f"{v:.0f} us", f"<= {TARGETS['auto_us_per_var']:g} us", TARGETS["auto_us_per_var"], False))
-    aoc = cmp_.data.get("auto_of_cat") if cmp_ else None
-    rows.append(_row("compare --threshold auto: main pair speed / `cat` of both folders", aoc,
-                     lambda v: f"{100 * v:.0f}% (cat {cmp_.data['cat_s']:.2f} s)",
-                     f">= {100 * TARGETS['auto_of_cat']:g}%", TARGETS["auto_of_cat"], True))
-    ob = cmp_.data.get("over_before") if cmp_ else None
-    if ob is not None:
-        mob = many.data.get("over_before") if many else None
-        extra = f"; {n or 20_000:,} small vars {mob:.2f}x" if mob else ""
-        rows.append(_row("compare, main pair, fixed threshold: time / `--before`", ob, lambda v: f"{v:.2f}x{extra}",
-                         f"<= {TARGETS['over_before']:g}x", TARGETS["over_before"], False))
-    return rows
-
-
 def _pair_line(p: PairInfo) -> str:
     dts = ", ".join(f"{k} {v}" for k, v in p.dtype_counts.items())
     gen = f"generated in {p.seconds:.1f} s" if p.seconds else "reused from an earlier --keep run"
@@ -231,9 +113,8 @@ def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo]
     if not s.available:
         L.append(s.note + ".")
         return
-    L.append(f"| tool | median | GB/s | speed-up | runs (s) | peak RSS, one process | peak {TREE_METRIC}, process tree (sampled) "
-             "| of which anonymous | exit codes | divergent vars found |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|")
+    table = Table("tool", "median", "GB/s", "speed-up", "runs (s)", "peak RSS, one process",
+                  f"peak {TREE_METRIC}, process tree (sampled)", "of which anonymous", "exit codes", "divergent vars found")
     labels = list(s.data.get("tools", []))
     if "lar_note" in s.data:
         labels.insert(0, "lar-prec")
@@ -242,16 +123,16 @@ def _render_compare(L: List[str], s: Optional[Section], pair: Optional[PairInfo]
     for tool in labels:
         d = s.data.get(tool)
         if d is None:
-            L.append(f"| {tool} | {s.data.get('lar_note' if tool == 'lar-prec' else 'mge_note', 'not available')} "
-                     "| | | | | | | | |")
+            table.row(tool, s.data.get("lar_note" if tool == "lar-prec" else "mge_note", "not available"), *[None] * 8)
             continue
         tree = f"{d['tree_peak_mb']:.0f} MB" if d.get("tree_peak_mb") is not None else "-"
         anon = f"{d['tree_peak_anon_mb']:.0f} MB" if d.get("tree_peak_anon_mb") is not None else "-"
         found = d.get("divergent_found")
         sp = f"{d['speedup']:.2f}x" if d.get("speedup") else "-"
-        L.append(f"| {tool} | {d['median_s']:.2f} s | {d['gbps']:.2f} | {sp} | {', '.join(f'{x:.2f}' for x in d['seconds'])} "
-                 f"| {d['maxrss_mb']:.0f} MB | {tree} | {anon} | {', '.join(map(str, d['returncodes']))} "
-                 f"| {found if found is not None else '?'} |")
+        table.row(tool, f"{d['median_s']:.2f} s", f"{d['gbps']:.2f}", sp, ", ".join(f"{x:.2f}" for x in d["seconds"]),
+                  f"{d['maxrss_mb']:.0f} MB", tree, anon, ", ".join(map(str, d["returncodes"])),
+                  found if found is not None else "?")
+    L += table.lines()
     L.append("")
     if s.data.get("auto_over_fixed"):
         n_runs = len((s.data.get("lar-prec") or {}).get("seconds") or ())
@@ -325,10 +206,10 @@ def _render_head(L: List[str], args: argparse.Namespace, machine: Dict[str, str]
     L.append("")
     L.append("## Targets")
     L.append("")
-    L.append("| target | measured | goal | result |")
-    L.append("|---|---|---|---|")
+    table = Table("target", "measured", "goal", "result")
     for r in rows:
-        L.append(f"| {r['target']} | {r['shown']} | {r['goal']} | {r['result']} |")
+        table.row(r["target"], r["shown"], r["goal"], r["result"])
+    L += table.lines()
     L.append("")
 
 
@@ -350,16 +231,16 @@ def _render_profile_many(L: List[str], s: Optional[Section]) -> None:
              "as a child process `python -c \"import lar_prec.cli\"`. The sum is close to, not equal to, the whole "
              "command in section 2b (which also parses its options and writes the terminal verdict).")
     L.append("")
-    L.append("| stage | what | seconds | us per var | share |")
-    L.append("|---|---|---|---|---|")
+    table = Table("stage", "what", "seconds", "us per var", "share")
     what = {"start-up": "interpreter and lar-prec imports (numpy is loaded by the stages that use it)", "index": "list both folders",
             "read": "every pair of files read once in C on threads: headers, titles, values compared; filed in the folders",
             "pairing": "names checked, execution order",
             "records": "each var's record made and judged (and what the batch reader left, measured)",
             "tree": "variable tree and roots", "report": "Report model (vars made lazily)", "json": "report written"}
     for k in ("start-up", "index", "read", "pairing", "records", "tree", "report", "json"):
-        L.append(f"| {k} | {what[k]} | {d[k]:.3f} | {d[k] / n * 1e6:.0f} | {100 * d[k] / d['total']:.0f}% |")
-    L.append(f"| total | | {d['total']:.3f} | {d['total'] / n * 1e6:.0f} | |")
+        table.row(k, what[k], f"{d[k]:.3f}", f"{d[k] / n * 1e6:.0f}", f"{100 * d[k] / d['total']:.0f}%")
+    table.row("total", None, f"{d['total']:.3f}", f"{d['total'] / n * 1e6:.0f}", None)
+    L += table.lines()
     L.append("")
 
 
@@ -457,21 +338,21 @@ def _render_nvd(L: List[str], sections: Dict[str, Section]) -> None:
         L.append("- pipe: stdout and stderr piped (no progress bars); terminal: on a pseudo-terminal, progress bars "
                  "on, as a user at a terminal runs it.")
         L.append("")
-        L.append("| case | median overhead, piped | median overhead, terminal |")
-        L.append("|---|---|---|")
+        by_case = Table("case", "median overhead, piped", "median overhead, terminal")
         for name, med in d.get("by_case", {}).items():
-            cells = [f"{100 * med[m]:.1f}%" if med.get(m) is not None else "?" for m in ("pipe", "terminal")]
-            L.append(f"| {name} | {cells[0]} | {cells[1]} |")
+            by_case.row(name, *(f"{100 * med[m]:.1f}%" if med.get(m) is not None else "?" for m in ("pipe", "terminal")))
+        L += by_case.lines()
         L.append("")
-        L.append("| case | run | where | wall (s) | load_and_run runs (s) | layerwise runs (s) | analysis (s) | overhead | exit code |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        runs = Table("case", "run", "where", "wall (s)", "load_and_run runs (s)", "layerwise runs (s)", "analysis (s)",
+                     "overhead", "exit code")
         for r in d["rows"]:
             rs = ", ".join(f"{x:.2f}" for x in r["run_seconds"]) if r.get("run_seconds") else "?"
             ls = ", ".join(f"{x:.2f}" for x in r.get("local_run_seconds") or []) or "-"
             an = f"{r['analysis_s']:.2f}" if "analysis_s" in r else "?"
             ov = f"{100 * r['overhead']:.1f}%" if r.get("overhead") is not None else "?"
-            L.append(f"| {r.get('case', 'resnet')} | {r.get('i', '?')} | {r.get('mode', 'pipe')} | {r['wall_s']:.2f} | {rs} | "
-                     f"{ls} | {an} | {ov} | {r['rc']} |")
+            runs.row(r.get("case", "resnet"), r.get("i", "?"), r.get("mode", "pipe"), f"{r['wall_s']:.2f}", rs, ls, an, ov,
+                     r["rc"])
+        L += runs.lines()
         if nvd.note:
             L.append("")
             L.append(nvd.note + ".")

@@ -28,18 +28,19 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-# the pieces: procs (child processes), sections (what is measured), results (RESULTS.md)
+# the pieces: procs (child processes), sections (what is measured), targets (the goals, as data),
+# results (RESULTS.md); PARTS below lists the sections
 from gen import PairInfo, PairSpec, generate_pair  # noqa: E402
 from procs import LAR, _ok  # noqa: E402
-from results import _pair_line, ensure_bytecode, machine_info, render, targets  # noqa: E402
+from results import _pair_line, ensure_bytecode, machine_info, render  # noqa: E402
 from sections import (  # noqa: E402,F401  (parse_size: tests/test_bench.py reads it here)
     CHAIN_VARS,
     ROOTING_VARS,
@@ -55,6 +56,7 @@ from sections import (  # noqa: E402,F401  (parse_size: tests/test_bench.py read
     get_pair,
     parse_size,
 )
+from targets import targets  # noqa: E402
 
 
 # ------------------------------------------------------------------ main
@@ -101,72 +103,107 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return args
 
 
+class Bench:
+    """One run of the benchmark: its options, what is available, the pairs it generated."""
+
+    def __init__(self, args: argparse.Namespace, have_lar: bool, have_mge: bool, work: Path) -> None:
+        self.args, self.have_lar, self.have_mge, self.work = args, have_lar, have_mge, work
+        self.size, self.big = parse_size(args.size), parse_size(args.big)
+        self.pairs: Dict[str, PairInfo] = {}
+        self.made: Dict[str, Path] = {}
+
+    def pair(self, key: str, folder: str, spec: PairSpec) -> PairInfo:
+        """The pair ``key`` in ``--data``/``folder`` (generated, or kept by an earlier ``--keep``)."""
+        root = Path(self.args.data) / folder
+        self.made[key] = root
+        self.pairs[key] = get_pair(root, spec, self.args.keep)
+        print(f"  {_pair_line(self.pairs[key])}", flush=True)
+        return self.pairs[key]
+
+    def drop(self, key: str) -> None:
+        """Delete the pair ``key`` once its sections ran (unless --keep): the big ones take GBs."""
+        if not self.args.keep:
+            shutil.rmtree(self.made[key], ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A section of the benchmark as data: its name in the report, its ``--skip`` name, when it
+    runs, the line it prints and what it measures (the pairs it needs made by ``Bench.pair``);
+    ``drop``: the pair deleted at its place in the order, whether it ran or not."""
+
+    name: str
+    skip: str
+    runs: Callable[[Bench], bool]
+    title: Callable[[Bench], str]
+    measure: Callable[[Bench], Section]
+    drop: Optional[str] = None
+
+
+def _main_pair(b: Bench) -> Section:
+    a = b.args
+    pair = b.pair("main", f"pair-{a.size}", PairSpec(total_bytes=b.size, n_vars=a.vars, divergent_share=a.divergent))
+    return bench_compare(pair, b.work, a.repeat, b.have_lar, b.have_mge, warm=True, before=a.before)
+
+
+def _big_pair(b: Bench) -> Section:
+    a = b.args
+    # one variable of a quarter of a folder: far beyond the memory budget at full size
+    pair = b.pair("big", f"pair-{a.big}-big", PairSpec(total_bytes=b.big, n_vars=a.vars, divergent_share=a.divergent,
+                                                        megengine_compatible=False, largest_var_bytes=b.big // 8, seed=7))
+    return bench_memory(pair, b.work, b.have_lar)
+
+
+def _many_pair(b: Bench) -> Section:
+    a = b.args
+    # about 8 KB per variable and folder: the per-variable cost dominates
+    pair = b.pair("many", f"pair-{a.many_vars}-vars", PairSpec(total_bytes=a.many_vars * 16_000, n_vars=a.many_vars,
+                                                                divergent_share=a.divergent, seed=11))
+    return bench_compare(pair, b.work, a.repeat, b.have_lar, b.have_mge, warm=True, name="many", variants=False,
+                         before=a.before, pair_repeat=PAIR_REPEAT)
+
+
+#: the sections, in the order they run and the report shows them
+PARTS = (
+    Part("compare", "compare", lambda b: True, lambda b: f"[1] compare on a {_fmt_bytes(b.size)} pair", _main_pair),
+    Part("memory", "memory", lambda b: bool(b.big), lambda b: f"[2] peak memory on a {_fmt_bytes(b.big)} pair",
+         _big_pair, drop="big"),
+    Part("many", "many", lambda b: bool(b.args.many_vars), lambda b: f"[2b] compare on {b.args.many_vars:,} small variables",
+         _many_pair),
+    Part("profile-many", "many", lambda b: bool(b.args.many_vars) and b.have_lar,
+         lambda b: "[2c] where the time goes on the many-variable pair",
+         lambda b: bench_profile_many(b.pairs["many"], b.work, b.args.repeat), drop="many"),
+    # start-up's compare runs on a two-variable pair made for the import check
+    Part("startup", "startup", lambda b: True, lambda b: "[3] start-up",
+         lambda b: bench_startup(b.pairs["tiny"], b.args.repeat, b.have_lar)),
+    Part("rooting", "rooting", lambda b: True, lambda b: f"[4] rooting {b.args.rooting_vars:,} variables",
+         lambda b: bench_rooting(b.args.rooting_vars, b.args.chain_vars)),
+    Part("naive-vs-default", "nvd", lambda b: True, lambda b: "[5] naive-vs-default on resnet",
+         lambda b: bench_nvd(b.args.repeat, b.work, warmup=not b.args.quick,
+                             cases=("resnet",) if b.args.quick else NVD_CASES)),
+)
+
+
 def measure(args: argparse.Namespace, skip: set, have_lar: bool, have_mge: bool
             ) -> "tuple[Dict[str, PairInfo], Dict[str, Section]]":
     """Run every section not skipped; generated pairs are deleted unless --keep."""
-    size, big = parse_size(args.size), parse_size(args.big)
-    data_root = Path(args.data)
-    data_root.mkdir(parents=True, exist_ok=True)
+    Path(args.data).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="lar-prec-bench-"))
-    pairs: Dict[str, PairInfo] = {}
+    b = Bench(args, have_lar, have_mge, work)
     sections: Dict[str, Section] = {}
-    made: List[Path] = []
     try:
-        # a two-variable pair for the import check
-        tiny = generate_pair(work / "tiny", PairSpec(total_bytes=200_000, n_vars=4, divergent_share=0.5))
-        if "compare" not in skip:
-            print(f"[1] compare on a {_fmt_bytes(size)} pair", flush=True)
-            root = data_root / f"pair-{args.size}"
-            made.append(root)
-            pairs["main"] = get_pair(root, PairSpec(total_bytes=size, n_vars=args.vars,
-                                                     divergent_share=args.divergent), args.keep)
-            print(f"  {_pair_line(pairs['main'])}", flush=True)
-            sections["compare"] = bench_compare(pairs["main"], work, args.repeat, have_lar, have_mge, warm=True,
-                                                before=args.before)
-        if big and "memory" not in skip:
-            print(f"[2] peak memory on a {_fmt_bytes(big)} pair", flush=True)
-            root = data_root / f"pair-{args.big}-big"
-            made.append(root)
-            # one variable of a quarter of a folder: far beyond the memory budget at full size
-            pairs["big"] = get_pair(root, PairSpec(total_bytes=big, n_vars=args.vars, divergent_share=args.divergent,
-                                                    megengine_compatible=False, largest_var_bytes=big // 8,
-                                                    seed=7), args.keep)
-            print(f"  {_pair_line(pairs['big'])}", flush=True)
-            sections["memory"] = bench_memory(pairs["big"], work, have_lar)
-            if not args.keep:
-                shutil.rmtree(root, ignore_errors=True)
-        if args.many_vars and "many" not in skip:
-            print(f"[2b] compare on {args.many_vars:,} small variables", flush=True)
-            root = data_root / f"pair-{args.many_vars}-vars"
-            made.append(root)
-            # about 8 KB per variable and folder: the per-variable cost dominates
-            pairs["many"] = get_pair(root, PairSpec(total_bytes=args.many_vars * 16_000, n_vars=args.many_vars,
-                                                     divergent_share=args.divergent, seed=11), args.keep)
-            print(f"  {_pair_line(pairs['many'])}", flush=True)
-            sections["many"] = bench_compare(pairs["many"], work, args.repeat, have_lar, have_mge, warm=True, name="many",
-                                             variants=False, before=args.before,
-                                             pair_repeat=PAIR_REPEAT)
-            if have_lar:
-                print("[2c] where the time goes on the many-variable pair", flush=True)
-                sections["profile-many"] = bench_profile_many(pairs["many"], work, args.repeat)
-            if not args.keep:
-                shutil.rmtree(root, ignore_errors=True)
-        if "startup" not in skip:
-            print("[3] start-up", flush=True)
-            sections["startup"] = bench_startup(tiny, args.repeat, have_lar)
-        if "rooting" not in skip:
-            print(f"[4] rooting {args.rooting_vars:,} variables", flush=True)
-            sections["rooting"] = bench_rooting(args.rooting_vars, args.chain_vars)
-        if "nvd" not in skip:
-            print("[5] naive-vs-default on resnet", flush=True)
-            sections["naive-vs-default"] = bench_nvd(args.repeat, work, warmup=not args.quick,
-                                                     cases=("resnet",) if args.quick else NVD_CASES)
+        b.pairs["tiny"] = generate_pair(work / "tiny", PairSpec(total_bytes=200_000, n_vars=4, divergent_share=0.5))
+        for part in PARTS:
+            if part.skip not in skip and part.runs(b):
+                print(part.title(b), flush=True)
+                sections[part.name] = part.measure(b)
+            if part.drop in b.made:
+                b.drop(part.drop)
     finally:
-        if not args.keep:
-            for root in made:
-                shutil.rmtree(root, ignore_errors=True)
+        for key in b.made:
+            b.drop(key)
         shutil.rmtree(work, ignore_errors=True)
-    return pairs, sections
+    return {k: v for k, v in b.pairs.items() if k != "tiny"}, sections
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

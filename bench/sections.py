@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gen import PairInfo, PairSpec, generate_pair, graph_edges
+from harness import BUILD, alternate, cases as built_cases
 from procs import LAR, MGE_COMPARE, PY, ROOT, Proc, _median, _ok, run_proc
 
 THRESHOLD = "1e-3"
@@ -187,15 +188,17 @@ def bench_compare(pair: PairInfo, work: Path, repeat: int, have_lar: bool, have_
         first[tool] = run_proc(argv, stdout=mge_out if tool == "megengine" else None, sample=True, env=envs.get(tool),
                                tty=tool in ttys)
     rounds = max(repeat, pair_repeat) if repeat else 0  # --quick: the warm-up run is the only run
-    for i in range(rounds):
-        order = tools if i % 2 == 0 else tools[::-1]
-        for tool, argv, _ in order:
-            if i >= repeat and tool == "megengine":  # the extra rounds are lar-prec's (all of its rows, interleaved)
-                continue
-            p = run_proc(argv, env=envs.get(tool), tty=tool in ttys)
-            runs[tool].append(p)
-            print(f"  {tool} run {i + 1}/{rounds}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
-                  flush=True)
+
+    def timed_run(tool: str, argv: List[str], i: int) -> None:
+        if i >= repeat and tool == "megengine":  # the extra rounds are lar-prec's (all of its rows, interleaved)
+            return
+        p = run_proc(argv, env=envs.get(tool), tty=tool in ttys)
+        runs[tool].append(p)
+        print(f"  {tool} run {i + 1}/{rounds}: {p.seconds:.2f} s, rc {p.returncode}, peak RSS {p.maxrss_mb:.0f} MB",
+              flush=True)
+
+    # lar-prec's rows and their counterpart, MegEngine's script, in turn (every other round reversed)
+    alternate([(tool, argv) for tool, argv, _ in tools], rounds, timed_run, turn=True)
     for tool, _, json_path in tools:
         s.data[tool] = _tool_summary(pair, runs[tool], first[tool], json_path, mge_out)
     s.data["generated_divergent"] = pair.n_divergent
@@ -474,30 +477,27 @@ def bench_nvd(repeat: int, work: Path, warmup: bool = True, cases: Sequence[str]
         s.available = False
         s.note = "not available: `lar-prec naive-vs-default` does not exist yet"
         return s
-    manifest = ROOT / "cases" / "build" / "manifest.json"
-    if not manifest.exists():
+    if not (BUILD / "manifest.json").exists():
         s.available = False
         s.note = "not available: cases are not built (run `make cases`)"
         return s
-    built = {c["name"]: c for c in json.loads(manifest.read_text())["cases"]}
+    built = built_cases()
     cases = [c for c in cases if c in built]
     if not cases:
         s.available = False
         s.note = "not available: none of the cases in the manifest"
         return s
-    base = manifest.parent
     rows = []
     first = 0 if warmup else 1
     argv: List[str] = []
     for name in cases:
         c = built[name]
-        inputs = [f"{spec.split(':', 1)[0]}:{base / spec.split(':', 1)[1]}" for spec in c["inputs"]]
         for i in range(first, max(1, repeat) + 1):
             # piped (progress bars off) and on a terminal (progress bars on), alternating
             for mode in (("pipe", "terminal") if i % 2 else ("terminal", "pipe")):
                 out_json = work / f"nvd-{name}-{i}-{mode}.json"
                 folder = work / f"nvd-runs-{name}-{i}-{mode}"
-                argv = LAR + ["naive-vs-default", str(base / c["model"]), "--input", ";".join(inputs),
+                argv = LAR + ["naive-vs-default", str(c.model), "--input", ";".join(c.input_specs()),
                               "--json", str(out_json), "--out", str(folder)]
                 row = _nvd_row(run_proc(argv, tty=mode == "terminal"), out_json, i, name, folder)
                 row["mode"] = mode

@@ -19,15 +19,14 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import LAR_MODULE, ROOT, Table, case as built_case, input_args, timed, write
+
 TARGET = 3.0
 
 
@@ -57,16 +56,14 @@ def run_measured(argv: List[str], folder: Path, every: float) -> Tuple[int, floa
             done.wait(every)
 
     t = threading.Thread(target=watch, daemon=True)
-    t0 = time.monotonic()
     t.start()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = timed(argv, stdout=False, timeout=None)
     done.set()
     t.join()
     end = disk_bytes(folder)
     if proc.returncode not in (0, 1):
         sys.stderr.write(proc.stderr[-2000:])
-    return proc.returncode, time.monotonic() - t0, max(peak, end), end
+    return proc.returncode, proc.seconds, max(peak, end), end
 
 
 def main() -> int:
@@ -79,23 +76,20 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-shake-disk.md"))
     ap.add_argument("--append", action="store_true", help="add to --out instead of replacing it")
     args = ap.parse_args()
-    manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
-    case = next(c for c in manifest["cases"] if c["name"] == args.case)
-    base = ROOT / "cases" / "build"
-    model = str(base / case["model"])
-    inputs = [f"{i.split(':', 1)[0]}:{base / i.split(':', 1)[1]}" for i in case["inputs"]]
-    lar = [sys.executable, "-m", "lar_prec"]
+    case = built_case(args.case)
+    model, inputs = str(case.model), input_args(case)
+    lar = LAR_MODULE
     rows: Dict[str, Tuple[int, float, int, int]] = {}
     with tempfile.TemporaryDirectory(prefix="lar-prec-shake-disk-") as tmp:
         t = Path(tmp)
         one = t / "one"
         rows["one run (lar-prec run)"] = run_measured(
-            [*lar, "run", model, "--config", args.config, *sum((["--input", i] for i in inputs), []), "--out", str(one)],
+            [*lar, "run", model, "--config", args.config, *inputs, "--out", str(one)],
             one, args.every)
         shakes = [("", "shake")] + ([] if args.no_keep_all else [("--keep-all", "shake --keep-all")])
         for flag, name in shakes:
             folder = t / name.replace(" ", "").replace("-", "")
-            argv = [*lar, "shake", model, *sum((["--input", i] for i in inputs), []), "--repeat", str(args.repeat),
+            argv = [*lar, "shake", model, *inputs, "--repeat", str(args.repeat),
                     "--config", args.config, "--out", str(folder), "-q", *([flag] if flag else [])]
             rows[f"{name} --repeat {args.repeat}"] = run_measured(argv, folder, args.every)
         report = json.loads(next((t / "shake").glob("**/report.json")).read_text()) if (t / "shake").exists() else {}
@@ -109,12 +103,12 @@ def main() -> int:
         f"analysis folder; peak sampled every {args.every} s while the command ran. Target (issue 22): "
         f"shake --repeat 50 < {TARGET:g}x one run.",
         "",
-        "| command | exit | seconds | peak | at the end | peak / one run | end / one run |",
-        "|---|---|---|---|---|---|---|",
     ]
+    table = Table("command", "exit", "seconds", "peak", "at the end", "peak / one run", "end / one run")
     for name, (rc, secs, peak, end) in rows.items():
-        lines.append(f"| `{name}` | {rc} | {secs:.1f} | {peak / 1e6:.2f} MB | {end / 1e6:.2f} MB | "
-                     f"{peak / one_b:.2f}x | {end / one_b:.2f}x |")
+        table.row(f"`{name}`", rc, f"{secs:.1f}", f"{peak / 1e6:.2f} MB", f"{end / 1e6:.2f} MB", f"{peak / one_b:.2f}x",
+                  f"{end / one_b:.2f}x")
+    lines += table.lines()
     shake_row = rows[f"shake --repeat {args.repeat}"]
     verdict = "PASS" if shake_row[2] / one_b < TARGET else "FAIL"
     lines += ["", f"Result: shake --repeat {args.repeat} peaks at {shake_row[2] / one_b:.2f}x one run "
@@ -130,7 +124,7 @@ def main() -> int:
     print(text)
     if args.out:
         out = Path(args.out)
-        out.write_text((out.read_text() + "\n" if args.append and out.exists() else "") + text)
+        write(out, (out.read_text() + "\n" if args.append and out.exists() else "") + text, show=False)
     return 0
 
 

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import stat
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import LAR_MODULE, Table, alternate, case as built_case, input_args, timed, write
+
 STAND_IN = """#!{python}
 import os, signal, sys
 if any(f in sys.argv for f in {flags!r}):
@@ -42,44 +40,36 @@ def main() -> int:
     ap.add_argument("--stall", default="", help="LAR_PREC_STALL_AFTER for the watched run (default: lar-prec's)")
     ap.add_argument("--out", help="also append the result lines to this Markdown file")
     args = ap.parse_args()
-    manifest = json.loads((ROOT / "cases" / "build" / "manifest.json").read_text())
-    case = next(c for c in manifest["cases"] if c["name"] == args.case)
+    case = built_case(args.case)
     stalling = args.options.split(",")[0]
     flag = {"nchw88": "--enable-nchw88"}.get(stalling, f"--{stalling}" if stalling.startswith("enable") else f"--enable-{stalling}")
-    lines = []
+    table = Table("case", "CPU watch", "sweep wall time", "stalled option's status", "exit")
     with tempfile.TemporaryDirectory(prefix="lar-prec-stall-") as tmp:
         binary = Path(tmp) / "load_and_run"
         binary.write_text(STAND_IN.format(python=sys.executable, flags=[flag]))
         binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
         results = {}
-        for watch in ("on", "off"):
-            env = dict(os.environ, PYTHONPATH=str(ROOT))
-            env.pop("LAR_PREC_STALL_AFTER", None)
-            if watch == "off":
-                env["LAR_PREC_STALL_AFTER"] = "0"
-            elif args.stall:
-                env["LAR_PREC_STALL_AFTER"] = args.stall
+
+        def sweep(watch: str, grace: "str | None", _round: int) -> None:
             out = Path(tmp) / f"sweep-{watch}"
-            argv = [sys.executable, "-m", "lar_prec", "sweep", str(ROOT / "cases" / "build" / case["model"]),
-                    *[a for spec in case["inputs"] for a in ("--input", spec.split(":", 1)[0] + ":" +
-                                                             str(ROOT / "cases" / "build" / spec.split(":", 1)[1]))],
-                    "--options", args.options, "--lar", str(binary), "--timeout", f"{args.timeout:g}",
-                    "--no-local", "--out", str(out), "--json", str(out) + ".json", "-q"]
-            t0 = time.monotonic()
-            proc = subprocess.run(argv, env=env, capture_output=True, text=True)
-            wall = time.monotonic() - t0
+            argv = [*LAR_MODULE, "sweep", str(case.model), *input_args(case), "--options", args.options,
+                    "--lar", str(binary), "--timeout", f"{args.timeout:g}", "--no-local", "--out", str(out),
+                    "--json", str(out) + ".json", "-q"]
+            proc = timed(argv, env={"LAR_PREC_STALL_AFTER": grace}, timeout=None)
             rep = json.loads(Path(str(out) + ".json").read_text())
             status = {o["option"]: o["status"] for o in rep["options"]}
-            results[watch] = wall
-            lines.append(f"| {args.case} | watch {watch} | {wall:.1f} s | {status.get(stalling)} | exit {proc.returncode} |")
+            results[watch] = proc.seconds
+            table.row(args.case, f"watch {watch}", f"{proc.seconds:.1f} s", status.get(stalling), f"exit {proc.returncode}")
+
+        # the watch on (lar-prec's grace, or --stall) and its counterpart, off (only the timeout ends the run)
+        alternate([("on", args.stall or None), ("off", "0")], 1, sweep)
         ratio = results["on"] / results["off"]
-        lines.append(f"\nwall time with the watch on / off: {ratio:.2f} (timeout {args.timeout:g} s; "
-                     f"the sweep's default timeout of 300 s makes the stalled option cost 300 s without the watch)")
-    text = "| case | CPU watch | sweep wall time | stalled option's status | exit |\n|---|---|---|---|---|\n" + "\n".join(lines)
+    text = "\n".join(table.lines()) + (f"\n\nwall time with the watch on / off: {ratio:.2f} (timeout {args.timeout:g} s; "
+                                       "the sweep's default timeout of 300 s makes the stalled option cost 300 s without "
+                                       "the watch)")
+    write(Path(args.out) if args.out else None, "\n## Stalled runs (issue 21 §2)\n\n" + text + "\n", append=True,
+          show=False)
     print(text)
-    if args.out:
-        with open(args.out, "a") as fh:
-            fh.write("\n## Stalled runs (issue 21 §2)\n\n" + text + "\n")
     return 0
 
 

@@ -35,14 +35,14 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from harness import ROOT, Table, write  # (first: this checkout's lar_prec on the path)
+
 sys.path.insert(1, str(ROOT / "tests"))
 
 from lar_prec.store.db import Store, open_store  # noqa: E402
 from lar_prec.store.schema import ops as ops_table, runs as runs_table  # noqa: E402
 from lar_prec.store.summary import OpSummary, RunSummary, Summary  # noqa: E402
-from lar_prec.workflows.history import _diff, _first_out, check  # noqa: E402
+from lar_prec.workflows.history.history import _diff, _first_out, check  # noqa: E402
 from pg_server import new_database, private_postgres  # noqa: E402
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
@@ -122,9 +122,7 @@ def main(argv=None) -> int:
             url = str(Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lar-prec-store-"))) / "results.db")
         text = bench(url, args)
     print(text)
-    if args.out:
-        with open(args.out, "a") as fh:
-            fh.write(text + "\n")
+    write(args.out, text + "\n", append=True, show=False)
     return 0
 
 
@@ -151,11 +149,11 @@ def bench(url: str, args: argparse.Namespace) -> str:
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [f"## {len(runs)} runs x {args.ops} operators on {dialect}", "",
              f"`bench/store_scale.py`, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores, load average {load} "
-             f"at the end; {how}. Medians of 3 warm runs.", "",
-             "| query | wall s | CPU s (this process) | target: wall < 1 s |", "|---|---|---|---|"]
-    lines += [f"| {k} | {wall:.3f} | {cpu:.3f} | {'PASS' if wall < 1 else 'FAIL'} |"
-              for k, (wall, cpu) in results.items()]
-    return "\n".join(lines) + "\n"
+             f"at the end; {how}. Medians of 3 warm runs.", ""]
+    table = Table("query", "wall s", "CPU s (this process)", "target: wall < 1 s")
+    for k, (wall, cpu) in results.items():
+        table.row(k, f"{wall:.3f}", f"{cpu:.3f}", "PASS" if wall < 1 else "FAIL")
+    return "\n".join(lines + table.lines()) + "\n"
 
 
 if __name__ == "__main__":

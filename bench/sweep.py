@@ -22,36 +22,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import BUILD, LAR_MODULE, Table, cases, input_args, timed, write
+
 DEFAULT_OPTIONS = "weight-preprocess,const-shape,record-comp-seq,nhwcd4,ioc16,fuse-conv-bias-nonlinearity"
 TARGET = 0.20
 
 
-def one(case: dict, build: Path, options: str, jobs: int, timeout: float, tmp: Path) -> dict:
-    out = tmp / case["name"]
-    argv = [sys.executable, "-m", "lar_prec", "sweep", str(build / case["model"]), "--options", options,
-            "-j", str(jobs), "--timeout", str(timeout), "--out", str(out), "--json", str(out) + ".json", "-q"]
-    for spec in case["inputs"]:
-        name, _, path = spec.partition(":")
-        argv += ["--input", f"{name}:{build / path}"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    t0 = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout * 20)
-    wall = time.monotonic() - t0
+def one(case, options: str, jobs: int, timeout: float, tmp: Path) -> dict:
+    out = tmp / case.name
+    argv = [*LAR_MODULE, "sweep", str(case.model), "--options", options, "-j", str(jobs), "--timeout", str(timeout),
+            "--out", str(out), "--json", str(out) + ".json", "-q", *input_args(case)]
+    proc = timed(argv, timeout=timeout * 20)
     if proc.returncode not in (0, 1):
-        raise SystemExit(f"sweep on {case['name']} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        raise SystemExit(f"sweep on {case.name} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    wall = proc.seconds
     d = json.loads(Path(str(out) + ".json").read_text())
     runs = sum(r["seconds"] for r in d["runs"])
     inner = d["timing"]["analysis_seconds"]
     around = max(0.0, wall - d["timing"]["wall_seconds"])
-    return {"case": case["name"], "runs": len(d["runs"]), "run_seconds": runs, "analysis_inner": inner,
+    return {"case": case.name, "runs": len(d["runs"]), "run_seconds": runs, "analysis_inner": inner,
             "around": around, "wall": wall, "ratio_inner": inner / runs, "ratio": (inner + around) / runs,
             "diverging": [o["option"] for o in d["options"] if o["verdict"] == "diverges"],
             "local_seconds": d["timing"].get("local_seconds") or 0.0,
@@ -66,15 +59,14 @@ def main() -> int:
     ap.add_argument("--options", default=DEFAULT_OPTIONS, help=f"sweep --options [{DEFAULT_OPTIONS}]")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--build", default=str(ROOT / "cases" / "build"), help="built cases (manifest.json)")
+    ap.add_argument("--build", default=str(BUILD), help="built cases (manifest.json)")
     ap.add_argument("--out", default=None, help="also write the table here (Markdown)")
     a = ap.parse_args()
-    build = Path(a.build)
-    manifest = {c["name"]: c for c in json.loads((build / "manifest.json").read_text())["cases"]}
+    manifest = cases(Path(a.build))
     rows = []
     with tempfile.TemporaryDirectory(prefix="lar-prec-bench-sweep-") as tmp:
         for name in a.cases.split(","):
-            r = one(manifest[name], build, a.options, a.jobs, a.timeout, Path(tmp))
+            r = one(manifest[name], a.options, a.jobs, a.timeout, Path(tmp))
             rows.append(r)
             print(f"{r['case']:10s} runs {r['runs']:2d} = {r['run_seconds']:6.2f} s   analysis {r['analysis_inner']:5.2f} s"
                   f" (+{r['around']:.2f} s start-up/report) = {r['ratio']:.1%} of the runs"
@@ -86,15 +78,15 @@ def main() -> int:
     verdict = "PASS" if worst <= TARGET else "FAIL"
     print(f"{verdict}: worst analysis/run ratio {worst:.1%} (target <= {TARGET:.0%})")
     if a.out:
+        table = Table("case", "runs", "run s (summed)", "analysis s (loop)", "start-up+report s", "ratio", "target",
+                      "local error s", "local / runs", "local not measured")
+        for r in rows:
+            table.row(r["case"], r["runs"], f"{r['run_seconds']:.2f}", f"{r['analysis_inner']:.2f}", f"{r['around']:.2f}",
+                      f"{r['ratio']:.1%}", f"<= {TARGET:.0%}", f"{r['local_seconds']:.2f}", f"{r['local_ratio']:.1%}",
+                      ", ".join(r["local_unmeasured"]) or "-")
         lines = ["# sweep benchmark", "", f"options: `{a.options}`, -j {a.jobs}, python {sys.version.split()[0]}", "",
-                 "| case | runs | run s (summed) | analysis s (loop) | start-up+report s | ratio | target "
-                 "| local error s | local / runs | local not measured |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['case']} | {r['runs']} | {r['run_seconds']:.2f} | {r['analysis_inner']:.2f} | {r['around']:.2f} "
-                  f"| {r['ratio']:.1%} | <= {TARGET:.0%} | {r['local_seconds']:.2f} | {r['local_ratio']:.1%} "
-                  f"| {', '.join(r['local_unmeasured']) or '-'} |" for r in rows]
-        lines += ["", f"{verdict}: worst {worst:.1%}", ""]
-        Path(a.out).write_text("\n".join(lines))
+                 *table.lines(), "", f"{verdict}: worst {worst:.1%}", ""]
+        write(Path(a.out), "\n".join(lines), show=False)
     return 0 if verdict == "PASS" else 1
 
 

@@ -21,18 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from cases import load_manifest  # noqa: E402
+from harness import LAR_MODULE, ROOT, Table, cases as built_cases, timed, write
 from results import machine_info  # noqa: E402
 
 CASES = ("cnn", "resnet", "mlp", "attention", "multi_input", "shufflenet")
@@ -41,7 +36,7 @@ CONFIGS = (("default", ()), ("reproducible", ("--reproducible",)))
 
 
 def manifest_text(cases: List[str], options: List[str]) -> str:
-    built = load_manifest()
+    built = built_cases()
     parts = ["[zoo]\nname = \"bench\"\nlocal = false\n"]
     for name in cases:
         c = built[name]
@@ -67,12 +62,11 @@ def _load() -> str:
 
 def one(manifest: Path, workers: int, work: Path) -> Dict[str, Any]:
     out, db = work / f"zoo-{workers}", work / f"results-{workers}.db"
-    argv = [sys.executable, "-m", "lar_prec", "zoo", str(manifest), "--store", str(db), "--out", str(out),
+    argv = [*LAR_MODULE, "zoo", str(manifest), "--store", str(db), "--out", str(out),
             "--workers", str(workers), "--json", str(work / f"zoo-{workers}.json"), "-q"]
     load = _load()
-    t = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    wall = time.monotonic() - t
+    proc = timed(argv)
+    wall = proc.seconds
     if proc.returncode not in (0, 1, 3):  # 3: a task did not finish (counted: an option a case cannot take)
         raise SystemExit(f"lar-prec zoo exited {proc.returncode}: {proc.stderr[-2000:]}")
     z = json.loads((work / f"zoo-{workers}.json").read_text())
@@ -100,16 +94,17 @@ def report(rows: List[Dict[str, Any]], cases: List[str], options: List[str], mac
         "bundled load_and_run, this machine.", "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores, {machine['ram']}; load average at the start "
         f"{machine['load']}; lar-prec {machine['lar-prec']}.", "",
-        "| workers | load (1 min) before -> after | tasks | failed | wall s (whole command) | tasks/min | cluster start s | store s (client) | "
-        "outside the analyses (target <= 10%) | the same once the cluster is up | outside load_and_run runs | "
-        "peak bytes back/task | median | largest dump left on a worker |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ]
+    table = Table("workers", "load (1 min) before -> after", "tasks", "failed", "wall s (whole command)", "tasks/min",
+                  "cluster start s", "store s (client)", "outside the analyses (target <= 10%)",
+                  "the same once the cluster is up", "outside load_and_run runs", "peak bytes back/task", "median",
+                  "largest dump left on a worker")
     for r in rows:
-        lines.append(f"| {r['workers']} | {r['load']} | {r['tasks']} | {r['failed']} | {r['wall']:.1f} | {r['per_minute']:.1f} | "
-                     f"{r['cluster_start']:.1f} | {r['store']:.2f} | {100 * r['outside_analyses']:.1f}% | "
-                     f"{100 * r['steady']:.1f}% | "
-                     f"{100 * r['outside_runs']:.1f}% | {r['peak_bytes']:,} | {r['median_bytes']:,} | "
-                     f"{r['largest_dump']:,} ({r['kept_dumps']} task(s) kept theirs: a divergence) |")
+        table.row(r["workers"], r["load"], r["tasks"], r["failed"], f"{r['wall']:.1f}", f"{r['per_minute']:.1f}",
+                  f"{r['cluster_start']:.1f}", f"{r['store']:.2f}", f"{100 * r['outside_analyses']:.1f}%",
+                  f"{100 * r['steady']:.1f}%", f"{100 * r['outside_runs']:.1f}%", f"{r['peak_bytes']:,}",
+                  f"{r['median_bytes']:,}", f"{r['largest_dump']:,} ({r['kept_dumps']} task(s) kept theirs: a divergence)")
+    lines += table.lines()
     for r in rows:
         lines += [f"- failed with {r['workers']} worker(s): {w}" for w in r["why"]]
     lines += ["", "Outside the analyses = 1 - (sum of the tasks' seconds in their workflow call) / (workers x wall): "
@@ -140,9 +135,7 @@ def main() -> int:
         manifest = work / "zoo.toml"
         manifest.write_text(manifest_text(cases, options))
         rows = [one(manifest, int(w), work) for w in args.workers.split(",")]
-    text = report(rows, cases, options, machine)
-    args.out.write_text(text)
-    print(text)
+    write(args.out, report(rows, cases, options, machine))
     return 0
 
 

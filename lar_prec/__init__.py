@@ -26,14 +26,14 @@ from lar_prec.errors import (
 # also a module of this package, so a name always gives the function or class it says (a
 # submodule imported later would otherwise replace the package attribute).
 _LAZY = {
-    "naive_vs_default": "lar_prec.workflows.naive_vs_default",
+    "naive_vs_default": "lar_prec.workflows.naive_vs_default.naive_vs_default",
     "shake": "lar_prec.workflows.shake.shake",
     "sweep": "lar_prec.workflows.sweep.sweep",
     "diff": "lar_prec.workflows.diff.diff",
-    "bisect": "lar_prec.workflows.bisect",
+    "bisect": "lar_prec.workflows.bisect.bisect",
     "reduce": "lar_prec.workflows.reduce.reduce",
-    "parse_targets": "lar_prec.workflows.devices",
-    "Analysis": "lar_prec.workflows.common",
+    "parse_targets": "lar_prec.workflows.devices.devices",
+    "Analysis": "lar_prec.workflows.common.analysis",
     "SweepAnalysis": "lar_prec.workflows.sweep.sweep",
     "RemoteSpec": "lar_prec.run.device",
     "compare_folders": "lar_prec.compare.folders",

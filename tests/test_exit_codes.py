@@ -65,7 +65,7 @@ def dumps(lar_dump, tmp_path):
 @pytest.mark.parametrize("cmd, target, exc", [
     ("compare", "lar_prec.diagnosis.tree:VarTree.from_folders", "ZeroDivisionError('a bug')"),
     ("compare", "lar_prec.report.terminal:render_terminal", "MemoryError()"),
-    ("tree", "lar_prec.workflows.tree:from_tree", "KeyError('a bug')"),
+    ("tree", "lar_prec.workflows.compare.tree:from_tree", "KeyError('a bug')"),
 ])
 def test_internal_error_exits_4_with_saved_traceback(dumps, tmp_path, cmd, target, exc):
     """A crash is never read as a verdict: exit 4, one line, the traceback in a file.

@@ -93,18 +93,44 @@ def test_layers_only_import_downward():
     assert proc.returncode == 0 and "3 kept, 0 broken" in proc.stdout, proc.stdout[-3000:]
 
 
-def test_no_import_circle_at_all():
-    """Not even inside one layer, and not through a TYPE_CHECKING or function-local import."""
-    import grimp
+def _cycles(edges) -> list:
     import networkx as nx
 
-    g = grimp.build_graph("lar_prec")
     dg = nx.DiGraph()
-    for m in g.modules:
+    for m, imported in edges.items():
         dg.add_node(m)
-        for i in g.find_modules_directly_imported_by(m):
-            dg.add_edge(m, i)
-    assert list(nx.simple_cycles(dg)) == []
+        dg.add_edges_from((m, i) for i in imported)
+    return list(nx.simple_cycles(dg))
+
+
+def test_no_import_circle_at_all():
+    """Not even inside one layer, and not through a TYPE_CHECKING or function-local import:
+    in lar_prec, in cases/ (whose modules build the models) and among bench/'s scripts."""
+    import grimp
+
+    for pkg in ("lar_prec", "cases"):
+        g = grimp.build_graph(pkg)
+        assert _cycles({m: g.find_modules_directly_imported_by(m) for m in g.modules}) == [], pkg
+    # bench/ is a folder of scripts (each puts bench/ on sys.path): its imports by bare name
+    bench = {p.stem: p for p in (ROOT / "bench").glob("*.py")}
+    edges = {}
+    for name, path in bench.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.split(".")[0])
+        edges[name] = found & set(bench)
+    assert _cycles(edges) == [], "bench/"
+
+
+def test_every_module_is_under_650_lines():
+    """The house rule: a module that outgrows it is split along a seam."""
+    files = [p for top in ("lar_prec", "cases", "bench", "scripts", "tests") for p in (ROOT / top).rglob("*.py")
+             if "__pycache__" not in p.parts and p.is_file() and "build" not in p.relative_to(ROOT).parts[1:2]]
+    long = {str(p.relative_to(ROOT)): n for p in files if (n := len(p.read_text().splitlines())) >= 650}
+    assert long == {}
 
 
 def _in_cli(path: Path) -> bool:

@@ -32,7 +32,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     the root variables where the divergence starts. Exit code 0 no divergence, 1 divergence
     found, 2 usage or input error, 3 a load_and_run run failed.
     """
-    from lar_prec.workflows.naive_vs_default import naive_vs_default
+    from lar_prec.workflows.naive_vs_default.naive_vs_default import naive_vs_default
 
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
@@ -134,7 +134,7 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     differ pair vars by name. Exit code 0 every target agrees, 1 one diverges, 2 usage or
     input error, 3 a run or a device failed.
     """
-    from lar_prec.workflows.devices import devices, parse_targets
+    from lar_prec.workflows.devices.devices import devices, parse_targets
 
     if local_checks:  # --no-local is accepted (nothing to turn off): devices measures no local error
         raise UsageError("devices does not measure local error; --local-checks applies to naive-vs-default, "

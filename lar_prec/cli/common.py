@@ -118,7 +118,7 @@ def to_store(store: str | None, result: Any, exit_code: int | None = None) -> No
     (``lar-prec store add DIR`` writes it later)."""
     if store:
         # SQLAlchemy and the store load only when a store is named: every other run starts as before
-        from lar_prec.workflows.history import store_result
+        from lar_prec.workflows.history.history import store_result
 
         store_result(store, result, argv=tuple(sys.argv), exit_code=exit_code)
 

@@ -65,7 +65,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, pass_ratio: float, stats
     """
     from lar_prec.report.model import exit_code
     from lar_prec.report.terminal import render_csv, render_terminal
-    from lar_prec.workflows.compare import check_model_options, compare_dumps
+    from lar_prec.workflows.compare.compare import check_model_options, compare_dumps
 
     check_model_options(model, algo_policy=algo_policy, lar=lar_path)
     check_report_outputs(json_out, html_out, [dir_a, dir_b, text_dump, algo_policy,
@@ -75,7 +75,7 @@ def compare_cmd(dir_a: str, dir_b: str, threshold: str, pass_ratio: float, stats
                       pass_ratio=pass_ratio, stats=stats)
     if model:
         # the layerwise machinery loads only when it runs: a dump-only compare starts ~40 ms sooner
-        from lar_prec.workflows.compare_local import compare_with_model
+        from lar_prec.workflows.compare.local import compare_with_model
 
         found = compare_with_model(dir_a, dir_b, model, config=local_config, out=local_out, local=not no_local,
                                    local_checks=local_checks, algo_policy=algo_policy, lar=lar_path, **compare_kw)
@@ -119,7 +119,7 @@ def tree_cmd(diff_txt: str, json_out: str | None, html_out: str | None) -> None:
     """
     from lar_prec.report.model import exit_code
     from lar_prec.report.terminal import render_terminal
-    from lar_prec.workflows.tree import tree_report
+    from lar_prec.workflows.compare.tree import tree_report
 
     check_report_outputs(json_out, html_out, [diff_txt], make_parents=False)
     report = tree_report(diff_txt)

@@ -194,7 +194,7 @@ def bisect_cmd(model: str, lar_flags: tuple, inputs: tuple, builds: str, good: s
     """
     from lar_prec.report.envs import render_bisect_terminal
     from lar_prec.run.argv import parse_env_assignments
-    from lar_prec.workflows.bisect import bisect
+    from lar_prec.workflows.bisect.bisect import bisect
 
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None), analysis_dir=out)
     env = parse_env_assignments(env_items)

@@ -30,7 +30,7 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
     Exit code 1 when some layer should stay in float (local SNR far below the others), 0 when none.
     """
     from lar_prec.report.quant import render_quant_terminal
-    from lar_prec.workflows.quant import quant_analysis
+    from lar_prec.workflows.precision.quant import quant_analysis
 
     check_report_outputs(json_out, html_out, input_paths(float_model, inputs, lar_path) + [quant_model])
     res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout)
@@ -74,7 +74,7 @@ def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, o
     Exit code 0 when the option alone is within tolerance, 1 when operators must be kept in float32.
     """
     from lar_prec.report.mixed import render_mixed_terminal
-    from lar_prec.workflows.mixed import mixed_analysis
+    from lar_prec.workflows.precision.mixed import mixed_analysis
 
     check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path), analysis_dir=out)
     say = None if quiet else (lambda msg: click.echo(f"lar-prec mixed: {msg}", err=True))

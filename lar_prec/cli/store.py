@@ -63,7 +63,7 @@ def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None,
     --baseline, an unrecorded improvement), 0 otherwise, 2 when the store or the folder
     cannot be read.
     """
-    from lar_prec.workflows.history import check
+    from lar_prec.workflows.history.history import check
 
     check_report_outputs(json_out, None, [analysis_dir, baseline], make_parents=False)
     res = check(_need(store), analysis_dir, baseline=baseline, since=since, min_history=min_history)
@@ -95,7 +95,7 @@ def baseline_group() -> None:
 @handle_errors
 def baseline_update_cmd(store: str | None, baseline: str) -> None:
     """Write the newest run of every series of the store into the baseline file."""
-    from lar_prec.workflows.history import update_baseline
+    from lar_prec.workflows.history.history import update_baseline
 
     res = update_baseline(_need(store), baseline)
     click.echo(shown(f"wrote {res['file']}: {res['lines']} line(s), {res['changed']} changed"))
@@ -115,7 +115,7 @@ def history_cmd(store: str | None, model: str | None, op: str | None, diff: tupl
     """Runs of a model over time, an operator's error over builds, where it first left its band,
     and what changed between two runs. Exit code 0, or 2 when the store cannot be read."""
     from lar_prec.report.html import write_html
-    from lar_prec.workflows.history import history
+    from lar_prec.workflows.history.history import history
 
     check_report_outputs(json_out, html_out, [], make_parents=False)
     res = history(_need(store), model=model, op=op, diff=diff)
@@ -149,7 +149,7 @@ def store_group() -> None:
 @handle_errors
 def store_add_cmd(analysis_dir: str, store: str | None) -> None:
     """Write an analysis folder already on disk into the store (e.g. after the store was full)."""
-    from lar_prec.workflows.history import add_analysis
+    from lar_prec.workflows.history.history import add_analysis
 
     res = add_analysis(_need(store), analysis_dir, argv=tuple(sys.argv))
     click.echo(shown(f"run {res['run'][:12]}: " + ("added" if res["added"] else res["why"])))

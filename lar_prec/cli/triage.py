@@ -50,7 +50,7 @@ def list_cmd(report: str, cosine_below: float | None, statuses: tuple, not_ok: b
     Exit code 0, 2 when the report cannot be read.
     """
     from lar_prec.report.triage import render_listing
-    from lar_prec.workflows.triage import list_vars, load_report
+    from lar_prec.workflows.triage.triage import list_vars, load_report
 
     listing = list_vars(load_report(report), cosine_below=cosine_below, statuses=statuses, opr_types=opr_types,
                         names=names, not_ok=not_ok, sort=sort)
@@ -74,7 +74,7 @@ def node_cmd(report: str, var: str, depth: int, json_out: str | None) -> None:
     Exit code 0, 2 when the report cannot be read or has no such var.
     """
     from lar_prec.report.triage import render_node
-    from lar_prec.workflows.triage import load_report, node_view
+    from lar_prec.workflows.triage.triage import load_report, node_view
 
     view = node_view(load_report(report), var, depth)
     if json_out != "-":

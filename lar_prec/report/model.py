@@ -34,7 +34,8 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mappi
 from lar_prec._lazy import LazyModule
 from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_writer
-from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, roots_json_texts, run_from_result, var_from_diff, vars_json_texts
+from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, run_from_result, var_from_diff
+from lar_prec.report.json_text import roots_json_texts, vars_json_texts
 from lar_prec.compare.records import AGREEING, INDEX_EQUIVALENT, count_statuses
 from lar_prec.diagnosis.tree import VarTree
 from lar_prec.diagnosis.modules import modules_of

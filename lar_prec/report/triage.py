@@ -89,7 +89,7 @@ def render_stats(vars_: Sequence[ReportVar], console: Union["Console", IO[str], 
 
 
 def render_listing(listing: Any, console: Union["Console", IO[str], None], top: int) -> None:
-    """``lar-prec list``: the vars that passed the filters (a workflows.triage ``Listing``), at
+    """``lar-prec list``: the vars that passed the filters (a workflows.triage.triage ``Listing``), at
     most ``top`` of them."""
     con = open_output(console)
     shown = listing.vars[:top]
@@ -104,7 +104,7 @@ def render_listing(listing: Any, console: Union["Console", IO[str], None], top: 
 
 def render_node(view: Any, console: Union["Console", IO[str], None]) -> None:
     """``lar-prec node``: the var, its operator, its inputs and consumers with their statistics
-    (a workflows.triage ``NodeView``)."""
+    (a workflows.triage.triage ``NodeView``)."""
     con = open_output(console)
     v = view.var
     con.rule(Line(("var ", "bold"), (f"{v.id} {v.name}", "bold")))

@@ -57,7 +57,7 @@ class RunConfig:
 # Every configuration runs on the CPU (--cpu), as the naive reference must: a real load_and_run
 # otherwise runs an MDL model where the model says (xpux: the GPU of a CUDA build), and naive
 # against default would compare two devices unsaid. A device flag of the user's (--cuda), given
-# after these, moves the test runs; workflows.common.reference_flags keeps it from the reference.
+# after these, moves the test runs; workflows.common.analysis.reference_flags keeps it from the reference.
 CONFIGS: Dict[str, RunConfig] = {
     "naive": RunConfig(
         "naive", ("--cpu",), ((DEBUG_ENV, "2"),),

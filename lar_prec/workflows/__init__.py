@@ -1,9 +1,11 @@
 """The commands users come for, each a library function that chains the stages:
 :func:`naive_vs_default`, :func:`shake`, :func:`sweep`, :func:`devices`, :func:`diff`,
-:func:`bisect`, :func:`reduce`, and the
-``compare``/``tree`` commands on existing dumps (:mod:`.compare`, :mod:`.tree`). A command of
-several modules has its own package (:mod:`.shake`, :mod:`.sweep`, :mod:`.reduce`).
-``from lar_prec.workflows import naive_vs_default`` is the path the README documented."""
+:func:`bisect`, :func:`reduce`. Each command (or group of commands) has its folder, named after
+it: ``naive_vs_default/``, ``shake/``, ``sweep/``, ``devices/``, ``compare/`` (``compare``,
+``tree``), ``triage/`` (``list``, ``node``), ``diff/``, ``bisect/``, ``reduce/``, ``precision/``
+(``mixed``, ``quant``), ``history/`` (``check``, ``history``, the store's commands); what several
+share is in ``common/``. ``from lar_prec.workflows import naive_vs_default`` is the path the
+README documented."""
 from __future__ import annotations
 
 import importlib
@@ -14,12 +16,12 @@ from typing import Any
 # name -> the module that defines it, imported on first use: ``lar-prec compare`` and ``tree``
 # live in this package too and must not pay for loading every other workflow (~40 ms).
 _LAZY = {
-    "Analysis": "lar_prec.workflows.common",
-    "bisect": "lar_prec.workflows.bisect",
+    "Analysis": "lar_prec.workflows.common.analysis",
+    "bisect": "lar_prec.workflows.bisect.bisect",
     "diff": "lar_prec.workflows.diff.diff",
-    "devices": "lar_prec.workflows.devices",
-    "parse_targets": "lar_prec.workflows.devices",
-    "naive_vs_default": "lar_prec.workflows.naive_vs_default",
+    "devices": "lar_prec.workflows.devices.devices",
+    "parse_targets": "lar_prec.workflows.devices.devices",
+    "naive_vs_default": "lar_prec.workflows.naive_vs_default.naive_vs_default",
     "reduce": "lar_prec.workflows.reduce.reduce",
     "shake": "lar_prec.workflows.shake.shake",
     "sweep": "lar_prec.workflows.sweep.sweep",

@@ -1,6 +1,6 @@
 """A zoo task whose result is wrong runs its failing side once more, on the worker that ran it:
 is the wrong value the same bits (a deterministic bug), or does it differ from run to run, and
-which operator starts it (:func:`lar_prec.workflows.nondeterminism.rerun_and_compare`)? The
+which operator starts it (:func:`lar_prec.workflows.common.nondeterminism.rerun_and_compare`)? The
 answer goes on the cell it belongs to (``run_to_run``).
 
 The failing side: ``naive-vs-default``'s default run; each option of a ``sweep`` that diverges
@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
 from lar_prec.run.config import get_config
 from lar_prec.run.once import run_once
-from lar_prec.workflows.nondeterminism import compare_runs, rerun_and_compare
+from lar_prec.workflows.common.nondeterminism import compare_runs, rerun_and_compare
 from lar_prec.workflows.sweep.options import OPTIONS
 
 #: flags that name a file one run wrote and the next reads (kept: the rerun reads the same cache)

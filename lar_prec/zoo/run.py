@@ -28,7 +28,7 @@ from lar_prec.run.config import resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.store.db import Store, open_store
 from lar_prec.store.summary import Summary, now_iso, run_summary
-from lar_prec.workflows.history import judge_stored
+from lar_prec.workflows.history.history import judge_stored
 from lar_prec.zoo.cluster import CONNECT_TIMEOUT, ZooCluster
 from lar_prec.zoo.manifest import Manifest, load_manifest
 from lar_prec.zoo.progress import ZooProgress

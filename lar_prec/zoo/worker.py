@@ -33,9 +33,9 @@ from lar_prec.remote.transport import RemoteError
 from lar_prec.run.device import RemoteSpec
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.store.summary import Summary, summarize
-from lar_prec.workflows.mixed import mixed_analysis
-from lar_prec.workflows.naive_vs_default import naive_vs_default
-from lar_prec.workflows.quant import quant_analysis
+from lar_prec.workflows.precision.mixed import mixed_analysis
+from lar_prec.workflows.naive_vs_default.naive_vs_default import naive_vs_default
+from lar_prec.workflows.precision.quant import quant_analysis
 from lar_prec.workflows.shake.shake import shake
 from lar_prec.workflows.sweep.options import OPTIONS
 from lar_prec.workflows.sweep.sweep import sweep

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, run_lar
 from lar_prec.diagnosis.local import scale_constant
-from lar_prec.workflows.common import reference_flags
+from lar_prec.workflows.common.analysis import reference_flags
 
 
 def cli(*args: object, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -285,7 +285,7 @@ def rewriting_wrapper(path: Path, flag: str) -> Path:
 
 @pytest.mark.megengine
 def test_devices_pairs_rewritten_graphs_by_name(sshd, fake_adb, manifest, tmp_path, monkeypatch):
-    from lar_prec.workflows.devices import parse_targets, devices
+    from lar_prec.workflows.devices.devices import parse_targets, devices
     from lar_prec.remote.transport import SshOptions  # noqa: F401
     from lar_prec.run.device import RemoteSpec
 

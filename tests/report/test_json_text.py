@@ -1,4 +1,4 @@
-"""A report var's JSON text (report/records.var_json_text, vars_json_texts): written by the C
+"""A report var's JSON text (report/json_text.var_json_text, vars_json_texts): written by the C
 kernel's json_rows where it can, it must be the text the json module writes for the same
 object, byte for byte, and fall back to it for anything else (NaN, numpy scalars, an int in a
 float field, extras)."""
@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from lar_prec.compare.engine.scan import KERNEL
 from lar_prec.compare.folders import compare_folders
 from lar_prec.compare.records import VarDiff, new_diff
-from lar_prec.report.records import VAR_FIELDS, _fields_json, var_from_diff, var_json_text, vars_json_texts
+from lar_prec.report.json_text import var_json_text, vars_json_texts
+from lar_prec.report.records import VAR_FIELDS, _fields_json, var_from_diff
 from compare_helpers import dtype_corners
 
 needs_kernel = pytest.mark.skipif(KERNEL is None, reason="the C kernel is not built (or LAR_PREC_NO_KERNEL=1)")
@@ -92,7 +93,8 @@ def test_roots_written_as_json_writes_them(tmp_path):
     from compare_helpers import dtype_corners
     from lar_prec.diagnosis.tree import VarTree
     from lar_prec.report.model import from_tree
-    from lar_prec.report.records import ROOT_FIELDS, roots_json_texts
+    from lar_prec.report.json_text import roots_json_texts
+    from lar_prec.report.records import ROOT_FIELDS
 
     a, b = dtype_corners(tmp_path)
     roots = list(from_tree(VarTree.from_comparison(compare_folders(a, b, threshold=0.0))).roots)

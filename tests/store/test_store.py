@@ -23,9 +23,9 @@ from remote_fixtures import free_port
 from lar_prec.errors import StoreError
 from lar_prec.store.db import head_revision, migrate_to, open_store
 from lar_prec.store.summary import series_key
-from lar_prec.workflows.compare import compare_dumps
-from lar_prec.workflows.compare_local import compare_with_model
-from lar_prec.workflows.history import check, history, store_result
+from lar_prec.workflows.compare.compare import compare_dumps
+from lar_prec.workflows.compare.local import compare_with_model
+from lar_prec.workflows.history.history import check, history, store_result
 
 
 def _cli(*args, env=None, preexec=None):
@@ -127,7 +127,7 @@ def test_an_operator_whose_repeated_runs_differ_is_nondeterministic_never_a_regr
     process (tests/wrapped_lar.py WRAPPED_LAR_JITTER, the k-th process 1 + (k+1) x 1e-4): check names
     c2.Convolution nondeterministic with its spread, where the run-to-run difference starts, and
     judges no regression of it, whatever the minimum history."""
-    from lar_prec.workflows.naive_vs_default import naive_vs_default
+    from lar_prec.workflows.naive_vs_default.naive_vs_default import naive_vs_default
 
     c = manifest["cnn"]
     (tmp_path / "k").mkdir()

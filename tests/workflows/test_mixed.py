@@ -28,7 +28,7 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import UsageError
 from lar_prec.lar.mixed_rewrite import KeepList
 from lar_prec.report.html import write_html
-from lar_prec.workflows.mixed import mixed_analysis
+from lar_prec.workflows.precision.mixed import mixed_analysis
 
 NAIVE = {"MGB_USE_MEGDNN_DBG": "2"}
 

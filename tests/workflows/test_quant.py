@@ -10,7 +10,7 @@ from browser_helpers import _clean_page, browser, chromium  # noqa: F401  (fixtu
 from quant_fixtures import misscaled_pair  # noqa: F401  (fixture)
 
 from lar_prec.errors import UsageError
-from lar_prec.workflows.quant import quant_analysis
+from lar_prec.workflows.precision.quant import quant_analysis
 
 
 @pytest.fixture(scope="module")

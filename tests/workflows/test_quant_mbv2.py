@@ -17,7 +17,7 @@ import pytest
 from browser_helpers import _clean_page, browser, chromium  # noqa: F401  (fixture)
 
 from lar_prec.diagnosis.graphinfo import read_graph_info
-from lar_prec.workflows.quant import quant_analysis
+from lar_prec.workflows.precision.quant import quant_analysis
 
 MISSCALED = {"mbv2_int8_expand": "features.4.conv.0.ConvBias", "mbv2_int8_proj": "features.5.conv.2.ConvBias"}
 

@@ -22,7 +22,7 @@ from lar_prec.diagnosis.graphinfo import read_graph_info
 from lar_prec.diagnosis.quantinfo import pair_quant
 from lar_prec.diagnosis.quantkeep import float_weights
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.workflows.quant import quant_analysis
+from lar_prec.workflows.precision.quant import quant_analysis
 
 BAD = "layers.0.ConvBias"
 CONVS = [f"layers.{k}.ConvBias" for k in range(5)]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from proc_helpers import user_lar
 
-from lar_prec.workflows.nondeterminism import WHY_DIFFERS, rerun_compare
+from lar_prec.workflows.common.nondeterminism import WHY_DIFFERS, rerun_compare
 from test_sweep import by_option, sweep_json
 
 

@@ -5,7 +5,7 @@ bound of the naive reference: :mod:`.rounding`), ``outside_jitter`` or ``nonfini
 (:mod:`.judge`), the first operator outside as the root, its local error (B's operator on A's
 inputs, against A) where the graphs are one, which side the float64 oracle finds nearer, and
 whether B's wrong value is the same bits in each of its runs
-(:mod:`lar_prec.workflows.nondeterminism`). Or two analysis folders made before
+(:mod:`lar_prec.workflows.common.nondeterminism`). Or two analysis folders made before
 (:func:`diff_folders`): no runs.
 
 Example::
@@ -30,14 +30,14 @@ from lar_prec.report.records import ReportRun, run_from_result
 from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.store.db import open_store
-from lar_prec.workflows.common import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
+from lar_prec.workflows.common.analysis import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
 from lar_prec.workflows.diff.judge import (DIFFERS, EQUAL, NONFINITE, OUTSIDE, ROUNDING, WITHIN, Judged, judge,
                                            with_rounding)
 from lar_prec.workflows.diff.rounding import (Rounding, judge_rounding, measure_side, naive_reference, not_judged,
                                               side_config)
 from lar_prec.workflows.diff.sides import Side, SideResult, identical_sides, read_side, run_side
-from lar_prec.workflows.nondeterminism import RunToRun, from_band
-from lar_prec.workflows.verdicts import annotate_oracle
+from lar_prec.workflows.common.nondeterminism import RunToRun, from_band
+from lar_prec.workflows.common.verdicts import annotate_oracle
 
 #: the oracle's findings in a diff's words (``which_side``: reference is A, test is B)
 DIFF_WORDS = {"test": "B is off exact arithmetic, A is not", "reference": "A is off exact arithmetic, B is not",
@@ -52,7 +52,7 @@ def diff(model: PathLike, inputs: Sequence[str], a: Side, b: Side, *, repeat: in
          keep_remote: bool = False, timeout: Optional[float] = None, seed: int = 0, html: bool = True,
          local: bool = True, progress: Any = None) -> Analysis:
     """Run A and B ``repeat`` times each (``extra_flags`` on both, each side's own on top) and
-    judge B against A per operator. Returns an :class:`~lar_prec.workflows.common.Analysis`
+    judge B against A per operator. Returns an :class:`~lar_prec.workflows.common.analysis.Analysis`
     (``command`` ``diff``; exit code 1 when an operator is outside jitter or nonfinite).
 
     Raises:

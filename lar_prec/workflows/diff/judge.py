@@ -26,7 +26,7 @@ from lar_prec.diagnosis.tree import VarTree
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.keys import dump_keys
 from lar_prec.opkey import match_keys
-from lar_prec.workflows.devices import final_outputs, renamed_copy, same_vars
+from lar_prec.workflows.devices.devices import final_outputs, renamed_copy, same_vars
 from lar_prec.workflows.diff.sides import SideResult
 
 EQUAL, WITHIN, OUTSIDE, NONFINITE = "equal", "within_jitter", "outside_jitter", "nonfinite"

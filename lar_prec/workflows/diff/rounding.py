@@ -39,8 +39,8 @@ from lar_prec.records import json_number
 from lar_prec.run.config import RunConfig, get_config
 from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.once import run_once
-from lar_prec.workflows.common import reference_flags
-from lar_prec.workflows.devices import same_vars
+from lar_prec.workflows.common.analysis import reference_flags
+from lar_prec.workflows.devices.devices import same_vars
 
 #: local verdicts (:func:`lar_prec.diagnosis.floors.local_roots`) of an operator within its
 #: bound: no local error above its floor. ``inherited``: its own error is within the floor,

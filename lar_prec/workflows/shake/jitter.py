@@ -2,7 +2,7 @@
 shake's verdict. Used by :func:`lar_prec.workflows.shake`; needs no MegEngine.
 """
 from __future__ import annotations
-from lar_prec.workflows.common import StageProgress
+from lar_prec.workflows.common.analysis import StageProgress
 
 import os
 from dataclasses import replace

@@ -31,7 +31,7 @@ from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.shake import causes as jc
 from lar_prec.workflows.shake import algos as algos_mod, modes
-from lar_prec.workflows.common import (Analysis, Planned, StageProgress, environment_extra, open_remote,
+from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, environment_extra, open_remote,
                                        prepare_analysis, run_plan, write_reports)
 from lar_prec.workflows.shake.jitter import compare_runs, merge_comparisons, shake_verdict
 from lar_prec.workflows.shake.modes import (BATCH_MODE, REPEAT_MODE, THREADS_MODE, ShakeRun, observer_check,

@@ -10,7 +10,7 @@ from lar_prec.compare.tolerance import OutputTolerance, arithmetic_dtype
 from lar_prec.diagnosis.local_bounds import compute_dtype
 from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.nondeterminism import Nondeterminism
+from lar_prec.workflows.common.nondeterminism import Nondeterminism
 from lar_prec.workflows.sweep.local import OptionLocal
 
 #: seconds a run may take in a sweep unless told otherwise (some options hang at load)
@@ -190,7 +190,7 @@ class OptionResult:
     shared_roots: Tuple[str, ...] = ()
     #: its outputs' line in words that follow its verdict against the reference (run_verdict)
     output_verdict: str = ""
-    #: the run made once more where it diverges: the same bits or not (workflows.nondeterminism)
+    #: the run made once more where it diverges: the same bits or not (workflows.common.nondeterminism)
     nondeterminism: Optional[Nondeterminism] = None
     #: var name -> the algorithm its operator ran, from the run's --verbose log (MegEngine's
     #: algorithm chooser, heuristic choices included; shake.algos.verbose_algorithms)

@@ -14,7 +14,7 @@
    default-under-option differing means *a kernel is wrong under this option*;
    naive-under-option already differing from the reference means *the option changes the math*.
    Where an option (or the default run) diverges, its run is also **made once more** and the two
-   dumps compared bit for bit (:mod:`lar_prec.workflows.nondeterminism`): the same bits (a
+   dumps compared bit for bit (:mod:`lar_prec.workflows.common.nondeterminism`): the same bits (a
    deterministic bug) or values that differ run to run, from which operator on.
 5. **Local error** (:mod:`lar_prec.workflows.sweep.local`, unless ``local=False``): the layerwise model
    of the plain model is built once (here) from the reference dump and run under each option
@@ -63,10 +63,10 @@ from lar_prec.diagnosis.local_plan import off_reason
 from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
 from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
-from lar_prec.workflows.common import StageProgress, open_remote, prepare_analysis, write_reports
+from lar_prec.workflows.common.analysis import StageProgress, open_remote, prepare_analysis, write_reports
 from lar_prec.workflows.sweep.options import CONV_OPRS, PLAIN_DEFAULT, OptionResult, SweepOption, SweepResult
 from lar_prec.workflows.sweep.verdict import against_default, join, with_local
-from lar_prec.workflows.nondeterminism import Nondeterminism, not_told, rerun_compare
+from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, rerun_compare
 from lar_prec.compare.threshold import band
 from lar_prec.compare.tolerance import OutputTolerance, output_tolerance
 
@@ -577,7 +577,7 @@ def sweep(
 
     Args:
         model: the ``.mge`` model.
-        inputs: ``--input`` items, as for :func:`lar_prec.workflows.naive_vs_default`.
+        inputs: ``--input`` items, as for :func:`lar_prec.workflows.naive_vs_default.naive_vs_default`.
         options: names (``nhwcd4,ioc16`` or a list; see :data:`OPTIONS`); None: the default
             set of this CPU (:data:`DEFAULT_OPTIONS`).
         out: the analysis folder (default ``./lar-prec-out/sweep-N``).

@@ -1,4 +1,4 @@
-"""The records of ``lar-prec mixed`` (:mod:`lar_prec.workflows.mixed`): each verification as a
+"""The records of ``lar-prec mixed`` (:mod:`lar_prec.workflows.precision.mixed`): each verification as a
 point of the trade-off curve (output error against the share of MACs and of float operators
 left in float16, and top-1/top-5 agreement for a classifier's scores), the knee of that curve,
 the operators kept in float32 and the whole analysis with its JSON (``lar-prec.mixed/1``).
@@ -18,7 +18,7 @@ from lar_prec.lar.mixed_rewrite import MixedModel
 from lar_prec.diagnosis.quantkeep import output_agreement
 from lar_prec.records import json_number
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.nondeterminism import Nondeterminism
+from lar_prec.workflows.common.nondeterminism import Nondeterminism
 from lar_prec.workflows.sweep.local import OptionLocal
 
 SCHEMA = "lar-prec.mixed/1"
@@ -145,7 +145,7 @@ class KeptOperator:
 
 @dataclass(frozen=True)
 class MixedAnalysis:
-    """Everything ``lar-prec mixed`` found (see :mod:`lar_prec.workflows.mixed`)."""
+    """Everything ``lar-prec mixed`` found (see :mod:`lar_prec.workflows.precision.mixed`)."""
 
     analysis_dir: Path
     model: Path

@@ -2,8 +2,8 @@
 inputs), running a plan of configurations (Ctrl-C, failures, ``keep_going``), measuring local
 error where the test run ran, the environment differences, and writing the reports.
 
-Each workflow (:mod:`.naive_vs_default`, :mod:`.shake`, :mod:`.sweep`, :mod:`.devices`,
-:mod:`.compare`, :mod:`.tree`) makes one analysis folder holding the prepared inputs, one
+Each workflow (:mod:`lar_prec.workflows.naive_vs_default`, :mod:`~lar_prec.workflows.shake`,
+:mod:`~lar_prec.workflows.sweep`, :mod:`~lar_prec.workflows.devices`, ...) makes one analysis folder holding the prepared inputs, one
 folder per run (dumps and ``run.json``), ``report.json`` and ``report.html``, and returns an
 :class:`Analysis`. Nothing already on disk is overwritten, and a failing or interrupted run
 leaves every folder consistent.
@@ -55,7 +55,7 @@ StageProgress = Callable[..., None]
 
 #: numpy by name: lar_prec.compare and iodump import it only on first use
 _ANALYSIS_MODULES = ("numpy", "lar_prec.compare.folders", "lar_prec.diagnosis.tree", "lar_prec.report.model",
-                     "lar_prec.report.html", "lar_prec.diagnosis.local_analysis", "lar_prec.workflows.verdicts", "rich.console", "rich.table")
+                     "lar_prec.report.html", "lar_prec.diagnosis.local_analysis", "lar_prec.workflows.common.verdicts", "rich.console", "rich.table")
 
 
 _prefetch_started = threading.Event()

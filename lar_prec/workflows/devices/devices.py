@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 LOCAL = "local"
 from lar_prec.records import PathLike  # noqa: E402
-from lar_prec.workflows.common import (Analysis, StageProgress, Steps, dropped_note, environment_extra, prepare_analysis,
+from lar_prec.workflows.common.analysis import (Analysis, StageProgress, Steps, dropped_note, environment_extra, prepare_analysis,
                                        ran, reference_flags, write_reports)
 from lar_prec.compare.threshold import parse_threshold_spec
 
@@ -233,7 +233,7 @@ def devices(
     """Run ``config`` on every target (one worker each), compare each with the reference
     target's naive run, and report per target. ``lar`` is this machine's load_and_run; each
     device's is in its RemoteSpec. ``progress``: the runs under way and each one ended
-    (:data:`lar_prec.workflows.common.StageProgress`). Returns a :class:`lar_prec.workflows.Analysis`.
+    (:data:`lar_prec.workflows.common.analysis.StageProgress`). Returns a :class:`lar_prec.workflows.Analysis`.
 
     Raises:
         UsageError (exit 2), RunError/RemoteError (exit 3: the first failed run, after every

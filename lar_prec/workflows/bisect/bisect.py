@@ -10,7 +10,7 @@ within rounding (:mod:`lar_prec.workflows.diff.rounding`: the good end and the b
 measured against the naive reference by local error, each operator within its bound). Two
 correct builds whose kernels sum in another order are not a change. A bad build runs once more:
 whether its wrong value is the same bits (a deterministic bug) or differs run to run, and which
-operator (:mod:`lar_prec.workflows.nondeterminism`). A build that cannot load the model or
+operator (:mod:`lar_prec.workflows.common.nondeterminism`). A build that cannot load the model or
 crashes is skipped, never bad (``git bisect run``'s exit 125).
 
 Both ends are checked first: the good end must run, the bad end must run and leave the band;
@@ -49,14 +49,14 @@ from lar_prec.run.once import run_once
 from lar_prec.run.record import read_run_json
 from lar_prec.store.db import open_store
 from lar_prec.store.summary import Summary, run_summary, summary_from_report
-from lar_prec.workflows.common import prepare_analysis
-from lar_prec.workflows.devices import final_outputs
+from lar_prec.workflows.common.analysis import prepare_analysis
+from lar_prec.workflows.devices.devices import final_outputs
 from lar_prec.workflows.diff.diff import diff_report
 from lar_prec.workflows.diff.judge import DIFFERS, OUTSIDE, ROUNDING, Judged, judge, with_rounding
 from lar_prec.workflows.diff.rounding import (Reference, SideBound, judge_rounding, measure_side, naive_reference,
                                               not_judged, side_config)
 from lar_prec.workflows.diff.sides import MIN_RUNS, Side, SideResult, read_side, run_side
-from lar_prec.workflows.nondeterminism import RunToRun, rerun_and_compare
+from lar_prec.workflows.common.nondeterminism import RunToRun, rerun_and_compare
 from lar_prec.diagnosis.local import compute_dtype
 
 SCHEMA = "lar-prec.bisect/1"

@@ -9,7 +9,7 @@ Example::
 
 Only what starts the runs is imported with this module: the comparison, the tree, the report
 and the oracle (numpy) load on a thread while load_and_run runs
-(:func:`~lar_prec.workflows.common.prefetch_analysis_modules`), so the first run starts at once.
+(:func:`~lar_prec.workflows.common.analysis.prefetch_analysis_modules`), so the first run starts at once.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from lar_prec.compare.threshold import Threshold, parse_threshold_spec
 from lar_prec.diagnosis.local_plan import EarlyBuild, off_reason, pin_flags
 from lar_prec.records import PathLike
 from lar_prec.run.config import LoadAndRun, get_config
-from lar_prec.workflows.common import (Analysis, Planned, StageProgress, compare_progress, cross_device, dropped_note,
+from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, compare_progress, cross_device, dropped_note,
                                        environment_extra, measure_local, open_remote, prepare_analysis,
                                        reference_flags, run_plan, write_reports)
 
@@ -33,10 +33,10 @@ if TYPE_CHECKING:
     from lar_prec.diagnosis import local as local_error, tree as var_tree
     from lar_prec.report import model as report_model
     from lar_prec.run.device import RemoteSpec
-    from lar_prec.workflows import verdicts
+    from lar_prec.workflows.common import verdicts
 else:  # loaded on a thread while the runs run (prefetch_analysis_modules)
     local_error, var_tree = LazyModule("lar_prec.diagnosis.local"), LazyModule("lar_prec.diagnosis.tree")
-    report_model, verdicts = LazyModule("lar_prec.report.model"), LazyModule("lar_prec.workflows.verdicts")
+    report_model, verdicts = LazyModule("lar_prec.report.model"), LazyModule("lar_prec.workflows.common.verdicts")
 
 
 def naive_vs_default(

@@ -17,12 +17,12 @@
    (1, 2, 4, ... operators), so a list that needs k more operators costs about log2(k) + 1 runs;
    the last step keeps every operator (the plain float32 model). The list is not minimised
    after it holds.
-4. Every model tried is a point (:mod:`lar_prec.workflows.mixed_points`): output error, share of
+4. Every model tried is a point (:mod:`lar_prec.workflows.precision.mixed_points`): output error, share of
    MACs and of float operators left in float16, top-1/top-5 agreement of a classifier's scores.
    Where the tolerance cannot be met without losing most of the float16 MACs, the knee of that
    curve is proposed.
    Where the option alone is out of tolerance it is run **once more** and the two dumps compared
-   bit for bit (:mod:`lar_prec.workflows.nondeterminism`): a wrong value that is the same bits
+   bit for bit (:mod:`lar_prec.workflows.common.nondeterminism`): a wrong value that is the same bits
    (a deterministic bug) or one that differs run to run, from which operator on.
 5. For each kept operator: why, by the oracle (step 2; one more layerwise run under the option's
    naive kernels and, under ioc16, one under io16xc32: float32 compute on float16 storage).
@@ -64,9 +64,9 @@ from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.probe import check_flags
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.common import prepare_analysis
-from lar_prec.workflows.nondeterminism import Nondeterminism, not_told, rerun_compare
-from lar_prec.workflows.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
+from lar_prec.workflows.common.analysis import prepare_analysis
+from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, rerun_compare
+from lar_prec.workflows.precision.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
 from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
 __all__ = ["SCHEMA", "MAX_ATTEMPTS", "Attempt", "KeptOperator", "MixedAnalysis", "mixed_analysis"]
@@ -321,7 +321,7 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
 def _again(model: Path, prepared: Any, flags: Tuple[str, ...], adir: Path, lar: Any, timeout: Optional[float],
            first: RunResult, runs: List[RunResult]) -> Nondeterminism:
     """The option alone run once more, its dump against the first run's bit for bit
-    (:mod:`lar_prec.workflows.nondeterminism`); ``runs`` gets the run."""
+    (:mod:`lar_prec.workflows.common.nondeterminism`); ``runs`` gets the run."""
     label = f"{flags[0][len('--enable-'):]}-again"
     try:
         run = run_once(model, prepared, "default", adir, lar=lar, timeout=timeout, extra_flags=flags, label=label)

@@ -16,9 +16,9 @@ from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
 from lar_prec.store.summary import summarize
-from lar_prec.workflows.check import (MIN_HISTORY, TWO_ULPS, Band, Spread, bands_of, baseline_key, baseline_line,
-                                      baseline_text, group_history, judge_baseline, judge_run, output_margin,
-                                      parse_baseline, reach, spreads)
+from lar_prec.workflows.history.rule import (MIN_HISTORY, TWO_ULPS, Band, Spread, bands_of, baseline_key,
+                                             baseline_line, baseline_text, group_history, judge_baseline, judge_run,
+                                             output_margin, parse_baseline, reach, spreads)
 
 CHECK_SCHEMA = "lar-prec.check/1"
 HISTORY_SCHEMA = "lar-prec.history/1"
@@ -116,7 +116,7 @@ def judge_stored(store: Store, run: Mapping[str, Any], start: Optional[str] = No
                  min_history: int = MIN_HISTORY) -> Judgement:
     """Each operator of a stored run (a row of :meth:`Store.runs`) against its series' runs
     before it (those from ``start`` on), one part at a time (a sweep: each option; else the
-    analysis' own rows), as :mod:`lar_prec.workflows.check` rules."""
+    analysis' own rows), as :mod:`lar_prec.workflows.history.rule` rules."""
     jitter = store.bands(run["model_sha256"], run["input_sha256"], run["device_kind"])
     ops = store.ops(run["id"])
     parts = sorted({o.part for o in ops})

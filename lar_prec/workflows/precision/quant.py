@@ -45,7 +45,7 @@ from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.common import prepare_analysis
+from lar_prec.workflows.common.analysis import prepare_analysis
 
 
 @dataclass(frozen=True)

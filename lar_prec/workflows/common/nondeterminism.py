@@ -18,7 +18,7 @@ The answer is a :class:`RunToRun` (``to_json()``: ``same_bits``, ``operators`` w
 
 Example::
 
-    from lar_prec.workflows.nondeterminism import rerun_and_compare
+    from lar_prec.workflows.common.nondeterminism import rerun_and_compare
     rr = rerun_and_compare(rec.dump_dir, lambda: run_once(...).dump_dir, work, under="--enable-ioc16")
     print(rr.words)
 

@@ -4,7 +4,7 @@ measured against A's dump (one layerwise build and run), then the comparison of
 
 Example::
 
-    from lar_prec.workflows.compare_local import compare_with_model
+    from lar_prec.workflows.compare.local import compare_with_model
     c = compare_with_model("vars_naive", "vars_default", "model.mge")
     print(c.report.verdict, c.exit_code)
 """
@@ -20,7 +20,7 @@ from lar_prec.errors import LarPrecError
 from lar_prec.inputspec import check_file
 from lar_prec.run.config import RunConfig, get_config, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
-from lar_prec.workflows.compare import DumpComparison, compare_dumps
+from lar_prec.workflows.compare.compare import DumpComparison, compare_dumps
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional
 def compare_with_model(dir_a: str, dir_b: str, model: str, *, config: str = "default", out: Optional[str] = None,
                        local: bool = True, local_checks: bool = False, algo_policy: Optional[str] = None,
                        lar: Optional[str] = None, **compare_kw: Any) -> DumpComparison:
-    """:func:`~lar_prec.workflows.compare.compare_dumps` with the model B ran under ``config``
+    """:func:`~lar_prec.workflows.compare.compare.compare_dumps` with the model B ran under ``config``
     (A is the reference): local error first (in ``out``), then the comparison rooted by it.
     ``algo_policy`` and ``lar`` say how B ran (its fast-run cache, its binary); ``compare_kw``
     go to ``compare_dumps`` (threshold, text_dump, jobs, pairing, paths).

@@ -9,7 +9,7 @@ measured. Both read a ``report.json`` or an analysis folder holding one.
 
 Example::
 
-    from lar_prec.workflows.triage import list_vars, load_report, node_view
+    from lar_prec.workflows.triage.triage import list_vars, load_report, node_view
     rep = load_report("lar-prec-out/naive-vs-default-1")
     for v in list_vars(rep, cosine_below=0.98, opr_types=["Conv*"]).vars:
         print(v.id, v.name, v.cosine)

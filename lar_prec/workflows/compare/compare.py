@@ -1,11 +1,11 @@
 """``lar-prec compare``: two existing ``--bin-io-dump`` folders (made anywhere: a phone, a board,
 another build), paired by var id or by name, compared and rooted. With ``--model`` (the model
-the B side ran) :mod:`.compare_local` adds the local error of every operator, and roots by it;
+the B side ran) :mod:`.local` adds the local error of every operator, and roots by it;
 this module does not import the layerwise machinery, so a dump-only compare starts fast.
 
 Example::
 
-    from lar_prec.workflows.compare import compare_dumps
+    from lar_prec.workflows.compare.compare import compare_dumps
     c = compare_dumps("vars_naive", "vars_default")
     print(c.report.verdict, c.exit_code)
 """
@@ -21,7 +21,7 @@ from lar_prec.diagnosis.tree import VarTree
 from lar_prec.errors import UsageError
 from lar_prec.report.model import Report, exit_code, from_tree
 
-if TYPE_CHECKING:  # a type only: measuring local error lives in .compare_local
+if TYPE_CHECKING:  # a type only: measuring local error lives in .local
     from lar_prec.diagnosis.local_analysis import LocalAnalysis
 
 
@@ -65,7 +65,7 @@ def compare_dumps(dir_a: str, dir_b: str, *, threshold: "Union[str, float, Thres
     ``paths``: give the roots their path from a model input (the page shows them; each is one
     search). ``with_model``: the analysis had the model, and ``local`` is its local error (None
     with ``local_off`` saying why it is missing): roots by it under ``threshold="auto"``.
-    :func:`lar_prec.workflows.compare_local.compare_with_model` measures it and calls this.
+    :func:`lar_prec.workflows.compare.local.compare_with_model` measures it and calls this.
 
     Raises:
         UsageError: bad folders or threshold (exit 2).
