@@ -1,15 +1,18 @@
 #!/usr/bin/env python
 """How far one argument travels: a walk of the static call graph of ``lar_prec``.
 
-    .venv/bin/python scripts/climbs.py [MODULE:FUNCTION [PARAM]] [--trace]
+    .venv/bin/python scripts/climbs.py [MODULE:FUNCTION [PARAM]] [--trace] [--carriers | --all-records]
 
 Starts in FUNCTION (default ``lar_prec.cli.analysis:naive_vs_default_cmd``) with PARAM (default
 ``model``) and follows every call that passes the value on, into the callee's parameter it
 binds to, depth first. The value is the parameter itself, a name assigned from it (``p =
 Path(model)``, ``model_path, ... = prepare_analysis(model, ...)``: the first target of a call
 whose first argument is the value), a field ``model``/``model_path`` read from a record that
-carries it, or a record made from it (``Settings(model=...)``): passing such a record carries
-the value too. Each call into a lar_prec function with a body is one trip down and one climb
+carries it, or a record made from it (``Settings(model=...)``; with ``--carriers`` also a
+settings record a callee made from it and returned, ``prep = prepare(settings)``; with
+``--all-records`` any record returned so, the run's ``RunResult`` too): passing such a record
+carries the value too. Without either flag the walk is the one issue 56's numbers were
+measured with (the parameter's own trip: it ends where a callee turns it into a record it returns). Each call into a lar_prec function with a body is one trip down and one climb
 back up; a record's constructor without a body of its own is not walked. Prints the climbs
 (every return to a caller), those that cross a module, and the modules visited in order.
 """
@@ -25,6 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "lar_prec"
 WRAPPERS = {"Path", "str", "fspath", "abspath", "resolve_path"}
 FIELDS = {"model", "model_path"}
+#: the records made to carry what to run (lar_prec/run/settings.py), followed with --carriers
+#: when a callee returns one made from the value (``prep = prepare(settings)``); a result that
+#: names the model for the record (``RunResult.model_path``) is followed only with --all-records
+CARRIERS = {"Settings", "Prepared"}
+
+
+def _name(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
 @dataclass
@@ -83,8 +94,8 @@ def load() -> Dict[str, Module]:
 
 
 class Walk:
-    def __init__(self, mods: Dict[str, Module], trace: bool) -> None:
-        self.mods, self.trace = mods, trace
+    def __init__(self, mods: Dict[str, Module], trace: bool, carriers: bool = False, all_records: bool = False) -> None:
+        self.mods, self.trace, self.carriers, self.all_records = mods, trace, carriers, all_records
         self.climbs = self.cross = 0
         self.visits: List[str] = []
         self.stack: List[Tuple[str, str]] = []
@@ -176,26 +187,38 @@ class Walk:
                     continue
                 if r[1] is None:  # a record made from the value carries it
                     recs.add(first.id)
-                elif self.returns(r, bound):
-                    vals.add(first.id)
+                else:
+                    got = self.returns(r, bound)
+                    if got == "value":
+                        vals.add(first.id)
+                    elif got == "record":  # a record made from the value, returned
+                        recs.add(first.id)
             elif self.carries(v, vals, recs):
                 (recs if isinstance(v, ast.Name) and v.id in recs else vals).add(first.id)
 
-    def returns(self, r: Tuple[str, ast.FunctionDef, bool], bound: List[str]) -> bool:
-        """Does the function return the value it was given (alone or first of a tuple)?"""
+    def returns(self, r: Tuple[str, ast.FunctionDef, bool], bound: List[str]) -> str:
+        """Does the function return the value it was given (alone or first of a tuple):
+        ``"value"``, or a record made from it (a constructor without a body, given the value,
+        or a name holding one): ``"record"``; else ``""``."""
         where, fn, _ = r
         key = (where, fn.name, tuple(sorted(bound)))
         if key in self.memo:
             return self.memo[key]
-        self.memo[key] = False  # recursion: not until shown
+        self.memo[key] = ""  # recursion: not until shown
         vals: Set[str] = set(bound)
         recs: Set[str] = set()
-        self.track(self.mods[where], fn, vals, recs)
-        out = False
+        mod = self.mods[where]
+        self.track(mod, fn, vals, recs)
+        out = ""
         for node in ast.walk(fn):
             if isinstance(node, ast.Return) and node.value is not None:
                 e = node.value.elts[0] if isinstance(node.value, ast.Tuple) and node.value.elts else node.value
-                out = out or self.carries(e, vals, set())
+                if self.carries(e, vals, set()):
+                    out = "value"
+                elif not out and isinstance(e, ast.Call) and (self.all_records or self.carriers and _name(e.func) in CARRIERS):
+                    rr = self.resolve(mod, e.func)
+                    if rr is not None and rr[1] is None and self.bind(rr, e, vals, recs):
+                        out = "record"
         self.memo[key] = out
         return out
 
@@ -243,13 +266,13 @@ class Walk:
 
 
 def main(argv: List[str]) -> int:
-    trace = "--trace" in argv
-    argv = [a for a in argv if a != "--trace"]
+    trace, carriers, all_records = "--trace" in argv, "--carriers" in argv, "--all-records" in argv
+    argv = [a for a in argv if a not in ("--trace", "--carriers", "--all-records")]
     start = argv[0] if argv else "lar_prec.cli.analysis:naive_vs_default_cmd"
     param = argv[1] if len(argv) > 1 else "model"
     modname, fname = start.split(":")
     mods = load()
-    w = Walk(mods, trace)
+    w = Walk(mods, trace, carriers, all_records)
     w.walk(modname, mods[modname].funcs[fname], {param}, set())
     order = [m for i, m in enumerate(w.visits) if i == 0 or w.visits[i - 1] != m]
     print(f"{start} {param}: {w.climbs} climbs back up ({w.cross} across modules)")

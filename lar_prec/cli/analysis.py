@@ -32,17 +32,18 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     the root variables where the divergence starts. Exit code 0 no divergence, 1 divergence
     found, 2 usage or input error, 3 a load_and_run run failed.
     """
-    from lar_prec.workflows.naive_vs_default.naive_vs_default import naive_vs_default
+    from lar_prec.run.settings import Settings
+    from lar_prec.workflows.naive_vs_default.naive_vs_default import analyse
 
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "naive-vs-default") as progress:
-        analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
-                                    timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
-                                    text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
-                                    keep_going=keep_going, remote=spec, local=not no_local,
-                                    local_checks=local_checks)
+        settings = Settings(model=model, inputs=inputs, out=out, threshold=threshold or "auto", lar=lar_path,
+                            timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
+                            jobs=jobs, keep_going=keep_going, remote=spec, local=not no_local,
+                            local_checks=local_checks, progress=progress)
+        analysis = analyse(settings, text_dump=text_dump)
     finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
@@ -86,18 +87,19 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     only the vars that differ from run 1 (--keep-all keeps every dump).
     Exit code 0 no jitter, 1 jitter found, 2 usage or input error, 3 a run failed.
     """
-    from lar_prec.workflows.shake.shake import shake
+    from lar_prec.run.settings import Settings
+    from lar_prec.workflows.shake.shake import analyse
 
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "shake") as progress:
-        analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
-                         threshold=0.0 if threshold is None else threshold, explain=not no_explain,
-                         lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
-                         progress=progress, keep_going=keep_going, remote=spec, local=not no_local,
-                         local_checks=local_checks, keep_all=keep_all, threads=threads,
-                         batch_positions=batch_positions, observer=observer)
+        settings = Settings(model=model, inputs=inputs, out=out, threshold=0.0 if threshold is None else threshold,
+                            lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
+                            seed=seed, jobs=jobs, keep_going=keep_going, remote=spec, local=not no_local,
+                            local_checks=local_checks, progress=progress)
+        analysis = analyse(settings, repeat=repeat, config=config_name, explain=not no_explain, keep_all=keep_all,
+                           threads=threads, batch_positions=batch_positions, observer=observer)
     finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
