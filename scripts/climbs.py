@@ -46,11 +46,27 @@ class Module:
     classes: Dict[str, ast.ClassDef] = field(default_factory=dict)
     names: Dict[str, Tuple[str, str]] = field(default_factory=dict)  # local -> (module, name)
     modules: Dict[str, str] = field(default_factory=dict)  # local -> module
+    #: a top-level function's own imports (the CLI imports each command's workflow when it runs)
+    scopes: Dict[str, Tuple[Dict[str, Tuple[str, str]], Dict[str, str]]] = field(default_factory=dict)
 
 
 def _modname(p: Path) -> str:
     parts = p.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_from(node: ast.ImportFrom, pkg: str, mods: Dict[str, "Module"], names: Dict[str, Tuple[str, str]],
+                 modules: Dict[str, str]) -> None:
+    base = node.module or ""
+    if node.level:
+        up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+        base = ".".join(up + ([base] if base else []))
+    for a in node.names:
+        local = a.asname or a.name
+        if f"{base}.{a.name}" in mods:
+            modules[local] = f"{base}.{a.name}"
+        else:
+            names[local] = (base, a.name)
 
 
 def load() -> Dict[str, Module]:
@@ -62,18 +78,13 @@ def load() -> Dict[str, Module]:
         mods[m.name] = m
     for m in mods.values():
         pkg = m.name if (PKG / Path(*m.name.split(".")[1:]) / "__init__.py").exists() else m.name.rsplit(".", 1)[0]
+        inner = {id(n) for f in ast.walk(m.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f) if isinstance(n, ast.ImportFrom)}
         for node in ast.walk(m.tree):
             if isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                    base = ".".join(up + ([base] if base else []))
-                for a in node.names:
-                    local = a.asname or a.name
-                    if f"{base}.{a.name}" in mods:
-                        m.modules[local] = f"{base}.{a.name}"
-                    else:
-                        m.names[local] = (base, a.name)
+                if id(node) in inner:  # a function's own import: its scope only (Module.scopes)
+                    continue
+                _import_from(node, pkg, mods, m.names, m.modules)
             elif isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -88,6 +99,12 @@ def load() -> Dict[str, Module]:
         for node in m.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 m.funcs[node.name] = node
+                names: Dict[str, Tuple[str, str]] = {}
+                modules: Dict[str, str] = {}
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.ImportFrom):
+                        _import_from(sub, pkg, mods, names, modules)
+                m.scopes[node.name] = (names, modules)
             elif isinstance(node, ast.ClassDef):
                 m.classes[node.name] = node
     return mods
@@ -99,7 +116,8 @@ class Walk:
         self.climbs = self.cross = 0
         self.visits: List[str] = []
         self.stack: List[Tuple[str, str]] = []
-        self.memo: Dict[tuple, bool] = {}
+        self.memo: Dict[tuple, str] = {}
+        self.scope: List[Tuple[Dict[str, Tuple[str, str]], Dict[str, str]]] = []  # the walked function's own imports
 
     # -- resolving a call to (module, function node, is a method)
     def _lookup(self, mod: str, name: str, depth: int = 0) -> Optional[Tuple[str, object]]:
@@ -116,15 +134,16 @@ class Walk:
 
     def resolve(self, mod: Module, func: ast.expr) -> Optional[Tuple[str, ast.FunctionDef, bool]]:
         found: Optional[Tuple[str, object]] = None
+        sn, sm = self.scope[-1] if self.scope else ({}, {})
         if isinstance(func, ast.Name):
-            found = self._lookup(mod.name, func.id)
+            found = self._lookup(*sn[func.id], depth=1) if func.id in sn else self._lookup(mod.name, func.id)
         elif isinstance(func, ast.Attribute):
             chain, node = [func.attr], func.value
             while isinstance(node, ast.Attribute):
                 chain.insert(0, node.attr)
                 node = node.value
-            if isinstance(node, ast.Name) and node.id in mod.modules:
-                target = mod.modules[node.id]
+            if isinstance(node, ast.Name) and (node.id in sm or node.id in mod.modules):
+                target = sm.get(node.id) or mod.modules[node.id]
                 found = self._lookup(target, chain[0])
                 if found is not None and len(chain) == 2 and isinstance(found[1], ast.ClassDef):
                     cls = found[1]
@@ -133,7 +152,7 @@ class Walk:
                 if len(chain) != 1:
                     return None
             elif isinstance(node, ast.Name) and len(chain) == 1:
-                found = self._lookup(mod.name, node.id)
+                found = self._lookup(*sn[node.id], depth=1) if node.id in sn else self._lookup(mod.name, node.id)
                 if found is not None and isinstance(found[1], ast.ClassDef):
                     meth = next((b for b in found[1].body if isinstance(b, ast.FunctionDef) and b.name == chain[0]), None)
                     return (found[0], meth, True) if meth is not None else None
@@ -208,7 +227,9 @@ class Walk:
         vals: Set[str] = set(bound)
         recs: Set[str] = set()
         mod = self.mods[where]
+        self.scope.append(mod.scopes.get(fn.name, ({}, {})))
         self.track(mod, fn, vals, recs)
+        self.scope.pop()
         out = ""
         for node in ast.walk(fn):
             if isinstance(node, ast.Return) and node.value is not None:
@@ -240,9 +261,11 @@ class Walk:
         mod = self.mods[modname]
         self.visits.append(modname)
         self.stack.append((modname, fn.name))
+        self.scope.append(mod.scopes.get(fn.name, ({}, {})))
         self.track(mod, fn, vals, recs)
         for node in sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
             self.call(mod, node, vals, recs)
+        self.scope.pop()
         self.stack.pop()
 
     def call(self, mod: Module, node: ast.Call, vals: Set[str], recs: Set[str]) -> None:
