@@ -672,7 +672,8 @@ function histogram(id) {
   var v = byId.get(id), box = document.getElementById('hist'), sec = document.getElementById('hist-section');
   if (!v) return;
   var fig = LarPlot.histogram(v, { id: 'hist-plot', metric: (R.threshold || {}).metric,
-    title: 'Errors of the ' + (v.size || 'all') + ' elements of ' + v.name + ' (var ' + id + ', ' + v.opr_type + '): ' + chartSubject() });
+    title: 'Errors of the ' + (v.size || 'all') + ' elements of ' + v.name + ' (var ' + id + ', ' + v.opr_type + '): ' + chartSubject() +
+      (v.n_nonfinite ? '; its ' + v.n_nonfinite + ' element(s) NaN/Inf on one side only are not drawn' : '') });
   box.textContent = '';
   if (fig) box.appendChild(fig);
   else box.appendChild(el('p', { id: 'hist-none' }, v.name + ' (var ' + id + ', ' + v.status + '): no error quantiles (not a float comparison, or not compared)'));
