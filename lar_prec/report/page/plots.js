@@ -120,8 +120,9 @@ function hline(f, y, text, cls) {
   f.svg.appendChild(sv('text', { 'class': cls + '-text', x: p.x + p.w - 4, y: yy - 4, 'text-anchor': 'end' }, text));
 }
 function runTicks(n) {
-  // runs numbered from 1, oldest first; at most 6 ticks, the last always
-  var ax = linAxis(-0.5, n - 0.5, function (v) { return String(v + 1); }, Math.min(5, Math.max(1, n - 1)));
+  // runs numbered from 1, oldest first: each of up to 8 ticked, else about 6 ticks, the last always
+  var ax = linAxis(-0.5, n - 0.5, function (v) { return String(v + 1); }, 5);
+  if (n <= 8) ax.ticks = Array.from({ length: n }, function (_, i) { return { v: i, text: String(i + 1) }; });  // every run
   ax.ticks = ax.ticks.filter(function (t) { return t.v >= 0 && t.v <= n - 1 && t.v === Math.round(t.v); });
   if (!ax.ticks.some(function (t) { return t.v === n - 1; })) ax.ticks.push({ v: n - 1, text: String(n) });
   return ax;
