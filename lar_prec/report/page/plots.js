@@ -4,14 +4,15 @@
 // report.js draws them from the report's JSON; nothing here decides a verdict.
 var LarPlot = (function () {
 'use strict';
-var NS = 'http://www.w3.org/2000/svg';
+// the SVG namespace taken from the template's own chart (the page spells out no URL at all)
+var NS = null;
 function node(ns, tag, attrs, text) {
   var e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
   Object.keys(attrs || {}).forEach(function (k) { if (attrs[k] !== null && attrs[k] !== undefined) e.setAttribute(k, String(attrs[k])); });
   if (text !== undefined) e.textContent = text;
   return e;
 }
-function sv(tag, attrs, text) { return node(NS, tag, attrs, text); }
+function sv(tag, attrs, text) { return node(NS || (NS = document.querySelector('svg').namespaceURI), tag, attrs, text); }
 function fmt(x) {
   if (x === null || x === undefined) return '\u2014';
   if (typeof x !== 'number') return String(x);
