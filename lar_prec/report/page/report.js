@@ -955,6 +955,8 @@ function tradeoffPlot(pts, tol, kneeLabel) {
              tip: a.label + '\noutput error ' + errText(a.output_err, a.nonfinite) + ', ' + pctText(a.macs_fraction) + ' of MACs in float16' +
                (a.keep ? ', ' + a.keep.length + ' operator(s) in float32' : '') + (a.chosen ? ' (the chosen keep-list)' : '') + (a.label === kneeLabel ? ' (the knee)' : '') };
   });
+  if (!q.some(function (a) { return typeof a.macs === 'number'; }))
+    return el('p', { id: 'mixed-tradeoff-none', 'class': 'dim' }, 'No trade-off plot: no model tried has a known share of MACs (the model has no convolution or matrix product, or none ran).');
   return LarPlot.tradeoff(q, { id: 'mixed-tradeoff', tolerance: tol,
     title: 'Trade-off: output error against the share of MACs left in float16, each model tried a point (v1, v2, \u2026 the verifications; ringed: the chosen keep-list)' });
 }
