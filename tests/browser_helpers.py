@@ -3,16 +3,20 @@ needed): read the page after its JavaScript ran, click, type, and fail on any un
 exception, console error or network request. scripts/ensure-chromium.sh installs chromium."""
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
 import select
 import shutil
+import struct
 import subprocess
 import tempfile
 import time
+import zlib
+from collections import Counter
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -165,3 +169,77 @@ def _clean_page(b: Browser) -> None:
 
 def _rows(b: Browser) -> List[int]:
     return b.js("Array.from(document.querySelectorAll('#vars-body tr')).map(r => Number(r.dataset.id))")
+
+
+def png_rgb(png: bytes) -> Tuple[int, int, List[bytes]]:
+    """(width, height, rows of RGB bytes) of an 8-bit RGB or RGBA, non-interlaced PNG (what
+    Chromium's screenshots are), decoded with zlib alone: no imaging package needed."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, head = 8, b"", None
+    while pos < len(png):
+        n = struct.unpack(">I", png[pos:pos + 4])[0]
+        kind, body = png[pos + 4:pos + 8], png[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            head = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    w, h, depth, colour, _, _, interlace = head
+    assert depth == 8 and colour in (2, 6) and interlace == 0, head
+    bpp = 3 if colour == 2 else 4
+    raw, stride, rows, prev = zlib.decompress(idat), w * bpp, [], bytearray(w * bpp)
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        prev = line
+        rows.append(bytes(line) if bpp == 3 else bytes(v for k, v in enumerate(line) if k % 4 != 3))
+    return w, h, rows
+
+
+def inked(b: Browser, selector: str, inset: int = 2) -> Tuple[int, int]:
+    """(pixels that are not the background, pixels) in a screenshot of the element ``selector``
+    (its box shrunk by ``inset`` px on each side, so a frame around it does not count): what the
+    browser really painted there. The background is the box's most common colour."""
+    box = b.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.scrollIntoView({{block: 'center'}});"
+               " const r = e.getBoundingClientRect(); return [r.left + scrollX, r.top + scrollY, r.width, r.height]; })()")
+    assert box is not None and box[2] > 2 * inset and box[3] > 2 * inset, (selector, box)
+    clip = {"x": box[0] + inset, "y": box[1] + inset, "width": box[2] - 2 * inset, "height": box[3] - 2 * inset, "scale": 1}
+    shot = b.send("Page.captureScreenshot", session=b.session, format="png", clip=clip, captureBeyondViewport=True)
+    _, _, rows = png_rgb(base64.b64decode(shot["data"]))
+    pixels = [r[i:i + 3] for r in rows for i in range(0, len(r), 3)]
+    background = Counter(pixels).most_common(1)[0][0]
+    far = sum(1 for p in pixels if sum(abs(x - y) for x, y in zip(p, background)) > 60)
+    return far, len(pixels)
+
+
+def plots(b: Browser) -> List[dict]:
+    """Every plot of the page (plots.js figures and the error chart) as a reader meets it: its
+    caption, its axis labels, its tick labels and how many points and bars it draws."""
+    return b.js("""Array.from(document.querySelectorAll('figure.plot')).filter(f => f.offsetParent !== null).map(f => ({
+        id: f.id, caption: f.querySelector('figcaption').innerText, aria: f.querySelector('svg').getAttribute('aria-label'),
+        x: (f.querySelector('.x-label') || {}).textContent, y: (f.querySelector('.y-label') || {}).textContent,
+        xticks: Array.from(f.querySelectorAll('.x-tick')).map(t => t.textContent),
+        yticks: Array.from(f.querySelectorAll('.y-tick')).map(t => t.textContent),
+        points: f.querySelectorAll('.pt').length, bars: f.querySelectorAll('.hist-bar').length}))""")
+
+
+def hover(b: Browser, selector: str, k: int = 0) -> str:
+    """Move the mouse over the k-th element matching ``selector`` (a real mouse event at its
+    centre, as a reader's pointer) and return the text its plot's tip box shows."""
+    box = b.js(f"(() => {{ const e = document.querySelectorAll({json.dumps(selector)})[{k}]; e.scrollIntoView({{block: 'center'}});"
+               " const r = e.getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()")
+    b.send("Input.dispatchMouseEvent", session=b.session, type="mouseMoved", x=box[0], y=box[1])
+    return b.js(f"(() => {{ const t = document.querySelectorAll({json.dumps(selector)})[{k}].closest('figure').querySelector('.plot-tip');"
+                " return t.hidden ? null : t.textContent; })()")

@@ -1,11 +1,11 @@
 """A :class:`~lar_prec.report.Report` as one self-contained, offline HTML page.
 
-The page is three package data files, ``lar_prec/page/report.html`` (the template, with a
-Content-Security-Policy that forbids any network access), ``report.css`` and ``report.js``
-(it builds every node with createElement/textContent, never innerHTML with data, so var
+The page is four package data files, ``lar_prec/page/report.html`` (the template, with a
+Content-Security-Policy that forbids any network access), ``report.css``, ``plots.js`` (the
+small plots: axes, hover values) and ``report.js`` (it builds every node with createElement/textContent, never innerHTML with data, so var
 names are escaped by construction). It draws every view from the report's JSON, the sweep's
 options and option-by-variable view and the devices' targets and target-by-variable view
-included; :func:`render_html` only inlines the three files and the JSON into one file, so
+included; :func:`render_html` only inlines the four files and the JSON into one file, so
 no markup is built in Python.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ __all__ = ["PAGE_DIR", "PAGE_FILES", "render_html", "write_html"]
 
 #: where the page's files are installed (package data)
 PAGE_DIR = Path(__file__).with_name("page")
-PAGE_FILES = ("report.html", "report.css", "report.js")
+PAGE_FILES = ("report.html", "report.css", "plots.js", "report.js")
 
 
 @lru_cache(maxsize=None)
@@ -55,7 +55,7 @@ def render_html(report: Union[Report, Mapping[str, Any]], *, title: Optional[str
     parts = {
         "TITLE": html.escape(title, quote=True),
         "CSS": "\n" + _page_file("report.css"),
-        "JS": "\n" + _page_file("report.js"),
+        "JS": "\n" + _page_file("plots.js") + "\n" + _page_file("report.js"),
         "DATA": _json_for_script(data),
     }
     # One pass over the template only, so user text that happens to contain "@@DATA@@" stays text.

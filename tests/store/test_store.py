@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import sqlite3
 import subprocess
@@ -15,11 +16,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from browser_helpers import _clean_page, browser, chromium  # noqa: F401 (chromium: a fixture)
+from browser_helpers import _clean_page, browser, chromium, hover, inked, plots  # noqa: F401 (chromium: a fixture)
 from conftest import ROOT
 from store_fixtures import postgres, store_url  # noqa: F401 (fixtures)
 from proc_helpers import user_lar
 from remote_fixtures import free_port
+from lar_prec.compare.tolerance import fmt_num
 from lar_prec.errors import StoreError
 from lar_prec.store.db import head_revision, migrate_to, open_store
 from lar_prec.store.summary import series_key
@@ -221,20 +223,57 @@ def test_a_full_disk_while_writing_leaves_nothing_half_written(tmp_path, lar_dum
     assert p.returncode == 2 and "not an analysis folder" in p.stderr
 
 
+def _trend_page(chromium, db: str, page: Path) -> dict:
+    """history --html and --json of the store; the page opened, rendered cleanly; the JSON."""
+    p = _cli("history", "--store", db, "--html", str(page), "--json", str(page.with_suffix(".json")))
+    assert p.returncode == 0, p.stderr
+    chromium.open(page)
+    _clean_page(chromium)
+    # the trend page lists the store's runs per series: no footer about dumps "compared as given"
+    assert chromium.js("document.getElementById('runs-section').hidden") is True
+    assert "compared as given" not in chromium.js("document.body.innerText")
+    return json.loads(page.with_suffix(".json").read_text())
+
+
 @browser
 @pytest.mark.browser
 def test_the_trend_page_draws_an_operator_over_builds(chromium, tmp_path, lar_dump, faulty):
     ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
     db = str(tmp_path / "results.db")
-    for d in (clean, clean, faulty):
+    # one run: each plot is its one point, drawn (the sparkline of a one-run series was blank)
+    store_result(db, compare_dumps(ref, clean).report)
+    data = _trend_page(chromium, db, tmp_path / "one.html")
+    [s] = data["series"]
+    figs = plots(chromium)
+    assert [f["points"] for f in figs] == [1] * (1 + len(s["ops"]))  # the output error, then each operator
+    assert all(f["xticks"] == ["1"] and f["yticks"] and f["x"] == "run, oldest first" for f in figs), figs
+    far, _ = inked(chromium, "#trend-output-0 .plot-area")
+    assert far >= 12  # the point (r 3 px) and its value, nothing else inside the frame
+    assert chromium.js("document.querySelector('#trend-output-0 .last-value').textContent") == fmt_num(s["runs"][0]["output_err"]).replace("e-0", "e-")
+
+    for d in (clean, faulty):
         store_result(db, compare_dumps(ref, d).report)
-    p = _cli("history", "--store", db, "--html", str(tmp_path / "trend.html"))
-    assert p.returncode == 0, p.stderr
-    chromium.open(tmp_path / "trend.html")
-    _clean_page(chromium)
+    data = _trend_page(chromium, db, tmp_path / "trend.html")
+    [s] = data["series"]
     text = chromium.js("document.getElementById('advice').innerText")
     assert "c2.Convolution" in text and "3 run(s)" in text
-    assert chromium.js("document.querySelectorAll('svg.trend').length") == 10  # one line per computed operator
+    figs = plots(chromium)
+    assert len(figs) == 1 + len(s["ops"]) == 11  # the output error, and one plot per computed operator
+    assert figs[0]["caption"] == "Output error of each of the 3 run(s) of this series" and figs[0]["y"] == "output error"
+    for f, op in zip(figs[1:], s["ops"]):
+        assert f["caption"] == f"max_err of {op['name']} in each of 3 run(s)" == f["aria"]
+        assert f["points"] == 3 and f["xticks"] == ["1", "2", "3"] and f["y"] == "max_err"
+        assert all(t == "0" or re.fullmatch(r"[125]e-\d+", t) for t in f["yticks"]) and len(f["yticks"]) >= 2, f
+    # hovering c2.Convolution's last point (the faulty run) shows its value and build
+    k = next(i for i, op in enumerate(s["ops"]) if op["name"] == "c2.Convolution")
+    last = s["ops"][k]["points"][-1]
+    tip = hover(chromium, "#trend-output-0 .pt", 0)  # the output plot's first point
+    assert tip and s["runs"][0]["created"] in tip and s["runs"][0]["build"] in tip
+    sel = "#advice figure.trend[id^='trend-0-'] .pt"
+    tip = hover(chromium, sel, 3 * k + 2)
+    assert tip.startswith(last["created"]) and f"max_err {fmt_num(last['max_err']).replace('e-0', 'e-')}" in tip, tip
+    far, total = inked(chromium, "#advice figure.trend[id^='trend-0-'] .plot-area")
+    assert far > 0.01 * total, (far, total)
     chromium.js("Array.from(document.querySelectorAll('a.trend-op')).find(a => a.textContent === 'c2.Convolution')"
                 ".click()")
     chromium.settle()

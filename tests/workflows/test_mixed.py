@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_helpers import _clean_page, browser, chromium  # noqa: F401  (fixture)
+from browser_helpers import _clean_page, browser, chromium, hover, inked, plots  # noqa: F401  (fixture)
 from conftest import run_lar
 from proc_helpers import user_lar
 
@@ -256,10 +256,33 @@ def test_the_page_draws_the_keep_list_and_each_verification(cnn_ioc16, chromium,
     _clean_page(chromium)
     assert chromium.js("document.getElementById('advice-section').hidden") is False
     assert chromium.js("document.getElementById('table-section').hidden") is True
+    # the banner is where the analysis ends, in the terminal's words: green for a verified keep-list
     verdict = chromium.js("document.getElementById('verdict').innerText")
-    assert "--enable-ioc16" in verdict and verdict == data["advice"][0]  # the terminal's words
+    assert verdict == data["headline"] and data["headline"] in data["advice"]
+    good = chromium.js("document.getElementById('verdict').classList.contains('good')")
+    assert good is (data["verdict"] in ("within", "fixed")) and (data["verdict"] == "fixed") is data["verified"]
+    if data["verdict"] == "fixed":
+        assert verdict.startswith("verified: ")
     items = chromium.js("Array.from(document.querySelectorAll('#mixed-advice li')).map(li => li.innerText)")
-    assert items == data["advice"][1:]
+    assert items == [a for a in data["advice"] if a != data["headline"]] and items[0].startswith("--enable-ioc16 alone")
+    # the trade-off: each model tried a point at its output error and MAC share, the chosen keep-list ringed
+    [plot] = plots(chromium)
+    assert plot["caption"].startswith("Trade-off: output error against the share of MACs left in float16")
+    assert plot["x"] == "share of MACs left in float16" and plot["xticks"][0] == "0%" and plot["xticks"][-1] == "100%"
+    assert plot["y"] == "output error" and plot["yticks"]
+    tried = [data["plain"]] * (not data["plain"]["failed"]) + [data["level"]] * (data["level"] is not None) + data["attempts"]
+    assert plot["points"] == len(tried)
+    chosen = [a for a in [data["plain"]] + data["attempts"] if a.get("chosen")]
+    assert len(chosen) == 1 and (chosen[0] is data["attempts"][-1] if data["attempts"] else True)
+    assert chromium.js("document.querySelectorAll('#mixed-tradeoff .chosen-ring').length") == 1
+    tip = hover(chromium, "#mixed-tradeoff .pt.chosen")
+    assert tip.startswith(chosen[0]["label"] + "\n") and "(the chosen keep-list)" in tip
+    assert f"output error {fmt_num(chosen[0]['output_err']).replace('e-0', 'e-')}" in tip
+    far, total = inked(chromium, "#mixed-tradeoff .plot-area")
+    assert far > 0.002 * total, (far, total)
+    # the runs table names each run's configuration (a run record's config is an object)
+    runs = chromium.js("Array.from(document.querySelectorAll('#runs-table tbody tr td:first-child')).map(td => td.innerText)")
+    assert runs[0] == "reference (naive)" and not any("object" in r for r in runs), runs
     tables = chromium.js("Array.from(document.querySelectorAll('#advice table')).map(t => t.querySelectorAll('tbody tr').length)")
     n_ver = 1 + (data["level"] is not None) + len(data["attempts"])  # the option alone, correct float16, each verification
     if data["kept"]:

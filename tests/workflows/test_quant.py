@@ -95,3 +95,8 @@ def test_the_page_draws_layers_worst_first_with_the_kept_one_marked(misscaled_an
     assert names == [l["name"] for l in data["layers"]]
     assert chromium.js("Array.from(document.querySelectorAll('#advice tr.kept')).map(r => r.cells[0].innerText)") \
         == data["keep_in_float"]
+    # each run named with its configuration's name (a run record's config is an object), and its folder
+    runs = chromium.js("Array.from(document.querySelectorAll('#runs-table tbody tr')).map(r => r.innerText)")
+    assert len(runs) == len(data["runs"]) and not any("[object Object]" in r for r in runs), runs
+    for r, text in zip(data["runs"], runs):
+        assert text.startswith(r["label"]) and r["dump_dir"] in text

@@ -562,7 +562,23 @@ function neighbourhood(r, rank) {
 }
 
 // ---------------------------------------------------------------- chart
+// what the vars' max_err (the chart's and the histogram's values) compares, in each command's terms
+function runOf(dir) {
+  var r = runs.filter(function (x) { return x.dir && dir && (dir === x.dir || dir.indexOf(x.dir + '/') === 0); })[0];
+  return r ? 'run ' + r.label : dir;
+}
+function chartSubject() {
+  var d = R.dirs || {}, n = (R.options || []).filter(function (o) { return o.status === 'runs'; }).length;
+  if (R.command === 'sweep') return 'each variable\u2019s largest max_err over the ' + n + ' option(s) that ran, against the naive reference';
+  if (R.command === 'devices') return 'max_err on target ' + R.shown_target + ' (the target shown) against the naive run on ' + R.reference;
+  if (R.command === 'shake' && (R.shake_runs || []).length) return 'each variable\u2019s largest max_err over the ' + R.shake_runs.length + ' runs against ' + R.shake_runs[0].label;
+  if (R.command === 'diff') return 'max_err of side B against side A';
+  if (d.a && d.b) return 'max_err of ' + runOf(d.b) + ' against ' + runOf(d.a);
+  return 'each variable\u2019s max_err';
+}
 function chart() {
+  document.getElementById('chart-subject').textContent = chartSubject() + '; log scale; click a point for details';
+  document.getElementById('chart').setAttribute('aria-label', 'error along execution order: ' + chartSubject());
   var svg = document.getElementById('chart');
   var Wd = 1000, H = 320, L = 62, Rm = 12, T = 26, B = 40;
   var pw = Wd - L - Rm, ph = H - T - B;
@@ -647,6 +663,26 @@ function chart() {
     (R.threshold && R.threshold.scaled ? ' (each var is held to it scaled by min(1, its largest |value|), so a var below the line can still diverge)' : '') +
     (okAbove ? '  \u00b7  ' + okAbove + ' ok variable(s) above the line carry rounding from their inputs: each is held to its own threshold (hover a point)' : '') +
     (n > cols ? '  \u00b7  ' + n + ' variables, largest error per pixel column shown' : '')));
+}
+
+// ---------------------------------------------------------------- one variable's error histogram
+// drawn for the first root (else the variable with the largest error) and for each variable selected
+function hasQuantiles(v) { return typeof v.err_p50 === 'number' && typeof v.max_err === 'number'; }
+function histogram(id) {
+  var v = byId.get(id), box = document.getElementById('hist'), sec = document.getElementById('hist-section');
+  if (!v) return;
+  var fig = LarPlot.histogram(v, { id: 'hist-plot', metric: (R.threshold || {}).metric,
+    title: 'Errors of the ' + (v.size || 'all') + ' elements of ' + v.name + ' (var ' + id + ', ' + v.opr_type + '): ' + chartSubject() +
+      (v.n_nonfinite ? '; its ' + v.n_nonfinite + ' element(s) NaN/Inf on one side only are not drawn' : '') });
+  box.textContent = '';
+  if (fig) box.appendChild(fig);
+  else box.appendChild(el('p', { id: 'hist-none' }, v.name + ' (var ' + id + ', ' + v.status + '): no error quantiles (not a float comparison, or not compared)'));
+  sec.hidden = false;
+}
+function firstHistogram() {
+  var v = roots.length && byId.has(roots[0].id) && hasQuantiles(byId.get(roots[0].id)) ? byId.get(roots[0].id) : null;
+  vars.forEach(function (x) { if (!v && hasQuantiles(x) || v && !roots.length && hasQuantiles(x) && x.max_err > v.max_err) v = x; });
+  if (v) histogram(v.id);
 }
 
 // ---------------------------------------------------------------- table
@@ -757,6 +793,7 @@ function table() {
 function select(id, scroll) {
   state.selected = id;
   var v = byId.get(id);
+  if (!document.getElementById('hist-section').hidden) histogram(id);
   var sec = document.getElementById('details-section');
   var box = document.getElementById('details');
   sec.hidden = false;
@@ -800,16 +837,20 @@ function runsSection() {
   t.appendChild(el('thead', null, el('tr', null, el('th', null, 'label'), el('th', { 'class': 'num' }, 'exit'), el('th', { 'class': 'num' }, 'seconds'), el('th', null, 'folder and command'))));
   var tb = el('tbody');
   runs.forEach(function (r) {
-    var keys = r.env ? Object.keys(r.env) : [];
-    var unset = keys.filter(function (k) { return r.env[k] === null; });
+    // a report's run (report/records.py: config a name, env, dir) or a workflow's run record
+    // (lar-prec.run/1, mixed and quant: config {name, flags, env}, env_changes, dump_dir)
+    var config = r.config && typeof r.config === 'object' ? r.config.name : r.config;
+    var envs = r.env || r.env_changes || null;
+    var keys = envs ? Object.keys(envs) : [];
+    var unset = keys.filter(function (k) { return envs[k] === null; });
     var env = (unset.length ? ['env'].concat(unset.map(function (k) { return '-u ' + shq(k); })) : [])
-      .concat(keys.filter(function (k) { return r.env[k] !== null; }).map(function (k) { return k + '=' + shq(r.env[k]); }));
+      .concat(keys.filter(function (k) { return envs[k] !== null; }).map(function (k) { return k + '=' + shq(envs[k]); }));
     var cmd = env.concat((r.argv || []).map(shq)).join(' ');
     var state = r.status && r.status !== 'ok' ? ' \u2014 ' + r.status + (r.signal ? ' (' + r.signal + ')' : '') : '';
-    tb.appendChild(el('tr', null, el('td', null, r.label + (r.config && r.config !== r.label ? ' (' + r.config + ')' : ''), state ? el('b', { style: 'color:#d62d20' }, state) : null),
+    tb.appendChild(el('tr', null, el('td', null, r.label + (config && config !== r.label ? ' (' + config + ')' : ''), state ? el('b', { style: 'color:#d62d20' }, state) : null),
       el('td', { 'class': 'num', style: r.returncode ? 'color:#d62d20;font-weight:600' : null }, String(r.returncode)),
-      el('td', { 'class': 'num' }, r.seconds === null ? '\u2014' : r.seconds.toFixed(2)),
-      el('td', null, el('div', { 'class': 'mono' }, r.dir), el('pre', { 'class': 'cmd' }, cmd),
+      el('td', { 'class': 'num' }, typeof r.seconds === 'number' ? r.seconds.toFixed(2) : '\u2014'),
+      el('td', null, el('div', { 'class': 'mono' }, r.dir || r.dump_dir), el('pre', { 'class': 'cmd' }, cmd),
         r.environment ? el('div', { 'class': 'env' }, [r.environment.host, r.environment.cpu_model, r.environment.android_model, r.environment.load_and_run_version].filter(function (v) { return v; }).join(' \u00b7 ')) : null)));
   });
   t.appendChild(tb);
@@ -854,18 +895,20 @@ function topText(p, key) {
 function mixedView() {
   // the words are the analysis's own (advice: what the terminal prints too); the tables are drawn here
   var vd = document.getElementById('verdict'), tol = R.tolerance, opt = '--enable-' + R.option;
-  var advice = R.advice || [];
-  vd.textContent = advice.length ? advice[0] : opt;
-  vd.className = 'verdict ' + (R.verdict === 'within' ? 'good' : 'bad');
+  var advice = R.advice || [], head = R.headline || advice[0] || opt;
+  // the headline is where the analysis ends: within, or a verified keep-list (green); no list holds (red)
+  vd.textContent = head;
+  vd.className = 'verdict ' + (R.verdict === 'within' || R.verdict === 'fixed' ? 'good' : 'bad');
   var f = R.fp16_fraction || {};
   adviceMeta([['command', 'mixed'], ['model', R.model], ['option', opt],
               ['tolerance', (R.output_tolerance ? R.output_tolerance.text : fmt(tol)) + ' (MegEngine error on every output)'],
               ['left in float16', pctText(f.macs_fraction) + ' of MACs, ' + f.oprs_float16 + '/' + f.oprs_total + ' float operators'],
               ['mixed model', R.mixed_model ? R.mixed_model.path : null], ['keep-list', R.keep_file], ['note', R.note]]);
   var box = document.getElementById('advice');
-  if (advice.length > 1) {
+  var told = advice.filter(function (line) { return line !== head; });
+  if (told.length) {
     box.appendChild(el('h2', null, 'What to do'));
-    box.appendChild(el('ul', { id: 'mixed-advice' }, advice.slice(1).map(function (line) { return el('li', null, line); })));
+    box.appendChild(el('ul', { id: 'mixed-advice' }, told.map(function (line) { return el('li', null, line); })));
   }
   box.appendChild(el('h2', null, 'Keep in float32 ', el('small', null, 'why each is listed, and why it errs in float16 by the float64 oracle on the reference\'s inputs')));
   if (R.kept.length) {
@@ -882,6 +925,7 @@ function mixedView() {
   if (R.level) pts.push(Object.assign({}, R.level, { step: null, keep: null }));
   pts = pts.concat(R.attempts);
   var kneeLabel = R.knee ? R.knee.label : null;
+  box.appendChild(tradeoffPlot(pts, tol, kneeLabel));
   box.appendChild(simpleTable([
     { label: 'model', get: function (a) { return a.label; }, cls: 'name' },
     { label: 'kept in float32', num: true, get: function (a) { return a.keep === null ? '\u2014' : String(a.keep.length); } },
@@ -901,6 +945,20 @@ function mixedView() {
     { label: 'runs in', get: function (o) { return el('span', { 'class': 'st ' + (o.float32 ? 'st-f32' : 'st-f16'), text: o.float32 ? 'float32' : 'float16' }); } },
     { label: 'local error', num: true, get: function (o) { return [errText(o.local_err, o.nonfinite), errBar(o.nonfinite ? worst : o.local_err, worst, o.floor !== null && (o.nonfinite || o.local_err > o.floor))]; } },
     { label: 'float16 floor', num: true, get: function (o) { return fmt(o.floor); } }], ops, function (o) { return o.float32 ? 'kept' : null; }));
+}
+function tradeoffPlot(pts, tol, kneeLabel) {
+  // every model tried as a point; the verifications numbered, the chosen keep-list (the mixed model) ringed
+  var q = pts.filter(function (a) { return !a.failed; }).map(function (a) {
+    var kind = a.step === 0 ? 'alone' : a.step === null ? 'level' : 'verification';
+    return { kind: kind, err: a.output_err, nonfinite: a.nonfinite, macs: a.macs_fraction, chosen: !!a.chosen,
+             short: kind === 'alone' ? 'option alone' : kind === 'level' ? 'correct float16' : 'v' + a.step,
+             tip: a.label + '\noutput error ' + errText(a.output_err, a.nonfinite) + ', ' + pctText(a.macs_fraction) + ' of MACs in float16' +
+               (a.keep ? ', ' + a.keep.length + ' operator(s) in float32' : '') + (a.chosen ? ' (the chosen keep-list)' : '') + (a.label === kneeLabel ? ' (the knee)' : '') };
+  });
+  if (!q.some(function (a) { return typeof a.macs === 'number'; }))
+    return el('p', { id: 'mixed-tradeoff-none', 'class': 'dim' }, 'No trade-off plot: no model tried has a known share of MACs (the model has no convolution or matrix product, or none ran).');
+  return LarPlot.tradeoff(q, { id: 'mixed-tradeoff', tolerance: tol,
+    title: 'Trade-off: output error against the share of MACs left in float16, each model tried a point (v1, v2, \u2026 the verifications; ringed: the chosen keep-list)' });
 }
 function snrText(m) {
   if (!m) return '\u2014';
@@ -974,27 +1032,34 @@ function quantView() {
     box.appendChild(simpleTable(uCols, fused));
   }
 }
-// the trend page (lar-prec history --html, schema lar-prec.history/1): per series, the error of each
-// operator over builds as a line (x = run order), worst moved first; a click shows the operator's values
-function trendLine(points) {
-  var w = 240, h = 36, vals = points.map(function (p) { return typeof p.max_err === 'number' ? p.max_err : null; });
-  var fin = vals.filter(function (v) { return v !== null; }), hi = Math.max.apply(null, fin.concat([0]));
-  var svg = sv('svg', { 'class': 'trend', width: w, height: h, viewBox: '0 0 ' + w + ' ' + h });
-  var step = points.length > 1 ? (w - 4) / (points.length - 1) : 0, d = '';
-  vals.forEach(function (v, i) {
-    var x = 2 + i * step, y = v === null ? 2 : h - 2 - (hi > 0 ? (v / hi) * (h - 4) : 0);
-    d += (d ? ' L' : 'M') + x.toFixed(1) + ' ' + y.toFixed(1);
-    if (v === null) svg.appendChild(sv('circle', { cx: x, cy: y, r: 2, 'class': 'trend-nonfinite' }));
+// the trend page (lar-prec history --html, schema lar-prec.history/1): per series, its output error
+// over runs and each operator's max_err over runs (oldest first, worst moved first), each a plot
+// with axes and its values on hover; a click on an operator's name lists its values
+function trendTip(when, build, what) { return when + ' \u00b7 ' + build + '\n' + what; }
+function opTrend(op, id) {
+  var pts = (op.points || []).map(function (p) {
+    return { v: typeof p.max_err === 'number' ? p.max_err : null,
+             tip: trendTip(p.created, p.build, 'max_err ' + (p.max_err === null ? 'NaN/Inf or not compared' : fmt(p.max_err)) +
+               (typeof p.local_err === 'number' ? ', local ' + fmt(p.local_err) : '') + ' \u00b7 ' + p.status) };
   });
-  svg.appendChild(sv('path', { d: d, 'class': 'trend-line', fill: 'none' }));
-  return svg;
+  return LarPlot.trend(pts, { id: id, title: 'max_err of ' + op.name + ' in each of ' + pts.length + ' run(s)', yLabel: 'max_err', w: 330, h: 130 });
 }
 function historyView() {
-  var box = document.getElementById('advice');
+  var box = document.getElementById('advice'), series = R.series || [];
+  var vd = document.getElementById('verdict');
+  vd.textContent = series.length ? series.length + ' series, ' + series.reduce(function (n, s) { return n + s.runs.length; }, 0) + ' run(s) of this model in the store'
+    : 'the store holds no run of this model';
+  vd.className = 'verdict neutral';
+  adviceMeta([['command', 'history'], ['store', R.store], ['model', R.model]]);
+  document.getElementById('runs-section').hidden = true;  // the store's runs are listed per series
   box.appendChild(el('h2', null, 'History of ' + (R.model || 'no model'), el('small', null, ' ' + R.store)));
-  (R.series || []).forEach(function (s, k) {
+  series.forEach(function (s, k) {
     box.appendChild(el('h2', null, s.model_name + ' · ' + s.command + ' ' + s.config + ' ' + s.options.join(' ') + ' · ' + s.device_kind,
       el('small', null, ' ' + s.runs.length + ' run(s)')));
+    box.appendChild(LarPlot.trend(s.runs.map(function (r) {
+      return { v: typeof r.output_err === 'number' ? r.output_err : null,
+               tip: trendTip(r.created, r.build, 'output error ' + fmt(r.output_err) + ' \u00b7 run ' + r.run.slice(0, 12) + '\n' + r.verdict) };
+    }), { id: 'trend-output-' + k, title: 'Output error of each of the ' + s.runs.length + ' run(s) of this series', yLabel: 'output error', w: 640, h: 170 }));
     box.appendChild(simpleTable([
       { label: 'time', get: function (r) { return r.created; } }, { label: 'run', get: function (r) { return r.run.slice(0, 12); } },
       { label: 'build', get: function (r) { return r.build; }, cls: 'wrap' },
@@ -1004,7 +1069,7 @@ function historyView() {
     box.appendChild(simpleTable([
       { label: 'operator', get: function (o) { return el('a', { href: '#', 'class': 'trend-op', 'data-key': o.op_key }, o.name); }, cls: 'name' },
       { label: 'type', get: function (o) { return o.opr_type; } },
-      { label: 'error over builds', get: function (o) { return trendLine(o.points); } },
+      { label: 'max_err over runs (hover a point)', get: function (o) { return opTrend(o, 'trend-' + k + '-' + o.op_key); } },
       { label: 'moved', num: true, get: function (o) { return fmt(o.moved); } },
       { label: 'first out of its band', get: function (o) { return o.first_out_of_band ? o.first_out_of_band.run.slice(0, 12) + ' ' + o.first_out_of_band.created : '—'; } }],
       s.ops, function (o) { return o.first_out_of_band ? 'kept' : null; }));
@@ -1211,7 +1276,7 @@ function applyHash() {
 
 if (adviceSection()) {
   runsSection();
-  document.body.setAttribute('data-rendered', String((R.operators || R.layers || R.builds || R.tasks || []).length));
+  document.body.setAttribute('data-rendered', String((R.operators || R.layers || R.builds || R.tasks || R.series || []).length));
   return;
 }
 header();
@@ -1221,6 +1286,7 @@ targetsSection();
 diffSection();
 rootsSection();
 chart();
+firstHistogram();
 table();
 runsSection();
 applyHash();

@@ -209,6 +209,17 @@ class MixedAnalysis:
         k = knee(pts)
         return None if k is None else pts[k]
 
+    def outcome(self) -> str:
+        """The line the analysis comes to: the last model tried and whether it holds (the option
+        alone's line when no keep-list was tried). The page's headline."""
+        last = self.attempts[-1] if self.attempts else None
+        if last is None:
+            return self.advice()[0]
+        lead = ("nothing needs float32 (the option alone is within); with its local roots in float32 too"
+                if not self.needs_float32 else "verified" if self.verified else "best tried")
+        return (f"{lead}: {len(self.kept)} operator(s) in float32, {self.output_tolerance.words(last.output_err)}, "
+                f"{_pct(last.point.fraction.macs)} of MACs left in float16")
+
     def advice(self) -> List[str]:
         """What to do, in the words the terminal and the page print."""
         tol, opt = self.output_tolerance, f"--enable-{self.option}"
@@ -236,11 +247,7 @@ class MixedAnalysis:
             lines.append(f"no keep-list tried brings it within: with every operator in float32, "
                          f"{tol.words(last.output_err)}: the default kernels differ from the naive ones in float32 too")
         if last is not None:
-            share = last.point.fraction.macs
-            lead = ("nothing needs float32 (the option alone is within); with its local roots in float32 too"
-                    if not self.needs_float32 else "verified" if self.verified else "best tried")
-            lines.append(f"{lead}: {len(self.kept)} operator(s) in float32, "
-                         f"{tol.words(last.output_err)}, {_pct(share)} of MACs left in float16")
+            lines.append(self.outcome())
         k = self.knee()
         if k is not None:
             lines.append(f"the tolerance {fmt_num(tol.value)} cannot be met without losing most of the float16 MACs; "
@@ -260,7 +267,7 @@ class MixedAnalysis:
             "output_tolerance": self.output_tolerance.to_json(),
             "verdict": ("within" if not self.needs_float32 else "fixed" if self.verified else "not_fixed"),
             "plain": {**self.plain.to_json(), "nonfinite": not math.isfinite(self.plain_err) and not self.plain_failed,
-                      "failed": self.plain_failed or None},
+                      "failed": self.plain_failed or None, "chosen": not self.attempts},
             "level": None if self.level is None else self.level.to_json(),
             "level_failed": self.level_failed or None,
             "proposal": list(self.proposal),
@@ -272,7 +279,9 @@ class MixedAnalysis:
             "mixed_model": self.mixed_model.to_json() if self.mixed_model is not None else None,
             "keep_file": str(self.keep_file),
             "fp16_fraction": self.fraction.to_json(),
-            "attempts": [a.to_json() for a in self.attempts],
+            # the keep-list written as the mixed model is the last one tried (the empty list: the option alone)
+            "attempts": [{**a.to_json(), "chosen": k == len(self.attempts) - 1} for k, a in enumerate(self.attempts)],
+            "headline": self.outcome(),
             "curve": [p.to_json() for p in self.curve()],
             "knee": None if knee_pt is None else knee_pt.to_json(),
             "advice": self.advice(),
