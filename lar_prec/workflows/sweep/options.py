@@ -209,8 +209,8 @@ class OptionResult:
 
     def precision_words(self) -> str:
         """Its precision verdict in a few words, for beside its speed."""
-        if self.status != "runs":
-            return self.status.replace("_", " ")
+        if self.status != "runs":  # e.g. record mode under MegEngine's load_and_run: loads, cannot dump
+            return f"precision not judged ({self.status.replace('_', ' ')})"
         if self.verdict == "diverges":
             return f"breaks {self.root_name}" if self.root_name else "diverges"
         return {"ok": "within tolerance", "as_default": "as the default run"}.get(self.verdict or "", "not judged")
