@@ -7,7 +7,7 @@
 var R = JSON.parse(document.getElementById('report-data').textContent);
 var S = R.speed;
 if (R.command !== 'sweep' || !S || S.off || !(R.options || []).length) return;
-var NS = 'http://www.w3.org/2000/svg';
+var NS = document.getElementById('chart').namespaceURI;  // the page's own svg: no URL spelled out
 function mk(ns, tag, attrs, text) {
   var e = ns ? document.createElementNS(ns, tag) : document.createElement(tag);
   Object.keys(attrs || {}).forEach(function (k) { if (attrs[k] !== null && attrs[k] !== undefined) e.setAttribute(k, attrs[k]); });
