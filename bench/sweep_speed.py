@@ -62,7 +62,7 @@ def main() -> int:
                                                  str(a.rounds), "--no-local", "--options", ",".join(loaded)])
         print(f"timing again (--no-local): wall {wc:.1f} s", flush=True)
         ratio = wb / wa
-        lines += [f"| sweep | wall s | runs s (summed) | local error s | timed runs s |", "|---|---|---|---|---|",
+        lines += ["| sweep | wall s | runs s (summed) | local error s | timed runs s |", "|---|---|---|---|---|",
                   f"| `--speed-runs 0` | {wa:.1f} | {da['timing']['run_seconds']:.1f} | {da['timing']['local_seconds']:.1f} | - |",
                   f"| `--speed-runs {a.rounds}` | {wb:.1f} | {db['timing']['run_seconds']:.1f} | "
                   f"{db['timing']['local_seconds']:.1f} | {db['timing']['speed_seconds']:.1f} |", "",

@@ -129,7 +129,7 @@ def _speed_words(result: SweepResult) -> str:
     failed = [o for o in timed if o.speed.status != "timed"]  # type: ignore[union-attr]
     d = result.default.speed if result.default is not None else None
     if d is not None and d.status != "timed":
-        return f"speed not compared: the default run's timed run {d.words()}"
+        return f"speed not compared: the default run's {d.words()}"
     text = ("speed: " + "; ".join(o.trade_words() for o in apart) if apart else
             f"speed: no measurable difference from the default run ({len(timed) - len(failed)} option(s) timed)")
     if failed:
