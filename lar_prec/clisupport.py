@@ -37,7 +37,7 @@ def console(stderr: bool = False) -> Any:
 
 
 #: what a stage of a workflow's progress is called on the terminal
-_STAGES = {"runs": "load_and_run runs", "compare": "comparing dumps", "local": "local error", "steps": "steps"}
+_STAGES = {"runs": "load_and_run runs", "compare": "comparing dumps", "local": "local error", "steps": "steps", "speed": "timed runs"}
 
 
 class ProgressBars:

@@ -52,6 +52,9 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   of TopK and ArgSort it dumps list tied values in reverse order, an ArgMax picks the last of
   tied maxima (the values are the same). ``WRAPPED_LAR_TIES=wrong``: a TopK that returns a
   wrong index (the first of each row swapped with the row's smallest value's).
+* ``WRAPPED_LAR_CRASH_TIMED=FLAG``: a build that crashes (SIGABRT) only when it runs without
+  any dump (a timed run: no ``--bin-io-dump``, ``--io-dump`` or ``--bin-out-dump``) and its
+  argv holds FLAG: an option that loads and dumps, and crashes when timed.
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
@@ -264,6 +267,12 @@ def main():
     if model and refuse and refuse in model:
         sys.stderr.write(f"[ERR] MegBrainError: load model {model}: unsupported model format for this build\n")
         return 1
+    crash_flag = os.environ.get("WRAPPED_LAR_CRASH_TIMED")
+    if model and crash_flag and crash_flag in argv and not any(
+            flag_value(argv, f) for f in ("bin_io_dump", "io_dump", "bin_out_dump")):
+        sys.stderr.write("terminate called after throwing an instance of 'megdnn::Error' (wrapped_lar, timed)\n")
+        sys.stderr.flush()
+        os.abort()
     hang = os.environ.get("WRAPPED_LAR_HANG")
     if model and hang and hang in model:
         pid_file = os.environ.get("WRAPPED_LAR_HANG_PID")

@@ -180,12 +180,16 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
 @click.option("--no-local", is_flag=True,
               help="Do not measure the local error of every operator under each option (one build of the "
                    "layerwise model, one run of it per option).")
+@click.option("--speed-runs", type=int, default=3, show_default=True, metavar="R",
+              help="Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the default run and "
+                   "each option that loaded, interleaved, one at a time: each option's speed-up beside its precision "
+                   "verdict. 0 turns timing off; else 2 to 50.")
 @remote_options
 @store_option
 @handle_errors
 def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, jobs: int, timeout: float,
               out: str | None, json_out: str | None, html_out: str | None, lar_path: str | None, lar_args: tuple,
-              seed: int, quiet: bool, no_local: bool, remote: str | None, remote_dir: str | None,
+              seed: int, quiet: bool, no_local: bool, speed_runs: int, remote: str | None, remote_dir: str | None,
               keep_remote: bool, store: str | None = None) -> None:
     """Which load_and_run optimisation option changes the result, and where?
 
@@ -202,8 +206,10 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     from lar_prec.run.settings import Settings
     from lar_prec.workflows.sweep.options import parse_options
     from lar_prec.workflows.sweep.sweep import analyse
+    from lar_prec.workflows.sweep.speed import check_speed_runs
 
     parse_options(options)  # a bad name fails before anything runs
+    check_speed_runs(speed_runs)
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
@@ -211,5 +217,5 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
         settings = Settings(model=model, inputs=inputs, out=out, lar=lar_path, timeout=timeout,
                             extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, jobs=jobs, remote=spec,
                             local=not no_local, progress=progress)
-        analysis = analyse(settings, options=options)
+        analysis = analyse(settings, options=options, speed_runs=speed_runs)
     finish_analysis(analysis, json_out, html_out, quiet, store)

@@ -27,7 +27,7 @@ __all__ = ["PAGE_DIR", "PAGE_FILES", "render_html", "write_html"]
 
 #: where the page's files are installed (package data)
 PAGE_DIR = Path(__file__).with_name("page")
-PAGE_FILES = ("report.html", "report.css", "plots.js", "report.js")
+PAGE_FILES = ("report.html", "report.css", "plots.js", "report.js", "speed.js")
 
 
 @lru_cache(maxsize=None)
@@ -55,7 +55,10 @@ def render_html(report: Union[Report, Mapping[str, Any]], *, title: Optional[str
     parts = {
         "TITLE": html.escape(title, quote=True),
         "CSS": "\n" + _page_file("report.css"),
-        "JS": "\n" + _page_file("plots.js") + "\n" + _page_file("report.js"),
+        # plots.js before report.js (which calls it); speed.js (a sweep's speed plot) after
+        "JS": "
+" + "
+".join(_page_file(f) for f in ("plots.js", "report.js", "speed.js")),
         "DATA": _json_for_script(data),
     }
     # One pass over the template only, so user text that happens to contain "@@DATA@@" stays text.

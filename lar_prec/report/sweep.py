@@ -65,6 +65,16 @@ def _why(o: Mapping[str, Any]) -> str:
     return f"{why}; {again}" if why and again else why or again
 
 
+def speed_text(o: Mapping[str, Any]) -> str:
+    """One option's speed for the table: ``1.80x faster (1.60x to 2.00x)``, ``no measurable
+    difference``, the default run's time per iteration, or how a timed run failed."""
+    sp = o.get("speed")
+    if not sp:
+        return ""
+    iv = sp.get("speedup_interval")
+    return sp["words"] + (f" ({iv[0]:.2f}x to {iv[1]:.2f}x)" if sp.get("measurable") and iv else "")
+
+
 def render_sweep_terminal(report: "Report", con: Any) -> None:
     """The sweep table: the plain default run, then one row per option, worst first (``con``
     as report_terminal's)."""
@@ -81,7 +91,7 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
     for col, kw in (("option", {}), ("status", {}), ("paired", {"justify": "right"}),
                     ("output error (tolerance)", {"overflow": "fold"}), ("verdict", {}),
                     ("root", {"overflow": "fold"}), ("local root (margin)", {"overflow": "fold"}),
-                    ("cause / reason", {"overflow": "fold"})):
+                    ("speed", {"overflow": "fold"}), ("cause / reason", {"overflow": "fold"})):
         t.add_column(col, **kw)
     default = report.extra.get("default")
     rows = ([dict(default, option="default (no option)")] if default else []) + list(report.extra.get("options", ()))
@@ -95,7 +105,9 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
                                                     "" if o["status"] in ("runs", "skipped") else "red"),
                   cell(paired), cell(out), cell(VERDICT_TEXT.get(verdict, verdict), style),
                   cell(root_text(o.get("root"))),
-                  cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""), cell(_why(o)))
+                  cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""),
+                  cell(speed_text(o), "red" if (o.get("speed") or {}).get("status", "timed") != "timed" else ""),
+                  cell(_why(o)))
     con.table(t)
     tm = report.extra.get("timing") or {}
     if tm:
@@ -105,7 +117,16 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
                       if tm.get("local_seconds") and lratio is not None else "")
         con.print(text("Time: ", "bold", f"runs {tm['run_seconds']:.2f} s (summed), analysis "
                         f"{tm['analysis_seconds']:.2f} s" + (f" ({ratio:.1%} of the runs)" if ratio is not None else "")
-                        + local_part + f", wall {tm['wall_seconds']:.2f} s"))
+                        + local_part + (f", timed runs {tm['speed_seconds']:.2f} s" if tm.get("speed_seconds") else "")
+                        + f", wall {tm['wall_seconds']:.2f} s"))
+    sp = report.extra.get("speed") or {}
+    if sp.get("rounds") and not sp.get("off"):
+        con.print(text("Speed: ", "bold", f"{sp['rounds']} interleaved rounds of --warmup-iter {sp['warmup_iter']} "
+                        f"--iter {sp['iter']} without dumps, {sp['threads']} thread(s) on {sp['device']}, the same "
+                        "for every option; no measurable difference where the spreads overlap"
+                        + (f"; front (within precision, faster): {', '.join(sp['front'])}" if sp.get("front") else "")))
+    elif sp.get("off"):
+        con.print(text("Speed: ", "bold", str(sp["off"])))
     loc = report.extra.get("local") or {}
     if loc and not loc.get("measured") and loc.get("why"):
         con.print(text("Local error: ", "bold", str(loc["why"])))

@@ -67,8 +67,11 @@ def build_argv(
     text_dump: Optional[Path] = None,
     extra_flags: Sequence[str] = (),
     out_dump: Optional[Path] = None,
+    timed: Optional[Tuple[int, int]] = None,
 ) -> List[str]:
-    """The command line of one run, in the real binary's (dash) syntax."""
+    """The command line of one run, in the real binary's (dash) syntax. ``timed``:
+    ``(warmup_iter, iter)`` of a timed run (no dump given: it is only timed); else one
+    iteration and no warm-up, the dumped one."""
     check_extra_flags(extra_flags)
     argv = [*lar.argv_prefix, str(model)]
     if input_arg:
@@ -79,7 +82,8 @@ def build_argv(
         argv += ["--bin-io-dump", str(dump_dir)]
     elif out_dump is not None:
         argv += ["--bin-out-dump", str(out_dump)]
-    argv += ["--iter", "1", "--warmup-iter", "0", *config.flags, *extra_flags]
+    warmup, iters = timed if timed is not None else (0, 1)
+    argv += ["--iter", str(iters), "--warmup-iter", str(warmup), *config.flags, *extra_flags]
     return argv
 
 

@@ -21,7 +21,7 @@ import contextlib
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.dumps.binary import INCOMPLETE_MARKER
 
@@ -55,11 +55,15 @@ def run_once(
     remote: "RemoteSessions | None" = None,
     outputs_only: bool = False,
     model_mode: Optional[str] = None,
+    timed: Optional[Tuple[int, int]] = None,
 ) -> RunResult:
     """Run load_and_run once in a fresh process, in a new folder under ``out_dir``.
 
     ``model_mode``: the model's mode when the caller read it already (a prepared analysis,
     :class:`lar_prec.run.settings.Prepared`); else it is read from the model's first bytes.
+
+    ``timed``: ``(warmup_iter, iter)``: a run that dumps nothing, for load_and_run's own
+    per-iteration times on its stderr (:mod:`lar_prec.workflows.sweep.speed`). Local runs only.
 
     ``outputs_only``: no ``--bin-io-dump``; the network outputs alone are dumped with
     ``--bin-out-dump`` into ``<run folder>/outputs`` (a run nothing observes but that: shake's
@@ -87,6 +91,8 @@ def run_once(
     cfg = get_config(config).with_extra(env=extra_env)
     label = label or (cfg.name + ("-text" if text_dump else ""))
     if remote is not None:
+        if timed is not None:
+            raise UsageError("a timed run runs on this machine, not on a device")
         if outputs_only:
             raise UsageError("a run that dumps its outputs only (--bin-out-dump) runs on this machine, not on a device")
         check_extra_flags(extra_flags)
@@ -94,7 +100,8 @@ def run_once(
     else:
         lar_obj = resolve_load_and_run(lar)
     run_dir = new_run_dir(resolve_path(out_dir), label, what="analysis folder")
-    rec = new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout, outputs_only, model_mode)
+    rec = new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout, outputs_only, model_mode,
+                     timed)
     if remote is not None:
         rec = run_once_remote(rec, Path(model), inputs, cfg, remote, text_dump=text_dump, extra_flags=extra_flags,
                               on_started=on_started)

@@ -37,7 +37,7 @@ def preflight(rec: RunResult, lar: LoadAndRun, cfg: RunConfig, model: PathLike, 
     then run.json says ``running``. UsageError (recorded) when the run cannot start."""
     try:
         argv = build_argv(lar, rec.model_path, input_arg, cfg, dump_dir=rec.dump_dir, text_dump=rec.text_dump,
-                          extra_flags=extra_flags, out_dump=rec.out_dump)
+                          extra_flags=extra_flags, out_dump=rec.out_dump, timed=rec.timed)
         rec = replace(rec, argv=tuple(argv))
         stall_after()  # a bad LAR_PREC_STALL_AFTER is refused before anything starts
         check_file(model, "model file")

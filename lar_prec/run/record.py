@@ -76,6 +76,8 @@ class RunResult:
     versions_from: Optional[str] = None
     #: how MegEngine's load_and_run runs the model, from its first 16 bytes: ``mdl`` or ``lite``
     model_mode: Optional[str] = None
+    #: a timed run (no dump at all): ``(warmup_iter, iter)`` it was given; None for a dump run
+    timed: Optional[Tuple[int, int]] = None
 
     @property
     def ok(self) -> bool:
@@ -116,6 +118,7 @@ class RunResult:
             "dump_dir": str(self.dump_dir) if self.dump_dir else None,
             "text_dump": str(self.text_dump) if self.text_dump else None,
             "out_dump": str(self.out_dump) if self.out_dump else None,
+            "timed": None if self.timed is None else {"warmup_iter": self.timed[0], "iter": self.timed[1]},
             "started": self.started,
             "seconds": self.seconds,
             "returncode": self.returncode,

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Tuple
 
 from lar_prec.dumps.binary import INCOMPLETE_MARKER
 from lar_prec.errors import RunError, RunTimeout, UsageError
@@ -38,13 +38,15 @@ def resolve_path(path: PathLike) -> Path:
 
 def new_record(run_dir: Path, label: str, cfg: RunConfig, lar: LoadAndRun, model: PathLike,
                 inputs: "PreparedInputs | str | None", text_dump: bool, timeout: Optional[float],
-                outputs_only: bool = False, mode: Optional[str] = None) -> RunResult:
+                outputs_only: bool = False, mode: Optional[str] = None,
+                timed: Optional[Tuple[int, int]] = None) -> RunResult:
     """Step 1: the record of a run that has not started (``outputs_only``: it dumps the
     network outputs alone, ``--bin-out-dump``, and no var with ``--bin-io-dump``; ``mode``:
-    the model's mode when the caller read it already)."""
+    the model's mode when the caller read it already; ``timed``: ``(warmup_iter, iter)`` of a
+    run that dumps nothing and is only timed)."""
     return RunResult(
         label=label, config=cfg.name, dir=run_dir,
-        dump_dir=None if text_dump or outputs_only else run_dir / "dump",
+        dump_dir=None if text_dump or outputs_only or timed is not None else run_dir / "dump",
         out_dump=run_dir / "outputs" if outputs_only else None,
         text_dump=run_dir / "io_dump.txt" if text_dump else None,
         argv=(), env_changes=cfg.env, returncode=None, signal=None, seconds=0.0, stderr_tail="",
@@ -56,7 +58,7 @@ def new_record(run_dir: Path, label: str, cfg: RunConfig, lar: LoadAndRun, model
         versions_from="wheel" if lar.is_bundled else None, model_mode=model_mode(model) if mode is None else mode,
         model_path=str(resolve_path(model)),
         inputs=tuple(inputs.to_json()) if isinstance(inputs, PreparedInputs) else (),
-        started=now_iso(), timeout=timeout,
+        started=now_iso(), timeout=timeout, timed=timed,
     )
 
 

@@ -116,7 +116,8 @@ def _call(task: Task, parent: Path) -> Tuple[Any, Any, int]:
                                   extra_flags=tuple(f for f in flags if f not in _SHAKE_CONFIGS)),
                           repeat=task.param("repeat", 3), config=config)
     else:
-        a = sweep.analyse(replace(settings, extra_flags=task.flags), options=list(task.options) or None)
+        # no timed runs: workers share the machine, so one task would time another's runs
+        a = sweep.analyse(replace(settings, extra_flags=task.flags), options=list(task.options) or None, speed_runs=0)
     return a, a.report, a.exit_code
 
 

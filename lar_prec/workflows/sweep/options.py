@@ -12,6 +12,7 @@ from lar_prec.errors import UsageError
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common.nondeterminism import Nondeterminism
 from lar_prec.workflows.sweep.local import OptionLocal
+from lar_prec.workflows.sweep.speed import OptionSpeed, SweepSpeed
 
 #: seconds a run may take in a sweep unless told otherwise (some options hang at load)
 DEFAULT_TIMEOUT = 120.0
@@ -195,12 +196,35 @@ class OptionResult:
     #: var name -> the algorithm its operator ran, from the run's --verbose log (MegEngine's
     #: algorithm chooser, heuristic choices included; shake.algos.verbose_algorithms)
     algorithms: Tuple[Tuple[str, str], ...] = ()
+    #: its timed runs (workflows.sweep.speed): time per iteration, speed-up against the default run
+    speed: Optional[OptionSpeed] = None
 
     @property
     def finding(self) -> bool:
         """True when this option is something to act on: diverges, crashed, hung, stalled, did
-        not load or left an unreadable dump (a skipped option, which does not apply, is not)."""
-        return self.verdict == "diverges" or self.status in ("crashed", "hung", "stalled", "load_failed", "bad_dump")
+        not load or left an unreadable dump, or loaded but crashed, hung or stalled in a timed
+        run (a skipped option, which does not apply, is not)."""
+        return self.verdict == "diverges" or self.status in ("crashed", "hung", "stalled", "load_failed", "bad_dump") \
+            or (self.speed is not None and self.speed.status in ("crashed", "hung", "stalled"))
+
+    def precision_words(self) -> str:
+        """Its precision verdict in a few words, for beside its speed."""
+        if self.status != "runs":  # e.g. record mode under MegEngine's load_and_run: loads, cannot dump
+            return f"precision not judged ({self.status.replace('_', ' ')})"
+        if self.verdict == "diverges":
+            return f"breaks {self.root_name}" if self.root_name else "diverges"
+        return {"ok": "within tolerance", "as_default": "as the default run"}.get(self.verdict or "", "not judged")
+
+    def trade_words(self) -> str:
+        """``nchw44: 1.8x faster (1.6x to 2.0x), within tolerance``: its speed beside its precision
+        ("" when it was not timed)."""
+        s = self.speed
+        if s is None:
+            return ""
+        speed = s.words()
+        if s.measurable and s.low is not None:
+            speed += f" ({s.low:.2f}x to {s.high:.2f}x)"
+        return f"{self.option}: {speed}, {self.precision_words()}"
 
     def severity(self) -> Tuple[int, float]:
         """Sort key, worst first: diverges, crashed, stalled, hung, load failed, as default, ok, skipped."""
@@ -243,6 +267,8 @@ class OptionResult:
             "added_roots": list(self.added_roots), "shared_roots": list(self.shared_roots),
             "output_verdict": self.output_verdict or None,
             "algorithms": dict(self.algorithms),
+            "speed": None if self.speed is None else self.speed.to_json(),
+            "speed_words": self.trade_words() or None,
             "root_algorithm": dict(self.algorithms).get(self.root_name) if self.root_name else None,
             "nondeterminism": None if self.nondeterminism is None else {
                 **self.nondeterminism.to_json(), "words": self.nondeterminism.words(
@@ -268,6 +294,8 @@ class SweepResult:
     local_off: Optional[str] = None
     #: the plain default run (no option), judged against the reference by the same rule
     default: Optional[OptionResult] = None
+    #: the timed runs of the default run and each option that loaded (None: not timed)
+    speed: Optional[SweepSpeed] = None
 
     @property
     def exit_code(self) -> int:

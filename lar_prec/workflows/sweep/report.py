@@ -25,7 +25,15 @@ The JSON is the common report object (design.md), read this way for a sweep:
   bit for bit, with ``words``); ``default``: the default run's record; ``counts`` of each verdict;
 * ``threshold``: the default run's output tolerance, each option's in ``per_option``;
 * ``local`` (extra, top level): whether local error was measured and, if not, why;
-* ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios.
+* ``timing``: seconds in load_and_run runs, in the analysis and in local error, and their ratios;
+  ``speed_seconds``: in the timed runs (not among the runs' seconds);
+* ``speed`` (extra, top level): how the timed runs were made (``rounds``, ``warmup_iter``,
+  ``iter``, ``threads``, ``device``, ``how``, ``off``: why not), ``default`` the default run's
+  times, ``front``: the options within their precision measurably faster that no other beats
+  on speed-up and output error; each option's record has ``speed`` (``median_ms``,
+  ``spread_ms``, ``round_ms``, ``speedup`` and ``speedup_interval``, ``measurable``, ``words``,
+  ``status``: ``timed`` or how a timed run failed) and ``speed_words`` ("nchw44: 1.80x faster
+  (1.60x to 2.00x), within tolerance").
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from lar_prec.report.model import Report
 from lar_prec.report.records import ReportRoot, ReportThreshold, ReportVar, over_floor, run_from_result
 from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.sweep.options import OptionResult, SweepResult
+from lar_prec.workflows.sweep.speed import front
 
 
 def _default_words(d: Optional[OptionResult]) -> str:
@@ -106,8 +115,40 @@ def _verdict(result: SweepResult) -> str:
             "load_failed", "bad_dump") else "") for o in broken))
     if result.default is not None:
         parts.append(_default_words(result.default))
+    if result.speed is not None and result.speed.off is None:
+        parts.append(_speed_words(result))
     by_local = any(o.root_rule in ("local", "output") for o in opts)
     return "; ".join(parts) + (" [roots by local error]" if by_local else "")
+
+
+def _speed_words(result: SweepResult) -> str:
+    """The headline's speed part: the options measurably faster or slower than the default run,
+    each beside its precision verdict, fastest first; those that failed a timed run."""
+    timed = [o for o in result.options if o.speed is not None]
+    apart = sorted((o for o in timed if o.speed.measurable), key=lambda o: -(o.speed.speedup or 0))  # type: ignore[union-attr]
+    failed = [o for o in timed if o.speed.status != "timed"]  # type: ignore[union-attr]
+    d = result.default.speed if result.default is not None else None
+    if d is not None and d.status != "timed":
+        return f"speed not compared: the default run's {d.words()}"
+    text = ("speed: " + "; ".join(o.trade_words() for o in apart) if apart else
+            f"speed: no measurable difference from the default run ({len(timed) - len(failed)} option(s) timed)")
+    if failed:
+        text += "; " + ", ".join(f"{o.option}: {o.speed.words()}" for o in failed)  # type: ignore[union-attr]
+    return text
+
+
+def _speed_json(result: SweepResult) -> Dict[str, Any]:
+    """``speed`` (extra, top level): how the options were timed, and the front: options within
+    their precision (ok or as default) measurably faster than the default run that no other
+    such option beats on both speed-up and output error."""
+    sp = result.speed
+    if sp is None:
+        return {"off": "not timed"}
+    good = [o for o in result.options if o.verdict in ("ok", "as_default") and o.speed is not None
+            and o.speed.measurable and (o.speed.speedup or 0) > 1]
+    pts = [(o.option, float(o.speed.speedup), o.output_err or 0.0) for o in good]  # type: ignore[union-attr, arg-type]
+    return {**sp.to_json(), "front": list(front(pts)),
+            "default": None if sp.default is None else sp.default.to_json()}
 
 
 def _why(o: OptionResult) -> str:
@@ -190,7 +231,8 @@ def sweep_report(result: SweepResult, *, model: Optional[str] = None,
                                      if result.run_seconds else None),
               "local_seconds": round(result.local_seconds, 3),
               "local_over_runs": (round(result.local_seconds / result.run_seconds, 4)
-                                  if result.run_seconds else None)}
+                                  if result.run_seconds else None),
+              "speed_seconds": round(result.speed.seconds, 3) if result.speed is not None else 0.0}
     top: Dict[str, Any] = {"options": [o.to_json() for o in result.options], "timing": timing,
                            "default": None if result.default is None else result.default.to_json(),
                            "reference": {"dir": str(result.reference.dir), "config": "naive, plain graph"},
@@ -198,7 +240,7 @@ def sweep_report(result: SweepResult, *, model: Optional[str] = None,
                                      "roots_by": "local" if local else "dump"},
                            "counts": {v: sum(1 for o in result.options if o.verdict == v)
                                       for v in ("diverges", "as_default", "ok")},
-                           "exit_code": result.exit_code}
+                           "exit_code": result.exit_code, "speed": _speed_json(result)}
     top.update(extra or {})
     return Report(command="sweep", threshold=_threshold(result), vars=tuple(vars_), roots=roots,
                   runs=tuple(run_from_result(r) for r in result.runs), verdict=_verdict(result),

@@ -62,6 +62,7 @@ from lar_prec.run.device import RemoteSessions, open_sessions
 from lar_prec.run.settings import Prepared, Settings
 from lar_prec.diagnosis.local_plan import off_reason
 from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
+from lar_prec.workflows.sweep.speed import DEFAULT_SPEED_RUNS, check_speed_runs, time_sweep
 from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.common.analysis import StageProgress, write_reports
@@ -475,7 +476,7 @@ def _unavailable(options: Sequence[SweepOption], lar: Optional[LoadAndRun], name
 
 def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = None,
               local_off: Optional[str] = None, layerwise_remote: Any = None,
-              unavailable: Optional[Mapping[str, str]] = None) -> SweepResult:
+              unavailable: Optional[Mapping[str, str]] = None, speed_runs: int = 0) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
     :func:`lar_prec.workflows.sweep` for the whole workflow), with the prepared analysis'
     load_and_run, timeout, flags, ``jobs`` and progress hook; ``remote``: its RemoteSessions.
@@ -490,6 +491,8 @@ def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = N
     ``layerwise_remote``: for a device, the one
     RemoteSessions every layerwise run of the sweep shares (its files are removed when the
     caller closes it, not after each option: options run at once would lose them mid-run).
+    ``speed_runs``: rounds of timed runs of the default run and each option that loaded, after
+    every other run (:mod:`lar_prec.workflows.sweep.speed`; 0: none).
     """
     t0 = time.monotonic()
     model, adir, lar = prep.model, prep.dir, prep.lar
@@ -524,6 +527,8 @@ def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = N
                 if progress:
                     progress("steps", done, 1 + sw.total, running=_under_way(sw.pending, jobs),
                              finished=_finished(kind, entry, sw))
+        loaded = [(e.opt.name, e.opt.flags) for e in sw.entries.values() if e.run and e.run[1] in ("runs", "skipped")]
+        speed = time_sweep(prep, loaded, speed_runs, remote)
     except KeyboardInterrupt:
         interrupt_active_runs()
         runner.pool.shutdown(wait=True, cancel_futures=True)
@@ -536,6 +541,8 @@ def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = N
 
     ta = time.monotonic()
     plain, results = sw.results()
+    results = [replace(r, speed=speed.of(r.option)) for r in results]
+    plain = plain if plain is None else replace(plain, speed=speed.default)
     analysis += time.monotonic() - ta
     names = tuple(d.var.name for d in DumpFolder(ref_rec.dump_dir) if not skip_reason(d.var))  # type: ignore[arg-type]
     by_name = {r.option: r for r in results}
@@ -544,7 +551,7 @@ def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = N
     return SweepResult(ref_rec, tuple(ordered), tuple(runs), names,  # type: ignore[arg-type]
                        run_seconds=sum(r.seconds for r in runs), analysis_seconds=analysis,
                        wall_seconds=time.monotonic() - t0, local_seconds=sw.local_seconds(),
-                       local_off=sw.local_off, default=plain)
+                       local_off=sw.local_off, default=plain, speed=speed)
 
 
 @dataclass(frozen=True)
@@ -577,6 +584,7 @@ def sweep(
     progress: Optional[StageProgress] = None,
     remote: Any = None,
     local: bool = True,
+    speed_runs: int = DEFAULT_SPEED_RUNS,
 ) -> SweepAnalysis:
     """Run the reference once and every option that applies; compare, root and explain.
 
@@ -594,6 +602,8 @@ def sweep(
         local: measure the local error of every operator under each option that ran (the
             layerwise model built once, run once per option where the options ran:
             :mod:`lar_prec.workflows.sweep.local`).
+        speed_runs: rounds of timed runs (no dump) of the default run and each option that
+            loaded, interleaved (:mod:`lar_prec.workflows.sweep.speed`); 0 or 2 to 50.
 
     Raises:
         UsageError: bad model, inputs, options or flags (exit 2).
@@ -602,17 +612,18 @@ def sweep(
     """
     return analyse(Settings(model=model, inputs=inputs, out=out, lar=lar, timeout=timeout,
                             extra_flags=tuple(extra_flags), seed=seed, jobs=jobs, remote=remote, local=local,
-                            html=html, progress=progress), options=options)
+                            html=html, progress=progress), options=options, speed_runs=speed_runs)
 
 
-def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = None) -> SweepAnalysis:
+def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = None,
+            speed_runs: int = DEFAULT_SPEED_RUNS) -> SweepAnalysis:
     """:func:`sweep` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's way in);
     its ``threshold`` is not read (each option is held to its tolerance), a ``timeout`` of None
     is :data:`DEFAULT_TIMEOUT`."""
     s = settings if settings.timeout is not None else replace(settings, timeout=DEFAULT_TIMEOUT)
     remote = s.remote
 
-    opts = parse_options(options)
+    opts, speed_runs = parse_options(options), check_speed_runs(speed_runs)
     unavailable = _unavailable(opts, resolve_load_and_run(s.lar) if remote is None else None, named=options is not None)
     prep = prepare_analysis_of(s, "sweep")
 
@@ -623,7 +634,7 @@ def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = No
     lw_sessions = RemoteSessions(remote, transient=True) if remote is not None and off is None else None
     try:
         result = run_sweep(prep, opts, remote=sessions, local_off=off, layerwise_remote=lw_sessions,
-                           unavailable=unavailable)
+                           unavailable=unavailable, speed_runs=speed_runs)
     finally:
         for sess in (sessions, lw_sessions):
             if sess is not None:

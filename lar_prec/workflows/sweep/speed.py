@@ -1,0 +1,278 @@
+"""What each option costs in time: timed runs without any dump, beside its precision verdict.
+
+After a sweep's precision runs, the plain default run and every option that loaded are run
+again with load_and_run's own ``--warmup-iter W --iter N`` and no dump, one process at a time
+(never beside another run: two cores shared would time each other), **interleaved** in
+rounds (default, A, B, ..., default, A, B, ...), each run a fresh process, so a change of the
+machine's load hits every option alike. Each run's per-iteration times are read from its
+stderr, the lines load_and_run prints (``iter 3/10: e2e=12.345 ms (host=...)``: MegEngine's
+``strategy_normal.cpp`` and the bundled runner print the same).
+
+Per option (:func:`compare_speed`), with only what was measured:
+
+* its time: the median of every timed iteration, and its spread: from the lowest lower
+  quartile of a round's iterations to the highest upper quartile (what varies from one
+  iteration to the next and from one fresh process to the next);
+* its speed-up against the default run: the median over rounds of the round's ratio
+  (default's median / the option's median, in the same round), with its interval the lowest
+  and highest of those ratios;
+* **no measurable difference** when the option's spread and the default's overlap (then no
+  number is given as a difference); a spread needs two rounds, so ``--speed-runs`` is 0 (off)
+  or at least 2.
+
+An option that loads but fails in a timed run is reported as such (``crashed``, ``hung``,
+...) and keeps its precision verdict. The thread count (``--multithread``) and device are
+the same for every option by construction (the sweep's flags); they are recorded.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from lar_prec.errors import LarPrecError, RunError, UsageError
+from lar_prec.run.once import run_once
+from lar_prec.run.record import RunResult
+
+#: rounds of timed runs unless told (``--speed-runs``)
+DEFAULT_SPEED_RUNS = 3
+#: the most rounds ``--speed-runs`` takes
+MAX_SPEED_RUNS = 50
+#: load_and_run's ``--warmup-iter`` and ``--iter`` of a timed run: the first execution picks
+#: algorithms and allocates (seconds on ResNet-18), so it is never timed
+WARMUP_ITER = 1
+ITERS = 10
+
+#: load_and_run's per-iteration line (MegEngine's strategy_normal.cpp, and the bundled runner)
+ITER_LINE = re.compile(r"\biter (\d+)/(\d+): e2e=([0-9.]+(?:[eE][-+]?\d+)?) ?ms")
+
+
+def check_speed_runs(n: Any) -> int:
+    """``--speed-runs``: 0 (off) or 2 to :data:`MAX_SPEED_RUNS` (UsageError otherwise)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not (n == 0 or 2 <= n <= MAX_SPEED_RUNS):
+        raise UsageError(f"--speed-runs {n!r}: expected 0 (no timing) or 2 to {MAX_SPEED_RUNS} rounds "
+                         "(a spread needs two rounds)")
+    return n
+
+
+def iteration_ms(stderr: str) -> Tuple[float, ...]:
+    """The per-iteration times (ms) load_and_run printed, in order (warm-ups are not among them)."""
+    return tuple(float(m.group(3)) for m in ITER_LINE.finditer(stderr))
+
+
+def threads_of(flags: Sequence[str]) -> int:
+    """The worker threads a run gets from its flags (``--multithread[-default] N``; 1 without)."""
+    n = 1
+    for i, a in enumerate(flags):
+        name, eq, value = a.lstrip("-").replace("_", "-").partition("=")
+        if name in ("multithread", "multithread-default"):
+            value = value if eq else (flags[i + 1] if i + 1 < len(flags) else "")
+            try:
+                n = int(value)
+            except ValueError:
+                pass
+    return n
+
+
+@dataclass(frozen=True)
+class OptionSpeed:
+    """One option's timed runs (or the default run's: ``option`` ``default``).
+
+    ``status``: ``timed``, or how a timed run failed (``crashed``, ``hung``, ``stalled``,
+    ``failed``, ``no_times``: it printed no per-iteration line). ``rounds``: per round, the
+    iterations' times (ms). ``speedup``: default / option (the median of the per-round ratios,
+    ``low``-``high`` their range; None for the default, or when not measured); ``measurable``:
+    its spread and the default's do not overlap."""
+
+    option: str
+    status: str
+    rounds: Tuple[Tuple[float, ...], ...] = ()
+    reason: str = ""
+    run_dirs: Tuple[str, ...] = ()
+    speedup: Optional[float] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+    measurable: bool = False
+
+    @property
+    def round_ms(self) -> Tuple[float, ...]:
+        """Each round's median time per iteration (ms)."""
+        return tuple(statistics.median(r) for r in self.rounds if r)
+
+    @property
+    def median_ms(self) -> Optional[float]:
+        times = [t for r in self.rounds for t in r]
+        return statistics.median(times) if times else None
+
+    @property
+    def spread_ms(self) -> Optional[Tuple[float, float]]:
+        """From the lowest round's lower quartile to the highest round's upper quartile (ms)."""
+        qs = [_quartiles(r) for r in self.rounds if r]
+        return (min(q[0] for q in qs), max(q[1] for q in qs)) if qs else None
+
+    def words(self) -> str:
+        """``1.8x faster``, ``1.3x slower``, ``no measurable difference`` or what failed."""
+        if self.status != "timed":
+            return f"timing {self.status.replace('_', ' ')}" + (f": {self.reason}" if self.reason else "")
+        if self.speedup is None:  # the default run, or no spread to compare with
+            m = self.median_ms
+            return "" if m is None else f"{m:.3g} ms per iteration"
+        if not self.measurable:
+            return "no measurable difference"
+        return f"{_x(self.speedup)} faster" if self.speedup > 1 else f"{_x(1 / self.speedup)} slower"
+
+    def to_json(self) -> Dict[str, Any]:
+        spread = self.spread_ms
+        return {"status": self.status, "reason": self.reason or None,
+                "median_ms": _r(self.median_ms), "round_ms": [_r(x) for x in self.round_ms],
+                "spread_ms": None if spread is None else [_r(spread[0]), _r(spread[1])],
+                "iterations_ms": [list(r) for r in self.rounds],
+                "speedup": _r(self.speedup), "speedup_interval": None if self.low is None else [_r(self.low), _r(self.high)],
+                "measurable": self.measurable, "words": self.words(), "run_dirs": list(self.run_dirs)}
+
+
+def _quartiles(times: Sequence[float]) -> Tuple[float, float]:
+    """The lower and upper quartile of one round's iteration times."""
+    if len(times) < 2:
+        return times[0], times[0]
+    q = statistics.quantiles(times, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def _x(v: float) -> str:
+    return f"{v:.2f}x" if v < 1.995 else f"{v:.1f}x"
+
+
+def _r(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(x, 4)
+
+
+def compare_speed(default: OptionSpeed, option: OptionSpeed) -> OptionSpeed:
+    """``option`` with its speed-up against ``default``: per round k, ratio default_k / option_k
+    (the two ran in the same round, back to back); the speed-up is their median, its interval
+    their lowest and highest; measurable only when the two spreads (:attr:`OptionSpeed.spread_ms`)
+    do not overlap. Rounds where either has no time are left out."""
+    if option.status != "timed" or default.status != "timed":
+        return option
+    pairs = [(statistics.median(d), statistics.median(o)) for d, o in zip(default.rounds, option.rounds) if d and o]
+    if len(pairs) < 2:
+        return replace(option, reason="fewer than two rounds timed: no spread")
+    ratios = [d / o for d, o in pairs]
+    (dl, dh), (ol, oh) = default.spread_ms, option.spread_ms  # type: ignore[misc]
+    apart = oh < dl or ol > dh
+    return replace(option, speedup=statistics.median(ratios), low=min(ratios), high=max(ratios), measurable=apart)
+
+
+@dataclass(frozen=True)
+class SweepSpeed:
+    """The timing of a sweep: how it was timed and each option's :class:`OptionSpeed`
+    (``default`` the default run's; ``options`` by name)."""
+
+    rounds: int
+    warmup_iter: int
+    iters: int
+    threads: int
+    device: str
+    seconds: float
+    default: Optional[OptionSpeed]
+    options: Tuple[Tuple[str, OptionSpeed], ...]
+    #: why nothing was timed (None: it was)
+    off: Optional[str] = None
+
+    def of(self, name: str) -> Optional[OptionSpeed]:
+        return dict(self.options).get(name)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"rounds": self.rounds, "warmup_iter": self.warmup_iter, "iter": self.iters, "threads": self.threads,
+                "device": self.device, "seconds": round(self.seconds, 3), "off": self.off,
+                "how": ("timed runs without any dump, one at a time, interleaved (default, each option, then again) "
+                        "in fresh processes; per option the median time per iteration, its spread from the lowest "
+                        "lower quartile of a round's iterations to the highest upper quartile; speed-up = median over "
+                        "rounds of default/option in the same round, interval their lowest and highest; no measurable "
+                        "difference when the two spreads overlap")}
+
+
+def front(points: Sequence[Tuple[str, float, float]]) -> Tuple[str, ...]:
+    """The options no other beats on both counts: of (name, speed-up, output error) points,
+    those for which no other point is at least as fast and as precise and better on one."""
+    return tuple(n for n, s, e in points
+                 if not any(s2 >= s and e2 <= e and (s2 > s or e2 < e) for _, s2, e2 in points))
+
+
+def off(why: str, rounds: int = 0) -> SweepSpeed:
+    """A sweep whose options were not timed, and why."""
+    return SweepSpeed(rounds, WARMUP_ITER, ITERS, 1, "", 0.0, None, (), off=why)
+
+
+_FAILED = {"timeout": "hung", "stalled": "stalled", "crashed": "crashed"}
+
+
+def _timed_run(run: Callable[..., RunResult], name: str, flags: Tuple[str, ...], k: int) -> Tuple[str, Tuple[float, ...], str, str]:
+    """(status, iteration times, reason, run folder) of one timed run."""
+    try:
+        rec = run(flags, f"{name}-{k + 1}")
+    except (RunError, UsageError) as exc:
+        found: Optional[RunResult] = exc.result if isinstance(exc, LarPrecError) else None
+        if found is None:
+            raise
+        msg = re.sub(r" in run '[^']*' \([^)]*\)|; run '[^']*' \([^)]*\)", "", str(exc).split(" -- hint:")[0])
+        return _FAILED.get(found.status, "failed"), (), msg, str(found.dir)
+    try:
+        text = (rec.dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return "no_times", (), f"cannot read its stderr: {exc}", str(rec.dir)
+    times = iteration_ms(text)
+    if not times:
+        return "no_times", (), "load_and_run printed no per-iteration time ('iter k/N: e2e=X ms')", str(rec.dir)
+    return "timed", times, "", str(rec.dir)
+
+
+def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: float, extra_flags: Sequence[str],
+                  options: Sequence[Tuple[str, Tuple[str, ...]]], rounds: int,
+                  progress: Optional[Callable[..., None]] = None, mode: Optional[str] = None) -> SweepSpeed:
+    """Time the default run and each of ``options`` (name, flags), ``rounds`` interleaved
+    rounds, one fresh process at a time, in ``adir/speed``; a failed option is not timed again."""
+    t0 = time.monotonic()
+    rows: List[Tuple[str, Tuple[str, ...]]] = [("default", ())] + [(n, tuple(f)) for n, f in options]
+    got: Dict[str, OptionSpeed] = {n: OptionSpeed(n, "timed") for n, _ in rows}
+    env: Dict[str, Any] = {}
+
+    def run(flags: Tuple[str, ...], label: str) -> RunResult:
+        rec = run_once(model, inputs, "default", adir / "speed", lar=lar, timeout=timeout,
+                       extra_flags=tuple(extra_flags) + flags, label=label, timed=(WARMUP_ITER, ITERS), model_mode=mode)
+        env.update(rec.environment)
+        return rec
+
+    total, done = rounds * len(rows), 0
+    for k in range(rounds):
+        for name, flags in rows:
+            s = got[name]
+            if s.status == "timed":
+                status, times, reason, where = _timed_run(run, name, flags, k)
+                got[name] = replace(s, status=status, rounds=s.rounds + ((times,) if times else ()), reason=reason,
+                                    run_dirs=s.run_dirs + (where,))
+            done += 1
+            if progress:
+                progress("speed", done, total, running=(f"{name} (timed, round {k + 1})",),
+                         finished=f"{name} round {k + 1}: {got[name].status}")
+    default = got.pop("default")
+    opts = tuple((n, compare_speed(default, got[n])) for n, _ in options)
+    device = "cuda" if any(a.lstrip("-") == "cuda" for a in extra_flags) else "cpu"
+    cpu = env.get("cpu_model")
+    return SweepSpeed(rounds, WARMUP_ITER, ITERS, threads_of(tuple(extra_flags)),
+                      f"{device} ({cpu})" if cpu else device, time.monotonic() - t0, default, opts)
+
+
+def time_sweep(prep: Any, loaded: Sequence[Tuple[str, Tuple[str, ...]]], rounds: int, remote: Any = None) -> SweepSpeed:
+    """The timing of a sweep's prepared analysis (:class:`lar_prec.run.settings.Prepared`) for
+    the options that ``loaded`` (name, flags): off at 0 rounds, or where the runs are on a device."""
+    if rounds == 0:
+        return off("--speed-runs 0: not timed")
+    if remote is not None:
+        return off("not timed: the runs are on a device (timed runs are made on this machine only)", rounds)
+    s = prep.settings
+    return measure_speed(prep.model, prep.inputs, prep.dir, prep.lar, s.timeout, s.extra_flags, loaded, rounds,
+                         s.progress, prep.mode)
