@@ -56,9 +56,7 @@ def render_html(report: Union[Report, Mapping[str, Any]], *, title: Optional[str
         "TITLE": html.escape(title, quote=True),
         "CSS": "\n" + _page_file("report.css"),
         # plots.js before report.js (which calls it); speed.js (a sweep's speed plot) after
-        "JS": "
-" + "
-".join(_page_file(f) for f in ("plots.js", "report.js", "speed.js")),
+        "JS": "\n" + "\n".join(_page_file(f) for f in ("plots.js", "report.js", "speed.js")),
         "DATA": _json_for_script(data),
     }
     # One pass over the template only, so user text that happens to contain "@@DATA@@" stays text.
