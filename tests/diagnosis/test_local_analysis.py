@@ -163,7 +163,7 @@ def test_sweep_with_a_user_load_and_run_measures_local_error_with_that_binary(ma
     lar = user_lar(tmp_path / "my_load_and_run", WRAPPED_LAR_FAULT="c2.weight:1e-4")
     case = manifest["cnn"]
     proc = cli("sweep", case.model, "--input", ";".join(case.input_specs()), "-q", "--options",
-               "weight-preprocess,fuse-preprocess", "--lar", lar, "--out", tmp_path / "s", "--json", tmp_path / "s.json")
+               "weight-preprocess,fuse-preprocess", "--speed-runs", "0", "--lar", lar, "--out", tmp_path / "s", "--json", tmp_path / "s.json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rep = json.loads((tmp_path / "s.json").read_text())
     assert rep["local"]["measured"] is not False, rep["local"]

@@ -198,7 +198,7 @@ def test_an_input_batch_other_than_the_models_is_measured_not_a_crash(manifest, 
     load_and_run; local error crashed (exit 4, cannot reshape 6144 into (1,3,32,32)). It is
     measured at the batch the runs had."""
     case = manifest["cnn"]
-    extra = ["--options", "weight-preprocess"] if command == "sweep" else []
+    extra = ["--options", "weight-preprocess", "--speed-runs", "0"] if command == "sweep" else []
     proc = cli(command, case.model, "--input", "data:{2,3,32,32}", "-q", "--out", tmp_path / "a",
                "--json", tmp_path / "r.json", *extra)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]

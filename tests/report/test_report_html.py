@@ -403,7 +403,7 @@ def sweep_run(manifest, tmp_path_factory):
     case = manifest["cnn"]
     out = tmp_path_factory.mktemp("sweep-page")
     inputs = [a for spec in case.input_specs() for a in ("--input", spec)]
-    r = _cli("sweep", case.model, *inputs, "--options", "nhwcd4,ioc16,nchw44", "--timeout", "120",
+    r = _cli("sweep", case.model, *inputs, "--options", "nhwcd4,ioc16,nchw44", "--timeout", "120", "--speed-runs", "0",
              "--out", out / "run", "--json", out / "r.json", "--html", out / "r.html", "-q")
     assert r.exit_code == 1, r.stdout + r.stderr
     return out / "r.html", json.loads((out / "r.json").read_text())

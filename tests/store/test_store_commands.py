@@ -29,7 +29,7 @@ def _case_args(manifest, name, quiet=True):
 #: projection is mis-scaled, one layer to keep in float)
 COMMANDS = {
     "shake": (lambda m: [*_case_args(m, "cnn"), "--repeat", "2", "--no-explain"], 0),
-    "sweep": (lambda m: [*_case_args(m, "cnn"), "--options", "fuse-preprocess", "--no-local"], 0),
+    "sweep": (lambda m: [*_case_args(m, "cnn"), "--options", "fuse-preprocess", "--no-local", "--speed-runs", "0"], 0),
     "devices": (lambda m: [*_case_args(m, "cnn"), "--local", "--no-local"], 0),
     "mixed": (lambda m: [*_case_args(m, "mlp"), "--tolerance", "0.5"], 0),
     "quant": (lambda m: [m["mbv2_float"].model, *_case_args(m, "mbv2_int8_proj", quiet=False)], 1),

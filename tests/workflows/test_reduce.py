@@ -130,7 +130,7 @@ def test_a_moved_analysis_folder_and_bad_choices_are_told(pair, tmp_path):
 @pytest.mark.parametrize("case, option, replay", [("cnn", "ioc16", False), ("resnet", "nhwcd4", True)])
 def test_this_megengines_own_kernel_bugs_reduce_where_the_cpu_has_them(manifest, tmp_path, case, option, replay):
     c = manifest[case]
-    s = sweep(c.model, c.input_specs(), options=[option], out=tmp_path / "s", local=False, html=False)
+    s = sweep(c.model, c.input_specs(), options=[option], out=tmp_path / "s", local=False, html=False, speed_runs=0)
     opt = s.result.options[0]
     if opt.status != "runs" or opt.verdict != "diverges":
         pytest.skip(f"{option} on {case}: {opt.status}, {opt.verdict or opt.reason}: no kernel bug of this CPU to "

@@ -47,7 +47,7 @@ def case_args(case) -> list:
 def sweep_json(tmp_path: Path, case, options, *more, expect: Optional[int]):
     out = tmp_path / "r.json"
     res = invoke(["sweep", *case_args(case), "--options", ",".join(options), "--out", str(tmp_path / "a"),
-                  "--json", str(out), "--html", str(tmp_path / "r.html"), "-q", *more])
+                  "--json", str(out), "--html", str(tmp_path / "r.html"), "-q", "--speed-runs", "0", *more])
     assert res.exit_code == expect if expect is not None else res.exit_code in (0, 1), res.stdout + res.stderr
     d = json.loads(out.read_text())
     assert res.exit_code == d["exit_code"]
