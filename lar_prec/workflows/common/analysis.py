@@ -379,27 +379,26 @@ def dropped_note(dropped: Sequence[str], kept_by: str) -> str:
     return "; ".join(notes)
 
 
-def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
-           checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
-           timeout: Optional[float] = None, lar: Optional[LoadAndRun] = None,
-           remote: "Optional[RemoteSpec]" = None, progress: Optional[StageProgress] = None,
-           early: Optional[EarlyBuild] = None,
-           on_started: Optional[Callable[[], None]] = None) -> Tuple[object, Optional[str]]:
-    """Local errors into ``adir/local`` (None and why when off or when they could not be
-    measured: the analysis by accumulated error stands either way). The layerwise runs go
-    where the test run went: ``lar`` (its binary) or ``remote`` (its device). ``progress``
-    is told the step (stage ``local``). ``early``: the layerwise model built while the runs
-    ran (used when it fits the reference dump). ``on_started``: called when each layerwise run
-    has started."""
+def measure_local(prep: Prepared, ref_dump: Path, test_dump: Path, config: object, off: Optional[str], *,
+                  bitwise: bool = False, reference_config: object = "naive", early: Optional[EarlyBuild] = None,
+                  on_started: Optional[Callable[[], None]] = None) -> Tuple[object, Optional[str]]:
+    """Local errors into ``local/`` of the prepared analysis (None and why when off or when they
+    could not be measured: the analysis by accumulated error stands either way). The
+    layerwise runs go where the test run went: the record's load_and_run or its device
+    (``settings.remote``), with its timeout; its ``local_checks`` adds the two checks and its
+    ``progress`` is told the step (stage ``local``). ``early``: the layerwise model built while
+    the runs ran (used when it fits the reference dump). ``on_started``: called when each
+    layerwise run has started."""
+    s, model, adir, lar, remote = prep.settings, prep.model, prep.dir, prep.lar, prep.settings.remote
     layerwise = early.take(ref_dump) if early is not None else None
     feeds = early.feeds if early is not None and layerwise is not None else None
     if off is not None:
         return None, off
-    steps = Steps(progress, "local", 1)
+    steps = Steps(s.progress, "local", 1)
     steps.start("layerwise model")
     try:
-        la = local_analysis.run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
-                       bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
+        la = local_analysis.run_local(model, ref_dump, test_dump, config, adir / "local", checks=s.local_checks,  # type: ignore[arg-type]
+                       bitwise=bitwise, reference_config=reference_config, timeout=s.timeout,  # type: ignore[arg-type]
                        lar=lar, remote=remote, layerwise=layerwise, ref_feeds=feeds,
                        on_started=on_started)
         steps.stop("layerwise model")
