@@ -6,7 +6,7 @@
 Starts in FUNCTION (default ``lar_prec.cli.analysis:naive_vs_default_cmd``) with PARAM (default
 ``model``) and follows every call that passes the value on, into the callee's parameter it
 binds to, depth first. The value is the parameter itself, a name assigned from it (``p =
-Path(model)``, ``model_path, ... = prepare_analysis(model, ...)``: the first target of a call
+Path(model)``, ``model_path = check_file(model, ...)``: the first target of a call
 whose first argument is the value), a field ``model``/``model_path`` read from a record that
 carries it, or a record made from it (``Settings(model=...)``; with ``--carriers`` also a
 settings record a callee made from it and returned, ``prep = prepare(settings)``; with

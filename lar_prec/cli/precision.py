@@ -30,10 +30,12 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
     Exit code 1 when some layer should stay in float (local SNR far below the others), 0 when none.
     """
     from lar_prec.report.quant import render_quant_terminal
-    from lar_prec.workflows.precision.quant import quant_analysis
+    from lar_prec.run.settings import Settings
+    from lar_prec.workflows.precision.quant import analyse
 
     check_report_outputs(json_out, html_out, input_paths(float_model, inputs, lar_path) + [quant_model])
-    res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout)
+    settings = Settings(model=float_model, inputs=list(inputs), out=out, lar=lar_path, timeout=timeout)
+    res = analyse(settings, quant_model)
     data = res.to_json()
     advice_outputs(data, render_quant_terminal, json_out, html_out)
     code = 1 if data["keep_in_float"] else 0
@@ -74,12 +76,13 @@ def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, o
     Exit code 0 when the option alone is within tolerance, 1 when operators must be kept in float32.
     """
     from lar_prec.report.mixed import render_mixed_terminal
-    from lar_prec.workflows.precision.mixed import mixed_analysis
+    from lar_prec.run.settings import Settings
+    from lar_prec.workflows.precision.mixed import analyse
 
     check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path), analysis_dir=out)
     say = None if quiet else (lambda msg: click.echo(f"lar-prec mixed: {msg}", err=True))
-    res = mixed_analysis(model, list(inputs), option=option, tolerance=tolerance, out=out, lar=lar_path,
-                         timeout=timeout, progress=say)
+    settings = Settings(model=model, inputs=list(inputs), out=out, lar=lar_path, timeout=timeout)
+    res = analyse(settings, option=option, tolerance=tolerance, progress=say)
     data = res.to_json()
     advice_outputs(data, render_mixed_terminal, json_out, html_out)
     code = 1 if res.needs_float32 else 0

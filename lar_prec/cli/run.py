@@ -44,11 +44,13 @@ def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: s
     usage or input errors.
     """
     from lar_prec.run.argv import parse_env_assignments, split_lar_args
-    from lar_prec.run.once import run_single
+    from lar_prec.run.once import single_run
+    from lar_prec.run.settings import Settings
 
-    result = run_single(model, inputs, config_name, out, lar=lar_path, text_dump=text_dump, timeout=timeout,
-                        extra_flags=split_lar_args(lar_args), extra_env=parse_env_assignments(env_items), seed=seed,
+    settings = Settings(model=model, inputs=inputs, out=out, lar=lar_path, timeout=timeout,
+                        extra_flags=split_lar_args(lar_args), env=parse_env_assignments(env_items), seed=seed,
                         remote=remote_from_options(remote, lar_path, remote_dir, keep_remote))
+    result = single_run(settings, config_name, text_dump=text_dump)
     click.echo(shown(str(result.dir)))
     what = result.text_dump if result.text_dump is not None else result.dump_dir
     click.echo(shown(f"ok: {result.config} run in {result.seconds:.2f} s; dump: {what}"), err=True)

@@ -1,4 +1,5 @@
-"""One run (:func:`run_once`) and the ``lar-prec run`` command (:func:`run_single`).
+"""One run (:func:`run_once`) and the ``lar-prec run`` command (:func:`run_single`, or
+:func:`single_run` from a :class:`~lar_prec.run.settings.Settings` record).
 
 A *run* is one process: ``load_and_run MODEL --input ... --bin-io-dump DIR --iter 1
 --warmup-iter 0`` plus a configuration's flags and environment. MGB_USE_MEGDNN_DBG is read once
@@ -36,6 +37,7 @@ from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.process import execute, preflight
 from lar_prec.run.proc import interrupted
 from lar_prec.run.record import RunResult
+from lar_prec.run.settings import Settings
 from lar_prec.run.steps import ZEROED_HEAP, conclude, new_record, resolve_path, spurious_text_dump
 
 
@@ -151,27 +153,37 @@ def run_single(
 ) -> RunResult:
     """``lar-prec run``: a new analysis folder with its inputs and one run
     (on the device of ``remote``, a :class:`lar_prec.runremote.RemoteSpec`, when given).
+    The keywords make one :class:`~lar_prec.run.settings.Settings` record (``extra_env`` its
+    ``env``); :func:`single_run` runs it.
 
     The model, the inputs, the timeout and the flags are checked before the folder is
     claimed, so a usage error (exit 2) leaves nothing behind. Ctrl-C raises
     AnalysisInterrupted (exit 130) naming the folder.
     """
+    return single_run(Settings(model=model, inputs=input_specs, out=out, lar=lar, timeout=timeout,
+                               extra_flags=tuple(extra_flags), env=extra_env, seed=seed, remote=remote),
+                      config, text_dump=text_dump)
+
+
+def single_run(settings: Settings, config: "RunConfig | str", *, text_dump: bool = False) -> RunResult:
+    """:func:`run_single` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's way
+    in): its model, inputs, folder, load_and_run, timeout, flags, environment, seed and device."""
+    s = settings
     analysis: Optional[Path] = None
     try:
         cfg = get_config(config)
-        timeout = check_timeout(timeout)
-        lar_obj = resolve_load_and_run(lar) if remote is None else None
-        check_file(model, "model file")
-        check_extra_flags(extra_flags)
-        planned = plan_inputs(input_specs, model, seed=seed)
-        analysis = new_analysis_dir(out, "run")
+        timeout = check_timeout(s.timeout)
+        lar_obj = resolve_load_and_run(s.lar) if s.remote is None else None
+        check_file(s.model, "model file")
+        check_extra_flags(s.extra_flags)
+        planned = plan_inputs(s.inputs, s.model, seed=s.seed)
+        analysis = new_analysis_dir(s.out, "run")
         prepared = write_inputs(planned, analysis / "inputs")
-        if remote is not None:
-            with open_sessions(remote, Path(model), prepared) as sessions:  # type: ignore[union-attr]
-                return run_once(model, prepared, cfg, analysis, text_dump=text_dump, timeout=timeout,
-                                extra_flags=extra_flags, extra_env=extra_env, remote=sessions)
-        return run_once(model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
-                        extra_flags=extra_flags, extra_env=extra_env)
+        # on the device (lar_obj None) or on this machine (no sessions)
+        with (open_sessions(s.remote, Path(s.model), prepared) if s.remote is not None  # type: ignore[union-attr]
+              else contextlib.nullcontext()) as sessions:
+            return run_once(s.model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
+                            extra_flags=s.extra_flags, extra_env=s.env, remote=sessions)
     except KeyboardInterrupt:
         where = f"; the run folder is kept in {analysis} (see its run.json)" if analysis else " before the run started"
         raise AnalysisInterrupted(f"interrupted{where}", analysis_dir=analysis) from None

@@ -35,9 +35,8 @@ from lar_prec.run.device import RemoteSpec
 from lar_prec.run.settings import Settings
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.store.summary import Summary, summarize
-from lar_prec.workflows.precision.mixed import mixed_analysis
 from lar_prec.workflows.naive_vs_default import naive_vs_default
-from lar_prec.workflows.precision.quant import quant_analysis
+from lar_prec.workflows.precision import mixed, quant
 from lar_prec.workflows.shake import shake
 from lar_prec.workflows.sweep.options import OPTIONS
 from lar_prec.workflows.sweep import sweep
@@ -95,19 +94,18 @@ def _call(task: Task, parent: Path) -> Tuple[Any, Any, int]:
     """Run the task's workflow; (its result, the report or JSON to summarize, its exit code)."""
     lar = None if task.remote is not None else (task.lar or "bundled")
     option_flags = tuple(f for o in task.options for f in OPTIONS[o].flags)
-    common = dict(out=parent, lar=lar, timeout=task.timeout, seed=task.seed)
-    if task.command in ("mixed", "quant"):
+    settings = Settings(model=task.model_path, inputs=list(task.inputs), out=parent, lar=lar, timeout=task.timeout,
+                        seed=task.seed)
+    if task.command in ("mixed", "quant"):  # this machine only, local error always
         if task.command == "mixed":
-            res = mixed_analysis(task.model_path, list(task.inputs), option=task.param("option", "ioc16"),
-                                 tolerance=task.param("tolerance", None), **common)
+            res = mixed.analyse(settings, option=task.param("option", "ioc16"), tolerance=task.param("tolerance", None))
             data = res.to_json()
             return res, data, 1 if res.needs_float32 else 0
-        res = quant_analysis(str(task.float_path), task.model_path, list(task.inputs), **common)
+        res = quant.analyse(replace(settings, model=str(task.float_path)), task.model_path)
         data = res.to_json()
         return res, data, 1 if data["keep_in_float"] else 0
     flags = option_flags + task.flags
-    settings = Settings(model=task.model_path, inputs=list(task.inputs), out=parent, lar=lar, timeout=task.timeout,
-                        seed=task.seed, remote=_remote(task), local=task.local)
+    settings = replace(settings, remote=_remote(task), local=task.local)
     if task.command == "naive-vs-default":
         a = naive_vs_default.analyse(replace(settings, threshold=task.param("threshold", "auto"), extra_flags=flags))
     elif task.command == "shake":

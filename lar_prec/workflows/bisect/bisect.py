@@ -47,9 +47,10 @@ from lar_prec.run.config import LoadAndRun, load_and_run_version, resolve_load_a
 from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.once import run_once
 from lar_prec.run.record import read_run_json
+from lar_prec.run.settings import Settings
 from lar_prec.store.db import open_store
 from lar_prec.store.summary import Summary, run_summary, summary_from_report
-from lar_prec.workflows.common.analysis import prepare_analysis
+from lar_prec.workflows.common.analysis import prepare
 from lar_prec.workflows.devices.devices import final_outputs
 from lar_prec.workflows.diff.diff import diff_report
 from lar_prec.workflows.diff.judge import DIFFERS, OUTSIDE, ROUNDING, Judged, judge, with_rounding
@@ -483,8 +484,10 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
                          f"--good and --bad name the same build ({blist[g].label()})")
     if repeat < MIN_RUNS:
         raise UsageError(f"--repeat {repeat}: the good end runs at least {MIN_RUNS} times (its jitter is the band)")
-    model_path, adir, prepared, _lar = prepare_analysis(model, inputs, out, "bisect", seed, blist[g].lar, timeout,
-                                                       extra_flags)
+    # checked with the good end's build; each build's runs bring their own
+    prep = prepare(Settings(model=model, inputs=inputs, out=out, lar=blist[g].lar, timeout=timeout,
+                            extra_flags=tuple(extra_flags), seed=seed), "bisect")
+    model_path, adir, prepared = prep.model, prep.dir, prep.inputs
     db = None
     if store:
         db = open_store(store)

@@ -15,11 +15,11 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 from lar_prec._lazy import LazyModule
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
-from lar_prec.run.config import LoadAndRun, check_timeout, resolve_load_and_run
+from lar_prec.run.config import check_timeout, resolve_load_and_run
 from lar_prec.run.once import run_once
 from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.record import RunResult
@@ -46,7 +46,6 @@ else:
 
 log = logging.getLogger(__name__)
 
-from lar_prec.records import PathLike  # noqa: E402
 #: ``progress(stage, done, total, running=(...), finished="...")``: stage is ``"runs"``,
 #: ``"compare"`` or ``"local"``; ``running`` names the steps under way, ``finished`` the one
 #: that just ended and how (clisupport.ProgressBars: bars on a terminal, lines in a log)
@@ -236,6 +235,17 @@ def run_plan(prep: Prepared, plan: Sequence[Planned], *, extra_flags: Sequence[s
     return [r for r in results if r is not None]
 
 
+def run_one(prep: Prepared, config: str, label: str, *, model: Optional[Path] = None,
+            extra_flags: Sequence[str] = ()) -> RunResult:
+    """One run of a prepared analysis outside a plan, on this machine, with the record's
+    load_and_run, timeout and environment: the prepared model, or ``model`` (a rewritten one)
+    on the same inputs. Raises as :func:`~lar_prec.run.once.run_once`."""
+    s = prep.settings
+    return run_once(prep.model if model is None else model, prep.inputs, config, prep.dir, lar=prep.lar,
+                    timeout=s.timeout, extra_flags=tuple(extra_flags), extra_env=s.env, label=label,
+                    model_mode=prep.mode if model is None else None)
+
+
 def prepare(settings: Settings, command: str) -> Prepared:
     """Check everything the user gave, then claim the analysis folder and write the inputs:
     a usage error leaves no folder behind. The model is read here once (checked, its mode,
@@ -255,16 +265,6 @@ def prepare(settings: Settings, command: str) -> Prepared:
     adir = new_analysis_dir(s.out, command).resolve()
     prepared = write_inputs(planned, adir / "inputs")
     return Prepared(s, model_path, model_mode(model_path), adir, prepared, lar_obj)
-
-
-def prepare_analysis(model: PathLike, inputs: Union[str, Sequence[str]], out: Optional[PathLike], command: str,
-             seed: int, lar: Union[LoadAndRun, str, None], timeout: Optional[float] = None,
-             extra_flags: Sequence[str] = (), remote: "Optional[RemoteSpec]" = None,
-             ) -> Tuple[Path, Path, PreparedInputs, Optional[LoadAndRun]]:
-    """:func:`prepare` for the workflows that still take keywords: (model, folder, inputs, load_and_run)."""
-    p = prepare(Settings(model=model, inputs=inputs, out=out, seed=seed, lar=lar, timeout=timeout,
-                         extra_flags=tuple(extra_flags), remote=remote), command)
-    return p.model, p.dir, p.inputs, p.lar
 
 
 def environment_extra(runs: Sequence[RunResult]) -> Tuple[Dict[str, object], List[str]]:
@@ -379,27 +379,26 @@ def dropped_note(dropped: Sequence[str], kept_by: str) -> str:
     return "; ".join(notes)
 
 
-def measure_local(model: Path, ref_dump: Path, test_dump: Path, config: object, adir: Path, off: Optional[str], *,
-           checks: bool = False, bitwise: bool = False, reference_config: object = "naive",
-           timeout: Optional[float] = None, lar: Optional[LoadAndRun] = None,
-           remote: "Optional[RemoteSpec]" = None, progress: Optional[StageProgress] = None,
-           early: Optional[EarlyBuild] = None,
-           on_started: Optional[Callable[[], None]] = None) -> Tuple[object, Optional[str]]:
-    """Local errors into ``adir/local`` (None and why when off or when they could not be
-    measured: the analysis by accumulated error stands either way). The layerwise runs go
-    where the test run went: ``lar`` (its binary) or ``remote`` (its device). ``progress``
-    is told the step (stage ``local``). ``early``: the layerwise model built while the runs
-    ran (used when it fits the reference dump). ``on_started``: called when each layerwise run
-    has started."""
+def measure_local(prep: Prepared, ref_dump: Path, test_dump: Path, config: object, off: Optional[str], *,
+                  bitwise: bool = False, reference_config: object = "naive", early: Optional[EarlyBuild] = None,
+                  on_started: Optional[Callable[[], None]] = None) -> Tuple[object, Optional[str]]:
+    """Local errors into ``local/`` of the prepared analysis (None and why when off or when they
+    could not be measured: the analysis by accumulated error stands either way). The
+    layerwise runs go where the test run went: the record's load_and_run or its device
+    (``settings.remote``), with its timeout; its ``local_checks`` adds the two checks and its
+    ``progress`` is told the step (stage ``local``). ``early``: the layerwise model built while
+    the runs ran (used when it fits the reference dump). ``on_started``: called when each
+    layerwise run has started."""
+    s, model, adir, lar, remote = prep.settings, prep.model, prep.dir, prep.lar, prep.settings.remote
     layerwise = early.take(ref_dump) if early is not None else None
     feeds = early.feeds if early is not None and layerwise is not None else None
     if off is not None:
         return None, off
-    steps = Steps(progress, "local", 1)
+    steps = Steps(s.progress, "local", 1)
     steps.start("layerwise model")
     try:
-        la = local_analysis.run_local(model, ref_dump, test_dump, config, adir / "local", checks=checks,  # type: ignore[arg-type]
-                       bitwise=bitwise, reference_config=reference_config, timeout=timeout,  # type: ignore[arg-type]
+        la = local_analysis.run_local(model, ref_dump, test_dump, config, adir / "local", checks=s.local_checks,  # type: ignore[arg-type]
+                       bitwise=bitwise, reference_config=reference_config, timeout=s.timeout,  # type: ignore[arg-type]
                        lar=lar, remote=remote, layerwise=layerwise, ref_feeds=feeds,
                        on_started=on_started)
         steps.stop("layerwise model")

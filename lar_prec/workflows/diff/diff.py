@@ -30,7 +30,8 @@ from lar_prec.report.records import ReportRun, run_from_result
 from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.store.db import open_store
-from lar_prec.workflows.common.analysis import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
+from lar_prec.run.settings import Prepared, Settings
+from lar_prec.workflows.common.analysis import Analysis, environment_extra, measure_local, prepare, write_reports
 from lar_prec.workflows.diff.judge import (DIFFERS, EQUAL, NONFINITE, OUTSIDE, ROUNDING, WITHIN, Judged, judge,
                                            with_rounding)
 from lar_prec.workflows.diff.rounding import (Rounding, judge_rounding, measure_side, naive_reference, not_judged,
@@ -67,8 +68,11 @@ def diff(model: PathLike, inputs: Sequence[str], a: Side, b: Side, *, repeat: in
                          "is judged against)")
     for side in (a, b):
         side.spec(remote_dir, keep_remote)  # a bad target or path: exit 2 before anything runs
-    model_path, adir, prepared, _lar = prepare_analysis(model, inputs, out, "diff", seed, a.lar if not a.remote else None,
-                                                       timeout, extra_flags, a.spec(remote_dir, keep_remote))
+    # the record is side A's (its build or its device); each side's runs add their own on top
+    prep = prepare(Settings(model=model, inputs=inputs, out=out, lar=a.lar if not a.remote else None, timeout=timeout,
+                            extra_flags=tuple(extra_flags), seed=seed, remote=a.spec(remote_dir, keep_remote),
+                            local=local, html=html), "diff")
+    model_path, adir, prepared = prep.model, prep.dir, prep.inputs
     if not b.remote:
         resolve_load_and_run(b.lar)
     specs = [f"{i.name}:{i.path}" for i in prepared.items]  # both sides read the very same files
@@ -81,10 +85,8 @@ def diff(model: PathLike, inputs: Sequence[str], a: Side, b: Side, *, repeat: in
         j = replace(j, rounding=not_judged("rounding not judged (--no-local): each side's local error against the "
                                            "naive reference is what tells rounding from a precision change"))
     elif j.differing():
-        j = with_rounding(j, _rounding(model_path, prepared, j, a, b, ra, rb, adir, config, extra_flags, timeout,
-                                       remote_dir, keep_remote))
-    la, off = _local_error(model_path, j, ra, rb, a, b, adir, config, extra_flags, local, timeout,
-                           remote_dir, keep_remote)
+        j = with_rounding(j, _rounding(prep, j, a, b, ra, rb, config, remote_dir, keep_remote))
+    la, off = _local_error(prep, j, ra, rb, a, b, config, remote_dir, keep_remote)
     report = diff_report(j, ra, rb, model=str(model_path), adir=adir, local=la, local_off=off,
                          extra={"inputs": prepared.to_json(), "config": config, "repeat": repeat},
                          run_to_run=b_run_to_run(j, rb))
@@ -139,16 +141,16 @@ def store_run_folders(url: str, runs: Sequence[str]) -> List[str]:
     return out
 
 
-def _rounding(model: Path, prepared: Any, j: Judged, a: Side, b: Side, ra: SideResult, rb: SideResult, adir: Path,
-              config: str, extra_flags: Sequence[str], timeout: Optional[float], remote_dir: Optional[str],
-              keep_remote: bool) -> Rounding:
+def _rounding(prep: Prepared, j: Judged, a: Side, b: Side, ra: SideResult, rb: SideResult, config: str,
+              remote_dir: Optional[str], keep_remote: bool) -> Rounding:
     """Each side against the naive reference by local error (:mod:`.rounding`): the naive run
     and the layerwise build here (side A's build, or the bundled one when A is on a device),
     each side's layerwise run where it ran."""
+    adir, extra_flags, timeout = prep.dir, prep.settings.extra_flags, prep.settings.timeout
     out = adir / "rounding"
     try:
         try:
-            ref = naive_reference(model, prepared, out, lar=resolve_load_and_run(a.lar if not a.remote else "bundled"),
+            ref = naive_reference(prep.model, prep.inputs, out, lar=resolve_load_and_run(a.lar if not a.remote else "bundled"),
                                   extra_flags=extra_flags, timeout=timeout)
         except AnalysisInterrupted:
             raise
@@ -180,11 +182,11 @@ def b_run_to_run(j: Judged, rb: SideResult) -> Optional[RunToRun]:
                      under=flags)
 
 
-def _local_error(model: Path, j: Judged, ra: SideResult, rb: SideResult, a: Side, b: Side, adir: Path, config: str,
-                 extra_flags: Sequence[str], local: bool, timeout: Optional[float], remote_dir: Optional[str],
-                 keep_remote: bool) -> Tuple[Any, Optional[str]]:
+def _local_error(prep: Prepared, j: Judged, ra: SideResult, rb: SideResult, a: Side, b: Side, config: str,
+                 remote_dir: Optional[str], keep_remote: bool) -> Tuple[Any, Optional[str]]:
     """B's operators on A's inputs, against A (where B ran: its build or its device)."""
-    if not local:
+    extra_flags = prep.settings.extra_flags
+    if not prep.settings.local:
         return None, "local error not measured (--no-local)"
     if j.pairing.get("how") != "id":
         return None, ("local error not measured: the two sides ran different graphs (paired by operator key), "
@@ -196,8 +198,10 @@ def _local_error(model: Path, j: Judged, ra: SideResult, rb: SideResult, a: Side
     b_cfg = cfg.with_extra(tuple(extra_flags) + b.flags, dict(b.env))
     a_cfg = cfg.with_extra(tuple(extra_flags) + a.flags, dict(a.env))
     spec = b.spec(remote_dir, keep_remote)
-    return measure_local(model, ra.dump, rb.dump, b_cfg, adir, None, reference_config=a_cfg, timeout=timeout,
-                         lar=None if spec else resolve_load_and_run(b.lar), remote=spec)
+    # the layerwise runs go where B ran: the prepared analysis with B's build or device
+    b_side = replace(prep, lar=None if spec else resolve_load_and_run(b.lar),
+                     settings=replace(prep.settings, remote=spec))
+    return measure_local(b_side, ra.dump, rb.dump, b_cfg, None, reference_config=a_cfg)
 
 
 def _runs(side: SideResult) -> List[ReportRun]:

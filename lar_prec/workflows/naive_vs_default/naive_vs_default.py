@@ -158,9 +158,8 @@ def analyse(settings: Settings, *, text_dump: bool = False) -> Analysis:
     try:
         tree_job = pool.submit(tree)
         try:
-            la, off = measure_local(prep.model, naive.dump_dir, default.dump_dir, test_config, adir, off,  # type: ignore[arg-type]
-                                    checks=s.local_checks, timeout=timeout, lar=lar_obj, remote=s.remote,
-                                    progress=s.progress, early=early, on_started=go.set)
+            la, off = measure_local(prep, naive.dump_dir, default.dump_dir, test_config, off,  # type: ignore[arg-type]
+                                    early=early, on_started=go.set)
         finally:
             go.set()
         vtree = tree_job.result()

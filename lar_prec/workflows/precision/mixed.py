@@ -62,14 +62,14 @@ from lar_prec.report.html import write_html
 from lar_prec.report.records import over_floor
 from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.probe import check_flags
-from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.common.analysis import prepare_analysis
+from lar_prec.run.settings import Prepared, Settings
+from lar_prec.workflows.common.analysis import prepare as prepare_analysis_of, run_one  # sweep.local has its own prepare
 from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, rerun_compare
 from lar_prec.workflows.precision.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
 from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
-__all__ = ["SCHEMA", "MAX_ATTEMPTS", "Attempt", "KeptOperator", "MixedAnalysis", "mixed_analysis"]
+__all__ = ["SCHEMA", "MAX_ATTEMPTS", "Attempt", "KeptOperator", "MixedAnalysis", "analyse", "mixed_analysis"]
 
 #: verification runs at most (the last keeps every operator)
 MAX_ATTEMPTS = 12
@@ -170,20 +170,20 @@ class _Oracle:
         return {n: self.causes[n] for n in names if n in self.causes}
 
 
-def _plain_and_level(model: Path, prepared: Any, option: str, adir: Path, g: GraphInfo, ref: DumpFolder,
-                     lar: Any, timeout: Optional[float], tmo: float,
+def _plain_and_level(ready: Prepared, option: str, g: GraphInfo, ref: DumpFolder, tmo: float,
                      say: Any) -> Tuple[Point, str, Optional[Point], str, List[RunResult]]:
     """The option alone with the default kernels (what a user would deploy) and with the naive
     kernels (correct float16: the tolerance's level): (plain point, why it failed, level point,
     why it was not measured, the runs). Where MegEngine's pass refuses the model, the level
     comes from the rewritten model with nothing kept, under the naive kernels."""
+    model, adir = ready.model, ready.dir
     flags = (f"--enable-{option}",)
     runs: List[RunResult] = []
     nothing = KeepList()
 
     def one(config: str, label: str, path: Path, extra: Tuple[str, ...]) -> Tuple[Optional[Point], str]:
         try:
-            run = run_once(path, prepared, config, adir, lar=lar, timeout=timeout, extra_flags=extra, label=label)
+            run = run_one(ready, config, label, model=path, extra_flags=extra)
         except RunError as exc:  # MegEngine's own pass may refuse the model: the rewrite may still run it
             if getattr(exc, "result", None) is None:
                 raise
@@ -221,12 +221,23 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
                    lar: Any = None, timeout: Optional[float] = None,
                    progress: Any = None) -> MixedAnalysis:
     """See the module docstring. ``tolerance``: the largest output error allowed; None: the
-    one rule, relative to correct float16's level.
+    one rule, relative to correct float16's level. ``progress(message)``: told each step.
+    The keywords make one :class:`~lar_prec.run.settings.Settings` record; :func:`analyse` runs it.
 
     Raises:
         UsageError (exit 2): bad model, inputs, option or tolerance; RunError (exit 3): the
         reference, a needed run or a rewrite failed.
     """
+    return analyse(Settings(model=model, inputs=inputs, out=out, seed=seed, lar=lar, timeout=timeout),
+                   option=option, tolerance=tolerance, progress=progress)
+
+
+def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[float] = None,
+            progress: Any = None) -> MixedAnalysis:
+    """:func:`mixed_analysis` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's
+    way in): its model, inputs, folder, seed, load_and_run and timeout. ``progress`` is mixed's
+    own: ``progress(message)``, a line a step."""
+    s = settings
     if option not in MODES:
         raise UsageError(f"--option {option!r}: expected one of {', '.join(MODES)}")
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
@@ -235,22 +246,22 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
     # MegEngine's own load_and_run has no --enable-io16xc32 (the bundled runner's own): exit 2 before any run
-    check_flags(resolve_load_and_run(lar), (f"--enable-{option}",), f"mixed --option {option} needs", timeout)
-    model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "mixed", seed, lar, timeout)
-    tmo = timeout if timeout is not None else 600.0
+    check_flags(resolve_load_and_run(s.lar), (f"--enable-{option}",), f"mixed --option {option} needs", s.timeout)
+    ready = prepare_analysis_of(s, "mixed")
+    model_path, adir, lar_obj = ready.model, ready.dir, ready.lar
+    tmo = s.timeout if s.timeout is not None else 600.0
     flags = (f"--enable-{option}",)
     g = describe_model(model_path, adir / "graph.json")
     say("reference: naive kernels, float32")
-    ref_run = run_once(model_path, prepared, "naive", adir, lar=lar_obj, timeout=timeout, label="reference")
+    ref_run = run_one(ready, "naive", "reference")
     ref = DumpFolder(ref_run.dump_dir)
-    plain, plain_failed, level, level_failed, option_runs = _plain_and_level(
-        model_path, prepared, option, adir, g, ref, lar_obj, timeout, tmo, say)
+    plain, plain_failed, level, level_failed, option_runs = _plain_and_level(ready, option, g, ref, tmo, say)
     runs: List[RunResult] = [ref_run, *option_runs]
     tol = _tolerance(level, level_failed, None if tolerance is None else float(tolerance))
     again = None
     if not plain_failed and not tol.holds(plain.output_err):  # wrong: the same bits in a second run?
         say(f"the option alone once more: {flags[0]}, the same bits?")
-        again = _again(model_path, prepared, flags, adir, lar_obj, timeout, option_runs[0], runs)
+        again = _again(ready, flags, option_runs[0], runs)
 
     say("local error of every operator under the option")
     try:
@@ -278,8 +289,8 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
                                                        ("local roots", [n for n in proposal if n not in bugs])) if names]
     if plain_failed and not groups:
         groups = [("nothing kept", [])]  # the rewrite alone may run where MegEngine's pass does not
-    attempts, final_model, verified = _verify(model_path, prepared, adir, g, ref, option, local, groups, tol,
-                                              plain, lar_obj, timeout, tmo, listed, runs, say)
+    attempts, final_model, verified = _verify(ready, g, ref, option, local, groups, tol, plain, tmo, listed, runs,
+                                              say)
 
     if final_model is not None:  # the last verified (or best tried) model under one name, beside its attempts
         deploy = adir / "mixed.mge"
@@ -318,13 +329,12 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
     return res
 
 
-def _again(model: Path, prepared: Any, flags: Tuple[str, ...], adir: Path, lar: Any, timeout: Optional[float],
-           first: RunResult, runs: List[RunResult]) -> Nondeterminism:
+def _again(ready: Prepared, flags: Tuple[str, ...], first: RunResult, runs: List[RunResult]) -> Nondeterminism:
     """The option alone run once more, its dump against the first run's bit for bit
     (:mod:`lar_prec.workflows.common.nondeterminism`); ``runs`` gets the run."""
     label = f"{flags[0][len('--enable-'):]}-again"
     try:
-        run = run_once(model, prepared, "default", adir, lar=lar, timeout=timeout, extra_flags=flags, label=label)
+        run = run_one(ready, "default", label, extra_flags=flags)
     except RunError as exc:
         if getattr(exc, "result", None) is None:
             raise
@@ -337,14 +347,15 @@ def _again(model: Path, prepared: Any, flags: Tuple[str, ...], adir: Path, lar: 
         return not_told(first.dump_dir, run.dir, f"a dump of the two runs cannot be read: {exc}")
 
 
-def _verify(model: Path, prepared: Any, adir: Path, g: GraphInfo, ref: DumpFolder, option: str, local: OptionLocal,
-            groups: List[Tuple[str, List[str]]], tol: OutputTolerance, plain: Point, lar: Any,
-            timeout: Optional[float], tmo: float, listed: Dict[str, str], runs: List[RunResult],
+def _verify(ready: Prepared, g: GraphInfo, ref: DumpFolder, option: str, local: OptionLocal,
+            groups: List[Tuple[str, List[str]]], tol: OutputTolerance, plain: Point, tmo: float,
+            listed: Dict[str, str], runs: List[RunResult],
             say: Any) -> Tuple[List[Attempt], Optional[MixedModel], bool]:
     """The verifications (step 3 of the module docstring): the groups first (kernel bugs, the
     other local roots), then widening in doubling batches, the last keeping every operator.
     Returns the attempts, the last model tried and whether it holds; ``listed`` gets why each
     operator was listed, ``runs`` every run."""
+    model, adir = ready.model, ready.dir
     keep: List[str] = []
     attempts: List[Attempt] = []
     cands = _candidates(local, [n for _, names in groups for n in names])
@@ -371,7 +382,7 @@ def _verify(model: Path, prepared: Any, adir: Path, g: GraphInfo, ref: DumpFolde
         say(f"verification {step} ({kind}): {'every operator' if every else len(keep)} in float32")
         t1 = time.monotonic()
         mm = write_mixed_model(model, adir / f"mixed-{step}.mge", kl, option, timeout=tmo)
-        run = run_once(mm.path, prepared, "default", adir, lar=lar, timeout=timeout, label=f"mixed-{step}")
+        run = run_one(ready, "default", f"mixed-{step}", model=mm.path)
         runs.append(run)
         names = tuple(n for n, _ in mm.kept)
         label = f"verification {step}: {kind}, {len(names)} in float32"

@@ -43,9 +43,9 @@ from lar_prec.inputspec import check_file
 from lar_prec.outputs import atomic_write_text, json_text, sha256_file
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
-from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
-from lar_prec.workflows.common.analysis import prepare_analysis
+from lar_prec.run.settings import Prepared, Settings
+from lar_prec.workflows.common.analysis import prepare, run_one
 
 
 @dataclass(frozen=True)
@@ -173,13 +173,25 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
                    timeout: Optional[float] = None, margin_db: float = KEEP_IN_FLOAT_MARGIN_DB,
                    verify: bool = True) -> QuantAnalysis:
     """Pair, run both models once, dequantize, measure, choose and verify; see the module docstring.
+    The keywords make one :class:`~lar_prec.run.settings.Settings` record (its model the float
+    one); :func:`analyse` runs it.
 
     Raises:
         UsageError (exit 2): a model or input is missing or wrong, or the two models are not a
         float model and its quantization; RunError (exit 3): a run failed.
     """
+    return analyse(Settings(model=float_model, inputs=inputs, out=out, seed=seed, lar=lar, timeout=timeout),
+                   quant_model, margin_db=margin_db, verify=verify)
+
+
+def analyse(settings: Settings, quant_model: PathLike, *, margin_db: float = KEEP_IN_FLOAT_MARGIN_DB,
+            verify: bool = True) -> QuantAnalysis:
+    """:func:`quant_analysis` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's
+    way in): its model is the float model, ``quant_model`` the int8 one."""
+    s = settings
+    timeout = s.timeout
     quant_path = check_file(quant_model, "quantized model file")
-    float_path = check_file(float_model, "float model file")
+    float_path = check_file(s.model, "float model file")
     if sha256_file(float_path) == sha256_file(quant_path):
         raise UsageError(f"{float_path} and {quant_path} are the same model: expected a float model and the int8 "
                          "model MegEngine's quantization made from it")
@@ -187,13 +199,14 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     try:
         pairing = pair_quant(fg, qg)
         _check_pair(float_path, quant_path, fg, qg, pairing)
-        float_path, adir, prepared, lar_obj = prepare_analysis(float_path, inputs, out, "quant", seed, lar, timeout)
+        ready = prepare(s, "quant")
+        float_path, adir, lar_obj = ready.model, ready.dir, ready.lar
         for f in tmp.iterdir():
             shutil.move(str(f), str(adir / f.name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    f_run = run_once(float_path, prepared, "naive", adir, lar=lar_obj, timeout=timeout, label="float-naive")
-    q_run = run_once(quant_path, prepared, "default", adir, lar=lar_obj, timeout=timeout, label="quant-default")
+    f_run = run_one(ready, "naive", "float-naive")
+    q_run = run_one(ready, "default", "quant-default", model=quant_path)
     fd, qd = DumpFolder(f_run.dump), DumpFolder(q_run.dump)
     local = local_quant_errors(quant_path, qg, fg, pairing, fd, qd, adir / "local", lar=lar_obj, timeout=timeout)
     measured = layer_errors(fg, qg, fd, qd, pairing)
@@ -203,7 +216,7 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     runs: List[RunResult] = [f_run, q_run]
     verification = None
     if verify and keep.layers:
-        verification = _verify(quant_path, keep, pairing, fg, qg, fd, outputs, prepared, adir, lar_obj, timeout)
+        verification = _verify(ready, quant_path, keep, pairing, fg, qg, fd, outputs)
         if verification.run is not None:
             runs.append(verification.run)
     res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
@@ -218,16 +231,16 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     return res
 
 
-def _verify(quant_path: Path, keep: KeepChoice, pairing: QuantPairing, fg: GraphInfo, qg: GraphInfo,
-            fd: DumpFolder, before: Sequence[OutputAgreement], prepared: Any, adir: Path, lar: Any,
-            timeout: Optional[float]) -> Verification:
+def _verify(ready: Prepared, quant_path: Path, keep: KeepChoice, pairing: QuantPairing, fg: GraphInfo,
+            qg: GraphInfo, fd: DumpFolder, before: Sequence[OutputAgreement]) -> Verification:
     """The int8 model with the kept layers in float32, run once; its outputs against the float
     run's, and against ``before`` (the int8 model's)."""
+    adir, timeout = ready.dir, ready.settings.timeout
     spec, skipped = keep_spec(keep.layers, pairing.pairs, fg, fd, adir / "kept")
     if not spec:
         return Verification(None, (), tuple(skipped), (), False)
     model = write_kept_model(quant_path, adir / "kept" / "kept-in-float.mge", spec, timeout=timeout or 600.0)
-    run = run_once(model, prepared, "default", adir, lar=lar, timeout=timeout, label="kept-in-float")
+    run = run_one(ready, "default", "kept-in-float", model=model)
     got = tuple(output_agreements(pairing.outputs, fg, qg, fd, DumpFolder(run.dump)))
     was = {o.name: o for o in before}
     better = bool(got) and all(
