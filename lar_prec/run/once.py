@@ -31,7 +31,7 @@ from lar_prec.records import PathLike
 from lar_prec.run.argv import check_extra_flags
 from lar_prec.run.config import LoadAndRun, RunConfig, check_timeout, get_config, resolve_load_and_run
 from lar_prec.run.device import RemoteSessions, RemoteSpec, open_sessions, remote_load_and_run, run_once_remote
-from lar_prec.run.dirs import new_analysis_dir, new_run_dir
+from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir, new_run_dir
 from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.process import execute, preflight
 from lar_prec.run.proc import interrupted
@@ -141,6 +141,7 @@ def run_single(
     extra_env: Optional[Mapping[str, Optional[str]]] = None,
     seed: int = 0,
     remote: "RemoteSpec | None" = None,
+    keep_previous: bool = False,
 ) -> RunResult:
     """``lar-prec run``: a new analysis folder with its inputs and one run
     (on the device of ``remote``, a :class:`lar_prec.runremote.RemoteSpec`, when given).
@@ -156,15 +157,18 @@ def run_single(
         lar_obj = resolve_load_and_run(lar) if remote is None else None
         check_file(model, "model file")
         check_extra_flags(extra_flags)
-        planned = plan_inputs(input_specs, model, seed=seed)
-        analysis = new_analysis_dir(out, "run")
+        planned = plan_inputs(input_specs, model, seed=seed, lar=lar_obj)
+        analysis = new_analysis_dir(out, "run", keep_previous=keep_previous)
         prepared = write_inputs(planned, analysis / "inputs")
         if remote is not None:
             with open_sessions(remote, Path(model), prepared) as sessions:  # type: ignore[union-attr]
-                return run_once(model, prepared, cfg, analysis, text_dump=text_dump, timeout=timeout,
-                                extra_flags=extra_flags, extra_env=extra_env, remote=sessions)
-        return run_once(model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
-                        extra_flags=extra_flags, extra_env=extra_env)
+                rec = run_once(model, prepared, cfg, analysis, text_dump=text_dump, timeout=timeout,
+                               extra_flags=extra_flags, extra_env=extra_env, remote=sessions)
+        else:
+            rec = run_once(model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
+                           extra_flags=extra_flags, extra_env=extra_env)
+        finish_analysis_dir(analysis)
+        return rec
     except KeyboardInterrupt:
         where = f"; the run folder is kept in {analysis} (see its run.json)" if analysis else " before the run started"
         raise AnalysisInterrupted(f"interrupted{where}", analysis_dir=analysis) from None

@@ -38,6 +38,8 @@ class Settings:
     inputs: Union[str, Sequence[str]] = ()
     #: the analysis folder (None: ``./lar-prec-out/<command>-N``)
     out: Optional[PathLike] = None
+    #: a previous analysis in ``out`` is kept as ``OUT.prev`` (by default removed once the new one is complete)
+    keep_previous: bool = False
     #: ``"auto"``, ``"band"``, a number or a Threshold: the user's value, parsed by the workflow
     threshold: Any = "auto"
     #: load_and_run: a LoadAndRun, a path, ``"bundled"`` or None (``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled)

@@ -30,7 +30,7 @@ from lar_prec.report.records import ReportRun, run_from_result
 from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.store.db import open_store
-from lar_prec.workflows.common.analysis import Analysis, environment_extra, measure_local, prepare_analysis, write_reports
+from lar_prec.workflows.common.analysis import Analysis, environment_extra, measure_local, prepare_analysis, with_inputs, write_reports
 from lar_prec.workflows.diff.judge import (DIFFERS, EQUAL, NONFINITE, OUTSIDE, ROUNDING, WITHIN, Judged, judge,
                                            with_rounding)
 from lar_prec.workflows.diff.rounding import (Rounding, judge_rounding, measure_side, naive_reference, not_judged,
@@ -89,6 +89,7 @@ def diff(model: PathLike, inputs: Sequence[str], a: Side, b: Side, *, repeat: in
                          extra={"inputs": prepared.to_json(), "config": config, "repeat": repeat},
                          run_to_run=b_run_to_run(j, rb))
     report = with_oracle(report, model_path, j, adir, la, layout_fmt(tuple(extra_flags) + b.flags))
+    report = with_inputs(report, prepared)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("diff", adir, report, j.tree, tuple(ra.runs) + tuple(rb.runs), json_path, html_path)
 

@@ -29,7 +29,7 @@ from lar_prec.run.device import open_sessions
 from lar_prec.run.settings import Settings
 from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, compare_progress, cross_device,
                                                 dropped_note, environment_extra, measure_local, prepare,
-                                                reference_flags, run_plan, write_reports)
+                                                reference_flags, run_plan, with_inputs, write_reports)
 
 if TYPE_CHECKING:
     from lar_prec.diagnosis import local as local_error, tree as var_tree
@@ -193,5 +193,6 @@ def analyse(settings: Settings, *, text_dump: bool = False) -> Analysis:
              (get_config("naive"), naive_flags, Path(naive.dump_dir))], adir / "range", timeout)  # type: ignore[arg-type]
     if cross_device(dropped):  # said in the verdict itself: a device's arithmetic is not a kernel bug
         report = replace(report, verdict=f"{cross_device(dropped)}; {report.verdict or report_model.auto_verdict(report)}")
+    report = with_inputs(report, prep.inputs)
     json_path, html_path = write_reports(report, adir, s.html)
     return Analysis("naive-vs-default", adir, report, vtree, tuple(runs), json_path, html_path)

@@ -41,6 +41,8 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.inputspec import check_file
 from lar_prec.outputs import atomic_write_text, json_text, sha256_file
+from lar_prec.run.dirs import finish_analysis_dir
+from lar_prec.run.inputs import input_summary
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.run.once import run_once
@@ -209,9 +211,13 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
     res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
                         tuple(not_in_dumps(pairing, measured, fg, qg, fd, qd)))
     data = res.to_json()
+    said = input_summary(prepared)
+    data = {**data, "verdict": "; ".join([data["verdict"], *[t for t in [said["line"], *said["warnings"]] if t]]),
+            "inputs": prepared.to_json(), "input_summary": said}
     try:
         atomic_write_text(adir / "quant.json", json_text(data), what="quant result")
         write_html(data, adir / "quant.html")
+        finish_analysis_dir(adir)
     except LarPrecError as exc:  # a full disk at the very end: the verdict is shown first
         exc.report = data
         raise
