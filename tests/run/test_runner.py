@@ -386,9 +386,10 @@ def test_cli_run_with_external_binary(fake_lar, model_file, tmp_path, monkeypatc
     call = fake_lar.calls()[0]
     assert call["args"][-3:] == ["--cpu", "--multithread", "2"]
     assert call["env"] == {"MGB_USE_MEGDNN_DBG": "2", "MGB_DUMP_INPUT": "1"}
-    # an existing --out is never reused: a numbered subfolder
+    # a rerun into --out replaces the analysis there (issue 53): no nested folder, no OUT.prev left
     res = cli_runner.invoke(cli, args)
-    assert res.exit_code == 0 and Path(res.stdout.strip()) == tmp_path / "out" / "run" / "naive"
+    assert res.exit_code == 0 and Path(res.stdout.strip()) == tmp_path / "out" / "naive"
+    assert not (tmp_path / "out" / "run").exists() and not (tmp_path / "out.prev").exists()
 
     monkeypatch.setenv("FAKE_LAR_MODE", "segv")
     res = cli_runner.invoke(cli, args)
