@@ -383,11 +383,14 @@ def write_inputs(planned: Iterable[PlannedInput], dest_dir: PathLike) -> Prepare
     return prepared
 
 
-def input_summary(prepared: PreparedInputs) -> Dict[str, Any]:
+def input_summary(prepared: PreparedInputs, model_inputs: Iterable[str] = ()) -> Dict[str, Any]:
     """The report's ``input_summary``: ``line`` ("inputs: seeded random, no --input given" when
     lar-prec made every input, else ""), ``generated`` (the inputs made so), and ``warnings``:
     each input of more than one element that is all zeros or one constant value, given or
-    generated (every activation downstream then sees no variation). Reads the written files."""
+    generated (every activation downstream then sees no variation), and each of
+    ``model_inputs`` (the model's inputs the runs dumped) that was not given at all
+    (``not_given``: load_and_run fed whatever the input's buffer held; two runs of the bundled
+    one on multi_input were fed different values). Reads the written files."""
     generated = [i.name for i in prepared.items if (i.generated or {}).get("why") == NO_INPUT_GIVEN]
     warnings: List[str] = []
     constant: List[Dict[str, Any]] = []
@@ -402,8 +405,14 @@ def input_summary(prepared: PreparedInputs) -> Dict[str, Any]:
         constant.append({"name": i.name, "value": value})
         what = "all zeros" if value == 0 else f"constant ({value:g} everywhere)"
         warnings.append(f"warning: input {i.name} is {what} ({i.source}): a kernel's error on varying data may not show")
+    have = {i.name for i in prepared.items}
+    not_given = sorted(set(model_inputs) - have) if have else []
+    for name in not_given:
+        warnings.append(f"warning: input {name} was not given (no --input for it): load_and_run fed whatever its "
+                        "buffer held (give it, or no --input at all for seeded random data)")
     line = f"inputs: seeded random, {NO_INPUT_GIVEN}" if generated else ""
-    return {"line": line, "generated": generated, "constant": constant, "warnings": warnings}
+    return {"line": line, "generated": generated, "constant": constant, "not_given": not_given,
+            "warnings": warnings}
 
 
 def prepare_inputs(specs: "str | Iterable[str]", dest_dir: PathLike, model: "PathLike | None" = None, *,

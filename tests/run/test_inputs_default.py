@@ -89,7 +89,10 @@ def test_nvd_without_input_says_so_in_verdict_json_and_page(manifest, tmp_path):
     saved = np.load(rec["path"])
     assert rec["path"].startswith(str(out / "inputs")) and saved.std() > 0.1  # not zeros
     assert "seeded random, no --input given" in (out / "report.html").read_text()
-    # arrays through the Python API, all zeros: a warning in the verdict, into the same --out
-    b = naive_vs_default(manifest["cnn"].model, {"data": np.zeros((1, 3, 32, 32), np.float32)}, out=out, local=False)
-    assert "warning: input data is all zeros" in b.report.verdict and "no --input given" not in b.report.verdict
+    # arrays through the Python API into the same --out: one all zeros, one not given at all
+    # (load_and_run then feeds whatever its buffer held: the two runs saw different values)
+    b = naive_vs_default(manifest["multi_input"].model, {"meta": np.zeros((2, 6), np.float32)}, out=out, local=False)
+    assert "warning: input meta is all zeros" in b.report.verdict and "no --input given" not in b.report.verdict
+    assert "warning: input img was not given" in b.report.verdict
+    assert b.report.extra["input_summary"]["not_given"] == ["img"]
     assert not (out / "naive-vs-default").exists() and not (tmp_path / "nvd.prev").exists()

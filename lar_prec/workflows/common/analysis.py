@@ -305,7 +305,8 @@ def with_inputs(report: Report, inputs: PreparedInputs) -> Report:
     made) and ``input_summary`` in the JSON, and in the verdict "inputs: seeded random, no
     --input given" when lar-prec made them and a warning for each input that is all zeros or
     constant (:func:`lar_prec.run.inputs.input_summary`)."""
-    summary = input_summary(inputs)
+    recs = report.vars.records() if hasattr(report.vars, "records") else report.vars  # not 20,000 ReportVars
+    summary = input_summary(inputs, {v.name for v in recs if v.opr_type == "Host2DeviceCopy"})
     said = [t for t in [summary["line"], *summary["warnings"]] if t]
     verdict = report.verdict or report_model.auto_verdict(report)
     return replace(report, verdict="; ".join([verdict, *said]),
