@@ -852,6 +852,7 @@ function causeBadge(c) {
 function adviceMeta(rows) {
   var meta = document.getElementById('meta');
   rows.forEach(function (kv) { metaRow(meta, kv[0], kv[1]); });
+  inputsRow(meta);
 }
 function errText(x, nonfinite) { return nonfinite ? 'inf (NaN or Inf)' : fmt(x); }
 function pctText(x) { return x === null || x === undefined ? '\u2014' : (100 * x).toFixed(1) + '%'; }
