@@ -17,7 +17,8 @@ from lar_prec.report.console import shown
               default="default", show_default=True,
               help="naive: MGB_USE_MEGDNN_DBG=2 --cpu; reproducible: --reproducible; fast-run: --fast-run.")
 @click.option("--input", "inputs", multiple=True, metavar="SPEC",
-              help="name:file.npy | name:{1,3,8,8} (seeded random) | name:[1,2,3]; repeat or join with ';'.")
+              help="name:file.npy | name:{1,3,8,8} (seeded random) | name:[1,2,3] | name:random[LOW,HIGH]@SEED; "
+                   "repeat or join with ';'. Without --input every input gets seeded random data.")
 @click.option("--text-dump", is_flag=True, help="--io-dump a text file instead of --bin-io-dump (its own run).")
 @click.option("--out", type=click.Path(path_type=str), default=None,
               help="Analysis folder; the previous analysis there is replaced, any other non-empty folder "
