@@ -4,8 +4,8 @@
 made beforehand, or made a moment ago by another lar-prec started at the same time) is
 claimed by creating :data:`CLAIM_NAME` in it with ``O_EXCL``.
 
-One analysis per ``--out``: a folder that holds a previous analysis (its claim file, or a
-lar-prec ``report.json``) is moved aside to ``OUT.prev`` and a new one made in its place; when
+One analysis per ``--out``: a folder that holds a previous analysis (its claim file: never a
+folder lar-prec did not make or claim, whatever report.json it holds) is moved aside to ``OUT.prev`` and a new one made in its place; when
 the new analysis is complete (:func:`finish_analysis_dir`) the previous one is removed, or kept
 as ``OUT.prev`` with ``keep_previous``. A run that fails leaves ``OUT.prev`` in place. A
 non-empty folder that holds no analysis, or one another live lar-prec is still writing, is
@@ -20,7 +20,7 @@ import re
 import shutil
 import socket
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from lar_prec.errors import LarPrecError, UsageError
 
@@ -99,16 +99,9 @@ def _claim_record(path: Path) -> Optional[Dict[str, Any]]:
 
 
 def is_analysis(path: PathLike) -> bool:
-    """``path`` holds a lar-prec analysis: its claim file, or a ``report.json`` of lar-prec's."""
-    p = Path(path)
-    if (p / CLAIM_NAME).is_file():
-        return True
-    try:
-        with open(p / "report.json", encoding="utf-8") as fh:
-            head = fh.read(200)
-    except OSError:
-        return False
-    return bool(re.search(r'"schema":\s*"lar-prec\.', head))
+    """``path`` holds a lar-prec analysis: its claim file (a report.json alone is not enough:
+    ``--json report.json`` may have put one in any folder, which must never be replaced)."""
+    return (Path(path) / CLAIM_NAME).is_file()
 
 
 def _writer(path: Path) -> Optional[int]:
@@ -128,11 +121,16 @@ def _writer(path: Path) -> Optional[int]:
     return pid
 
 
-def _move_aside(path: Path, out: PathLike, keep_previous: bool) -> None:
+def _move_aside(path: Path, out: PathLike, keep_previous: bool, needed: Sequence[PathLike]) -> None:
     """``path`` (a previous analysis) to ``path.prev``, replacing an older ``.prev`` analysis."""
     if not is_analysis(path):
         raise UsageError(f"--out {out} is a non-empty folder that holds no lar-prec analysis; expected a new or "
                          "empty folder, or the folder of a previous analysis (which is then replaced)")
+    for what, p in [("the current folder", Path.cwd()), *(("a file this analysis reads", n) for n in needed)]:
+        real = os.path.realpath(p)
+        if os.path.commonpath([real, str(path)]) == str(path):
+            raise UsageError(f"--out {out} holds a previous analysis, which a new one replaces, and {what} ({p}) "
+                             "is inside it; expected another --out (or copy the file out first)")
     pid = _writer(path)
     if pid is not None:
         raise UsageError(f"--out {out}: another lar-prec (pid {pid}) is still writing its analysis there; "
@@ -169,7 +167,8 @@ def finish_analysis_dir(adir: PathLike) -> None:
             rec = json.loads(fh.read(4096))
     except (OSError, ValueError):
         return
-    if not isinstance(rec, dict) or rec.get("replaced_by") != str(path):
+    if not isinstance(rec, dict) or not isinstance(rec.get("replaced_by"), str) \
+            or os.path.realpath(rec["replaced_by"]) != os.path.realpath(path):
         return
     if rec.get("keep"):
         with contextlib.suppress(OSError):
@@ -179,7 +178,7 @@ def finish_analysis_dir(adir: PathLike) -> None:
 
 
 def new_analysis_dir(out: "PathLike | None", command: str, default_parent: PathLike = "lar-prec-out", *,
-                     keep_previous: bool = False) -> Path:
+                     keep_previous: bool = False, needed: Sequence[PathLike] = (), replace: bool = True) -> Path:
     """The folder of a new analysis, claimed for this process.
 
     * ``out`` None: a new ``<default_parent>/<command>[-N]``;
@@ -188,7 +187,11 @@ def new_analysis_dir(out: "PathLike | None", command: str, default_parent: PathL
       when the new one is complete, :func:`finish_analysis_dir`, unless ``keep_previous``) and
       ``out`` made anew;
     * ``out`` a file, a non-empty folder that is no analysis, one a live lar-prec is writing,
-      or a folder that cannot be written: UsageError.
+      one that holds the current folder or a file of ``needed`` (the model, the inputs), or a
+      folder that cannot be written: UsageError.
+
+    ``replace`` False (the zoo, whose store points into its folder): a non-empty ``out`` gets a
+    new numbered subfolder ``out/<command>[-N]`` instead, as before.
     """
     if out is None:
         return new_run_dir(default_parent, command, what="default output folder")
@@ -199,8 +202,10 @@ def new_analysis_dir(out: "PathLike | None", command: str, default_parent: PathL
     _ensure_folder(path, "--out folder")
     if _claim(path, command):
         return path
+    if not replace:
+        return new_run_dir(path, command, what="--out folder")
     path = path.resolve()  # a symlink to the folder: the folder itself is replaced
-    _move_aside(path, out, keep_previous)
+    _move_aside(path, out, keep_previous, needed)
     _ensure_folder(path, "--out folder")
     if _claim(path, command):
         return path

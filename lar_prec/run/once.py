@@ -158,7 +158,8 @@ def run_single(
         check_file(model, "model file")
         check_extra_flags(extra_flags)
         planned = plan_inputs(input_specs, model, seed=seed, lar=lar_obj)
-        analysis = new_analysis_dir(out, "run", keep_previous=keep_previous)
+        analysis = new_analysis_dir(out, "run", keep_previous=keep_previous,
+                                    needed=[model, *(p.copy_from for p in planned if p.copy_from)])
         prepared = write_inputs(planned, analysis / "inputs")
         if remote is not None:
             with open_sessions(remote, Path(model), prepared) as sessions:  # type: ignore[union-attr]

@@ -236,7 +236,7 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
             z.timing["cluster_start"] = time.monotonic() - t
             cluster.check_devices(devices)
         # the zoo's folder once the cluster is there: a refused start leaves no folder behind
-        z.dir = new_analysis_dir(out, "zoo").resolve()
+        z.dir = new_analysis_dir(out, "zoo", replace=False).resolve()  # the store points into earlier ones
         interrupted = False
         if cluster is not None:
             link = cluster.dashboard

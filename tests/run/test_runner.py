@@ -158,6 +158,24 @@ def test_out_folders_that_are_not_replaced(tmp_path):
     with pytest.raises(UsageError, match="non-empty folder that holds no lar-prec analysis"):
         runner.new_analysis_dir(other, "run")
     assert (other / "notes.txt").read_text() == "mine"
+    (other / "report.json").write_text('{"schema": "lar-prec.report/1"}')  # a --json report.json put there
+    with pytest.raises(UsageError, match="holds no lar-prec analysis"):
+        runner.new_analysis_dir(other, "run")
+    # a previous analysis holding a file this one reads, or the current folder, is not replaced
+    held = tmp_path / "held"
+    runner.new_analysis_dir(held, "run")
+    (held / "model.mge").write_bytes(b"m")
+    with pytest.raises(UsageError, match="a file this analysis reads"):
+        runner.new_analysis_dir(held, "run", needed=[held / "model.mge"])
+    cwd = os.getcwd()
+    try:
+        os.chdir(held)
+        with pytest.raises(UsageError, match="the current folder"):
+            runner.new_analysis_dir(".", "run")
+    finally:
+        os.chdir(cwd)
+    assert (held / "model.mge").exists() and not (tmp_path / "held.prev").exists()
+    assert runner.new_analysis_dir(held, "run", replace=False) == held / "run"  # the zoo's way
     out = tmp_path / "out"
     runner.new_analysis_dir(out, "run")
     (tmp_path / "out.prev").mkdir()

@@ -252,7 +252,8 @@ def prepare(settings: Settings, command: str) -> Prepared:
     if lar_obj is None or not lar_obj.is_bundled:
         who = f"load_and_run {lar_obj.describe()}" if lar_obj is not None else "the device's load_and_run"
         check_input_dtypes([(p.name, p.dtype, p.source) for p in planned], who)
-    adir = new_analysis_dir(s.out, command, keep_previous=s.keep_previous).resolve()
+    needed = [model_path, *(p.copy_from for p in planned if p.copy_from)]
+    adir = new_analysis_dir(s.out, command, keep_previous=s.keep_previous, needed=needed).resolve()
     prepared = write_inputs(planned, adir / "inputs")
     return Prepared(s, model_path, model_mode(model_path), adir, prepared, lar_obj)
 
