@@ -34,8 +34,10 @@ class Settings:
 
     #: the ``.mge`` model, as the user spelled it (error messages name it so)
     model: PathLike
-    #: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``), a string or a sequence
-    inputs: Union[str, Sequence[str]] = ()
+    #: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``, ``name:random[-1,1]@0``),
+    #: a string or a sequence, or ``{name: numpy array | path | value}`` (the Python API); none:
+    #: seeded random data for every model input
+    inputs: Union[str, Sequence[str], Mapping[str, Any]] = ()
     #: the analysis folder (None: ``./lar-prec-out/<command>-N``)
     out: Optional[PathLike] = None
     #: a previous analysis in ``out`` is kept as ``OUT.prev`` (by default removed once the new one is complete)

@@ -66,8 +66,10 @@ def naive_vs_default(
 
     Args:
         model: the ``.mge`` model.
-        inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``).
-        out: the analysis folder (a non-empty one gets a new numbered subfolder);
+        inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``,
+            ``name:random[LOW,HIGH]@SEED``), or ``{name: numpy array | path}``; none: seeded
+            random data for every model input.
+        out: the analysis folder (a previous analysis there is replaced, any other non-empty folder refused);
             default ``./lar-prec-out/naive-vs-default-N``.
         threshold: ``"auto"`` (roots by local error when it was measured, else the dump-only
             band rule), ``"band"`` (the dump-only band rule always) or a number
