@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import socket
+import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
@@ -32,6 +33,8 @@ CLAIM_NAME = ".lar-prec-analysis"
 #: in ``OUT.prev``: the analysis that replaces it, and whether to keep it when that one is complete
 REPLACED_NAME = ".lar-prec-replaced"
 PREV_SUFFIX = ".prev"
+#: seconds a claim file without its record yet counts as another process's claim in progress
+CLAIM_GRACE = 30.0
 
 
 def _ensure_folder(path: Path, what: str) -> None:
@@ -104,10 +107,17 @@ def is_analysis(path: PathLike) -> bool:
     return (Path(path) / CLAIM_NAME).is_file()
 
 
-def _writer(path: Path) -> Optional[int]:
-    """The pid of another live lar-prec on this machine still writing the analysis in ``path``."""
+def _writer(path: Path) -> Optional[str]:
+    """Who still writes the analysis in ``path`` (``pid N``), when another live lar-prec on this
+    machine does; None when it is complete, its writer gone, or another machine's."""
     rec = _claim_record(path)
-    if not rec or rec.get("complete") or rec.get("host", socket.gethostname()) != socket.gethostname():
+    if not rec:  # claimed a moment ago, its record not written yet (O_EXCL first, then the text)
+        try:
+            young = time.time() - os.stat(path / CLAIM_NAME).st_mtime < CLAIM_GRACE
+        except OSError:
+            young = False
+        return "pid unknown" if young else None
+    if rec.get("complete") or rec.get("host", socket.gethostname()) != socket.gethostname():
         return None
     pid = rec.get("pid")
     if not isinstance(pid, int) or pid == os.getpid() or pid <= 0:
@@ -118,7 +128,7 @@ def _writer(path: Path) -> Optional[int]:
         return None
     except OSError:  # alive, another user's
         pass
-    return pid
+    return f"pid {pid}"
 
 
 def _move_aside(path: Path, out: PathLike, keep_previous: bool, needed: Sequence[PathLike]) -> None:
@@ -131,9 +141,9 @@ def _move_aside(path: Path, out: PathLike, keep_previous: bool, needed: Sequence
         if os.path.commonpath([real, str(path)]) == str(path):
             raise UsageError(f"--out {out} holds a previous analysis, which a new one replaces, and {what} ({p}) "
                              "is inside it; expected another --out (or copy the file out first)")
-    pid = _writer(path)
-    if pid is not None:
-        raise UsageError(f"--out {out}: another lar-prec (pid {pid}) is still writing its analysis there; "
+    who = _writer(path)
+    if who is not None:
+        raise UsageError(f"--out {out}: another lar-prec ({who}) is still writing its analysis there; "
                          "expected a folder no analysis is running in")
     prev = path.with_name(path.name + PREV_SUFFIX)
     if os.path.lexists(prev):
