@@ -13,6 +13,7 @@ import pytest
 from lar_prec import inputspec
 from lar_prec.errors import UsageError
 from lar_prec.run.inputs import input_summary, plan_inputs, write_inputs
+from browser_helpers import _clean_page, chromium  # noqa: F401  (chromium: a fixture)
 from runner_fixtures import lar_prec
 
 
@@ -77,7 +78,7 @@ def test_api_takes_arrays_and_constant_inputs_are_warned(manifest, tmp_path):
         plan_inputs({"data": np.zeros((1, 3, 32, 32))}, cnn.model)  # never narrowed silently
 
 
-def test_nvd_without_input_says_so_in_verdict_json_and_page(manifest, tmp_path):
+def test_nvd_without_input_says_so_in_verdict_json_and_page(manifest, tmp_path, chromium):  # noqa: F811
     from lar_prec import naive_vs_default
 
     out = tmp_path / "nvd"
@@ -88,11 +89,16 @@ def test_nvd_without_input_says_so_in_verdict_json_and_page(manifest, tmp_path):
     (rec,) = data["inputs"]
     saved = np.load(rec["path"])
     assert rec["path"].startswith(str(out / "inputs")) and saved.std() > 0.1  # not zeros
-    assert "seeded random, no --input given" in (out / "report.html").read_text()
+    chromium.open(out / "report.html")  # the page's header, drawn by report.js from the JSON
+    _clean_page(chromium)
+    assert "inputs\nseeded random, no --input given" in chromium.js("document.getElementById('meta').innerText")
     # arrays through the Python API into the same --out: one all zeros, one not given at all
     # (load_and_run then feeds whatever its buffer held: the two runs saw different values)
     b = naive_vs_default(manifest["multi_input"].model, {"meta": np.zeros((2, 6), np.float32)}, out=out, local=False)
     assert "warning: input meta is all zeros" in b.report.verdict and "no --input given" not in b.report.verdict
     assert "warning: input img was not given" in b.report.verdict
     assert b.report.extra["input_summary"]["not_given"] == ["img"]
+    chromium.open(out / "report.html")
+    meta = chromium.js("document.getElementById('meta').innerText")
+    assert "inputs\ngiven; warning: input meta is all zeros" in meta and "input img was not given" in meta
     assert not (out / "naive-vs-default").exists() and not (tmp_path / "nvd.prev").exists()
