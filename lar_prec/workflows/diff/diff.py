@@ -105,7 +105,7 @@ def diff_folders(dir_a: PathLike, dir_b: PathLike, *, out: Optional[PathLike] = 
     if Path(dir_a).resolve() == Path(dir_b).resolve():
         raise UsageError(f"nothing to diff: {dir_a} is given as both sides")
     ra, rb = read_side("a", dir_a), read_side("b", dir_b)
-    adir = new_analysis_dir(out, "diff").resolve()
+    adir = new_analysis_dir(out, "diff", needed=[dir_a, dir_b]).resolve()
     j = judge(ra, rb, adir)
     model = ra.model if ra.model and Path(ra.model).is_file() else None
     j = replace(j, rounding=not_judged("rounding not judged: diff of two analysis folders runs nothing (each side's "

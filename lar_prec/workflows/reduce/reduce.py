@@ -81,7 +81,7 @@ def reduce(analysis_dir: PathLike, *, option: Optional[str] = None, root: Option
     """
     finding = read_finding(analysis_dir, option=option, root=root, model=model)
     lar_obj = resolve_load_and_run(lar)
-    odir = new_analysis_dir(out, "reduce").resolve()
+    odir = new_analysis_dir(out, "reduce", needed=[analysis_dir, finding.model]).resolve()
     work = odir / "work"
     graph = describe(finding.model, finding.ref_dump, work, timeout)
     anchor = None
