@@ -308,7 +308,8 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
                         time.monotonic() - t0, note, plain_failed, level_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
                               for m in prep.layerwise.measured if m.name in errors), again)
-    data = {**res.to_json(), "inputs": prepared.to_json(), "input_summary": input_summary(prepared)}
+    res = replace(res, inputs={"inputs": prepared.to_json(), "input_summary": input_summary(prepared)})
+    data = res.to_json()
     try:
         atomic_write_text(keep_file, json_text(_keep_file(final_keep, kept, g, option)),
                           what="keep-list")
