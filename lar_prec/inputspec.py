@@ -6,7 +6,10 @@ the name is left out), like ``helpers/data_parser.cpp`` of the real binary (refe
 * ``name:file.npy`` / ``name:file.json``: data from a file (a regular file, not a FIFO);
 * ``name:{d0,d1,...}``: shape only (the runner makes seeded random data, the bundled
   load_and_run fills bytes 0x01 like the real one);
-* ``name:[v0,v1,...]``: literal data (int32, float32 when a ``.`` appears).
+* ``name:[v0,v1,...]``: literal data (int32, float32 when a ``.`` appears);
+* ``name:random[LOW,HIGH]@SEED``: seeded random data of the model's own shape and dtype
+  (lar-prec's, not load_and_run's; the range and the seed may each be left out:
+  :data:`RANDOM_FLOAT`, :data:`RANDOM_INT`, and the seed from ``--seed``).
 
 Everything here is numpy-only and raises :class:`InputSpecError` (a UsageError: exit 2), with a
 message naming the item or file and what was expected.
@@ -18,6 +21,7 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +40,12 @@ MAX_GENERATED_BYTES = 4 << 30
 #: largest seed of random data (numpy's SeedSequence takes any non-negative integer; 2**63 keeps
 #: ``seed + k`` an ordinary number in inputs.json)
 MAX_SEED = (1 << 63) - 1
-_SPEC_FORMS = "name:file.npy, name:file.json, name:{d0,d1,...} (shape only) or name:[v0,v1,...] (data)"
+_SPEC_FORMS = ("name:file.npy, name:file.json, name:{d0,d1,...} (shape only), name:[v0,v1,...] (data) "
+               "or name:random[LOW,HIGH]@SEED")
+#: the range of ``random`` data without one: floats uniform in [-1, 1), integers from 0 to 9
+RANDOM_FLOAT = (-1.0, 1.0)
+RANDOM_INT = (0, 9)
+_RANDOM = re.compile(r"random(?:\[(?P<range>[^\]]*)\])?(?:@(?P<seed>.*))?", re.DOTALL)
 
 
 class InputSpecError(UsageError):
@@ -48,7 +57,7 @@ class InputItem:
     """One ``--input`` item: the input name and the kind of value given for it."""
 
     name: str
-    kind: str  # "npy" | "json" | "shape" | "literal" | "image"
+    kind: str  # "npy" | "json" | "shape" | "literal" | "image" | "random"
     text: str  # the item's value text (path, ``{1,3}`` or ``[1,2]``)
 
     @property
@@ -91,6 +100,8 @@ def split_input(text: str) -> List[InputItem]:
             kind = "shape"
         elif value.startswith("[") and value.endswith("]"):
             kind = "literal"
+        elif low.startswith("random"):
+            kind = "random"
         else:
             raise InputSpecError(f"cannot parse --input item {raw!r}: expected {_SPEC_FORMS}")
         if not name:
@@ -118,6 +129,50 @@ def parse_shape(text: str, itemsize: int = 4) -> Tuple[int, ...]:
         raise InputSpecError(f"shape {text!r} asks for {_size(nbytes)} of data; expected a shape of at most "
                              f"{_size(MAX_GENERATED_BYTES)} (give the data as an .npy file instead)")
     return shape
+
+
+@dataclass(frozen=True)
+class RandomSpec:
+    """``random[LOW,HIGH]@SEED``: the range (None: the dtype's default) and the seed (None: ``--seed``)."""
+
+    low: Optional[float] = None
+    high: Optional[float] = None
+    seed: Optional[int] = None
+    integral: bool = True  # LOW and HIGH written without a '.' or an exponent
+
+
+def parse_random(text: str, item: Optional[str] = None) -> RandomSpec:
+    """Parse ``random``, ``random[LOW,HIGH]``, ``random@SEED`` or ``random[LOW,HIGH]@SEED``.
+
+    LOW < HIGH, both finite numbers; SEED an integer in ``[0, 2**63)``. Raises InputSpecError
+    (one line, exit 2) for anything else.
+    """
+    form = "random[LOW,HIGH]@SEED (the range and the seed optional, e.g. random[-1,1]@7)"
+    m = _RANDOM.fullmatch(text.strip())
+    text = item or text  # the messages name the whole --input item
+    if m is None:
+        raise InputSpecError(f"bad random input {text!r}: expected {form}")
+    low = high = None
+    integral = True
+    if m.group("range") is not None:
+        parts = [p.strip() for p in m.group("range").split(",")]
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            low, high = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise InputSpecError(f"bad range in random input {text!r}: expected [LOW,HIGH] with two numbers, "
+                                 f"as in {form}") from None
+        if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
+            raise InputSpecError(f"bad range in random input {text!r}: expected finite numbers with LOW < HIGH")
+        integral = all(re.fullmatch(r"[+-]?\d+", p) for p in parts)
+    seed = None
+    if m.group("seed") is not None:
+        raw = m.group("seed").strip()
+        if not re.fullmatch(r"\d+", raw) or int(raw) > MAX_SEED:
+            raise InputSpecError(f"bad seed in random input {text!r}: expected @SEED, an integer from 0 to {MAX_SEED}")
+        seed = int(raw)
+    return RandomSpec(low, high, seed, integral)
 
 
 def _size(nbytes: int) -> str:

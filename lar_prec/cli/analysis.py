@@ -24,7 +24,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
                          json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
                          lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool,
                          local_checks: bool, text_dump: bool, jobs: int, remote: str | None, remote_dir: str | None,
-                         keep_remote: bool, store: str | None = None) -> None:
+                         keep_remote: bool, store: str | None = None, keep_previous: bool = False) -> None:
     """Which operator computes wrongly? Reference kernels against the default ones.
 
     Runs MODEL with MGB_USE_MEGDNN_DBG=2 (naive reference kernels) and with the default
@@ -39,7 +39,7 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "naive-vs-default") as progress:
-        settings = Settings(model=model, inputs=inputs, out=out, threshold=threshold or "auto", lar=lar_path,
+        settings = Settings(model=model, inputs=inputs, out=out, keep_previous=keep_previous, threshold=threshold or "auto", lar=lar_path,
                             timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
                             jobs=jobs, keep_going=keep_going, remote=spec, local=not no_local,
                             local_checks=local_checks, progress=progress)
@@ -75,7 +75,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
               lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
               repeat: int, config_name: str, jobs: int, no_explain: bool, keep_all: bool, threads: str | None,
               batch_positions: int | None, observer: bool, remote: str | None, remote_dir: str | None,
-              keep_remote: bool, store: str | None = None) -> None:
+              keep_remote: bool, store: str | None = None, keep_previous: bool = False) -> None:
     """Does the output jitter from run to run, where does it start, and what removes it?
 
     Runs MODEL --repeat times with one configuration, each in a fresh process. Jitter is any
@@ -94,7 +94,7 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "shake") as progress:
-        settings = Settings(model=model, inputs=inputs, out=out, threshold=0.0 if threshold is None else threshold,
+        settings = Settings(model=model, inputs=inputs, out=out, keep_previous=keep_previous, threshold=0.0 if threshold is None else threshold,
                             lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
                             seed=seed, jobs=jobs, keep_going=keep_going, remote=spec, local=not no_local,
                             local_checks=local_checks, progress=progress)
@@ -127,7 +127,7 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
                 json_out: str | None, html_out: str | None, lar_path: str | None, timeout: float | None,
                 lar_args: tuple, seed: int, quiet: bool, keep_going: bool, no_local: bool, local_checks: bool,
                 remotes: tuple, local: bool, reference: str, config_name: str, remote_dir: str | None,
-                keep_remote: bool, store: str | None = None) -> None:
+                keep_remote: bool, store: str | None = None, keep_previous: bool = False) -> None:
     """Does MODEL compute the same on several devices? One configuration on every target.
 
     Runs --config on each target in parallel (one worker per target), compares each with the
@@ -148,7 +148,7 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     with ProgressBars(not quiet, "devices") as progress:
         # without --remote, --lar can only name this machine's binary (a missing one is exit 2); with
         # --remote it is the devices' path, and --local runs the usual lookup
-        settings = Settings(model=model, inputs=inputs, out=out, threshold=threshold or "auto",
+        settings = Settings(model=model, inputs=inputs, out=out, keep_previous=keep_previous, threshold=threshold or "auto",
                             lar=lar_path if not remotes else None, timeout=timeout,
                             extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, progress=progress)
         analysis = analyse(settings, targets, reference=reference, config=config_name)
@@ -168,7 +168,9 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
               metavar="S", help="Seconds per run; a run still going is killed and its option reported as hung.")
 @click.option("--out", type=click.Path(path_type=str), default=None,
-              help="Analysis folder. [default: ./lar-prec-out/sweep-N]")
+              help="Analysis folder; the previous analysis there is replaced, any other non-empty folder "
+                   "refused. [default: ./lar-prec-out/sweep-N]")
+@click.option("--keep-previous", is_flag=True, help="Keep the previous analysis of --out as OUT.prev.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON report here ('-': stdout).")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML report here.")
 @click.option("--lar", "lar_path", metavar="PATH", default=None,
@@ -190,7 +192,7 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
 def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, jobs: int, timeout: float,
               out: str | None, json_out: str | None, html_out: str | None, lar_path: str | None, lar_args: tuple,
               seed: int, quiet: bool, no_local: bool, speed_runs: int, remote: str | None, remote_dir: str | None,
-              keep_remote: bool, store: str | None = None) -> None:
+              keep_remote: bool, store: str | None = None, keep_previous: bool = False) -> None:
     """Which load_and_run optimisation option changes the result, and where?
 
     Runs MODEL once with the naive kernels on the plain graph (the reference), then with the
@@ -214,7 +216,7 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "sweep") as progress:
-        settings = Settings(model=model, inputs=inputs, out=out, lar=lar_path, timeout=timeout,
+        settings = Settings(model=model, inputs=inputs, out=out, keep_previous=keep_previous, lar=lar_path, timeout=timeout,
                             extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, jobs=jobs, remote=spec,
                             local=not no_local, progress=progress)
         analysis = analyse(settings, options=options, speed_runs=speed_runs)

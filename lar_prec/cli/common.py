@@ -187,7 +187,9 @@ def advice_outputs(data: dict, render: Any, json_out: str | None, html_out: str 
 
 _workflow_options = [
     click.option("--input", "inputs", multiple=True, metavar="SPEC",
-                 help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3]; repeat or join with ';'."),
+                 help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3] | "
+                      "name:random[LOW,HIGH]@SEED (the model's shape); repeat or join with ';'. "
+                      "Without --input every input gets seeded random data (random[-1,1], integers random[0,9])."),
     click.option("--threshold", default=None, metavar="auto|band|X",
                  help="'auto': roots by local error (each operator over its own noise floor) when it is "
                       "measured, else the dump-only rule; 'band': the dump-only rule (one band per dtype) "
@@ -198,8 +200,11 @@ _workflow_options = [
     click.option("--local-checks", is_flag=True,
                  help="Also run the local reference self-check and test-fed check (two more runs)."),
     click.option("--out", type=click.Path(path_type=str), default=None,
-                 help="Analysis folder (runs, inputs, report.json, report.html); a non-empty one gets a new "
-                      "numbered subfolder. [default: ./lar-prec-out/<command>-N]"),
+                 help="Analysis folder (runs, inputs, report.json, report.html); the previous analysis there is "
+                      "replaced, any other non-empty folder refused. [default: ./lar-prec-out/<command>-N]"),
+    click.option("--keep-previous", is_flag=True,
+                 help="Keep the previous analysis of --out as OUT.prev (by default it is removed once the new "
+                      "one is complete)."),
     click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON report here ('-': stdout)."),
     click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML report here."),
     click.option("--lar", "lar_path", metavar="PATH", default=None,
@@ -210,7 +215,8 @@ _workflow_options = [
     click.option("--lar-args", "lar_args", multiple=True, metavar="FLAGS",
                  help="Extra load_and_run flags for every run, e.g. --lar-args '--multithread 2' "
                       "(or put them after --)."),
-    click.option("--seed", type=int, default=0, show_default=True, help="Seed of random data for shape-only inputs."),
+    click.option("--seed", type=int, default=0, show_default=True,
+                 help="Seed of random inputs (each input's is SEED + its position, unless it says @SEED)."),
     click.option("-q", "--quiet", is_flag=True, help="No progress bars or folder note on stderr."),
     click.option("--keep-going", is_flag=True,
                  help="Make every run even after one failed (default: no run starts after a failure)."),

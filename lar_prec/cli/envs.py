@@ -15,7 +15,8 @@ from lar_prec.clisupport import ProgressBars, check_report_outputs, input_paths,
 from lar_prec.errors import UsageError
 
 _INPUT = click.option("--input", "inputs", multiple=True, metavar="SPEC",
-                      help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3]; repeat or join with ';'.")
+                      help="name:file.npy | name:{1,3,8,8} (seeded random data) | name:[1,2,3] | name:random[LOW,HIGH]@SEED; "
+                   "repeat or join with ';'. Without --input every input gets seeded random data.")
 _REPEAT = click.option("-n", "--repeat", type=int, default=2, show_default=True,
                        help="Runs of each side (of the good end, for bisect): at least 2, its jitter is the band.")
 _CONFIG = click.option("--config", "config_name", type=click.Choice(["default", "reproducible", "fast-run"]),

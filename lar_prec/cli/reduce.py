@@ -18,7 +18,7 @@ from lar_prec.clisupport import check_report_outputs
 @click.option("--root", default=None, metavar="VAR",
               help="The root to start from, by var id or name. [default: the analysis' first root]")
 @click.option("--out", type=click.Path(path_type=str), default=None,
-              help="Folder of the reduced model (a non-empty one gets a new numbered subfolder). "
+              help="Folder of the reduced model (a previous one there is replaced, any other non-empty folder refused). "
                    "[default: ./lar-prec-out/reduce-N]")
 @click.option("--lar", "lar_path", metavar="PATH", default=None,
               help="The load_and_run to run the parts with: the one the analysis ran. [default: bundled]")

@@ -17,11 +17,13 @@ from lar_prec.report.console import shown
               default="default", show_default=True,
               help="naive: MGB_USE_MEGDNN_DBG=2 --cpu; reproducible: --reproducible; fast-run: --fast-run.")
 @click.option("--input", "inputs", multiple=True, metavar="SPEC",
-              help="name:file.npy | name:{1,3,8,8} (seeded random) | name:[1,2,3]; repeat or join with ';'.")
+              help="name:file.npy | name:{1,3,8,8} (seeded random) | name:[1,2,3] | name:random[LOW,HIGH]@SEED; "
+                   "repeat or join with ';'. Without --input every input gets seeded random data.")
 @click.option("--text-dump", is_flag=True, help="--io-dump a text file instead of --bin-io-dump (its own run).")
 @click.option("--out", type=click.Path(path_type=str), default=None,
-              help="Analysis folder; an existing non-empty one gets a new numbered subfolder. "
-                   "[default: ./lar-prec-out/run-N]")
+              help="Analysis folder; the previous analysis there is replaced, any other non-empty folder "
+                   "refused. [default: ./lar-prec-out/run-N]")
+@click.option("--keep-previous", is_flag=True, help="Keep the previous analysis of --out as OUT.prev.")
 @click.option("--lar", "lar_path", metavar="PATH", default=None,
               help="load_and_run to use ('bundled' for python -m lar_prec.lar). "
                    "[default: $LAR_PREC_LOAD_AND_RUN, load_and_run on PATH, bundled]")
@@ -35,6 +37,7 @@ from lar_prec.report.console import shown
 @remote_options
 @handle_errors
 def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: str | None, lar_path: str | None,
+            keep_previous: bool,
             timeout: float | None, lar_args: tuple, env_items: tuple, seed: int, remote: str | None,
             remote_dir: str | None, keep_remote: bool) -> None:
     """Run load_and_run once on MODEL and keep its dump and run.json.
@@ -47,13 +50,15 @@ def run_cmd(model: str, config_name: str, inputs: tuple, text_dump: bool, out: s
     from lar_prec.run.once import single_run
     from lar_prec.run.settings import Settings
 
-    settings = Settings(model=model, inputs=inputs, out=out, lar=lar_path, timeout=timeout,
+    settings = Settings(model=model, inputs=inputs, out=out, keep_previous=keep_previous, lar=lar_path, timeout=timeout,
                         extra_flags=split_lar_args(lar_args), env=parse_env_assignments(env_items), seed=seed,
                         remote=remote_from_options(remote, lar_path, remote_dir, keep_remote))
     result = single_run(settings, config_name, text_dump=text_dump)
     click.echo(shown(str(result.dir)))
     what = result.text_dump if result.text_dump is not None else result.dump_dir
-    click.echo(shown(f"ok: {result.config} run in {result.seconds:.2f} s; dump: {what}"), err=True)
+    made = [i["name"] for i in result.inputs if (i.get("generated") or {}).get("why")]
+    said = f"; inputs: seeded random, no --input given ({', '.join(made)})" if made else ""
+    click.echo(shown(f"ok: {result.config} run in {result.seconds:.2f} s; dump: {what}{said}"), err=True)
 
 
 @click.command("replay")

@@ -222,6 +222,9 @@ def _gather_inputs(items: Sequence[InputItem], model_inputs: Dict[str, Tuple[Tup
                 f"--input {item.name}:{item.text}: .ppm/.pgm images are not supported by the bundled "
                 "runner; convert the image to .npy (uint8, NHWC) or give --lar PATH"
             )
+        if item.kind == "random":
+            raise LarUsageError(f"--input {item.spec}: random[LOW,HIGH]@SEED inputs are made by lar-prec, "
+                                "not load_and_run; give name:file.npy or name:{d0,d1,...}")
         if item.name not in model_inputs:
             raise LarUsageError(
                 f"the model has no input named {item.name!r} (inputs: {', '.join(model_inputs) or 'none'})"

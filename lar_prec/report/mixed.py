@@ -45,6 +45,10 @@ def render_mixed_terminal(data: Mapping[str, Any], out: TextIO) -> None:
     curve and the files."""
     for line in data.get("advice") or ():
         out.write(shown(line) + "\n")
+    said = data.get("input_summary") or {}
+    for line in [said.get("line"), *(said.get("warnings") or ())]:  # seeded random or constant inputs
+        if line:
+            out.write(shown(line) + "\n")
     if data.get("note") and not data["plain"].get("failed"):
         out.write(f"note: {shown(data['note'])}\n")
     kept = data["kept"]

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from lar_prec._lazy import numpy as np  # imported on first use (start-up time)
 
@@ -104,26 +104,35 @@ def read_model_io(model: PathLike, timeout: float = DESCRIBE_TIMEOUT) -> Dict[st
     return json.loads(proc.stdout)
 
 
-def _model_dtypes(model: "PathLike | None", items: List[inputspec.InputItem], lar: Any = None
-                  ) -> Optional[Dict[str, Optional[str]]]:
-    """``{input name: dtype}`` of the model when shape-only items need it (their dtype), else None.
+def _model_io(model: "PathLike | None", items: List[inputspec.InputItem], lar: Any = None
+              ) -> Optional[Dict[str, Dict[str, Any]]]:
+    """``{input name: {"shape", "dtype"}}`` of the model when the items need it (shape-only and
+    random items, or no item at all: every input then gets random data), else None.
 
     Only then: reading the model costs a child process (~0.7 s) before the first run. A wrong
     name in a file item is refused by the bundled load_and_run instead, which the runner turns
     into the same input error (exit 2).
     """
-    if model is None or not any(it.kind == "shape" for it in items):
+    if model is None or (items and not any(it.kind in ("shape", "random") for it in items)):
         return None
     if importlib.util.find_spec("megenginelite") is None:
         if lar is not None and not lar.is_bundled and lar.path is not None:
             # no wheel here: the user's MegEngine load_and_run reads the model (--model-info)
             with tempfile.TemporaryDirectory(prefix="lar-prec-model-info-") as tmp:
                 info = model_info(lar, model, Path(tmp))
-            return {d["name"]: d["dtype"] for d in info["inputs"]}
-        log.warning("megenginelite is not installed: shape-only inputs get float32 random data")
-        return None
-    info = read_model_io(model)
-    return {d["name"]: d["dtype"] for d in info["inputs"]}
+        elif not items or any(it.kind == "random" for it in items):
+            raise UsageError(f"the inputs of {model} cannot be read here (megenginelite is not installed) to make "
+                             "random data; give each input as --input name:file.npy (or name:{d0,d1,...})")
+        else:
+            log.warning("megenginelite is not installed: shape-only inputs get float32 random data")
+            return None
+    else:
+        info = read_model_io(model)
+    return {d["name"]: {"shape": d.get("shape"), "dtype": d.get("dtype")} for d in info["inputs"]}
+
+
+def _model_dtypes(io: Optional[Dict[str, Dict[str, Any]]]) -> Optional[Dict[str, Optional[str]]]:
+    return None if io is None else {n: d["dtype"] for n, d in io.items()}
 
 
 def _check_name(name: str, source: str, dtypes: Optional[Dict[str, Optional[str]]], model: "PathLike | None") -> None:
@@ -132,22 +141,95 @@ def _check_name(name: str, source: str, dtypes: Optional[Dict[str, Optional[str]
                                        f"(its inputs: {', '.join(dtypes) or 'none'})")
 
 
-def _random_array(shape: Tuple[int, ...], dtype: "np.dtype", seed: int) -> Tuple["np.ndarray", Dict[str, Any]]:
+def _random_array(shape: Tuple[int, ...], dtype: "np.dtype", seed: int,
+                  spec: Optional[inputspec.RandomSpec] = None, source: str = "") -> Tuple["np.ndarray", Dict[str, Any]]:
+    """Seeded random data: ``spec`` None (a shape-only item) standard normal floats or integers
+    in [0, 10); with a ``random[LOW,HIGH]`` spec uniform floats in [LOW, HIGH) or integers from
+    LOW to HIGH (both included), the defaults :data:`~lar_prec.inputspec.RANDOM_FLOAT` and
+    :data:`~lar_prec.inputspec.RANDOM_INT`."""
     rng = np.random.default_rng(seed)
-    if dtype.kind == "f":
+    rec: Dict[str, Any] = {"kind": "random", "seed": seed}
+    if spec is None and dtype.kind == "f":
         arr = rng.standard_normal(shape, dtype=np.float32).astype(dtype)
         how = "standard normal"
-    elif dtype.kind in "iu":
+    elif spec is None and dtype.kind in "iu":
         hi = 10  # small non-negative values fit every integer dtype
         arr = rng.integers(0, hi, size=shape, dtype=dtype)
         how = f"uniform integers in [0, {hi})"
+    elif spec is not None and dtype.kind == "f":
+        low, high = (spec.low, spec.high) if spec.low is not None else inputspec.RANDOM_FLOAT
+        big = float(np.finfo(dtype).max)
+        if max(abs(low), abs(high)) > big:  # type: ignore[arg-type]
+            raise inputspec.InputSpecError(f"--input {source}: the range [{low:g}, {high:g}] does not fit "
+                                           f"{dtype.name}; expected numbers within +-{big:g}")
+        arr = rng.uniform(low, high, size=shape).astype(dtype)  # type: ignore[arg-type]
+        how = f"uniform in [{low:g}, {high:g})"
+        rec.update(low=low, high=high)
+    elif spec is not None and dtype.kind in "iu":
+        if spec.low is not None and not spec.integral:
+            raise inputspec.InputSpecError(f"--input {source}: the model's input is {dtype.name}; expected a range "
+                                           "of integers, random[LOW,HIGH] without a '.'")
+        lo, hi = (int(spec.low), int(spec.high)) if spec.low is not None else inputspec.RANDOM_INT  # type: ignore[arg-type]
+        info = np.iinfo(dtype)
+        if lo < info.min or hi > info.max:
+            raise inputspec.InputSpecError(f"--input {source}: the range [{lo}, {hi}] does not fit {dtype.name}; "
+                                           f"expected integers from {info.min} to {info.max}")
+        arr = rng.integers(lo, hi, size=shape, dtype=dtype, endpoint=True)
+        how = f"uniform integers from {lo} to {hi}"
+        rec.update(low=lo, high=hi)
     else:  # pragma: no cover - lar.py only reports lite-feedable dtypes
         raise UsageError(f"cannot make random data of dtype {dtype}")
-    return arr, {"kind": "random", "seed": seed, "distribution": how, "dtype": dtype.name, "shape": list(shape)}
+    rec.update(distribution=how, dtype=dtype.name, shape=list(shape))
+    return arr, rec
 
 
-def _plan_item(raw: str, it: inputspec.InputItem, k: int, seed: int, dtypes: Optional[Dict[str, Optional[str]]],
+def _model_shape(name: str, raw: str, io: Dict[str, Dict[str, Any]], model: "PathLike | None"
+                 ) -> Tuple[Tuple[int, ...], "np.dtype"]:
+    """The shape and dtype the model gives input ``name``, for random data of its own shape."""
+    d = io[name]
+    shape, dtype = d.get("shape"), d.get("dtype")
+    if dtype is None:
+        raise inputspec.InputSpecError(f"--input {raw}: input {name!r} of {model} has a dtype megenginelite "
+                                       "cannot feed; give its data as an .npy file")
+    if not shape or any(int(x) <= 0 for x in shape):
+        raise inputspec.InputSpecError(f"--input {raw}: {model} gives input {name!r} no fixed shape "
+                                       f"({shape}); expected --input {name}:{{d0,d1,...}} or an .npy file")
+    dt = np.dtype(dtype)
+    return inputspec.parse_shape("{" + ",".join(str(int(x)) for x in shape) + "}", dt.itemsize), dt
+
+
+def _generate(raw: str, name: str, spec: inputspec.RandomSpec, seed: int, io: Dict[str, Dict[str, Any]],
+              model: "PathLike | None", why: Optional[str] = None) -> PlannedInput:
+    shape, dt = _model_shape(name, raw, io, model)
+    try:
+        arr, how = _random_array(shape, dt, seed, spec, raw)
+    except MemoryError:
+        raise inputspec.InputSpecError(f"--input {raw!r}: not enough memory for random data of shape "
+                                       f"{list(shape)}; give the data as an .npy file") from None
+    if why:
+        how["why"] = why
+    return PlannedInput(name, raw, arr, None, arr.dtype.name, tuple(arr.shape), how)
+
+
+#: why every input got random data (said in the verdict, the JSON and the page)
+NO_INPUT_GIVEN = "no --input given"
+
+
+def _default_inputs(io: Dict[str, Dict[str, Any]], seed: int, model: "PathLike | None") -> List[PlannedInput]:
+    """Seeded random data for every model input when the user gave none (never the model's
+    zeros): uniform in the default range, seed ``--seed`` + the input's position."""
+    out = []
+    for k, name in enumerate(io):
+        dt = io[name].get("dtype")
+        lo, hi = inputspec.RANDOM_INT if dt and np.dtype(dt).kind in "iu" else inputspec.RANDOM_FLOAT
+        raw = f"{name}:random[{lo:g},{hi:g}]@{seed + k}"
+        out.append(_generate(raw, name, inputspec.RandomSpec(seed=seed + k), seed + k, io, model, NO_INPUT_GIVEN))
+    return out
+
+
+def _plan_item(raw: str, it: inputspec.InputItem, k: int, seed: int, io: Optional[Dict[str, Dict[str, Any]]],
                model: "PathLike | None") -> List[PlannedInput]:
+    dtypes = _model_dtypes(io)
     if it.kind == "image":
         raise inputspec.InputSpecError(f"--input {raw!r}: .ppm/.pgm images are not supported; convert to .npy")
     if it.kind == "json":
@@ -157,6 +239,11 @@ def _plan_item(raw: str, it: inputspec.InputItem, k: int, seed: int, dtypes: Opt
             out.append(PlannedInput(name, raw, arr, None, arr.dtype.name, tuple(arr.shape)))
         return out
     _check_name(it.name, raw, dtypes, model)
+    if it.kind == "random":
+        spec = inputspec.parse_random(it.text, raw)
+        if io is None:  # pragma: no cover - _model_io reads the model for random items
+            raise UsageError(f"--input {raw}: random data needs the model's inputs")
+        return [_generate(raw, it.name, spec, spec.seed if spec.seed is not None else seed + k, io, model)]
     if it.kind == "npy":
         inputspec.check_file(it.text, "input file")
         plain = _plain_npy(it.text)
@@ -177,7 +264,32 @@ def _plan_item(raw: str, it: inputspec.InputItem, k: int, seed: int, dtypes: Opt
     return [PlannedInput(it.name, raw, arr, None, arr.dtype.name, tuple(arr.shape))]
 
 
-def plan_inputs(specs: "str | Iterable[str]", model: "PathLike | None" = None, *, seed: int = 0,
+def _split_mapping(specs: Mapping[str, Any]) -> Tuple[List[str], List[PlannedInput]]:
+    """``{name: array | path | --input value}`` (the Python API): the items given as text, and
+    the arrays checked (a dtype load_and_run takes, at least one element) and ready to write."""
+    items: List[str] = []
+    arrays: List[PlannedInput] = []
+    for name, value in specs.items():
+        if not isinstance(name, str) or not name or ";" in name or ":" in name:
+            raise inputspec.InputSpecError(f"inputs: key {name!r} is not an input name (a non-empty string "
+                                           "without ';' or ':')")
+        if isinstance(value, (str, os.PathLike)):
+            items.append(f"{name}:{os.fspath(value)}")
+            continue
+        if not hasattr(value, "__array_interface__") and not hasattr(value, "__array__"):
+            raise inputspec.InputSpecError(f"inputs[{name!r}]: expected a numpy array, a file path or an --input "
+                                           f"value (name:random[-1,1]@0, ...), got {type(value).__name__}")
+        arr = np.ascontiguousarray(np.asarray(value))
+        source = f"{name}:<{arr.dtype.name} array {list(arr.shape)}>"
+        if arr.dtype.name not in inputspec.NPY_DTYPES:
+            raise inputspec.InputSpecError(f"inputs[{name!r}] is a {arr.dtype.name} array; load_and_run inputs must "
+                                           f"be one of {', '.join(inputspec.NPY_DTYPES)} (e.g. .astype(numpy.float32))")
+        arr = arr.astype(arr.dtype.newbyteorder("="), copy=False)
+        arrays.append(PlannedInput(name, source, arr, None, arr.dtype.name, tuple(arr.shape)))
+    return items, arrays
+
+
+def plan_inputs(specs: "str | Iterable[str] | Mapping[str, Any]", model: "PathLike | None" = None, *, seed: int = 0,
                 lar: Any = None) -> Tuple[PlannedInput, ...]:
     """Check the user's ``--input`` items and make their data, writing nothing.
 
@@ -185,21 +297,34 @@ def plan_inputs(specs: "str | Iterable[str]", model: "PathLike | None" = None, *
     entry), ``name:{1,3,8,8}`` (seeded random data; float32, or the model's input dtype when
     ``model`` is given; the seed is recorded), ``name:[1,2,3]`` (literal data: int32, float32
     if a ``.`` appears). A missing name means ``data``. With ``model``, every name must be
-    one of the model's inputs. Raises UsageError (exit 2) for malformed items, files that are
+    one of the model's inputs. ``name:random[LOW,HIGH]@SEED`` makes seeded random data of the
+    model's own shape and dtype (:func:`lar_prec.inputspec.parse_random`); with no item at all,
+    every model input gets such data (the default range, seed ``seed`` + its position,
+    ``generated.why`` :data:`NO_INPUT_GIVEN`), never the model's zeros. The Python API may give
+    a mapping ``{name: numpy array | path | value}``. Raises UsageError (exit 2) for malformed items, files that are
     missing or not regular files (a FIFO), unknown or duplicate names, zero-size data, shapes
     too big to make, and a seed outside ``[0, 2**63)``.
     """
     inputspec.check_seed(seed)
+    given: List[PlannedInput] = []
+    if isinstance(specs, Mapping):
+        specs, given = _split_mapping(specs)
     parsed = [(raw, it) for raw in inputspec.split_input_specs(specs) for it in inputspec.split_input(raw)]
     for raw, it in parsed:  # cheap checks before the model is read; a FIFO is never opened
         if it.kind in ("npy", "json"):
             inputspec.check_file(it.text, "input file")
         elif it.kind == "shape":
             inputspec.parse_shape(it.text, 1)
-    dtypes = _model_dtypes(model, [it for _, it in parsed], lar)
-    planned: List[PlannedInput] = []
+        elif it.kind == "random":
+            inputspec.parse_random(it.text, raw)
+    io = _model_io(model, [it for _, it in parsed], lar) if not given or parsed else None
+    planned: List[PlannedInput] = list(given)
     for k, (raw, it) in enumerate(parsed):
-        planned.extend(_plan_item(raw, it, k, seed, dtypes, model))
+        planned.extend(_plan_item(raw, it, k, seed, io, model))
+    for p in given:
+        _check_name(p.name, p.source, _model_dtypes(io), model)
+    if not parsed and not given and io:
+        planned = _default_inputs(io, seed, model)
     seen: Dict[str, str] = {}
     for p in planned:
         if ";" in p.name:
@@ -256,6 +381,38 @@ def write_inputs(planned: Iterable[PlannedInput], dest_dir: PathLike) -> Prepare
     atomic_write_text(dest / "inputs.json", json_text({"schema": INPUTS_SCHEMA, "inputs": prepared.to_json()}, indent=2),
                       what="inputs record")
     return prepared
+
+
+def input_summary(prepared: PreparedInputs, model_inputs: Iterable[str] = ()) -> Dict[str, Any]:
+    """The report's ``input_summary``: ``line`` ("inputs: seeded random, no --input given" when
+    lar-prec made every input, else ""), ``generated`` (the inputs made so), and ``warnings``:
+    each input of more than one element that is all zeros or one constant value, given or
+    generated (every activation downstream then sees no variation), and each of
+    ``model_inputs`` (the model's inputs the runs dumped) that was not given at all
+    (``not_given``: load_and_run fed whatever the input's buffer held; two runs of the bundled
+    one on multi_input were fed different values). Reads the written files."""
+    generated = [i.name for i in prepared.items if (i.generated or {}).get("why") == NO_INPUT_GIVEN]
+    warnings: List[str] = []
+    constant: List[Dict[str, Any]] = []
+    for i in prepared.items:
+        try:
+            flat = np.load(i.path, mmap_mode="r", allow_pickle=False).reshape(-1)
+        except (OSError, ValueError):
+            continue  # written by write_inputs a moment ago: nothing to say if it is gone
+        if flat.size < 2 or not bool((flat == flat[0]).all()):
+            continue
+        value = flat[0].item()
+        constant.append({"name": i.name, "value": value})
+        what = "all zeros" if value == 0 else f"constant ({value:g} everywhere)"
+        warnings.append(f"warning: input {i.name} is {what} ({i.source}): a kernel's error on varying data may not show")
+    have = {i.name for i in prepared.items}
+    not_given = sorted(set(model_inputs) - have) if have else []
+    for name in not_given:
+        warnings.append(f"warning: input {name} was not given (no --input for it): load_and_run fed whatever its "
+                        "buffer held (give it, or no --input at all for seeded random data)")
+    line = f"inputs: seeded random, {NO_INPUT_GIVEN}" if generated else ""
+    return {"line": line, "generated": generated, "constant": constant, "not_given": not_given,
+            "warnings": warnings}
 
 
 def prepare_inputs(specs: "str | Iterable[str]", dest_dir: PathLike, model: "PathLike | None" = None, *,

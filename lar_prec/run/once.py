@@ -32,7 +32,7 @@ from lar_prec.records import PathLike
 from lar_prec.run.argv import check_extra_flags
 from lar_prec.run.config import LoadAndRun, RunConfig, check_timeout, get_config, resolve_load_and_run
 from lar_prec.run.device import RemoteSessions, RemoteSpec, open_sessions, remote_load_and_run, run_once_remote
-from lar_prec.run.dirs import new_analysis_dir, new_run_dir
+from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir, new_run_dir
 from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.process import execute, preflight
 from lar_prec.run.proc import interrupted
@@ -150,6 +150,7 @@ def run_single(
     extra_env: Optional[Mapping[str, Optional[str]]] = None,
     seed: int = 0,
     remote: "RemoteSpec | None" = None,
+    keep_previous: bool = False,
 ) -> RunResult:
     """``lar-prec run``: a new analysis folder with its inputs and one run
     (on the device of ``remote``, a :class:`lar_prec.runremote.RemoteSpec`, when given).
@@ -161,7 +162,8 @@ def run_single(
     AnalysisInterrupted (exit 130) naming the folder.
     """
     return single_run(Settings(model=model, inputs=input_specs, out=out, lar=lar, timeout=timeout,
-                               extra_flags=tuple(extra_flags), env=extra_env, seed=seed, remote=remote),
+                               extra_flags=tuple(extra_flags), env=extra_env, seed=seed, remote=remote,
+                               keep_previous=keep_previous),
                       config, text_dump=text_dump)
 
 
@@ -176,14 +178,17 @@ def single_run(settings: Settings, config: "RunConfig | str", *, text_dump: bool
         lar_obj = resolve_load_and_run(s.lar) if s.remote is None else None
         check_file(s.model, "model file")
         check_extra_flags(s.extra_flags)
-        planned = plan_inputs(s.inputs, s.model, seed=s.seed)
-        analysis = new_analysis_dir(s.out, "run")
+        planned = plan_inputs(s.inputs, s.model, seed=s.seed, lar=lar_obj)
+        analysis = new_analysis_dir(s.out, "run", keep_previous=s.keep_previous,
+                                    needed=[s.model, *(p.copy_from for p in planned if p.copy_from)])
         prepared = write_inputs(planned, analysis / "inputs")
         # on the device (lar_obj None) or on this machine (no sessions)
         with (open_sessions(s.remote, Path(s.model), prepared) if s.remote is not None  # type: ignore[union-attr]
               else contextlib.nullcontext()) as sessions:
-            return run_once(s.model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
-                            extra_flags=s.extra_flags, extra_env=s.env, remote=sessions)
+            rec = run_once(s.model, prepared, cfg, analysis, lar=lar_obj, text_dump=text_dump, timeout=timeout,
+                           extra_flags=s.extra_flags, extra_env=s.env, remote=sessions)
+        finish_analysis_dir(analysis)
+        return rec
     except KeyboardInterrupt:
         where = f"; the run folder is kept in {analysis} (see its run.json)" if analysis else " before the run started"
         raise AnalysisInterrupted(f"interrupted{where}", analysis_dir=analysis) from None

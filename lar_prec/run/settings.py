@@ -34,10 +34,14 @@ class Settings:
 
     #: the ``.mge`` model, as the user spelled it (error messages name it so)
     model: PathLike
-    #: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``), a string or a sequence
-    inputs: Union[str, Sequence[str]] = ()
+    #: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``, ``name:random[-1,1]@0``),
+    #: a string or a sequence, or ``{name: numpy array | path | value}`` (the Python API); none:
+    #: seeded random data for every model input
+    inputs: Union[str, Sequence[str], Mapping[str, Any]] = ()
     #: the analysis folder (None: ``./lar-prec-out/<command>-N``)
     out: Optional[PathLike] = None
+    #: a previous analysis in ``out`` is kept as ``OUT.prev`` (by default removed once the new one is complete)
+    keep_previous: bool = False
     #: ``"auto"``, ``"band"``, a number or a Threshold: the user's value, parsed by the workflow
     threshold: Any = "auto"
     #: load_and_run: a LoadAndRun, a path, ``"bundled"`` or None (``$LAR_PREC_LOAD_AND_RUN``, PATH, bundled)

@@ -25,7 +25,7 @@ from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike
 from lar_prec.report.html import write_html
 from lar_prec.run.config import resolve_load_and_run
-from lar_prec.run.dirs import new_analysis_dir
+from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir
 from lar_prec.store.db import Store, open_store
 from lar_prec.store.summary import Summary, now_iso, run_summary
 from lar_prec.workflows.history.history import judge_stored
@@ -236,7 +236,7 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
             z.timing["cluster_start"] = time.monotonic() - t
             cluster.check_devices(devices)
         # the zoo's folder once the cluster is there: a refused start leaves no folder behind
-        z.dir = new_analysis_dir(out, "zoo").resolve()
+        z.dir = new_analysis_dir(out, "zoo", replace=False).resolve()  # the store points into earlier ones
         interrupted = False
         if cluster is not None:
             link = cluster.dashboard
@@ -247,6 +247,7 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
     zoo_dir = z.dir
     atomic_write_text(zoo_dir / "zoo.json", json_text(data, default=str), what="zoo result")
     write_html(data, zoo_dir / "zoo.html", title=f"lar-prec zoo: {m.name}")
+    finish_analysis_dir(zoo_dir)
     if interrupted:
         raise AnalysisInterrupted(f"interrupted; {data['counts']['ran']} task(s) finished are in the store, "
                                   f"{data['counts']['not_run']} not run; {zoo_dir / 'zoo.html'}", analysis_dir=zoo_dir)

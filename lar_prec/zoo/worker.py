@@ -32,6 +32,7 @@ from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError, RunTime
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.remote.transport import RemoteError
 from lar_prec.run.device import RemoteSpec
+from lar_prec.run.dirs import new_run_dir
 from lar_prec.run.settings import Settings
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.store.summary import Summary, summarize
@@ -181,11 +182,12 @@ def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome
     before: set = set()
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        # the task's folder is never empty, so each try gets a numbered analysis folder inside it
+        # the task's folder is never empty, so each try gets a new numbered analysis folder inside
+        # it (made empty here: an analysis' --out is one analysis, never nested in another)
         atomic_write_text(parent / "task.json", json_text({**task.to_json(), "identity": dict(task.identity)},
                                                            default=str), what="task record")
         before = {p.name for p in parent.iterdir()}
-        result, data, code = _call(task, parent)
+        result, data, code = _call(task, new_run_dir(parent, task.command, what="task folder"))
     except Exception as exc:  # noqa: BLE001 (every way a try ends becomes an outcome or a retry)
         return _failed(task, exc, parent, before, host, time.monotonic() - started)
     seconds = time.monotonic() - started

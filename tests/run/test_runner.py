@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from lar_prec.cli import cli
 from lar_prec.errors import LoadAndRunNotFound, RunError, RunTimeout, UsageError
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.dumps.textdump import read_text_dump
+from lar_prec.run.dirs import REPLACED_NAME, finish_analysis_dir
 from proc_helpers import wait_gone
 from runner_fixtures import clean_env, fake_lar, model_file, prepared  # noqa: F401  (fixtures)
 
@@ -119,9 +122,6 @@ def test_run_dirs_are_never_reused(tmp_path):
 def test_analysis_dir_rules(tmp_path):
     fresh = tmp_path / "fresh"
     assert runner.new_analysis_dir(fresh, "run") == fresh and fresh.is_dir()
-    # claimed: a second analysis never shares it, even before anything is written in it
-    assert runner.new_analysis_dir(fresh, "run") == fresh / "run"
-    assert runner.new_analysis_dir(fresh, "run") == fresh / "run-2"
     empty = tmp_path / "empty"
     empty.mkdir()
     assert runner.new_analysis_dir(empty, "run") == empty  # an empty folder made beforehand is used
@@ -129,6 +129,72 @@ def test_analysis_dir_rules(tmp_path):
     with pytest.raises(UsageError, match="not a folder"):
         runner.new_analysis_dir(fresh / "x", "run")
     assert runner.new_analysis_dir(None, "shake", default_parent=tmp_path / "out") == tmp_path / "out" / "shake"
+
+
+def test_one_analysis_per_out_folder(tmp_path):
+    """A rerun into --out replaces the previous analysis (kept aside as OUT.prev until the new
+    one is complete, then removed; kept with keep_previous); never a nested subfolder."""
+    out, prev = tmp_path / "out", tmp_path / "out.prev"
+    assert runner.new_analysis_dir(out, "run") == out
+    (out / "report.json").write_text("old")
+    assert runner.new_analysis_dir(out, "run") == out and not (out / "run").exists()
+    assert (prev / "report.json").read_text() == "old" and not (out / "report.json").exists()
+    finish_analysis_dir(out)  # complete: the previous one goes
+    assert not prev.exists() and json.loads((out / runner.CLAIM_NAME).read_text())["complete"] is True
+    (out / "report.json").write_text("second")
+    assert runner.new_analysis_dir(out, "run", keep_previous=True) == out
+    finish_analysis_dir(out)
+    assert (prev / "report.json").read_text() == "second" and not (prev / REPLACED_NAME).exists()
+    # an older OUT.prev analysis makes way for the next previous one
+    (out / "report.json").write_text("third")
+    runner.new_analysis_dir(out, "run", keep_previous=True)
+    assert (prev / "report.json").read_text() == "third"
+
+
+def test_out_folders_that_are_not_replaced(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="non-empty folder that holds no lar-prec analysis"):
+        runner.new_analysis_dir(other, "run")
+    assert (other / "notes.txt").read_text() == "mine"
+    (other / "report.json").write_text('{"schema": "lar-prec.report/1"}')  # a --json report.json put there
+    with pytest.raises(UsageError, match="holds no lar-prec analysis"):
+        runner.new_analysis_dir(other, "run")
+    # a previous analysis holding a file this one reads, or the current folder, is not replaced
+    held = tmp_path / "held"
+    runner.new_analysis_dir(held, "run")
+    (held / "model.mge").write_bytes(b"m")
+    with pytest.raises(UsageError, match="a file this analysis reads"):
+        runner.new_analysis_dir(held, "run", needed=[held / "model.mge"])
+    cwd = os.getcwd()
+    try:
+        os.chdir(held)
+        with pytest.raises(UsageError, match="the current folder"):
+            runner.new_analysis_dir(".", "run")
+    finally:
+        os.chdir(cwd)
+    assert (held / "model.mge").exists() and not (tmp_path / "held.prev").exists()
+    assert runner.new_analysis_dir(held, "run", replace=False) == held / "run"  # the zoo's way
+    out = tmp_path / "out"
+    runner.new_analysis_dir(out, "run")
+    (tmp_path / "out.prev").mkdir()
+    (tmp_path / "out.prev" / "mine.txt").write_text("")
+    with pytest.raises(UsageError, match="out.prev exists and holds no lar-prec analysis"):
+        runner.new_analysis_dir(out, "run")
+    # an analysis another live lar-prec is still writing is never moved from under it
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (busy / runner.CLAIM_NAME).write_text(json.dumps({"command": "shake", "pid": child.pid,
+                                                           "host": socket.gethostname()}))
+        with pytest.raises(UsageError, match=f"another lar-prec \\(pid {child.pid}\\) is still writing"):
+            runner.new_analysis_dir(busy, "run")
+    finally:
+        child.kill()
+        child.wait()
+    assert runner.new_analysis_dir(busy, "run") == busy  # its writer gone: replaced
 
 
 def test_prepare_inputs_forms(tmp_path):
@@ -338,9 +404,10 @@ def test_cli_run_with_external_binary(fake_lar, model_file, tmp_path, monkeypatc
     call = fake_lar.calls()[0]
     assert call["args"][-3:] == ["--cpu", "--multithread", "2"]
     assert call["env"] == {"MGB_USE_MEGDNN_DBG": "2", "MGB_DUMP_INPUT": "1"}
-    # an existing --out is never reused: a numbered subfolder
+    # a rerun into --out replaces the analysis there (issue 53): no nested folder, no OUT.prev left
     res = cli_runner.invoke(cli, args)
-    assert res.exit_code == 0 and Path(res.stdout.strip()) == tmp_path / "out" / "run" / "naive"
+    assert res.exit_code == 0 and Path(res.stdout.strip()) == tmp_path / "out" / "naive"
+    assert not (tmp_path / "out" / "run").exists() and not (tmp_path / "out.prev").exists()
 
     monkeypatch.setenv("FAKE_LAR_MODE", "segv")
     res = cli_runner.invoke(cli, args)

@@ -73,6 +73,13 @@ function metaRow(meta, k, v) {
   if (v === undefined || v === null || v === '') return;
   meta.appendChild(el('dt', null, k)); meta.appendChild(el('dd', null, v));
 }
+// where the inputs came from (seeded random when no --input was given) and the constant ones
+function inputsRow(meta) {
+  var s = R.input_summary;
+  if (!s) return;
+  var said = [s.line ? s.line.replace(/^inputs: /, '') : 'given'].concat(s.warnings || []);
+  metaRow(meta, 'inputs', said.join('; '));
+}
 function header() {
   var bad = vars.some(function (v) { return !agrees(v.status); });
   var vd = document.getElementById('verdict');
@@ -84,6 +91,7 @@ function header() {
   row('command', R.command);
   row('model', R.model);
   row('cause', R.cause);
+  inputsRow(meta);
   if (R.observer) row('observer check', R.observer.summary);
   if (R.algorithm_choice) row('algorithms', R.algorithm_choice.known ? R.algorithm_choice.how : 'not known: ' + (R.algorithm_choice.why || ''));
   if (R.storage && R.storage.how) row('disk', R.storage.how + (R.storage.pruned_runs ? ' (' + R.storage.vars_removed + ' var files of ' + R.storage.pruned_runs + ' runs not kept)' : ''));
@@ -885,6 +893,7 @@ function causeBadge(c) {
 function adviceMeta(rows) {
   var meta = document.getElementById('meta');
   rows.forEach(function (kv) { metaRow(meta, kv[0], kv[1]); });
+  inputsRow(meta);
 }
 function errText(x, nonfinite) { return nonfinite ? 'inf (NaN or Inf)' : fmt(x); }
 function pctText(x) { return x === null || x === undefined ? '\u2014' : (100 * x).toFixed(1) + '%'; }

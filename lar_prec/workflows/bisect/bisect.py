@@ -40,11 +40,12 @@ from lar_prec.dumps.keys import dump_keys
 from lar_prec.errors import (AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError,
                              UsageError)
 from lar_prec.outputs import atomic_write_text, json_text, sha256_file
+from lar_prec.run.dirs import finish_analysis_dir
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.report.model import read_json, write_json
 from lar_prec.run.config import LoadAndRun, load_and_run_version, resolve_load_and_run
-from lar_prec.run.inputs import PreparedInputs
+from lar_prec.run.inputs import PreparedInputs, input_summary
 from lar_prec.run.once import run_once
 from lar_prec.run.record import read_run_json
 from lar_prec.run.settings import Settings
@@ -510,12 +511,13 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
     finally:
         if db is not None:
             db.close()
-    result = _result_json(st, g, b, lo, hi, store)
+    result = {**_result_json(st, g, b, lo, hi, store), "input_summary": input_summary(st.prepared)}
     atomic_write_text(adir / "bisect.json", json_text(result), what="bisect result")
     if hi >= 0 and hi in st.reports and html:
         write_html(st.reports[hi], Path(st.entries[hi]["dir"]) / "report.html")
     if html:
         write_html(result, adir / "bisect.html")
+    finish_analysis_dir(adir)
     return result
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import threading
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
@@ -21,14 +21,14 @@ from lar_prec._lazy import LazyModule
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
 from lar_prec.run.config import check_timeout, resolve_load_and_run
 from lar_prec.run.once import run_once
-from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
+from lar_prec.run.inputs import PreparedInputs, input_summary, plan_inputs, write_inputs
 from lar_prec.run.record import RunResult
 from lar_prec.run.argv import check_extra_flags
 from lar_prec.run.probe import check_flags, check_input_dtypes, model_mode
 from lar_prec.run.settings import Prepared, Settings
 from lar_prec.inputspec import check_file
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
-from lar_prec.run.dirs import new_analysis_dir
+from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir
 from lar_prec.run.env import environment_differences
 from lar_prec.run.device import open_sessions
 
@@ -262,7 +262,8 @@ def prepare(settings: Settings, command: str) -> Prepared:
     if lar_obj is None or not lar_obj.is_bundled:
         who = f"load_and_run {lar_obj.describe()}" if lar_obj is not None else "the device's load_and_run"
         check_input_dtypes([(p.name, p.dtype, p.source) for p in planned], who)
-    adir = new_analysis_dir(s.out, command).resolve()
+    needed = [model_path, *(p.copy_from for p in planned if p.copy_from)]
+    adir = new_analysis_dir(s.out, command, keep_previous=s.keep_previous, needed=needed).resolve()
     prepared = write_inputs(planned, adir / "inputs")
     return Prepared(s, model_path, model_mode(model_path), adir, prepared, lar_obj)
 
@@ -300,6 +301,19 @@ def open_remote(remote: "Optional[RemoteSpec]", model: Path, prepared: PreparedI
     return open_sessions(remote, model, prepared)
 
 
+def with_inputs(report: Report, inputs: PreparedInputs) -> Report:
+    """The report with its inputs said: ``inputs`` (each file, its source, how random data was
+    made) and ``input_summary`` in the JSON, and in the verdict "inputs: seeded random, no
+    --input given" when lar-prec made them and a warning for each input that is all zeros or
+    constant (:func:`lar_prec.run.inputs.input_summary`)."""
+    recs = report.vars.records() if hasattr(report.vars, "records") else report.vars  # not 20,000 ReportVars
+    summary = input_summary(inputs, {v.name for v in recs if v.opr_type == "Host2DeviceCopy"})
+    said = [t for t in [summary["line"], *summary["warnings"]] if t]
+    verdict = report.verdict or report_model.auto_verdict(report)
+    return replace(report, verdict="; ".join([verdict, *said]),
+                   extra={**report.extra, "inputs": inputs.to_json(), "input_summary": summary})
+
+
 def write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optional[Path]]:
     """The analysis folder's report.json and report.html. A write that fails (a full disk at
     the end of every run) carries the report in the error, so the verdict is still shown."""
@@ -310,6 +324,7 @@ def write_reports(report: Report, adir: Path, html: bool) -> Tuple[Path, Optiona
     except LarPrecError as exc:
         exc.report = report
         raise
+    finish_analysis_dir(adir)  # complete: the previous analysis of this --out goes
     return json_path, html_path
 
 

@@ -47,7 +47,7 @@ def compare_local(model: str, dir_a: str, dir_b: str, config: str, out: Optional
         cfg = get_config(config).with_extra(["--fast-run-algo-policy", str(cache.resolve())])
     if not local:
         return None, off_reason(local=False)
-    adir = new_analysis_dir(out, "compare").resolve()
+    adir = new_analysis_dir(out, "compare", needed=[dir_a, dir_b, model_path]).resolve()
     try:
         return run_local(model_path, Path(dir_a), Path(dir_b), cfg, adir / "local", checks=checks, lar=lar_obj), None
     except LarPrecError as exc:

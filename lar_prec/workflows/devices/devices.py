@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 LOCAL = "local"
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.workflows.common.analysis import (Analysis, StageProgress, Steps, dropped_note, environment_extra, prepare,
-                                       ran, reference_flags, write_reports)
+                                       ran, reference_flags, with_inputs, write_reports)
 from lar_prec.compare.threshold import parse_threshold_spec
 
 
@@ -355,6 +355,6 @@ def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], 
              "shown_target": worst_t.name, "targets": entries, **env_extra}
     report = from_tree(worst_tree, command="devices", runs=runs, model=str(model_path), verdict=verdict,
                        notes=notes, extra=extra)
-    report = replace(report, verdict=verdict)
+    report = with_inputs(replace(report, verdict=verdict), prepared)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("devices", adir, report, worst_tree, tuple(runs), json_path, html_path)

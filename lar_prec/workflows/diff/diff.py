@@ -31,7 +31,8 @@ from lar_prec.run.config import get_config, resolve_load_and_run
 from lar_prec.run.dirs import new_analysis_dir
 from lar_prec.store.db import open_store
 from lar_prec.run.settings import Prepared, Settings
-from lar_prec.workflows.common.analysis import Analysis, environment_extra, measure_local, prepare, write_reports
+from lar_prec.workflows.common.analysis import (Analysis, environment_extra, measure_local, prepare, with_inputs,
+                                                write_reports)
 from lar_prec.workflows.diff.judge import (DIFFERS, EQUAL, NONFINITE, OUTSIDE, ROUNDING, WITHIN, Judged, judge,
                                            with_rounding)
 from lar_prec.workflows.diff.rounding import (Rounding, judge_rounding, measure_side, naive_reference, not_judged,
@@ -91,6 +92,7 @@ def diff(model: PathLike, inputs: Sequence[str], a: Side, b: Side, *, repeat: in
                          extra={"inputs": prepared.to_json(), "config": config, "repeat": repeat},
                          run_to_run=b_run_to_run(j, rb))
     report = with_oracle(report, model_path, j, adir, la, layout_fmt(tuple(extra_flags) + b.flags))
+    report = with_inputs(report, prepared)
     json_path, html_path = write_reports(report, adir, html)
     return Analysis("diff", adir, report, j.tree, tuple(ra.runs) + tuple(rb.runs), json_path, html_path)
 
@@ -106,7 +108,7 @@ def diff_folders(dir_a: PathLike, dir_b: PathLike, *, out: Optional[PathLike] = 
     if Path(dir_a).resolve() == Path(dir_b).resolve():
         raise UsageError(f"nothing to diff: {dir_a} is given as both sides")
     ra, rb = read_side("a", dir_a), read_side("b", dir_b)
-    adir = new_analysis_dir(out, "diff").resolve()
+    adir = new_analysis_dir(out, "diff", needed=[dir_a, dir_b]).resolve()
     j = judge(ra, rb, adir)
     model = ra.model if ra.model and Path(ra.model).is_file() else None
     j = replace(j, rounding=not_judged("rounding not judged: diff of two analysis folders runs nothing (each side's "

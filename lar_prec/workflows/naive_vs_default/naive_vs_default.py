@@ -29,7 +29,7 @@ from lar_prec.run.device import open_sessions
 from lar_prec.run.settings import Settings
 from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, compare_progress, cross_device,
                                                 dropped_note, environment_extra, measure_local, prepare,
-                                                reference_flags, run_plan, write_reports)
+                                                reference_flags, run_plan, with_inputs, write_reports)
 
 if TYPE_CHECKING:
     from lar_prec.diagnosis import local as local_error, tree as var_tree
@@ -66,8 +66,10 @@ def naive_vs_default(
 
     Args:
         model: the ``.mge`` model.
-        inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``).
-        out: the analysis folder (a non-empty one gets a new numbered subfolder);
+        inputs: ``--input`` items (``name:file.npy``, ``name:{1,3,8,8}``, ``name:[1,2]``,
+            ``name:random[LOW,HIGH]@SEED``), or ``{name: numpy array | path}``; none: seeded
+            random data for every model input.
+        out: the analysis folder (a previous analysis there is replaced, any other non-empty folder refused);
             default ``./lar-prec-out/naive-vs-default-N``.
         threshold: ``"auto"`` (roots by local error when it was measured, else the dump-only
             band rule), ``"band"`` (the dump-only band rule always) or a number
@@ -192,5 +194,6 @@ def analyse(settings: Settings, *, text_dump: bool = False) -> Analysis:
              (get_config("naive"), naive_flags, Path(naive.dump_dir))], adir / "range", timeout)  # type: ignore[arg-type]
     if cross_device(dropped):  # said in the verdict itself: a device's arithmetic is not a kernel bug
         report = replace(report, verdict=f"{cross_device(dropped)}; {report.verdict or report_model.auto_verdict(report)}")
+    report = with_inputs(report, prep.inputs)
     json_path, html_path = write_reports(report, adir, s.html)
     return Analysis("naive-vs-default", adir, report, vtree, tuple(runs), json_path, html_path)

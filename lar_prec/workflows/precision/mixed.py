@@ -57,6 +57,8 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError, RunError, RunTimeout, UsageError
 from lar_prec.lar.mixed_rewrite import KEEP_SCHEMA, MODES, KeepList, MixedModel
 from lar_prec.outputs import atomic_write_text, json_text
+from lar_prec.run.dirs import finish_analysis_dir
+from lar_prec.run.inputs import input_summary
 from lar_prec.records import PathLike
 from lar_prec.report.html import write_html
 from lar_prec.report.records import over_floor
@@ -317,12 +319,14 @@ def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[fl
                         time.monotonic() - t0, note, plain_failed, level_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
                               for m in prep.layerwise.measured if m.name in errors), again)
+    res = replace(res, inputs={"inputs": prepared.to_json(), "input_summary": input_summary(prepared)})
     data = res.to_json()
     try:
         atomic_write_text(keep_file, json_text(_keep_file(final_keep, kept, g, option)),
                           what="keep-list")
         atomic_write_text(adir / "mixed.json", json_text(data), what="mixed result")
         write_html(data, adir / "mixed.html")
+        finish_analysis_dir(adir)
     except LarPrecError as exc:  # a full disk at the very end: the verdict and the keep-list are shown first
         exc.report = data
         raise

@@ -173,6 +173,8 @@ class MixedAnalysis:
     operators: Tuple[Tuple[str, str, Optional[float], Optional[float]], ...] = ()
     #: the option alone made once more where it is out of tolerance: the same bits or not
     nondeterminism: Optional[Nondeterminism] = None
+    #: ``{"inputs": [...], "input_summary": {...}}`` (seeded random, constant, not given inputs)
+    inputs: Optional[Dict[str, Any]] = None
 
     @property
     def tolerance(self) -> float:
@@ -294,6 +296,7 @@ class MixedAnalysis:
             "note": self.note or None,
             "nondeterminism": None if self.nondeterminism is None else {
                 **self.nondeterminism.to_json(), "words": self.nondeterminism.words(f"--enable-{self.option}")},
+            **(self.inputs or {}),
         }
 
 

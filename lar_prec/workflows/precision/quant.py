@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -41,6 +41,8 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.inputspec import check_file
 from lar_prec.outputs import atomic_write_text, json_text, sha256_file
+from lar_prec.run.dirs import finish_analysis_dir
+from lar_prec.run.inputs import input_summary
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.run.record import RunResult
@@ -81,6 +83,8 @@ class QuantAnalysis:
     outputs: Tuple[OutputAgreement, ...]
     verification: Optional[Verification] = None
     not_measured: Tuple[Tuple[str, str], ...] = ()
+    #: ``{"inputs": [...], "input_summary": {...}}`` (seeded random, constant, not given inputs)
+    inputs: Optional[Dict[str, Any]] = None
 
     @property
     def keep_in_float(self) -> Tuple[str, ...]:
@@ -103,7 +107,8 @@ class QuantAnalysis:
                          + "; ".join(_output_text(o) for o in v.outputs))
         if v is not None and v.skipped:
             parts.append("not rewritten: " + "; ".join(v.skipped))
-        return ". ".join(parts)
+        said = (self.inputs or {}).get("input_summary") or {}
+        return "; ".join([". ".join(parts), *[t for t in [said.get("line"), *(said.get("warnings") or ())] if t]])
 
     def to_json(self) -> Dict[str, Any]:
         p = self.pairing
@@ -124,6 +129,7 @@ class QuantAnalysis:
             "unpaired": [u.to_json() for u in self.pairing.unpaired],
             "not_measured": [{"name": n, "why": why} for n, why in self.not_measured],
             "runs": [r.to_json() for r in self.runs],
+            **(self.inputs or {}),
         }
 
 
@@ -221,10 +227,12 @@ def analyse(settings: Settings, quant_model: PathLike, *, margin_db: float = KEE
             runs.append(verification.run)
     res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
                         tuple(not_in_dumps(pairing, measured, fg, qg, fd, qd)))
+    res = replace(res, inputs={"inputs": prepared.to_json(), "input_summary": input_summary(prepared)})
     data = res.to_json()
     try:
         atomic_write_text(adir / "quant.json", json_text(data), what="quant result")
         write_html(data, adir / "quant.html")
+        finish_analysis_dir(adir)
     except LarPrecError as exc:  # a full disk at the very end: the verdict is shown first
         exc.report = data
         raise

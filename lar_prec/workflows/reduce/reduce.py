@@ -39,7 +39,7 @@ from lar_prec.errors import LarPrecError, UsageError
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike, json_number
 from lar_prec.run.config import LoadAndRun, resolve_load_and_run
-from lar_prec.run.dirs import new_analysis_dir
+from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir
 from lar_prec.workflows.reduce.candidate import Graph, Part, Tester, describe
 from lar_prec.workflows.reduce.finding import Finding, read_finding
 from lar_prec.workflows.reduce.search import NotReproduced, Reduction, search
@@ -81,7 +81,7 @@ def reduce(analysis_dir: PathLike, *, option: Optional[str] = None, root: Option
     """
     finding = read_finding(analysis_dir, option=option, root=root, model=model)
     lar_obj = resolve_load_and_run(lar)
-    odir = new_analysis_dir(out, "reduce").resolve()
+    odir = new_analysis_dir(out, "reduce", needed=[analysis_dir, finding.model]).resolve()
     work = odir / "work"
     graph = describe(finding.model, finding.ref_dump, work, timeout)
     anchor = None
@@ -100,6 +100,7 @@ def reduce(analysis_dir: PathLike, *, option: Optional[str] = None, root: Option
                          f"reduce ran {lar_obj.describe()} (--lar)") from None
     data = _hand_over(finding, graph, red, tester, odir)
     atomic_write_text(odir / "reduce.json", json_text(data), what="reduce record")
+    finish_analysis_dir(odir)
     return ReduceResult(odir, data)
 
 

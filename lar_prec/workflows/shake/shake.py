@@ -32,7 +32,7 @@ from lar_prec.run.settings import Prepared, Settings
 from lar_prec.workflows.shake import causes as jc
 from lar_prec.workflows.shake import algos as algos_mod, modes
 from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, environment_extra, prepare,
-                                                run_plan, write_reports)
+                                                run_plan, with_inputs, write_reports)
 from lar_prec.workflows.shake.jitter import compare_runs, merge_comparisons, shake_verdict
 from lar_prec.workflows.shake.modes import (BATCH_MODE, REPEAT_MODE, THREADS_MODE, ShakeRun, observer_check,
                                             parse_threads, plan_batch, plan_repeat, plan_threads, remove_tree,
@@ -164,6 +164,7 @@ def analyse(settings: Settings, *, repeat: int = 3, config: str = "default", exp
                                      remote=remote, timeout=s.timeout)
     shk.store.drop_views()
     report = shk.report(spec, causes, locals_, off, obs, notes)
+    report = with_inputs(report, prep.inputs)
     json_path, html_path = write_reports(report, adir, s.html)
     return Analysis("shake", adir, report, shk.tree, tuple(shk.all_runs), json_path, html_path)
 

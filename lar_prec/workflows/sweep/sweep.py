@@ -65,7 +65,7 @@ from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
 from lar_prec.workflows.sweep.speed import DEFAULT_SPEED_RUNS, check_speed_runs, time_sweep
 from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
-from lar_prec.workflows.common.analysis import StageProgress, write_reports
+from lar_prec.workflows.common.analysis import StageProgress, with_inputs, write_reports
 from lar_prec.workflows.common.analysis import prepare as prepare_analysis_of  # sweep.local has its own prepare
 from lar_prec.workflows.sweep.options import CONV_OPRS, PLAIN_DEFAULT, OptionResult, SweepOption, SweepResult
 from lar_prec.workflows.sweep.verdict import against_default, join, with_local
@@ -642,5 +642,6 @@ def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = No
 
     report = sweep_report(result, model=str(prep.model), extra={"analysis_dir": str(prep.dir),
                                                                 "inputs": prep.inputs.to_json()})
+    report = with_inputs(report, prep.inputs)
     json_path, html_path = write_reports(report, prep.dir, s.html)
     return SweepAnalysis(prep.dir, result, report, json_path, html_path)
