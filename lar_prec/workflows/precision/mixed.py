@@ -319,7 +319,7 @@ def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[fl
                         time.monotonic() - t0, note, plain_failed, level_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
                               for m in prep.layerwise.measured if m.name in errors), again)
-    res = replace(res, inputs={"inputs": prepared.to_json(), "input_summary": input_summary(prepared)})
+    res = replace(res, inputs={"inputs": ready.inputs.to_json(), "input_summary": input_summary(ready.inputs)})
     data = res.to_json()
     try:
         atomic_write_text(keep_file, json_text(_keep_file(final_keep, kept, g, option)),

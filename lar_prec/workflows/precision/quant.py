@@ -227,7 +227,7 @@ def analyse(settings: Settings, quant_model: PathLike, *, margin_db: float = KEE
             runs.append(verification.run)
     res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
                         tuple(not_in_dumps(pairing, measured, fg, qg, fd, qd)))
-    res = replace(res, inputs={"inputs": prepared.to_json(), "input_summary": input_summary(prepared)})
+    res = replace(res, inputs={"inputs": ready.inputs.to_json(), "input_summary": input_summary(ready.inputs)})
     data = res.to_json()
     try:
         atomic_write_text(adir / "quant.json", json_text(data), what="quant result")
