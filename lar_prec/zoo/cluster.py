@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 import urllib.request
 from typing import Any, Dict, Optional, Sequence
 
@@ -46,12 +47,33 @@ class ZooCluster:
     def _connect(self, address: str) -> Client:
         if not _ADDRESS.match(address):
             raise UsageError(f"--scheduler {address!r}: expected tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786)")
-        try:
-            return Client(address, timeout=self.connect_timeout, set_as_default=False)
-        except (OSError, TimeoutError) as exc:
+        # Dask bounds the TCP connect by its timeout, not the handshake that follows: a port that
+        # accepts and never answers (a frozen scheduler, a proxy) would hold Client() forever.
+        # So Client() is made in a thread of its own, waited for --connect-timeout, and left
+        # behind (a daemon thread: it ends with the process) when it has not answered by then.
+        made: Dict[str, Any] = {}
+
+        def connect() -> None:
+            try:
+                made["client"] = Client(address, timeout=self.connect_timeout, set_as_default=False)
+            except BaseException as exc:  # noqa: BLE001 (handed to the waiting thread)
+                made["error"] = exc
+
+        waiter = threading.Thread(target=connect, name="lar-prec-scheduler-connect", daemon=True)
+        waiter.start()
+        waiter.join(self.connect_timeout + 1.0)  # Dask's own deadline, and a second for its reply
+        exc = made.get("error")
+        if waiter.is_alive():
+            raise ClusterError(f"scheduler {address}: no answer within {self.connect_timeout:g} s (the port accepts "
+                               "connections but does not answer as a Dask scheduler); check the address, or "
+                               "start it with `dask scheduler` (docs/zoo.md)")
+        if isinstance(exc, (OSError, TimeoutError)):
             detail = " ".join(str(exc).split()) or type(exc).__name__
             raise ClusterError(f"scheduler {address}: cannot reach it within {self.connect_timeout:g} s ({detail}); "
                                "start it with `dask scheduler` (docs/zoo.md)") from None
+        if exc is not None:
+            raise exc
+        return made["client"]
 
     def _embedded(self, devices: Sequence[ZooDevice], workers: Optional[int]) -> Client:
         n = workers or os.cpu_count() or 1
