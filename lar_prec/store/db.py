@@ -6,21 +6,31 @@ A store is named by ``--store URL`` or ``LAR_PREC_STORE``: a file path (``result
 server a team shares. Opening one that is new creates the schema; one written by an older
 lar-prec is migrated (Alembic, ``migrations/``); one written by a newer lar-prec is refused.
 Every failure is a :class:`~lar_prec.errors.StoreError` (exit 2) naming the store.
+
+Several lar-prec may open and write one store at once (a nightly job's analyses in parallel):
+creating or migrating the schema is serialized (SQLite: a ``BEGIN IMMEDIATE`` transaction,
+PostgreSQL: an advisory lock held by the migrating transaction), and a run is inserted with
+``ON CONFLICT (uid) DO NOTHING``, its uid being its content (summary.content_uid): the same
+analysis is one run whoever writes it. Every wait is bounded by ``LAR_PREC_STORE_TIMEOUT``
+seconds (10): PostgreSQL's connection, each statement and each lock; SQLite's wait for a
+file another process holds.
 """
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic import command as alembic_command
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg_dialect, sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
@@ -33,6 +43,11 @@ log = logging.getLogger(__name__)
 
 #: the environment variable that names a store when ``--store`` is not given
 STORE_ENV = "LAR_PREC_STORE"
+#: seconds any wait on the store may last (connect, statement, lock); default DEFAULT_TIMEOUT
+TIMEOUT_ENV = "LAR_PREC_STORE_TIMEOUT"
+DEFAULT_TIMEOUT = 10.0
+#: the advisory lock (PostgreSQL) that serializes creating and migrating a store's schema
+_SCHEMA_LOCK = 0x6C61725F70726563  # "lar_prec"
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _RUN_FIELDS = [f.name for f in fields(RunSummary)]
 _OP_FIELDS = [f.name for f in fields(OpSummary)]
@@ -49,6 +64,37 @@ def _shown(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return url
+
+
+def store_timeout() -> float:
+    """``$LAR_PREC_STORE_TIMEOUT`` in seconds (default 10): bounds every wait on the store."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0.1 <= value <= 86400:  # NaN too
+        raise StoreError(f"{TIMEOUT_ENV}={raw!r}: expected seconds, a number from 0.1 to 86400")
+    return value
+
+
+def _connect_args(url: sa.engine.URL, timeout: float) -> Dict[str, Any]:
+    """What bounds a connection's waits, per driver."""
+    if url.get_backend_name() == "sqlite":
+        # how long a write waits for the file another process holds (pysqlite's busy timeout);
+        # a ?timeout= in the URL wins
+        return {} if "timeout" in url.query else {"timeout": timeout}
+    if url.get_driver_name() == "psycopg2":
+        ms = int(timeout * 1000)
+        # connect_timeout bounds the whole start-up (a port that accepts and never answers);
+        # statement and lock timeouts are the server's; keepalives find a peer that vanished
+        return {"connect_timeout": max(1, math.ceil(timeout)),
+                "options": f"-c statement_timeout={ms} -c lock_timeout={ms}",
+                "keepalives": 1, "keepalives_idle": max(1, math.ceil(timeout)), "keepalives_interval": 2,
+                "keepalives_count": 3}
+    return {}
 
 
 def _engine_url(url: str) -> str:
@@ -91,8 +137,13 @@ class Store:
     # ---------------------------------------------------------------- writing
 
     def write(self, summary: Summary) -> int:
-        """Write one analysis (its run and every operator row) in one transaction; the run's id.
+        """Write one analysis (its run and every operator row) in one transaction; the run's id
+        (the one the store held already when it holds this uid: nothing is written twice).
         A failure (locked, full, gone) rolls back: nothing of the run stays in the store."""
+        return self.add(summary)[0]
+
+    def add(self, summary: Summary) -> Tuple[int, bool]:
+        """:meth:`write`, and whether this call added it (False: the store held the uid)."""
         try:
             return self._insert([summary])[0]
         except SQLAlchemyError as exc:
@@ -103,22 +154,33 @@ class Store:
         """Write several analyses in one transaction (all or none), each table in one
         executemany: a history imported at once, or a benchmark's store; the runs' ids."""
         try:
-            return self._insert(summaries)
+            return [i for i, _ in self._insert(summaries)]
         except SQLAlchemyError as exc:
             raise self._fail(f"writing {len(summaries)} runs failed; none of them was written", exc) from None
 
-    def _insert(self, summaries: Sequence[Summary]) -> List[int]:
+    def _insert(self, summaries: Sequence[Summary]) -> List[Tuple[int, bool]]:
+        """Insert-or-ignore by uid (one executemany), then the operators of the runs this
+        transaction added: a uid another writer stored first (before or at the same time) is
+        left as it is, never stored twice."""
         rows = [_run_row(s.run) for s in summaries]
+        dialect = self.engine.dialect.name
         with self.engine.begin() as conn:
-            if len(rows) > 1 and self.engine.dialect.insert_executemany_returning_sort_by_parameter_order:
-                ids = list(conn.execute(runs_table.insert().returning(runs_table.c.id, sort_by_parameter_order=True),
-                                        rows).scalars())
-            else:  # one row (or a driver without ordered RETURNING): one insert each
-                ids = [conn.execute(runs_table.insert().values(**r)).inserted_primary_key[0] for r in rows]
-            ops = [_op_row(o, run_id) for s, run_id in zip(summaries, ids) for o in s.ops]
+            if dialect in ("sqlite", "postgresql"):
+                ins = (sqlite_dialect if dialect == "sqlite" else pg_dialect).insert(runs_table)
+                stmt = ins.on_conflict_do_nothing(index_elements=["uid"]).returning(runs_table.c.id, runs_table.c.uid)
+                added = {uid: int(i) for i, uid in conn.execute(stmt, rows)}
+            else:  # another database: plain inserts (a uid held already fails the transaction)
+                added = {r["uid"]: int(conn.execute(runs_table.insert().values(**r)).inserted_primary_key[0])
+                         for r in rows}
+            ops = [_op_row(o, added[s.run.uid]) for s in summaries if s.run.uid in added for o in s.ops]
             if ops:
                 conn.execute(ops_table.insert(), ops)
-        return [int(i) for i in ids]
+            held = {}
+            missing = sorted({r["uid"] for r in rows} - set(added))
+            for k in range(0, len(missing), 500):  # bound the parameters of one statement
+                held.update((u, n) for u, n in conn.execute(sa.select(runs_table.c.uid, runs_table.c.id)
+                                                            .where(runs_table.c.uid.in_(missing[k:k + 500]))))
+        return [(added[s.run.uid], True) if s.run.uid in added else (int(held[s.run.uid]), False) for s in summaries]
 
     # ---------------------------------------------------------------- reading
 
@@ -263,8 +325,11 @@ def open_store(url: str) -> Store:
         StoreError: the URL is malformed, the server or file cannot be reached or opened, the
             database is not a lar-prec store, or a newer lar-prec wrote it.
     """
+    timeout = store_timeout()
     try:
-        engine = sa.create_engine(_engine_url(url), future=True)
+        target = make_url(_engine_url(url))
+        engine = sa.create_engine(target, future=True, connect_args=_connect_args(target, timeout),
+                                  pool_timeout=timeout)
     except (ArgumentError, ImportError, ValueError) as exc:
         raise StoreError(f"store {_shown(url)}: not a store URL (expected a file path, sqlite:///PATH or "
                          f"postgresql://USER@HOST:PORT/DB): {exc}") from None
@@ -280,6 +345,15 @@ def open_store(url: str) -> Store:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
+            # SQLAlchemy emits BEGIN itself (below): pysqlite's own would not cover the DDL of a
+            # migration, and cannot take the write lock first
+            dbapi_conn.isolation_level = None
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            # IMMEDIATE: the write lock at once (waiting for it up to the busy timeout), so a
+            # transaction that reads then writes (the migration) never finds the file changed
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("lar_prec_lock") else "BEGIN")
 
     try:
         _migrate(engine, url)
@@ -293,9 +367,15 @@ def open_store(url: str) -> Store:
 
 
 def _migrate(engine: Engine, url: str) -> None:
-    """Create the schema of a new store, or bring an older one forward, in one transaction."""
+    """Create the schema of a new store, or bring an older one forward, in one transaction that
+    holds the schema's lock (other lar-prec opening it meanwhile wait, then find it made)."""
     head = head_revision()
-    with engine.begin() as conn:
+    with engine.connect() as conn:  # the common case, a store at the head: no lock taken
+        if MigrationContext.configure(conn).get_current_revision() == head:
+            return
+    with engine.connect().execution_options(lar_prec_lock=True) as conn, conn.begin():
+        if engine.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
         current = MigrationContext.configure(conn).get_current_revision()
         names = set(sa.inspect(conn).get_table_names())
         if current is None and names - {"alembic_version"}:

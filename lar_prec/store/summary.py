@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import hashlib
+import json
 import os
 import re
 import uuid
@@ -222,7 +223,7 @@ def run_summary(command: str, verdict: str, exit_code: int, *, runs: Sequence[Ma
     host = env.get("host")
     lar_path = lar.get("path") or env.get("load_and_run")
     created = _utc(next((r.get("started") for r in runs if r.get("started")), None))
-    uid = uuid.uuid4().hex  # two writes of one analysis are two samples, never one overwriting the other
+    uid = uuid.uuid4().hex  # summarize() gives it the analysis' content identity (content_uid)
     input_sha = _inputs_sha(inputs) or _inputs_sha(test.get("inputs"))
     return RunSummary(
         uid=uid, created=created, command=command, config=str(cfg.get("name") or ""),
@@ -369,5 +370,31 @@ def summarize(result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int]
     """The summary of a finished analysis: a Report, or the JSON of ``quant``/``mixed`` (their
     exit code given: the JSON does not carry it)."""
     if isinstance(result, Mapping):
-        return summary_from_result_json(result, int(exit_code or 0), argv=argv)
-    return summary_from_report(result, argv=argv)
+        s = summary_from_result_json(result, int(exit_code or 0), argv=argv)
+    else:
+        s = summary_from_report(result, argv=argv)
+    return Summary(dataclasses.replace(s.run, uid=content_uid(s.run.analysis_dir, result)), s.ops)
+
+
+def content_uid(analysis_dir: Optional[str], result: Any) -> str:
+    """A run's identity is its content: its analysis folder and the hash of its result (the
+    report's JSON, or quant's/mixed's), so the same analysis written by ``--store``, by
+    ``store add`` and by several of them at once is one run of the store, and another analysis
+    (another folder, or other numbers) another run."""
+    data = result if isinstance(result, Mapping) else result.to_json()
+    text = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
+    h = hashlib.sha256(f"{analysis_dir or ''}\x00".encode())
+    h.update(text.encode())
+    dirs = data.get("dirs") if isinstance(data, Mapping) else None
+    if isinstance(dirs, Mapping):  # a compare of dump folders: dumps written again are another analysis
+        h.update(" ".join(_dump_stamp(str(d)) for _, d in sorted(dirs.items())).encode())
+    return h.hexdigest()[:32]
+
+
+def _dump_stamp(path: str) -> str:
+    """When a dump folder's files were last written (ns), or ``-`` when it is gone."""
+    try:
+        with os.scandir(path) as it:
+            return str(max((e.stat(follow_symlinks=False).st_mtime_ns for e in it), default=0))
+    except OSError:
+        return "-"

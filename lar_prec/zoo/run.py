@@ -29,7 +29,7 @@ from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir
 from lar_prec.store.db import Store, open_store
 from lar_prec.store.summary import Summary, now_iso, run_summary
 from lar_prec.workflows.history.history import judge_stored
-from lar_prec.zoo.cluster import CONNECT_TIMEOUT, ZooCluster
+from lar_prec.zoo.cluster import CONNECT_TIMEOUT, CtrlC, ZooCluster
 from lar_prec.zoo.manifest import Manifest, load_manifest
 from lar_prec.zoo.progress import ZooProgress
 from lar_prec.zoo.tasks import Task, expand
@@ -221,6 +221,14 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
     m = load_manifest(manifest_path)
     tasks = expand(m)
     progress = progress or ZooProgress(enabled=False)
+    with CtrlC() as ctrl_c:
+        return _zoo(m, tasks, ctrl_c, started, store=store, scheduler=scheduler, out=out, keep_dumps=keep_dumps,
+                    again=again, workers=workers, progress=progress, connect_timeout=connect_timeout)
+
+
+def _zoo(m: Manifest, tasks: Sequence[Task], ctrl_c: CtrlC, started: float, *, store: str, scheduler: Optional[str],
+         out: Optional[PathLike], keep_dumps: bool, again: bool, workers: Optional[int], progress: ZooProgress,
+         connect_timeout: float) -> Dict[str, Any]:
     with open_store(store) as db, contextlib.ExitStack() as stack:
         z = _Zoo(m, tasks, db, progress)
         todo = z.pending(again)
@@ -232,8 +240,9 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
             devices = [d for d in m.devices if d.name in used]
             t = time.monotonic()
             cluster = stack.enter_context(ZooCluster(scheduler, devices, workers=workers, tag=uuid.uuid4().hex,
-                                                     connect_timeout=connect_timeout))
+                                                     connect_timeout=connect_timeout, ctrl_c=ctrl_c))
             z.timing["cluster_start"] = time.monotonic() - t
+            ctrl_c.check()  # a Ctrl-C Dask swallowed while the cluster started
             cluster.check_devices(devices)
         # the zoo's folder once the cluster is there: a refused start leaves no folder behind
         z.dir = new_analysis_dir(out, "zoo", replace=False).resolve()  # the store points into earlier ones
@@ -242,11 +251,12 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
             link = cluster.dashboard
             if link:
                 progress.note(f"Dask dashboard: {link}")
-            interrupted = _run(z, cluster, todo, keep_dumps)
+            interrupted = _run(z, cluster, todo, keep_dumps, ctrl_c)
         data = z.to_json(started, interrupted, scheduler)
     zoo_dir = z.dir
     atomic_write_text(zoo_dir / "zoo.json", json_text(data, default=str), what="zoo result")
     write_html(data, zoo_dir / "zoo.html", title=f"lar-prec zoo: {m.name}")
+    interrupted = interrupted or ctrl_c.seen  # a Ctrl-C while the page was written, or one Dask swallowed
     finish_analysis_dir(zoo_dir)
     if interrupted:
         raise AnalysisInterrupted(f"interrupted; {data['counts']['ran']} task(s) finished are in the store, "
@@ -254,20 +264,21 @@ def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = N
     return data
 
 
-def _run(z: _Zoo, cluster: ZooCluster, todo: Sequence[Task], keep_dumps: bool) -> bool:
+def _run(z: _Zoo, cluster: ZooCluster, todo: Sequence[Task], keep_dumps: bool, ctrl_c: CtrlC) -> bool:
     """Submit, then record each outcome as it arrives; True when Ctrl-C stopped it."""
     client = cluster.client
     nonce = uuid.uuid4().hex[:8]
-    futures = {}
-    for t in todo:
-        key = f"zoo-{t.id}-{z.samples[t.id]}-{nonce}"
-        futures[client.submit(run_task, t, str(z.dir), keep_dumps, key=key, pure=False, retries=z.m.retries,
-                              resources={t.resource: 1} if t.resource else None)] = t
-    z.progress.start(len(todo))
-    results = as_completed(list(futures), loop=client.loop)
+    futures: Dict[Any, Task] = {}
     seen = 0.0
-    try:
+    try:  # a Ctrl-C while submitting too: what went out is stopped
+        for t in todo:
+            key = f"zoo-{t.id}-{z.samples[t.id]}-{nonce}"
+            futures[client.submit(run_task, t, str(z.dir), keep_dumps, key=key, pure=False, retries=z.m.retries,
+                                  resources={t.resource: 1} if t.resource else None)] = t
+        z.progress.start(len(todo))
+        results = as_completed(list(futures), loop=client.loop)
         while not results.is_empty():
+            ctrl_c.check()
             if results.has_ready():
                 for fut in results.next_batch(block=False):
                     z.progress.finished(_record(z, futures[fut], fut))

@@ -4,6 +4,7 @@ first schema, a newer schema refused, check and history on real compares, and th
 (unreachable, locked, full) of the command line."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from remote_fixtures import free_port
 from lar_prec.compare.tolerance import fmt_num
 from lar_prec.errors import StoreError
 from lar_prec.store.db import head_revision, migrate_to, open_store
-from lar_prec.store.summary import series_key
+from lar_prec.store.summary import Summary, series_key, summarize
 from lar_prec.workflows.compare.compare import compare_dumps
 from lar_prec.workflows.compare.local import compare_with_model
 from lar_prec.workflows.history.history import check, history, store_result
@@ -65,9 +66,9 @@ def test_a_compare_written_and_read_back(store_url, lar_dump):
 
 
 def test_check_names_the_root_among_regressed_operators(store_url, lar_dump, faulty):
-    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
-    for _ in range(3):
-        store_result(store_url, compare_dumps(ref, clean).report)
+    ref = lar_dump("cnn", "naive")
+    for k in range(3):  # three nights: three real runs (one run's report written twice is one run of the store)
+        store_result(store_url, compare_dumps(ref, lar_dump("cnn", "default", tag=f"night-{k}")).report)
     store_result(store_url, compare_dumps(ref, faulty).report)
     res = check(store_url)
     assert res["exit_code"] == 1 and res["history_runs"] == 3
@@ -95,8 +96,10 @@ def test_check_finds_a_kernel_fault_within_the_floor_of_one_element_by_local_err
                     "--bin-io-dump", str(bad)], check=True, capture_output=True, timeout=300)
     db = str(tmp_path / "results.db")
     good = compare_with_model(str(ref), str(clean), str(c.model), out=str(tmp_path / "good")).report
-    for _ in range(3):
-        store_result(db, good)
+    for k in range(3):  # three nights that gave these numbers (one report is one run: other uids stand for them)
+        s = summarize(good)
+        with open_store(db) as st:
+            st.write(Summary(dataclasses.replace(s.run, uid=f"{s.run.uid[:30]}{k:02d}"), s.ops))
     store_result(db, compare_with_model(str(ref), str(bad), str(c.model), out=str(tmp_path / "bad-local"),
                                         lar=str(lar)).report)
     res = check(db)
@@ -214,7 +217,8 @@ def test_a_full_disk_while_writing_leaves_nothing_half_written(tmp_path, lar_dum
     # no file of the command may grow past one page: SQLite's rollback journal (the pages a write
     # changes, kept first) cannot be written (EFBIG, as on a full disk)
     limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
-    p = _cli("compare", str(ref), str(clean), "--store", str(db), preexec=limit)
+    other = lar_dump("cnn", "default", tag="full-disk")  # another run: a new analysis to write
+    p = _cli("compare", str(ref), str(other), "--store", str(db), preexec=limit)
     assert p.returncode == 2 and p.stderr.startswith("Error: store ") and p.stderr.count("\n") == 1, p.stderr
     with open_store(str(db)) as st:
         after = (len(st.runs()), sum(len(st.ops(r["id"])) for r in st.runs()))
@@ -251,7 +255,7 @@ def test_the_trend_page_draws_an_operator_over_builds(chromium, tmp_path, lar_du
     assert far >= 12  # the point (r 3 px) and its value, nothing else inside the frame
     assert chromium.js("document.querySelector('#trend-output-0 .last-value').textContent") == fmt_num(s["runs"][0]["output_err"]).replace("e-0", "e-")
 
-    for d in (clean, faulty):
+    for d in (lar_dump("cnn", "default", tag="night-1"), faulty):  # a run is its content: a new run, not the first again
         store_result(db, compare_dumps(ref, d).report)
     data = _trend_page(chromium, db, tmp_path / "trend.html")
     [s] = data["series"]

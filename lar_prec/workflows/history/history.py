@@ -57,10 +57,14 @@ def add_analysis(url: str, adir: str, argv: Sequence[str] = ()) -> Dict[str, Any
         code = 1 if (result.get("keep_in_float") or result.get("verdict") in ("fixed", "not_fixed")) else 0
     summary = summarize(result, argv=argv, exit_code=code)
     with open_store(url) as store:
+        # a run stored before runs had their content's uid: known by its folder
         old = store.runs(analysis_dir=str(summary.run.analysis_dir or path))
         if old:
             return {"added": False, "run": old[-1]["uid"], "why": "the store holds this analysis already"}
-        store.write(summary)
+        # insert-or-ignore by the content's uid: several adds of one folder at once store it once
+        _, added = store.add(summary)
+    if not added:
+        return {"added": False, "run": summary.run.uid, "why": "the store holds this analysis already"}
     return {"added": True, "run": summary.run.uid}
 
 
