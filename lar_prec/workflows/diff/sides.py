@@ -8,6 +8,7 @@ unknown).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
@@ -129,7 +130,7 @@ def read_side(name: str, folder: PathLike) -> SideResult:
     if not path.is_dir():
         raise UsageError(f"{folder}: expected an analysis folder (of lar-prec shake, diff or naive-vs-default), "
                          "not found")
-    if not (path / "report.json").is_file():
+    if not os.path.lexists(path / "report.json"):
         raise UsageError(f"{folder}: expected an analysis folder with report.json (lar-prec shake, diff or "
                          "naive-vs-default); for two dump folders use lar-prec compare")
     return side_from_report(name, path, read_json(path / "report.json"))

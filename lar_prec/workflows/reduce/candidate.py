@@ -20,7 +20,6 @@ differing at the root beyond its floor, and nowhere upstream.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import shutil
@@ -40,6 +39,7 @@ from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.reduce.finding import Finding, ending, run_stderr, same_ending
 from lar_prec.workflows.sweep.analysis import VarErr, cross_graph, same_graph
+from lar_prec.inputspec import read_json_file
 
 
 @dataclass(frozen=True)
@@ -115,10 +115,7 @@ class Outcome:
 
 
 def _read(path: Path, what: str) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: expected {what} ({exc})") from None
+    data = read_json_file(path, what)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected {what}")
     return data
