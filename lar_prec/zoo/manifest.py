@@ -183,8 +183,10 @@ class _Table:
         ok = isinstance(v, int) if integer else isinstance(v, (int, float))
         if isinstance(v, bool) or not ok or not math.isfinite(v) or v < low or (open_low and v == low) or v > high:
             what = "an integer" if integer else "a number"
-            span = (f"{'>' if open_low else '>='} {low:g}" if high == math.inf
-                    else f"{'over' if open_low else 'from'} {low:g} {'and at most' if open_low else 'to'} {high:g}")
+            lo, hi = (str(x) if isinstance(x, int) else str(int(x)) if x.is_integer() else f"{x:g}"
+                      for x in (low, high))
+            span = (f"{'>' if open_low else '>='} {lo}" if high == math.inf
+                    else f"{'over' if open_low else 'from'} {lo} {'and at most' if open_low else 'to'} {hi}")
             raise self.fail(key, f"{what} {span}")
         return v
 
