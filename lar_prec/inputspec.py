@@ -208,7 +208,7 @@ def _strict_constant(name: str) -> Any:
 READ_LIMIT = 1 << 30
 #: what a file nested deeper than its parser goes is told (JSON and TOML parsers recurse once per
 #: level, to Python's recursion limit of about 1000: lar-prec's own files nest a few levels)
-TOO_DEEP = "is nested deeper than its parser goes (about 1000 levels); expected a file of a few levels"
+TOO_DEEP = "is nested deeper than Python's {} parser goes (about 1000 levels); expected a file of a few levels"
 
 
 def read_file_bytes(path: PathLike, what: str, *, limit: Optional[int] = READ_LIMIT) -> bytes:
@@ -283,7 +283,7 @@ def read_json_file(path: PathLike, what: str, *, limit: Optional[int] = READ_LIM
     except ValueError as exc:
         raise InputSpecError(f"{what} {os.fspath(path)} is not valid JSON: {exc}") from None
     except RecursionError:
-        raise InputSpecError(f"{what} {os.fspath(path)} {TOO_DEEP}") from None
+        raise InputSpecError(f"{what} {os.fspath(path)} {TOO_DEEP.format('JSON')}") from None
 
 
 _JSON_TYPES = {"float32": "float32", "float": "float32", "int32": "int32", "int": "int32",

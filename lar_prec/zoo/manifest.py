@@ -352,7 +352,7 @@ def load_manifest(path: PathLike) -> Manifest:
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{where}: not a TOML file: {exc}") from None
     except RecursionError:  # the parser recurses once per level of nested arrays and tables
-        raise ManifestError(f"zoo manifest {where} {TOO_DEEP}") from None
+        raise ManifestError(f"zoo manifest {where} {TOO_DEEP.format('TOML')}") from None
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
         raise ManifestError(f"{where}: unknown key {unknown[0]!r} (expected the tables [zoo], [[model]], [[run]], "
