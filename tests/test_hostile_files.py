@@ -272,7 +272,7 @@ def test_a_build_that_exits_0_without_a_dump_is_exit_3_in_diff_and_bisect(manife
             "--out", tmp_path / "b", "-q", timeout=600)
     for p in (d, b):
         assert p.returncode == 3, p.stderr
-        assert "exited 0 but wrote no dump" in one_error_line(p)
+        assert "no binary dump files" in one_error_line(p)
 
 
 # ------------------------------------------------------------------------------ stores
