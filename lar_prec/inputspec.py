@@ -258,10 +258,18 @@ def _strict_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON (a number must be finite)")
 
 
-def read_json_file(path: PathLike, what: str, *, limit: Optional[int] = 64 << 20, strict: bool = True) -> Any:
-    """The JSON value of ``path`` (``strict``: no ``NaN``/``Infinity``), read as every reader of a
-    user's file reads: a regular file only (a FIFO or device refused without blocking), at most
-    ``limit`` bytes (None: any size), nesting as deep as Python's parser goes.
+#: largest JSON or text file a command reads unless its caller says otherwise (a report of a
+#: large model is tens of megabytes; a file larger than this is not one lar-prec wrote)
+READ_LIMIT = 1 << 30
+#: what a file nested deeper than its parser goes is told (JSON and TOML parsers recurse once per
+#: level, to Python's recursion limit of about 1000: lar-prec's own files nest a few levels)
+TOO_DEEP = "is nested deeper than Python's {} parser goes (about 1000 levels); expected a file of a few levels"
+
+
+def read_file_bytes(path: PathLike, what: str, *, limit: Optional[int] = READ_LIMIT) -> bytes:
+    """The bytes of ``path``, read as every reader of a user's file reads: a regular file only (a
+    FIFO or device refused before opening and, when swapped in after the check, without
+    blocking), at most ``limit`` bytes (None: any size).
 
     Raises:
         InputSpecError: one line naming the file and what was expected (``what``).
@@ -277,14 +285,60 @@ def read_json_file(path: PathLike, what: str, *, limit: Optional[int] = 64 << 20
             raise InputSpecError(f"{what} {os.fspath(path)} is not a regular file")
         if limit is not None and st.st_size > limit:
             raise InputSpecError(f"{what} {os.fspath(path)} is {st.st_size} bytes; expected at most {limit}")
-        raw = fh.read() if limit is None else fh.read(limit + 1)
+        try:
+            raw = fh.read() if limit is None else fh.read(limit + 1)
+        except OSError as exc:
+            raise InputSpecError(f"{what} {os.fspath(path)} cannot be read ({exc.strerror})") from None
+    if limit is not None and len(raw) > limit:  # grew while read
+        raise InputSpecError(f"{what} {os.fspath(path)} is over {limit} bytes; expected at most {limit}")
+    return raw
+
+
+def decode_utf8(raw: bytes, what: str, path: PathLike) -> str:
+    """``raw`` as UTF-8 text; else InputSpecError ``<what> is not UTF-8: FILE line N``."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_strict_constant if strict else None)
-    except (UnicodeDecodeError, ValueError) as exc:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputSpecError(f"{what} is not UTF-8: {os.fspath(path)} line {line} (byte {exc.start}: "
+                             f"{raw[exc.start:exc.start + 1]!r}); expected UTF-8 text") from None
+
+
+def read_text_file(path: PathLike, what: str, *, limit: Optional[int] = READ_LIMIT) -> str:
+    """The UTF-8 text of ``path``, read as :func:`read_file_bytes` reads (a NUL byte, which no
+    text lar-prec reads holds, is refused as binary).
+
+    Raises:
+        InputSpecError: not a regular file, too large, not UTF-8 (naming the line).
+    """
+    raw = read_file_bytes(path, what, limit=limit)
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputSpecError(f"{what} is not UTF-8: {os.fspath(path)} line 1 (a UTF-16 byte-order mark; "
+                             "save it as UTF-8)")
+    text = decode_utf8(raw, what, path)
+    nul = text.find("\0")
+    if nul >= 0:
+        raise InputSpecError(f"{what} {os.fspath(path)} is binary, expected text: a NUL byte on line "
+                             f"{text.count(chr(10), 0, nul) + 1}")
+    return text
+
+
+def read_json_file(path: PathLike, what: str, *, limit: Optional[int] = READ_LIMIT, strict: bool = True) -> Any:
+    """The JSON value of ``path`` (``strict``: no ``NaN``/``Infinity``), read as every reader of a
+    user's file reads (:func:`read_text_file`: a regular file only, at most ``limit`` bytes,
+    UTF-8), nesting as deep as Python's parser goes. Every JSON file lar-prec reads from disk
+    comes through here (tests/test_strict_json.py keeps it so).
+
+    Raises:
+        InputSpecError: one line naming the file and what was expected (``what``).
+    """
+    text = read_text_file(path, what, limit=limit)
+    try:
+        return json.loads(text, parse_constant=_strict_constant if strict else None)
+    except ValueError as exc:
         raise InputSpecError(f"{what} {os.fspath(path)} is not valid JSON: {exc}") from None
     except RecursionError:
-        raise InputSpecError(f"{what} {os.fspath(path)} is nested deeper than Python's JSON parser goes; "
-                             "expected a JSON file of a few levels") from None
+        raise InputSpecError(f"{what} {os.fspath(path)} {TOO_DEEP.format('JSON')}") from None
 
 
 _JSON_TYPES = {"float32": "float32", "float": "float32", "int32": "int32", "int": "int32",

@@ -50,3 +50,29 @@ def test_every_json_writer_of_the_package_refuses_nan_and_infinity():
             if not strict:
                 loose.append(f"{p.relative_to(ROOT)}:{call.lineno}")
     assert loose == [], f"JSON written without allow_nan=False (use lar_prec.outputs.json_text): {loose}"
+
+
+#: what reads JSON without the one reader, and why: the store's columns (its own stage, written by
+#: it alone), MegEngine's operator params (strings in a model the reader loaded), the bundled
+#: load_and_run's own stdout, and repro.json, read with its own bounds before anything of a
+#: repro folder is trusted (issue 54: every file a command reads goes through
+#: ``inputspec.read_json_file``, which refuses FIFOs and devices, bounds the size, checks UTF-8
+#: and turns a nesting too deep for the parser into one line)
+OWN_READERS = {
+    "lar_prec/inputspec.py": 1, "lar_prec/diagnosis/repro_check.py": 1, "lar_prec/run/inputs.py": 1,
+    "lar_prec/lar/quant_rewrite.py": 1, "lar_prec/lar/graph_records.py": 1, "lar_prec/lar/layerwise_build.py": 1,
+}
+
+
+def test_every_json_file_is_read_through_the_one_bounded_reader():
+    found = {}
+    for p in sorted((ROOT / "lar_prec").rglob("*.py")):
+        rel = str(p.relative_to(ROOT))
+        if rel.startswith(NOT_FILES):
+            continue
+        calls = [n for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                 and n.func.value.id == "json" and n.func.attr in ("load", "loads")]
+        if calls:
+            found[rel] = len(calls)
+    assert found == OWN_READERS, "read a JSON file with lar_prec.inputspec.read_json_file"

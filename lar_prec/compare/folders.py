@@ -19,7 +19,6 @@ quantized vars compare exactly (quantized raw integers carry ``scale_unknown``).
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import tempfile
@@ -82,6 +81,7 @@ log = logging.getLogger(__name__)
 
 from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.compare.records import Comparison, VarDiff, new_diff, with_changes
+from lar_prec.inputspec import read_json_file
 
 def apply_threshold(diffs: Sequence[VarDiff], thr: Threshold) -> List[VarDiff]:
     """Set ``status``, ``threshold`` (and ``n_over`` where it is known without reading) of
@@ -437,8 +437,8 @@ def _profiled(folder: DumpFolder) -> bool:
     """Whether the run that wrote ``folder`` profiled its algorithms (--fast-run/--full-run),
     read from the run.json beside it when lar-prec ran it; only compared with two flag words."""
     try:
-        argv = json.loads((folder.path.parent / "run.json").read_text(encoding="utf-8")).get("argv")
-    except (OSError, ValueError, AttributeError):
+        argv = read_json_file(folder.path.parent / "run.json", "run record", strict=False).get("argv")
+    except (UsageError, AttributeError):
         return False
     return isinstance(argv, list) and any(a in ("--fast-run", "--full-run") for a in argv if isinstance(a, str))
 

@@ -7,7 +7,6 @@ parameters are never executed or passed to a command line.
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from lar_prec.errors import UsageError
 from lar_prec.records import PathLike
 from lar_prec.diagnosis.local import child_env, run_child
+from lar_prec.inputspec import read_json_file
 
 SCHEMA = "lar-prec.graph/1"
 #: operators that only provide values (model inputs, stored tensors): nothing to compute
@@ -134,10 +134,7 @@ def read_graph_info(path: PathLike) -> GraphInfo:
         UsageError: the file is missing or is not such a record.
     """
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{p}: expected a graph record ({SCHEMA}): {exc}") from None
+    data = read_json_file(p, f"graph record ({SCHEMA})")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise UsageError(f"{p}: expected a graph record with schema {SCHEMA}")
     try:

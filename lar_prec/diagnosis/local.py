@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import re
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +31,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from lar_prec._lazy import numpy as np
 from lar_prec.errors import RunError, RunTimeout, UsageError
+from lar_prec.inputspec import read_json_file
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.metrics import max_megengine_err
 from lar_prec.outputs import atomic_write_text, json_text
@@ -168,10 +168,7 @@ def read_layerwise(out_dir: PathLike) -> LayerwiseModel:
     """Read a layerwise model written by :func:`build_layerwise`."""
     out = Path(out_dir)
     where = out / "layerwise.json"
-    try:
-        data = json.loads(where.read_text(), parse_constant=_no_constant)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{where}: expected a layerwise model record ({exc})") from None
+    data = read_json_file(where, "layerwise model record")
     try:
         feeds = feeds_from_json(where, data["feeds"])
         measured = tuple(MeasuredVar(m["id"], m["name"], m["ref_id"], m["opr"], m["opr_type"], m["output"],
@@ -214,10 +211,6 @@ def _opt_int(value: Any) -> Optional[int]:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
         raise ValueError(f"expected an integer or null, found {value!r}")
     return value
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
 
 
 #: the packed layout a load_and_run flag lays tensors out in (what settles an ambiguous shape)

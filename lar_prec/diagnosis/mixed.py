@@ -2,7 +2,6 @@
 run in a child process, and the share of the model's compute left in float16. Numpy-free."""
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from lar_prec.errors import RunError, UsageError
 from lar_prec.lar.mixed_rewrite import MODES, SHAPE_READERS, USAGE_EXIT, KeepList, MixedModel
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike
+from lar_prec.inputspec import read_json_file
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,5 @@ def write_mixed_model(model: PathLike, out: PathLike, keep: KeepList, mode: str 
             lines = [ln for ln in exc.stderr_tail.splitlines() if ln.startswith("mixed_rewrite: error: ")]
             raise UsageError(lines[-1][len("mixed_rewrite: error: "):] if lines else str(exc)) from None
         raise
-    try:
-        data = json.loads(record.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{record}: expected the mixed-model record: {exc}") from None
+    data = read_json_file(record, "mixed-model record")
     return MixedModel.from_json(data, str(record))

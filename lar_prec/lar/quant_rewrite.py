@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from lar_prec.lar import quickimport
 from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.inputspec import read_json_file
 from lar_prec.lar.graphopts import load_output_vars, rewrite_errors, write_model
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike
@@ -55,10 +56,7 @@ def read_keep(path: PathLike) -> List[Dict[str, Any]]:
         UsageError: not such a file.
     """
     p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{p}: expected a keep file ({KEEP_SCHEMA}): {exc}") from None
+    data = read_json_file(p, f"keep file ({KEEP_SCHEMA})")
     layers = data.get("layers") if isinstance(data, dict) and data.get("schema") == KEEP_SCHEMA else None
     if not isinstance(layers, list) or not all(
             isinstance(k, dict) and isinstance(k.get("name"), str) and (k.get("weight") is None or isinstance(k["weight"], str))

@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mappi
 
 from lar_prec._lazy import LazyModule
 from lar_prec.errors import UsageError
+from lar_prec.inputspec import read_json_file
 from lar_prec.outputs import atomic_writer
 from lar_prec.report.records import SCHEMA, VAR_FIELDS, ReportRoot, ReportRun, ReportThreshold, ReportVar, _fields_json, _finite, _merge_extra, _req, _unknown, fmt_err, root_from_tree, run_from_result, var_from_diff
 from lar_prec.report.json_text import roots_json_texts, vars_json_texts
@@ -426,13 +427,15 @@ def read_json(path: Union[str, Path]) -> Report:
         UsageError: the file is missing, is not JSON, or is not a lar-prec report.
     """
     p = Path(path)
+    data = read_json_file(p, "report")
+    if not isinstance(data, dict):
+        raise UsageError(f"report {p} is not a lar-prec report: expected a JSON object, found {type(data).__name__}")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UsageError(f"cannot read report {p}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{p} is not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    return Report.from_json(data)
+        return Report.from_json(data)
+    except UsageError as exc:
+        raise UsageError(f"report {p}: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a value of the wrong type in the file
+        raise UsageError(f"report {p} is not a lar-prec report: {type(exc).__name__}: {exc}") from None
 
 
 # ============================================================================ building from a tree

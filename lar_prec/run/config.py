@@ -6,11 +6,13 @@ bundled ``python -m lar_prec.lar``).
 """
 from __future__ import annotations
 
+import errno
 import functools
 import math
 import os
 import re
 import shutil
+import stat
 import sys
 from dataclasses import dataclass, replace
 from typing import Dict, Mapping, Optional, Sequence, Tuple
@@ -110,15 +112,32 @@ def bundled_load_and_run() -> LoadAndRun:
     return LoadAndRun(None, (sys.executable, "-m", "lar_prec.lar"), "bundled", "bundled")
 
 
+def program_problem(path: str) -> Optional[str]:
+    """Why ``path`` cannot be run as a program (``"does not exist"``, ``"is a folder, not a
+    program"``, ``"is a symlink loop"``, ``"is not executable (chmod +x?)"``...), or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "is a broken symlink" if os.path.islink(path) else "does not exist"
+    except OSError as exc:
+        return "is a symlink loop" if exc.errno == errno.ELOOP else f"cannot be read ({exc.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return "is a folder, not a program"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO, socket or device), not a program"
+    if not os.access(path, os.X_OK):
+        return "is not executable (chmod +x?)"
+    return None
+
+
 def _external(value: str, source: str) -> LoadAndRun:
     candidate = os.path.expanduser(value)
     found = candidate if os.sep in candidate else shutil.which(candidate)
-    if found is None or not os.path.exists(found):
-        raise LoadAndRunNotFound(f"load_and_run {value!r} (from {source}) does not exist")
-    if os.path.isdir(found):
-        raise LoadAndRunNotFound(f"load_and_run {value!r} (from {source}) is a folder, not a program")
-    if not os.access(found, os.X_OK):
-        raise LoadAndRunNotFound(f"load_and_run {value!r} (from {source}) is not executable (chmod +x?)")
+    problem = "does not exist" if found is None else program_problem(found)
+    if found is None and os.path.lexists(candidate):  # a file of that name here, not a program on PATH
+        problem = f"is not on PATH (./{candidate} runs the file here)"
+    if problem:
+        raise LoadAndRunNotFound(f"load_and_run {value!r} (from {source}) {problem}")
     path = os.path.abspath(found)
     return LoadAndRun(path, (path,), "external", source)
 

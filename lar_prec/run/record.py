@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -18,6 +18,7 @@ from lar_prec.errors import UsageError
 from lar_prec.outputs import atomic_write_text, json_text
 
 from lar_prec.records import PathLike  # noqa: E402
+from lar_prec.inputspec import read_json_file
 
 RUN_SCHEMA = "lar-prec.run/1"
 RUN_JSON = "run.json"
@@ -153,11 +154,6 @@ def write_run_json(result: RunResult) -> Path:
 def read_run_json(run_dir: PathLike) -> Dict[str, Any]:
     """The ``run.json`` of a run folder."""
     path = Path(run_dir) / RUN_JSON
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{run_dir} has no run.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from None
+    if not os.path.lexists(path):
+        raise UsageError(f"{run_dir} has no run.json")
+    return read_json_file(path, "run record", strict=False)  # written before run.json was strict

@@ -21,9 +21,10 @@ import json
 import logging
 import math
 import os
+import re
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -113,6 +114,20 @@ def _migration_config(conn: Connection) -> Config:
 def head_revision() -> str:
     """The newest schema revision this lar-prec knows."""
     return ScriptDirectory(str(_MIGRATIONS)).get_current_head()  # type: ignore[return-value]
+
+
+def unknown_revision(url: str, current: str, tables: Set[str], head: str) -> StoreError:
+    """The error for a schema revision this lar-prec does not know: a newer lar-prec's (its
+    revisions are numbers after ``head``, beside its ``runs`` and ``ops`` tables), or another
+    program's that also uses Alembic (a hash revision, other tables): not a lar-prec store."""
+    ours = re.fullmatch(r"\d{4}", current) is not None and head.isdigit() and int(current) > int(head)
+    if ours and {"runs", "ops"} <= tables:
+        return StoreError(f"store {_shown(url)}: written by a newer lar-prec (schema revision {current}; this "
+                          f"lar-prec knows up to {head}): upgrade lar-prec to read it")
+    other = sorted(tables - {"alembic_version"})
+    return StoreError(f"store {_shown(url)}: not a lar-prec store: its Alembic revision {current!r} is none of "
+                      f"lar-prec's (0001..{head})" + (f", its tables: {', '.join(other[:5])}" if other else "")
+                      + "; give a lar-prec store or a new file")
 
 
 class Store:
@@ -386,8 +401,7 @@ def _migrate(engine: Engine, url: str) -> None:
         script = ScriptDirectory(str(_MIGRATIONS))
         known = {rev.revision for rev in script.walk_revisions()}
         if current is not None and current not in known:
-            raise StoreError(f"store {_shown(url)}: written by a newer lar-prec (schema revision {current}; this "
-                             f"lar-prec knows up to {head}): upgrade lar-prec to read it")
+            raise unknown_revision(url, current, names, head)
         log.info("store %s: schema %s -> %s", _shown(url), current, head)
         alembic_command.upgrade(_migration_config(conn), head)
 

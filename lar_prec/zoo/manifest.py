@@ -2,7 +2,7 @@
 types, files and device targets; every problem one :class:`ManifestError` (exit 2) naming the
 manifest, the table and what was expected. The reference of every key is docs/zoo.md.
 
-Paths (models, input files, ``float``) are relative to the manifest's folder and come out
+Paths (models, input files, ``float``, builds) are relative to the manifest's folder and come out
 absolute; nothing read here reaches a command line, an environment or an import unchecked:
 options are names of the sweep's table, flags go through the runner's allow-list
 (:func:`lar_prec.run.argv.check_extra_flags`), targets through :func:`parse_target`.
@@ -21,9 +21,10 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package
     import tomli as tomllib  # type: ignore[no-redef]
 
 from lar_prec.errors import UsageError
-from lar_prec.inputspec import check_file, split_input
+from lar_prec.inputspec import MAX_SEED, TOO_DEEP, check_file, read_text_file, split_input
 from lar_prec.records import PathLike
 from lar_prec.run.argv import check_extra_flags
+from lar_prec.run.config import program_problem
 from lar_prec.run.device import RemoteSpec
 from lar_prec.workflows.sweep.options import parse_options
 
@@ -47,6 +48,16 @@ BUNDLED = "bundled"
 LOCAL = "local"
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_RETRIES = 2
+#: the bounds of the manifest's numbers: those of the CLI's options where it has them (shake's
+#: --repeat 2..1000, --seed, --min-history >= 1), else what a night of runs can use (a run's
+#: timeout at most a week, a task tried at most 100 times after the first, min_history at most
+#: 10000 past runs): a value past them is a typo, not a plan
+MAX_TIMEOUT = 7 * 24 * 3600.0
+MAX_RETRIES = 100
+MAX_REPEAT = 1000
+MAX_MIN_HISTORY = 10000
+#: largest manifest read (a zoo of thousands of models is a few hundred kilobytes)
+MANIFEST_LIMIT = 16 << 20
 
 
 class ManifestError(UsageError):
@@ -162,13 +173,21 @@ class _Table:
             raise self.fail(key, "a non-empty list of strings")
         return tuple(v)
 
-    def number(self, key: str, *, integer: bool = False, low: float = 0.0, open_low: bool = False) -> Optional[float]:
+    def number(self, key: str, *, integer: bool = False, low: float = 0.0, open_low: bool = False,
+               high: float = math.inf) -> Optional[float]:
+        """The number at ``key`` in [low, high] (``open_low``: low excluded), the bounds the CLI
+        puts on the same option; out of them, one line naming the key and its range."""
         v = self.data.get(key)
         if v is None:
             return None
         ok = isinstance(v, int) if integer else isinstance(v, (int, float))
-        if isinstance(v, bool) or not ok or not math.isfinite(v) or v < low or (open_low and v == low):
-            raise self.fail(key, f"{'an integer' if integer else 'a number'} {'>' if open_low else '>='} {low:g}")
+        if isinstance(v, bool) or not ok or not math.isfinite(v) or v < low or (open_low and v == low) or v > high:
+            what = "an integer" if integer else "a number"
+            lo, hi = (str(x) if isinstance(x, int) else str(int(x)) if x.is_integer() else f"{x:g}"
+                      for x in (low, high))
+            span = (f"{'>' if open_low else '>='} {lo}" if high == math.inf
+                    else f"{'over' if open_low else 'from'} {lo} {'and at most' if open_low else 'to'} {hi}")
+            raise self.fail(key, f"{what} {span}")
         return v
 
     def flag(self, key: str) -> Optional[bool]:
@@ -220,10 +239,11 @@ def _run(t: _Table) -> ZooRun:
     params: Dict[str, Any] = {}
     if "threshold" in t.data:
         th = t.data["threshold"]
-        if not (th in ("auto", "band") or (isinstance(th, (int, float)) and not isinstance(th, bool) and th >= 0)):
-            raise t.fail("threshold", '"auto", "band" or a number >= 0')
+        if not (th in ("auto", "band") or (isinstance(th, (int, float)) and not isinstance(th, bool)
+                                           and math.isfinite(th) and th >= 0)):
+            raise t.fail("threshold", '"auto", "band" or a finite number >= 0')
         params["threshold"] = th
-    repeat = t.number("repeat", integer=True, low=2)
+    repeat = t.number("repeat", integer=True, low=2, high=MAX_REPEAT)
     if repeat is not None:
         params["repeat"] = int(repeat)
     if "option" in t.data:
@@ -233,7 +253,7 @@ def _run(t: _Table) -> ZooRun:
     tol = t.number("tolerance")
     if tol is not None:
         params["tolerance"] = float(tol)
-    timeout = t.number("timeout", open_low=True)
+    timeout = t.number("timeout", open_low=True, high=MAX_TIMEOUT)
     return ZooRun(str(command), options, t.names("models"), t.names("configs"), t.names("devices"), t.flag("local"),
                   None if timeout is None else float(timeout), tuple(sorted(params.items())))
 
@@ -249,13 +269,24 @@ def _config(t: _Table) -> ZooConfig:
     return ZooConfig(t.name(), tuple(flags))
 
 
-def _build(t: _Table) -> ZooBuild:
+def _build(t: _Table, base: Path) -> ZooBuild:
     name = t.name()
     path = t.text("path")
     if path is None and name != BUNDLED:
         raise ManifestError(f"{t.where}: build {name!r} has no path (only the build named \"bundled\" may leave it "
                             "out: python -m lar_prec.lar)")
-    return ZooBuild(name, None if path in (None, BUNDLED) else str(Path(str(path)).expanduser()), t.names("devices"))
+    return ZooBuild(name, None if path in (None, BUNDLED) else str(_resolve(base, str(path))), t.names("devices"))
+
+
+def _check_build(where: str, build: ZooBuild, devices: Sequence[ZooDevice]) -> None:
+    """A build that runs on this machine's devices must be a program here (a worker needs it at
+    the same path, as it needs the models); a path only devices run is theirs to say about."""
+    if build.bundled:
+        return
+    here = any(d.remote is None for d in devices if build.devices is None or d.name in build.devices)
+    problem = program_problem(str(build.path)) if here else None
+    if problem:
+        raise ManifestError(f"{where}: build {build.name!r}: path {build.path} {problem}")
 
 
 def _device(t: _Table) -> ZooDevice:
@@ -313,11 +344,15 @@ def load_manifest(path: PathLike) -> Manifest:
     p = check_file(path, "zoo manifest")
     where = str(p)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = read_text_file(p, "zoo manifest", limit=MANIFEST_LIMIT)
+    except UsageError as exc:
+        raise ManifestError(str(exc)) from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{where}: not a TOML file: {exc}") from None
-    except OSError as exc:
-        raise ManifestError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except RecursionError:  # the parser recurses once per level of nested arrays and tables
+        raise ManifestError(f"zoo manifest {where} {TOO_DEEP.format('TOML')}") from None
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
         raise ManifestError(f"{where}: unknown key {unknown[0]!r} (expected the tables [zoo], [[model]], [[run]], "
@@ -332,7 +367,7 @@ def load_manifest(path: PathLike) -> Manifest:
     runs_t = each("run", None)  # a run's keys depend on its command: _run checks them
     runs = tuple(_run(t) for t in runs_t)
     configs = tuple(_config(t) for t in each("config", {"name", "flags"})) or (ZooConfig("default"),)
-    builds = tuple(_build(t) for t in each("build", {"name", "path", "devices"})) or (ZooBuild(BUNDLED),)
+    builds = tuple(_build(t, base) for t in each("build", {"name", "path", "devices"})) or (ZooBuild(BUNDLED),)
     devices_t = each("device", {"name", "remote", "remote_dir", "resource"})
     devices = tuple(_device(t) for t in devices_t) or (ZooDevice(LOCAL),)
     if not models:
@@ -348,11 +383,12 @@ def load_manifest(path: PathLike) -> Manifest:
             _known(t.where, key, getattr(r, key), names[key], what)
     for i, b in enumerate(builds, 1):
         _known(f"{where}: [[build]] #{i}", "devices", b.devices, names["devices"], "device")
-    timeout = top.number("timeout", open_low=True)
-    retries = top.number("retries", integer=True)
-    seed = top.number("seed", integer=True)
+        _check_build(f"{where}: [[build]] #{i}", b, devices)
+    timeout = top.number("timeout", open_low=True, high=MAX_TIMEOUT)
+    retries = top.number("retries", integer=True, high=MAX_RETRIES)
+    seed = top.number("seed", integer=True, high=MAX_SEED)
     local = top.flag("local")
-    min_history = top.number("min_history", integer=True, low=1)
+    min_history = top.number("min_history", integer=True, low=1, high=MAX_MIN_HISTORY)
     return Manifest(p.resolve(), top.name("name", p.stem if _NAME.match(p.stem) else "zoo"), models, runs, configs,
                     builds, devices, DEFAULT_TIMEOUT if timeout is None else float(timeout),
                     DEFAULT_RETRIES if retries is None else int(retries), int(seed or 0),

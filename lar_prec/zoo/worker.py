@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import replace
-import json
 import os
 import pickle
 import shutil
@@ -28,7 +27,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError, RunTimeout
+from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError, RunTimeout, UsageError
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.remote.transport import RemoteError
 from lar_prec.run.device import RemoteSpec
@@ -44,6 +43,7 @@ from lar_prec.workflows.sweep import sweep
 from lar_prec.zoo.procs import WORKER_TAG, kill_tagged
 from lar_prec.zoo.rerun import rerun_wrong
 from lar_prec.zoo.tasks import Task
+from lar_prec.inputspec import read_json_file
 
 #: shake's configurations, chosen by a configuration's flag (its runs then write their own caches)
 _SHAKE_CONFIGS = {"--fast-run": "fast-run", "--reproducible": "reproducible"}
@@ -153,8 +153,8 @@ def _run_seconds(adir: Optional[Path]) -> float:
         return total
     for p in adir.rglob("run.json"):
         try:
-            total += float(json.loads(p.read_text(encoding="utf-8")).get("seconds") or 0.0)
-        except (OSError, ValueError, TypeError, AttributeError):
+            total += float(read_json_file(p, "run record", strict=False).get("seconds") or 0.0)
+        except (UsageError, ValueError, TypeError, AttributeError):
             continue
     return total
 

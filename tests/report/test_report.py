@@ -252,10 +252,13 @@ def test_from_json_rejects_other_documents_with_a_clear_message(tmp_path):
         ReportVar.from_json(bad_var)
     p = tmp_path / "broken.json"
     p.write_text("{not json")
-    with pytest.raises(UsageError, match="is not JSON"):
+    with pytest.raises(UsageError, match="report .*broken.json is not valid JSON"):
         read_json(p)
-    with pytest.raises(UsageError, match="cannot read report"):
+    with pytest.raises(UsageError, match="report .*absent.json does not exist"):
         read_json(tmp_path / "absent.json")
+    p.write_text("[]")
+    with pytest.raises(UsageError, match="is not a lar-prec report: expected a JSON object, found list"):
+        read_json(p)
 
 
 @pytest.mark.megengine

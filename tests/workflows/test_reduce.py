@@ -106,12 +106,31 @@ def _edited(adir: Path, tmp_path: Path, edit) -> Path:
     (lambda r: r["runs"][0].update(dump_dir="/etc"), "not a folder inside the analysis folder"),
     (lambda r: r["runs"][1].update(config="sh -c id"), "is not one of"),
     (lambda r: r.update(command="compare"), "reduce starts from an analysis of"),
+    # a path the report names is verified by the sha256 its runs recorded before anything reads it
+    (lambda r: r.update(model="/etc/passwd"), "/etc/passwd is not the model the analysis ran"),
 ])
 def test_the_analysis_folder_is_data_nothing_of_it_runs(pair, tmp_path, edit, words):
     copy = _edited(pair[0], tmp_path, edit)
     with pytest.raises(UsageError, match=words):
         reduce(copy, out=tmp_path / "r", lar=str(pair[1]))
     assert not (tmp_path / "r").exists()
+
+
+def test_a_full_disk_under_out_is_said_with_exit_2(pair, tmp_path):
+    """--out on a tmpfs of 400 KiB: the whole model's run cannot write its dump. The disk is
+    said full (exit 2), never a finding that does not reproduce (or exit 3 with no reason)."""
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(full)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here")
+    try:
+        proc = cli("reduce", pair[0], "--out", full / "r", "--lar", pair[1], "-q")
+    finally:
+        subprocess.run(["umount", "-l", str(full)], capture_output=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("Error:")]
+    assert "Traceback" not in proc.stderr and f"the disk of {full / 'r'}" in line and "is full" in line
+    assert "does not reproduce" not in line
 
 
 def test_a_moved_analysis_folder_and_bad_choices_are_told(pair, tmp_path):

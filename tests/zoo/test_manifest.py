@@ -99,8 +99,8 @@ remote = "ssh:me@board.lan:2222"
      '[[build]]\nname = "bundled"\ndevices = ["b"]\n', "no task: its models, builds and devices never meet"),
     ('[[run]]\ncommand = "shake"\n[[runs]]\ncommand = "shake"\n', "unknown key 'runs'"),
     ('[[run]]\ncommand = "shake"\n[zoo]\n', "not a TOML file"),
-    ('[[run]]\ncommand = "shake"\n', "retries = -1: expected an integer >= 0"),
-    ('[[run]]\ncommand = "shake"\n', "min_history = 0: expected an integer >= 1"),
+    ('[[run]]\ncommand = "shake"\n', "retries = -1: expected an integer from 0 to 100"),
+    ('[[run]]\ncommand = "shake"\n', "min_history = 0: expected an integer from 1 to 10000"),
 ])
 def test_a_bad_manifest_is_one_line_naming_what_was_expected(manifest, tmp_path, body, expected):
     path = tmp_path / "zoo.toml"

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
-import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,7 +44,7 @@ from lar_prec.run.dirs import finish_analysis_dir
 from lar_prec.records import PathLike, json_number
 from lar_prec.report.html import write_html
 from lar_prec.report.model import read_json, write_json
-from lar_prec.run.config import LoadAndRun, load_and_run_version, resolve_load_and_run
+from lar_prec.run.config import LoadAndRun, load_and_run_version, program_problem, resolve_load_and_run
 from lar_prec.run.inputs import PreparedInputs, input_summary
 from lar_prec.run.once import run_once
 from lar_prec.run.record import read_run_json
@@ -61,6 +61,7 @@ from lar_prec.workflows.diff.sides import MIN_RUNS, Side, SideResult, read_side,
 from lar_prec.workflows.common.nondeterminism import RunToRun, rerun_and_compare
 from lar_prec.diagnosis.local import compute_dtype
 
+log = logging.getLogger(__name__)
 SCHEMA = "lar-prec.bisect/1"
 GOOD, BAD, SKIP, UNTESTED = "good", "bad", "skip", "untested"
 #: what a build's result holds (and the store keeps, as the run's settings)
@@ -94,24 +95,37 @@ def _natural(name: str) -> List[Any]:
 
 
 def parse_builds(builds: Union[str, Sequence[str]]) -> List[Build]:
-    """``--builds``: a folder (its executable files, sorted by name, numbers in names as numbers)
-    or paths joined by commas (or a list), in order.
+    """``--builds`` as :func:`read_builds` reads it, without the entries it leaves out."""
+    return read_builds(builds)[0]
+
+
+def read_builds(builds: Union[str, Sequence[str]]) -> Tuple[List[Build], List[Dict[str, str]]]:
+    """``--builds``: a folder (its programs, sorted by name, numbers in names as numbers) or paths
+    joined by commas (or a list), in order; and every entry of the folder left out, with why (a
+    build that lost its x bit may be the first bad one: the result names it).
 
     Raises:
-        UsageError / LoadAndRunNotFound (exit 2): fewer than 2 builds, or one that does not exist.
+        UsageError / LoadAndRunNotFound (exit 2): fewer than 2 builds, or a listed one that cannot run.
     """
+    left_out: List[Dict[str, str]] = []
     if isinstance(builds, str) and "," not in builds and Path(builds).is_dir():
         folder = Path(builds)
-        items = sorted((str(p) for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
-                        and os.access(p, os.X_OK)), key=lambda s: _natural(Path(s).name))
+        items = []
+        for p in sorted(folder.iterdir(), key=lambda q: _natural(q.name)):
+            why = "a hidden file (its name starts with '.')" if p.name.startswith(".") else program_problem(str(p))
+            if why:
+                left_out.append({"path": str(p), "why": why})
+            else:
+                items.append(str(p))
         where = f"folder {builds} holds"
     else:
         items = [x.strip() for x in (builds.split(",") if isinstance(builds, str) else builds) if str(x).strip()]
         where = "--builds names"
     if len(items) < 2:
+        skipped = "; left out: " + ", ".join(f"{Path(e['path']).name} {e['why']}" for e in left_out) if left_out else ""
         raise UsageError(f"{where} {len(items)} build(s): bisect needs an ordered list of at least 2 load_and_run "
-                         "builds (a folder of them, or PATH,PATH,...)")
-    return [Build(k, item, resolve_load_and_run(item)) for k, item in enumerate(items, 1)]
+                         f"builds (a folder of them, or PATH,PATH,...){skipped}")
+    return [Build(k, item, resolve_load_and_run(item)) for k, item in enumerate(items, 1)], left_out
 
 
 def pick(builds: Sequence[Build], which: str, option: str) -> int:
@@ -477,7 +491,9 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
         order, a bad ``--operator``; RunError (exit 3): an end cannot run the model;
         StoreError (exit 2): the store.
     """
-    blist = parse_builds(builds)
+    blist, left_out = read_builds(builds)
+    for e in left_out:
+        log.warning("--builds: left out %s: it %s", e["path"], e["why"])
     g, b = pick(blist, good, "--good"), pick(blist, bad, "--bad")
     if g >= b:
         raise UsageError(f"--good {good} (build {g + 1}) must come before --bad {bad} (build {b + 1}) in the list: "
@@ -512,6 +528,10 @@ def bisect(model: PathLike, inputs: Union[str, Sequence[str]], builds: Union[str
         if db is not None:
             db.close()
     result = {**_result_json(st, g, b, lo, hi, store), "input_summary": input_summary(st.prepared)}
+    result["left_out"] = left_out
+    if left_out:
+        result["notes"].append("left out of --builds (not bisected): "
+                               + "; ".join(f"{Path(e['path']).name} {e['why']}" for e in left_out))
     atomic_write_text(adir / "bisect.json", json_text(result), what="bisect result")
     if hi >= 0 and hi in st.reports and html:
         write_html(st.reports[hi], Path(st.entries[hi]["dir"]) / "report.html")

@@ -8,12 +8,13 @@ unknown).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from lar_prec.dumps.folder import DumpFolder
-from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.errors import DumpFolderError, DumpFormatError, LarPrecError, RunError, UsageError
 from lar_prec.records import PathLike
 from lar_prec.report.model import Report, read_json
 from lar_prec.run.config import resolve_load_and_run
@@ -129,7 +130,7 @@ def read_side(name: str, folder: PathLike) -> SideResult:
     if not path.is_dir():
         raise UsageError(f"{folder}: expected an analysis folder (of lar-prec shake, diff or naive-vs-default), "
                          "not found")
-    if not (path / "report.json").is_file():
+    if not os.path.lexists(path / "report.json"):
         raise UsageError(f"{folder}: expected an analysis folder with report.json (lar-prec shake, diff or "
                          "naive-vs-default); for two dump folders use lar-prec compare")
     return side_from_report(name, path, read_json(path / "report.json"))
@@ -152,6 +153,10 @@ def run_side(model: PathLike, inputs: Sequence[str], side: Side, out: Path, *, r
         a = shake(model, inputs, repeat=repeat, config=config, out=out, threshold=0.0, explain=False,
                   lar=None if spec else side.lar, timeout=timeout, extra_flags=tuple(extra_flags) + side.flags,
                   html=False, seed=seed, progress=progress, remote=spec, local=False, env=dict(side.env))
+    except (DumpFolderError, DumpFormatError) as exc:  # its runs ended well but left no dump to read
+        # a failed run (exit 3), as bisect says of a build whose dump cannot be read
+        raise RunError(f"side {side.name.upper()} ({side.build()}): load_and_run ran but its dump cannot be read "
+                       f"(a build without --bin-io-dump?): {exc}", run_dir=getattr(exc, "run_dir", None)) from None
     except LarPrecError as exc:
         exc.args = (f"side {side.name.upper()} ({side.build()}): {exc}",) + exc.args[1:]
         raise

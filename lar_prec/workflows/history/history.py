@@ -5,13 +5,14 @@ update`` and ``history``. Each answers with a JSON object (schemas ``lar-prec.ch
 """
 from __future__ import annotations
 
-import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from lar_prec.errors import UsageError
+from lar_prec.inputspec import read_json_file, read_text_file
 from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
@@ -22,6 +23,8 @@ from lar_prec.workflows.history.rule import (MIN_HISTORY, TWO_ULPS, Band, Spread
 
 CHECK_SCHEMA = "lar-prec.check/1"
 HISTORY_SCHEMA = "lar-prec.history/1"
+#: largest baseline file read (one line of about 200 bytes per model and configuration)
+BASELINE_LIMIT = 64 << 20
 
 
 def store_result(url: str, result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None) -> int:
@@ -37,13 +40,10 @@ def _read_analysis(adir: Path) -> Any:
     """The result of an analysis folder: report.json, or mixed.json / quant.json."""
     for name in ("report.json", "mixed.json", "quant.json"):
         p = adir / name
-        if p.is_file():
+        if os.path.lexists(p):
             if name == "report.json":
                 return read_json(p)
-            try:
-                return json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise UsageError(f"cannot read {p}: {exc}") from None
+            return read_json_file(p, f"analysis result {name}")
     raise UsageError(f"{adir} is not an analysis folder: expected report.json, mixed.json or quant.json in it")
 
 
@@ -191,12 +191,9 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
     recorded = None
     if baseline is not None:
         p = Path(baseline)
-        try:
-            recorded = parse_baseline(p.read_text(encoding="utf-8"), str(p))
-        except FileNotFoundError:
-            raise UsageError(f"baseline {p} does not exist (write it with `lar-prec baseline update`)") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read baseline {p}: {exc.strerror or exc}") from None
+        if not os.path.lexists(p):
+            raise UsageError(f"baseline {p} does not exist (write it with `lar-prec baseline update`)")
+        recorded = parse_baseline(read_text_file(p, "baseline", limit=BASELINE_LIMIT), str(p))
     with open_store(url) as store:
         run = _checked_run(store, analysis_dir)
         start = None
@@ -257,11 +254,8 @@ def update_baseline(url: str, baseline: str) -> Dict[str, Any]:
     models the store does not hold are kept)."""
     p = Path(baseline)
     lines: Dict[str, str] = {}
-    if p.exists():
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read baseline {p}: {exc.strerror or exc}") from None
+    if os.path.lexists(p):
+        text = read_text_file(p, "baseline", limit=BASELINE_LIMIT)
         parse_baseline(text, str(p))  # refuse to rewrite a file that is not a baseline
         for line in text.splitlines():
             if line.strip() and not line.startswith("#"):

@@ -305,6 +305,7 @@ def baseline_key(run: Mapping[str, Any]) -> str:
 def baseline_line(run: Mapping[str, Any]) -> str:
     verdict = "ok" if not run.get("exit_code") else "divergent"
     err = run.get("output_err")
+    err = None if err is None or not math.isfinite(err) else err  # a line is read back as finite or null
     return (f"{baseline_key(run)} | verdict={verdict} output_err={'null' if err is None else format(err, '.3e')} "
             f"roots={run.get('n_roots') or 0}")
 
@@ -325,6 +326,9 @@ def parse_baseline(text: str, where: str) -> Dict[str, Dict[str, Any]]:
             roots = int(fields["roots"])
         except ValueError:
             raise UsageError(f"{where} line {n}: output_err must be a number or null and roots an integer") from None
+        if (err is not None and not (math.isfinite(err) and err >= 0)) or roots < 0:
+            raise UsageError(f"{where} line {n}: output_err={fields['output_err']} roots={fields['roots']}: expected "
+                             "a finite error >= 0 (null when the run had none) and roots >= 0")
         out[key] = {"verdict": fields["verdict"], "output_err": err, "roots": roots}
     return out
 

@@ -20,8 +20,9 @@ differing at the root beyond its floor, and nowhere upstream.
 """
 from __future__ import annotations
 
-import json
+import errno
 import math
+import os
 import re
 import shutil
 import sys
@@ -40,6 +41,7 @@ from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.reduce.finding import Finding, ending, run_stderr, same_ending
 from lar_prec.workflows.sweep.analysis import VarErr, cross_graph, same_graph
+from lar_prec.inputspec import read_json_file
 
 
 @dataclass(frozen=True)
@@ -115,10 +117,7 @@ class Outcome:
 
 
 def _read(path: Path, what: str) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: expected {what} ({exc})") from None
+    data = read_json_file(path, what)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected {what}")
     return data
@@ -171,6 +170,22 @@ def build_part(model: Path, ref_dump: Path, keep: FrozenSet[int], out: Path,
         raise UsageError(f"{where}: expected the record of a reduced model ({exc})") from None
 
 
+#: what a program says when a write failed with ENOSPC
+NO_SPACE = os.strerror(errno.ENOSPC)
+
+
+class DiskFull(UsageError):
+    """The disk under ``--out`` filled (exit 2): no part can be judged, nothing is a finding."""
+
+    def __init__(self, where: Path, detail: str) -> None:
+        super().__init__(f"the disk of {where} is full ({NO_SPACE}): free some space or give --out on another "
+                         f"disk; {detail}")
+
+
+def no_space(text: str) -> bool:
+    return NO_SPACE.lower() in text.lower() or "disk full" in text.lower()
+
+
 class Tester:
     """Runs the parts of one finding and judges them; counts runs and builds."""
 
@@ -193,6 +208,8 @@ class Tester:
         try:
             part = build_part(self.f.model, self.f.ref_dump, keep, folder / "build", self.timeout)
         except RunError as exc:
+            if no_space(str(exc) + getattr(exc, "stderr_tail", "")):
+                raise DiskFull(self.work, f"building a part failed: {' '.join(str(exc).split())[:300]}") from None
             return None, Outcome("invalid", "build", f"MegEngine could not build it: {exc}")
         return part, self._try(part.model, part.feeds, folder)
 
@@ -212,6 +229,8 @@ class Tester:
                 rec = getattr(exc, "result", None)
                 if not isinstance(rec, RunResult) or rec.status not in ("crashed", "failed", "stalled", "timeout"):
                     raise
+                if no_space(str(exc) + run_stderr(rec.dir)):  # the disk failed the run, not the model
+                    raise DiskFull(self.work, f"a run failed: {' '.join(str(exc).split(' -- hint:')[0].split())[:300]}") from None
                 return self._ended(rec, exc)
         if self.f.klass == "jitter":
             out = judge_jitter(self.f, self.ref_keys, recs[0].dump_dir, recs[1].dump_dir)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ beyond the floor between two runs.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +29,13 @@ from lar_prec.diagnosis.local import layout_fmt
 from lar_prec.diagnosis.repro_check import ALLOWED_ENV, check_flags, read_regular
 from lar_prec.dumps.keys import dump_keys
 from lar_prec.errors import UsageError
+from lar_prec.inputspec import path_problem
+from lar_prec.outputs import sha256_file
 from lar_prec.records import PathLike
 from lar_prec.report.model import Report, read_json
 from lar_prec.report.records import ReportRun
 from lar_prec.run.config import CONFIGS, RunConfig, get_config
+from lar_prec.run.record import read_run_json
 from lar_prec.stall import fatal_line
 
 CLASSES = ("wrong_value", "nan", "crash", "stall", "jitter")
@@ -159,7 +163,7 @@ def read_finding(analysis_dir: PathLike, *, option: Optional[str] = None, root: 
             option or root; a run's flags outside what a repro may carry; files gone.
     """
     adir = Path(analysis_dir).resolve()
-    if not (adir / "report.json").is_file():
+    if not os.path.lexists(adir / "report.json"):
         raise UsageError(f"{analysis_dir}: expected an analysis folder with report.json (of lar-prec "
                          f"{', '.join(COMMANDS)})")
     report = read_json(adir / "report.json")
@@ -173,6 +177,7 @@ def read_finding(analysis_dir: PathLike, *, option: Optional[str] = None, root: 
     model_path = Path(model) if model is not None else Path(str(report.model or ""))
     if not model_path.is_file():
         raise UsageError(f"{model_path}: the model the analysis ran is not a file here; give it with --model")
+    _check_model(model_path, report, adir)
     ref_dump = _inside(adir, fields.pop("ref_dump"), "the reference dump", report.extra.get("analysis_dir"))
     key = None
     if fields.get("root_id") is not None:
@@ -182,6 +187,30 @@ def read_finding(analysis_dir: PathLike, *, option: Optional[str] = None, root: 
                              "expected the dump the analysis compared against")
     return Finding(command=report.command, analysis_dir=adir, model=model_path.resolve(), ref_dump=ref_dump,
                    root_key=key, **fields)
+
+
+def _check_model(model: Path, report: Report, adir: Path) -> None:
+    """The model is the one the analysis ran: its sha256 is the one its runs recorded (run.json),
+    before anything reads it (a report names a path: data, never a file to follow blindly)."""
+    recorded = set()
+    for r in report.runs:
+        try:
+            rdir = _inside(adir, r.dir, "a run folder", report.extra.get("analysis_dir"))
+            sha = (read_run_json(rdir).get("model") or {}).get("sha256")
+        except (UsageError, AttributeError):
+            continue
+        if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha):
+            recorded.add(sha)
+    if not recorded:
+        raise UsageError(f"{adir}: no run of the analysis records the sha256 of its model (run.json); reduce "
+                         f"does not read {model} unverified")
+    problem = path_problem(model)
+    if problem:
+        raise UsageError(f"model {model} {problem}")
+    sha = sha256_file(model)
+    if sha not in recorded:
+        raise UsageError(f"model {model} is not the model the analysis ran: sha256 {sha[:16]}..., its runs ran "
+                         f"{', '.join(x[:16] + '...' for x in sorted(recorded))}; give that model with --model")
 
 
 def _inside(adir: Path, path: Any, what: str, recorded: Any = None) -> Path:

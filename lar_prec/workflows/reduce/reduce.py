@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import math
+import errno
 import re
 import shutil
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike, json_number
 from lar_prec.run.config import LoadAndRun, resolve_load_and_run
 from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir
-from lar_prec.workflows.reduce.candidate import Graph, Part, Tester, describe
+from lar_prec.workflows.reduce.candidate import DiskFull, Graph, Part, Tester, describe, no_space
 from lar_prec.workflows.reduce.finding import Finding, read_finding
 from lar_prec.workflows.reduce.search import NotReproduced, Reduction, search
 
@@ -82,6 +83,22 @@ def reduce(analysis_dir: PathLike, *, option: Optional[str] = None, root: Option
     finding = read_finding(analysis_dir, option=option, root=root, model=model)
     lar_obj = resolve_load_and_run(lar)
     odir = new_analysis_dir(out, "reduce", needed=[analysis_dir, finding.model]).resolve()
+    try:
+        return _reduce(finding, odir, lar_obj, timeout, max_runs, progress)
+    except DiskFull:
+        raise
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise DiskFull(odir, f"writing {exc.filename} failed" if exc.filename else "a write of lar-prec's failed") from None
+    except LarPrecError as exc:  # a write of lar-prec's or a child's that the disk refused
+        if not no_space(str(exc) + str(getattr(exc, "stderr_tail", ""))):
+            raise
+        raise DiskFull(odir, " ".join(str(exc).split())[:300]) from None
+
+
+def _reduce(finding: Finding, odir: Path, lar_obj: LoadAndRun, timeout: float, max_runs: int,
+            progress: Optional[Callable[[str], None]]) -> ReduceResult:
     work = odir / "work"
     graph = describe(finding.model, finding.ref_dump, work, timeout)
     anchor = None

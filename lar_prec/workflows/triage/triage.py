@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -44,11 +45,11 @@ def load_report(path: Union[str, Path]) -> Report:
     """
     p = Path(path)
     if p.is_dir():
-        if not (p / REPORT_FILE).is_file():
+        if not os.path.lexists(p / REPORT_FILE):
             raise UsageError(f"{p}: expected a report JSON file or an analysis folder with {REPORT_FILE}; "
                              f"the folder has no {REPORT_FILE}")
         p = p / REPORT_FILE
-    elif not p.exists():
+    elif not os.path.lexists(p):
         raise UsageError(f"{p}: no such file or folder (expected a report JSON file or an analysis folder)")
     return read_json(p)
 
