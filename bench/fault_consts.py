@@ -85,9 +85,14 @@ def row(case: str, const: str, label: str, rc: int, report: dict, test: DumpFold
     reads = [by_name[n] for n in readers(test, const) if n in by_name] if const else []
     margin = ", ".join(f"{v['local_err']:.3g}/{v['floor']:.3g}" for v in reads
                        if v.get("local_err") is not None and v.get("floor") is not None) or "-"
+    # its distribution tests (issue 57): rms / limit and the channel chi2 / limit, in rounding units
+    spread = ", ".join(f"rms {s['units_rms']:.3g}/{s['rms_limit']:.3g}, chi2 {s['channel_chi2']:.3g}/"
+                       f"{s['channel_chi2_limit']:.3g} ({s['channels']} ch, n {s['n']})"
+                       for s in (v.get("spread") for v in reads) if s) or "-"
     return {"case": case, "const": const or "(clean)", "fault": label, "exit": rc,
             "root": f"{first['name']} ({first['opr_type']})" if first else report.get("error", "-"),
-            "hit": hit, "n_roots": len(roots), "reader": margin,
+            "hit": hit, "n_roots": len(roots), "reader": margin, "spread": spread,
+            "tests": ",".join((first or {}).get("tests") or ()) or "-",
             "local": "measured" if local.get("measured") else f"no: {str(local.get('why', '?')).split('): ')[-1][:60]}"}
 
 
@@ -95,6 +100,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="", help="comma-separated (default: every case with fault_consts)")
     ap.add_argument("--sizes", default=",".join(f"{s:g}" for s in SIZES))
+    ap.add_argument("--consts", default="", help="case:constant,... to fault (any named constant of a case; "
+                    "default: the manifest's fault_consts)")
     ap.add_argument("--seed", type=int, default=0, help="seed of u (one per run of the script)")
     ap.add_argument("--uniform", action="store_true", help="times 1 + size everywhere instead of 1 + size u")
     ap.add_argument("--build", type=Path, default=BUILD)
@@ -102,7 +109,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args(argv)
     manifest = cases(args.build)
-    names = [n for n in args.cases.split(",") if n] or [n for n, c in manifest.items() if c.fault_consts]
+    chosen: Dict[str, List[str]] = {}
+    for item in (x for x in args.consts.split(",") if x):
+        case_name, _, const_name = item.partition(":")
+        chosen.setdefault(case_name, []).append(const_name)
+    names = [n for n in args.cases.split(",") if n] or list(chosen) or [n for n, c in manifest.items() if c.fault_consts]
     sizes = [float(s) for s in args.sizes.split(",") if s]
     work = Path(tempfile.mkdtemp(prefix="lar-prec-fault-consts-"))
     t0 = time.monotonic()
@@ -119,7 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rc, report = compare(ref, clean, model, base / "cmp-clean")
         rows.append(row(name, "", "none", rc, report, DumpFolder(clean)))
         print(json.dumps(rows[-1]), flush=True)
-        for const in case.fault_consts:
+        for const in chosen.get(name) or case.fault_consts:
             for size in sizes:
                 d = base / f"{const}-{size:g}"
                 faulty = fault(model, const, size, d / "faulty.mge", args.seed, args.uniform)
@@ -128,6 +139,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 except RunFailed as e:
                     rows.append({"case": name, "const": const, "fault": f"{size:g}", "exit": "-",
                                  "root": f"faulty run failed: {e}", "hit": None, "n_roots": 0, "reader": "-",
+                                 "spread": "-", "tests": "-",
                                  "local": "-"})
                     continue
                 rc, report = compare(ref, test, faulty, d / "cmp")
@@ -137,10 +149,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     lines = [f"lar-prec compare, naive clean against default faulty ({kind}), cases {','.join(names)}, "
              f"{time.monotonic() - t0:.0f} s:", ""]
     table = Table("case", "fault constant", "size", "exit", "first root", "reads the constant", "roots",
-                  "reader's local error / floor", "local error")
+                  "reader's local error / floor", "reader's distribution (units)", "root's tests", "local error")
     for r in rows:
         table.row(r["case"], r["const"], r["fault"], r["exit"], r["root"], {True: "yes", False: "no", None: "-"}[r["hit"]],
-                  r["n_roots"], r["reader"], r["local"])
+                  r["n_roots"], r["reader"], r["spread"], r["tests"], r["local"])
     lines += table.lines()
     print("\n" + "\n".join(lines))
     write(args.out, "# Faults in the cases' fault constants (bench/fault_consts.py)\n\n" + "\n".join(lines) + "\n", show=False)

@@ -180,11 +180,11 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
             scale, why = _interpolation(lw, m, ref, fmt, mag, want)
             if scale is None:
                 return None, why
-            return bounds.measure(got, want, scale, dtype, "interpolation", bounds.roundings(4)), None
+            return bounds.measure(got, want, scale, dtype, "interpolation", bounds.roundings(4), 4, m.opr_type), None
         k = reduction_length(m)
         scale = (r.lipschitz * bounds.terms_scale(mag, k) + r.own_ulps * np.abs(np.asarray(want, dtype=np.float64))
                  + r.own_abs)
-        return _judged(bounds.measure(got, want, scale, dtype, "terms", bounds.roundings(k)))
+        return _judged(bounds.measure(got, want, scale, dtype, "terms", bounds.roundings(k), k, m.opr_type))
     if kind == ELEMENTWISE:
         scale, why = _elementwise(lw, m, ref, fmt, want, dtype)
         if scale is None:

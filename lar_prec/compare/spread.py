@@ -1,0 +1,177 @@
+"""The distribution of an operator's local difference over its elements, in rounding units (issue 57).
+
+The worst-element test (:mod:`lar_prec.compare.bounds`) holds one element to ``TERMS_C`` units of
+the worst case; a kernel that is off at *every* element by a little (a weight off by 5e-6, a
+channel mis-scaled) stays under it. These statistics look at the whole output, each element's
+signed difference ``r_i = (local_i - reference_i) / unit_i`` in its own rounding units:
+
+* ``units_rms``: sqrt(mean r_i^2);
+* ``frac_above``: the fraction of elements with ``|r_i| > 1``;
+* the channel test: ``chi2 = sum_c n_c m_c^2 / sigma^2`` over output channels ``c``, ``m_c`` the
+  mean signed difference of channel ``c`` (rounding has none; a biased or mis-scaled channel has).
+
+The limits come from the rounding model, never from cases: a sum of ``K`` terms is ``K``
+roundings of partial sums (each at most ``T = sum |terms|``, the error of one uniform within
+``u = eps / 2`` of it: variance ``u^2 T^2 / 3``) and one of its products together (at most ``u^2 T^2 /
+3``); two kernels round independently, so an element's difference has zero mean and variance at
+most ``2 (K + 1) u^2 T^2 / 3``, in units of ``eps (sqrt(K) + 1) T``: ``sigma^2 = (K + 1) / (6 (sqrt(K) +
+1)^2)`` (:func:`sigma`, 0.29 for K = 1, below 1/sqrt(6) = 0.41 for any K). A sum of bounded
+zero-mean roundings is sub-Gaussian with that variance, so over ``n`` independent elements
+(Laurent & Massart 2000, tail ``e^-TAIL``): ``n rms^2 / sigma^2 <= n + 2 sqrt(n TAIL) + 2 TAIL``;
+``chi2 <= C + 2 sqrt(C TAIL) + 2 TAIL`` for ``C`` channels; ``P(|r| > 1) <= p = 2 exp(-1 / (2 sigma^2))``
+and the count above one unit ``<= n p + sqrt(2 n p TAIL) + 2 TAIL / 3`` (Bernstein). Each limit
+thus holds the statistic's own sampling spread for its ``n``.
+
+Elements are independent only where their inputs differ: equal inputs give equal roundings (a
+flat region of an image, a broadcast row). So within a channel an element whose reference value
+repeats is counted once (:func:`spread`). Roundings every element shares (a rounded ``1/K``,
+``SHARED_ROUNDINGS`` eps of relative scale, as the scale test allows) may bias a channel: each
+channel's mean is first moved towards 0 by that scale's mean effect on it. Numpy only; float64 throughout.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from lar_prec._lazy import numpy as np
+
+#: each limit's tail probability is e^-TAIL (2e-9): with thousands of operators per model and
+#: hundreds of models, a correct operator crosses one about once in 10^5 analyses
+TAIL = 20.0
+#: the tests, as a root names them
+WORST, RMS, CHANNEL, ABOVE = "worst_element", "rms", "channel_mean", "above_one_unit"
+
+
+def sigma(k: int) -> float:
+    """The standard deviation, in rounding units, of two correct kernels' difference at one
+    element of a sum of ``k`` terms (module docstring)."""
+    k = max(int(k), 1)
+    return math.sqrt((k + 1) / 6.0) / (math.sqrt(k) + 1.0)
+
+
+def chi2_limit(dof: int, tail: float = TAIL) -> float:
+    """The ``e^-tail`` quantile bound of a sum of ``dof`` squared unit sub-Gaussians."""
+    return dof + 2.0 * math.sqrt(dof * tail) + 2.0 * tail
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The distribution of one operator's local difference over its (distinct) elements."""
+
+    #: distinct elements counted (per channel, an element whose reference value repeats once)
+    n: int
+    #: the model's per-element standard deviation (:func:`sigma`) for the operator's K
+    sigma: float
+    units_rms: float
+    #: fraction of the counted elements above one rounding unit
+    frac_above: float
+    channels: int
+    #: sum over channels of n_c m_c^2, units^2 (the channel test's chi2 times sigma^2)
+    channel_sum: float
+    #: the channel whose mean is farthest from 0 (in its own standard deviations), and that mean
+    worst_channel: int
+    worst_channel_mean: float
+    worst_channel_n: int
+
+    def limits(self, factor: float = 1.0) -> "SpreadLimits":
+        """Each test's value and limit with the model's sigma widened by ``factor`` (an algorithm
+        that rounds more, such as Winograd's transforms)."""
+        s = self.sigma * factor
+        n = max(self.n, 1)
+        rms_limit = s * math.sqrt(chi2_limit(n) / n)
+        p = min(1.0, 2.0 * math.exp(-1.0 / (2.0 * s * s)))
+        above_limit = min(1.0, (n * p + math.sqrt(2.0 * n * p * TAIL) + 2.0 * TAIL / 3.0) / n)
+        chi2 = self.channel_sum / (s * s) if s > 0 else math.inf
+        return SpreadLimits(self.units_rms, rms_limit, self.frac_above, above_limit, chi2,
+                            chi2_limit(max(self.channels, 1)))
+
+    def to_json(self, factor: float = 1.0) -> dict:
+        lim = self.limits(factor)
+        return {"n": self.n, "sigma": self.sigma * factor, "units_rms": lim.rms, "rms_limit": lim.rms_limit,
+                "frac_above_one": lim.above, "frac_above_one_limit": lim.above_limit, "channels": self.channels,
+                "channel_chi2": lim.chi2, "channel_chi2_limit": lim.chi2_limit, "worst_channel": self.worst_channel,
+                "worst_channel_mean": self.worst_channel_mean, "worst_channel_n": self.worst_channel_n,
+                "failed": list(lim.failed())}
+
+
+@dataclass(frozen=True)
+class SpreadLimits:
+    """Each distribution test's value beside its limit."""
+
+    rms: float
+    rms_limit: float
+    above: float
+    above_limit: float
+    chi2: float
+    chi2_limit: float
+
+    def failed(self) -> Tuple[str, ...]:
+        """The tests whose value is over its limit (:data:`RMS`, :data:`CHANNEL`, :data:`ABOVE`)."""
+        out = []
+        if self.rms > self.rms_limit:
+            out.append(RMS)
+        if self.chi2 > self.chi2_limit:
+            out.append(CHANNEL)
+        if self.above > self.above_limit:
+            out.append(ABOVE)
+        return tuple(out)
+
+    def margin(self) -> float:
+        """How far the most failed test is over its limit (a ratio of standard deviations: the
+        rms's, the chi2's square root), 0 when none fails."""
+        ratios = [self.rms / self.rms_limit if self.rms_limit > 0 else 0.0,
+                  math.sqrt(self.chi2 / self.chi2_limit) if self.chi2_limit > 0 and math.isfinite(self.chi2) else
+                  (math.inf if self.chi2 > 0 else 0.0),
+                  self.above / self.above_limit if self.above_limit > 0 else 0.0]
+        over = [r for r in ratios if r > 1.0]
+        return max(over) if over else 0.0
+
+
+def channel_axis(opr_type: str, ndim: int) -> Optional[int]:
+    """The output axis whose index is an output channel: the last of a matrix product's, the
+    second of an NCHW output; None for a scalar."""
+    if ndim == 0:
+        return None
+    if opr_type in ("MatrixMul", "BatchedMatrixMul", "Dot") or ndim < 3:
+        return ndim - 1
+    return 1
+
+
+def spread(signed_units: "np.ndarray", ref: "np.ndarray", valid: "np.ndarray", allow: "np.ndarray", k: int,
+           axis: Optional[int]) -> Optional[Spread]:
+    """:class:`Spread` of an output whose element ``i`` differs by ``signed_units[i]`` rounding units
+    (``valid`` where that is a rounding difference: finite, a unit > 0), reference ``ref``,
+    shared-rounding allowance ``allow[i]`` (``SHARED_ROUNDINGS eps y_i / unit_i``, signed), a sum of ``k`` terms, channels along ``axis``.
+    None when no element counts."""
+    if axis is None:
+        signed_units, ref, valid, allow = (a.reshape(1, -1) for a in (signed_units, ref, valid, allow))
+    else:
+        signed_units, ref, valid, allow = (np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
+                                           for a in (signed_units, ref, valid, allow))
+    rv = np.where(valid, ref, np.inf)  # invalid ones sort last and are not counted
+    order = np.argsort(rv, axis=1, kind="stable")
+    ref_s = np.take_along_axis(rv, order, axis=1)
+    r_s = np.take_along_axis(np.where(valid, signed_units, 0.0), order, axis=1)
+    a_s = np.take_along_axis(np.where(valid, allow, 0.0), order, axis=1)
+    keep = np.take_along_axis(valid, order, axis=1)
+    if ref_s.shape[1] > 1:
+        keep[:, 1:] &= ref_s[:, 1:] != ref_s[:, :-1]
+    counts = keep.sum(axis=1)
+    n = int(counts.sum())
+    if n == 0:
+        return None
+    r_k = np.where(keep, r_s, 0.0)
+    sums = r_k.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
+        # a shared relative rounding s biases element i by s y_i / unit_i: the channel's mean by
+        # s times the mean of y_i / unit_i (signed: it cancels where the outputs do)
+        shared = np.abs(np.where(counts > 0, np.where(keep, a_s, 0.0).sum(axis=1) / np.maximum(counts, 1), 0.0))
+    means = np.sign(means) * np.maximum(np.abs(means) - shared, 0.0)
+    z2 = counts * means * means
+    worst = int(np.argmax(z2))
+    sumsq = float(np.sum(r_k * r_k))
+    above = float(np.sum(keep & (np.abs(r_s) > 1.0)))
+    return Spread(n, sigma(k), math.sqrt(sumsq / n), above / n, int(np.count_nonzero(counts)), float(z2.sum()),
+                  worst, float(means[worst]), int(counts[worst]))
