@@ -2,6 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/fault_consts.py                      # every case with fault_consts
     PYTHONPATH=. .venv/bin/python bench/fault_consts.py --cases unet,swin --sizes 1e-5
+    PYTHONPATH=. .venv/bin/python bench/fault_consts.py --consts vit:blocks.1.fc2.weight --sizes 5e-6,2e-6
 
 For each case of ``cases/build/manifest.json`` that names fault constants (``fault_consts``),
 the clean model runs once under the naive kernels (the reference); for each constant and size,
@@ -10,7 +11,9 @@ seeded generator (``lar_prec.diagnosis.local.perturb_constant``; ``--uniform``: 
 default kernels, and ``lar-prec compare NAIVE FAULTY_DUMP --model FAULTY --json -`` judges the
 pair. A row records its exit code, its first root, whether that root is the faulted constant
 or an operator reading it (directly, or through what it computed from it: a unit fused at load
-time), and the local error and floor of the operators reading it (when measured). The clean pair (naive against default, ``--model`` the clean model) is the control row:
+time), the local error and floor of the operators reading it (when measured), their distribution
+tests (issue 57: ``units_rms`` and the channel chi2, each over its limit) and the tests the
+first root failed. ``--consts`` faults any named constant of a case instead of the manifest's. The clean pair (naive against default, ``--model`` the clean model) is the control row:
 a clean exit 1 is a false alarm, and makes the faulty rows' exit code say nothing.
 Prints a Markdown table (``--out`` also writes it); nothing is asserted.
 """
@@ -31,7 +34,7 @@ from lar_prec.diagnosis.local import perturb_constant, scale_constant  # noqa: E
 from lar_prec.run.config import get_config  # noqa: E402
 from procs import RunFailed, dump_run  # noqa: E402  (bench/ is sys.path[0] when run as a script)
 
-SIZES = (1e-5, 1e-4)
+SIZES = (1e-4, 1e-5, 5e-6, 2e-6)
 
 
 def fault(model: Path, const: str, size: float, out: Path, seed: int, uniform: bool) -> Path:

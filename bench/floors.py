@@ -10,7 +10,9 @@ the default kernels, the clean model runs once more against the naive reference;
 * local error (the layerwise model fed the reference's values, under that configuration): the
   largest difference of any operator with a bound (every rule of ``lar_prec/oprules.py``) in
   rounding units, worst element and whole-output scale (:mod:`lar_prec.compare.bounds`;
-  ``TERMS_C`` = 1.5 is the allowance), the operators not judged and why, and the local roots
+  ``TERMS_C`` = 1.5 is the allowance), the distribution tests of sums of terms (issue 57: the
+  largest ``units_rms``, channel chi2 and fraction above one unit, each over its limit from the
+  rounding model: a clean model stays below 1), the operators not judged and why, and the local roots
   (``noise_floors`` with the option's compute dtype): a clean model must have none;
 * dump-only (``lar-prec compare`` of the two dumps, no model): its roots, likewise none.
 

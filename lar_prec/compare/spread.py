@@ -149,14 +149,17 @@ def spread(signed_units: "np.ndarray", ref: "np.ndarray", valid: "np.ndarray", a
     else:
         signed_units, ref, valid, allow = (np.moveaxis(a, axis, 0).reshape(a.shape[axis], -1)
                                            for a in (signed_units, ref, valid, allow))
-    rv = np.where(valid, ref, np.inf)  # invalid ones sort last and are not counted
-    order = np.argsort(rv, axis=1, kind="stable")
+    # invalid ones sort last and are not counted; the keys in float32 (what dumps hold: exact),
+    # sorted by quicksort (any one of equal values may stand for them): 5x faster than stable float64
+    rv = np.where(valid, ref, np.inf).astype(np.float32)
+    order = np.argsort(rv, axis=1)
     ref_s = np.take_along_axis(rv, order, axis=1)
-    r_s = np.take_along_axis(np.where(valid, signed_units, 0.0), order, axis=1)
-    a_s = np.take_along_axis(np.where(valid, allow, 0.0), order, axis=1)
-    keep = np.take_along_axis(valid, order, axis=1)
+    first = np.isfinite(ref_s)
     if ref_s.shape[1] > 1:
-        keep[:, 1:] &= ref_s[:, 1:] != ref_s[:, :-1]
+        first[:, 1:] &= ref_s[:, 1:] != ref_s[:, :-1]
+    keep = np.empty_like(first)
+    np.put_along_axis(keep, order, first, axis=1)  # back in the elements' own order
+    r_s, a_s = np.where(valid, signed_units, 0.0), np.where(valid, allow, 0.0)
     counts = keep.sum(axis=1)
     n = int(counts.sum())
     if n == 0:
