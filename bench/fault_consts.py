@@ -9,7 +9,9 @@ the clean model runs once under the naive kernels (the reference); for each cons
 a copy of the model gets that constant times (1 + size u), u ~ U[-1, 1] elementwise from a
 seeded generator (``lar_prec.diagnosis.local.perturb_constant``; ``--uniform``: times 1 + size), runs under the
 default kernels, and ``lar-prec compare NAIVE FAULTY_DUMP --model FAULTY --json -`` judges the
-pair. A row records its exit code, its first root, whether that root is the faulted constant
+pair (``--stand-in``: the clean model run by ``tests/wrapped_lar.py`` whose kernel computes with the
+constant faulted, ``WRAPPED_LAR_OP_FAULT=CONST:u=SIZE``, judged with the clean model: right weights,
+wrong kernel). A row records its exit code, its first root, whether that root is the faulted constant
 or an operator reading it (directly, or through what it computed from it: a unit fused at load
 time), the local error and floor of the operators reading it (when measured), their distribution
 tests (issue 57: ``units_rms`` and the channel chi2, each over its limit) and the tests the
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from harness import BUILD, LAR_MODULE, Table, cases, timed, write  # (first: this checkout's lar_prec on the path)
+from harness import BUILD, LAR_MODULE, ROOT, Table, cases, timed, write  # (first: this checkout's lar_prec on the path)
 from lar_prec.dumps.folder import DumpFolder  # noqa: E402
 from lar_prec.diagnosis.local import perturb_constant, scale_constant  # noqa: E402
 from lar_prec.run.config import get_config  # noqa: E402
@@ -63,9 +65,11 @@ def readers(dump: DumpFolder, const: str) -> Tuple[str, ...]:
     return tuple(d.var.name for d in dump if ids & set(dump.inputs_of(d.id)))
 
 
-def compare(ref: Path, test: Path, model: Path, out: Path) -> Tuple[int, dict]:
-    """`lar-prec compare` of the pair, its report read from stdout (exit, report or {})."""
-    argv = [*LAR_MODULE, "compare", str(ref), str(test), "--model", str(model), "--out", str(out), "--json", "-"]
+def compare(ref: Path, test: Path, model: Path, out: Path, lar: Optional[Path] = None) -> Tuple[int, dict]:
+    """`lar-prec compare` of the pair, its report read from stdout (exit, report or {}); ``lar``:
+    the load_and_run the test side ran (its layerwise model runs there too)."""
+    argv = [*LAR_MODULE, "compare", str(ref), str(test), "--model", str(model), "--out", str(out), "--json", "-",
+            *(("--lar", str(lar)) if lar else ())]
     proc = timed(argv, timeout=1800)
     try:
         report = json.loads(proc.stdout) if proc.stdout.strip() else {}
@@ -105,6 +109,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--sizes", default=",".join(f"{s:g}" for s in SIZES))
     ap.add_argument("--consts", default="", help="case:constant,... to fault (any named constant of a case; "
                     "default: the manifest's fault_consts)")
+    ap.add_argument("--stand-in", action="store_true",
+                    help="the fault made by tests/wrapped_lar.py's kernel (WRAPPED_LAR_OP_FAULT=CONST:u=SIZE, seed 0): "
+                         "right weights, wrong kernel; judged with the clean model")
     ap.add_argument("--seed", type=int, default=0, help="seed of u (one per run of the script)")
     ap.add_argument("--uniform", action="store_true", help="times 1 + size everywhere instead of 1 + size u")
     ap.add_argument("--build", type=Path, default=BUILD)
@@ -136,19 +143,30 @@ def main(argv: Optional[List[str]] = None) -> int:
         for const in chosen.get(name) or case.fault_consts:
             for size in sizes:
                 d = base / f"{const}-{size:g}"
-                faulty = fault(model, const, size, d / "faulty.mge", args.seed, args.uniform)
+                lar = None
+                if args.stand_in:  # the model as it is, the kernel wrong: no different weights
+                    d.mkdir(parents=True, exist_ok=True)
+                    lar = d / "lar"
+                    lar.write_text(f"#!/bin/sh\nWRAPPED_LAR_OP_FAULT={const}:u={size:g} PYTHONPATH={ROOT} "
+                                   f"exec {sys.executable} {ROOT / 'tests' / 'wrapped_lar.py'} \"$@\"\n")
+                    lar.chmod(0o755)
+                    faulty, program = model, (str(lar),)
+                else:
+                    faulty, program = fault(model, const, size, d / "faulty.mge", args.seed, args.uniform), ()
                 try:
-                    test = dump_run(faulty, inputs, d / "default", get_config("default"), args.build)
+                    test = dump_run(faulty, inputs, d / "default", get_config("default"), args.build, program=program)
                 except RunFailed as e:
                     rows.append({"case": name, "const": const, "fault": f"{size:g}", "exit": "-",
                                  "root": f"faulty run failed: {e}", "hit": None, "n_roots": 0, "reader": "-",
                                  "spread": "-", "tests": "-",
                                  "local": "-"})
                     continue
-                rc, report = compare(ref, test, faulty, d / "cmp")
+                rc, report = compare(ref, test, faulty, d / "cmp", lar)
                 rows.append(row(name, const, f"{size:g}", rc, report, DumpFolder(test)))
                 print(json.dumps(rows[-1]), flush=True)
     kind = "times 1 + size" if args.uniform else f"times 1 + size u, u ~ U[-1, 1] (seed {args.seed})"
+    if args.stand_in:
+        kind = "the stand-in's kernel with the constant times 1 + size u (seed 0), the model's own weights dumped"
     lines = [f"lar-prec compare, naive clean against default faulty ({kind}), cases {','.join(names)}, "
              f"{time.monotonic() - t0:.0f} s:", ""]
     table = Table("case", "fault constant", "size", "exit", "first root", "reads the constant", "roots",
