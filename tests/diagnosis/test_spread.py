@@ -130,6 +130,8 @@ def test_right_weights_wrong_kernel_is_a_root_by_its_distribution(manifest, tmp_
     root = d["roots"][0]
     assert root["name"] == "blocks.1.attn.proj.MatrixMul" and root["tests"] == ["channel_mean"], root
     assert "a channel's mean" in root["note"], root["note"]
+    assert "root: blocks.1.attn.proj.MatrixMul (MatrixMul, var " in d["verdict"] and \
+        "failed: channel mean)" in d["verdict"], d["verdict"]
     judged = [v for v in d["vars"] if v.get("spread")]
     assert judged and all(v["units_rms"] == v["spread"]["units_rms"] and v["spread"]["rms_limit"] > 0
                           for v in judged)
