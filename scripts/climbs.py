@@ -1,15 +1,18 @@
 #!/usr/bin/env python
 """How far one argument travels: a walk of the static call graph of ``lar_prec``.
 
-    .venv/bin/python scripts/climbs.py [MODULE:FUNCTION [PARAM]] [--trace]
+    .venv/bin/python scripts/climbs.py [MODULE:FUNCTION [PARAM]] [--trace] [--carriers | --all-records]
 
 Starts in FUNCTION (default ``lar_prec.cli.analysis:naive_vs_default_cmd``) with PARAM (default
 ``model``) and follows every call that passes the value on, into the callee's parameter it
 binds to, depth first. The value is the parameter itself, a name assigned from it (``p =
 Path(model)``, ``model_path, ... = prepare_analysis(model, ...)``: the first target of a call
 whose first argument is the value), a field ``model``/``model_path`` read from a record that
-carries it, or a record made from it (``Settings(model=...)``): passing such a record carries
-the value too. Each call into a lar_prec function with a body is one trip down and one climb
+carries it, or a record made from it (``Settings(model=...)``; with ``--carriers`` also a
+settings record a callee made from it and returned, ``prep = prepare(settings)``; with
+``--all-records`` any record returned so, the run's ``RunResult`` too): passing such a record
+carries the value too. Without either flag the walk is the one issue 56's numbers were
+measured with (the parameter's own trip: it ends where a callee turns it into a record it returns). Each call into a lar_prec function with a body is one trip down and one climb
 back up; a record's constructor without a body of its own is not walked. Prints the climbs
 (every return to a caller), those that cross a module, and the modules visited in order.
 """
@@ -25,6 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "lar_prec"
 WRAPPERS = {"Path", "str", "fspath", "abspath", "resolve_path"}
 FIELDS = {"model", "model_path"}
+#: the records made to carry what to run (lar_prec/run/settings.py), followed with --carriers
+#: when a callee returns one made from the value (``prep = prepare(settings)``); a result that
+#: names the model for the record (``RunResult.model_path``) is followed only with --all-records
+CARRIERS = {"Settings", "Prepared"}
+
+
+def _name(func: ast.expr) -> str:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
 @dataclass
@@ -35,11 +46,27 @@ class Module:
     classes: Dict[str, ast.ClassDef] = field(default_factory=dict)
     names: Dict[str, Tuple[str, str]] = field(default_factory=dict)  # local -> (module, name)
     modules: Dict[str, str] = field(default_factory=dict)  # local -> module
+    #: a top-level function's own imports (the CLI imports each command's workflow when it runs)
+    scopes: Dict[str, Tuple[Dict[str, Tuple[str, str]], Dict[str, str]]] = field(default_factory=dict)
 
 
 def _modname(p: Path) -> str:
     parts = p.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_from(node: ast.ImportFrom, pkg: str, mods: Dict[str, "Module"], names: Dict[str, Tuple[str, str]],
+                 modules: Dict[str, str]) -> None:
+    base = node.module or ""
+    if node.level:
+        up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+        base = ".".join(up + ([base] if base else []))
+    for a in node.names:
+        local = a.asname or a.name
+        if f"{base}.{a.name}" in mods:
+            modules[local] = f"{base}.{a.name}"
+        else:
+            names[local] = (base, a.name)
 
 
 def load() -> Dict[str, Module]:
@@ -51,18 +78,13 @@ def load() -> Dict[str, Module]:
         mods[m.name] = m
     for m in mods.values():
         pkg = m.name if (PKG / Path(*m.name.split(".")[1:]) / "__init__.py").exists() else m.name.rsplit(".", 1)[0]
+        inner = {id(n) for f in ast.walk(m.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 for n in ast.walk(f) if isinstance(n, ast.ImportFrom)}
         for node in ast.walk(m.tree):
             if isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                    base = ".".join(up + ([base] if base else []))
-                for a in node.names:
-                    local = a.asname or a.name
-                    if f"{base}.{a.name}" in mods:
-                        m.modules[local] = f"{base}.{a.name}"
-                    else:
-                        m.names[local] = (base, a.name)
+                if id(node) in inner:  # a function's own import: its scope only (Module.scopes)
+                    continue
+                _import_from(node, pkg, mods, m.names, m.modules)
             elif isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -77,18 +99,25 @@ def load() -> Dict[str, Module]:
         for node in m.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 m.funcs[node.name] = node
+                names: Dict[str, Tuple[str, str]] = {}
+                modules: Dict[str, str] = {}
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.ImportFrom):
+                        _import_from(sub, pkg, mods, names, modules)
+                m.scopes[node.name] = (names, modules)
             elif isinstance(node, ast.ClassDef):
                 m.classes[node.name] = node
     return mods
 
 
 class Walk:
-    def __init__(self, mods: Dict[str, Module], trace: bool) -> None:
-        self.mods, self.trace = mods, trace
+    def __init__(self, mods: Dict[str, Module], trace: bool, carriers: bool = False, all_records: bool = False) -> None:
+        self.mods, self.trace, self.carriers, self.all_records = mods, trace, carriers, all_records
         self.climbs = self.cross = 0
         self.visits: List[str] = []
         self.stack: List[Tuple[str, str]] = []
-        self.memo: Dict[tuple, bool] = {}
+        self.memo: Dict[tuple, str] = {}
+        self.scope: List[Tuple[Dict[str, Tuple[str, str]], Dict[str, str]]] = []  # the walked function's own imports
 
     # -- resolving a call to (module, function node, is a method)
     def _lookup(self, mod: str, name: str, depth: int = 0) -> Optional[Tuple[str, object]]:
@@ -105,15 +134,16 @@ class Walk:
 
     def resolve(self, mod: Module, func: ast.expr) -> Optional[Tuple[str, ast.FunctionDef, bool]]:
         found: Optional[Tuple[str, object]] = None
+        sn, sm = self.scope[-1] if self.scope else ({}, {})
         if isinstance(func, ast.Name):
-            found = self._lookup(mod.name, func.id)
+            found = self._lookup(*sn[func.id], depth=1) if func.id in sn else self._lookup(mod.name, func.id)
         elif isinstance(func, ast.Attribute):
             chain, node = [func.attr], func.value
             while isinstance(node, ast.Attribute):
                 chain.insert(0, node.attr)
                 node = node.value
-            if isinstance(node, ast.Name) and node.id in mod.modules:
-                target = mod.modules[node.id]
+            if isinstance(node, ast.Name) and (node.id in sm or node.id in mod.modules):
+                target = sm.get(node.id) or mod.modules[node.id]
                 found = self._lookup(target, chain[0])
                 if found is not None and len(chain) == 2 and isinstance(found[1], ast.ClassDef):
                     cls = found[1]
@@ -122,7 +152,7 @@ class Walk:
                 if len(chain) != 1:
                     return None
             elif isinstance(node, ast.Name) and len(chain) == 1:
-                found = self._lookup(mod.name, node.id)
+                found = self._lookup(*sn[node.id], depth=1) if node.id in sn else self._lookup(mod.name, node.id)
                 if found is not None and isinstance(found[1], ast.ClassDef):
                     meth = next((b for b in found[1].body if isinstance(b, ast.FunctionDef) and b.name == chain[0]), None)
                     return (found[0], meth, True) if meth is not None else None
@@ -176,26 +206,40 @@ class Walk:
                     continue
                 if r[1] is None:  # a record made from the value carries it
                     recs.add(first.id)
-                elif self.returns(r, bound):
-                    vals.add(first.id)
+                else:
+                    got = self.returns(r, bound)
+                    if got == "value":
+                        vals.add(first.id)
+                    elif got == "record":  # a record made from the value, returned
+                        recs.add(first.id)
             elif self.carries(v, vals, recs):
                 (recs if isinstance(v, ast.Name) and v.id in recs else vals).add(first.id)
 
-    def returns(self, r: Tuple[str, ast.FunctionDef, bool], bound: List[str]) -> bool:
-        """Does the function return the value it was given (alone or first of a tuple)?"""
+    def returns(self, r: Tuple[str, ast.FunctionDef, bool], bound: List[str]) -> str:
+        """Does the function return the value it was given (alone or first of a tuple):
+        ``"value"``, or a record made from it (a constructor without a body, given the value,
+        or a name holding one): ``"record"``; else ``""``."""
         where, fn, _ = r
         key = (where, fn.name, tuple(sorted(bound)))
         if key in self.memo:
             return self.memo[key]
-        self.memo[key] = False  # recursion: not until shown
+        self.memo[key] = ""  # recursion: not until shown
         vals: Set[str] = set(bound)
         recs: Set[str] = set()
-        self.track(self.mods[where], fn, vals, recs)
-        out = False
+        mod = self.mods[where]
+        self.scope.append(mod.scopes.get(fn.name, ({}, {})))
+        self.track(mod, fn, vals, recs)
+        self.scope.pop()
+        out = ""
         for node in ast.walk(fn):
             if isinstance(node, ast.Return) and node.value is not None:
                 e = node.value.elts[0] if isinstance(node.value, ast.Tuple) and node.value.elts else node.value
-                out = out or self.carries(e, vals, set())
+                if self.carries(e, vals, set()):
+                    out = "value"
+                elif not out and isinstance(e, ast.Call) and (self.all_records or self.carriers and _name(e.func) in CARRIERS):
+                    rr = self.resolve(mod, e.func)
+                    if rr is not None and rr[1] is None and self.bind(rr, e, vals, recs):
+                        out = "record"
         self.memo[key] = out
         return out
 
@@ -217,9 +261,11 @@ class Walk:
         mod = self.mods[modname]
         self.visits.append(modname)
         self.stack.append((modname, fn.name))
+        self.scope.append(mod.scopes.get(fn.name, ({}, {})))
         self.track(mod, fn, vals, recs)
         for node in sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
             self.call(mod, node, vals, recs)
+        self.scope.pop()
         self.stack.pop()
 
     def call(self, mod: Module, node: ast.Call, vals: Set[str], recs: Set[str]) -> None:
@@ -243,13 +289,13 @@ class Walk:
 
 
 def main(argv: List[str]) -> int:
-    trace = "--trace" in argv
-    argv = [a for a in argv if a != "--trace"]
+    trace, carriers, all_records = "--trace" in argv, "--carriers" in argv, "--all-records" in argv
+    argv = [a for a in argv if a not in ("--trace", "--carriers", "--all-records")]
     start = argv[0] if argv else "lar_prec.cli.analysis:naive_vs_default_cmd"
     param = argv[1] if len(argv) > 1 else "model"
     modname, fname = start.split(":")
     mods = load()
-    w = Walk(mods, trace)
+    w = Walk(mods, trace, carriers, all_records)
     w.walk(modname, mods[modname].funcs[fname], {param}, set())
     order = [m for i, m in enumerate(w.visits) if i == 0 or w.visits[i - 1] != m]
     print(f"{start} {param}: {w.climbs} climbs back up ({w.cross} across modules)")

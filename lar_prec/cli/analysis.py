@@ -32,17 +32,18 @@ def naive_vs_default_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold:
     the root variables where the divergence starts. Exit code 0 no divergence, 1 divergence
     found, 2 usage or input error, 3 a load_and_run run failed.
     """
-    from lar_prec.workflows.naive_vs_default.naive_vs_default import naive_vs_default
+    from lar_prec.run.settings import Settings
+    from lar_prec.workflows.naive_vs_default.naive_vs_default import analyse
 
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "naive-vs-default") as progress:
-        analysis = naive_vs_default(model, inputs, out=out, threshold=threshold or "auto", lar=lar_path,
-                                    timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
-                                    text_dump=text_dump, jobs=jobs, seed=seed, progress=progress,
-                                    keep_going=keep_going, remote=spec, local=not no_local,
-                                    local_checks=local_checks)
+        settings = Settings(model=model, inputs=inputs, out=out, threshold=threshold or "auto", lar=lar_path,
+                            timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
+                            jobs=jobs, keep_going=keep_going, remote=spec, local=not no_local,
+                            local_checks=local_checks, progress=progress)
+        analysis = analyse(settings, text_dump=text_dump)
     finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
@@ -86,18 +87,19 @@ def shake_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | None
     only the vars that differ from run 1 (--keep-all keeps every dump).
     Exit code 0 no jitter, 1 jitter found, 2 usage or input error, 3 a run failed.
     """
-    from lar_prec.workflows.shake.shake import shake
+    from lar_prec.run.settings import Settings
+    from lar_prec.workflows.shake.shake import analyse
 
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "shake") as progress:
-        analysis = shake(model, inputs, repeat=repeat, config=config_name, jobs=jobs, out=out,
-                         threshold=0.0 if threshold is None else threshold, explain=not no_explain,
-                         lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed,
-                         progress=progress, keep_going=keep_going, remote=spec, local=not no_local,
-                         local_checks=local_checks, keep_all=keep_all, threads=threads,
-                         batch_positions=batch_positions, observer=observer)
+        settings = Settings(model=model, inputs=inputs, out=out, threshold=0.0 if threshold is None else threshold,
+                            lar=lar_path, timeout=timeout, extra_flags=pass_through_flags(lar_args, lar_flags),
+                            seed=seed, jobs=jobs, keep_going=keep_going, remote=spec, local=not no_local,
+                            local_checks=local_checks, progress=progress)
+        analysis = analyse(settings, repeat=repeat, config=config_name, explain=not no_explain, keep_all=keep_all,
+                           threads=threads, batch_positions=batch_positions, observer=observer)
     finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
@@ -134,7 +136,8 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     differ pair vars by name. Exit code 0 every target agrees, 1 one diverges, 2 usage or
     input error, 3 a run or a device failed.
     """
-    from lar_prec.workflows.devices.devices import devices, parse_targets
+    from lar_prec.run.settings import Settings
+    from lar_prec.workflows.devices.devices import analyse, parse_targets
 
     if local_checks:  # --no-local is accepted (nothing to turn off): devices measures no local error
         raise UsageError("devices does not measure local error; --local-checks applies to naive-vs-default, "
@@ -143,11 +146,12 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
     targets = parse_targets(remotes, local=local, lar=lar_path, remote_dir=remote_dir, keep_remote=keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None), analysis_dir=out)
     with ProgressBars(not quiet, "devices") as progress:
-        analysis = devices(model, inputs, targets, reference=reference, config=config_name, out=out,
-                           # without --remote, --lar can only name this machine's binary (a missing one is
-                           # exit 2); with --remote it is the devices' path, and --local runs the usual lookup
-                           threshold=threshold or "auto", lar=lar_path if not remotes else None, timeout=timeout,
-                           extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, progress=progress)
+        # without --remote, --lar can only name this machine's binary (a missing one is exit 2); with
+        # --remote it is the devices' path, and --local runs the usual lookup
+        settings = Settings(model=model, inputs=inputs, out=out, threshold=threshold or "auto",
+                            lar=lar_path if not remotes else None, timeout=timeout,
+                            extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, progress=progress)
+        analysis = analyse(settings, targets, reference=reference, config=config_name)
     finish_analysis(analysis, json_out, html_out, quiet, store)
 
 
@@ -195,15 +199,17 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     diverges, 1 an option diverges, crashes or hangs, 2 usage or input error, 3 the
     reference run failed.
     """
+    from lar_prec.run.settings import Settings
     from lar_prec.workflows.sweep.options import parse_options
-    from lar_prec.workflows.sweep.sweep import sweep
+    from lar_prec.workflows.sweep.sweep import analyse
 
     parse_options(options)  # a bad name fails before anything runs
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
     with ProgressBars(not quiet, "sweep") as progress:
-        analysis = sweep(model, inputs, options=options, out=out, lar=lar_path, timeout=timeout,
-                         extra_flags=pass_through_flags(lar_args, lar_flags), jobs=jobs, seed=seed, progress=progress,
-                         remote=spec, local=not no_local)
+        settings = Settings(model=model, inputs=inputs, out=out, lar=lar_path, timeout=timeout,
+                            extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, jobs=jobs, remote=spec,
+                            local=not no_local, progress=progress)
+        analysis = analyse(settings, options=options)
     finish_analysis(analysis, json_out, html_out, quiet, store)

@@ -56,7 +56,8 @@ from lar_prec.dumps.binary import BinaryDump
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.compare.pairing import Pairing, pair_folders
 from lar_prec.compare.recheck import Recheck, by_shapes, rechecker
-from lar_prec.compare.growth import grow, grow_columns, kind_code, with_growth
+from lar_prec.compare.fused import through_unpaired
+from lar_prec.compare.growth import Through, grow, grow_columns, kind_code, with_growth
 from lar_prec.compare.indices import INDEX_TYPES, judge_indices
 from lar_prec.compare.sources import SOURCE_TYPES, judge_sources
 from lar_prec.compare.threshold import (
@@ -252,7 +253,8 @@ def compare_folders(
             sources += judge_sources(diffs)  # type: ignore[arg-type]
     else:
         thr = _judge_auto(diffs, fa, fb, notes, sources if paired.mode == "id" else None,  # type: ignore[arg-type]
-                          rechecker(fa, fb, dict(paired.pairs)))
+                          rechecker(fa, fb, dict(paired.pairs)),
+                          through=through_unpaired(diffs, fa) if paired.mode == "name" else None)  # type: ignore[arg-type]
     judge_indices(diffs, fa, fb, dict(paired.pairs) if paired.mode == "name" else None)  # type: ignore[arg-type]
     try:
         judged = _recount(fa.path, fb.path, diffs, st, extents=kept, jobs=n_workers, strategy=strategy,  # type: ignore[arg-type]
@@ -266,7 +268,8 @@ def compare_folders(
 def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: List[str],
                 sources: Optional[List[int]], recheck: Recheck,
                 rows: Optional[List[Tuple[Any, ...]]] = None, todo: Optional[List[int]] = None,
-                source_at: Optional[Sequence[int]] = None) -> Threshold:
+                source_at: Optional[Sequence[int]] = None,
+                through: Optional[Dict[int, Through]] = None) -> Threshold:
     """Judge ``diffs`` in place by the auto rule: the band chosen from the data, constants and
     inputs exactly (``sources`` given: one graph on both sides; the ids of those that differ
     go there), then each var against what its inputs explain (:mod:`~lar_prec.compare.growth`;
@@ -275,9 +278,11 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
     :data:`~lar_prec.compare.threshold.COLUMN_FIELDS`, in order, where the batch reader kept them.
     ``todo``: given, filled with the positions :func:`_recount` is left to look at (the others'
     counts made here from what the batch reader kept, :func:`count_from_band`). ``source_at``: the
-    positions of the constants and inputs, where the caller has them (else looked for)."""
+    positions of the constants and inputs, where the caller has them (else looked for).
+    ``through``: vars paired by name judged through the operators the other side fused away
+    (:mod:`~lar_prec.compare.fused`; record by record)."""
     # a few vars: record by record; more, by columns in the C kernel
-    cols = VarColumns.of(diffs, rows, kind_code) if len(diffs) > RECORDS_MAX else None
+    cols = VarColumns.of(diffs, rows, kind_code) if len(diffs) > RECORDS_MAX and not through else None
     if cols is None:  # few vars, a var id repeats or no kernel: record by record (no columns to try again)
         thr = choose_threshold(diffs)
         for d in diffs:
@@ -285,7 +290,7 @@ def _judge_auto(diffs: List[VarDiff], fa: DumpFolder, fb: DumpFolder, notes: Lis
         if sources is not None:
             sources += judge_sources(diffs)  # type: ignore[arg-type]
         grown, growth = grow(diffs, thr, profiled=_profiled(fa) or _profiled(fb), recheck=recheck, in_place=True,
-                             records=True)
+                             records=True, through=through)
         stepped, one_step = _one_step(grown)
         if todo is not None:
             todo.extend(range(len(diffs)))

@@ -110,14 +110,28 @@ class Growth:
     rechecked: Mapping[int, Recomputed] = field(default_factory=dict)
 
 
-def _kind_of(opr_type: str) -> str:
+@dataclass(frozen=True)
+class Through:
+    """A compared var judged through unpaired operators (one side fused them away,
+    :mod:`lar_prec.compare.fused`): its nearest compared ancestors, and the rounding those
+    operators add in units of eps times its magnitude (``sqrt(K)`` per sum of K terms)."""
+
+    inputs: Tuple[int, ...]
+    units: float
+    reducing: bool
+    #: one of them is a 3x3 convolution (Winograd's allowance where a side profiled)
+    winograd: bool = False
+
+
+def kind_of(opr_type: str) -> str:
+    """``move``, ``reducing`` or ``elementwise``: the edge rule's kind of an operator type."""
     if opr_type in DATA_MOVEMENT:
         return "move"
     return "reducing" if opr_type in REDUCING else "elementwise"
 
 
 def _kind(d: VarDiff) -> str:
-    return _kind_of(d.opr_type)
+    return kind_of(d.opr_type)
 
 
 #: a var the rule names is recomputed from each side's inputs only up to this many times what its
@@ -146,17 +160,18 @@ def _median(values: List[float]) -> float:
 
 
 def _winograd_shaped(d: VarDiff, ins: Sequence[VarDiff]) -> bool:
-    return _winograd_shapes(d.opr_type, d.shape, [u.shape for u in ins])
+    return winograd_shapes(d.opr_type, d.shape, [u.shape for u in ins])
 
 
-def _winograd_shapes(opr_type: str, out: Sequence[int], ins: Sequence[Sequence[int]]) -> bool:
+def winograd_shapes(opr_type: str, out: Sequence[int], ins: Sequence[Sequence[int]]) -> bool:
     """A 3x3 convolution (``ins``: its inputs' shapes), which Winograd may have run."""
     return opr_type.startswith(("Convolution", "ConvBias")) and len(ins) > 1 and tuple(ins[1][-2:]) == (3, 3)
 
 
 def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
          recheck: Optional[Recheck] = None,
-         in_place: bool = False, records: bool = False) -> Tuple[List[VarDiff], Optional[Growth]]:
+         in_place: bool = False, records: bool = False,
+         through: Optional[Mapping[int, Through]] = None) -> Tuple[List[VarDiff], Optional[Growth]]:
     """``diffs`` (judged by the auto band ``thr``) re-judged by the edge rule: statuses and
     per-var thresholds of float vars, and which of them make error. Other dtypes, structural
     statuses and NaN/Inf are left as they are. None when no float var has a compared input.
@@ -165,17 +180,19 @@ def grow(diffs: Sequence[VarDiff], thr: Threshold, *, profiled: bool = False,
     a var the rule names whose recomputation says it made nothing is not a root.
     ``in_place``: the records are the caller's own, not yet shared: changed, not copied.
     ``records``: record by record, not by columns (the same decisions; where the caller knows
-    the columns are not made: few vars, a var id repeating, no C kernel)."""
-    got = None if records else _grow_arrays(diffs, thr, profiled, recheck, in_place)
-    return got if got is not None else _grow_records(diffs, thr, profiled, recheck, in_place)
+    the columns are not made: few vars, a var id repeating, no C kernel).
+    ``through``: vars judged through the unpaired operators before them (by record)."""
+    got = None if records or through else _grow_arrays(diffs, thr, profiled, recheck, in_place)
+    return got if got is not None else _grow_records(diffs, thr, profiled, recheck, in_place, through or {})
 
 
 def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
                   recheck: Optional[Recheck],
-                  in_place: bool) -> Tuple[List[VarDiff], Optional[Growth]]:
+                  in_place: bool, through: Optional[Mapping[int, Through]] = None) -> Tuple[List[VarDiff], Optional[Growth]]:
     """:func:`grow` record by record: where var ids repeat, and the reference the array form
     is tested against."""
     by_id = {d.id: d for d in diffs}
+    through = through or {}
     err: Dict[int, float] = {}
     isfinite = math.isfinite
     for d in diffs:
@@ -198,7 +215,8 @@ def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
         magnitude = max(1.0, float(d.scale or 0.0))
         # float16 and bfloat16 values are not small: their rounding follows their magnitude
         mag = 1.0 if d.dtype == "Float32" else magnitude
-        ins = [by_id[u] for u in d.inputs if u in by_id and u != d.id]
+        t = through.get(d.id)
+        ins = [by_id[u] for u in (t.inputs if t else d.inputs) if u in by_id and u != d.id]
         if not ins:
             continue
         e_in, unmeasured = 0.0, False
@@ -220,7 +238,7 @@ def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
             if profiled and _winograd_shaped(d, ins):
                 # Winograd's error follows the magnitude it transforms (not capped at 1)
                 winograd[d.id] = magnitude
-            else:
+            elif t is None:
                 # what it adds beyond carrying its inputs' error (error carried from upstream, a
                 # fault's included, must not widen every floor below it)
                 ratio_red.append(max(0.0, err[d.id] - e_in) / units[d.id])
@@ -230,6 +248,12 @@ def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
             units[d.id] = 0.5 * eps * mag  # a conversion to a coarser dtype rounds once
         else:
             units[d.id] = 0.0
+        if t is not None:  # what the unpaired operators before it add is its own, not carried
+            units[d.id] += t.units * eps * mag
+            kinds[d.id] = "reducing" if t.reducing else kind
+            if profiled and t.winograd:
+                winograd[d.id] = magnitude
+            continue  # nor does it calibrate the rule for single operators
         if e_in >= 4.0 * eps and kind != "move":
             (gain_red if kind == "reducing" else gain_elem).append(err[d.id] / e_in)
     if not units:
@@ -266,7 +290,7 @@ def _grow_records(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
         band_t = b * sf if thr.scaled and d.scale is not None else b  # thr.for_var
         if d.id in made:
             t = explained[d.id] * sf
-        elif not divergent.isdisjoint(d.inputs):
+        elif not divergent.isdisjoint(through[d.id].inputs if d.id in through else d.inputs):
             t = band_t  # error carried from a root: seen where it is above the band
         else:
             t = max(band_t, explained[d.id] * sf)  # rounding carried along edges
@@ -338,7 +362,7 @@ _CONSTS = (*(EPS[n] for n in VarColumns.FLOATS), *(FLOOR_EPS[n] for n in VarColu
 
 def kind_code(opr_type: str) -> int:
     """The edge rule's kind of an operator type as :class:`VarColumns` codes it."""
-    return _KIND_CODE[_kind_of(opr_type)]
+    return _KIND_CODE[kind_of(opr_type)]
 
 
 def _grow_arrays(diffs: Sequence[VarDiff], thr: Threshold, profiled: bool,
@@ -379,9 +403,9 @@ def grow_columns(diffs: Sequence[VarDiff], cols: VarColumns, status: List[str], 
             try:
                 got = memo.get(key)
             except TypeError:  # a shape given as a list (a record made by hand): not remembered
-                got = (reduction_length(*key), _winograd_shapes(*key))
+                got = (reduction_length(*key), winograd_shapes(*key))
             if got is None:
-                got = memo[key] = (reduction_length(*key), _winograd_shapes(*key))
+                got = memo[key] = (reduction_length(*key), winograd_shapes(*key))
             k_red.append(got[0])
             wino_red.append(got[1])
         return k_red, wino_red

@@ -34,7 +34,7 @@ from lar_prec.run.env import remote_environment
 from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.proc import signal_name, tail
 from lar_prec.run.record import write_run_json
-from lar_prec.run.steps import conclude, new_record, record_interrupt, refuse
+from lar_prec.run.steps import conclude, record_interrupt, refuse
 
 if TYPE_CHECKING:
     from lar_prec.remote import session as remote_session, transport
@@ -158,14 +158,18 @@ class RemoteSessions:
         self.close()
 
 
-def run_once_remote(model: Path, inputs: Any, cfg: Any, run_dir: Path, label: str, sessions: RemoteSessions, *,
-                    text_dump: bool, timeout: Optional[float], extra_flags: Sequence[str],
-                    on_started: Optional[Callable[[], None]]) -> Any:
-    """One run on the device into ``run_dir`` (see the module doc); returns the RunResult
-    of a good run, raises like :func:`lar_prec.runner.run_once` otherwise."""
+def remote_load_and_run(sessions: RemoteSessions) -> LoadAndRun:
+    """The device's load_and_run as a run's record names it."""
+    return LoadAndRun(sessions.spec.lar, (sessions.spec.lar,), "remote", "--lar")
+
+
+def run_once_remote(rec: Any, model: Path, inputs: Any, cfg: Any, sessions: RemoteSessions, *,
+                    text_dump: bool, extra_flags: Sequence[str], on_started: Optional[Callable[[], None]]) -> Any:
+    """The run of ``rec`` (:func:`lar_prec.run.steps.new_record`, not started) on the device,
+    into its folder (see the module doc); returns the RunResult of a good run, raises like
+    :func:`lar_prec.runner.run_once` otherwise."""
     base_vars = [k for k, _ in CONFIGS[cfg.name].env] if cfg.name in CONFIGS else []
-    lar = LoadAndRun(sessions.spec.lar, (sessions.spec.lar,), "remote", "--lar")
-    rec = new_record(run_dir, label, cfg, lar, model, inputs, text_dump, timeout)
+    run_dir, label, timeout, lar = rec.dir, rec.label, rec.timeout, remote_load_and_run(sessions)
     rec = replace(rec, remote={"transport": transport.parse_target(sessions.spec.target).kind, "target": sessions.spec.target})
     s = None
     try:
@@ -220,5 +224,5 @@ def open_sessions(spec: Optional[RemoteSpec], model: Path, inputs: Any) -> Optio
     return None if spec is None else RemoteSessions(spec, device_files(model, inputs))
 
 
-__all__ = ["DEFAULT_REMOTE_LAR", "RemoteSpec", "RemoteSessions", "remote_spec", "run_once_remote", "open_sessions",
+__all__ = ["DEFAULT_REMOTE_LAR", "RemoteSpec", "RemoteSessions", "remote_spec", "remote_load_and_run", "run_once_remote", "open_sessions",
            "device_files"]

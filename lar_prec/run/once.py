@@ -30,7 +30,7 @@ from lar_prec.inputspec import check_file
 from lar_prec.records import PathLike
 from lar_prec.run.argv import check_extra_flags
 from lar_prec.run.config import LoadAndRun, RunConfig, check_timeout, get_config, resolve_load_and_run
-from lar_prec.run.device import RemoteSessions, RemoteSpec, open_sessions, run_once_remote
+from lar_prec.run.device import RemoteSessions, RemoteSpec, open_sessions, remote_load_and_run, run_once_remote
 from lar_prec.run.dirs import new_analysis_dir, new_run_dir
 from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.process import execute, preflight
@@ -54,8 +54,12 @@ def run_once(
     on_started: Optional[Callable[[], None]] = None,
     remote: "RemoteSessions | None" = None,
     outputs_only: bool = False,
+    model_mode: Optional[str] = None,
 ) -> RunResult:
     """Run load_and_run once in a fresh process, in a new folder under ``out_dir``.
+
+    ``model_mode``: the model's mode when the caller read it already (a prepared analysis,
+    :class:`lar_prec.run.settings.Prepared`); else it is read from the model's first bytes.
 
     ``outputs_only``: no ``--bin-io-dump``; the network outputs alone are dumped with
     ``--bin-out-dump`` into ``<run folder>/outputs`` (a run nothing observes but that: shake's
@@ -86,15 +90,17 @@ def run_once(
         if outputs_only:
             raise UsageError("a run that dumps its outputs only (--bin-out-dump) runs on this machine, not on a device")
         check_extra_flags(extra_flags)
-        run_dir = new_run_dir(resolve_path(out_dir), label, what="analysis folder")
-        rec = run_once_remote(Path(model), inputs, cfg, run_dir, label, remote, text_dump=text_dump,
-                              timeout=timeout, extra_flags=extra_flags, on_started=on_started)
+        lar_obj = remote_load_and_run(remote)
+    else:
+        lar_obj = resolve_load_and_run(lar)
+    run_dir = new_run_dir(resolve_path(out_dir), label, what="analysis folder")
+    rec = new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout, outputs_only, model_mode)
+    if remote is not None:
+        rec = run_once_remote(rec, Path(model), inputs, cfg, remote, text_dump=text_dump, extra_flags=extra_flags,
+                              on_started=on_started)
         if interrupted():
             raise KeyboardInterrupt
         return rec
-    lar_obj = resolve_load_and_run(lar)
-    run_dir = new_run_dir(resolve_path(out_dir), label, what="analysis folder")
-    rec = new_record(run_dir, label, cfg, lar_obj, model, inputs, text_dump, timeout, outputs_only)
     input_arg = inputs.input_arg if isinstance(inputs, PreparedInputs) else (inputs or "")
     rec = preflight(rec, lar_obj, cfg, model, input_arg, extra_flags)
     rec, ended = execute(rec, lar_obj, on_started)

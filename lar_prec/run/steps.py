@@ -38,9 +38,10 @@ def resolve_path(path: PathLike) -> Path:
 
 def new_record(run_dir: Path, label: str, cfg: RunConfig, lar: LoadAndRun, model: PathLike,
                 inputs: "PreparedInputs | str | None", text_dump: bool, timeout: Optional[float],
-                outputs_only: bool = False) -> RunResult:
+                outputs_only: bool = False, mode: Optional[str] = None) -> RunResult:
     """Step 1: the record of a run that has not started (``outputs_only``: it dumps the
-    network outputs alone, ``--bin-out-dump``, and no var with ``--bin-io-dump``)."""
+    network outputs alone, ``--bin-out-dump``, and no var with ``--bin-io-dump``; ``mode``:
+    the model's mode when the caller read it already)."""
     return RunResult(
         label=label, config=cfg.name, dir=run_dir,
         dump_dir=None if text_dump or outputs_only else run_dir / "dump",
@@ -52,7 +53,7 @@ def new_record(run_dir: Path, label: str, cfg: RunConfig, lar: LoadAndRun, model
                       "argv_prefix": list(lar.argv_prefix), "version": None},
         # an external binary's MegEngine is what its run says (conclude), never the host's wheel
         megengine_version=megengine_version() if lar.is_bundled else None,
-        versions_from="wheel" if lar.is_bundled else None, model_mode=model_mode(model),
+        versions_from="wheel" if lar.is_bundled else None, model_mode=model_mode(model) if mode is None else mode,
         model_path=str(resolve_path(model)),
         inputs=tuple(inputs.to_json()) if isinstance(inputs, PreparedInputs) else (),
         started=now_iso(), timeout=timeout,

@@ -13,6 +13,7 @@ again after a ``kill -9``, ends what its predecessor left running.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 import json
 import os
 import pickle
@@ -31,14 +32,15 @@ from lar_prec.errors import AnalysisInterrupted, LarPrecError, RunError, RunTime
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.remote.transport import RemoteError
 from lar_prec.run.device import RemoteSpec
+from lar_prec.run.settings import Settings
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.store.summary import Summary, summarize
 from lar_prec.workflows.precision.mixed import mixed_analysis
-from lar_prec.workflows.naive_vs_default.naive_vs_default import naive_vs_default
+from lar_prec.workflows.naive_vs_default import naive_vs_default
 from lar_prec.workflows.precision.quant import quant_analysis
-from lar_prec.workflows.shake.shake import shake
+from lar_prec.workflows.shake import shake
 from lar_prec.workflows.sweep.options import OPTIONS
-from lar_prec.workflows.sweep.sweep import sweep
+from lar_prec.workflows.sweep import sweep
 from lar_prec.zoo.procs import WORKER_TAG, kill_tagged
 from lar_prec.zoo.rerun import rerun_wrong
 from lar_prec.zoo.tasks import Task
@@ -104,18 +106,17 @@ def _call(task: Task, parent: Path) -> Tuple[Any, Any, int]:
         data = res.to_json()
         return res, data, 1 if data["keep_in_float"] else 0
     flags = option_flags + task.flags
-    remote = _remote(task)
+    settings = Settings(model=task.model_path, inputs=list(task.inputs), out=parent, lar=lar, timeout=task.timeout,
+                        seed=task.seed, remote=_remote(task), local=task.local)
     if task.command == "naive-vs-default":
-        a = naive_vs_default(task.model_path, list(task.inputs), threshold=task.param("threshold", "auto"),
-                             extra_flags=flags, remote=remote, local=task.local, **common)
+        a = naive_vs_default.analyse(replace(settings, threshold=task.param("threshold", "auto"), extra_flags=flags))
     elif task.command == "shake":
         config = next((_SHAKE_CONFIGS[f] for f in task.flags if f in _SHAKE_CONFIGS), "default")
-        a = shake(task.model_path, list(task.inputs), repeat=task.param("repeat", 3), config=config,
-                  threshold=task.param("threshold", 0.0), extra_flags=tuple(f for f in flags if f not in _SHAKE_CONFIGS),
-                  remote=remote, local=task.local, **common)
+        a = shake.analyse(replace(settings, threshold=task.param("threshold", 0.0),
+                                  extra_flags=tuple(f for f in flags if f not in _SHAKE_CONFIGS)),
+                          repeat=task.param("repeat", 3), config=config)
     else:
-        a = sweep(task.model_path, list(task.inputs), options=list(task.options) or None, extra_flags=task.flags,
-                  remote=remote, local=task.local, **common)
+        a = sweep.analyse(replace(settings, extra_flags=task.flags), options=list(task.options) or None)
     return a, a.report, a.exit_code
 
 

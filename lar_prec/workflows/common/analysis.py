@@ -15,7 +15,7 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from lar_prec._lazy import LazyModule
 from lar_prec.errors import AnalysisInterrupted, LarPrecError
@@ -24,7 +24,8 @@ from lar_prec.run.once import run_once
 from lar_prec.run.inputs import PreparedInputs, plan_inputs, write_inputs
 from lar_prec.run.record import RunResult
 from lar_prec.run.argv import check_extra_flags
-from lar_prec.run.probe import check_flags, check_input_dtypes
+from lar_prec.run.probe import check_flags, check_input_dtypes, model_mode
+from lar_prec.run.settings import Prepared, Settings
 from lar_prec.inputspec import check_file
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.run.dirs import new_analysis_dir
@@ -153,13 +154,12 @@ def ran(rec: RunResult) -> str:
     return f"{rec.label} ({rec.config}) {rec.status} in {rec.seconds:.1f} s"
 
 
-def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adir: Path, *,
-              lar: Optional[LoadAndRun], timeout: Optional[float], extra_flags: Sequence[str], jobs: int,
-              progress: Optional[StageProgress], keep_going: bool = False,
-              remote: "Optional[RemoteSessions]" = None,
-              after: Optional[Callable[[RunResult], None]] = None,
-              env: Optional[Mapping[str, Optional[str]]] = None) -> List[RunResult]:
-    """Run every planned configuration, up to ``jobs`` at once, each in a fresh process.
+def run_plan(prep: Prepared, plan: Sequence[Planned], *, extra_flags: Sequence[str] = (),
+             sessions: "Optional[RemoteSessions]" = None, jobs: Optional[int] = None,
+             after: Optional[Callable[[RunResult], None]] = None) -> List[RunResult]:
+    """Run every planned configuration of a prepared analysis, up to ``jobs`` (default: the
+    settings') at once, each in a fresh process, with the settings' load_and_run, timeout,
+    environment and ``keep_going``; ``extra_flags`` go before each planned run's own flags.
 
     ``after(result)`` is called in the worker thread as soon as a run ends well (shake hashes
     and prunes each dump there, so finished dumps do not pile up on disk).
@@ -167,12 +167,13 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
     After the first failure no further run starts (runs already under way end, so every
     run.json is final) and the failure is raised; with ``keep_going`` every run is made and
     the first failure raised at the end. Ctrl-C kills every run under way and raises
-    AnalysisInterrupted naming the folder. With ``remote`` the runs go to that device.
-    ``env``: environment changes of every run (a value None removes the variable).
+    AnalysisInterrupted naming the folder. With ``sessions`` the runs go to that device.
     """
+    s, adir = prep.settings, prep.dir
+    keep_going = s.keep_going
     results: List[Optional[RunResult]] = [None] * len(plan)
     failed = threading.Event()
-    steps = Steps(progress, "runs", len(plan))
+    steps = Steps(s.progress, "runs", len(plan))
 
     def one(i: int) -> Optional[RunResult]:
         # checked by the worker itself: a queued run must not slip in while the main thread
@@ -182,10 +183,11 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
         p = plan[i]
         steps.start(p.label)
         try:
-            rec = run_once(model, p.inputs if p.inputs is not None else prepared, p.config, adir, lar=lar,
-                           text_dump=p.text_dump, timeout=timeout, extra_flags=tuple(extra_flags) + p.extra_flags,
-                           label=p.label, on_started=prefetch_analysis_modules, remote=remote, extra_env=env,
-                           **({"outputs_only": True} if p.outputs_only else {}))
+            rec = run_once(prep.model, p.inputs if p.inputs is not None else prep.inputs, p.config, adir,
+                           lar=prep.lar, text_dump=p.text_dump, timeout=s.timeout,
+                           extra_flags=tuple(extra_flags) + p.extra_flags, label=p.label,
+                           on_started=prefetch_analysis_modules, remote=sessions, extra_env=s.env,
+                           outputs_only=p.outputs_only, model_mode=prep.mode)
             if after is not None:
                 after(rec)
             return rec
@@ -198,7 +200,7 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
     first_error: Optional[BaseException] = None
     # One path for any ``jobs``: runs go to worker threads so the main thread stays free to
     # take Ctrl-C and kill every run under way (their sessions do not get the terminal's SIGINT).
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lar-prec-run")
+    pool = ThreadPoolExecutor(max_workers=max(1, s.jobs if jobs is None else jobs), thread_name_prefix="lar-prec-run")
     futures: Dict[Future, int] = {}
     try:
         futures = {pool.submit(one, i): i for i in range(len(plan))}
@@ -221,8 +223,8 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
         for fut in futures:
             fut.cancel()
         interrupt_active_runs()
-        if remote is not None:
-            remote.interrupt()  # interrupt_active_runs does not know the device's runs
+        if sessions is not None:
+            sessions.interrupt()  # interrupt_active_runs does not know the device's runs
         pool.shutdown(wait=True)
         reset_interrupt()
         raise AnalysisInterrupted(
@@ -234,25 +236,35 @@ def run_plan(model: Path, prepared: PreparedInputs, plan: Sequence[Planned], adi
     return [r for r in results if r is not None]
 
 
+def prepare(settings: Settings, command: str) -> Prepared:
+    """Check everything the user gave, then claim the analysis folder and write the inputs:
+    a usage error leaves no folder behind. The model is read here once (checked, its mode,
+    its inputs' dtypes when random data needs them); the runs read :class:`Prepared`. No
+    local load_and_run is chosen for a remote analysis."""
+    s = settings
+    model_path = check_file(s.model, "model file")
+    check_timeout(s.timeout)
+    check_extra_flags(s.extra_flags)
+    lar_obj = resolve_load_and_run(s.lar) if s.remote is None else None
+    if lar_obj is not None:
+        check_flags(lar_obj, s.extra_flags, "extra load_and_run flag", s.timeout)
+    planned = plan_inputs(s.inputs, model_path, seed=s.seed, lar=lar_obj)
+    if lar_obj is None or not lar_obj.is_bundled:
+        who = f"load_and_run {lar_obj.describe()}" if lar_obj is not None else "the device's load_and_run"
+        check_input_dtypes([(p.name, p.dtype, p.source) for p in planned], who)
+    adir = new_analysis_dir(s.out, command).resolve()
+    prepared = write_inputs(planned, adir / "inputs")
+    return Prepared(s, model_path, model_mode(model_path), adir, prepared, lar_obj)
+
+
 def prepare_analysis(model: PathLike, inputs: Union[str, Sequence[str]], out: Optional[PathLike], command: str,
              seed: int, lar: Union[LoadAndRun, str, None], timeout: Optional[float] = None,
              extra_flags: Sequence[str] = (), remote: "Optional[RemoteSpec]" = None,
              ) -> Tuple[Path, Path, PreparedInputs, Optional[LoadAndRun]]:
-    """Check everything the user gave, then claim the analysis folder and write the inputs:
-    a usage error leaves no folder behind. No local load_and_run is chosen for a remote analysis."""
-    model_path = check_file(model, "model file")
-    check_timeout(timeout)
-    check_extra_flags(extra_flags)
-    lar_obj = resolve_load_and_run(lar) if remote is None else None
-    if lar_obj is not None:
-        check_flags(lar_obj, extra_flags, "extra load_and_run flag", timeout)
-    planned = plan_inputs(inputs, model_path, seed=seed, lar=lar_obj)
-    if lar_obj is None or not lar_obj.is_bundled:
-        who = f"load_and_run {lar_obj.describe()}" if lar_obj is not None else "the device's load_and_run"
-        check_input_dtypes([(p.name, p.dtype, p.source) for p in planned], who)
-    adir = new_analysis_dir(out, command).resolve()
-    prepared = write_inputs(planned, adir / "inputs")
-    return model_path, adir, prepared, lar_obj
+    """:func:`prepare` for the workflows that still take keywords: (model, folder, inputs, load_and_run)."""
+    p = prepare(Settings(model=model, inputs=inputs, out=out, seed=seed, lar=lar, timeout=timeout,
+                         extra_flags=tuple(extra_flags), remote=remote), command)
+    return p.model, p.dir, p.inputs, p.lar
 
 
 def environment_extra(runs: Sequence[RunResult]) -> Tuple[Dict[str, object], List[str]]:

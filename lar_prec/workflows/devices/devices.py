@@ -31,6 +31,7 @@ from lar_prec.errors import AnalysisInterrupted, LarPrecError, UsageError
 from lar_prec.run.config import LoadAndRun
 from lar_prec.run.once import run_once
 from lar_prec.run.record import RunResult
+from lar_prec.run.settings import Settings
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 from lar_prec.run.device import RemoteSessions, RemoteSpec, device_files
 from lar_prec.run.device import DEFAULT_REMOTE_LAR
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 LOCAL = "local"
 from lar_prec.records import PathLike  # noqa: E402
-from lar_prec.workflows.common.analysis import (Analysis, StageProgress, Steps, dropped_note, environment_extra, prepare_analysis,
+from lar_prec.workflows.common.analysis import (Analysis, StageProgress, Steps, dropped_note, environment_extra, prepare,
                                        ran, reference_flags, write_reports)
 from lar_prec.compare.threshold import parse_threshold_spec
 
@@ -239,12 +240,25 @@ def devices(
         UsageError (exit 2), RunError/RemoteError (exit 3: the first failed run, after every
         target's runs ended), AnalysisInterrupted (130: every run stopped, local and remote).
     """
+    return analyse(Settings(model=model, inputs=inputs, out=out, threshold=threshold, lar=lar, timeout=timeout,
+                            extra_flags=tuple(extra_flags), seed=seed, html=html, progress=progress),
+                   targets, reference=reference, config=config)
+
+
+def analyse(settings: Settings, targets: Sequence[Target], *, reference: Optional[str] = None,
+            config: str = "default") -> Any:
+    """:func:`devices` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's way
+    in; its ``lar`` is this machine's load_and_run, its ``remote``, ``jobs`` and local error are
+    not read: the targets say where, one worker each)."""
+    st = settings  # (s is a session below)
+    threshold, timeout, extra_flags = st.threshold, st.timeout, st.extra_flags
 
     parse_threshold_spec(threshold)  # a bad value fails before anything runs
     get_config(config)
     targets = list(targets)
     ref = _reference(targets, reference)
-    model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "devices", seed, lar, timeout, extra_flags)
+    prep = prepare(st, "devices")
+    model_path, adir, prepared, lar_obj = prep.model, prep.dir, prep.inputs, prep.lar
     naive_flags, dropped = reference_flags(extra_flags)
     jobs: List[Tuple[Target, List[Tuple[str, str]]]] = []
     for t in targets + ([ref] if ref not in targets else []):
@@ -257,7 +271,7 @@ def devices(
     results: Dict[str, RunResult] = {}
     errors: List[BaseException] = []
     lock = threading.Lock()
-    steps = Steps(progress, "runs", sum(len(plan) for _, plan in jobs))
+    steps = Steps(st.progress, "runs", sum(len(plan) for _, plan in jobs))
 
     def work(t: Target, plan: List[Tuple[str, str]]) -> None:
         for cfg, label in plan:
@@ -266,7 +280,7 @@ def devices(
                 # the naive reference makes no algorithm choice (and refuses fast-run profiling)
                 flags = naive_flags if cfg == "naive" else tuple(extra_flags)
                 r = run_once(model_path, prepared, cfg, adir, lar=lar_obj, timeout=timeout, extra_flags=flags,
-                             label=label, remote=sessions.get(t.name))
+                             label=label, remote=sessions.get(t.name), model_mode=prep.mode)
             except LarPrecError as exc:
                 with lock:
                     errors.append(exc)
@@ -296,7 +310,7 @@ def devices(
             s.close()
     if errors:
         raise errors[0]
-    return _report(model_path, adir, prepared, targets, ref, config, results, threshold, html, dropped)
+    return _report(model_path, adir, prepared, targets, ref, config, results, threshold, st.html, dropped)
 
 
 def _report(model_path: Path, adir: Path, prepared: Any, targets: List[Target], ref: Target, config: str,

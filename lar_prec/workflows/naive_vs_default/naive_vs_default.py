@@ -25,9 +25,11 @@ from lar_prec.compare.threshold import Threshold, parse_threshold_spec
 from lar_prec.diagnosis.local_plan import EarlyBuild, off_reason, pin_flags
 from lar_prec.records import PathLike
 from lar_prec.run.config import LoadAndRun, get_config
-from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, compare_progress, cross_device, dropped_note,
-                                       environment_extra, measure_local, open_remote, prepare_analysis,
-                                       reference_flags, run_plan, write_reports)
+from lar_prec.run.device import open_sessions
+from lar_prec.run.settings import Settings
+from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, compare_progress, cross_device,
+                                                dropped_note, environment_extra, measure_local, prepare,
+                                                reference_flags, run_plan, write_reports)
 
 if TYPE_CHECKING:
     from lar_prec.diagnosis import local as local_error, tree as var_tree
@@ -60,8 +62,7 @@ def naive_vs_default(
 ) -> Analysis:
     """Run the naive reference and the default kernels, compare every variable, find roots.
 
-    (Over 80 lines for its argument list and their documentation; the body is the analysis in
-    its order: prepare, run, local error, compare, report.)
+    The keywords make one :class:`~lar_prec.run.settings.Settings` record; :func:`analyse` runs it.
 
     Args:
         model: the ``.mge`` model.
@@ -94,17 +95,27 @@ def naive_vs_default(
         RunError: a load_and_run run failed (exit 3); its folder and run.json stay on disk.
         AnalysisInterrupted: Ctrl-C (exit 130); run folders stay consistent on disk.
     """
-    spec = parse_threshold_spec(threshold)  # a bad value fails before anything runs
-    model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "naive-vs-default", seed, lar, timeout,
-                                                   extra_flags, remote)
+    return analyse(Settings(model=model, inputs=inputs, out=out, threshold=threshold, lar=lar, timeout=timeout,
+                            extra_flags=tuple(extra_flags), seed=seed, jobs=jobs, keep_going=keep_going,
+                            remote=remote, local=local, local_checks=local_checks, html=html, progress=progress),
+                   text_dump=text_dump)
 
-    off = off_reason(local=local)
+
+def analyse(settings: Settings, *, text_dump: bool = False) -> Analysis:
+    """:func:`naive_vs_default` from one :class:`~lar_prec.run.settings.Settings` record (the
+    CLI's way in): the analysis in its order: prepare, run, local error, compare, report."""
+    s = settings
+    spec = parse_threshold_spec(s.threshold)  # a bad value fails before anything runs
+    prep = prepare(s, "naive-vs-default")
+    adir, lar_obj, extra_flags, timeout = prep.dir, prep.lar, s.extra_flags, s.timeout
+
+    off = off_reason(local=s.local)
     naive_flags, dropped = reference_flags(extra_flags)
     # the layerwise build's child loads MegEngine and the model (most of its time) while the
     # runs run; it plans on the reference's dump as soon as the naive run ends, and its thread
     # writes the feeds from that dump, so the layerwise run starts when the default run ends
-    early = EarlyBuild(model_path, adir / "local" / "layerwise", timeout) if off is None else None
-    sessions = open_remote(remote, model_path, prepared)
+    early = EarlyBuild(prep.model, adir / "local" / "layerwise", timeout) if off is None else None
+    sessions = open_sessions(s.remote, prep.model, prep.inputs)
     try:
         pin = pin_flags(extra_flags, adir, sessions) if off is None else ()
         test_config = get_config("default").with_extra(tuple(extra_flags) + pin)
@@ -117,8 +128,7 @@ def naive_vs_default(
                 Planned("default", "default", extra_flags=tuple(extra_flags) + pin)]
         if text_dump:
             plan.append(Planned("default", "default-text", text_dump=True, extra_flags=tuple(extra_flags)))
-        runs = run_plan(model_path, prepared, plan, adir, lar=lar_obj, timeout=timeout, extra_flags=(),
-                        jobs=jobs, progress=progress, keep_going=keep_going, remote=sessions, after=ended)
+        runs = run_plan(prep, plan, sessions=sessions, after=ended)
     except BaseException:
         if early is not None:
             early.cancel()
@@ -148,15 +158,15 @@ def naive_vs_default(
     try:
         tree_job = pool.submit(tree)
         try:
-            la, off = measure_local(model_path, naive.dump_dir, default.dump_dir, test_config, adir, off,  # type: ignore[arg-type]
-                                    checks=local_checks, timeout=timeout, lar=lar_obj, remote=remote,
-                                    progress=progress, early=early, on_started=go.set)
+            la, off = measure_local(prep.model, naive.dump_dir, default.dump_dir, test_config, adir, off,  # type: ignore[arg-type]
+                                    checks=s.local_checks, timeout=timeout, lar=lar_obj, remote=s.remote,
+                                    progress=s.progress, early=early, on_started=go.set)
         finally:
             go.set()
         vtree = tree_job.result()
     finally:
         pool.shutdown(wait=False)  # Ctrl-C in measure_local: do not wait for the comparison
-    tell = compare_progress(progress)
+    tell = compare_progress(s.progress)
     if tell is not None and compared:  # said after local error's steps, in the order it always was
         tell(*compared[-1])
     env_extra, notes = environment_extra(runs)
@@ -166,21 +176,22 @@ def naive_vs_default(
     if lar_obj is not None and lar_obj.is_bundled:
         notes.append("runs used the bundled load_and_run (megenginelite, LITE mode); var ids of a real "
                      "load_and_run in MDL mode can differ")
-    report = report_model.from_tree(vtree, command="naive-vs-default", runs=runs, model=str(model_path), notes=notes,
-                       extra={"analysis_dir": str(adir), "inputs": prepared.to_json(), **env_extra},
-                       local=la, roots_by=spec.roots_by(la is not None), local_off=off)
+    report = report_model.from_tree(vtree, command="naive-vs-default", runs=runs, notes=notes,
+                                    extra={"analysis_dir": str(adir), "inputs": prep.inputs.to_json(), **env_extra},
+                                    local=la, roots_by=spec.roots_by(la is not None), local_off=off)
+    report = replace(report, model=str(prep.model))  # for titles: a field, not an argument of the verdict's helpers
     # the graph that ran: the rewritten model the default run recorded, when it is here
-    ran = Path(default.rewritten_models[-1][0]) if default.rewritten_models else model_path
-    ran = ran if ran.is_file() else model_path
+    ran = Path(default.rewritten_models[-1][0]) if default.rewritten_models else prep.model
+    ran = ran if ran.is_file() else prep.model
     report = verdicts.oracle_roots(report, ran, naive.dump_dir, default.dump_dir, la, local_error.layout_fmt(extra_flags),  # type: ignore[arg-type]
                           adir)
     report = verdicts.with_output_tolerance(report, extra_flags)
-    if remote is None:  # a NaN/Inf output: MegEngine's --range names where it starts, without dumping
+    if s.remote is None:  # a NaN/Inf output: MegEngine's --range names where it starts, without dumping
         report = verdicts.with_first_nonfinite(
-            report, lar_obj, model_path, prepared.input_arg,
+            report, lar_obj, prep.model, prep.inputs.input_arg,
             [(get_config("default"), tuple(extra_flags), Path(default.dump_dir)),  # type: ignore[arg-type]
              (get_config("naive"), naive_flags, Path(naive.dump_dir))], adir / "range", timeout)  # type: ignore[arg-type]
     if cross_device(dropped):  # said in the verdict itself: a device's arithmetic is not a kernel bug
         report = replace(report, verdict=f"{cross_device(dropped)}; {report.verdict or report_model.auto_verdict(report)}")
-    json_path, html_path = write_reports(report, adir, html)
+    json_path, html_path = write_reports(report, adir, s.html)
     return Analysis("naive-vs-default", adir, report, vtree, tuple(runs), json_path, html_path)

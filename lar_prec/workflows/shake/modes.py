@@ -239,13 +239,13 @@ def in_process_check(shk: Any, first: RunResult) -> Optional[VarValueCheck]:
     read of unwritten memory inside one process, told apart from what differs between
     processes. None for the bundled runner (megenginelite has no such plugin), a device, a
     short shake, or a check that could not run (its folder says why)."""
-    lar = shk.common.get("lar")
+    lar = shk.prep.lar
     if lar is None or lar.is_bundled or shk.remote or shk.mode != REPEAT_MODE or len(shk.plan) < LONG_SHAKE:
         return None
     cfg = get_config(shk.config)
     try:
         n = len(DumpFolder(first.dump_dir))
-        return check_var_values(lar, shk.model, shk.prepared.input_arg, n, shk.adir / "in-process-check",
-                                flags=shk.flags, env=cfg.env_dict(), timeout=float(shk.common.get("timeout") or 600))
+        return check_var_values(lar, shk.prep.model, shk.prep.inputs.input_arg, n, shk.prep.dir / "in-process-check",
+                                flags=shk.flags, env=cfg.env_dict(), timeout=float(shk.prep.settings.timeout or 600))
     except (LarPrecError, OSError):
         return None

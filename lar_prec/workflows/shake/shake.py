@@ -26,13 +26,13 @@ from lar_prec.records import PathLike, json_number
 from lar_prec.report.local import report_ids
 from lar_prec.report.model import from_tree
 from lar_prec.run.config import LoadAndRun, get_config
-from lar_prec.run.device import RemoteSpec
-from lar_prec.run.inputs import PreparedInputs
+from lar_prec.run.device import RemoteSessions, RemoteSpec, open_sessions
 from lar_prec.run.record import RunResult
+from lar_prec.run.settings import Prepared, Settings
 from lar_prec.workflows.shake import causes as jc
 from lar_prec.workflows.shake import algos as algos_mod, modes
-from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, environment_extra, open_remote,
-                                       prepare_analysis, run_plan, write_reports)
+from lar_prec.workflows.common.analysis import (Analysis, Planned, StageProgress, environment_extra, prepare,
+                                                run_plan, write_reports)
 from lar_prec.workflows.shake.jitter import compare_runs, merge_comparisons, shake_verdict
 from lar_prec.workflows.shake.modes import (BATCH_MODE, REPEAT_MODE, THREADS_MODE, ShakeRun, observer_check,
                                             parse_threads, plan_batch, plan_repeat, plan_threads, remove_tree,
@@ -101,6 +101,20 @@ def shake(
     Raises:
         As :func:`naive_vs_default`.
     """
+    return analyse(Settings(model=model, inputs=inputs, out=out, threshold=threshold, lar=lar, timeout=timeout,
+                            extra_flags=tuple(extra_flags), env=env, seed=seed, jobs=jobs, keep_going=keep_going,
+                            remote=remote, local=local, local_checks=local_checks, html=html, progress=progress),
+                   repeat=repeat, config=config, explain=explain, keep_all=keep_all, threads=threads,
+                   batch_positions=batch_positions, observer=observer)
+
+
+def analyse(settings: Settings, *, repeat: int = 3, config: str = "default", explain: bool = True,
+            keep_all: bool = False, threads: Union[str, Sequence[int], None] = None,
+            batch_positions: Optional[int] = None, observer: bool = False) -> Analysis:
+    """:func:`shake` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's way in)
+    and shake's own options."""
+    s = settings
+    extra_flags, remote = s.extra_flags, s.remote
     if config not in SHAKE_CONFIGS:
         raise UsageError(f"shake --config must be one of {', '.join(SHAKE_CONFIGS)}, got {config!r}")
     if threads is not None and batch_positions is not None:
@@ -115,25 +129,23 @@ def shake(
     if remote is not None and (mode == BATCH_MODE or observer):
         raise UsageError(("--batch-positions" if mode == BATCH_MODE else "--observer")
                          + " runs on this machine only, not over --remote")
-    spec = parse_threshold_spec(threshold)
-    model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "shake", seed, lar, timeout,
-                                                           extra_flags, remote)
+    spec = parse_threshold_spec(s.threshold)
+    prep = prepare(s, "shake")
+    adir, prepared = prep.dir, prep.inputs
     notes: List[str] = []
     if mode == REPEAT_MODE:
         plan = plan_repeat(config, repeat)
     elif mode == THREADS_MODE:
         plan = plan_threads(config, counts)
     else:
-        plan, more = plan_batch(config, int(batch_positions or 0), prepared, adir, seed)
+        plan, more = plan_batch(config, int(batch_positions or 0), prepared, adir, s.seed)
         notes += more
-    sessions = open_remote(remote, model_path, prepared)
-    common = dict(lar=lar_obj, timeout=timeout, extra_flags=extra_flags, jobs=jobs, progress=progress, env=env,
-                  keep_going=keep_going, remote=sessions)
-    shk = _Shake(model_path, prepared, adir, config, tuple(extra_flags), plan, mode, RunStore(adir, keep_all=keep_all),
-                 common, sessions is not None)
+    sessions = open_sessions(remote, prep.model, prepared)
+    shk = _Shake(prep, config, tuple(extra_flags), plan, mode, RunStore(adir, keep_all=keep_all), sessions,
+                 sessions is not None)
     try:
         shk.run_all()
-        shk.compare(spec.threshold, progress)
+        shk.compare(spec.threshold, s.progress)
         causes = shk.causes()
         if explain and mode == REPEAT_MODE and any(c.cause == jc.SAME_ALGORITHM for c in causes.values()):
             shk.explain(repeat)
@@ -142,17 +154,17 @@ def shake(
     finally:
         if sessions is not None:
             sessions.close()
-    off = off_reason(local=local)
+    off = off_reason(local=s.local)
     if off is None and not shk.tree.diverged:
         off = "local error not measured: no jitter"
     if off is None and mode == BATCH_MODE:
         off = ("local error not measured in the batch-position mode: the layerwise model runs one batch shape; "
                "the roots come from the sliced dumps")
-    locals_, off = shk.measure_local(off, bitwise=shk.tree.threshold.value == 0, checks=local_checks, lar=lar_obj,
-                                     remote=remote, timeout=timeout)
+    locals_, off = shk.measure_local(off, bitwise=shk.tree.threshold.value == 0, checks=s.local_checks, lar=prep.lar,
+                                     remote=remote, timeout=s.timeout)
     shk.store.drop_views()
     report = shk.report(spec, causes, locals_, off, obs, notes)
-    json_path, html_path = write_reports(report, adir, html)
+    json_path, html_path = write_reports(report, adir, s.html)
     return Analysis("shake", adir, report, shk.tree, tuple(shk.all_runs), json_path, html_path)
 
 
@@ -160,15 +172,13 @@ def shake(
 class _Shake:
     """One shake under way: its plan, runs, store and what was learnt so far."""
 
-    model: Path
-    prepared: PreparedInputs
-    adir: Path
+    prep: Prepared
     config: str
     user_flags: Tuple[str, ...]
     plan: List[ShakeRun]
     mode: str
     store: RunStore
-    common: Dict[str, Any]
+    sessions: Optional[RemoteSessions]
     remote: bool
     runs: List[RunResult] = field(default_factory=list)
     all_runs: List[RunResult] = field(default_factory=list)
@@ -198,7 +208,7 @@ class _Shake:
         return tuple(get_config(self.config).flags) + self.user_flags
 
     def _planned(self, r: ShakeRun) -> Planned:
-        own, where = algos_mod.cache_flags(self.flags + r.flags, self.adir, r.label, remote=self.remote)
+        own, where = algos_mod.cache_flags(self.flags + r.flags, self.prep.dir, r.label, remote=self.remote)
         if where is not None:
             self.caches[r.label] = Path(where)
         own += algos_mod.verbose_flags(self.flags + r.flags + own)  # the heuristic's choices, in the log
@@ -243,12 +253,12 @@ class _Shake:
 
     def run_all(self) -> None:
         base, rest = self.plan[0], self.plan[1:]
-        first = run_plan(self.model, self.prepared, [self._planned(base)], self.adir, **self.common)
+        first = run_plan(self.prep, [self._planned(base)], extra_flags=self.user_flags, sessions=self.sessions)
         self._finished(first[0], base, base=True)
         self.in_process = modes.in_process_check(self, first[0])  # before the long part: one process, a few s
         by_label = {r.label: r for r in rest}
-        later = run_plan(self.model, self.prepared, [self._planned(r) for r in rest], self.adir, **self.common,
-                         after=lambda rec: self._finished(rec, by_label[rec.label], base=False))
+        later = run_plan(self.prep, [self._planned(r) for r in rest], extra_flags=self.user_flags,
+                         sessions=self.sessions, after=lambda rec: self._finished(rec, by_label[rec.label], base=False))
         self.runs = first + later
         self.all_runs = list(self.runs)
 
@@ -328,13 +338,13 @@ class _Shake:
         if algos_mod.records_algorithms(self.flags) and algos_mod.user_cache(self.flags) is None:
             base_cache = self.caches.get(self.labels[0])
             if base_cache is not None and base_cache.is_file() and not self.remote:
-                pinned_cache: Union[Path, str] = self.adir / "algorithms" / "pinned-run-1.cache"
+                pinned_cache: Union[Path, str] = self.prep.dir / "algorithms" / "pinned-run-1.cache"
                 shutil.copyfile(base_cache, pinned_cache)
                 how = f"every pinned run reads a copy of run 1's cache ({pinned_cache})"
             else:  # on a device: the first pinned run profiles and writes the cache, the others read it
-                sess = self.common.get("remote")
-                pinned_cache = (f"{sess.get().remote_dir}/{self.adir.name}-pinned.cache" if sess is not None  # type: ignore[union-attr]
-                                else self.adir / "algorithms" / "pinned.cache")
+                sess = self.sessions
+                pinned_cache = (f"{sess.get().remote_dir}/{self.prep.dir.name}-pinned.cache" if sess is not None  # type: ignore[union-attr]
+                                else self.prep.dir / "algorithms" / "pinned.cache")
                 how = "the first pinned run writes the cache, the others read it"
             flags = ("--fast-run-algo-policy", str(pinned_cache))
             labels = [f"{self.config}-pinned-{k}" for k in range(1, n + 1)]
@@ -363,9 +373,10 @@ class _Shake:
         out: List[RunResult] = []
         after = lambda rec: self.store.add(rec.label, Path(rec.dump_dir))  # noqa: E731
         if first_alone:
-            out += run_plan(self.model, self.prepared, planned[:1], self.adir, **{**self.common, "jobs": 1}, after=after)
+            out += run_plan(self.prep, planned[:1], extra_flags=self.user_flags, sessions=self.sessions, jobs=1,
+                            after=after)
             planned = planned[1:]
-        out += run_plan(self.model, self.prepared, planned, self.adir, **self.common, after=after)
+        out += run_plan(self.prep, planned, extra_flags=self.user_flags, sessions=self.sessions, after=after)
         return out
 
     def _group_differs(self, labels: Sequence[str]) -> bool:
@@ -379,13 +390,14 @@ class _Shake:
         flags = tuple(self.run_flags.get(base.label, ()))
         cache = self.caches.get(base.label)
         if cache is not None and cache.is_file():  # run 1's algorithms, so only the dump differs
-            pinned = self.adir / "algorithms" / "observer.cache"
+            pinned = self.prep.dir / "algorithms" / "observer.cache"
             shutil.copyfile(cache, pinned)
             flags = tuple(f for f in base.flags) + ("--fast-run-algo-policy", str(pinned))
         label = "observer"
         try:
-            rec = run_plan(self.model, self.prepared, [Planned(self.config, label, extra_flags=flags, inputs=base.inputs,
-                                                               outputs_only=True)], self.adir, **self.common)[0]
+            rec = run_plan(self.prep, [Planned(self.config, label, extra_flags=flags, inputs=base.inputs,
+                                               outputs_only=True)], extra_flags=self.user_flags,
+                           sessions=self.sessions)[0]
         except AnalysisInterrupted:
             raise
         except LarPrecError as exc:  # e.g. a load_and_run in lite mode, which refuses --bin-out-dump
@@ -406,7 +418,7 @@ class _Shake:
         algorithms, fed run 1's values, against run 1."""
         if off is not None:
             return {}, off
-        cfg = get_config(self.config).with_extra(self.user_flags, self.common.get("env"))
+        cfg = get_config(self.config).with_extra(self.user_flags, self.prep.settings.env)
         chosen: List[str] = []
         seen: set = set()
         algos = self.per_run_algos
@@ -424,9 +436,9 @@ class _Shake:
         for lbl in chosen[:MAX_LOCAL_RUNS]:
             flags = self._local_flags(lbl)
             test_cfg = cfg.with_extra(flags)
-            out_dir = self.adir / ("local" if not out else f"local-{lbl}")
+            out_dir = self.prep.dir / ("local" if not out else f"local-{lbl}")
             try:
-                la = run_local(self.model, self.store.base.dump, self.store.view(lbl), test_cfg, out_dir,
+                la = run_local(self.prep.model, self.store.base.dump, self.store.view(lbl), test_cfg, out_dir,
                                reference_config=cfg, checks=checks, bitwise=bitwise, timeout=timeout,
                                lar=lar, remote=remote, repros=not out, layerwise=lw,
                                repro_only={r.id for r in self.tree.roots()})  # the jitter's roots, not every wobble
@@ -439,7 +451,7 @@ class _Shake:
                 break
             except KeyboardInterrupt:
                 raise AnalysisInterrupted(f"interrupted while measuring local error; every run folder is kept in "
-                                          f"{self.adir}", analysis_dir=self.adir) from None
+                                          f"{self.prep.dir}", analysis_dir=self.prep.dir) from None
             out[lbl] = la
             lw = la.result.layerwise
             if not self.store.keep_all:  # before the next measurement: one at a time on disk
@@ -468,7 +480,7 @@ class _Shake:
             i = flags.index("--fast-run-algo-policy")
             del flags[i:i + 2]
         if cache is not None and cache.is_file():
-            copy = self.adir / "algorithms" / f"{label}.local.cache"
+            copy = self.prep.dir / "algorithms" / f"{label}.local.cache"
             shutil.copyfile(cache, copy)
             flags += ["--fast-run-algo-policy", str(copy)]
         return tuple(flags)
@@ -496,8 +508,8 @@ class _Shake:
                                 self.describe(), cause if tree.diverged else None, bitwise=tree.threshold.value == 0,
                                 observer=str(obs["summary"]) if obs and obs.get("differs") else None)
         env_extra, env_notes = environment_extra(self.all_runs)
-        extra = {"analysis_dir": str(self.adir), "mode": self.mode, "repeat": len(self.plan), "config": self.config,
-                 "inputs": self.prepared.to_json(), "explanation": self.steps, **env_extra,
+        extra = {"analysis_dir": str(self.prep.dir), "mode": self.mode, "repeat": len(self.plan), "config": self.config,
+                 "inputs": self.prep.inputs.to_json(), "explanation": self.steps, **env_extra,
                  "shake_runs": [{"label": r.label, "role": r.role, "setting": r.setting} for r in self.plan],
                  "algorithm_choice": self.algorithm_choice(),
                  "storage": {**self.store.summary(), **({"local_bytes_removed": self.local_freed,
@@ -511,7 +523,7 @@ class _Shake:
             notes = [*notes, self.in_process.words()]
         all_notes = ([str(obs["summary"])] if obs and obs.get("differs") else []) + notes + env_notes
         all_notes += from_shake.notes()
-        report = from_tree(tree, command="shake", runs=self.all_runs, model=str(self.model), verdict=verdict,
+        report = from_tree(tree, command="shake", runs=self.all_runs, model=str(self.prep.model), verdict=verdict,
                            cause=cause, notes=all_notes, extra=extra, local=la, roots_by=roots_by, local_off=off,
                            runs_differing=self.differing)
         return from_shake.apply(report)

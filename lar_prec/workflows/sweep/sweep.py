@@ -58,12 +58,14 @@ from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, run_al
 from lar_prec.workflows.shake.algos import verbose_flags
 from lar_prec.workflows.sweep.local import prepare, measure_option
 from lar_prec.compare.namepair import skip_reason
-from lar_prec.run.device import RemoteSessions
+from lar_prec.run.device import RemoteSessions, open_sessions
+from lar_prec.run.settings import Prepared, Settings
 from lar_prec.diagnosis.local_plan import off_reason
 from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
 from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
-from lar_prec.workflows.common.analysis import StageProgress, open_remote, prepare_analysis, write_reports
+from lar_prec.workflows.common.analysis import StageProgress, write_reports
+from lar_prec.workflows.common.analysis import prepare as prepare_analysis_of  # sweep.local has its own prepare
 from lar_prec.workflows.sweep.options import CONV_OPRS, PLAIN_DEFAULT, OptionResult, SweepOption, SweepResult
 from lar_prec.workflows.sweep.verdict import against_default, join, with_local
 from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, rerun_compare
@@ -471,14 +473,14 @@ def _unavailable(options: Sequence[SweepOption], lar: Optional[LoadAndRun], name
     return out
 
 
-def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequence[SweepOption], *,
-              lar: LoadAndRun, timeout: float, extra_flags: Sequence[str] = (), jobs: int = 1,
-              progress: Optional[StageProgress] = None, remote: Any = None,
+def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = None,
               local_off: Optional[str] = None, layerwise_remote: Any = None,
               unavailable: Optional[Mapping[str, str]] = None) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
-    :func:`lar_prec.workflows.sweep` for the whole workflow). Ctrl-C kills every run under
-    way and raises AnalysisInterrupted. The reference failing raises its RunError (exit 3).
+    :func:`lar_prec.workflows.sweep` for the whole workflow), with the prepared analysis'
+    load_and_run, timeout, flags, ``jobs`` and progress hook; ``remote``: its RemoteSessions.
+    Ctrl-C kills every run under way and raises AnalysisInterrupted. The reference failing
+    raises its RunError (exit 3).
 
     One loop drives the runs (:class:`_Sweep` says what each finished one unblocks): the plain
     default run and every option, the naive run under each float16 option (its tolerance's
@@ -490,7 +492,10 @@ def run_sweep(model: Path, prepared: PreparedInputs, adir: Path, options: Sequen
     caller closes it, not after each option: options run at once would lose them mid-run).
     """
     t0 = time.monotonic()
-    runner = _Runner(model, prepared, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
+    model, adir, lar = prep.model, prep.dir, prep.lar
+    timeout, extra_flags, jobs, progress = prep.settings.timeout, prep.settings.extra_flags, prep.settings.jobs, \
+        prep.settings.progress
+    runner = _Runner(model, prep.inputs, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
     analysis = 0.0
     try:
         if progress:
@@ -595,28 +600,36 @@ def sweep(
         RunError: the reference run failed (exit 3); options failing are findings.
         AnalysisInterrupted: Ctrl-C (exit 130).
     """
+    return analyse(Settings(model=model, inputs=inputs, out=out, lar=lar, timeout=timeout,
+                            extra_flags=tuple(extra_flags), seed=seed, jobs=jobs, remote=remote, local=local,
+                            html=html, progress=progress), options=options)
+
+
+def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = None) -> SweepAnalysis:
+    """:func:`sweep` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's way in);
+    its ``threshold`` is not read (each option is held to its tolerance), a ``timeout`` of None
+    is :data:`DEFAULT_TIMEOUT`."""
+    s = settings if settings.timeout is not None else replace(settings, timeout=DEFAULT_TIMEOUT)
+    remote = s.remote
 
     opts = parse_options(options)
-    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    unavailable = _unavailable(opts, resolve_load_and_run(lar) if remote is None else None, named=options is not None)
-    model_path, adir, prepared, lar_obj = prepare_analysis(model, inputs, out, "sweep", seed, lar, timeout, extra_flags,
-                                                   remote)
+    unavailable = _unavailable(opts, resolve_load_and_run(s.lar) if remote is None else None, named=options is not None)
+    prep = prepare_analysis_of(s, "sweep")
 
     # the layerwise model runs where the options ran (local.run_option_layerwise)
-    off = off_reason(local=local)
-    sessions = open_remote(remote, model_path, prepared)
+    off = off_reason(local=s.local)
+    sessions = open_sessions(remote, prep.model, prep.inputs)
     # the layerwise files go to the device once for all options, and are removed at the end
     lw_sessions = RemoteSessions(remote, transient=True) if remote is not None and off is None else None
     try:
-        result = run_sweep(model_path, prepared, adir, opts, lar=lar_obj, timeout=timeout, extra_flags=extra_flags,
-                           jobs=jobs, progress=progress, remote=sessions, local_off=off,
-                           layerwise_remote=lw_sessions, unavailable=unavailable)
+        result = run_sweep(prep, opts, remote=sessions, local_off=off, layerwise_remote=lw_sessions,
+                           unavailable=unavailable)
     finally:
-        for s in (sessions, lw_sessions):
-            if s is not None:
-                s.close()
+        for sess in (sessions, lw_sessions):
+            if sess is not None:
+                sess.close()
 
-    report = sweep_report(result, model=str(model_path), extra={"analysis_dir": str(adir),
-                                                                "inputs": prepared.to_json()})
-    json_path, html_path = write_reports(report, adir, html)
-    return SweepAnalysis(adir, result, report, json_path, html_path)
+    report = sweep_report(result, model=str(prep.model), extra={"analysis_dir": str(prep.dir),
+                                                                "inputs": prep.inputs.to_json()})
+    json_path, html_path = write_reports(report, prep.dir, s.html)
+    return SweepAnalysis(prep.dir, result, report, json_path, html_path)
