@@ -99,14 +99,16 @@ def _f64(a: "np.ndarray") -> "np.ndarray":
 
 
 def measure(local: "np.ndarray", ref: "np.ndarray", scale: "np.ndarray", dtype: str, kind: str,
-            roundings: float = 1.0, terms: Optional[int] = None, opr_type: str = "") -> Optional[Bound]:
+            roundings: float = 1.0, terms: Optional[int] = None, opr_type: str = "",
+            partial_sums: Optional["np.ndarray"] = None) -> Optional[Bound]:
     """:class:`Bound` of ``local`` against ``ref`` with per-element scale ``scale`` (``U``, absolute
     units, broadcast to the output's shape), computed in ``dtype``: one unit of an element is
     ``EPS[dtype] * U + TINY[dtype] * roundings`` (``roundings``: how many roundings add up, as
     ``U`` counts them: where values are tiny each is absolute). None when a scale is not finite
     (an overflowed magnitude says nothing) or the shapes do not match. ``terms``: a sum of that
     many terms, whose distribution over the elements is measured too (:mod:`lar_prec.compare.spread`,
-    channels by ``opr_type``)."""
+    channels by ``opr_type``); ``partial_sums``: each element's bound on its partial sums
+    (:func:`lar_prec.compare.spread.partial_sums_bound`, absolute), for its own sigma."""
     local, ref = _f64(local), _f64(ref)
     try:
         scale = np.broadcast_to(_f64(scale), ref.shape)
@@ -137,7 +139,10 @@ def measure(local: "np.ndarray", ref: "np.ndarray", scale: "np.ndarray", dtype: 
         with np.errstate(divide="ignore", invalid="ignore"):
             units_signed = np.where(valid, signed / np.where(valid, unit, 1.0), 0.0)
             allow = np.where(valid, SHARED_ROUNDINGS * EPS[dtype] * ref / np.where(valid, unit, 1.0), 0.0)
-        dist = _spread(units_signed, ref, valid, allow, terms, channel_axis(opr_type, ref.ndim))
+            # two kernels' roundings of u = eps / 2, variance u^2 / 3 times the bound each
+            sig = None if partial_sums is None else np.where(
+                valid, np.sqrt(2.0 / 3.0 * _f64(partial_sums)) * (EPS[dtype] / 2.0) / np.where(valid, unit, 1.0), 0.0)
+        dist = _spread(units_signed, ref, valid, allow, terms, channel_axis(opr_type, ref.ndim), sig)
     return Bound(units, unit_scale, dtype, kind, scale_units if math.isfinite(scale_units) else math.inf, dist)
 
 

@@ -245,8 +245,10 @@ def spread_json(result: LocalResult, v: LocalVar) -> Optional[Dict[str, Any]]:
     """A var's distribution tests (values, limits, which failed) as JSON, None without them."""
     if v.bound is None or v.bound.spread is None:
         return None
-    return {k: json_number(x) if isinstance(x, float) else x
-            for k, x in v.bound.spread.to_json(algorithm_factor(result.algorithms.get(v.id, ()))).items()}
+    factor = algorithm_factor(result.algorithms.get(v.id, ()))
+    out = {k: json_number(x) if isinstance(x, float) else x for k, x in v.bound.spread.to_json(factor).items()}
+    out["detectable_fault"] = json_number(v.bound.spread.detectable(EPS.get(v.bound.dtype, 0.0), factor))
+    return out
 
 
 def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iterable[str]:
