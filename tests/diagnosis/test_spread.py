@@ -139,6 +139,8 @@ def test_right_weights_wrong_kernel_is_a_root_by_its_distribution(manifest, tmp_
     proj = by_name["blocks.1.attn.proj.MatrixMul"]
     assert proj["spread"]["failed"] == ["channel_mean"] and proj["units_max"] <= 1.5
     assert proj["spread"]["channel_chi2"] > proj["spread"]["channel_chi2_limit"]
+    # its 3120 outputs of 48 terms: its own sigma per element, a weight fault of 1e-5 is found whatever the terms
+    assert proj["spread"]["sigma_per_element"] is True and 0 < proj["spread"]["detectable_fault"] < 1e-5
 
 
 def test_the_terms_bound_holds_for_real_float32_sums_in_any_order():

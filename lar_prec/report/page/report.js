@@ -505,6 +505,7 @@ function spreadText(v) {
     + ' \u00b7 above one ' + pct(s.frac_above_one) + ' (limit ' + pct(s.frac_above_one_limit) + ')'
     + ' \u00b7 channel chi2 ' + fmt(s.channel_chi2) + ' (limit ' + fmt(s.channel_chi2_limit) + ', ' + s.channels + ' channels; channel '
     + s.worst_channel + ' mean ' + fmt(s.worst_channel_mean) + ' over ' + s.worst_channel_n + ')'
+    + (s.detectable_fault != null ? ' \u00b7 finds a weight fault of ' + fmt(s.detectable_fault) + ' and up' : '')
     + (s.failed && s.failed.length ? ' \u00b7 failed: ' + s.failed.join(', ') : '');
 }
 var MAX_PER_LAYER = 10;
