@@ -54,8 +54,9 @@ TAIL = 20.0
 #: the tests, as a root names them
 WORST, RMS, CHANNEL, ABOVE = "worst_element", "rms", "channel_mean", "above_one_unit"
 #: the most terms (output elements times K) whose partial sums are bounded one by one
-#: (:func:`matmul_partial_sums`): 2^21 float64, 16 MB per array; larger outputs have power enough
-TERMS_BUDGET = 1 << 21
+#: (:func:`matmul_partial_sums`): 2^18, ~0.1 s of sorting at most (vit: 2% of its local error,
+#: 6% with 2^21); a larger output's n gives its tests power with sigma(K) (``Spread.detectable``)
+TERMS_BUDGET = 1 << 18
 
 
 def sigma(k: int) -> float:
@@ -73,9 +74,12 @@ def chi2_limit(dof: int, tail: float = TAIL) -> float:
 def partial_sums_bound(terms: "np.ndarray") -> "np.ndarray":
     """Per row of ``terms`` (``(n, K)``, float64): ``sum_{k=2..K} F(k)^2 + sum t^2`` (module
     docstring), what one kernel's rounding variance is at most in units of ``u^2 / 3``."""
-    pos = -np.sort(-np.where(terms > 0, terms, 0.0), axis=1)
-    neg = -np.sort(np.where(terms < 0, terms, 0.0), axis=1)
-    f = np.maximum(np.cumsum(pos, axis=1), np.cumsum(neg, axis=1))
+    # one sort, in float32 (2^-24 relative, far inside the bound's own slack), summed in float64:
+    # the most negative terms first, the largest positive ones last
+    t32 = np.sort(terms.astype(np.float32), axis=1)
+    neg = np.cumsum(-np.minimum(t32, 0.0), axis=1, dtype=np.float64)
+    pos = np.cumsum(np.maximum(t32, 0.0)[:, ::-1], axis=1, dtype=np.float64)
+    f = np.maximum(pos, neg)
     return np.sum(f[:, 1:] ** 2, axis=1) + np.sum(terms * terms, axis=1)
 
 
