@@ -232,8 +232,11 @@ def spread(signed_units: "np.ndarray", ref: "np.ndarray", valid: "np.ndarray", a
     (from its terms), else :func:`sigma` of ``k`` for all. None when no element counts."""
     s_k = sigma(k)
     per_element = sig is not None
-    sig = np.minimum(np.broadcast_to(np.asarray(sig, dtype=np.float64), ref.shape), s_k) if per_element \
-        else np.full(ref.shape, s_k)
+    if per_element:  # an element whose terms overflowed or were not finite keeps sigma(K)
+        sig = np.broadcast_to(np.asarray(sig, dtype=np.float64), ref.shape)
+        sig = np.where(np.isfinite(sig), np.minimum(sig, s_k), s_k)
+    else:
+        sig = np.full(ref.shape, s_k)
     if axis is None:
         signed_units, ref, valid, allow, sig = (a.reshape(1, -1) for a in (signed_units, ref, valid, allow, sig))
     else:
