@@ -10,7 +10,9 @@ the default kernels, the clean model runs once more against the naive reference;
 * local error (the layerwise model fed the reference's values, under that configuration): the
   largest difference of any operator with a bound (every rule of ``lar_prec/oprules.py``) in
   rounding units, worst element and whole-output scale (:mod:`lar_prec.compare.bounds`;
-  ``TERMS_C`` = 1.5 is the allowance), the operators not judged and why, and the local roots
+  ``TERMS_C`` = 1.5 is the allowance), the distribution tests of sums of terms (issue 57: the
+  largest ``units_rms``, channel chi2 and fraction above one unit, each over its limit from the
+  rounding model: a clean model stays below 1), the operators not judged and why, and the local roots
   (``noise_floors`` with the option's compute dtype): a clean model must have none;
 * dump-only (``lar-prec compare`` of the two dumps, no model): its roots, likewise none.
 
@@ -49,12 +51,19 @@ def _cells(case: str, setting: str, res, flags) -> tuple:
     scale = max((b.scale_units for b in judged), default=0.0)
     verdict = local_roots(res, noise_floors(res, compute_dtype(flags)))
     roots = verdict.roots
+    # the distribution tests (issue 57): each operator's statistic over its limit, the largest
+    lims = [b.spread.limits() for b in judged if b.spread is not None]
+    rms = max((x.rms / x.rms_limit for x in lims if x.rms_limit > 0), default=0.0)
+    chi = max((x.chi2 / x.chi2_limit for x in lims if x.chi2_limit > 0), default=0.0)
+    above = max((x.above / x.above_limit for x in lims if x.above_limit > 0), default=0.0)
+    by_spread = sum(1 for r in roots if "worst_element" not in r.tests)
     named = ", ".join(r.name for r in roots[:3]) + (" ..." if len(roots) > 3 else "")
     kinds = sorted({b.kind for b in judged})
     nj = sorted({w for w in verdict.not_judged.values()})
     return (case, setting, f"{len(judged)} ({', '.join(kinds)})", f"{worst:.3f}", f"{scale:.3f}",
+            f"{len(lims)}: {rms:.3f}, {chi:.3f}, {above:.3f}",
             f"{len(verdict.not_judged)}{' (' + '; '.join(nj)[:80] + ')' if nj else ''}",
-            f"{len(roots)}{' (' + named + ')' if roots else ''}")
+            f"{len(roots)}{' (' + named + ')' if roots else ''}{f' [{by_spread} by distribution]' if by_spread else ''}")
 
 
 def dump_only_cells(case: str, setting: str, ref, test, flags) -> tuple:
@@ -78,7 +87,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="lar-prec-floors-"))
     t0 = time.monotonic()
     local = Table("case", "configuration", "operators with a bound (kinds)", "worst element (units)",
-                  "whole-output scale (units)", "not judged", "local roots")
+                  "whole-output scale (units)", "distribution tests: n ops, largest rms, chi2, above-one over limit",
+                  "not judged", "local roots")
     dump_only = Table("case", "configuration", "pairing", "roots")
     failed = Table("case", "configuration", "why")
     for name in args.cases.split(","):

@@ -239,10 +239,14 @@ class RunFailed(Exception):
     """A bundled load_and_run run that failed, stalled or timed out (the message says which)."""
 
 
-def dump_run(model: Path, inputs: Sequence[str], dump: Path, cfg, cwd: Path, *, timeout: float = 600) -> Path:
+def dump_run(model: Path, inputs: Sequence[str], dump: Path, cfg, cwd: Path, *, timeout: float = 600,
+             program: Sequence[str] = ()) -> Path:
     """One bundled load_and_run run of ``model`` under ``cfg`` (a RunConfig) with a binary dump
     into ``dump`` (a fresh process; its stderr beside the dump). Watched as lar-prec watches its
     runs: some options stall on some CPUs (no CPU, forever), which ends it in seconds.
+
+    ``program``: another load_and_run command (the stand-in ``tests/wrapped_lar.py``), its
+    ``WRAPPED_LAR_*`` settings in ``cfg.env`` or this process's environment.
 
     Raises:
         RunFailed: it exited non-zero, stalled or timed out.
@@ -251,7 +255,7 @@ def dump_run(model: Path, inputs: Sequence[str], dump: Path, cfg, cwd: Path, *, 
 
     dump.mkdir(parents=True, exist_ok=True)
     env = env_with(dict(cfg.env))
-    argv = [PY, "-m", "lar_prec.lar", str(model), "--input", ";".join(inputs), "--iter", "1",
+    argv = [*(program or (PY, "-m", "lar_prec.lar")), str(model), "--input", ";".join(inputs), "--iter", "1",
             "--warmup-iter", "0", "--bin-io-dump", str(dump), *cfg.flags]
     log = dump.parent / f"{dump.name}.stderr.txt"
     with open(log, "wb") as err:

@@ -17,7 +17,9 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   NAME is wrong: its output comes out 1+SIZE times too large (the model runs with NAME scaled,
   as the fault).
   SIZE ``bits=N``: the kernel computes with NAME rounded to N mantissa bits (a changed
-  algorithm, as TF32's 10 bits); ``nan``: its output is NaN. Opt-in: only these values do it.
+  algorithm, as TF32's 10 bits); ``u=S``: with each element of NAME times 1 + S u, u ~ U[-1, 1]
+  from a fixed seed (a kernel a little off at every element, issue 57); ``nan``: its output is
+  NaN. Opt-in: only these values do it.
 * ``WRAPPED_LAR_PAIR_FAULT=NAME:SIZE``: a fault that needs two operators in a row: the kernel of
   the operator reading constant NAME (a convolution) is wrong, 1+SIZE times too large, only when
   its output is consumed by a ReLU (``RELU`` or ``FUSE_ADD_RELU``) in the same graph (as a fused
@@ -99,6 +101,11 @@ def rounded(value, bits):
     return i.astype(np.uint32).view(np.float32)
 if change.startswith("bits="):
     rewrite_const(model, name, lambda v: rounded(v, int(change[5:])), out)
+elif change.startswith("u="):  # elementwise, the same u in every process
+    def jitter(v):
+        u = np.random.default_rng(0).uniform(-1.0, 1.0, np.shape(v))
+        return (np.asarray(v, dtype=np.float64) * (1.0 + float(change[2:]) * u)).astype(np.asarray(v).dtype)
+    rewrite_const(model, name, jitter, out)
 else:
     rewrite_const(model, name, lambda v: v * float(change), out)
 found = cgt.find_vars_by_name(G.load_graph(model).output_vars_list, [name])
@@ -315,7 +322,7 @@ def main():
                 argv, restore = [rewritten] + argv[1:], True
         elif model and fault:
             name, _, size = fault.rpartition(":")
-            if op_fault and size.startswith("bits="):
+            if op_fault and size.startswith(("bits=", "u=")):
                 change = "1.0" if naive else size
             else:
                 step = float(size)

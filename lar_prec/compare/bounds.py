@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from lar_prec._lazy import numpy as np
+from lar_prec.compare.spread import Spread, channel_axis, spread as _spread
 
 #: relative rounding unit per dtype (float16: 2^-10, bfloat16: 2^-7, float32: 2^-23)
 EPS = {"float32": 2.0 ** -23, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
@@ -84,6 +85,8 @@ class Bound:
     kind: str
     #: how far the output is scaled as a whole, in rounding units (:func:`measure`)
     scale_units: float = 0.0
+    #: the distribution of the difference over the elements (sums of terms: issue 57), else None
+    spread: Optional[Spread] = None
 
     @property
     def worst(self) -> float:
@@ -96,12 +99,16 @@ def _f64(a: "np.ndarray") -> "np.ndarray":
 
 
 def measure(local: "np.ndarray", ref: "np.ndarray", scale: "np.ndarray", dtype: str, kind: str,
-            roundings: float = 1.0) -> Optional[Bound]:
+            roundings: float = 1.0, terms: Optional[int] = None, opr_type: str = "",
+            partial_sums: Optional["np.ndarray"] = None) -> Optional[Bound]:
     """:class:`Bound` of ``local`` against ``ref`` with per-element scale ``scale`` (``U``, absolute
     units, broadcast to the output's shape), computed in ``dtype``: one unit of an element is
     ``EPS[dtype] * U + TINY[dtype] * roundings`` (``roundings``: how many roundings add up, as
     ``U`` counts them: where values are tiny each is absolute). None when a scale is not finite
-    (an overflowed magnitude says nothing) or the shapes do not match."""
+    (an overflowed magnitude says nothing) or the shapes do not match. ``terms``: a sum of that
+    many terms, whose distribution over the elements is measured too (:mod:`lar_prec.compare.spread`,
+    channels by ``opr_type``); ``partial_sums``: each element's bound on its partial sums
+    (:func:`lar_prec.compare.spread.partial_sums_bound`, absolute), for its own sigma."""
     local, ref = _f64(local), _f64(ref)
     try:
         scale = np.broadcast_to(_f64(scale), ref.shape)
@@ -126,7 +133,17 @@ def measure(local: "np.ndarray", ref: "np.ndarray", scale: "np.ndarray", dtype: 
     if np.any(~finite & ~((local == ref) | (np.isnan(local) & np.isnan(ref)))):
         units = math.inf
     unit_scale = float(metric_unit[finite].max()) if finite.any() else 0.0
-    return Bound(units, unit_scale, dtype, kind, scale_units if math.isfinite(scale_units) else math.inf)
+    dist = None
+    if terms is not None:
+        valid = finite & (unit > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            units_signed = np.where(valid, signed / np.where(valid, unit, 1.0), 0.0)
+            allow = np.where(valid, SHARED_ROUNDINGS * EPS[dtype] * ref / np.where(valid, unit, 1.0), 0.0)
+            # two kernels' roundings of u = eps / 2, variance u^2 / 3 times the bound each
+            sig = None if partial_sums is None else np.where(
+                valid, np.sqrt(2.0 / 3.0 * _f64(partial_sums)) * (EPS[dtype] / 2.0) / np.where(valid, unit, 1.0), 0.0)
+        dist = _spread(units_signed, ref, valid, allow, terms, channel_axis(opr_type, ref.ndim), sig)
+    return Bound(units, unit_scale, dtype, kind, scale_units if math.isfinite(scale_units) else math.inf, dist)
 
 
 def roundings(n: int) -> float:

@@ -3,7 +3,9 @@
 An operator is a root when its local error (:mod:`lar_prec.diagnosis.local`) is more than correct
 arithmetic allows on its own inputs: its difference, in rounding units of each element's own
 scale (:mod:`lar_prec.diagnosis.local_bounds`, by the operator's rule in :mod:`lar_prec.oprules`),
-above ``TERMS_C`` (worst element, or the whole output's scale). The floor is that allowance in
+above ``TERMS_C`` (worst element, or the whole output's scale), or, for a sum of terms, a
+distribution over its elements that rounding does not make (:mod:`lar_prec.compare.spread`: the
+RMS, a channel's mean, the fraction above one unit; issue 57). The floor is that allowance in
 MegEngine's metric (:func:`bound_floor`). Operators that move, select or index values, and
 integer or quantized arithmetic, have a floor of 0 (any difference is a bug; under a float16
 option float values moved are rounded to float16 on their way in: one float16 unit). An operator
@@ -25,6 +27,7 @@ from lar_prec.diagnosis.local_bounds import reduction_length  # noqa: F401  (the
 from lar_prec.diagnosis.local_records import LayerwiseModel, LocalResult, LocalVar
 
 from lar_prec.compare.bounds import EPS, TERMS_C
+from lar_prec.compare.spread import WORST
 #: the smallest step of a dtype (its subnormal spacing): below it rounding is absolute
 SUBNORMAL_STEP = {"float16": 2.0 ** -24}
 #: the smallest magnitude a floor is scaled by (an all-zero var still gets a floor)
@@ -47,11 +50,24 @@ class LocalRoot:
     local_err: float
     floor: float
     entire_err: Optional[float]
+    #: the tests it failed: ``worst_element`` (local error over its floor) and the distribution
+    #: tests of :mod:`lar_prec.compare.spread` (``rms``, ``channel_mean``, ``above_one_unit``)
+    tests: Tuple[str, ...] = (WORST,)
+    #: how far the most failed distribution test is over its limit (0: none failed)
+    spread_margin: float = 0.0
 
     @property
     def margin(self) -> float:
-        """How many floors the local error is (inf for a floor of 0)."""
-        return self.local_err / self.floor if self.floor > 0 else math.inf
+        """How many floors the local error is (inf for a floor of 0), or, when larger, how far
+        its most failed distribution test is over its limit."""
+        own = self.local_err / self.floor if self.floor > 0 else math.inf
+        return max(own, self.spread_margin)
+
+    def why(self) -> str:
+        """Which tests it failed, in words: one element far off, or every element a little."""
+        words = {WORST: "worst element", "rms": "RMS over its elements", "channel_mean": "a channel's mean",
+                 "above_one_unit": "fraction above one unit"}
+        return ", ".join(words.get(t, t) for t in self.tests)
 
 
 @dataclass(frozen=True)
@@ -134,6 +150,14 @@ def noise_floors(result: LocalResult, compute_dtype: Optional[str] = None) -> Di
     return floors
 
 
+def _spread_failed(result: LocalResult, v: LocalVar) -> bool:
+    """Whether a distribution test of ``v``'s difference fails (its sigma widened by the
+    algorithm factor, as its floor is)."""
+    if v.bound is None or v.bound.spread is None:
+        return False
+    return bool(v.bound.spread.limits(algorithm_factor(result.algorithms.get(v.id, ()))).failed())
+
+
 def layerwise_ancestors(lw: LayerwiseModel, var_id: int) -> List[int]:
     """The ids every measured var ``var_id`` depends on in the layerwise model, sorted."""
     return sorted(reach(var_id, {m.id: m.inputs for m in lw.measured}))
@@ -159,9 +183,14 @@ def local_roots(result: LocalResult, floors: Optional[Mapping[int, float]] = Non
         elif v.id not in floors:
             labels[v.id] = "not_judged"
             not_judged[v.id] = v.not_judged or f"no bound for {v.opr_type}"
-        elif v.local_err is not None and v.local_err > floors[v.id]:
+        elif (v.local_err is not None and v.local_err > floors[v.id]) or _spread_failed(result, v):
             labels[v.id] = "root"
-            roots.append(LocalRoot(v.id, v.name, v.opr_type, v.local_err, floors[v.id], v.entire_err))
+            worst = v.local_err is not None and v.local_err > floors[v.id]
+            lim = v.bound.spread.limits(algorithm_factor(result.algorithms.get(v.id, ()))) \
+                if v.bound is not None and v.bound.spread is not None else None
+            tests = ((WORST,) if worst else ()) + (lim.failed() if lim is not None else ())
+            roots.append(LocalRoot(v.id, v.name, v.opr_type, v.local_err if v.local_err is not None else 0.0,
+                                   floors[v.id], v.entire_err, tests, lim.margin() if lim is not None else 0.0))
         elif v.entire_err and v.entire_err > (v.local_err or 0.0):  # its inputs carried error
             labels[v.id] = "inherited"
         elif v.local_err:
@@ -202,6 +231,26 @@ def over_floor_text(local_err: float, floor: float) -> str:
     return f"{local_err!r} > floor {floor!r} (x{local_err / floor!r})"
 
 
+def root_text(r: LocalRoot) -> str:
+    """What a local root failed: ``local 3e-06 > floor 1e-06 (x3)`` for its worst element, else
+    its distribution test (``units_rms`` or a channel's mean beyond what rounding makes)."""
+    if WORST in r.tests:
+        return f"local {over_floor_text(r.local_err, r.floor)}" + (
+            f"; also {r.why().replace('worst element, ', '')}" if len(r.tests) > 1 else "")
+    return (f"every element a little off: {r.why()} beyond rounding (x{r.spread_margin:.3g} its limit; "
+            f"worst element within its floor: local {r.local_err:.3g} <= {r.floor:.3g})")
+
+
+def spread_json(result: LocalResult, v: LocalVar) -> Optional[Dict[str, Any]]:
+    """A var's distribution tests (values, limits, which failed) as JSON, None without them."""
+    if v.bound is None or v.bound.spread is None:
+        return None
+    factor = algorithm_factor(result.algorithms.get(v.id, ()))
+    out = {k: json_number(x) if isinstance(x, float) else x for k, x in v.bound.spread.to_json(factor).items()}
+    out["detectable_fault"] = json_number(v.bound.spread.detectable(EPS.get(v.bound.dtype, 0.0), factor))
+    return out
+
+
 def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iterable[str]:
     """Lines for a terminal: checks, then the roots with their floor and margin."""
     verdict = verdict or local_roots(result)
@@ -211,7 +260,7 @@ def summary(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> Iter
         note = f"; {c.note}" if c.note else ""
         yield f"check {c.name}: {c.status}{extra}{note}"
     for r in verdict.roots:
-        yield f"root {r.id} {r.name} [{r.opr_type}]: local {over_floor_text(r.local_err, r.floor)}"
+        yield f"root {r.id} {r.name} [{r.opr_type}]: {root_text(r)}"
 
 
 
@@ -231,12 +280,14 @@ def local_json(result: LocalResult, verdict: Optional[LocalVerdict] = None) -> D
                   "floor": verdict.floors.get(v.id), "label": verdict.labels.get(v.id),
                   "units": json_number(v.bound.worst) if v.bound is not None else None,
                   "units_kind": v.bound.kind if v.bound is not None else None,
+                  "spread": spread_json(result, v),
                   "inherited_from": list(verdict.inherited_from.get(v.id, ())), "problem": v.problem,
                   "not_judged": verdict.not_judged.get(v.id),
                   "algorithm": list(result.algorithms.get(v.id, ())),
                   "unit": list(lw.var(v.id).unit)} for v in result.vars],
         "roots": [{"id": r.id, "name": r.name, "opr_type": r.opr_type, "local_err": json_number(r.local_err),
-                   "floor": r.floor, "margin": json_number(r.margin), "entire_err": json_number(r.entire_err)}
+                   "floor": r.floor, "margin": json_number(r.margin), "entire_err": json_number(r.entire_err),
+                   "tests": list(r.tests)}
                   for r in verdict.roots],
         "checks": [{"name": c.name, "status": c.status, "note": c.note,
                     "failures": [{"id": k, "why": w} for k, w in c.failures]} for c in result.checks],

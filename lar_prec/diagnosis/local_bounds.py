@@ -25,7 +25,7 @@ import math
 from typing import Mapping, Optional, Sequence, Tuple
 
 from lar_prec._lazy import numpy as np
-from lar_prec.compare import bounds, elemwise, recurrent
+from lar_prec.compare import bounds, elemwise, recurrent, spread
 from lar_prec.compare.bounds import Bound
 from lar_prec.compare.growth import reduction_length as _reduction_length
 from lar_prec.compare.relayout import to_plain
@@ -180,11 +180,12 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
             scale, why = _interpolation(lw, m, ref, fmt, mag, want)
             if scale is None:
                 return None, why
-            return bounds.measure(got, want, scale, dtype, "interpolation", bounds.roundings(4)), None
+            return bounds.measure(got, want, scale, dtype, "interpolation", bounds.roundings(4), 4, m.opr_type), None
         k = reduction_length(m)
         scale = (r.lipschitz * bounds.terms_scale(mag, k) + r.own_ulps * np.abs(np.asarray(want, dtype=np.float64))
                  + r.own_abs)
-        return _judged(bounds.measure(got, want, scale, dtype, "terms", bounds.roundings(k)))
+        return _judged(bounds.measure(got, want, scale, dtype, "terms", bounds.roundings(k), k, m.opr_type,
+                                      _partial_sums(lw, m, ref, fmt, want, compute, r)))
     if kind == ELEMENTWISE:
         scale, why = _elementwise(lw, m, ref, fmt, want, dtype)
         if scale is None:
@@ -220,6 +221,23 @@ def measure_bound(lw: LayerwiseModel, m: MeasuredVar, got: "np.ndarray", want: "
         n = bounds.roundings(int(np.prod(x.shape[m.axis:])))
         return _judged(bounds.measure(got, want, scale, dtype, "layernorm", n))
     return None, f"no bound for {m.opr_type}"
+
+
+def _partial_sums(lw: LayerwiseModel, m: MeasuredVar, ref: DumpFolder, fmt: Optional[str], want: "np.ndarray",
+                  compute: Optional[str], r) -> Optional["np.ndarray"]:
+    """A matrix product's bound on each element's partial sums from its terms
+    (:func:`lar_prec.compare.spread.matmul_partial_sums`), for its own sigma; None for any other
+    operator, a product with a nonlinearity or computed in another dtype (inputs rounded on their
+    way in), or one too large (its sigma(K) has power enough)."""
+    if m.opr_type not in ("MatrixMul", "BatchedMatrixMul") or m.steps or compute is not None or len(m.inputs) != 2 \
+            or (r.lipschitz, r.own_ulps, r.own_abs) != (1.0, 0.0, 0.0):
+        return None
+    if int(np.prod(m.shape)) * max(reduction_length(m), 1) > spread.TERMS_BUDGET:
+        return None
+    a, b = (reference_value(lw, ref, u, fmt) for u in m.inputs)
+    if a is None or b is None:
+        return None
+    return spread.matmul_partial_sums(a, b, want)
 
 
 def _local_value(local: DumpFolder, var_id: int, shape: Sequence[int], fmt: Optional[str]) -> Optional["np.ndarray"]:

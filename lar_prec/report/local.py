@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from lar_prec.diagnosis.floors import layerwise_ancestors, over_floor_text
+from lar_prec.diagnosis.floors import layerwise_ancestors, root_text, spread_json
 from lar_prec.records import json_number
 from lar_prec.report.records import ReportRoot, ReportVar
 
@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # a type only: the module runs layerwise children, which a re
     from lar_prec.diagnosis.local_analysis import LocalAnalysis
 
 #: the extra per-var JSON keys local error adds (design.md: more fields are welcome)
-LOCAL_VAR_KEYS = ("local_err", "floor", "label", "inherited_from", "margin")
+LOCAL_VAR_KEYS = ("local_err", "floor", "label", "inherited_from", "margin", "local_units", "units_max", "units_rms",
+                  "spread", "root_tests")
 
 
 def report_ids(la: LocalAnalysis) -> Tuple[Dict[int, int], Dict[int, int]]:
@@ -56,8 +57,15 @@ def _var_extra(la: LocalAnalysis, lv: Any, to_report: Mapping[int, int]) -> Dict
                          "inherited_from": [to_report.get(k, k) for k in la.verdict.inherited_from.get(vid, ())]}
     if lv.bound is not None:  # the local difference in rounding units of its own sums (TERMS_C allowed)
         d["local_units"] = json_number(lv.bound.worst)
-    if d["label"] == "root" and floor:
-        d["margin"] = json_number(lv.local_err / floor) if lv.local_err is not None else None
+        d["units_max"] = json_number(lv.bound.units)
+        sp = spread_json(la.result, lv)
+        if sp is not None:  # its distribution over the elements (issue 57)
+            d["units_rms"] = sp["units_rms"]
+            d["spread"] = sp
+    root = next((r for r in la.verdict.roots if r.id == vid), None) if d["label"] == "root" else None
+    if root is not None:
+        d["margin"] = json_number(root.margin)
+        d["root_tests"] = list(root.tests)
     if lv.problem:
         d["not_isolated_why"] = lv.problem
     if vid in la.verdict.not_judged:
@@ -73,6 +81,10 @@ def _restatus(v: Any, la: LocalAnalysis, local_id: int) -> Any:
         return v  # not judged by local error: the dump-only rule's status stands
     if label == "root" and v.status == "ok":
         err = v.extra.get("local_err")
+        if "worst_element" not in (v.extra.get("root_tests") or ("worst_element",)):
+            return replace(v, status="divergent", note="its elements' distribution is beyond rounding ("
+                                                      + ", ".join(v.extra.get("root_tests") or ()) + "), though max_err "
+                                                      "is within the threshold")
         return replace(v, status="divergent", note=f"local error {'non-finite' if err is None else format(err, '.3g')} "
                                                   f"above its floor {v.extra.get('floor') or 0:.3g}, though max_err "
                                                   "is within the threshold")
@@ -98,9 +110,9 @@ def _local_roots(by_id: Mapping[int, ReportVar], la: LocalAnalysis, paths: Mappi
             id=v.id, name=v.name, opr=v.opr, opr_type=v.opr_type, max_err=v.max_err, input_max_err=in_max,
             amplification=json_number(amp), path=paths.get(v.id, ()), status=v.status, dtype=v.dtype,
             inputs_equal=bool(ins) and in_max == 0,
-            note=f"local error {over_floor_text(r.local_err, r.floor).replace('> floor', '> its floor')}",
+            note=root_text(r).replace("local ", "local error ", 1).replace("> floor", "> its floor"),
             extra={"rule": "local", "local_err": json_number(r.local_err), "floor": json_number(r.floor),
-                   "margin": json_number(r.margin)}))
+                   "margin": json_number(r.margin), "tests": list(r.tests)}))
     return tuple(out)
 
 

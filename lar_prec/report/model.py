@@ -340,7 +340,9 @@ def _counts_verdict(report: Report, *, by_local: bool) -> str:
     if report.roots:
         r = report.roots[0]
         more = f" (+{len(report.roots) - 1} more)" if len(report.roots) > 1 else ""
-        text += f"; root: {r.name} ({r.opr_type}, var {r.id}){more}"
+        tests = r.extra.get("tests") if r.extra else None  # by local error: which tests it failed (issue 57)
+        failed = f", failed: {', '.join(str(t).replace('_', ' ') for t in tests)}" if tests else ""
+        text += f"; root: {r.name} ({r.opr_type}, var {r.id}{failed}){more}"
     return text
 
 

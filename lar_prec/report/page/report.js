@@ -438,7 +438,7 @@ function rootsSection() {
   // roots by local error: each with its local error, its own floor and the margin
   var byLocal = roots.some(function (r) { return r.rule === 'local'; });
   var heads = ['#', 'var', 'name', 'operator', 'type', 'status', 'max_err', 'input max_err', 'amplification'];
-  if (byLocal) heads = heads.concat(['local', 'floor', 'margin']);
+  if (byLocal) heads = heads.concat(['local', 'floor', 'margin', 'failed']);
   var withCause = roots.some(function (r) { return r.cause; });
   if (withCause) heads = heads.concat(['cause']);
   t.appendChild(el('thead', null, el('tr', null, heads.map(function (h, i) {
@@ -454,7 +454,9 @@ function rootsSection() {
       el('td', { 'class': 'num' }, r.max_err === null && r.status && r.status !== 'divergent' ? r.status.replace('_', ' ') : fmt(r.max_err)),
       el('td', { 'class': 'num' }, fmt(r.input_max_err)), el('td', { 'class': 'num' }, amp),
       byLocal ? [el('td', { 'class': 'num' }, fmt(r.local_err)), el('td', { 'class': 'num' }, fmt(r.floor)),
-        el('td', { 'class': 'num' }, r.margin === null || r.margin === undefined ? '\u2014' : fmt(r.margin) + '\u00d7')] : null,
+        el('td', { 'class': 'num' }, r.margin === null || r.margin === undefined ? '\u2014' : fmt(r.margin) + '\u00d7'),
+        // which tests it failed (issue 57): one element far off, or every element a little
+        el('td', { title: spreadText(byId.get(r.id)) }, (r.tests || []).map(function (x) { return x.replace(/_/g, ' '); }).join(', '))] : null,
       withCause ? el('td', { 'class': 'why' }, r.cause_text || r.cause || '') : null));
   });
   t.appendChild(tb);
@@ -500,7 +502,19 @@ function nodeStats(v) {
   var lines = [v.status + ' \u00b7 max_err ' + fmt(v.max_err) + ' \u00b7 threshold ' + fmt(v.threshold) + ' \u00b7 cosine ' + (typeof v.cosine === 'number' ? v.cosine.toFixed(6) : '\u2014'),
     'error p50 ' + fmt(v.err_p50) + ' \u00b7 p90 ' + fmt(v.err_p90) + ' \u00b7 p99 ' + fmt(v.err_p99) + ' \u00b7 p99.9 ' + fmt(v.err_p999) + ' \u00b7 within ' + pct(v.within_share)];
   if (v.local_err !== undefined) lines.push('local error ' + fmt(v.local_err) + (v.label ? ' (' + v.label + ')' : ''));
+  if (v.spread) lines.push(spreadText(v));
   return lines.join('\n');
+}
+// a sum's distribution over its elements in rounding units, each test beside its limit (issue 57)
+function spreadText(v) {
+  var s = v && v.spread;
+  if (!s) return '';
+  return 'rounding units: worst ' + fmt(v.units_max) + ' \u00b7 rms ' + fmt(s.units_rms) + ' (limit ' + fmt(s.rms_limit) + ')'
+    + ' \u00b7 above one ' + pct(s.frac_above_one) + ' (limit ' + pct(s.frac_above_one_limit) + ')'
+    + ' \u00b7 channel chi2 ' + fmt(s.channel_chi2) + ' (limit ' + fmt(s.channel_chi2_limit) + ', ' + s.channels + ' channels; channel '
+    + s.worst_channel + ' mean ' + fmt(s.worst_channel_mean) + ' over ' + s.worst_channel_n + ')'
+    + (s.detectable_fault != null ? ' \u00b7 finds a weight fault of ' + fmt(s.detectable_fault) + ' and up' : '')
+    + (s.failed && s.failed.length ? ' \u00b7 failed: ' + s.failed.join(', ') : '');
 }
 var MAX_PER_LAYER = 10;
 function neighbourhood(r, rank) {
@@ -708,6 +722,11 @@ if (vars.some(function (v) { return v.label !== undefined && v.label !== null; }
   });
   COLS.splice(9, 0, { key: 'local_err', label: 'local', num: true }, { key: 'floor', label: 'floor', num: true },
     { key: '_label', label: 'label' });
+  // the difference in rounding units: the worst element, and the rms over the elements of a sum
+  if (vars.some(function (v) { return v.units_rms !== undefined; })) {
+    COLS.splice(12, 0, { key: 'units_max', label: 'units max', num: true, title: 'worst element, rounding units (root above 1.5)' },
+      { key: 'units_rms', label: 'units rms', num: true, title: 'rms over the elements, rounding units (limit from the rounding model)' });
+  }
 }
 if (vars.some(function (v) { return v.cause; })) {
   vars.forEach(function (v) { v._cause = causeText(v); });
