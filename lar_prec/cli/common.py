@@ -115,12 +115,15 @@ def to_store(store: str | None, result: Any, exit_code: int | None = None) -> No
     """The finished analysis (a Report, or the JSON of quant/mixed) into the results store, after
     its outputs are written, when ``--store``/``LAR_PREC_STORE`` names one; without one nothing
     happens. A StoreError (exit 2) leaves nothing of it in the store and the analysis folder whole
-    (``lar-prec store add DIR`` writes it later)."""
+    (``lar-prec store add DIR`` writes it later). Ends with one line on stderr naming the run
+    stored (its uid prefix, what ``history``/``check``/``diff`` take), its operators and the store."""
     if store:
         # SQLAlchemy and the store load only when a store is named: every other run starts as before
-        from lar_prec.workflows.history.history import store_result
+        from lar_prec.workflows.history.history import stored_result
 
-        store_result(store, result, argv=tuple(sys.argv), exit_code=exit_code)
+        done = stored_result(store, result, argv=tuple(sys.argv), exit_code=exit_code)
+        click.echo(shown(f"stored run {done['uid'][:12]} ({done['operators']} operators) in {done['store']}"),
+                   err=True)
 
 
 def store_option(func: F) -> F:
