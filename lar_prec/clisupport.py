@@ -170,6 +170,17 @@ def check_report_outputs(json_out: str | None, html_out: str | None, inputs: lis
     check_distinct([json_out, html_out], what="--json and --html")
 
 
+def check_junit_output(junit: str | None, others: list, inputs: list) -> None:
+    """Refuse, before anything runs, a ``--junit FILE`` that cannot be written, is an input or
+    names the same file as another output (``others``): exit 2, one line."""
+    if junit is None:
+        return
+    if junit == "-":
+        raise UsageError("--junit needs a file path, got '-'; expected e.g. --junit lar-prec.xml")
+    check_output_path(junit, what="JUnit XML", inputs=inputs, make_parents=False)
+    check_distinct([junit, *others], what="--junit and the other outputs")
+
+
 def check_outside(path: str, analysis_dir: str, flag: str, own: str) -> None:
     """``path`` must not be inside ``analysis_dir`` unless it is that folder's own ``own`` report.
 

@@ -25,7 +25,7 @@ from conftest import ROOT
 
 PAGES = ["README.md", "docs/triage.md", "docs/sweep.md", "docs/jitter.md", "docs/jitter-causes.md", "docs/local-error.md", "docs/reduce.md", "docs/devices.md", "docs/environments.md", "docs/api.md",
          "docs/json.md", "docs/mixed-precision.md", "docs/history.md", "docs/zoo.md", "docs/security.md", "docs/setup.md", "docs/troubleshooting.md", "docs/threshold.md",
-         "docs/real-load-and-run.md", "docs/architecture.md"]
+         "docs/real-load-and-run.md", "docs/architecture.md", "docs/environment.md"]
 DOCS_TMP = "/tmp/lar-prec-docs"
 #: at most this many command lines may be marked "not run" (devices, faults)
 MAX_NOT_RUN = 12
@@ -107,6 +107,25 @@ def test_the_pages_have_examples_and_few_are_not_run():
     commands = {re.match(r"lar-prec (\S+)", e.text).group(1) for e in ALL
                 if e.kind == "shell" and e.text.startswith("lar-prec ") and not e.not_run}
     assert commands >= {"naive-vs-default", "shake", "sweep", "devices", "compare", "tree", "run", "quant"}
+
+
+def test_every_environment_variable_read_is_on_the_environment_page():
+    """docs/environment.md lists every variable the package reads: each ``LAR_PREC_*`` name in its
+    sources and each name read through ``os.environ``/``getenv``/click's ``envvar``; and every
+    ``LAR_PREC_*`` name the page lists is still read somewhere (the package or the setup)."""
+    page = (ROOT / "docs" / "environment.md").read_text()
+    read = set()
+    for f in (ROOT / "lar_prec").rglob("*.py"):
+        text = f.read_text()
+        read |= set(re.findall(r"\b(LAR_PREC_[A-Z_]+)\b", text))
+        read |= set(re.findall(r"(?:environ(?:\.get)?\(|environ\[|getenv\(|setdefault\(|envvar=)\s*[\"']([A-Z][A-Z0-9_]+)",
+                               text))
+    assert len(read) >= 12, sorted(read)
+    missing = sorted(v for v in read if f"`{v}`" not in page)
+    assert not missing, f"read by lar_prec but not on docs/environment.md: {missing}"
+    setup = " ".join(p.read_text() for p in [*(ROOT / "scripts").glob("*.sh"), ROOT / "Makefile"])
+    stale = sorted(v for v in re.findall(r"`(LAR_PREC_[A-Z_]+)`", page) if v not in read and v not in setup)
+    assert not stale, f"on docs/environment.md but read nowhere: {stale}"
 
 
 def test_every_json_key_is_documented():

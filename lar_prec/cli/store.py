@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lar_prec.cli.common import handle_errors
-from lar_prec.clisupport import check_report_outputs
+from lar_prec.clisupport import check_junit_output, check_report_outputs
 from lar_prec.errors import UsageError
 from lar_prec.report.console import shown
 
@@ -48,9 +48,12 @@ def _emit(data: Any, json_out: str | None, lines: list) -> None:
 @click.option("--min-history", "min_history", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
               help="Past runs of the series needed before an operator is said to regress or improve.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON result here ('-': stdout).")
+@click.option("--junit", "junit", metavar="FILE", default=None,
+              help="Also write JUnit XML here for CI: a test case per regressed or improved operator (a regression "
+                   "fails with its numbers), the run's history and the baseline.")
 @handle_errors
 def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None, since: str | None,
-              min_history: int, json_out: str | None) -> None:
+              min_history: int, json_out: str | None, junit: str | None) -> None:
     """Did any operator get worse? ANALYSIS_DIR (default: the store's newest run) against its history.
 
     Compares every operator with its own past in the store for the same model, input and
@@ -67,6 +70,7 @@ def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None,
     from lar_prec.workflows.history.history import check
 
     check_report_outputs(json_out, None, [analysis_dir, baseline], make_parents=False)
+    check_junit_output(junit, [json_out], [analysis_dir, baseline])
     res = check(_need(store), analysis_dir, baseline=baseline, since=since, min_history=min_history)
     lines = [checked_line(res["run"]), res["verdict"]]
     for v in res["regressed"] + res["improved"]:
@@ -82,6 +86,11 @@ def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None,
         lines.append(f"  nondeterministic{' SOURCE' if n['source'] else ''} {n['name']} ({n['opr_type']}){opt}: "
                      f"{spread} over {n['runs']} runs of {n['build']}")
     _emit(res, json_out, lines)
+    if junit:
+        from lar_prec.outputs import atomic_write_text
+        from lar_prec.report.junit import check_junit
+
+        atomic_write_text(junit, check_junit(res), what="JUnit XML")
     sys.exit(res["exit_code"])
 
 

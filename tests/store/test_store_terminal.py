@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import pytest
 
@@ -40,7 +41,7 @@ def faulty(manifest, tmp_path_factory):
     return out
 
 
-def test_the_store_commands_print_the_numbers_they_hold(store_url, lar_dump, faulty):
+def test_the_store_commands_print_the_numbers_they_hold(store_url, lar_dump, faulty, tmp_path):
     ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
     for _ in range(3):
         store_result(store_url, compare_dumps(ref, clean).report)
@@ -93,11 +94,29 @@ def test_the_store_commands_print_the_numbers_they_hold(store_url, lar_dump, fau
         [row] = [ln.split() for ln in diff_part if ln.split()[:1] == [name]]
         assert row[1] == f"{c['a']['max_err']:.3g}" and row[3] == f"{c['b']['max_err']:.3g}", row
 
-    c = _cli("check", "--store", store_url)
+    c = _cli("check", "--store", store_url, "--junit", tmp_path / "check.xml")
     assert c.returncode == 1, c.stderr
     assert c.stdout.startswith(f"checked run {last['uid'][:12]} (compare ")
     res = json.loads(_cli("check", "--store", store_url, "--json", "-").stdout)
     assert c.stdout.splitlines()[1] == res["verdict"] and res["run"]["uid"] == last["uid"]
+    # --junit: the history a passing case, each regressed operator a failure naming its numbers
+    suite = ElementTree.parse(tmp_path / "check.xml").getroot()
+    failed = {tc.get("name"): tc.find("failure").get("message") for tc in suite.iter("testcase")
+              if tc.find("failure") is not None}
+    assert suite.get("failures") == str(len(res["regressed"])) == str(len(failed)) and res["regressed"]
+    assert suite.get("tests") == str(1 + len(res["regressed"]) + len(res["improved"]) + len(res["nondeterministic"]))
+    for v in res["regressed"]:
+        assert failed[f"{v['name']} ({v['opr_type']})"] == f"regressed{' (root)' if v['root'] else ''}: {v['why']}"
+        assert re.search(r"\d\.\d+e-0\d", v["why"]), v["why"]  # the numbers are in it
+
+
+def test_a_junit_path_that_cannot_be_written_is_exit_2_before_the_store_opens(tmp_path):
+    db = tmp_path / "results.db"
+    for bad in (tmp_path / "no" / "check.xml", tmp_path, "-"):
+        c = _cli("check", "--store", db, "--junit", bad)
+        assert c.returncode == 2 and c.stderr.startswith("Error: ") and c.stderr.count("\n") == 1, c.stderr
+        assert "JUnit" in c.stderr or "--junit" in c.stderr
+    assert not db.exists()
 
 
 def test_an_empty_store_says_it_is_empty(store_url):
