@@ -11,7 +11,7 @@ import click
 
 from lar_prec import __version__
 from lar_prec.cli.analysis import devices_cmd, naive_vs_default_cmd, shake_cmd, sweep_cmd
-from lar_prec.cli.common import handle_errors
+from lar_prec.cli.common import add_view_options, handle_errors
 from lar_prec.cli.compare import compare_cmd, tree_cmd
 from lar_prec.cli.envs import bisect_cmd, diff_cmd
 from lar_prec.cli.precision import mixed_cmd, quant_cmd
@@ -59,6 +59,7 @@ def cli() -> None:
 for _command in (naive_vs_default_cmd, shake_cmd, devices_cmd, sweep_cmd, run_cmd, compare_cmd, tree_cmd, list_cmd,
                  node_cmd, quant_cmd, mixed_cmd, replay_cmd, check_cmd, baseline_group, history_cmd, store_group, diff_cmd,
                  bisect_cmd, zoo_cmd, reduce_cmd, schema_cmd):
+    add_view_options(_command)
     cli.add_command(_command)
 
 
