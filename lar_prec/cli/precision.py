@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from lar_prec.cli.common import advice_outputs, handle_errors, store_option, to_store
+from lar_prec.cli.common import advice_outputs, handle_errors, store_option, to_store, view
 from lar_prec.clisupport import check_report_outputs, input_paths
 
 
@@ -33,7 +33,9 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
     from lar_prec.workflows.precision.quant import quant_analysis
 
     check_report_outputs(json_out, html_out, input_paths(float_model, inputs, lar_path) + [quant_model])
-    res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout)
+    say = None if view()["quiet"] else (lambda msg: click.echo(f"lar-prec quant: {msg}", err=True))
+    res = quant_analysis(float_model, quant_model, list(inputs), out=out, lar=lar_path, timeout=timeout,
+                         progress=say)
     data = res.to_json()
     advice_outputs(data, render_quant_terminal, json_out, html_out)
     code = 1 if data["keep_in_float"] else 0

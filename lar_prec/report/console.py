@@ -154,6 +154,13 @@ class RichOut:
     def print(self, line: Line, wrap: bool = False) -> None:
         self.con.print(self._t(line))  # rich wraps every line to the terminal
 
+    def write(self, text: str) -> int:
+        """Raw text, for renderers that write their own lines (reduce)."""
+        return self.con.file.write(text)
+
+    def flush(self) -> None:
+        self.con.file.flush()
+
     def table(self, t: Table) -> None:
         # rich only for a terminal (start-up time)
         from rich import box
@@ -179,6 +186,13 @@ class PlainOut:
         self.width = width
         self.wide = wide
         self.explain = explain
+
+    def write(self, text: str) -> int:
+        """Raw text, for renderers that write their own lines (reduce)."""
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
     def _w(self, text: str) -> None:
         self.stream.write(text.replace("\n", " ").rstrip() + "\n")

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from lar_prec.diagnosis.graphinfo import GraphInfo, describe_model
 from lar_prec.diagnosis.quantinfo import (
@@ -171,8 +171,9 @@ def _graphs(float_path: Path, quant_path: Path, timeout: Optional[float]) -> Tup
 def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[str, Sequence[str]], *,
                    out: Optional[PathLike] = None, seed: int = 0, lar: Any = None,
                    timeout: Optional[float] = None, margin_db: float = KEEP_IN_FLOAT_MARGIN_DB,
-                   verify: bool = True) -> QuantAnalysis:
+                   verify: bool = True, progress: Optional[Callable[[str], None]] = None) -> QuantAnalysis:
     """Pair, run both models once, dequantize, measure, choose and verify; see the module docstring.
+    ``progress``: told one line per finished step (``step K/N: ...``, one counter over the command).
 
     Raises:
         UsageError (exit 2): a model or input is missing or wrong, or the two models are not a
@@ -192,10 +193,15 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
             shutil.move(str(f), str(adir / f.name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    steps = 4 if verify else 3
+    say = progress or (lambda msg: None)
     f_run = run_once(float_path, prepared, "naive", adir, lar=lar_obj, timeout=timeout, label="float-naive")
+    say(f"step 1/{steps}: float model (naive kernels) {f_run.status} in {f_run.seconds:.1f} s")
     q_run = run_once(quant_path, prepared, "default", adir, lar=lar_obj, timeout=timeout, label="quant-default")
+    say(f"step 2/{steps}: int8 model (default kernels) {q_run.status} in {q_run.seconds:.1f} s")
     fd, qd = DumpFolder(f_run.dump), DumpFolder(q_run.dump)
     local = local_quant_errors(quant_path, qg, fg, pairing, fd, qd, adir / "local", lar=lar_obj, timeout=timeout)
+    say(f"step 3/{steps}: local error of each int8 layer measured")
     measured = layer_errors(fg, qg, fd, qd, pairing)
     layers = worst_first(with_local(measured, local))
     keep = explain(choose_keep(layers, margin_db), pairing.pairs, fg, qg, fd, qd)
@@ -206,6 +212,9 @@ def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[s
         verification = _verify(quant_path, keep, pairing, fg, qg, fd, outputs, prepared, adir, lar_obj, timeout)
         if verification.run is not None:
             runs.append(verification.run)
+        say(f"step 4/{steps}: {len(keep.layers)} layer(s) kept in float32, verified by a run")
+    elif verify:
+        say(f"step 4/{steps}: no layer to keep in float32: nothing to verify")
     res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
                         tuple(not_in_dumps(pairing, measured, fg, qg, fd, qd)))
     data = res.to_json()
