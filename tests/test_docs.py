@@ -46,15 +46,16 @@ class Example:
     shown: Tuple[str, ...] = ()
 
 
-#: a measured value in a sample output: a number with a fraction or an exponent (counts stay exact)
+#: a measured value in a sample output: a number with a fraction or an exponent, or a count the
+#: page writes ``~N`` (one that varies from run to run: jitter); other counts stay exact
 _MEASURED = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
-_FLOAT = re.compile(r"(?<![\w.])-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+)(?![\w.])")
+_FLOAT = re.compile(r"(?<![\w.])(?:~\d+|-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+))(?![\w.])")
 
 
 def verdict_pattern(line: str) -> "re.Pattern[str]":
     """The regex a command's verdict line must match: the page's line word for word, counts
-    (integers) exact, measured values (a fraction or an exponent) any number, and a trailing
-    ``...`` (the page trims) anything."""
+    (integers) exact unless written ``~N``, measured values (a fraction or an exponent) any
+    number, and a trailing ``...`` (the page trims) anything."""
     trimmed = line.rstrip()
     tail = ""
     if trimmed.endswith("..."):
@@ -188,14 +189,14 @@ def test_every_example_runs(tmp_path):
             failures.append(f"{e.page}:{e.line}: exit {proc.returncode} (expected {e.exits}): "
                             f"{e.text[:120]}\n{proc.stderr[-1500:]}")
         elif e.page == "README.md" and e.shown:
-            failures += verdict_differs(e, proc.stdout.replace(str(tmp_path), DOCS_TMP))
+            failures += verdict_differs(e, (proc.stdout + proc.stderr).replace(str(tmp_path), DOCS_TMP))
     assert not failures, "\n\n".join(failures)
 
 
 def verdict_differs(e: Example, stdout: str) -> List[str]:
     """The README's verdict line of an example (the first line it shows) against what the
-    command printed: one of its lines must match it word for word, counts exact, measured
-    values as numbers (:func:`verdict_pattern`)."""
+    command printed (stdout and stderr: ``run`` says "ok" there): one of its lines must match it
+    word for word, counts exact, measured values as numbers (:func:`verdict_pattern`)."""
     pattern = verdict_pattern(e.shown[0])
     if any(pattern.fullmatch(ln.rstrip()) for ln in stdout.splitlines()):
         return []
@@ -212,4 +213,6 @@ def test_the_verdict_pattern_holds_counts_and_words_and_lets_measured_values_mov
     assert q.fullmatch("Verdict: no divergence: all 17 variables within threshold 1.2e-05 [roots by local error]")
     assert not q.fullmatch("Verdict: no divergence: all 18 variables within threshold 9.54e-06 [roots by local error]")
     assert not q.fullmatch("Verdict: no divergence: every 17 variables within threshold 9.54e-06 [roots by local error]")
+    j = verdict_pattern("Verdict: jitter: ~2 of 51 variables differ")
+    assert j.fullmatch("Verdict: jitter: 28 of 51 variables differ") and not j.fullmatch("Verdict: jitter: 2 of 50 variables differ")
     assert sum(bool(e.shown) for e in ALL if e.page == "README.md") >= 10
