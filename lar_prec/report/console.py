@@ -135,11 +135,13 @@ class RichOut:
     """Writes lines and tables to a rich Console. ``wide``: tables keep every column;
     ``explain``: renderers give their long explanations in full (the threshold's rule)."""
 
-    def __init__(self, console: "Console", *, wide: bool = False, explain: bool = False) -> None:
+    def __init__(self, console: "Console", *, wide: bool = False, explain: bool = False,
+                 limit: Optional[int] = WIDTH) -> None:
         self.con = console
         self.width = console.width
         self.wide = wide
         self.explain = explain
+        self.limit = limit  # tables keep within min(its width, limit); None: the console's width
 
     @staticmethod
     def _t(line: Line) -> Any:
@@ -166,7 +168,7 @@ class RichOut:
         from rich import box
         from rich.table import Table
 
-        t, dropped = t.fitted(None if self.wide else min(self.width, WIDTH))
+        t, dropped = t.fitted(None if self.wide else min(self.width, self.limit or self.width))
         rt = Table(title=self._t(t.title), box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
         for head, kw in t.columns:
             rt.add_column(head, **kw)
@@ -230,15 +232,17 @@ class PlainOut:
             self.print(_left_out(dropped))
 
 
-def open_output(console: Union["Console", IO[str], None]) -> Union[RichOut, PlainOut]:
-    """Where lines and tables go: a rich ``Console`` (None: a default one on stdout), or a text
-    stream for plain text."""
+def open_output(console: Union["Console", IO[str], "RichOut", "PlainOut", None]) -> Union[RichOut, PlainOut]:
+    """Where lines and tables go: an output the command line made (100 columns unless
+    ``--wide``), or for a caller of the Python API a rich ``Console`` of its own (None: a
+    default one on stdout; tables within its width) or a text stream (every column, as before);
+    both with every explanation whole."""
     if console is None:
         from rich.console import Console  # rich only for a terminal (start-up time)
 
-        return RichOut(Console())
+        return RichOut(Console(), explain=True, limit=None)
     if isinstance(console, (RichOut, PlainOut)):
         return console
     if hasattr(console, "rule") and hasattr(console, "width"):
-        return RichOut(console)  # type: ignore[arg-type]
-    return PlainOut(console)  # type: ignore[arg-type]
+        return RichOut(console, explain=True, limit=None)  # type: ignore[arg-type]
+    return PlainOut(console, wide=True, explain=True)  # type: ignore[arg-type]
