@@ -245,4 +245,4 @@ def open_output(console: Union["Console", IO[str], "RichOut", "PlainOut", None])
         return console
     if hasattr(console, "rule") and hasattr(console, "width"):
         return RichOut(console, explain=True, limit=None)  # type: ignore[arg-type]
-    return PlainOut(console, wide=True, explain=True)  # type: ignore[arg-type]
+    return PlainOut(console, 120, wide=True, explain=True)  # type: ignore[arg-type]

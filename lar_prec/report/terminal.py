@@ -188,7 +188,7 @@ def _header(report: Report, con: Any) -> None:
         reason = th.reason
         if not getattr(con, "explain", True):  # one line; the mode is said already
             reason = one_line(reason[len(th.mode) + 2:] if reason.startswith(f"{th.mode}: ") else reason,
-                              WIDTH - len(line.plain) - 2, "[--explain]")
+                              min(con.width, WIDTH) - len(line.plain) - 2, "[--explain]")
         line.append(": " + reason)
     con.print(line)
     if th.per_dtype:

@@ -69,3 +69,38 @@ def test_shake_counts_all_its_runs_on_one_counter(manifest, tmp_path):
     counted = re.findall(r"load_and_run runs (\d+)/(\d+):", p.stderr)
     assert counted == [("1", "3"), ("2", "3"), ("3", "3")], p.stderr
     assert all(len(ln) <= 100 for ln in p.stdout.splitlines()), max(p.stdout.splitlines(), key=len)
+
+
+def _on_a_terminal(args, env):
+    """The command's stdout written to a pseudo-terminal (rich's console), as bytes."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "lar_prec", *map(str, args)], cwd=ROOT, stdout=slave,
+                                stderr=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the command closed its end
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait(timeout=300)
+    finally:
+        os.close(master)
+    return b"".join(chunks)
+
+
+def test_no_color_turns_the_colours_off_on_a_terminal(lar_dump):
+    ref, clean = lar_dump("cnn", "naive"), lar_dump("cnn", "default")
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(TERM="xterm-256color", COLORTERM="truecolor", LAR_PREC_STORE="")
+    colour = re.compile(rb"\x1b\[[0-9;]*(?:3[0-7]|38;[0-9;]+)m")
+    coloured = _on_a_terminal(["compare", ref, clean], env)
+    plain = _on_a_terminal(["compare", ref, clean], {**env, "NO_COLOR": "1"})
+    assert b"Verdict: " in coloured and b"Verdict: " in plain
+    assert colour.search(coloured) and not colour.search(plain)
