@@ -59,6 +59,22 @@ class ProgressBars:
         self._state: dict = {}  # stage -> (described, done, total): what the bars show
         self._lock = threading.Lock()
         self._loader: Optional[threading.Thread] = None
+        # one counter per stage over the whole command: a workflow that runs its plan in parts
+        # (shake: the first run, then the repeats) tells each part from 0; the parts add up
+        self._blocks: dict = {}  # stage -> [done in the parts before, their total, last (done, total)]
+        self._expected: dict = {}  # stage -> the runs the command said it will make (expect)
+
+    def expect(self, stage: str, total: int) -> None:
+        """The command will make ``total`` steps of ``stage`` in all (over every part)."""
+        self._expected[stage] = total
+
+    def _count(self, stage: str, done: int, total: int) -> "tuple[int, int]":
+        """(done, total) of the whole command from a part's own (done, total)."""
+        before, before_total, last = self._blocks.get(stage, (0, 0, None))
+        if last is not None and done == 0 and last[0] == last[1] and last[1] > 0:
+            before, before_total = before + last[0], before_total + last[1]  # a new part starts
+        self._blocks[stage] = (before, before_total, (done, total))
+        return before + done, max(before_total + total, self._expected.get(stage, 0))
 
     def __enter__(self) -> "ProgressBars":
         if self.enabled:
@@ -89,6 +105,7 @@ class ProgressBars:
     def __call__(self, stage: str, done: int, total: int, *, running: Sequence[str] = (),
                  finished: Optional[str] = None) -> None:
         label = _STAGES.get(stage, stage)
+        done, total = self._count(stage, done, total)
         if self.lines:
             self._line(stage, label, done, total, finished)
         if not self.enabled:
@@ -168,6 +185,17 @@ def check_report_outputs(json_out: str | None, html_out: str | None, inputs: lis
             raise UsageError("--html needs a file path, got '-'; expected e.g. --html report.html")
         check_output_path(html_out, what="HTML report", inputs=inputs, make_parents=make_parents)
     check_distinct([json_out, html_out], what="--json and --html")
+
+
+def check_junit_output(junit: str | None, others: list, inputs: list) -> None:
+    """Refuse, before anything runs, a ``--junit FILE`` that cannot be written, is an input or
+    names the same file as another output (``others``): exit 2, one line."""
+    if junit is None:
+        return
+    if junit == "-":
+        raise UsageError("--junit needs a file path, got '-'; expected e.g. --junit lar-prec.xml")
+    check_output_path(junit, what="JUnit XML", inputs=inputs, make_parents=False)
+    check_distinct([junit, *others], what="--junit and the other outputs")
 
 
 def check_outside(path: str, analysis_dir: str, flag: str, own: str) -> None:

@@ -8,6 +8,7 @@ or server with another; each makes its own under tmp_path).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -115,3 +116,36 @@ def pytest_collection_modifyitems(config, items):
     first, the rest in collection order: started last, one of them kept a worker busy alone
     while the other had nothing left (make test on 2 cores)."""
     items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+
+
+#: how a report written by lar-prec's own writer starts (report/model.py streams the keys in order);
+#: a test's hand-made or deliberately broken JSON (json.dumps) does not start so
+_WRITTEN_REPORT = b'{\n "schema": "lar-prec.report/1"'
+
+
+@pytest.fixture(autouse=True)
+def _reports_conform_to_the_schema(request):
+    """Every report.json (or --json report) a test's command wrote under its tmp_path conforms to
+    the JSON Schema ``lar-prec schema`` prints (issue 53): checked after the test, a mismatch is
+    an error of that test."""
+    if "tmp_path" not in request.fixturenames:
+        yield
+        return
+    tmp = request.getfixturevalue("tmp_path")
+    yield
+    from lar_prec.report.schema import report_schema, schema_errors
+
+    bad, schema = [], None
+    for p in tmp.rglob("*.json"):
+        try:
+            with open(p, "rb") as f:
+                if f.read(len(_WRITTEN_REPORT)) != _WRITTEN_REPORT:
+                    continue
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a report still being written by a command the test killed
+        schema = schema or report_schema()
+        errs = schema_errors(doc, schema, limit=3)
+        if errs:
+            bad.append(f"{p}: {'; '.join(errs)}")
+    assert not bad, "reports that do not conform to `lar-prec schema`:\n" + "\n".join(bad)

@@ -25,7 +25,7 @@ from conftest import ROOT
 
 PAGES = ["README.md", "docs/triage.md", "docs/sweep.md", "docs/jitter.md", "docs/jitter-causes.md", "docs/local-error.md", "docs/reduce.md", "docs/devices.md", "docs/environments.md", "docs/api.md",
          "docs/json.md", "docs/mixed-precision.md", "docs/history.md", "docs/zoo.md", "docs/security.md", "docs/setup.md", "docs/troubleshooting.md", "docs/threshold.md",
-         "docs/real-load-and-run.md", "docs/architecture.md"]
+         "docs/real-load-and-run.md", "docs/architecture.md", "docs/environment.md"]
 DOCS_TMP = "/tmp/lar-prec-docs"
 #: at most this many command lines may be marked "not run" (devices, faults)
 MAX_NOT_RUN = 12
@@ -42,6 +42,30 @@ class Example:
     text: str
     exits: Tuple[int, ...]
     not_run: Optional[str]
+    #: the output the page shows under the command (console blocks), its first line the verdict line
+    shown: Tuple[str, ...] = ()
+
+
+#: a measured value in a sample output: a number with a fraction or an exponent, or a count the
+#: page writes ``~N`` (one that varies from run to run: jitter); other counts stay exact
+_MEASURED = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_FLOAT = re.compile(r"(?<![\w.])(?:~\d+|-?\d+(?:\.\d+(?:e[-+]?\d+)?|e[-+]?\d+))(?![\w.])")
+
+
+def verdict_pattern(line: str) -> "re.Pattern[str]":
+    """The regex a command's verdict line must match: the page's line word for word, counts
+    (integers) exact unless written ``~N``, measured values (a fraction or an exponent) any
+    number, and a trailing ``...`` (the page trims) anything."""
+    trimmed = line.rstrip()
+    tail = ""
+    if trimmed.endswith("..."):
+        trimmed, tail = trimmed[:-3].rstrip(), ".*"
+    parts, last = [], 0
+    for m in _FLOAT.finditer(trimmed):
+        parts += [re.escape(trimmed[last:m.start()]), _MEASURED]
+        last = m.end()
+    parts.append(re.escape(trimmed[last:]))
+    return re.compile("".join(parts) + tail)
 
 
 def examples(page: str) -> List[Example]:
@@ -84,7 +108,12 @@ def _from_block(page: str, lang: str, lines: List[str], start: int) -> List[Exam
             exits = _EXIT.search(cmd)
             codes = tuple(int(x) for x in exits.group(1).replace(" ", "").split(",") if x) if exits else (0,)
             body = _EXIT.sub("", cmd) if exits else cmd
-            found.append(Example(page, n, "shell", body, codes, not_run.group(1) if not_run else None))
+            shown = []
+            while lang == "console" and i + 1 < len(lines) and lines[i + 1].strip() and \
+                    not lines[i + 1].startswith("$ "):
+                i += 1
+                shown.append(lines[i])
+            found.append(Example(page, n, "shell", body, codes, not_run.group(1) if not_run else None, tuple(shown)))
         i += 1
     return found
 
@@ -107,6 +136,25 @@ def test_the_pages_have_examples_and_few_are_not_run():
     commands = {re.match(r"lar-prec (\S+)", e.text).group(1) for e in ALL
                 if e.kind == "shell" and e.text.startswith("lar-prec ") and not e.not_run}
     assert commands >= {"naive-vs-default", "shake", "sweep", "devices", "compare", "tree", "run", "quant"}
+
+
+def test_every_environment_variable_read_is_on_the_environment_page():
+    """docs/environment.md lists every variable the package reads: each ``LAR_PREC_*`` name in its
+    sources and each name read through ``os.environ``/``getenv``/click's ``envvar``; and every
+    ``LAR_PREC_*`` name the page lists is still read somewhere (the package or the setup)."""
+    page = (ROOT / "docs" / "environment.md").read_text()
+    read = set()
+    for f in (ROOT / "lar_prec").rglob("*.py"):
+        text = f.read_text()
+        read |= set(re.findall(r"\b(LAR_PREC_[A-Z_]+)\b", text))
+        read |= set(re.findall(r"(?:environ(?:\.get)?\(|environ\[|getenv\(|setdefault\(|envvar=)\s*[\"']([A-Z][A-Z0-9_]+)",
+                               text))
+    assert len(read) >= 12, sorted(read)
+    missing = sorted(v for v in read if f"`{v}`" not in page)
+    assert not missing, f"read by lar_prec but not on docs/environment.md: {missing}"
+    setup = " ".join(p.read_text() for p in [*(ROOT / "scripts").glob("*.sh"), ROOT / "Makefile"])
+    stale = sorted(v for v in re.findall(r"`(LAR_PREC_[A-Z_]+)`", page) if v not in read and v not in setup)
+    assert not stale, f"on docs/environment.md but read nowhere: {stale}"
 
 
 def test_every_json_key_is_documented():
@@ -140,4 +188,31 @@ def test_every_example_runs(tmp_path):
         if proc.returncode not in e.exits:
             failures.append(f"{e.page}:{e.line}: exit {proc.returncode} (expected {e.exits}): "
                             f"{e.text[:120]}\n{proc.stderr[-1500:]}")
+        elif e.page == "README.md" and e.shown:
+            failures += verdict_differs(e, (proc.stdout + proc.stderr).replace(str(tmp_path), DOCS_TMP))
     assert not failures, "\n\n".join(failures)
+
+
+def verdict_differs(e: Example, stdout: str) -> List[str]:
+    """The README's verdict line of an example (the first line it shows) against what the
+    command printed (stdout and stderr: ``run`` says "ok" there): one of its lines must match it
+    word for word, counts exact, measured values as numbers (:func:`verdict_pattern`)."""
+    pattern = verdict_pattern(e.shown[0])
+    if any(pattern.fullmatch(ln.rstrip()) for ln in stdout.splitlines()):
+        return []
+    near = [ln for ln in stdout.splitlines() if ln.split(":")[0] == e.shown[0].split(":")[0]] or stdout.splitlines()[:3]
+    return [f"{e.page}:{e.line}: the README shows\n    {e.shown[0]}\n  the command printed\n    "
+            + "\n    ".join(near[:3])]
+
+
+def test_the_verdict_pattern_holds_counts_and_words_and_lets_measured_values_move():
+    p = verdict_pattern("Verdict: jitter: 28 of 51 variables differ from run 1 in up to 2 of 2 runs; first root: x ...")
+    assert p.fullmatch("Verdict: jitter: 28 of 51 variables differ from run 1 in up to 2 of 2 runs; first root: x (y)")
+    assert not p.fullmatch("Verdict: jitter: 28 of 51 variables differ from run 1 in up to 1 of 1 runs; first root: x")
+    q = verdict_pattern("Verdict: no divergence: all 17 variables within threshold 9.54e-06 [roots by local error]")
+    assert q.fullmatch("Verdict: no divergence: all 17 variables within threshold 1.2e-05 [roots by local error]")
+    assert not q.fullmatch("Verdict: no divergence: all 18 variables within threshold 9.54e-06 [roots by local error]")
+    assert not q.fullmatch("Verdict: no divergence: every 17 variables within threshold 9.54e-06 [roots by local error]")
+    j = verdict_pattern("Verdict: jitter: ~2 of 51 variables differ")
+    assert j.fullmatch("Verdict: jitter: 28 of 51 variables differ") and not j.fullmatch("Verdict: jitter: 2 of 50 variables differ")
+    assert sum(bool(e.shown) for e in ALL if e.page == "README.md") >= 10

@@ -87,12 +87,68 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def view() -> dict:
+    """How the command's terminal output looks, from the options every command has (the
+    group adds those a command does not declare itself: :func:`add_view_options`): ``wide``
+    (every table column), ``explain`` (the threshold's rule in full), ``verbose``, ``quiet``."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta.get(_VIEW, {}) if ctx is not None else {}
+    return {"wide": bool(meta.get("wide")), "explain": bool(meta.get("explain") or meta.get("verbose")),
+            "verbose": bool(meta.get("verbose")), "quiet": bool(meta.get("quiet"))}
+
+
+_VIEW = "lar_prec.view"
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    ctx.meta.setdefault(_VIEW, {})[param.name] = value
+    if param.name == "verbose" and value:  # the package's log (what runs, what is skipped) on stderr
+        import logging
+
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("lar-prec: %(message)s"))
+        log = logging.getLogger("lar_prec")
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    return value
+
+
+def add_view_options(command: click.Command) -> None:
+    """``--wide``, ``--explain``, ``-v/--verbose`` and ``-q/--quiet`` on ``command`` (and each
+    subcommand of a group), where it does not declare them itself; their values go to the
+    context (:func:`view`), not to the command's function (its signature stays as it is)."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_view_options(sub)
+        return
+    names = {o for p in command.params for o in getattr(p, "opts", ())}
+    for opts, name, help_ in (
+            (["--wide"], "wide", "Every column of every table (default: the optional ones are left out to fit "
+                                 "100 columns; the JSON has them all)."),
+            (["--explain"], "explain", "Print the threshold's rule in full (default: one line; the JSON has it "
+                                       "all)."),
+            (["-v", "--verbose"], "verbose", "More detail on the terminal: --explain, and the log of what runs."),
+            (["-q", "--quiet"], "quiet", "No progress or notes on stderr.")):
+        if not names & set(opts):
+            command.params.append(click.Option([*opts, name], is_flag=True, expose_value=False, callback=_remember,
+                                               show_default=False, help=help_))
+        else:  # the command's own (e.g. -q): its value still reaches view()
+            for p in command.params:
+                if set(getattr(p, "opts", ())) & set(opts) and p.callback is None:
+                    p.callback = _remember
+
+
 def report_out() -> Any:
-    """Where the report's tables go: a rich console on a terminal (colour, wrapped to its
-    width), plain aligned text into a pipe or file (no rich import: most of a small compare's
-    start-up)."""
+    """Where the report's tables go: a rich console on a terminal (colour unless ``NO_COLOR``,
+    wrapped to its width), plain aligned text into a pipe or file (no rich import: most of a
+    small compare's start-up); tables keep to 100 columns unless ``--wide``."""
+    from lar_prec.report.console import PlainOut, RichOut
+
     out = click.get_text_stream("stdout")
-    return console() if out.isatty() else out
+    v = view()
+    if out.isatty():
+        return RichOut(console(), wide=v["wide"], explain=v["explain"])
+    return PlainOut(out, wide=v["wide"], explain=v["explain"])
 
 
 def finish_analysis(analysis: Any, json_out: str | None, html_out: str | None, quiet: bool,
@@ -115,12 +171,15 @@ def to_store(store: str | None, result: Any, exit_code: int | None = None) -> No
     """The finished analysis (a Report, or the JSON of quant/mixed) into the results store, after
     its outputs are written, when ``--store``/``LAR_PREC_STORE`` names one; without one nothing
     happens. A StoreError (exit 2) leaves nothing of it in the store and the analysis folder whole
-    (``lar-prec store add DIR`` writes it later)."""
+    (``lar-prec store add DIR`` writes it later). Ends with one line on stderr naming the run
+    stored (its uid prefix, what ``history``/``check``/``diff`` take), its operators and the store."""
     if store:
         # SQLAlchemy and the store load only when a store is named: every other run starts as before
-        from lar_prec.workflows.history.history import store_result
+        from lar_prec.workflows.history.history import stored_result
 
-        store_result(store, result, argv=tuple(sys.argv), exit_code=exit_code)
+        done = stored_result(store, result, argv=tuple(sys.argv), exit_code=exit_code)
+        click.echo(shown(f"stored run {done['uid'][:12]} ({done['operators']} operators) in {done['store']}"),
+                   err=True)
 
 
 def store_option(func: F) -> F:

@@ -11,12 +11,13 @@ import click
 
 from lar_prec import __version__
 from lar_prec.cli.analysis import devices_cmd, naive_vs_default_cmd, shake_cmd, sweep_cmd
-from lar_prec.cli.common import handle_errors
+from lar_prec.cli.common import add_view_options, handle_errors
 from lar_prec.cli.compare import compare_cmd, tree_cmd
 from lar_prec.cli.envs import bisect_cmd, diff_cmd
 from lar_prec.cli.precision import mixed_cmd, quant_cmd
 from lar_prec.cli.reduce import reduce_cmd
 from lar_prec.cli.run import replay_cmd, run_cmd
+from lar_prec.cli.schema import schema_cmd
 from lar_prec.cli.store import baseline_group, check_cmd, history_cmd, store_group
 from lar_prec.cli.triage import list_cmd, node_cmd
 from lar_prec.cli.zoo import zoo_cmd
@@ -57,7 +58,8 @@ def cli() -> None:
 
 for _command in (naive_vs_default_cmd, shake_cmd, devices_cmd, sweep_cmd, run_cmd, compare_cmd, tree_cmd, list_cmd,
                  node_cmd, quant_cmd, mixed_cmd, replay_cmd, check_cmd, baseline_group, history_cmd, store_group, diff_cmd,
-                 bisect_cmd, zoo_cmd, reduce_cmd):
+                 bisect_cmd, zoo_cmd, reduce_cmd, schema_cmd):
+    add_view_options(_command)
     cli.add_command(_command)
 
 

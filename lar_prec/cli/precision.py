@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from lar_prec.cli.common import advice_outputs, handle_errors, store_option, to_store
+from lar_prec.cli.common import advice_outputs, handle_errors, store_option, to_store, view
 from lar_prec.clisupport import check_report_outputs, input_paths
 
 
@@ -34,8 +34,9 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
     from lar_prec.workflows.precision.quant import analyse
 
     check_report_outputs(json_out, html_out, input_paths(float_model, inputs, lar_path) + [quant_model])
+    say = None if view()["quiet"] else (lambda msg: click.echo(f"lar-prec quant: {msg}", err=True))
     settings = Settings(model=float_model, inputs=list(inputs), out=out, lar=lar_path, timeout=timeout)
-    res = analyse(settings, quant_model)
+    res = analyse(settings, quant_model, progress=say)
     data = res.to_json()
     advice_outputs(data, render_quant_terminal, json_out, html_out)
     code = 1 if data["keep_in_float"] else 0

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from lar_prec.cli.common import handle_errors
-from lar_prec.clisupport import check_report_outputs
+from lar_prec.clisupport import check_junit_output, check_report_outputs
 from lar_prec.errors import UsageError
 from lar_prec.report.console import shown
 
@@ -48,9 +48,12 @@ def _emit(data: Any, json_out: str | None, lines: list) -> None:
 @click.option("--min-history", "min_history", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
               help="Past runs of the series needed before an operator is said to regress or improve.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON result here ('-': stdout).")
+@click.option("--junit", "junit", metavar="FILE", default=None,
+              help="Also write JUnit XML here for CI: a test case per regressed or improved operator (a regression "
+                   "fails with its numbers), the run's history and the baseline.")
 @handle_errors
 def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None, since: str | None,
-              min_history: int, json_out: str | None) -> None:
+              min_history: int, json_out: str | None, junit: str | None) -> None:
     """Did any operator get worse? ANALYSIS_DIR (default: the store's newest run) against its history.
 
     Compares every operator with its own past in the store for the same model, input and
@@ -63,11 +66,13 @@ def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None,
     --baseline, an unrecorded improvement), 0 otherwise, 2 when the store or the folder
     cannot be read.
     """
+    from lar_prec.report.history import checked_line
     from lar_prec.workflows.history.history import check
 
     check_report_outputs(json_out, None, [analysis_dir, baseline], make_parents=False)
+    check_junit_output(junit, [json_out], [analysis_dir, baseline])
     res = check(_need(store), analysis_dir, baseline=baseline, since=since, min_history=min_history)
-    lines = [res["verdict"]]
+    lines = [checked_line(res["run"]), res["verdict"]]
     for v in res["regressed"] + res["improved"]:
         good = v["last_good"] or {}
         where = f"; last good {good.get('created')} ({good.get('build')})" if good else ""
@@ -81,6 +86,11 @@ def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None,
         lines.append(f"  nondeterministic{' SOURCE' if n['source'] else ''} {n['name']} ({n['opr_type']}){opt}: "
                      f"{spread} over {n['runs']} runs of {n['build']}")
     _emit(res, json_out, lines)
+    if junit:
+        from lar_prec.outputs import atomic_write_text
+        from lar_prec.report.junit import check_junit
+
+        atomic_write_text(junit, check_junit(res), what="JUnit XML")
     sys.exit(res["exit_code"])
 
 
@@ -109,29 +119,20 @@ def baseline_update_cmd(store: str | None, baseline: str) -> None:
 @click.option("--diff", "diff", multiple=True, metavar="RUN", help="What changed between two runs: --diff A --diff B.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON here ('-': stdout).")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Write the trend page here.")
+@click.option("--wide", is_flag=True, help="Every run, operator and column in full (default: the newest 10, "
+                                           "cut to 100 columns).")
 @handle_errors
 def history_cmd(store: str | None, model: str | None, op: str | None, diff: tuple, json_out: str | None,
-                html_out: str | None) -> None:
+                html_out: str | None, wide: bool) -> None:
     """Runs of a model over time, an operator's error over builds, where it first left its band,
     and what changed between two runs. Exit code 0, or 2 when the store cannot be read."""
+    from lar_prec.report.history import history_lines
     from lar_prec.report.html import write_html
     from lar_prec.workflows.history.history import history
 
     check_report_outputs(json_out, html_out, [], make_parents=False)
     res = history(_need(store), model=model, op=op, diff=diff)
-    lines = []
-    for s in res["series"]:
-        lines.append(f"{s['model_name']} | {s['command']} {s['config']} {' '.join(s['options'])} | "
-                     f"{s['device_kind']}: {len(s['runs'])} run(s)")
-        for r in s["runs"][-10:]:
-            lines.append(f"  {r['created']} {r['run'][:12]} {r['build']}: {r['verdict']}")
-        for o in s["ops"][:10]:
-            out = o["first_out_of_band"]
-            lines.append(f"  op {o['name']} ({o['opr_type']}): {len(o['points'])} point(s)"
-                         + (f", first out of its band in run {out['run'][:12]} ({out['created']})" if out else ""))
-    if res["diff"]:
-        lines.append(f"{len(res['diff']['ops'])} operator(s) changed between {res['diff']['a'][:12]} and "
-                     f"{res['diff']['b'][:12]}")
+    lines = history_lines(res, op=op, wide=wide)
     _emit(res, json_out, lines)
     if html_out:
         write_html(res, html_out)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from lar_prec.cli.common import handle_errors
-from lar_prec.clisupport import check_report_outputs
+from lar_prec.clisupport import check_junit_output, check_report_outputs
 from lar_prec.errors import UsageError
 from lar_prec.report.console import shown
 from lar_prec.outputs import json_text
@@ -30,6 +30,9 @@ from lar_prec.outputs import json_text
                    "disk at this same path). [default: ./lar-prec-out/zoo-N]")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the zoo's JSON here ('-': stdout).")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the zoo's page here.")
+@click.option("--junit", "junit", metavar="FILE", default=None,
+              help="Also write JUnit XML here for CI: a test case per cell, failing on a divergence or a regression "
+                   "with its numbers, an error for a task that did not finish.")
 @click.option("--keep-dumps", is_flag=True, help="Keep the dumps of tasks that found nothing (default: removed on "
                                                  "the worker once the task's summary is made).")
 @click.option("--resume/--again", "resume", default=True, show_default=True,
@@ -38,7 +41,8 @@ from lar_prec.outputs import json_text
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @handle_errors
 def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_timeout: float, workers: int | None, out: str | None,
-            json_out: str | None, html_out: str | None, keep_dumps: bool, resume: bool, quiet: bool) -> None:
+            json_out: str | None, html_out: str | None, junit: str | None, keep_dumps: bool, resume: bool,
+            quiet: bool) -> None:
     """Run a model zoo: every model x analysis x configuration x build x device of MANIFEST (TOML),
     each task one analysis on Dask, written into the store as it finishes.
 
@@ -59,6 +63,7 @@ def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_tim
     if not store:
         raise UsageError("no store named: give --store URL or set LAR_PREC_STORE (the zoo writes every task there)")
     check_report_outputs(json_out, html_out, [manifest], analysis_dir=out)
+    check_junit_output(junit, [json_out, html_out], [manifest])
     with ZooProgress(not quiet) as progress:
         data = run_zoo(manifest, store=store, scheduler=scheduler, out=out, keep_dumps=keep_dumps, again=not resume,
                        workers=workers, progress=progress, connect_timeout=connect_timeout)
@@ -74,4 +79,8 @@ def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_tim
         atomic_write_text(json_out, text + "\n", what="zoo JSON")
     if html_out:
         write_html(data, html_out, title=f"lar-prec zoo: {data['name']}")
+    if junit:
+        from lar_prec.report.junit import zoo_junit
+
+        atomic_write_text(junit, zoo_junit(data), what="JUnit XML")
     sys.exit(data["exit_code"])

@@ -10,7 +10,7 @@ cannot retitle or clear the user's terminal.
 from __future__ import annotations
 
 import re
-from typing import IO, TYPE_CHECKING, Any, Dict, List, Sequence, Tuple, Union
+from typing import IO, TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -67,8 +67,17 @@ def text(s: str, style: str = "", *more: Any) -> Line:
     return Line((s, style), *more)
 
 
+#: the width terminal output keeps to (tables drop their optional columns to fit; ``--wide``: all)
+WIDTH = 100
+
+
 class Table:
-    """A titled table: columns (header, rich column options) and rows of :class:`Line`."""
+    """A titled table: columns (header, rich column options) and rows of :class:`Line`.
+
+    A column added with ``drop=N`` (N > 0) is optional: where the table is wider than the
+    output, the optional columns go, the highest N first, until it fits (``--wide`` keeps
+    them; the JSON has every value); ``cut=True`` marks the text column shortened (head and
+    tail around an ellipsis, names kept distinct) when dropping is not enough."""
 
     def __init__(self, title: str) -> None:
         self.title = text(title, "bold")
@@ -81,15 +90,58 @@ class Table:
     def add_row(self, *cells: Any) -> None:
         self.rows.append([c if isinstance(c, Line) else Line(c) for c in cells])
 
+    def widths(self) -> List[int]:
+        return [max([len(h)] + [len(r[i].plain) for r in self.rows]) for i, (h, _) in enumerate(self.columns)]
 
+    def fitted(self, width: Optional[int]) -> Tuple["Table", List[str]]:
+        """This table within ``width`` columns (None: as it is), and the heads of the columns left out."""
+        keep = list(range(len(self.columns)))
+
+        def total() -> int:
+            w = self.widths()
+            return sum(w[i] for i in keep) + 3 * (len(keep) - 1) + 1
+
+        dropped: List[str] = []
+        optional = sorted((i for i, (_, kw) in enumerate(self.columns) if kw.get("drop")),
+                          key=lambda i: -self.columns[i][1]["drop"])
+        while width is not None and optional and total() > width:
+            i = optional.pop(0)
+            keep.remove(i)
+            dropped.append(self.columns[i][0])
+        out = Table("")
+        out.title = self.title
+        out.columns = [(h, {k: v for k, v in kw.items() if k not in ("drop", "cut")})
+                       for h, kw in (self.columns[i] for i in keep)]
+        out.rows = [[r[i] for i in keep] for r in self.rows]
+        over = total() - width if width is not None else 0
+        cut = [j for j, i in enumerate(keep) if self.columns[i][1].get("cut")]
+        if over > 0 and cut:
+            j = cut[0]
+            col_w = out.widths()[j]
+            room = max(12, col_w - over)
+            short = fit_names([r[j].plain for r in out.rows], room)
+            out.rows = [[Line((short[c.plain], c.segs[0][1] if c.segs else "")) if k == j else c
+                         for k, c in enumerate(r)] for r in out.rows]
+        return out, dropped
+
+
+
+
+def _left_out(dropped: List[str]) -> Line:
+    return text(f"  (left out to fit: {', '.join(dropped)}; --wide or the JSON has them)", "dim")
 
 
 class RichOut:
-    """Writes lines and tables to a rich Console."""
+    """Writes lines and tables to a rich Console. ``wide``: tables keep every column;
+    ``explain``: renderers give their long explanations in full (the threshold's rule)."""
 
-    def __init__(self, console: "Console") -> None:
+    def __init__(self, console: "Console", *, wide: bool = False, explain: bool = False,
+                 limit: Optional[int] = WIDTH) -> None:
         self.con = console
         self.width = console.width
+        self.wide = wide
+        self.explain = explain
+        self.limit = limit  # tables keep within min(its width, limit); None: the console's width
 
     @staticmethod
     def _t(line: Line) -> Any:
@@ -101,28 +153,48 @@ class RichOut:
     def rule(self, line: Line) -> None:
         self.con.rule(self._t(line), align="left")
 
-    def print(self, line: Line) -> None:
-        self.con.print(self._t(line))
+    def print(self, line: Line, wrap: bool = False) -> None:
+        self.con.print(self._t(line))  # rich wraps every line to the terminal
+
+    def write(self, text: str) -> int:
+        """Raw text, for renderers that write their own lines (reduce)."""
+        return self.con.file.write(text)
+
+    def flush(self) -> None:
+        self.con.file.flush()
 
     def table(self, t: Table) -> None:
         # rich only for a terminal (start-up time)
         from rich import box
         from rich.table import Table
 
+        t, dropped = t.fitted(None if self.wide else min(self.width, self.limit or self.width))
         rt = Table(title=self._t(t.title), box=box.SIMPLE_HEAD, title_justify="left", show_edge=False)
         for head, kw in t.columns:
             rt.add_column(head, **kw)
         for row in t.rows:
             rt.add_row(*[self._t(c) for c in row])
         self.con.print(rt)
+        if dropped:
+            self.print(_left_out(dropped))
 
 
 class PlainOut:
-    """Writes lines and tables as plain text: columns aligned, nothing wrapped or cut."""
+    """Writes lines and tables as plain text: columns aligned, nothing wrapped; a table keeps to
+    ``width`` by leaving out its optional columns (``wide``: every column)."""
 
-    def __init__(self, stream: IO[str], width: int = 120) -> None:
+    def __init__(self, stream: IO[str], width: int = WIDTH, *, wide: bool = False, explain: bool = False) -> None:
         self.stream = stream
         self.width = width
+        self.wide = wide
+        self.explain = explain
+
+    def write(self, text: str) -> int:
+        """Raw text, for renderers that write their own lines (reduce)."""
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
 
     def _w(self, text: str) -> None:
         self.stream.write(text.replace("\n", " ").rstrip() + "\n")
@@ -131,10 +203,18 @@ class PlainOut:
         head = line.plain + " "
         self._w(head + "─" * max(3, self.width - len(head)))
 
-    def print(self, line: Line) -> None:
-        self._w(line.plain)
+    def print(self, line: Line, wrap: bool = False) -> None:
+        """One line; ``wrap``: a long one (a note) folded at spaces to the width, indented after the first."""
+        if not wrap or self.wide or len(line.plain) <= self.width:
+            self._w(line.plain)
+            return
+        import textwrap
+
+        for part in textwrap.wrap(line.plain, self.width, subsequent_indent="  ", break_on_hyphens=False):
+            self._w(part)
 
     def table(self, t: Table) -> None:
+        t, dropped = t.fitted(None if self.wide else self.width)
         heads = [h for h, _ in t.columns]
         cells = [[c.plain.replace("\n", " ") for c in row] for row in t.rows]
         widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(heads)]
@@ -145,18 +225,24 @@ class PlainOut:
 
         self._w(t.title.plain)
         self._w(fmt(heads))
-        self._w("─" * (sum(widths) + 3 * (len(widths) - 1) + 2))
+        self._w("─" * (sum(widths) + 3 * (len(widths) - 1) + 1))
         for r in cells:
             self._w(fmt(r))
+        if dropped:
+            self.print(_left_out(dropped))
 
 
-def open_output(console: Union["Console", IO[str], None]) -> Union[RichOut, PlainOut]:
-    """Where lines and tables go: a rich ``Console`` (None: a default one on stdout), or a text
-    stream for plain text."""
+def open_output(console: Union["Console", IO[str], "RichOut", "PlainOut", None]) -> Union[RichOut, PlainOut]:
+    """Where lines and tables go: an output the command line made (100 columns unless
+    ``--wide``), or for a caller of the Python API a rich ``Console`` of its own (None: a
+    default one on stdout; tables within its width) or a text stream (every column, as before);
+    both with every explanation whole."""
     if console is None:
         from rich.console import Console  # rich only for a terminal (start-up time)
 
-        return RichOut(Console())
+        return RichOut(Console(), explain=True, limit=None)
+    if isinstance(console, (RichOut, PlainOut)):
+        return console
     if hasattr(console, "rule") and hasattr(console, "width"):
-        return RichOut(console)  # type: ignore[arg-type]
-    return PlainOut(console)  # type: ignore[arg-type]
+        return RichOut(console, explain=True, limit=None)  # type: ignore[arg-type]
+    return PlainOut(console, 120, wide=True, explain=True)  # type: ignore[arg-type]

@@ -96,5 +96,5 @@ def render_bisect_terminal(data: Mapping[str, Any], out: Any) -> None:
     if first and first.get("report"):
         con.print(text("First bad build's diff against the good end: ", "bold", str(first["report"])))
     for n in data.get("notes") or ():
-        con.print(text("Note: ", "bold yellow", str(n)))
+        con.print(text("Note: ", "bold yellow", str(n)), wrap=True)
     con.print(text(f"analysis folder: {data.get('analysis_dir')} (bisect.json, bisect.html, a folder per build)"))

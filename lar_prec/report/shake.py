@@ -62,25 +62,25 @@ def render_shake_top(report: "Report", con: Any) -> None:
         n_diff = sum(1 for v in report.vars if v.extra.get("algorithm_differs"))
         n_change = sum(1 for v in report.vars if v.extra.get("algorithm_differs") and (v.extra.get("n_results") or 1) > 1)
         con.print(text("Algorithms: ", "bold", f"from each run's own fast-run cache; the choice differs between runs at "
-                       f"{n_diff} operator(s), {n_change} of them with a different result"))
+                       f"{n_diff} operator(s), {n_change} of them with a different result"), wrap=True)
         same = [v for v in report.vars if v.extra.get("algorithm_differs") and (v.extra.get("n_results") or 1) == 1]
         if same:
             names = ", ".join(f"{v.name} (var {v.id})" for v in same[:6]) + (f" +{len(same) - 6}" if len(same) > 6 else "")
-            con.print(text("  another algorithm, the same bits: ", "dim", (names, "dim")))
+            con.print(text("  another algorithm, the same bits: ", "dim", (names, "dim")), wrap=True)
     elif choice:
-        con.print(text("Algorithms: ", "bold", ("not known: " + str(choice.get("why", "")), "dim")))
+        con.print(text("Algorithms: ", "bold", ("not known: " + str(choice.get("why", "")), "dim")), wrap=True)
     st = ex.get("storage") or {}
     if st and not st.get("keep_all") and st.get("pruned_runs"):
         con.print(text("Disk: ", "bold", (f"run 1 kept whole, {st['pruned_runs']} later run(s) keep only what "
                                           f"differs ({st.get('vars_removed', 0)} var files, "
-                                          f"{_mb(st.get('bytes_removed'))} not kept; --keep-all keeps them)", "dim")))
+                                          f"{_mb(st.get('bytes_removed'))} not kept; --keep-all keeps them)", "dim")), wrap=True)
 
 
 def render_root_causes(report: "Report", con: Any, top: int) -> None:
     for k, r in enumerate(report.roots[:top], 1):
         c = r.extra.get("cause_text") or r.extra.get("cause")
         if c:
-            con.print(text(f"  root #{k} cause: ", "bold", (str(c), "yellow")))
+            con.print(text(f"  root #{k} cause: ", "bold", (str(c), "yellow")), wrap=True)
 
 
 def render_runs_by_operator(report: "Report", con: Any, top: int) -> None:

@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Option
 from lar_prec.compare.records import AGREEING
 from lar_prec.diagnosis.modules import module_text
 from lar_prec.report.model import DiffVars, Report, _records, auto_verdict, exit_code, not_ok_positions
-from lar_prec.report.console import Line, Table, cell, open_output, text
+from lar_prec.report.console import WIDTH, Line, Table, cell, open_output, text
 from lar_prec.report.records import ReportRoot, ReportVar, fmt_err, var_from_diff
 from lar_prec.report.mixed import render_mixed_terminal
 from lar_prec.report.quant import render_quant_terminal
@@ -164,7 +164,7 @@ def render_terminal(report: Report, console: Union["Console", IO[str], None] = N
     if show_runs and report.runs:
         _runs_table(report, con)
     for n in report.notes:
-        con.print(text("Note: ", "bold yellow", n))
+        con.print(text("Note: ", "bold yellow", n), wrap=True)
 
 
 def _header(report: Report, con: Any) -> None:
@@ -185,7 +185,11 @@ def _header(report: Report, con: Any) -> None:
     th = report.threshold
     line = text("Threshold: ", "bold", (fmt_err(th.value), "cyan"), f" ({th.mode}, metric {th.metric})")
     if th.reason:
-        line.append(f": {th.reason}")
+        reason = th.reason
+        if not getattr(con, "explain", True):  # one line; the mode is said already
+            reason = one_line(reason[len(th.mode) + 2:] if reason.startswith(f"{th.mode}: ") else reason,
+                              min(con.width, WIDTH) - len(line.plain) - 2, "[--explain]")
+        line.append(": " + reason)
     con.print(line)
     if th.per_dtype:
         con.print(text("  per dtype: " + ", ".join(f"{k} {fmt_err(v)}" for k, v in th.per_dtype.items())))
@@ -194,20 +198,42 @@ def _header(report: Report, con: Any) -> None:
                     *[(f", {n} {s}", _STATUS_STYLE.get(s, "")) for s, n in counts.items()]))
 
 
+def _first_clause(s: str) -> str:
+    """``s`` up to its first "; " outside parentheses."""
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and s.startswith("; ", i):
+            return s[:i]
+    return s
+
+
+def one_line(s: str, width: int, more: str) -> str:
+    """A long explanation in one line of ``width``: its first clause if that fits, else as much
+    as fits, and ``more`` (where the rest is) when anything was left out."""
+    if len(s) <= width:
+        return s
+    first = _first_clause(s)
+    room = max(20, width - len(more) - 1)
+    if len(first) > room:
+        first = first[:room - 1].rstrip() + "\u2026"
+    return f"{first} {more}"
+
+
 def _roots_table(report: Report, con: Any, top: int, narrow: bool) -> None:
     cols: List[Column] = [
         ("#", _NUM, lambda k, r, st: str(k)),
         ("var", _NUM, lambda k, r, st: str(r.id)),
-        ("name", {"overflow": "fold", "ratio": 2}, lambda k, r, st: cell(r.name, "bold")),
-        ("operator", {"overflow": "fold", "ratio": 2}, lambda k, r, st: cell(r.opr)),
-        ("type", {"overflow": "fold", "ratio": 1}, lambda k, r, st: cell(r.opr_type)),
+        ("name", {"overflow": "fold", "ratio": 2, "cut": True}, lambda k, r, st: cell(r.name, "bold")),
+        ("operator", {"overflow": "fold", "ratio": 2, "drop": 2}, lambda k, r, st: cell(r.opr)),
+        ("type", {"overflow": "fold", "ratio": 1, "drop": 1}, lambda k, r, st: cell(r.opr_type)),
         ("status", {"no_wrap": True}, lambda k, r, st: cell(st, _STATUS_STYLE.get(st, ""))),
         ("max_err", _NUM, lambda k, r, st: cell(_root_err_text(r.max_err, st), _STATUS_STYLE.get(st, "red"))),
         ("input err" if narrow else "input max_err", _NUM, lambda k, r, st: cell(fmt_err(r.input_max_err))),
         ("amplif." if narrow else "amplification", _NUM, lambda k, r, st: cell(_amp_text(r))),
     ]
-    if narrow:  # numbers must never be cut: drop the long text columns instead
-        cols = [c for c in cols if c[0] != "operator"]
+    # numbers are never cut: where the table is too wide its long text columns go (Table.fitted)
     t = Table(f"Roots ({len(report.roots)}, most likely first)")
     for head, kw, _ in cols:
         t.add_column(head, **kw)
@@ -272,28 +298,27 @@ def _vars_table(report: Report, con: Any, top: int, narrow: bool, all_vars: bool
     cols: List[Column] = [
         ("#", _NUM, lambda p, v: str(v.exec_index if v.exec_index is not None else p)),
         ("var", _NUM, lambda p, v: str(v.id)),
-        ("name", {"overflow": "fold", "ratio": 3},
+        ("name", {"overflow": "fold", "ratio": 3, "cut": True},
          lambda p, v: cell(v.name + ("  (root)" if v.id in roots else ""), "bold" if v.id in roots else "")),
-        ("type", {"overflow": "fold", "ratio": 1}, lambda p, v: cell(v.opr_type)),
-        ("dtype shape", {"overflow": "fold", "ratio": 1}, lambda p, v: cell(f"{v.dtype} {_shape_text(v.shape)}")),
+        ("type", {"overflow": "fold", "ratio": 1, "drop": 3}, lambda p, v: cell(v.opr_type)),
+        ("dtype shape", {"overflow": "fold", "ratio": 1, "drop": 4},
+         lambda p, v: cell(f"{v.dtype} {_shape_text(v.shape)}")),
         ("status", {"no_wrap": True}, lambda p, v: cell(v.status, _STATUS_STYLE.get(v.status, ""))),
         ("max_err", _NUM, lambda p, v: cell(fmt_err(v.max_err), _STATUS_STYLE.get(v.status, ""))),
-        ("max_abs_err", _NUM, lambda p, v: cell(fmt_err(v.max_abs_err))),
-        ("cosine", _NUM, cos_text),
+        ("max_abs_err", {**_NUM, "drop": 5}, lambda p, v: cell(fmt_err(v.max_abs_err))),
+        ("cosine", {**_NUM, "drop": 6}, cos_text),
     ]
     if report.extra.get("local", {}).get("measured"):  # local ("single") next to accumulated max_err
         cols.insert(7, ("local", _NUM, lambda p, v: cell(fmt_err(v.extra.get("local_err")) if "label" in v.extra
                                                          else "—", "red" if v.extra.get("label") == "root" else "")))
-        cols.insert(8, ("label", {"no_wrap": True}, lambda p, v: cell(_label_text(v))))
+        cols.insert(8, ("label", {"no_wrap": True, "drop": 2}, lambda p, v: cell(_label_text(v))))
     # a comparison's VarDiffs (DiffVars) carry neither column below: shake's ReportVars do
     extras = not isinstance(report.vars, DiffVars)
     if extras and any(getattr(rec, "runs_differing", None) is not None for rec in recs):
         cols.append(("runs differing", _NUM,
                      lambda p, v: cell("—" if v.runs_differing is None else str(v.runs_differing))))
     if extras and any("cause" in getattr(rec, "extra", {}) for rec in recs):  # shake: why it wobbles
-        cols.append(("cause", {"overflow": "fold", "ratio": 2}, lambda p, v: cell(cause_cell(v.extra))))
-    if narrow:
-        cols = [c for c in cols if c[0] not in ("dtype shape", "max_abs_err", "cosine")]
+        cols.append(("cause", {"overflow": "fold", "ratio": 2, "drop": 1}, lambda p, v: cell(cause_cell(v.extra))))
     t = Table(title)
     for head, kw, _ in cols:
         t.add_column(head, **kw)
@@ -332,8 +357,8 @@ def _runs_table(report: Report, con: Any) -> None:
     t = Table("Runs")
     where = [_where(r.extra.get("environment")) for r in report.runs]
     cols = [("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"})]
-    cols += [("where", {"overflow": "fold"})] if any(where) else []
-    for col, kw in cols + [("folder", {"overflow": "fold"})]:
+    cols += [("where", {"overflow": "fold", "drop": 1})] if any(where) else []
+    for col, kw in cols + [("folder", {"overflow": "fold", "cut": True})]:
         t.add_column(col, **kw)
     for r, w in zip(report.runs, where):
         cells = [cell(r.label), cell(str(r.returncode), "" if r.returncode == 0 else "red"),

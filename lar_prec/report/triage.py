@@ -46,16 +46,16 @@ def columns(v_stats: bool = False, local: bool = False) -> List[Column]:
     ``compare --stats`` counted them); ``local``: local error and its label."""
     cols: List[Column] = [
         ("var", _NUM, lambda v: cell(str(v.id))),
-        ("name", {"overflow": "fold", "ratio": 3}, lambda v: cell(v.name)),
-        ("type", {"overflow": "fold", "ratio": 1}, lambda v: cell(v.opr_type)),
+        ("name", {"overflow": "fold", "ratio": 3, "cut": True}, lambda v: cell(v.name)),
+        ("type", {"overflow": "fold", "ratio": 1, "drop": 1}, lambda v: cell(v.opr_type)),
         ("status", {"no_wrap": True}, lambda v: cell(v.status, _STYLE.get(v.status, "yellow"))),
         ("max_err", _NUM, lambda v: cell(fmt_err(v.max_err), _STYLE.get(v.status, ""))),
-        ("threshold", _NUM, lambda v: cell(fmt_err(v.threshold))),
+        ("threshold", {**_NUM, "drop": 2}, lambda v: cell(fmt_err(v.threshold))),
         ("cosine", _NUM, lambda v: cell(_cos(v.cosine))),
-        ("err p50", _NUM, lambda v: cell(fmt_err(v.err_p50))),
+        ("err p50", {**_NUM, "drop": 4}, lambda v: cell(fmt_err(v.err_p50))),
         ("p99", _NUM, lambda v: cell(fmt_err(v.err_p99))),
-        ("p99.9", _NUM, lambda v: cell(fmt_err(v.err_p999))),
-        ("within", _NUM, lambda v: cell(_share(v.within_share))),
+        ("p99.9", {**_NUM, "drop": 5}, lambda v: cell(fmt_err(v.err_p999))),
+        ("within", {**_NUM, "drop": 3}, lambda v: cell(_share(v.within_share))),
     ]
     if v_stats:
         cols += [("rel p99", _NUM, lambda v: cell(fmt_err(v.rel_err_p99))),

@@ -59,7 +59,7 @@ def store_url(value: Optional[str]) -> Optional[str]:
     return value or os.environ.get(STORE_ENV) or None
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """The URL without its password, for messages."""
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -98,9 +98,14 @@ def _connect_args(url: sa.engine.URL, timeout: float) -> Dict[str, Any]:
     return {}
 
 
+_shown = shown_url
+
+
 def _engine_url(url: str) -> str:
     if "://" not in url:  # a plain path: the SQLite file
         return "sqlite:///" + str(Path(url).expanduser().resolve())
+    if url.startswith(("postgres://", "postgres+")):  # Heroku's and libpq's spelling; SQLAlchemy knows only postgresql
+        return "postgresql" + url[len("postgres"):]
     return url
 
 

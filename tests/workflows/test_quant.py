@@ -77,8 +77,11 @@ def test_quant_prints_its_verdict_before_a_late_write_fails(misscaled_pair, tmp_
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2, proc.stderr
     assert "keep 1 layer(s) in float: g.ConvBias (local SNR" in proc.stdout.splitlines()[0], proc.stdout
-    assert proc.stderr.startswith("Error: cannot write the HTML report to") and "quant.html" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    # the progress (one step counter, issue 53), then the one error line
+    steps = [ln for ln in proc.stderr.splitlines() if ln.startswith("lar-prec quant: step ")]
+    assert [ln.split(":")[1] for ln in steps] == [" step 1/4", " step 2/4", " step 3/4", " step 4/4"], proc.stderr
+    error = proc.stderr.splitlines()[len(steps):]
+    assert len(error) == 1 and error[0].startswith("Error: cannot write the HTML report to") and "quant.html" in error[0]
 
 
 @browser

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -71,7 +72,7 @@ def _run_zoos(manifest, d: Path) -> None:
                             + broken_build(d / "bin" / "broken"), zoo="local = false\nretries = 1\nmin_history = 1\n")
     for name, m in (("first", first), ("second", second)):
         proc = zoo_cli([m, "--store", d / "results.db", "--out", d / name, "--json", d / f"{name}.json",
-                        "--workers", "2"])
+                        "--junit", d / f"{name}.xml", "--workers", "2"])
         (d / f"{name}.out.json").write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
                                                         "stderr": proc.stderr}))
 
@@ -118,6 +119,28 @@ def test_a_build_that_got_worse_is_marked_and_a_broken_one_fails_with_why(zoo_ru
         assert "load_and_run was killed by SIGSEGV" in e["why"] and e["why"].endswith("(after 2 tries)"), e["why"]
         assert Path(row["analysis_dir"]).parent.name.startswith("cnn-naive-vs-default-")
         assert len([p for p in Path(row["analysis_dir"]).parent.iterdir() if p.is_dir()]) == 2, "two tries"
+    # --junit: a test case per cell, the regressions failures with their numbers, the crashed tasks errors
+    suite = ElementTree.parse(d / "second.xml").getroot()
+    cases = suite.findall(".//testcase")
+    assert len(cases) == sum(max(1, len(e["cells"] or [])) for e in z["tasks"]) == 6
+    assert suite.get("tests") == "6" and suite.get("failures") == "2" and suite.get("errors") == "2"
+    for e in faulty:
+        [case] = [c for c in cases if c.get("name") == f"{e['column']} on faulty @ {e['device']}"]
+        msg = case.find("failure").get("message")
+        assert msg.startswith("regressed: c2.Convolution") and "root c2.Convolution" in msg
+        assert f"output error {e['cells'][0]['output_err']:.3g}" in msg
+    errors = [c.find("error").get("message") for c in cases if c.find("error") is not None]
+    assert all("load_and_run was killed by SIGSEGV" in m for m in errors) and len(errors) == 2
+    first = ElementTree.parse(d / "first.xml").getroot()
+    assert (first.get("tests"), first.get("failures"), first.get("errors")) == ("2", "0", "0")
+
+
+def test_a_junit_path_that_cannot_be_written_is_exit_2_before_anything_runs(manifest, tmp_path):
+    m = write_manifest(tmp_path / "zoo.toml", [manifest["cnn"]], RUNS)
+    db = tmp_path / "results.db"
+    proc = zoo_cli([m, "--store", db, "--out", tmp_path / "z", "--junit", tmp_path / "no" / "zoo.xml"], timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: cannot write the JUnit XML to ")
+    assert proc.stderr.count("\n") == 1 and not db.exists() and not (tmp_path / "z").exists()
 
 
 @browser

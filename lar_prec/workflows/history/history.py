@@ -15,7 +15,7 @@ from lar_prec.errors import UsageError
 from lar_prec.inputspec import read_json_file, read_text_file
 from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
-from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of
+from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of, shown_url
 from lar_prec.store.summary import summarize
 from lar_prec.workflows.history.rule import (MIN_HISTORY, TWO_ULPS, Band, Spread, bands_of, baseline_key,
                                              baseline_line, baseline_text, group_history, judge_baseline, judge_run,
@@ -31,9 +31,18 @@ def store_result(url: str, result: Any, *, argv: Sequence[str] = (), exit_code: 
     """Write a finished analysis into the store at ``url`` (one transaction); its id there.
 
     Raises StoreError (exit 2): nothing of the analysis is in the store, its folder is kept."""
+    return stored_result(url, result, argv=argv, exit_code=exit_code)["id"]
+
+
+def stored_result(url: str, result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int] = None
+                  ) -> Dict[str, Any]:
+    """:func:`store_result`, saying what was stored: ``id``, ``uid`` (the run's name in
+    ``history``/``check``), ``operators`` (rows written) and ``store`` (the URL, password hidden)."""
     summary = summarize(result, argv=argv, exit_code=exit_code)
     with open_store(url) as store:
-        return store.write(summary)
+        run_id = store.write(summary)
+    return {"id": run_id, "uid": summary.run.uid, "operators": len({o.op_key for o in summary.ops}),
+            "store": shown_url(url)}
 
 
 def _read_analysis(adir: Path) -> Any:
@@ -77,7 +86,8 @@ def _checked_run(store: Store, adir: Optional[str]) -> Dict[str, Any]:
     if adir is None:
         newest = store.runs(limit=1, newest_first=True)
         if not newest:
-            raise UsageError(f"store {store.url} holds no run yet: run an analysis with --store first")
+            raise UsageError(f"store {shown_url(store.url)} is empty: no run to check (an analysis with --store "
+                             "writes one)")
         return newest[0]
     path = str(Path(adir).resolve())
     held = store.runs(analysis_dir=path)
@@ -211,7 +221,7 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
             v.last_good.update(uid=r.get("uid"), build=run_summary_of(r).build if r else None)  # type: ignore[union-attr]
     regressed, improved = jm.regressed(), jm.improved()
     out: Dict[str, Any] = {
-        "schema": CHECK_SCHEMA, "store": url, "run": read_runs_json([run])[0], "history_runs": len(past_runs),
+        "schema": CHECK_SCHEMA, "store": shown_url(url), "run": read_runs_json([run])[0], "history_runs": len(past_runs),
         "regressed": [v.to_json() for v in regressed], "improved": [v.to_json() for v in improved],
         "min_history": min_history, "enough_history": jm.enough, "nondeterministic": jm.nondeterministic,
     }
@@ -293,7 +303,7 @@ def history(url: str, *, model: Optional[str] = None, op: Optional[str] = None, 
         if model is None:
             newest = store.runs(limit=1, newest_first=True)
             if not newest:
-                return {"schema": HISTORY_SCHEMA, "store": url, "model": None, "series": [], "diff": None}
+                return {"schema": HISTORY_SCHEMA, "store": shown_url(url), "model": None, "series": [], "diff": None}
             model = newest[0]["model_sha256"] or newest[0]["model_name"]
         runs = store.runs(model=model)
         if not runs:
@@ -327,12 +337,13 @@ def history(url: str, *, model: Optional[str] = None, op: Optional[str] = None, 
             out_series.append({
                 "series": key, "command": last["command"], "config": last["config"], "options": list(last["options"]),
                 "device_kind": last["device_kind"], "model_name": last["model_name"],
-                "runs": [{"run": r["uid"], "created": r["created"], "build": builds[r["id"]], "verdict": r["verdict"],
+                "runs": [{"run": r["uid"], "created": r["created"], "build": builds[r["id"]], "device": r["device"],
+                          "verdict": r["verdict"],
                           "exit_code": r["exit_code"], "output_err": r["output_err"], "n_roots": r["n_roots"]}
                          for r in rs],
                 "ops": series_ops if op is not None else series_ops[:limit_ops]})
         diff_out = _diff(store, diff) if diff else None
-    return {"schema": HISTORY_SCHEMA, "store": url, "model": model, "series": out_series, "diff": diff_out}
+    return {"schema": HISTORY_SCHEMA, "store": shown_url(url), "model": model, "series": out_series, "diff": diff_out}
 
 
 def _first_out(rows: Sequence[Mapping[str, Any]], jitter: float) -> Optional[Dict[str, Any]]:

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from lar_prec.diagnosis.graphinfo import GraphInfo, describe_model
 from lar_prec.diagnosis.quantinfo import (
@@ -177,21 +177,22 @@ def _graphs(float_path: Path, quant_path: Path, timeout: Optional[float]) -> Tup
 def quant_analysis(float_model: PathLike, quant_model: PathLike, inputs: Union[str, Sequence[str]], *,
                    out: Optional[PathLike] = None, seed: int = 0, lar: Any = None,
                    timeout: Optional[float] = None, margin_db: float = KEEP_IN_FLOAT_MARGIN_DB,
-                   verify: bool = True) -> QuantAnalysis:
+                   verify: bool = True, progress: Optional[Callable[[str], None]] = None) -> QuantAnalysis:
     """Pair, run both models once, dequantize, measure, choose and verify; see the module docstring.
     The keywords make one :class:`~lar_prec.run.settings.Settings` record (its model the float
     one); :func:`analyse` runs it.
+    ``progress``: told one line per finished step (``step K/N: ...``, one counter over the command).
 
     Raises:
         UsageError (exit 2): a model or input is missing or wrong, or the two models are not a
         float model and its quantization; RunError (exit 3): a run failed.
     """
     return analyse(Settings(model=float_model, inputs=inputs, out=out, seed=seed, lar=lar, timeout=timeout),
-                   quant_model, margin_db=margin_db, verify=verify)
+                   quant_model, margin_db=margin_db, verify=verify, progress=progress)
 
 
 def analyse(settings: Settings, quant_model: PathLike, *, margin_db: float = KEEP_IN_FLOAT_MARGIN_DB,
-            verify: bool = True) -> QuantAnalysis:
+            verify: bool = True, progress: Optional[Callable[[str], None]] = None) -> QuantAnalysis:
     """:func:`quant_analysis` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's
     way in): its model is the float model, ``quant_model`` the int8 one."""
     s = settings
@@ -211,10 +212,15 @@ def analyse(settings: Settings, quant_model: PathLike, *, margin_db: float = KEE
             shutil.move(str(f), str(adir / f.name))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    steps = 4 if verify else 3
+    say = progress or (lambda msg: None)
     f_run = run_one(ready, "naive", "float-naive")
+    say(f"step 1/{steps}: float model (naive kernels) {f_run.status} in {f_run.seconds:.1f} s")
     q_run = run_one(ready, "default", "quant-default", model=quant_path)
+    say(f"step 2/{steps}: int8 model (default kernels) {q_run.status} in {q_run.seconds:.1f} s")
     fd, qd = DumpFolder(f_run.dump), DumpFolder(q_run.dump)
     local = local_quant_errors(quant_path, qg, fg, pairing, fd, qd, adir / "local", lar=lar_obj, timeout=timeout)
+    say(f"step 3/{steps}: local error of each int8 layer measured")
     measured = layer_errors(fg, qg, fd, qd, pairing)
     layers = worst_first(with_local(measured, local))
     keep = explain(choose_keep(layers, margin_db), pairing.pairs, fg, qg, fd, qd)
@@ -225,6 +231,9 @@ def analyse(settings: Settings, quant_model: PathLike, *, margin_db: float = KEE
         verification = _verify(ready, quant_path, keep, pairing, fg, qg, fd, outputs)
         if verification.run is not None:
             runs.append(verification.run)
+        say(f"step 4/{steps}: {len(keep.layers)} layer(s) kept in float32, verified by a run")
+    elif verify:
+        say(f"step 4/{steps}: no layer to keep in float32: nothing to verify")
     res = QuantAnalysis(adir, tuple(layers), pairing, tuple(runs), keep, outputs, verification,
                         tuple(not_in_dumps(pairing, measured, fg, qg, fd, qd)))
     res = replace(res, inputs={"inputs": ready.inputs.to_json(), "input_summary": input_summary(ready.inputs)})

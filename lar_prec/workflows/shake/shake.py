@@ -141,6 +141,8 @@ def analyse(settings: Settings, *, repeat: int = 3, config: str = "default", exp
         plan, more = plan_batch(config, int(batch_positions or 0), prepared, adir, s.seed)
         notes += more
     sessions = open_sessions(remote, prep.model, prepared)
+    if hasattr(s.progress, "expect"):  # one counter over the first run and the repeats
+        s.progress.expect("runs", len(plan))
     shk = _Shake(prep, config, tuple(extra_flags), plan, mode, RunStore(adir, keep_all=keep_all), sessions,
                  sessions is not None)
     try:
