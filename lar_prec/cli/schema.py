@@ -3,13 +3,13 @@
 a report with it."""
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from lar_prec.cli.common import handle_errors
 from lar_prec.errors import UsageError
+from lar_prec.outputs import json_text
 from lar_prec.report.console import shown
 
 
@@ -31,7 +31,7 @@ def schema_cmd(check: str | None) -> None:
 
     schema = report_schema()
     if check is None:
-        click.echo(json.dumps(schema, indent=1))
+        click.echo(json_text(schema), nl=False)
         sys.exit(0)
     path = Path(check) / "report.json" if Path(check).is_dir() else Path(check)
     errs = schema_errors(read_json_file(path, what="report JSON", limit=None), schema, limit=3)

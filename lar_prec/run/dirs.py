@@ -14,7 +14,6 @@ refused (exit 2): nothing is ever nested inside an old analysis.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from lar_prec.errors import LarPrecError, UsageError
+from lar_prec.inputspec import read_json_file
 
 from lar_prec.outputs import atomic_write_text, json_text
 from lar_prec.records import PathLike  # noqa: E402
@@ -94,10 +94,11 @@ def _claim(path: Path, command: str) -> bool:
 
 def _claim_record(path: Path) -> Optional[Dict[str, Any]]:
     try:
-        with open(path / CLAIM_NAME, encoding="utf-8") as fh:
-            rec = json.loads(fh.read(4096) or "{}")
+        if not (path / CLAIM_NAME).stat().st_size:
+            return {}  # claimed, its record not written yet
+        rec = read_json_file(path / CLAIM_NAME, "analysis claim file", limit=4096)
         return rec if isinstance(rec, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, LarPrecError):
         return None
 
 
@@ -173,9 +174,8 @@ def finish_analysis_dir(adir: PathLike) -> None:
             pass  # a full disk: the analysis is there all the same
     prev = path.with_name(path.name + PREV_SUFFIX)
     try:
-        with open(prev / REPLACED_NAME, encoding="utf-8") as fh:
-            rec = json.loads(fh.read(4096))
-    except (OSError, ValueError):
+        rec = read_json_file(prev / REPLACED_NAME, "replaced analysis record", limit=4096)
+    except (OSError, LarPrecError):
         return
     if not isinstance(rec, dict) or not isinstance(rec.get("replaced_by"), str) \
             or os.path.realpath(rec["replaced_by"]) != os.path.realpath(path):
