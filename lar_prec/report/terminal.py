@@ -357,7 +357,8 @@ def _runs_table(report: Report, con: Any) -> None:
     t = Table("Runs")
     where = [_where(r.extra.get("environment")) for r in report.runs]
     cols = [("label", {}), ("rc", {"justify": "right"}), ("seconds", {"justify": "right"})]
-    cols += [("where", {"overflow": "fold", "drop": 1})] if any(where) else []
+    # where each run ran is the point of a run on a device: the folder is cut first
+    cols += [("where", {"overflow": "fold"})] if any(where) else []
     for col, kw in cols + [("folder", {"overflow": "fold", "cut": True})]:
         t.add_column(col, **kw)
     for r, w in zip(report.runs, where):

@@ -36,7 +36,7 @@ MOMENTS = [("start", 1.0, False), ("workers", 0.0, False), ("workers", 3.0, Fals
 
 @pytest.mark.parametrize("moment,after,group", MOMENTS, ids=[f"{m}+{a}s{'-group' if g else ''}" for m, a, g in MOMENTS])
 def test_ctrl_c_at_any_moment_is_130_and_leaves_no_process(manifest, tmp_path, moment, after, group):
-    m = write_manifest(tmp_path / "zoo.toml", [manifest["cnn"]], '[[run]]\ncommand = "shake"\n')
+    m = write_manifest(tmp_path / "zoo.toml", [manifest["cnn"]], '[[run]]\ncommand = "shake"\nrepeat = 8\n')  # a task still running 3 s after the workers start
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "zoo", str(m), "--store", str(tmp_path / "r.db"),
                              "--out", str(out), "--workers", "2"], cwd=ROOT, stdout=subprocess.PIPE,
