@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from browser_helpers import _clean_page, browser, chromium, hover, inked, plots  # noqa: F401 (chromium: a fixture)
 from conftest import ROOT
-from store_fixtures import postgres, store_url  # noqa: F401 (fixtures)
+from store_fixtures import faulty, postgres, store_url  # noqa: F401 (fixtures)
 from proc_helpers import user_lar
 from remote_fixtures import free_port
 from lar_prec.compare.tolerance import fmt_num
@@ -36,17 +36,6 @@ def _cli(*args, env=None, preexec=None):
                           timeout=300, env={**os.environ, **(env or {})}, preexec_fn=preexec)
 
 
-@pytest.fixture(scope="module")
-def faulty(manifest, tmp_path_factory):
-    """A default run of cnn through tests/wrapped_lar.py with c2.weight scaled by 1+1e-3."""
-    c = manifest["cnn"]
-    out = tmp_path_factory.mktemp("faulty") / "dump"
-    out.mkdir()
-    argv = [sys.executable, str(ROOT / "tests" / "wrapped_lar.py"), str(c.model), "--input", ";".join(c.input_specs()),
-            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(out)]
-    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, timeout=300,
-                   env={**os.environ, "WRAPPED_LAR_FAULT": "c2.weight:1e-3", "PYTHONPATH": str(ROOT)})
-    return out
 
 
 def test_a_compare_written_and_read_back(store_url, lar_dump):

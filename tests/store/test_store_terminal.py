@@ -14,10 +14,9 @@ import subprocess
 import sys
 from xml.etree import ElementTree
 
-import pytest
 
 from conftest import ROOT
-from store_fixtures import postgres, store_url  # noqa: F401 (fixtures)
+from store_fixtures import faulty, postgres, store_url  # noqa: F401 (fixtures)
 from lar_prec.store.db import open_store
 from lar_prec.workflows.compare.compare import compare_dumps
 from lar_prec.workflows.history.history import store_result
@@ -28,17 +27,6 @@ def _cli(*args):
                           text=True, timeout=300, env={**os.environ, "LAR_PREC_STORE": "", "NO_COLOR": "1"})
 
 
-@pytest.fixture(scope="module")
-def faulty(manifest, tmp_path_factory):
-    """A default run of cnn through tests/wrapped_lar.py with c2.weight scaled by 1+1e-3."""
-    c = manifest["cnn"]
-    out = tmp_path_factory.mktemp("faulty") / "dump"
-    out.mkdir()
-    argv = [sys.executable, str(ROOT / "tests" / "wrapped_lar.py"), str(c.model), "--input", ";".join(c.input_specs()),
-            "--iter", "1", "--warmup-iter", "0", "--bin-io-dump", str(out)]
-    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, timeout=300,
-                   env={**os.environ, "WRAPPED_LAR_FAULT": "c2.weight:1e-3", "PYTHONPATH": str(ROOT)})
-    return out
 
 
 def test_the_store_commands_print_the_numbers_they_hold(store_url, lar_dump, faulty, tmp_path):
