@@ -57,6 +57,10 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_CRASH_TIMED=FLAG``: a build that crashes (SIGABRT) only when it runs without
   any dump (a timed run: no ``--bin-io-dump``, ``--io-dump`` or ``--bin-out-dump``) and its
   argv holds FLAG: an option that loads and dumps, and crashes when timed.
+* ``WRAPPED_LAR_SLOW_TIMED=FLAG:SECONDS[:after]``: in a timed run (no dump) whose argv holds
+  FLAG it waits SECONDS before running the model (an option whose load and warm-up are slow, as
+  float16 emulated on x86 is); with ``:after``, once the model ran and printed its iterations
+  (a process that lingers past its time).
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
@@ -67,6 +71,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 
 #: shifts every var id of a dump folder (run in a child: this script imports no lar_prec)
@@ -280,6 +285,12 @@ def main():
         sys.stderr.write("terminate called after throwing an instance of 'megdnn::Error' (wrapped_lar, timed)\n")
         sys.stderr.flush()
         os.abort()
+    slow_flag, _, slow = os.environ.get("WRAPPED_LAR_SLOW_TIMED", "").partition(":")
+    slow_secs, _, slow_when = slow.partition(":")
+    slow_here = bool(model and slow_flag and slow_flag in argv and not any(
+        flag_value(argv, f) for f in ("bin_io_dump", "io_dump", "bin_out_dump")))
+    if slow_here and slow_when != "after":
+        time.sleep(float(slow_secs))
     hang = os.environ.get("WRAPPED_LAR_HANG")
     if model and hang and hang in model:
         pid_file = os.environ.get("WRAPPED_LAR_HANG_PID")
@@ -339,6 +350,8 @@ def main():
                 return 1
             argv, restore = [rewritten] + argv[1:], True
         rc = subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
+        if slow_here and slow_when == "after":
+            time.sleep(float(slow_secs))
         offset = os.environ.get("WRAPPED_LAR_RENUMBER")
         dump = flag_value(argv, "bin_io_dump")
         if rc == 0 and restore and dump:  # a fault, a jitter or the pair rewrote a constant: its dump is the model's

@@ -186,13 +186,17 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
               help="Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the default run and "
                    "each option that loaded, interleaved, one at a time: each option's speed-up beside its precision "
                    "verdict. 0 turns timing off; else 2 to 50.")
+@click.option("--speed-budget", default="0.15", show_default=True, metavar="F",
+              help="What the timed runs may cost: F times the sweep's wall time before timing ('none': no limit). "
+                   "The default run is always timed in full; an option's timed run still going at its share is "
+                   "stopped and keeps the iterations it printed (none printed: 'not timed (timing budget)').")
 @remote_options
 @store_option
 @handle_errors
 def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, jobs: int, timeout: float,
               out: str | None, json_out: str | None, html_out: str | None, lar_path: str | None, lar_args: tuple,
-              seed: int, quiet: bool, no_local: bool, speed_runs: int, remote: str | None, remote_dir: str | None,
-              keep_remote: bool, store: str | None = None, keep_previous: bool = False) -> None:
+              seed: int, quiet: bool, no_local: bool, speed_runs: int, speed_budget: str, remote: str | None,
+              remote_dir: str | None, keep_remote: bool, store: str | None = None, keep_previous: bool = False) -> None:
     """Which load_and_run optimisation option changes the result, and where?
 
     Runs MODEL once with the naive kernels on the plain graph (the reference), then with the
@@ -208,10 +212,11 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
     from lar_prec.run.settings import Settings
     from lar_prec.workflows.sweep.options import parse_options
     from lar_prec.workflows.sweep.sweep import analyse
-    from lar_prec.workflows.sweep.speed import check_speed_runs
+    from lar_prec.workflows.sweep.speed import check_speed_budget, check_speed_runs
 
     parse_options(options)  # a bad name fails before anything runs
     check_speed_runs(speed_runs)
+    budget = check_speed_budget(speed_budget)
     spec = remote_from_options(remote, lar_path, remote_dir, keep_remote)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, None if spec else lar_path),
                          analysis_dir=out)
@@ -219,5 +224,5 @@ def sweep_cmd(model: str, lar_flags: tuple, inputs: tuple, options: str | None, 
         settings = Settings(model=model, inputs=inputs, out=out, keep_previous=keep_previous, lar=lar_path, timeout=timeout,
                             extra_flags=pass_through_flags(lar_args, lar_flags), seed=seed, jobs=jobs, remote=spec,
                             local=not no_local, progress=progress)
-        analysis = analyse(settings, options=options, speed_runs=speed_runs)
+        analysis = analyse(settings, options=options, speed_runs=speed_runs, speed_budget=budget)
     finish_analysis(analysis, json_out, html_out, quiet, store)

@@ -72,6 +72,8 @@ def speed_text(o: Mapping[str, Any]) -> str:
     if not sp:
         return ""
     iv = sp.get("speedup_interval")
+    if sp.get("status") == "over_budget":  # the allowance and why: in the JSON, the page and --explain
+        return "not timed (timing budget)"
     return sp["words"] + (f" ({iv[0]:.2f}x to {iv[1]:.2f}x)" if sp.get("measurable") and iv else "")
 
 
@@ -106,7 +108,8 @@ def render_sweep_terminal(report: "Report", con: Any) -> None:
                   cell(paired), cell(out), cell(VERDICT_TEXT.get(verdict, verdict), style),
                   cell(root_text(o.get("root"))),
                   cell(local_text(o, 90), "red" if (o.get("local") or {}).get("roots") else ""),
-                  cell(speed_text(o), "red" if (o.get("speed") or {}).get("status", "timed") != "timed" else ""),
+                  cell(speed_text(o), "" if (o.get("speed") or {}).get("status", "timed") in ("timed", "over_budget")
+                       else "red"),
                   cell(_why(o)))
     con.table(t)
     tm = report.extra.get("timing") or {}

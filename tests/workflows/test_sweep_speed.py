@@ -175,3 +175,63 @@ def test_an_option_that_crashes_when_timed_keeps_its_precision_verdict(manifest,
 def test_the_real_tools_iteration_lines_are_read(real_lar, manifest, tmp_path):
     rec, times = timed(manifest["cnn"], tmp_path, "real", lar=str(real_lar))
     assert len(times) == ITERS and all(t > 0 for t in times), (rec.dir / "stderr.txt").read_text()[-2000:]
+
+
+def _budget_sweep(manifest, tmp_path, slow: str, *more):
+    case = manifest["cnn"]
+    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_SLOW_TIMED=slow)
+    p = lar_prec("sweep", case.model, *inputs(case), "--options", "weight-preprocess,const-shape", "--lar", lar,
+                 "--speed-runs", 2, "--no-local", "--out", tmp_path / "s", "--json", tmp_path / "s.json", "-q", *more)
+    d = json.loads((tmp_path / "s.json").read_text())
+    return p, d, {o["option"]: o for o in d["options"]}
+
+
+def test_an_option_too_slow_for_the_timing_budget_is_not_timed_and_keeps_its_verdict(manifest, tmp_path):
+    """A stand-in whose timed runs under --weight-preprocess wait 300 s before running (a load
+    and warm-up slower than the option's allowance): stopped at its allowance, not waited out,
+    not timed again; the default and const-shape are timed; not a finding."""
+    p, d, by = _budget_sweep(manifest, tmp_path, "--weight-preprocess:300")
+    sp, wp = d["speed"], by["weight-preprocess"]
+    assert sp["budget_fraction"] == 0.15 and sp["budget_seconds"] > 0
+    assert sp["allowance_seconds"] >= 2 * min(json.loads((Path(r) / "run.json").read_text())["seconds"]
+                                          for r in d["default"]["speed"]["run_dirs"]) * 0.999
+    assert wp["status"] == "runs" and wp["verdict"] == "ok", wp
+    assert wp["speed"]["status"] == "over_budget" and len(wp["speed"]["run_dirs"]) == 1
+    assert "allowance" in wp["speed"]["reason"] and wp["speed"]["words"].startswith("not timed (timing budget)")
+    stopped = json.loads((Path(wp["speed"]["run_dirs"][0]) / "run.json").read_text())
+    assert stopped["seconds"] < 300 and stopped["timeout"] >= sp["allowance_seconds"]
+    assert f"allowance of {stopped['timeout']:.3g} s" in wp["speed"]["reason"]
+    assert by["const-shape"]["speed"]["status"] == "timed"
+    assert p.returncode == d["exit_code"] == 0, p.stderr[-2000:]
+
+
+def test_a_timed_run_stopped_at_its_allowance_keeps_the_iterations_it_printed(manifest, tmp_path):
+    """The stand-in prints its iterations, then lingers 300 s: stopped at the allowance, its
+    printed iterations are its measurement, every round."""
+    p, d, by = _budget_sweep(manifest, tmp_path, "--weight-preprocess:300:after")
+    wp = by["weight-preprocess"]["speed"]
+    assert wp["status"] == "timed" and len(wp["iterations_ms"]) == 2 and len(wp["run_dirs"]) == 2
+    assert all(len(r) == ITERS for r in wp["iterations_ms"])
+    for r in wp["run_dirs"]:
+        rec = json.loads((Path(r) / "run.json").read_text())
+        assert rec["status"] == "timeout" and rec["seconds"] < 300
+        assert iteration_ms((Path(r) / "stderr.txt").read_text()) == tuple(wp["iterations_ms"][wp["run_dirs"].index(r)])
+    assert p.returncode == d["exit_code"] == 0, p.stderr[-2000:]
+
+
+def test_no_budget_waits_for_every_timed_run(manifest, tmp_path):
+    p, d, by = _budget_sweep(manifest, tmp_path, "--weight-preprocess:2", "--speed-budget", "none")
+    wp = by["weight-preprocess"]["speed"]
+    assert d["speed"]["budget_seconds"] is None and d["speed"]["allowance_seconds"] is None
+    assert wp["status"] == "timed" and all(len(r) == ITERS for r in wp["iterations_ms"])
+    assert all(json.loads((Path(r) / "run.json").read_text())["status"] == "ok" for r in wp["run_dirs"])
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "x", "nan", "101", "inf"])
+def test_speed_budget_out_of_range_is_a_usage_error(manifest, tmp_path, bad):
+    case = manifest["cnn"]
+    p = lar_prec("sweep", case.model, *inputs(case), "--options", "const-shape", "--speed-budget", bad,
+                 "--out", tmp_path / "s")
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and "--speed-budget" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "s").exists()

@@ -132,8 +132,12 @@ def _speed_words(result: SweepResult) -> str:
         return f"speed not compared: the default run's {d.words()}"
     text = ("speed: " + "; ".join(o.trade_words() for o in apart) if apart else
             f"speed: no measurable difference from the default run ({len(timed) - len(failed)} option(s) timed)")
+    over = [o.option for o in failed if o.speed.status == "over_budget"]  # type: ignore[union-attr]
+    failed = [o for o in failed if o.option not in over]
     if failed:
         text += "; " + ", ".join(f"{o.option}: {o.speed.words()}" for o in failed)  # type: ignore[union-attr]
+    if over:  # the why is in each row; the headline names them and the way to time them
+        text += f"; not timed within the timing budget: {', '.join(over)} (--speed-budget)"
     return text
 
 

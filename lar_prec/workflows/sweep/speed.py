@@ -23,6 +23,18 @@ Per option (:func:`compare_speed`), with only what was measured:
 An option that loads but fails in a timed run is reported as such (``crashed``, ``hung``,
 ...) and keeps its precision verdict. The thread count (``--multithread``) and device are
 the same for every option by construction (the sweep's flags); they are recorded.
+
+**The timing budget** (``--speed-budget``, default :data:`DEFAULT_SPEED_BUDGET` of the sweep's
+wall time before timing): the default run is always timed in full; before each option's timed
+run, what is left of the budget (after the runs made and the default's runs to come, at the
+default's measured time) is shared equally among the options' runs still to come: that run's
+*allowance*, never less than :data:`ALLOWANCE_FLOOR` times the default's own timed run (an
+option as fast as the default finishes even when the machine slows down meanwhile). A run
+still going at its allowance is stopped and its iterations printed so far count (a slow option
+gets fewer iterations, not a wrong time); one that printed no timed iteration by then is
+``over_budget`` (its load and warm-up alone take longer: on x86, float16 options run emulated,
+seconds per iteration) and is not timed again, leaving its share to the others. Options are timed
+in the order given; nothing is estimated, every time is measured.
 """
 from __future__ import annotations
 
@@ -41,6 +53,14 @@ from lar_prec.run.record import RunResult
 DEFAULT_SPEED_RUNS = 3
 #: the most rounds ``--speed-runs`` takes
 MAX_SPEED_RUNS = 50
+#: the timing's budget unless told (``--speed-budget``): this fraction of the sweep's wall time
+#: before timing (the issue's cost target: timing adds at most 15% to a sweep)
+DEFAULT_SPEED_BUDGET = 0.15
+#: an option's allowance is at least this many times the default's first timed run (s): a
+#: process as fast as the default is never stopped by a change of the machine's load
+ALLOWANCE_FLOOR = 2.0
+#: the largest ``--speed-budget`` (100 sweeps' worth of timing)
+MAX_SPEED_BUDGET = 100.0
 #: load_and_run's ``--warmup-iter`` and ``--iter`` of a timed run: the first execution picks
 #: algorithms and allocates (seconds on ResNet-18), so it is never timed
 WARMUP_ITER = 1
@@ -56,6 +76,21 @@ def check_speed_runs(n: Any) -> int:
         raise UsageError(f"--speed-runs {n!r}: expected 0 (no timing) or 2 to {MAX_SPEED_RUNS} rounds "
                          "(a spread needs two rounds)")
     return n
+
+
+def check_speed_budget(x: Any) -> Optional[float]:
+    """``--speed-budget``: a fraction of the sweep's wall time (0 < F <= :data:`MAX_SPEED_BUDGET`),
+    or ``none`` (None: no budget, every timed run goes to its end or the timeout)."""
+    if x is None or (isinstance(x, str) and x.strip().lower() in ("none", "off", "unlimited")):
+        return None
+    try:
+        f = float(x) if not isinstance(x, bool) else float("nan")
+    except (TypeError, ValueError):
+        f = float("nan")
+    if not (0 < f <= MAX_SPEED_BUDGET):  # NaN fails too
+        raise UsageError(f"--speed-budget {x!r}: expected a fraction of the sweep's wall time above 0 and at most "
+                         f"{MAX_SPEED_BUDGET:g} (0.15: timing adds at most 15%), or 'none' for no budget")
+    return f
 
 
 def iteration_ms(stderr: str) -> Tuple[float, ...]:
@@ -82,7 +117,8 @@ class OptionSpeed:
     """One option's timed runs (or the default run's: ``option`` ``default``).
 
     ``status``: ``timed``, or how a timed run failed (``crashed``, ``hung``, ``stalled``,
-    ``failed``, ``no_times``: it printed no per-iteration line). ``rounds``: per round, the
+    ``failed``, ``no_times``: it printed no per-iteration line; ``over_budget``: no timed
+    iteration within its share of the timing budget). ``rounds``: per round, the
     iterations' times (ms). ``speedup``: default / option (the median of the per-round ratios,
     ``low``-``high`` their range; None for the default, or when not measured); ``measurable``:
     its spread and the default's do not overlap."""
@@ -115,6 +151,8 @@ class OptionSpeed:
 
     def words(self) -> str:
         """``1.8x faster``, ``1.3x slower``, ``no measurable difference`` or what failed."""
+        if self.status == "over_budget":
+            return f"not timed (timing budget): {self.reason}" if self.reason else "not timed (timing budget)"
         if self.status != "timed":
             return f"timing {self.status.replace('_', ' ')}" + (f": {self.reason}" if self.reason else "")
         if self.speedup is None:  # the default run, or no spread to compare with
@@ -181,6 +219,11 @@ class SweepSpeed:
     options: Tuple[Tuple[str, OptionSpeed], ...]
     #: why nothing was timed (None: it was)
     off: Optional[str] = None
+    #: the timing budget (s; None: none) and the smallest allowance an option's timed run got
+    budget: Optional[float] = None
+    allowance: Optional[float] = None
+    #: the budget as asked (a fraction of the sweep's wall time before timing)
+    budget_fraction: Optional[float] = None
 
     def of(self, name: str) -> Optional[OptionSpeed]:
         return dict(self.options).get(name)
@@ -188,11 +231,15 @@ class SweepSpeed:
     def to_json(self) -> Dict[str, Any]:
         return {"rounds": self.rounds, "warmup_iter": self.warmup_iter, "iter": self.iters, "threads": self.threads,
                 "device": self.device, "seconds": round(self.seconds, 3), "off": self.off,
+                "budget_fraction": self.budget_fraction, "budget_seconds": _r(self.budget),
+                "allowance_seconds": _r(self.allowance),
                 "how": ("timed runs without any dump, one at a time, interleaved (default, each option, then again) "
                         "in fresh processes; per option the median time per iteration, its spread from the lowest "
                         "lower quartile of a round's iterations to the highest upper quartile; speed-up = median over "
                         "rounds of default/option in the same round, interval their lowest and highest; no measurable "
-                        "difference when the two spreads overlap")}
+                        "difference when the two spreads overlap; each option's run stopped at its allowance (the "
+                        "timing budget left, shared equally among the option runs to come, at least twice the "
+                        "default's own timed run) keeps the iterations it printed")}
 
 
 def front(points: Sequence[Tuple[str, float, float]]) -> Tuple[str, ...]:
@@ -210,69 +257,119 @@ def off(why: str, rounds: int = 0) -> SweepSpeed:
 _FAILED = {"timeout": "hung", "stalled": "stalled", "crashed": "crashed"}
 
 
-def _timed_run(run: Callable[..., RunResult], name: str, flags: Tuple[str, ...], k: int) -> Tuple[str, Tuple[float, ...], str, str]:
-    """(status, iteration times, reason, run folder) of one timed run."""
+def _timed_run(run: Callable[..., RunResult], name: str, flags: Tuple[str, ...], k: int,
+               allowance: Optional[float] = None) -> Tuple[str, Tuple[float, ...], str, str, float]:
+    """(status, iteration times, reason, run folder, wall seconds) of one timed run; with an
+    ``allowance`` (s) the run is stopped there and the iterations it printed count."""
     try:
-        rec = run(flags, f"{name}-{k + 1}")
+        rec = run(flags, f"{name}-{k + 1}", allowance)
     except (RunError, UsageError) as exc:
         found: Optional[RunResult] = exc.result if isinstance(exc, LarPrecError) else None
         if found is None:
             raise
+        if allowance is not None and found.status == "timeout":
+            # stopped at its share of the budget: what it printed so far is its measurement
+            times = iteration_ms(_stderr(found.dir))
+            if times:
+                return "timed", times, "", str(found.dir), found.seconds
+            return ("over_budget", (), f"no timed iteration within its allowance of {allowance:.3g} s (its load and "
+                    "warm-up take longer; --speed-budget raises the budget)", str(found.dir), found.seconds)
         msg = re.sub(r" in run '[^']*' \([^)]*\)|; run '[^']*' \([^)]*\)", "", str(exc).split(" -- hint:")[0])
-        return _FAILED.get(found.status, "failed"), (), msg, str(found.dir)
-    try:
-        text = (rec.dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return "no_times", (), f"cannot read its stderr: {exc}", str(rec.dir)
+        return _FAILED.get(found.status, "failed"), (), msg, str(found.dir), found.seconds
+    text = _stderr(rec.dir)
+    if text is None:
+        return "no_times", (), "cannot read its stderr", str(rec.dir), rec.seconds
     times = iteration_ms(text)
     if not times:
-        return "no_times", (), "load_and_run printed no per-iteration time ('iter k/N: e2e=X ms')", str(rec.dir)
-    return "timed", times, "", str(rec.dir)
+        return ("no_times", (), "load_and_run printed no per-iteration time ('iter k/N: e2e=X ms')", str(rec.dir),
+                rec.seconds)
+    return "timed", times, "", str(rec.dir), rec.seconds
+
+
+def _stderr(run_dir: Path) -> Any:
+    try:
+        return (run_dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def allowance_of(budget: Optional[float], spent: float, default_seconds: float, default_runs_left: int,
+                 option_runs_left: int, timeout: float) -> Optional[float]:
+    """The next option's timed run's allowance (s): what is left of ``budget`` after ``spent``
+    and the default's runs still to come (``default_seconds`` each, measured), shared equally
+    among the options' runs still to come; at least :data:`ALLOWANCE_FLOOR` times the default's
+    own run (what an option stopped early leaves goes to the others). None without a budget;
+    never above ``timeout``."""
+    if budget is None:
+        return None
+    share = (budget - spent - default_runs_left * default_seconds) / max(1, option_runs_left)
+    return min(timeout, max(ALLOWANCE_FLOOR * default_seconds, share))
 
 
 def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: float, extra_flags: Sequence[str],
                   options: Sequence[Tuple[str, Tuple[str, ...]]], rounds: int,
-                  progress: Optional[Callable[..., None]] = None, mode: Optional[str] = None) -> SweepSpeed:
+                  progress: Optional[Callable[..., None]] = None, mode: Optional[str] = None,
+                  budget: Optional[float] = None) -> SweepSpeed:
     """Time the default run and each of ``options`` (name, flags), ``rounds`` interleaved
-    rounds, one fresh process at a time, in ``adir/speed``; a failed option is not timed again."""
+    rounds, one fresh process at a time, in ``adir/speed``; a failed option is not timed again.
+    ``budget``: seconds the options' timed runs may take in all (see the module's text)."""
     t0 = time.monotonic()
     rows: List[Tuple[str, Tuple[str, ...]]] = [("default", ())] + [(n, tuple(f)) for n, f in options]
     got: Dict[str, OptionSpeed] = {n: OptionSpeed(n, "timed") for n, _ in rows}
     env: Dict[str, Any] = {}
+    allowance: Optional[float] = None
 
-    def run(flags: Tuple[str, ...], label: str) -> RunResult:
-        rec = run_once(model, inputs, "default", adir / "speed", lar=lar, timeout=timeout,
+    def run(flags: Tuple[str, ...], label: str, limit: Optional[float]) -> RunResult:
+        rec = run_once(model, inputs, "default", adir / "speed", lar=lar, timeout=timeout if limit is None else limit,
                        extra_flags=tuple(extra_flags) + flags, label=label, timed=(WARMUP_ITER, ITERS), model_mode=mode)
         env.update(rec.environment)
         return rec
 
     total, done = rounds * len(rows), 0
+    spent, first_default = 0.0, None  # the timed runs' seconds so far; the default's first run's
+    pos = {n: i for i, (n, _) in enumerate(rows)}
     for k in range(rounds):
         for name, flags in rows:
             s = got[name]
             if s.status == "timed":
-                status, times, reason, where = _timed_run(run, name, flags, k)
+                limit = None
+                if name != "default" and first_default is not None and budget is not None:
+                    # option runs still to come, this one included (an option stopped for good counts none)
+                    left = sum(rounds - k - (pos[n2] < pos[name]) for n2, _ in rows
+                               if n2 != "default" and got[n2].status == "timed")
+                    limit = allowance_of(budget, spent, first_default, rounds - k - 1, left, timeout)
+                    allowance = limit if allowance is None else min(allowance, limit)
+                status, times, reason, where, secs = _timed_run(run, name, flags, k, limit)
+                spent += secs
+                if status == "over_budget" and first_default is not None:
+                    reason += f"; the default's whole timed run took {first_default:.3g} s"
                 got[name] = replace(s, status=status, rounds=s.rounds + ((times,) if times else ()), reason=reason,
                                     run_dirs=s.run_dirs + (where,))
+                if name == "default" and k == 0 and status == "timed":
+                    first_default = secs
             done += 1
             if progress:
                 progress("speed", done, total, running=(f"{name} (timed, round {k + 1})",),
-                         finished=f"{name} round {k + 1}: {got[name].status}")
+                         finished=f"{name} round {k + 1}: {got[name].status.replace('_', ' ')}")
     default = got.pop("default")
     opts = tuple((n, compare_speed(default, got[n])) for n, _ in options)
     device = "cuda" if any(a.lstrip("-") == "cuda" for a in extra_flags) else "cpu"
     cpu = env.get("cpu_model")
     return SweepSpeed(rounds, WARMUP_ITER, ITERS, threads_of(tuple(extra_flags)),
-                      f"{device} ({cpu})" if cpu else device, time.monotonic() - t0, default, opts)
+                      f"{device} ({cpu})" if cpu else device, time.monotonic() - t0, default, opts,
+                      budget=budget, allowance=allowance)
 
 
-def time_sweep(prep: Any, loaded: Sequence[Tuple[str, Tuple[str, ...]]], rounds: int, remote: Any = None) -> SweepSpeed:
+def time_sweep(prep: Any, loaded: Sequence[Tuple[str, Tuple[str, ...]]], rounds: int, remote: Any = None,
+               budget: Optional[float] = DEFAULT_SPEED_BUDGET, elapsed: float = 0.0) -> SweepSpeed:
     """The timing of a sweep's prepared analysis (:class:`lar_prec.run.settings.Prepared`) for
-    the options that ``loaded`` (name, flags): off at 0 rounds, or where the runs are on a device."""
+    the options that ``loaded`` (name, flags): off at 0 rounds, or where the runs are on a device.
+    ``budget``: a fraction of ``elapsed`` (the sweep's wall time before timing, s); None: none."""
     if rounds == 0:
         return off("--speed-runs 0: not timed")
     if remote is not None:
         return off("not timed: the runs are on a device (timed runs are made on this machine only)", rounds)
     s = prep.settings
-    return measure_speed(prep.model, prep.inputs, prep.dir, prep.lar, s.timeout, s.extra_flags, loaded, rounds,
-                         s.progress, prep.mode)
+    sp = measure_speed(prep.model, prep.inputs, prep.dir, prep.lar, s.timeout, s.extra_flags, loaded, rounds,
+                       s.progress, prep.mode, budget=None if budget is None else budget * elapsed)
+    return replace(sp, budget_fraction=budget)

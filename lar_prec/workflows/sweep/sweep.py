@@ -62,7 +62,8 @@ from lar_prec.run.device import RemoteSessions, open_sessions
 from lar_prec.run.settings import Prepared, Settings
 from lar_prec.diagnosis.local_plan import off_reason
 from lar_prec.workflows.sweep.options import DEFAULT_TIMEOUT, parse_options
-from lar_prec.workflows.sweep.speed import DEFAULT_SPEED_RUNS, check_speed_runs, time_sweep
+from lar_prec.workflows.sweep.speed import (DEFAULT_SPEED_BUDGET, DEFAULT_SPEED_RUNS, check_speed_budget,
+                                            check_speed_runs, time_sweep)
 from lar_prec.workflows.sweep.report import sweep_report
 from lar_prec.report.sweep import STATUS_TEXT
 from lar_prec.workflows.common.analysis import StageProgress, with_inputs, write_reports
@@ -476,7 +477,8 @@ def _unavailable(options: Sequence[SweepOption], lar: Optional[LoadAndRun], name
 
 def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = None,
               local_off: Optional[str] = None, layerwise_remote: Any = None,
-              unavailable: Optional[Mapping[str, str]] = None, speed_runs: int = 0) -> SweepResult:
+              unavailable: Optional[Mapping[str, str]] = None, speed_runs: int = 0,
+              speed_budget: Optional[float] = DEFAULT_SPEED_BUDGET) -> SweepResult:
     """The runs and the analysis of a sweep in an analysis folder already made (see
     :func:`lar_prec.workflows.sweep` for the whole workflow), with the prepared analysis'
     load_and_run, timeout, flags, ``jobs`` and progress hook; ``remote``: its RemoteSessions.
@@ -492,7 +494,8 @@ def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = N
     RemoteSessions every layerwise run of the sweep shares (its files are removed when the
     caller closes it, not after each option: options run at once would lose them mid-run).
     ``speed_runs``: rounds of timed runs of the default run and each option that loaded, after
-    every other run (:mod:`lar_prec.workflows.sweep.speed`; 0: none).
+    every other run (:mod:`lar_prec.workflows.sweep.speed`; 0: none), within ``speed_budget``
+    (a fraction of the sweep's wall time until then; None: no budget).
     """
     t0 = time.monotonic()
     model, adir, lar = prep.model, prep.dir, prep.lar
@@ -528,7 +531,7 @@ def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = N
                     progress("steps", done, 1 + sw.total, running=_under_way(sw.pending, jobs),
                              finished=_finished(kind, entry, sw))
         loaded = [(e.opt.name, e.opt.flags) for e in sw.entries.values() if e.run and e.run[1] in ("runs", "skipped")]
-        speed = time_sweep(prep, loaded, speed_runs, remote)
+        speed = time_sweep(prep, loaded, speed_runs, remote, speed_budget, time.monotonic() - t0)
     except KeyboardInterrupt:
         interrupt_active_runs()
         runner.pool.shutdown(wait=True, cancel_futures=True)
@@ -585,6 +588,7 @@ def sweep(
     remote: Any = None,
     local: bool = True,
     speed_runs: int = DEFAULT_SPEED_RUNS,
+    speed_budget: Union[float, str, None] = DEFAULT_SPEED_BUDGET,
 ) -> SweepAnalysis:
     """Run the reference once and every option that applies; compare, root and explain.
 
@@ -604,6 +608,8 @@ def sweep(
             :mod:`lar_prec.workflows.sweep.local`).
         speed_runs: rounds of timed runs (no dump) of the default run and each option that
             loaded, interleaved (:mod:`lar_prec.workflows.sweep.speed`); 0 or 2 to 50.
+        speed_budget: what the timed runs may cost, a fraction of the sweep's wall time before
+            timing (default 0.15); ``"none"`` or None: no budget.
 
     Raises:
         UsageError: bad model, inputs, options or flags (exit 2).
@@ -612,11 +618,13 @@ def sweep(
     """
     return analyse(Settings(model=model, inputs=inputs, out=out, lar=lar, timeout=timeout,
                             extra_flags=tuple(extra_flags), seed=seed, jobs=jobs, remote=remote, local=local,
-                            html=html, progress=progress), options=options, speed_runs=speed_runs)
+                            html=html, progress=progress), options=options, speed_runs=speed_runs,
+                   speed_budget=speed_budget)
 
 
 def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = None,
-            speed_runs: int = DEFAULT_SPEED_RUNS) -> SweepAnalysis:
+            speed_runs: int = DEFAULT_SPEED_RUNS,
+            speed_budget: Union[float, str, None] = DEFAULT_SPEED_BUDGET) -> SweepAnalysis:
     """:func:`sweep` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's way in);
     its ``threshold`` is not read (each option is held to its tolerance), a ``timeout`` of None
     is :data:`DEFAULT_TIMEOUT`."""
@@ -624,6 +632,7 @@ def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = No
     remote = s.remote
 
     opts, speed_runs = parse_options(options), check_speed_runs(speed_runs)
+    budget = check_speed_budget(speed_budget)
     unavailable = _unavailable(opts, resolve_load_and_run(s.lar) if remote is None else None, named=options is not None)
     prep = prepare_analysis_of(s, "sweep")
 
@@ -634,7 +643,7 @@ def analyse(settings: Settings, *, options: Union[str, Sequence[str], None] = No
     lw_sessions = RemoteSessions(remote, transient=True) if remote is not None and off is None else None
     try:
         result = run_sweep(prep, opts, remote=sessions, local_off=off, layerwise_remote=lw_sessions,
-                           unavailable=unavailable, speed_runs=speed_runs)
+                           unavailable=unavailable, speed_runs=speed_runs, speed_budget=budget)
     finally:
         for sess in (sessions, lw_sessions):
             if sess is not None:
