@@ -311,10 +311,12 @@ class _Sweep:
         if self.local_off is None:  # first in the pool's queue: ready before most options finish
             self.submit("build", self.plain, self.runner.pool.submit(_prepare_local, model, self.ref, self.adir,
                                                                      self.timeout, lar, layerwise_remote))
-        for e in (self.plain, *self.entries.values()):
+        self.submit("run", self.plain, self.runner.submit("default", self.plain.opt.name, self.plain.opt.flags))
+        # the longest chains first: a float16 option is analysed only once its naive run is in too
+        # (its tolerance's level: float16 done by the naive kernels), then its layerwise run follows
+        for e in sorted(self.entries.values(), key=lambda e: not e.opt.fp16):
             self.submit("run", e, self.runner.submit("default", e.opt.name, e.opt.flags))
-        for e in self.entries.values():
-            if e.opt.fp16:  # the level of its tolerance: float16 done by the naive kernels
+            if e.opt.fp16:
                 self.queue_naive(e)
 
     def queue_naive(self, e: _Entry) -> None:
