@@ -143,12 +143,17 @@ def time_task(task: Task, parent: Path, result: Any, rounds: int, lock: Optional
         raise
     except (LarPrecError, OSError) as exc:
         return {"off": f"not timed: {' '.join(str(exc).split())}", "rounds": rounds, "dir": str(settings.out)}
-    data = {**sp.to_json(), "default": None if sp.default is None else sp.default.to_json(),
-            "options": {n: o.to_json() for n, o in sp.options}, "dir": str(prep.dir),
-            "waited_seconds": round(waited, 3)}
+    data = {**speed_json(sp), "dir": str(prep.dir), "waited_seconds": round(waited, 3)}
     atomic_write_text(prep.dir / "speed.json", json_text(data), what="zoo timing")
     finish_analysis_dir(prep.dir)
     return data
+
+
+def speed_json(sp: Any) -> Dict[str, Any]:
+    """A :class:`~lar_prec.workflows.sweep.speed.SweepSpeed` as a sweep report's ``speed``, with
+    ``default`` and ``options`` (name -> its times): what :func:`speed_rows` stores."""
+    return {**sp.to_json(), "default": None if sp.default is None else sp.default.to_json(),
+            "options": {n: o.to_json() for n, o in sp.options}}
 
 
 def with_speed(summary: Summary, speed: Dict[str, Any]) -> Summary:
