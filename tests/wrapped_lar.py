@@ -61,12 +61,16 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
   FLAG it waits SECONDS before running the model (an option whose load and warm-up are slow, as
   float16 emulated on x86 is); with ``:after``, once the model ran and printed its iterations
   (a process that lingers past its time).
+* ``WRAPPED_LAR_SLOW=MS``: a slower build: each timed iteration (load_and_run's ``iter k/N:
+  e2e=X ms`` line) takes MS milliseconds more: the wrapper sleeps that long when the line comes
+  and prints it with X + MS (``host=`` too), so every timing of it is slower on any CPU.
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
 import hashlib
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -269,6 +273,28 @@ def _process_index(folder):
             k += 1
 
 
+#: the bundled runner's per-iteration line (lar_prec/lar/main.py)
+ITER_LINE = re.compile(r"(iter \d+/\d+: e2e=)([0-9.]+)( ms \(host=)([0-9.]+)( ms\))")
+
+
+def _run_bundled(argv):
+    """The bundled runner on ``argv``; under ``WRAPPED_LAR_SLOW=MS`` each iteration line is
+    held MS milliseconds and its times printed MS larger."""
+    slow = os.environ.get("WRAPPED_LAR_SLOW")
+    if not slow:
+        return subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
+    ms = float(slow)
+    proc = subprocess.Popen([sys.executable, "-m", "lar_prec.lar", *argv], stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        m = ITER_LINE.search(line)
+        if m:
+            time.sleep(ms / 1000.0)
+            line = ITER_LINE.sub(lambda g: f"{g[1]}{float(g[2]) + ms:.3f}{g[3]}{float(g[4]) + ms:.3f}{g[5]}", line)
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    return proc.wait()
+
+
 def main():
     argv = sys.argv[1:]
     if argv == ["--version"]:
@@ -349,7 +375,7 @@ def main():
             if rewritten is None:
                 return 1
             argv, restore = [rewritten] + argv[1:], True
-        rc = subprocess.run([sys.executable, "-m", "lar_prec.lar", *argv]).returncode
+        rc = _run_bundled(argv)
         if slow_here and slow_when == "after":
             time.sleep(float(slow_secs))
         offset = os.environ.get("WRAPPED_LAR_RENUMBER")

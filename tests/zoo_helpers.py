@@ -30,6 +30,8 @@ def write_manifest(path: Path, cases: Sequence, body: str, *, zoo: str = "local 
 
 def zoo_cli(args: Sequence, *, env: Optional[Dict[str, str]] = None, timeout: float = 300,
             **kw) -> subprocess.CompletedProcess:
+    """The zoo command; without timing unless ``--speed-runs`` is given (tests/zoo/test_zoo_speed.py times)."""
+    args = [*args, *(() if "--speed-runs" in map(str, args) else ("--speed-runs", "0"))]
     return subprocess.run([sys.executable, "-m", "lar_prec", "zoo", *map(str, args)], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})}, **kw)
 

@@ -46,11 +46,11 @@ def _emit(data: Any, json_out: str | None, lines: list) -> None:
                    "an improvement it does not record.")
 @click.option("--since", metavar="RUN", default=None, help="Ignore the history before this run (a uid or its prefix).")
 @click.option("--min-history", "min_history", type=click.IntRange(min=1), default=3, show_default=True, metavar="N",
-              help="Past runs of the series needed before an operator is said to regress or improve.")
+              help="Past runs of the series needed before an operator (or its speed) is said to regress or improve.")
 @click.option("--json", "json_out", metavar="FILE|-", default=None, help="Also write the JSON result here ('-': stdout).")
 @click.option("--junit", "junit", metavar="FILE", default=None,
               help="Also write JUnit XML here for CI: a test case per regressed or improved operator (a regression "
-                   "fails with its numbers), the run's history and the baseline.")
+                   "fails with its numbers), the run's history, its speed per option and the baseline.")
 @handle_errors
 def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None, since: str | None,
               min_history: int, json_out: str | None, junit: str | None) -> None:
@@ -62,11 +62,14 @@ def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None,
     Lists the regressed operators, the root among them first, with the run where each was last
     good (a sweep: each option on its own). Below --min-history past runs nothing regresses
     yet. An operator whose own repeated runs (one build) differ is named nondeterministic,
-    with its spread, never a regression of itself. Exit code 1 on a regression (or, with
+    with its spread, never a regression of itself. A run the zoo timed (or a sweep with
+    --speed-runs) is also judged on its speed, per option, against the past timed on the same
+    CPU model, threads and load_and_run: slower than that past's spread is a regression,
+    faster is reported. Exit code 1 on a regression (or, with
     --baseline, an unrecorded improvement), 0 otherwise, 2 when the store or the folder
     cannot be read.
     """
-    from lar_prec.report.history import checked_line
+    from lar_prec.report.history import checked_line, speed_lines
     from lar_prec.workflows.history.history import check
 
     check_report_outputs(json_out, None, [analysis_dir, baseline], make_parents=False)
@@ -80,6 +83,7 @@ def check_cmd(analysis_dir: str | None, store: str | None, baseline: str | None,
         opt = f" under {v['option']}" if v.get("option") else ""
         lines.append(f"  {v['verdict']}{' ROOT' if v['root'] else ''} {v['name']} ({v['opr_type']}){opt}: "
                      f"{v['why']}{algo}{where}")
+    lines += speed_lines(res["speed"])
     for n in res["nondeterministic"]:
         opt = f" under {n['option']}" if n["option"] else ""
         spread = "NaN/Inf in some runs" if n["nonfinite"] else f"spread {n['spread']:.3g}"

@@ -38,11 +38,14 @@ from lar_prec.outputs import json_text
 @click.option("--resume/--again", "resume", default=True, show_default=True,
               help="--resume: run only the tasks the store holds no result of (a rerun of the same zoo resumes it); "
                    "--again: run every task again, each result a new sample.")
+@click.option("--speed-runs", "speed_runs", type=int, default=3, show_default=True, metavar="R",
+              help="Rounds of timed runs (no dump) of each finished task: its plain default run and its options, on "
+                   "the worker's machine while no other task of a zoo runs there; 0: no timing, else 2 to 50.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @handle_errors
 def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_timeout: float, workers: int | None, out: str | None,
             json_out: str | None, html_out: str | None, junit: str | None, keep_dumps: bool, resume: bool,
-            quiet: bool) -> None:
+            speed_runs: int, quiet: bool) -> None:
     """Run a model zoo: every model x analysis x configuration x build x device of MANIFEST (TOML),
     each task one analysis on Dask, written into the store as it finishes.
 
@@ -50,7 +53,9 @@ def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_tim
     retried (the manifest's retries; a worker that dies is Dask's allowed-failures) and end
     with a row saying why. Writes zoo.json and zoo.html (the matrix coloured by verdict, each
     cell with output error, root, regressions against the store's history and a link to its
-    analysis page). Exit code 0 nothing found, 1 a divergence or a regression, 2 a bad manifest,
+    analysis page). Each finished task is timed (--speed-runs) and its speed judged against the
+    store's history on the same CPU model, threads and load_and_run, as check does. Exit code 0
+    nothing found, 1 a divergence or a regression (of precision or speed), 2 a bad manifest,
     store or device no worker owns (before anything runs), 3 a task did not finish or the
     scheduler cannot be reached, 130 interrupted (what finished is in the store).
     """
@@ -58,15 +63,17 @@ def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_tim
     from lar_prec.report.html import write_html
     from lar_prec.report.zoo import zoo_lines
     from lar_prec.zoo.progress import ZooProgress
+    from lar_prec.workflows.sweep.speed import check_speed_runs
     from lar_prec.zoo.run import run_zoo
 
+    check_speed_runs(speed_runs)
     if not store:
         raise UsageError("no store named: give --store URL or set LAR_PREC_STORE (the zoo writes every task there)")
     check_report_outputs(json_out, html_out, [manifest], analysis_dir=out)
     check_junit_output(junit, [json_out, html_out], [manifest])
     with ZooProgress(not quiet) as progress:
         data = run_zoo(manifest, store=store, scheduler=scheduler, out=out, keep_dumps=keep_dumps, again=not resume,
-                       workers=workers, progress=progress, connect_timeout=connect_timeout)
+                       workers=workers, progress=progress, connect_timeout=connect_timeout, speed_runs=speed_runs)
     if json_out != "-":
         for line in zoo_lines(data):
             click.echo(shown(line))

@@ -120,6 +120,7 @@ def history_lines(res: Mapping[str, Any], *, op: Optional[str] = None, wide: boo
             lines.append(f"  (the newest {len(shown)}; --wide or --json for all {len(runs)})")
         lines += _runs_table(shown, wide)
         lines += _ops_lines(s, op, wide)
+        lines += _speed_trends(s.get("speed") or ())
     if res.get("diff"):
         lines += diff_lines(res["diff"], wide=wide)
     return lines
@@ -189,3 +190,35 @@ def checked_line(run: Mapping[str, Any]) -> str:
     """The run ``check`` judged: its uid, what it was and when."""
     what = " ".join(x for x in (run.get("command"), run.get("model_name"), run.get("config")) if x)
     return f"checked run {run['uid'][:12]} ({what}, {_date(run.get('created'))} UTC, {run.get('device') or '?'})"
+
+
+def _part_name(option: Optional[str]) -> str:
+    return option or "default"
+
+
+def speed_lines(speed: Optional[Mapping[str, Any]]) -> List[str]:
+    """``check``'s speed per timed part: its verdict and why, the run last within its band."""
+    lines = []
+    for v in (speed or {}).get("parts") or ():
+        good = v.get("last_good") or {}
+        where = f"; last good {good.get('created')} ({good.get('build')})" if v["verdict"] == "regressed" and good else ""
+        if v["verdict"] in ("not_judged", "not_timed"):
+            lines.append(f"  speed of {_part_name(v['option'])}: {v['why']}")
+        else:
+            lines.append(f"  speed {v['verdict']} {_part_name(v['option'])}: {v['why']}{where}")
+    return lines
+
+
+def _speed_trends(groups: Sequence[Mapping[str, Any]]) -> List[str]:
+    """``history``'s speed: per part and machine the median time per iteration over its runs."""
+    out = []
+    for g in groups:
+        vals = [p["median_ms"] for p in g["points"]]
+        out.append(f"  speed {_part_name(g['option'])} on {g['machine']}: {trend(vals)}  min {_num(min(vals))} max "
+                   f"{_num(max(vals))} ms per iteration ({len(vals)} run{'s' * (len(vals) != 1)})")
+        first = g.get("first_slower")
+        if first:
+            lo, hi = first["band"]
+            out.append(f"    first slower than its band: run {first['run'][:12]} ({_date(first['created'])}), "
+                       f"{_num(first['value'])} ms not in [{_num(lo)}, {_num(hi)}]")
+    return out

@@ -68,6 +68,14 @@ def check_junit(res: Mapping[str, Any]) -> str:
             _case(suite, klass, name, failure=f"regressed{' (root)' if v['root'] else ''}: {v['why']}", details=details)
         else:
             _case(suite, klass, name, out=details)
+    for v in (res.get("speed") or {}).get("parts") or ():
+        name = f"speed of {v['option'] or 'the default run'}"
+        if v["verdict"] == "regressed":
+            _case(suite, klass, name, failure=f"regressed: {v['why']}", details=f"{v['why']}\nchecked run: {run['uid']}")
+        elif v["verdict"] in ("not_judged", "not_timed"):
+            _case(suite, klass, name, skipped=v["why"])
+        else:
+            _case(suite, klass, name, out=f"{v['verdict']}: {v['why']}")
     for n in res["nondeterministic"]:
         spread = "NaN/Inf in some runs" if n["nonfinite"] else f"spread {_num(n['spread'])}"
         _case(suite, klass, f"{n['name']} ({n['opr_type']}) repeatability",
@@ -98,7 +106,12 @@ def zoo_junit(data: Mapping[str, Any]) -> str:
             nums = f"output error {_num(c.get('output_err'))}" + (f", root {c['root']}" if c.get("root") else "")
             name = f"{c['column']} on {where}"
             stored = " (result already in the store)" if e["state"] == "stored" else ""
-            if regressed:
+            slow = [v for v in (e.get("speed") or {}).get("parts") or ()
+                    if v["verdict"] == "regressed" and (v["option"] or "default") in (c.get("speed_regressed") or ())]
+            if slow and not regressed:
+                _case(suite, klass, name, failure=f"speed regressed: {slow[0]['why']}; {nums}",
+                      details=f"{nums}\nspeed: {slow[0]['why']}\nverdict: {e.get('verdict')}")
+            elif regressed:
                 _case(suite, klass, name, failure=f"regressed: {', '.join(regressed[:5])}; {nums}",
                       details=f"{nums}\nregressed operators: {', '.join(regressed)}\nverdict: {e.get('verdict')}")
             elif c.get("bad"):

@@ -37,8 +37,8 @@ from sqlalchemy.engine.url import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from lar_prec.errors import StoreError
-from lar_prec.store.schema import ops as ops_table, runs as runs_table
-from lar_prec.store.summary import OpSummary, RunSummary, Summary
+from lar_prec.store.schema import ops as ops_table, runs as runs_table, speeds as speeds_table
+from lar_prec.store.summary import OpSummary, RunSummary, SpeedSummary, Summary
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,7 @@ _SCHEMA_LOCK = 0x6C61725F70726563  # "lar_prec"
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _RUN_FIELDS = [f.name for f in fields(RunSummary)]
 _OP_FIELDS = [f.name for f in fields(OpSummary)]
+_SPEED_FIELDS = [f.name for f in fields(SpeedSummary)]
 
 
 def store_url(value: Optional[str]) -> Optional[str]:
@@ -195,6 +196,9 @@ class Store:
             ops = [_op_row(o, added[s.run.uid]) for s in summaries if s.run.uid in added for o in s.ops]
             if ops:
                 conn.execute(ops_table.insert(), ops)
+            speeds = [_speed_row(p, added[s.run.uid]) for s in summaries if s.run.uid in added for p in s.speeds]
+            if speeds:
+                conn.execute(speeds_table.insert(), speeds)
             held = {}
             missing = sorted({r["uid"] for r in rows} - set(added))
             for k in range(0, len(missing), 500):  # bound the parameters of one statement
@@ -271,6 +275,30 @@ class Store:
              .order_by(runs_table.c.created, runs_table.c.id))
         return iter(self._rows(q))
 
+    def speeds(self, run_id: int) -> List[SpeedSummary]:
+        """The timed parts of one run (none when it was not timed)."""
+        q = sa.select(speeds_table).where(speeds_table.c.run_id == run_id).order_by(speeds_table.c.id)
+        return [_speed(r) for r in self._rows(q)]
+
+    def speed_history(self, run: Dict[str, Any], before: Optional[int] = None, window: int = 100
+                      ) -> List[Tuple[Dict[str, Any], SpeedSummary]]:
+        """The timed parts of the runs of the same model, input, command, configuration and
+        options as ``run`` (a row of :meth:`runs`), on any machine, oldest first: (its run row,
+        the part); ``before``: runs with a smaller id only; the newest ``window`` runs."""
+        c = runs_table.c
+        same = [c.model_sha256 == run["model_sha256"], c.input_sha256 == run["input_sha256"],
+                c.command == run["command"], c.config == run["config"], c.options == json.dumps(list(run["options"]))]
+        ids = sa.select(c.id).where(*same, c.id.in_(sa.select(speeds_table.c.run_id)))
+        if before is not None:
+            ids = ids.where(c.id < before)
+        ids = ids.order_by(c.created.desc(), c.id.desc()).limit(window)
+        found = {r["id"]: r for r in self.runs(ids=[i for (i,) in self._rows(ids)])}
+        if not found:
+            return []
+        q = sa.select(speeds_table).where(speeds_table.c.run_id.in_(list(found))).order_by(speeds_table.c.id)
+        rows = [(found[r.run_id], _speed(r)) for r in self._rows(q)]
+        return sorted(rows, key=lambda x: (x[0]["created"], x[0]["id"]))
+
     def bands(self, model_sha256: Optional[str], input_sha256: Optional[str], device_kind: str) -> Dict[str, float]:
         """The jitter band per operator that shake measured for this model and input on this kind
         of device (the largest over its shake runs)."""
@@ -303,6 +331,18 @@ def _op_row(o: OpSummary, run_id: int) -> Dict[str, Any]:
     row = {k: getattr(o, k) for k in _OP_FIELDS}  # not asdict: it deep-copies, 5x slower on a big import
     row.update(run_id=run_id, inputs=json.dumps(list(o.inputs)))
     return row
+
+
+def _speed_row(p: SpeedSummary, run_id: int) -> Dict[str, Any]:
+    row = {k: getattr(p, k) for k in _SPEED_FIELDS}
+    row.update(run_id=run_id, round_ms=json.dumps(list(p.round_ms)), machine=p.machine)
+    return row
+
+
+def _speed(r: Any) -> SpeedSummary:
+    m = dict(r._mapping)
+    m["round_ms"] = tuple(json.loads(m.get("round_ms") or "[]"))
+    return SpeedSummary(**{k: m[k] for k in _SPEED_FIELDS})
 
 
 def _run_dict(r: Any) -> Dict[str, Any]:

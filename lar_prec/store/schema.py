@@ -4,7 +4,8 @@ lar-prec is brought to this shape when opened).
 
 ``runs``: one analysis (:class:`lar_prec.store.summary.RunSummary`); ``series`` groups the
 runs a history is made of. ``ops``: one operator output of one run
-(:class:`lar_prec.store.summary.OpSummary`), keyed by the stable operator key.
+(:class:`lar_prec.store.summary.OpSummary`), keyed by the stable operator key. ``speeds``: the
+timed runs of one run, one row per part (:class:`lar_prec.store.summary.SpeedSummary`).
 """
 from __future__ import annotations
 
@@ -77,3 +78,31 @@ ops = Table(
 )
 Index("ix_ops_run", ops.c.run_id)
 Index("ix_ops_key_run", ops.c.op_key, ops.c.run_id)
+
+# revision 0003: one row per timed part of a run (the plain default run: part "", each option
+# by its name): :class:`lar_prec.store.summary.SpeedSummary`
+speeds = Table(
+    "speeds", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("part", String(80), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("reason", Text),
+    Column("median_ms", Float),
+    Column("round_ms", Text, nullable=False),  # JSON list: each round's median time per iteration
+    Column("spread_lo", Float),
+    Column("spread_hi", Float),
+    Column("rounds", Integer, nullable=False),
+    Column("iters", Integer, nullable=False),
+    Column("warmup_iter", Integer, nullable=False),
+    Column("threads", Integer, nullable=False),
+    Column("device", Text, nullable=False),
+    Column("cpu_model", Text),
+    Column("lar", Text, nullable=False),
+    Column("machine", String(64), nullable=False),
+    Column("speedup", Float),
+    Column("speedup_lo", Float),
+    Column("speedup_hi", Float),
+    Column("measurable", Boolean, nullable=False),
+)
+Index("ix_speeds_run", speeds.c.run_id)

@@ -114,9 +114,94 @@ class OpSummary:
 
 
 @dataclass(frozen=True)
+class SpeedSummary:
+    """One timed part of a run (one row of the store's ``speeds``): the plain default run
+    (``part`` "") or an option, timed ``rounds`` rounds of fresh processes without any dump
+    (:mod:`lar_prec.workflows.sweep.speed`). ``median_ms``: the median time per iteration over
+    every timed iteration; ``round_ms``: each round's median; ``spread_lo``..``spread_hi``: from
+    the lowest lower quartile of a round's iterations to the highest upper quartile. Speed is
+    comparable only on one :attr:`machine`: the CPU model, the threads and the load_and_run."""
+
+    part: str
+    status: str
+    median_ms: Optional[float]
+    round_ms: Tuple[float, ...]
+    spread_lo: Optional[float]
+    spread_hi: Optional[float]
+    rounds: int
+    iters: int
+    warmup_iter: int
+    threads: int
+    device: str
+    cpu_model: Optional[str]
+    #: which load_and_run: the bundled runner, or the binary's path (a new build at the same path
+    #: is the same load_and_run: its history is what a slower build is judged against)
+    lar: str
+    reason: Optional[str] = None
+    speedup: Optional[float] = None
+    speedup_lo: Optional[float] = None
+    speedup_hi: Optional[float] = None
+    measurable: bool = False
+
+    @property
+    def machine(self) -> str:
+        """What timings are comparable across: CPU model, threads, load_and_run (24 hex digits)."""
+        return hashlib.sha256(self.machine_words.encode()).hexdigest()[:24]
+
+    @property
+    def machine_words(self) -> str:
+        return machine_words(self.cpu_model, self.threads, self.lar)
+
+
+def machine_words(cpu_model: Optional[str], threads: int, lar: str) -> str:
+    """``Intel(R) Xeon(R) ..., 1 thread, bundled lar_prec.lar``: a speed's machine in words."""
+    return f"{cpu_model or 'unknown CPU'}, {threads} thread{'s' * (threads != 1)}, {lar}"
+
+
+@dataclass(frozen=True)
 class Summary:
     run: RunSummary
     ops: Tuple[OpSummary, ...]
+    #: its timed parts (none when it was not timed)
+    speeds: Tuple[SpeedSummary, ...] = ()
+
+
+def lar_identity(lar_path: Optional[str]) -> str:
+    """Which load_and_run a run used, as speed keys it: the binary's path, or the bundled one."""
+    return lar_path or "bundled lar_prec.lar"
+
+
+def speed_rows(speed: Mapping[str, Any], options: Mapping[str, Mapping[str, Any]], run: RunSummary
+               ) -> Tuple[SpeedSummary, ...]:
+    """The speed rows of a timing: ``speed`` how it was timed (a sweep report's ``speed``:
+    rounds, warmup_iter, iter, threads, device, ``default`` the default run's times, ``off``
+    when not timed), ``options`` each option's times (:meth:`OptionSpeed.to_json`); the CPU
+    and load_and_run are the run's (timed runs are made where the analysis ran)."""
+    if not isinstance(speed, Mapping) or speed.get("off") or not speed.get("rounds"):
+        return ()
+    parts = [("", speed.get("default"))] + [(str(k), v) for k, v in options.items()]
+    out = []
+    for part, t in parts:
+        if not isinstance(t, Mapping):
+            continue
+        spread = t.get("spread_ms") or (None, None)
+        interval = t.get("speedup_interval") or (None, None)
+        out.append(SpeedSummary(
+            part=part, status=str(t.get("status") or "timed"), median_ms=_num(t.get("median_ms")),
+            round_ms=tuple(x for x in (_num(v) for v in t.get("round_ms") or ()) if x is not None),
+            spread_lo=_num(spread[0]), spread_hi=_num(spread[1]), rounds=int(speed.get("rounds") or 0),
+            iters=int(speed.get("iter") or 0), warmup_iter=int(speed.get("warmup_iter") or 0),
+            threads=int(speed.get("threads") or 1), device=str(speed.get("device") or ""), cpu_model=run.cpu_model,
+            lar=lar_identity(run.lar_path), reason=t.get("reason") or None, speedup=_num(t.get("speedup")),
+            speedup_lo=_num(interval[0]), speedup_hi=_num(interval[1]), measurable=bool(t.get("measurable"))))
+    return tuple(out)
+
+
+def _report_speeds(report: Any, run: RunSummary) -> Tuple[SpeedSummary, ...]:
+    """A sweep report's timed runs (``sweep --speed-runs``), as speed rows."""
+    extra = getattr(report, "extra", None) or {}
+    opts = {str(o.get("option")): o.get("speed") for o in extra.get("options") or () if isinstance(o, Mapping)}
+    return speed_rows(extra.get("speed") or {}, {k: v for k, v in opts.items() if isinstance(v, Mapping)}, run)
 
 
 def series_key(model_sha256: Optional[str], input_sha256: Optional[str], command: str, config: str,
@@ -324,7 +409,7 @@ def summary_from_report(report: Any, *, argv: Sequence[str] = (), settings: Opti
                       argv=argv, settings=settings)
     if graph is not None and run.model_sha256 is None:
         run = dataclasses.replace(run, model_sha256=graph, model_name=run.model_name or "graph of " + Path(ref_dump or "?").name)
-    return Summary(run, ops)
+    return Summary(run, ops, _report_speeds(report, run) if report.command == "sweep" else ())
 
 
 def summary_from_result_json(data: Mapping[str, Any], exit_code: int, *, argv: Sequence[str] = ()) -> Summary:
@@ -373,7 +458,7 @@ def summarize(result: Any, *, argv: Sequence[str] = (), exit_code: Optional[int]
         s = summary_from_result_json(result, int(exit_code or 0), argv=argv)
     else:
         s = summary_from_report(result, argv=argv)
-    return Summary(dataclasses.replace(s.run, uid=content_uid(s.run.analysis_dir, result)), s.ops)
+    return Summary(dataclasses.replace(s.run, uid=content_uid(s.run.analysis_dir, result)), s.ops, s.speeds)
 
 
 def content_uid(analysis_dir: Optional[str], result: Any) -> str:

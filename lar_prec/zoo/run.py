@@ -4,8 +4,13 @@ tasks ask for its resource; ``retries`` per task), each outcome written into the
 arrives (one transaction; a uid the store holds is never written again: 0 lost, 0 duplicated),
 judged against the store's history, and the zoo's JSON (``lar-prec.zoo/1``) and page written.
 
+Each finished task is timed (``speed_runs`` rounds, :mod:`lar_prec.zoo.timing`), its speed
+stored beside its operators and judged against the store's history of the same machine
+(:mod:`lar_prec.workflows.history.speed`) as its precision is.
+
 Exit code: 3 when a task did not finish (its failure row says why), else 1 when a task found a
-divergence or a regression, else 0; 130 on Ctrl-C (what finished is in the store).
+divergence or a regression (of precision or of speed), else 0; 130 on Ctrl-C (what finished is
+in the store).
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ from lar_prec.run.dirs import finish_analysis_dir, new_analysis_dir
 from lar_prec.store.db import Store, open_store
 from lar_prec.store.summary import Summary, now_iso, run_summary
 from lar_prec.workflows.history.history import judge_stored
+from lar_prec.workflows.history.speed import judge_speed
+from lar_prec.workflows.sweep.speed import DEFAULT_SPEED_RUNS, check_speed_runs
 from lar_prec.zoo.cluster import CONNECT_TIMEOUT, CtrlC, ZooCluster
 from lar_prec.zoo.manifest import Manifest, load_manifest
 from lar_prec.zoo.progress import ZooProgress
@@ -70,8 +77,10 @@ def _failure_summary(task: Task, why: str, code: int, details: Dict[str, Any]) -
 class _Zoo:
     """One zoo run's state: the store, the entries of the page, the progress."""
 
-    def __init__(self, manifest: Manifest, tasks: Sequence[Task], store: Store, progress: ZooProgress) -> None:
+    def __init__(self, manifest: Manifest, tasks: Sequence[Task], store: Store, progress: ZooProgress,
+                 speed_runs: int = 0) -> None:
         self.m, self.tasks, self.store, self.progress = manifest, list(tasks), store, progress
+        self.speed_runs = speed_runs
         self.dir = Path(".")  # the zoo's folder, claimed once the cluster runs
         self.entries: Dict[str, Dict[str, Any]] = {}
         self.samples: Dict[str, int] = {}
@@ -92,7 +101,11 @@ class _Zoo:
             e["enough_history"] = jm.enough
             e["nondeterministic"] = [{"name": n["name"], "option": n["option"], "spread": n["spread"]}
                                      for n in jm.nondeterministic if n["source"]]
-            e["cells"] = place(task, e["cells"], jm)
+            sp = judge_speed(self.store, row, None, self.m.min_history)
+            off = (kw.get("timing") or {}).get("off")
+            e["speed"] = {"timed": bool(sp), "off": off if not sp else None, "parts": [v.to_json() for v in sp]}
+            e["speed_regressed"] = [v.option or "default" for v in sp if v.verdict == "regressed"]
+            e["cells"] = place(task, e["cells"], jm, sp)
         self.entries[task.id] = e
         return e
 
@@ -118,7 +131,8 @@ class _Zoo:
         held = self.store.runs(uid=uid)
         if not held:
             try:
-                self.store.write(Summary(dataclasses.replace(summary.run, uid=uid, settings=settings), summary.ops))
+                self.store.write(Summary(dataclasses.replace(summary.run, uid=uid, settings=settings), summary.ops,
+                                         summary.speeds))
             except StoreError:
                 if not self.store.runs(uid=uid):  # another client wrote it meanwhile: fine; else the store failed
                     raise
@@ -135,8 +149,11 @@ class _Zoo:
             self.timing["store"] += time.monotonic() - t
 
     def finished(self, task: Task, outcome: TaskOutcome) -> Dict[str, Any]:
+        timing = outcome.speed or {}
         extra = {"seconds": outcome.seconds, "run_seconds": outcome.run_seconds, "result_bytes": outcome.result_bytes,
-                 "dumps_removed": outcome.dumps_removed}
+                 "dumps_removed": outcome.dumps_removed, "speed_seconds": timing.get("seconds") or 0.0,
+                 "timing": {k: timing.get(k) for k in ("off", "rounds", "iter", "warmup_iter", "threads", "device", "dir",
+                                                       "waited_seconds")}}
         if not outcome.finished or outcome.summary is None:
             return self.failed(task, outcome.why or outcome.verdict, outcome.exit_code,
                                {"analysis_dir": outcome.analysis_dir, "host": outcome.host, **extra})
@@ -156,6 +173,7 @@ class _Zoo:
         timing = {**{k: round(v, 3) for k, v in self.timing.items()},
                   "tasks": round(sum(e.get("seconds") or 0.0 for e in done), 3),
                   "runs": round(sum(e.get("run_seconds") or 0.0 for e in done), 3),
+                  "speed": round(sum(e.get("speed_seconds") or 0.0 for e in done), 3),
                   "peak_result_bytes": max((e.get("result_bytes") or 0 for e in done), default=0)}
         entries = [{**self.entries[t.id], "page": os.path.relpath(self.entries[t.id]["page"], self.dir)
                     if self.entries[t.id].get("page") else None} for t in self.tasks if t.id in self.entries]
@@ -164,10 +182,12 @@ class _Zoo:
                   "failed": sum(e["state"] == "failed" for e in entries),
                   "divergent": sum(any(c.get("bad") for c in e["cells"]) for e in entries),
                   "regressed": sum(bool(e["regressed"]) for e in entries),
+                  "speed_regressed": sum(bool(e.get("speed_regressed")) for e in entries),
                   "nondeterministic": sum(bool(e.get("nondeterministic")) or any(
                       (c.get("run_to_run") or {}).get("nondeterministic") for c in e["cells"]) for e in entries),
                   "not_run": len(self.tasks) - len(entries)}
-        code = 130 if interrupted else 3 if counts["failed"] else 1 if counts["divergent"] or counts["regressed"] else 0
+        code = 130 if interrupted else 3 if counts["failed"] else \
+            1 if counts["divergent"] or counts["regressed"] or counts["speed_regressed"] else 0
         return {"schema": SCHEMA, "name": self.m.name, "manifest": str(self.m.path), "store": self.store.url,
                 "scheduler": scheduler or "embedded", "out": str(self.dir), "lar_prec_version": __version__,
                 "created": now_iso(), "seconds": round(time.monotonic() - started, 3), "timing": timing, "counts": counts,
@@ -185,17 +205,23 @@ def _cell_option(task: Task, cell: Mapping[str, Any]) -> Optional[str]:
     return ",".join(task.options) or None
 
 
-def place(task: Task, cells: Sequence[Mapping[str, Any]], jm: Any) -> List[Dict[str, Any]]:
+def place(task: Task, cells: Sequence[Mapping[str, Any]], jm: Any, speed: Sequence[Any] = ()) -> List[Dict[str, Any]]:
     """Each cell with the regressions and nondeterministic operators of its own option
-    (``regressed``, ``nondeterministic``): a sweep's cells one option each, another task's one
-    cell all of them."""
+    (``regressed``, ``nondeterministic``) and its option's speed (``speed``: the option's
+    verdict, else the default run's; ``speed_regressed``): a sweep's cells one option each,
+    another task's one cell all of them."""
     out = []
     single = len(cells) <= 1
+    parts = {v.option: v for v in speed}
     for c in cells:
         opt = _cell_option(task, c)
         mine = (lambda o: True) if single else (lambda o: o == opt)  # noqa: E731
+        sp = parts.get(opt) or (parts.get(None) if single else None)
         out.append({**c, "option": opt, "regressed": [v.name for v in jm.regressed() if mine(v.option)],
-                    "nondeterministic": [n["name"] for n in jm.nondeterministic if n["source"] and mine(n["option"])]})
+                    "nondeterministic": [n["name"] for n in jm.nondeterministic if n["source"] and mine(n["option"])],
+                    "speed": None if sp is None else sp.to_json(),
+                    "speed_regressed": [v.option or "default" for v in speed if v.verdict == "regressed"
+                                        and (single or v.option == opt)]})
     return out
 
 
@@ -207,30 +233,34 @@ def _check_local_builds(tasks: Sequence[Task]) -> None:
 
 def run_zoo(manifest_path: PathLike, *, store: str, scheduler: Optional[str] = None, out: Optional[PathLike] = None,
             keep_dumps: bool = False, again: bool = False, workers: Optional[int] = None,
-            progress: Optional[ZooProgress] = None, connect_timeout: float = CONNECT_TIMEOUT) -> Dict[str, Any]:
+            progress: Optional[ZooProgress] = None, connect_timeout: float = CONNECT_TIMEOUT,
+            speed_runs: int = DEFAULT_SPEED_RUNS) -> Dict[str, Any]:
     """Run a zoo (see the module docstring); the ``lar-prec.zoo/1`` object, also written as
     ``zoo.json`` and ``zoo.html`` in the zoo's folder.
 
     Raises:
         ManifestError/UsageError/StoreError (exit 2) before anything runs: the manifest, a
             device no worker owns, a store that cannot be opened; ClusterError (exit 3): the
-            scheduler cannot be reached; AnalysisInterrupted (130): Ctrl-C, after the cluster's
+            scheduler cannot be reached; UsageError (2): ``speed_runs`` not 0 or 2..50;
+            AnalysisInterrupted (130): Ctrl-C, after the cluster's
             runs were stopped (the zoo's JSON and page say what finished).
     """
     started = time.monotonic()
+    speed_runs = check_speed_runs(speed_runs)
     m = load_manifest(manifest_path)
     tasks = expand(m)
     progress = progress or ZooProgress(enabled=False)
     with CtrlC() as ctrl_c:
         return _zoo(m, tasks, ctrl_c, started, store=store, scheduler=scheduler, out=out, keep_dumps=keep_dumps,
-                    again=again, workers=workers, progress=progress, connect_timeout=connect_timeout)
+                    again=again, workers=workers, progress=progress, connect_timeout=connect_timeout,
+                    speed_runs=speed_runs)
 
 
 def _zoo(m: Manifest, tasks: Sequence[Task], ctrl_c: CtrlC, started: float, *, store: str, scheduler: Optional[str],
          out: Optional[PathLike], keep_dumps: bool, again: bool, workers: Optional[int], progress: ZooProgress,
-         connect_timeout: float) -> Dict[str, Any]:
+         connect_timeout: float, speed_runs: int) -> Dict[str, Any]:
     with open_store(store) as db, contextlib.ExitStack() as stack:
-        z = _Zoo(m, tasks, db, progress)
+        z = _Zoo(m, tasks, db, progress, speed_runs)
         todo = z.pending(again)
         cluster = None
         if todo:
@@ -273,7 +303,7 @@ def _run(z: _Zoo, cluster: ZooCluster, todo: Sequence[Task], keep_dumps: bool, c
     try:  # a Ctrl-C while submitting too: what went out is stopped
         for t in todo:
             key = f"zoo-{t.id}-{z.samples[t.id]}-{nonce}"
-            futures[client.submit(run_task, t, str(z.dir), keep_dumps, key=key, pure=False, retries=z.m.retries,
+            futures[client.submit(run_task, t, str(z.dir), keep_dumps, z.speed_runs, key=key, pure=False, retries=z.m.retries,
                                   resources={t.resource: 1} if t.resource else None)] = t
         z.progress.start(len(todo))
         results = as_completed(list(futures), loop=client.loop)

@@ -43,6 +43,7 @@ from lar_prec.workflows.sweep import sweep
 from lar_prec.zoo.procs import WORKER_TAG, kill_tagged
 from lar_prec.zoo.rerun import rerun_wrong
 from lar_prec.zoo.tasks import Task
+from lar_prec.zoo.timing import HostLock, stop_waiting, time_task, with_speed
 from lar_prec.inputspec import read_json_file
 
 #: shake's configurations, chosen by a configuration's flag (its runs then write their own caches)
@@ -82,6 +83,8 @@ class TaskOutcome:
     dumps_removed: bool = False
     why: Optional[str] = None
     result_bytes: int = 0
+    #: its timing (zoo.timing.time_task: ``off`` when not timed)
+    speed: Optional[Dict[str, Any]] = None
 
 
 def _remote(task: Task) -> Optional[RemoteSpec]:
@@ -115,7 +118,7 @@ def _call(task: Task, parent: Path) -> Tuple[Any, Any, int]:
                                   extra_flags=tuple(f for f in flags if f not in _SHAKE_CONFIGS)),
                           repeat=task.param("repeat", 3), config=config)
     else:
-        # no timed runs: workers share the machine, so one task would time another's runs
+        # timed after the analysis by zoo.timing, under the machine's lock: other workers run beside it
         a = sweep.analyse(replace(settings, extra_flags=task.flags), options=list(task.options) or None, speed_runs=0)
     return a, a.report, a.exit_code
 
@@ -174,8 +177,9 @@ def _new_dirs(parent: Path, before: set) -> Optional[Path]:
     return max(new, key=lambda p: p.stat().st_mtime) if new else None
 
 
-def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome:
-    """Run one task on this worker (see the module docstring)."""
+def run_task(task: Task, out_root: str, keep_dumps: bool = False, speed_runs: int = 0) -> TaskOutcome:
+    """Run one task on this worker (see the module docstring), holding this machine's timing
+    lock shared, then time it (``speed_runs`` rounds, :mod:`lar_prec.zoo.timing`)."""
     host = socket.gethostname()
     parent = Path(out_root) / "tasks" / f"{task.model}-{task.command}-{task.id[:12]}"
     started = time.monotonic()
@@ -187,7 +191,8 @@ def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome
         atomic_write_text(parent / "task.json", json_text({**task.to_json(), "identity": dict(task.identity)},
                                                            default=str), what="task record")
         before = {p.name for p in parent.iterdir()}
-        result, data, code = _call(task, new_run_dir(parent, task.command, what="task folder"))
+        with HostLock().held(exclusive=False):
+            result, data, code = _call(task, new_run_dir(parent, task.command, what="task folder"))
     except Exception as exc:  # noqa: BLE001 (every way a try ends becomes an outcome or a retry)
         return _failed(task, exc, parent, before, host, time.monotonic() - started)
     seconds = time.monotonic() - started
@@ -200,13 +205,16 @@ def run_task(task: Task, out_root: str, keep_dumps: bool = False) -> TaskOutcome
         remove_dumps(adir)
         removed = True
     cells = cells_of(task, report, summary, code)
-    if code == 1:  # a wrong result: run its failing side once more (before its dumps could go)
-        try:
-            cells = rerun_wrong(task, result, report, cells)
-        except AnalysisInterrupted as exc:
-            return _failed(task, exc, parent, before, host, time.monotonic() - started)
+    try:
+        if code == 1:  # a wrong result: run its failing side once more (before its dumps could go)
+            with HostLock().held(exclusive=False):
+                cells = rerun_wrong(task, result, report, cells)
+        speed = time_task(task, parent, result, speed_runs)
+    except AnalysisInterrupted as exc:
+        return _failed(task, exc, parent, before, host, time.monotonic() - started)
+    summary = with_speed(summary, speed)
     outcome = TaskOutcome(task.id, True, code, summary.run.verdict, summary, report,
-                          cells, str(adir), host, seconds, run_seconds, removed)
+                          cells, str(adir), host, seconds, run_seconds, removed, speed=speed)
     return dataclasses.replace(outcome, result_bytes=len(pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)))
 
 
@@ -247,6 +255,7 @@ def _failed(task: Task, exc: BaseException, parent: Path, before: set, host: str
 def stop_runs() -> int:
     """Kill the load_and_run runs under way in this worker (the client's Ctrl-C); how many."""
     n = interrupt_active_runs()
+    stop_waiting()  # a task waiting for the machine's timing lock ends too
     time.sleep(0.2)  # the analysis sees its runs killed before new runs are allowed again
     reset_interrupt()
     return n

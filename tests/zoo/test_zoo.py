@@ -82,7 +82,7 @@ def test_each_task_once_in_the_store_and_a_second_zoo_runs_only_what_is_new(zoo_
     proc, first = out["first"]
     assert proc["returncode"] == 0, proc["stderr"]
     assert first["counts"] == {"tasks": 2, "ran": 2, "stored": 0, "failed": 0, "divergent": 0, "regressed": 0,
-                               "nondeterministic": 0, "not_run": 0}
+                               "speed_regressed": 0, "nondeterministic": 0, "not_run": 0}
     lines = [ln for ln in proc["stderr"].splitlines() if ln.startswith("[")]
     assert len(lines) == 2 and all("cnn · naive-vs-default" in ln and ": done: no divergence" in ln for ln in lines)
     for e in first["tasks"]:  # clean tasks: the worker removed the dumps, kept the records and the page

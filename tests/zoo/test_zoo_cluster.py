@@ -110,7 +110,8 @@ def test_a_worker_killed_mid_task_loses_nothing_and_writes_nothing_twice(cluster
     m = _manifest(tmp_path / "zoo.toml", manifest, sshd, lar_wrapper(tmp_path / "device-bin" / "load_and_run"))
     out, db = tmp_path / "out", tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "lar_prec", "zoo", str(m), "--store", str(db), "--out", str(out),
-                             "--scheduler", cluster["address"], "--json", str(tmp_path / "zoo.json")], cwd=ROOT,
+                             "--scheduler", cluster["address"], "--json", str(tmp_path / "zoo.json"),
+                             "--speed-runs", "0"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         worker = _worker_process(cluster["nanny"])

@@ -1207,7 +1207,14 @@ function bisectView() {
 function zooCellRegressed(e, c) { return c.regressed || e.regressed || []; }
 function zooCellClass(e, c) {
   if (e.state === 'failed') return 'zc zc-failed';
-  return 'zc ' + (zooCellRegressed(e, c).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
+  return 'zc ' + (zooCellRegressed(e, c).length || (c.speed_regressed || []).length ? 'zc-regressed' : c.bad ? 'zc-divergent' : 'zc-ok');
+}
+// a cell's speed: its option's time per iteration and its verdict against the store's history
+function zooCellSpeed(c) {
+  var v = c.speed;
+  if (!v) return null;
+  var text = v.median_ms == null ? 'speed: ' + v.verdict.replace('_', ' ') : fmt(v.median_ms) + ' ms/iter, ' + v.verdict.replace('_', ' ');
+  return el('div', { 'class': v.verdict === 'regressed' ? 'zc-reg' : 'dim', title: v.why }, text);
 }
 function zooCell(e, c) {
   var td = el('td', { 'class': zooCellClass(e, c), title: (e.state === 'failed' ? e.why : c.why || e.verdict || '') + (e.run ? ' \u00b7 run ' + e.run : '') });
@@ -1222,6 +1229,8 @@ function zooCell(e, c) {
     if (rr && rr.nondeterministic && rr.operators && rr.operators.length && nd.indexOf(rr.operators[0].name) < 0) nd.push(rr.operators[0].name);
     if (nd.length) td.appendChild(el('div', { 'class': 'zc-reg', title: rr && rr.words ? rr.words : 'its own repeated runs differ' }, 'nondeterministic: ' + nd.slice(0, 2).join(', ')));
     else if (rr && rr.same_bits) td.appendChild(el('div', { 'class': 'dim', title: rr.words }, 'run again: same bits'));
+    var sp = zooCellSpeed(c);
+    if (sp) td.appendChild(sp);
   }
   var foot = [];
   if (e.page) foot.push(el('a', { href: e.page, 'class': 'zc-link' }, 'analysis'));
@@ -1231,8 +1240,8 @@ function zooCell(e, c) {
 }
 function zooView() {
   var n = R.counts, vd = document.getElementById('verdict');
-  vd.textContent = n.tasks + ' task(s): ' + n.failed + ' failed, ' + n.divergent + ' with a divergence, ' + n.regressed + ' regressed' + (n.not_run ? ', ' + n.not_run + ' not run (interrupted)' : '');
-  vd.className = 'verdict ' + (n.failed || n.divergent || n.regressed || n.not_run ? 'bad' : 'good');
+  vd.textContent = n.tasks + ' task(s): ' + n.failed + ' failed, ' + n.divergent + ' with a divergence, ' + n.regressed + ' regressed' + (n.speed_regressed ? ', ' + n.speed_regressed + ' slower' : '') + (n.not_run ? ', ' + n.not_run + ' not run (interrupted)' : '');
+  vd.className = 'verdict ' + (n.failed || n.divergent || n.regressed || n.speed_regressed || n.not_run ? 'bad' : 'good');
   adviceMeta([['command', 'zoo'], ['manifest', R.manifest], ['store', R.store], ['scheduler', R.scheduler], ['folder', R.out],
               ['tasks', n.ran + ' ran, ' + n.stored + ' already in the store'], ['seconds', fmt(R.seconds)], ['written', R.created]]);
   document.getElementById('runs-section').hidden = true;

@@ -17,6 +17,7 @@ from lar_prec.outputs import atomic_write_text
 from lar_prec.report.model import read_json
 from lar_prec.store.db import Store, open_store, read_runs_json, run_summary_of, shown_url
 from lar_prec.store.summary import summarize
+from lar_prec.workflows.history.speed import band_walk, judge_speed, speed_words
 from lar_prec.workflows.history.rule import (MIN_HISTORY, TWO_ULPS, Band, Spread, bands_of, baseline_key,
                                              baseline_line, baseline_text, group_history, judge_baseline, judge_run,
                                              output_margin, parse_baseline, reach, spreads)
@@ -194,7 +195,7 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
           since: Optional[str] = None, min_history: int = MIN_HISTORY) -> Dict[str, Any]:
     """Judge an analysis against its series' history (and the baseline file): the
     ``lar-prec.check/1`` object; ``exit_code`` 1 on a regression or an unrecorded improvement
-    of the baseline, else 0. ``since``: a run uid (prefix) before which history is ignored;
+    of the baseline, or a speed regression (:mod:`lar_prec.workflows.history.speed`), else 0. ``since``: a run uid (prefix) before which history is ignored;
     ``min_history``: past runs needed before anything is said regressed or improved."""
     if min_history < 1:
         raise UsageError(f"--min-history {min_history}: at least 1 past run (a band needs a past)")
@@ -213,6 +214,7 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
                 raise UsageError(f"store {url}: no run {since!r} (a run uid or its prefix, see lar-prec history)")
             start = found[0]["created"]
         jm = judge_stored(store, run, start, min_history)
+        speed = judge_speed(store, run, start, min_history)
     past_runs = jm.past_runs
     by_run = {r["id"]: r for r in past_runs}
     for v in jm.verdicts:
@@ -224,8 +226,11 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
         "schema": CHECK_SCHEMA, "store": shown_url(url), "run": read_runs_json([run])[0], "history_runs": len(past_runs),
         "regressed": [v.to_json() for v in regressed], "improved": [v.to_json() for v in improved],
         "min_history": min_history, "enough_history": jm.enough, "nondeterministic": jm.nondeterministic,
+        "speed": {"timed": bool(speed), "parts": [v.to_json() for v in speed],
+                  "regressed": [v.option for v in speed if v.verdict == "regressed"],
+                  "faster": [v.option for v in speed if v.verdict == "faster"], "words": speed_words(speed) or None},
     }
-    code = 1 if regressed else 0
+    code = 1 if regressed or any(v.verdict == "regressed" for v in speed) else 0
     parts = []
     if not past_runs:
         parts.append("no history for this model, input and configuration on this kind of device yet")
@@ -246,6 +251,8 @@ def check(url: str, analysis_dir: Optional[str] = None, *, baseline: Optional[st
         parts.append(f"nondeterministic{under}: {n['name']} ({n['opr_type']}) gives another error in each run of "
                      f"one build ({spread} over {n['runs']} runs): it reads memory it did not write, or races; "
                      "never a regression of itself" + (f" (+{len(sources) - 1} more)" if len(sources) > 1 else ""))
+    if speed:
+        parts.append(speed_words(speed))
     if recorded is not None:
         line = recorded.get(baseline_key(run))
         outs = [r["output_err"] for r in past_runs if r.get("output_err") is not None]
@@ -341,9 +348,29 @@ def history(url: str, *, model: Optional[str] = None, op: Optional[str] = None, 
                           "verdict": r["verdict"],
                           "exit_code": r["exit_code"], "output_err": r["output_err"], "n_roots": r["n_roots"]}
                          for r in rs],
-                "ops": series_ops if op is not None else series_ops[:limit_ops]})
+                "ops": series_ops if op is not None else series_ops[:limit_ops],
+                "speed": _speed_series(store, last)})
         diff_out = _diff(store, diff) if diff else None
     return {"schema": HISTORY_SCHEMA, "store": shown_url(url), "model": model, "series": out_series, "diff": diff_out}
+
+
+def _speed_series(store: Store, last: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The timed parts of a series' runs (the zoo's timing, ``sweep --speed-runs``), one entry per
+    part and machine (CPU model, threads, load_and_run): each run's median time per iteration
+    and spread, and the first run slower than the band of the ones before it (the check's rule,
+    judged from MIN_HISTORY results on)."""
+    groups: Dict[tuple, List[Any]] = {}
+    for r, s in store.speed_history(dict(last), before=None):
+        if r["series"] == last["series"] and s.status == "timed" and s.median_ms is not None:
+            groups.setdefault((s.part, s.machine), []).append((r, s))
+    out = []
+    for (part, _), rows in groups.items():
+        *_, first_out = band_walk(rows, MIN_HISTORY)
+        out.append({"option": part or None, "machine": rows[-1][1].machine_words, "first_slower": first_out,
+                    "points": [{"run": r["uid"], "created": r["created"], "build": run_summary_of(r).build,
+                                "median_ms": s.median_ms, "spread_ms": [s.spread_lo, s.spread_hi],
+                                "round_ms": list(s.round_ms)} for r, s in rows]})
+    return out
 
 
 def _first_out(rows: Sequence[Mapping[str, Any]], jitter: float) -> Optional[Dict[str, Any]]:
