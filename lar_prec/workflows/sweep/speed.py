@@ -231,27 +231,32 @@ def _timed_run(run: Callable[..., RunResult], name: str, flags: Tuple[str, ...],
 
 
 def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: float, extra_flags: Sequence[str],
-                  options: Sequence[Tuple[str, Tuple[str, ...]]], rounds: int,
+                  options: Sequence[Tuple[Any, ...]], rounds: int,
                   progress: Optional[Callable[..., None]] = None, mode: Optional[str] = None) -> SweepSpeed:
     """Time the default run and each of ``options`` (name, flags), ``rounds`` interleaved
-    rounds, one fresh process at a time, in ``adir/speed``; a failed option is not timed again."""
+    rounds, one fresh process at a time, in ``adir/speed``; a failed option is not timed again.
+    An option may be (name, flags, model): that row runs its own model (a rewritten one, e.g.
+    a mixed keep-list's), on the same inputs."""
     t0 = time.monotonic()
-    rows: List[Tuple[str, Tuple[str, ...]]] = [("default", ())] + [(n, tuple(f)) for n, f in options]
-    got: Dict[str, OptionSpeed] = {n: OptionSpeed(n, "timed") for n, _ in rows}
+    rows: List[Tuple[str, Tuple[str, ...], Optional[Path]]] = [("default", (), None)] + [
+        (o[0], tuple(o[1]), Path(o[2]) if len(o) > 2 and o[2] is not None else None) for o in options]
+    got: Dict[str, OptionSpeed] = {n: OptionSpeed(n, "timed") for n, _, _ in rows}
     env: Dict[str, Any] = {}
 
-    def run(flags: Tuple[str, ...], label: str) -> RunResult:
-        rec = run_once(model, inputs, "default", adir / "speed", lar=lar, timeout=timeout,
-                       extra_flags=tuple(extra_flags) + flags, label=label, timed=(WARMUP_ITER, ITERS), model_mode=mode)
+    def run(flags: Tuple[str, ...], label: str, path: Optional[Path] = None) -> RunResult:
+        rec = run_once(model if path is None else path, inputs, "default", adir / "speed", lar=lar, timeout=timeout,
+                       extra_flags=tuple(extra_flags) + flags, label=label, timed=(WARMUP_ITER, ITERS),
+                       model_mode=mode if path is None else None)
         env.update(rec.environment)
         return rec
 
     total, done = rounds * len(rows), 0
     for k in range(rounds):
-        for name, flags in rows:
+        for name, flags, path in rows:
             s = got[name]
             if s.status == "timed":
-                status, times, reason, where = _timed_run(run, name, flags, k)
+                status, times, reason, where = _timed_run(
+                    lambda f, label, p=path: run(f, label, p), name, flags, k)
                 got[name] = replace(s, status=status, rounds=s.rounds + ((times,) if times else ()), reason=reason,
                                     run_dirs=s.run_dirs + (where,))
             done += 1
@@ -259,7 +264,7 @@ def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: float
                 progress("speed", done, total, running=(f"{name} (timed, round {k + 1})",),
                          finished=f"{name} round {k + 1}: {got[name].status}")
     default = got.pop("default")
-    opts = tuple((n, compare_speed(default, got[n])) for n, _ in options)
+    opts = tuple((o[0], compare_speed(default, got[o[0]])) for o in options)
     device = "cuda" if any(a.lstrip("-") == "cuda" for a in extra_flags) else "cpu"
     cpu = env.get("cpu_model")
     return SweepSpeed(rounds, WARMUP_ITER, ITERS, threads_of(tuple(extra_flags)),
