@@ -216,5 +216,36 @@ function tradeoff(pts, spec) {
   });
   return f.fig;
 }
-return { frame: frame, logAxis: logAxis, linAxis: linAxis, trend: trend, histogram: histogram, tradeoff: tradeoff, fmt: fmt, pct: pct };
+// mixed's speed panel (issue 55): each timed point's speed-up against float32 (log, its interval
+// over rounds a bar) over its output error (log); float32 (1x) and the tolerance as lines, the
+// chosen keep-list ringed, a point whose spread overlaps float32's hollow (no measurable difference).
+// pts: [{ short, err, nonfinite, speedup, low, high, measurable, chosen, kind, tip }].
+function speedup(pts, spec) {
+  var tol = finite(spec.tolerance) && spec.tolerance > 0 ? spec.tolerance : null;
+  var x = logAxis(pts.map(function (q) { return q.nonfinite ? null : q.err; }), tol ? [tol] : []);
+  x.label = 'output error';
+  var ys = [1];
+  pts.forEach(function (q) { ys.push(q.speedup, q.low, q.high); });
+  var y = logAxis(ys.filter(function (v) { return finite(v) && v > 0; }));
+  y.ticks = y.ticks.map(function (t) { return { v: t.v, text: fmt(t.v) + 'x' }; });
+  y.label = 'speed-up against float32';
+  var f = frame({ id: spec.id, cls: 'speedup', title: spec.title, w: 620, h: 260, left: 60, x: x, y: y });
+  var p = f.plot;
+  hline(f, 1, 'float32 (1x)', 'baseline');
+  if (tol) {
+    var tx = f.X(tol);
+    f.svg.appendChild(sv('line', { 'class': 'tolerance', x1: tx, x2: tx, y1: p.y, y2: p.y + p.h, 'stroke-dasharray': '6 4' }));
+    f.svg.appendChild(sv('text', { 'class': 'tolerance-text', x: tx + 4, y: p.y + 12 }, 'tolerance ' + fmt(tol)));
+  }
+  pts.forEach(function (q, i) {
+    var cx = f.X(q.nonfinite ? null : q.err), cy = f.Y(q.speedup);
+    if (finite(q.low) && finite(q.high) && q.low > 0)
+      f.svg.appendChild(sv('line', { 'class': 'speed-interval', x1: cx.toFixed(1), x2: cx.toFixed(1), y1: f.Y(q.low).toFixed(1), y2: f.Y(q.high).toFixed(1) }));
+    if (q.chosen) f.svg.appendChild(sv('circle', { 'class': 'chosen-ring', cx: cx.toFixed(1), cy: cy.toFixed(1), r: 9 }));
+    point(f, cx, cy, q.tip, 'tp-' + q.kind + (q.measurable ? '' : ' same') + (q.chosen ? ' chosen' : ''), 4.5);
+    f.svg.appendChild(sv('text', { 'class': 'pt-label', x: (cx - 8).toFixed(1), y: (cy - 8 - 11 * (i % 2)).toFixed(1), 'text-anchor': 'end' }, q.short));
+  });
+  return f.fig;
+}
+return { frame: frame, logAxis: logAxis, linAxis: linAxis, trend: trend, histogram: histogram, tradeoff: tradeoff, speedup: speedup, fmt: fmt, pct: pct };
 })();

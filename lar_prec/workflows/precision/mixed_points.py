@@ -200,7 +200,7 @@ class MixedAnalysis:
             return f"speed not compared ({how}): float32's {base.words()}"
         rows = ([] if self.plain_failed else [("the option alone", self.speed_of(self.option))]) + [
             (f"verification {a.step}", self.speed_of(attempt_row(a.step))) for a in self.attempts]
-        said = "; ".join(f"{who} {o.words()}" for who, o in rows if o is not None)
+        said = "; ".join(f"{who}: {o.words()}" for who, o in rows if o is not None)
         return (f"speed against the float32 model ({base.words()}, {how}): {said}" if said else
                 f"speed: the float32 model {base.words()} ({how})")
 
