@@ -295,11 +295,12 @@ class MixedAnalysis:
     def _timing_json(self) -> Dict[str, Any]:
         """``speed`` (top level): how the points were timed, the float32 baseline's timing."""
         sp = self.speed
-        if sp is None:
-            return {"off": "not timed"}
+        if sp is None or sp.off is not None:
+            return {"off": "not timed"} if sp is None else sp.to_json()
         return {**sp.to_json(), "baseline": BASELINE,
                 "float32": None if sp.default is None else sp.default.to_json(),
-                "rows": {BASELINE: "the plain model, no option", self.option: f"--enable-{self.option} alone",
+                "rows": {BASELINE: "the plain model, no option",
+                         **({} if self.plain_failed else {self.option: f"--enable-{self.option} alone"}),
                          **{attempt_row(a.step): a.model for a in self.attempts}}}
 
     def to_json(self) -> Dict[str, Any]:
