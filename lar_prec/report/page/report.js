@@ -998,7 +998,7 @@ function speedPlot(pts, tol) {
     var kind = a.step === 0 ? 'alone' : 'verification', s = a.speed;
     return { kind: kind, err: a.output_err, nonfinite: a.nonfinite, speedup: s.speedup, low: s.speedup_interval[0], high: s.speedup_interval[1],
              measurable: s.measurable, chosen: !!a.chosen,
-             short: (kind === 'alone' ? 'option alone' : 'v' + a.step) + ' ' + (s.measurable ? (s.speedup >= 1 ? fmt(s.speedup) + 'x' : '1/' + fmt(1 / s.speedup) + 'x') : '\u2248 1x'),
+             short: (kind === 'alone' ? 'option alone' : 'v' + a.step) + ' ' + (s.measurable ? s.words : '\u2248 float32'),
              tip: a.label + '\n' + speedText(s) + ' than float32; output error ' + errText(a.output_err, a.nonfinite) + ', ' + pctText(a.macs_fraction) + ' of MACs in float16' +
                (a.chosen ? ' (the chosen keep-list)' : '') };
   });
