@@ -60,30 +60,37 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
 @click.option("--lar", "lar_path", metavar="PATH", default=None, help="The load_and_run to use. [default: bundled]")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML page here.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.option("--speed-runs", type=int, default=3, show_default=True, metavar="R",
+              help="Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the float32 model, the "
+                   "option alone and each verified keep-list, interleaved, one at a time: each point's speed-up against "
+                   "float32 beside its error. 0 turns timing off; else 2 to 50.")
 @store_option
 @handle_errors
 def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, out: str | None,
               json_out: str | None, html_out: str | None, timeout: float | None, lar_path: str | None,
-              quiet: bool, store: str | None = None) -> None:
+              quiet: bool, speed_runs: int, store: str | None = None) -> None:
     """Which operators of MODEL to keep in float32 under --enable-ioc16 / --enable-io16xc32, verified.
 
     Proposes the operators whose local error under the option exceeds their float16 floor,
     kernel bugs (by the float64 oracle) first, writes a model with them in float32 and the
     rest in float16, runs it and widens the list until every output is within --tolerance of
     the naive float32 reference; every model tried is a point of the curve of output error
-    against the share left in float16. Writes the keep-list (keep.json), the mixed model
-    (mixed-N.mge) and mixed.json in the analysis folder.
+    against the share left in float16, timed against the float32 model (--speed-runs). Writes
+    the keep-list (keep.json), the mixed model (mixed-N.mge) and mixed.json in the analysis
+    folder.
 
     Exit code 0 when the option alone is within tolerance, 1 when operators must be kept in float32.
     """
     from lar_prec.report.mixed import render_mixed_terminal
     from lar_prec.run.settings import Settings
     from lar_prec.workflows.precision.mixed import analyse
+    from lar_prec.workflows.sweep.speed import check_speed_runs
 
+    check_speed_runs(speed_runs)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path), analysis_dir=out)
     say = None if quiet else (lambda msg: click.echo(f"lar-prec mixed: {msg}", err=True))
     settings = Settings(model=model, inputs=list(inputs), out=out, lar=lar_path, timeout=timeout)
-    res = analyse(settings, option=option, tolerance=tolerance, progress=say)
+    res = analyse(settings, option=option, tolerance=tolerance, progress=say, speed_runs=speed_runs)
     data = res.to_json()
     advice_outputs(data, render_mixed_terminal, json_out, html_out)
     code = 1 if res.needs_float32 else 0

@@ -34,6 +34,25 @@ def curve_rows(data: Mapping[str, Any]) -> List[Mapping[str, Any]]:
     return rows
 
 
+def speed_cell(p: Mapping[str, Any]) -> str:
+    """A point's speed against float32 for the table: ``1.90x faster``, ``no measurable
+    difference``, ``timing crashed`` (its reason is printed under the table), ``-`` untimed."""
+    sp = p.get("speed")
+    if not sp:
+        return "-"
+    if sp.get("status") != "timed":
+        return "timing " + str(sp["status"]).replace("_", " ")
+    iv, x = sp.get("speedup_interval"), sp.get("speedup")
+    if not (sp.get("measurable") and iv and x):
+        return sp["words"]
+    lo, hi = (iv[0], iv[1]) if x >= 1 else (1 / iv[1], 1 / iv[0])  # in the words' own sense: x faster or x slower
+    return f"{sp['words']} ({_times(lo)}-{_times(hi)})"
+
+
+def _times(v: float) -> str:
+    return f"{v:.2f}x" if v < 1.995 else f"{v:.1f}x" if v < 99.5 else f"{v:.0f}x"
+
+
 def _err(p: Mapping[str, Any]) -> str:
     if p.get("failed"):
         return "did not run"
@@ -65,8 +84,12 @@ def render_mixed_terminal(data: Mapping[str, Any], out: TextIO) -> None:
     tol = data["tolerance"]
     out.write(f"points (output error against the share left in float16; tolerance {_e(tol)}):\n")
     width = max(len(str(r["label"])) for r in rows)
-    out.write(f"  {'model':<{width}} {'output err':>10}  {'':<6} {'MACs f16':>8} {'oprs f16':>9} {'top-1':>6} "
-              f"{'top-5':>6}\n")
+    timing = data.get("speed") or {}
+    timed = not timing.get("off")
+    sw = max([len(speed_cell(r)) for r in rows] + [len("vs float32")]) if timed else 0
+    speed_head = f" {'vs float32':<{sw}}" if timed else ""
+    out.write(f"  {'model':<{width}} {'output err':>10}  {'':<6} {'MACs f16':>8} {'oprs f16':>9}{speed_head} "
+              f"{'top-1':>6} {'top-5':>6}\n")
     knee: Optional[Mapping[str, Any]] = data.get("knee")
     for r in rows:
         err = _err(r)
@@ -75,8 +98,18 @@ def render_mixed_terminal(data: Mapping[str, Any], out: TextIO) -> None:
             else "out")
         mark = " <- knee" if knee and r.get("label") == knee.get("label") else ""
         oprs = f"{r.get('oprs_float16', '-')}/{r.get('oprs_total', '-')}"
+        speed = f" {speed_cell(r):<{sw}}" if timed else ""
         out.write(f"  {shown(str(r['label'])):<{width}} {err:>10}  {verdict:<6} {_pct(r.get('macs_fraction')):>8} "
-                  f"{oprs:>9} {_top(r, 'top1'):>6} {_top(r, 'top5'):>6}{mark}\n")
+                  f"{oprs:>9}{speed} {_top(r, 'top1'):>6} {_top(r, 'top5'):>6}{mark}\n")
+    if timed:
+        base = timing.get("float32") or {}
+        out.write(f"speed: {timing.get('rounds')} interleaved rounds of --warmup-iter {timing.get('warmup_iter')} "
+                  f"--iter {timing.get('iter')} without dumps, {timing.get('threads')} thread(s) on "
+                  f"{shown(str(timing.get('device')))}; float32 (the plain model): {shown(base.get('words') or '-')}\n")
+        for r in rows:
+            sp = r.get("speed") or {}
+            if sp.get("status") not in (None, "timed"):
+                out.write(f"  {shown(str(r['label']))}: {shown(sp['words'])}\n")
     f = data["fp16_fraction"]
     out.write(f"left in float16: {_pct(f['macs_fraction'])} of MACs, {f['oprs_float16']}/{f['oprs_total']} "
               f"float operators\n")

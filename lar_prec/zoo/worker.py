@@ -102,7 +102,9 @@ def _call(task: Task, parent: Path) -> Tuple[Any, Any, int]:
                         seed=task.seed)
     if task.command in ("mixed", "quant"):  # this machine only, local error always
         if task.command == "mixed":
-            res = mixed.analyse(settings, option=task.param("option", "ioc16"), tolerance=task.param("tolerance", None))
+            # no timed runs, as for sweep below: workers share the machine
+            res = mixed.analyse(settings, option=task.param("option", "ioc16"), tolerance=task.param("tolerance", None),
+                                speed_runs=0)
             data = res.to_json()
             return res, data, 1 if res.needs_float32 else 0
         res = quant.analyse(replace(settings, model=str(task.float_path)), task.model_path)

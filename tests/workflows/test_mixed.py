@@ -8,8 +8,10 @@ rewrites to the same model, and the fraction left in float16 counts what the lis
 """
 from __future__ import annotations
 
+import io
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +30,9 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import UsageError
 from lar_prec.lar.mixed_rewrite import KeepList
 from lar_prec.report.html import write_html
+from lar_prec.report.mixed import render_mixed_terminal
 from lar_prec.workflows.precision.mixed import mixed_analysis
+from lar_prec.workflows.sweep.speed import ITERS, WARMUP_ITER, iteration_ms
 
 NAIVE = {"MGB_USE_MEGDNN_DBG": "2"}
 
@@ -122,9 +126,10 @@ def _check_invariants(case, data: dict, tmp_path: Path, lar_dump) -> None:
 
 @pytest.fixture(scope="module")
 def cnn_ioc16(manifest, tmp_path_factory):
-    """One ``mixed`` analysis of cnn under ioc16, shared by the tests that only read it."""
+    """One ``mixed`` analysis of cnn under ioc16 (2 rounds of timed runs), shared by the tests that only read it."""
     case = manifest["cnn"]
-    return mixed_analysis(case.model, case.input_specs(), option="ioc16", out=tmp_path_factory.mktemp("mixed") / "a")
+    return mixed_analysis(case.model, case.input_specs(), option="ioc16", out=tmp_path_factory.mktemp("mixed") / "a",
+                          speed_runs=2)
 
 
 @pytest.mark.megengine
@@ -178,7 +183,8 @@ def test_long_reductions_widen_until_the_output_holds(manifest, lar_dump, tmp_pa
     """longred sums thousands of terms per output: float16 accumulation, no single wrong kernel;
     a tolerance below what the option gives makes the list widen, worst local error first."""
     case = manifest["longred"]
-    res = mixed_analysis(case.model, case.input_specs(), option="ioc16", tolerance=2.0 ** -12, out=tmp_path / "a")
+    res = mixed_analysis(case.model, case.input_specs(), option="ioc16", tolerance=2.0 ** -12, out=tmp_path / "a",
+                         speed_runs=0)
     data = res.to_json()
     _check_invariants(case, data, tmp_path, lar_dump)
     if data["plain"]["output_err"] > 2.0 ** -12:
@@ -198,7 +204,8 @@ def test_a_model_megengines_io16xc32_refuses_is_rewritten_and_runs(manifest, lar
     case = manifest["attention"]
     proc = subprocess.run([sys.executable, "-m", "lar_prec", "mixed", str(case.model), "--input",
                            ";".join(case.input_specs()), "--option", "io16xc32", "--out", str(tmp_path / "a"),
-                           "--json", str(tmp_path / "m.json"), "--html", str(tmp_path / "m.html"), "-q"],
+                           "--json", str(tmp_path / "m.json"), "--html", str(tmp_path / "m.html"), "-q",
+                           "--speed-runs", "2"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stderr
     data = json.loads((tmp_path / "m.json").read_text())
@@ -209,6 +216,10 @@ def test_a_model_megengines_io16xc32_refuses_is_rewritten_and_runs(manifest, lar
     assert "alone does not run here" in proc.stdout
     _check_invariants(case, data, tmp_path, lar_dump)
     assert (tmp_path / "m.html").is_file() and (tmp_path / "a" / "mixed.html").is_file()
+    # the option alone does not run, so it is not timed; float32 and each keep-list are
+    assert data["plain"]["speed"] is None and "ioc16" not in data["speed"]["rows"] and "io16xc32" not in data["speed"]["rows"]
+    assert data["speed"]["float32"]["status"] == "timed"
+    assert all(a["speed"]["run_dirs"] for a in data["attempts"])
 
 
 @pytest.mark.megengine
@@ -216,7 +227,7 @@ def test_an_option_within_tolerance_costs_no_verification_and_exits_0(manifest, 
     case = manifest["mlp"]
     proc = subprocess.run([sys.executable, "-m", "lar_prec", "mixed", str(case.model), "--input",
                            ";".join(case.input_specs()), "--tolerance", "0.5", "--out", str(tmp_path / "a"),
-                           "--json", "-", "-q"], capture_output=True, text=True, timeout=600)
+                           "--json", "-", "-q", "--speed-runs", "0"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["verdict"] == "within" and data["attempts"] == [] and data["kept"] == []
@@ -224,11 +235,20 @@ def test_an_option_within_tolerance_costs_no_verification_and_exits_0(manifest, 
     assert data["output_tolerance"]["given"] == 0.5 and "given" in data["output_tolerance"]["text"]
     assert data["fp16_fraction"]["oprs_fraction"] == 1.0
     assert data["mixed_model"] is None
+    # --speed-runs 0: nothing timed, no speed folder, no speed column
+    assert data["speed"]["off"] and data["plain"]["speed"] is None and not (tmp_path / "a" / "speed").exists()
+    out = io.StringIO()
+    render_mixed_terminal(data, out)
+    assert "vs float32" not in out.getvalue() and not any(a.startswith("speed") for a in data["advice"])
 
 
 @pytest.mark.parametrize("args,match", [
     (["--option", "nchw44"], "Invalid value for '--option'"),
     (["--tolerance", "-1"], "Invalid value for '--tolerance'"),
+    (["--speed-runs", "1"], "--speed-runs 1: expected 0 (no timing) or 2 to 50"),
+    (["--speed-runs", "51"], "--speed-runs 51: expected 0"),
+    (["--speed-runs", "-1"], "--speed-runs -1: expected 0"),
+    (["--speed-runs", "x"], "Invalid value for '--speed-runs'"),
 ])
 def test_bad_options_are_usage_errors(manifest, tmp_path, args, match):
     case = manifest["mlp"]
@@ -236,6 +256,8 @@ def test_bad_options_are_usage_errors(manifest, tmp_path, args, match):
                            ";".join(case.input_specs()), "--out", str(tmp_path / "a"), *args],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and match in proc.stderr
+    assert "Traceback" not in proc.stderr and [ln for ln in proc.stderr.splitlines() if "Error" in ln] == [
+        next(ln for ln in proc.stderr.splitlines() if ln.startswith("Error: "))], proc.stderr  # one error line
     assert not (tmp_path / "a").exists()
 
 
@@ -266,7 +288,7 @@ def test_the_page_draws_the_keep_list_and_each_verification(cnn_ioc16, chromium,
     items = chromium.js("Array.from(document.querySelectorAll('#mixed-advice li')).map(li => li.innerText)")
     assert items == [a for a in data["advice"] if a != data["headline"]] and items[0].startswith("--enable-ioc16 alone")
     # the trade-off: each model tried a point at its output error and MAC share, the chosen keep-list ringed
-    [plot] = plots(chromium)
+    plot, speed = plots(chromium)
     assert plot["caption"].startswith("Trade-off: output error against the share of MACs left in float16")
     assert plot["x"] == "share of MACs left in float16" and plot["xticks"][0] == "0%" and plot["xticks"][-1] == "100%"
     assert plot["y"] == "output error" and plot["yticks"]
@@ -280,6 +302,27 @@ def test_the_page_draws_the_keep_list_and_each_verification(cnn_ioc16, chromium,
     assert f"output error {fmt_num(chosen[0]['output_err']).replace('e-0', 'e-')}" in tip
     far, total = inked(chromium, "#mixed-tradeoff .plot-area")
     assert far > 0.002 * total, (far, total)
+    # speed as the third dimension (issue 55): each timed point's speed-up against float32 over its error
+    timed = [p for p in [data["plain"], *data["attempts"]] if (p.get("speed") or {}).get("speedup") is not None]
+    assert speed["id"] == "mixed-speed" and speed["caption"].startswith("Speed: each timed point")
+    assert speed["x"] == "output error" and speed["y"] == "speed-up against float32"
+    assert speed["points"] == len(timed) and all(t.endswith("x") for t in speed["yticks"])
+    assert chromium.js("document.querySelectorAll('#mixed-speed .speed-interval').length") == len(timed)
+    hollow = chromium.js("document.querySelectorAll('#mixed-speed .pt.same').length")
+    assert hollow == sum(not p["speed"]["measurable"] for p in timed)
+    if data["attempts"]:
+        tip = hover(chromium, "#mixed-speed .pt.chosen")
+        assert tip.startswith(chosen[0]["label"] + "\n" + chosen[0]["speed"]["words"])
+    far, total = inked(chromium, "#mixed-speed .plot-area")
+    assert far > 0.002 * total, (far, total)
+    # the points table has the speed column, in the JSON's words
+    head = chromium.js("Array.from(document.querySelectorAll('#advice table')[%d].querySelectorAll('th')).map(t => t.innerText)"
+                       % (1 if data["kept"] else 0))
+    col = head.index("speed against float32")
+    cells = chromium.js("Array.from(document.querySelectorAll('#advice table')[%d].querySelectorAll('tbody tr')).map(r => r.cells[%d].innerText)"
+                        % (1 if data["kept"] else 0, col))
+    assert cells[0].startswith(data["plain"]["speed"]["words"]) and cells[1] == "\u2014"  # correct float16: not timed
+    assert [c.split(" (")[0] for c in cells[2:]] == [a["speed"]["words"] for a in data["attempts"]]
     # the runs table names each run's configuration (a run record's config is an object)
     runs = chromium.js("Array.from(document.querySelectorAll('#runs-table tbody tr td:first-child')).map(td => td.innerText)")
     assert runs[0] == "reference (naive)" and not any("object" in r for r in runs), runs
@@ -307,7 +350,8 @@ def test_a_users_binary_whose_kernel_is_wrong_in_any_precision_is_not_fixed_by_f
     lar = user_lar(tmp_path / "lar", WRAPPED_LAR_FAULT="c2.weight:1e-1")
     proc = subprocess.run([sys.executable, "-m", "lar_prec", "mixed", str(case.model), "--input",
                            ";".join(case.input_specs()), "--lar", str(lar), "--out", str(tmp_path / "a"),
-                           "--json", str(tmp_path / "m.json"), "-q"], capture_output=True, text=True, timeout=900)
+                           "--json", str(tmp_path / "m.json"), "-q", "--speed-runs", "0"], capture_output=True, text=True,
+                          timeout=900)
     assert proc.returncode == 1, proc.stderr
     data = json.loads((tmp_path / "m.json").read_text())
     assert all(r["load_and_run"]["path"] == str(lar) for r in data["runs"]), [r["load_and_run"] for r in data["runs"]]
@@ -357,7 +401,8 @@ def test_an_option_whose_wrong_output_differs_run_to_run_is_named_nondeterminist
     jitter.mkdir()
     lar = user_lar(tmp_path / "lar", WRAPPED_LAR_JITTER_IF_FLAG="--enable-ioc16=l2.weight:0.2",
                    WRAPPED_LAR_JITTER_DIR=str(jitter))
-    data = mixed_analysis(case.model, case.input_specs(), option="ioc16", out=tmp_path / "a", lar=str(lar)).to_json()
+    data = mixed_analysis(case.model, case.input_specs(), option="ioc16", out=tmp_path / "a", lar=str(lar),
+                          speed_runs=0).to_json()
     assert data["plain"]["output_err"] > data["tolerance"], data["plain"]
     n = data["nondeterminism"]
     assert n["told"] and n["differs"] and n["first"]["name"] == "l2.MatrixMul", n
@@ -366,3 +411,101 @@ def test_an_option_whose_wrong_output_differs_run_to_run_is_named_nondeterminist
     assert data["advice"][1] == n["words"]
     assert [r["label"] for r in data["runs"]][:4] == ["reference", "ioc16", "ioc16-naive", "ioc16-again"]
     assert "l2.MatrixMul" in data["proposal"]
+
+
+def _run_json(run_dir: str) -> dict:
+    return json.loads((Path(run_dir) / "run.json").read_text())
+
+
+@pytest.mark.megengine
+def test_each_point_is_timed_against_float32_in_interleaved_rounds(manifest, cnn_ioc16):
+    """Issue 55: float32 (the plain model), the option alone and each verified keep-list, timed
+    with load_and_run's own per-iteration lines, no dumps, interleaved rounds. Which is faster on
+    this CPU is not asserted: where the numbers come from, the rounds and the interval rule are."""
+    case, res = manifest["cnn"], cnn_ioc16
+    data = res.to_json()
+    sp = data["speed"]
+    assert sp["off"] is None and sp["rounds"] == 2 and sp["iter"] == ITERS and sp["warmup_iter"] == WARMUP_ITER
+    assert sp["threads"] == 1 and sp["device"].startswith("cpu") and sp["baseline"] == "float32"
+    base = sp["float32"]
+    rows = [("float32", base, case.model.resolve(), ())]
+    if not data["plain"]["failed"]:
+        rows.append(("ioc16", data["plain"]["speed"], case.model.resolve(), ("--enable-ioc16",)))
+    rows += [(f"mixed-{a['step']}", a["speed"], Path(a["model"]), ()) for a in data["attempts"]]
+    assert set(sp["rows"]) == {r[0] for r in rows}
+    assert data["level"].get("speed") is None  # correct float16 is a yardstick, not a deployment
+    speed_dir = Path(data["analysis_dir"]) / "speed"
+    for name, s, model, flags in rows:
+        assert s["status"] == "timed", (name, s)
+        assert len(s["run_dirs"]) == 2 and len(s["iterations_ms"]) == 2
+        for k, (run_dir, times) in enumerate(zip(s["run_dirs"], s["iterations_ms"])):
+            # each round's times are the run's own stderr lines; the run dumped nothing
+            assert Path(run_dir).parent == speed_dir
+            assert Path(run_dir).name == f"{'default' if name == 'float32' else name}-{k + 1}"
+            assert list(iteration_ms((Path(run_dir) / "stderr.txt").read_text())) == times and len(times) == ITERS
+            rj = _run_json(run_dir)
+            assert rj["timed"] == {"warmup_iter": WARMUP_ITER, "iter": ITERS} and rj["dump_dir"] is None
+            assert not (Path(run_dir) / "dump").exists()
+            assert Path(rj["model"]["path"]).resolve() == model.resolve()
+            assert all(f in rj["argv"] for f in flags) and ("--enable-ioc16" in rj["argv"]) == bool(flags)
+        assert s["median_ms"] == pytest.approx(statistics.median(t for r in s["iterations_ms"] for t in r), abs=1e-4)
+        if name == "float32":
+            assert s["speedup"] is None and s["words"].endswith("ms per iteration")
+            continue
+        # the speed-up: per round float32's median / this point's, their median and range
+        ratios = [statistics.median(b) / statistics.median(o) for b, o in zip(base["iterations_ms"], s["iterations_ms"])]
+        assert s["speedup"] == pytest.approx(statistics.median(ratios), rel=1e-3, abs=1e-4)
+        assert s["speedup_interval"] == pytest.approx([min(ratios), max(ratios)], rel=1e-3, abs=1e-4)
+        (bl, bh), (ol, oh) = base["spread_ms"], s["spread_ms"]
+        assert s["measurable"] == (oh < bl or ol > bh)
+        assert (s["words"] == "no measurable difference") == (not s["measurable"])
+        if s["measurable"]:
+            assert s["words"].endswith(" faster" if s["speedup"] > 1 else " slower")
+    # interleaved: every row's first round ended before any second round began (run.json written last)
+    order = sorted(((Path(d) / "run.json").stat().st_mtime_ns, Path(d).name) for _, s, _, _ in rows for d in s["run_dirs"])
+    firsts = {Path(s["run_dirs"][0]).name for _, s, _, _ in rows}
+    assert {n for _, n in order[:len(rows)]} == firsts, order
+    # the curve's points carry the same timing as the attempts they are
+    by_label = {a["label"]: a["speed"] for a in data["attempts"]}
+    by_label[data["plain"]["label"]] = data["plain"]["speed"]
+    assert all(p["speed"] == by_label[p["label"]] for p in data["curve"])
+    # the words: one advice line, a column in the terminal table
+    line = next(a for a in data["advice"] if a.startswith("speed against the float32 model"))
+    assert all(f"verification {a['step']}: {a['speed']['words']}" in line for a in data["attempts"])
+    out = io.StringIO()
+    render_mixed_terminal(data, out)
+    text = out.getvalue()
+    assert "vs float32" in text and "speed: 2 interleaved rounds of --warmup-iter 1 --iter 10 without dumps" in text
+    for a in data["attempts"]:
+        row = next(r for r in text.splitlines() if r.strip().startswith(a["label"]))
+        assert a["speed"]["words"] in row
+    # timing is not among the precision runs
+    assert str(speed_dir) not in json.dumps(data["runs"])
+
+
+@pytest.mark.megengine
+def test_a_keep_list_whose_timed_run_crashes_keeps_its_precision_verdict(manifest, tmp_path):
+    """The stand-in load_and_run aborts when run without a dump on the first keep-list's model
+    (``WRAPPED_LAR_CRASH_TIMED``: its path in argv): its verification ran (a dump) and keeps its
+    point; its timing says how it failed and is not tried again; the others are timed.
+    ``--tolerance 0`` makes at least one verification on any CPU."""
+    case = manifest["mlp"]
+    adir = (tmp_path / "a").resolve()
+    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_CRASH_TIMED=str(adir / "mixed-1.mge"))
+    proc = subprocess.run([sys.executable, "-m", "lar_prec", "mixed", str(case.model), "--input",
+                           ";".join(case.input_specs()), "--lar", str(lar), "--tolerance", "0", "--out", str(adir),
+                           "--json", str(tmp_path / "m.json"), "--speed-runs", "2", "-q"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # out of tolerance: the precision's exit code
+    data = json.loads((tmp_path / "m.json").read_text())
+    first = data["attempts"][0]
+    assert first["model"] == str(adir / "mixed-1.mge") and first["run_dir"]
+    assert isinstance(first["output_err"], float) and first["within"] == (first["output_err"] <= data["tolerance"])
+    assert (Path(first["run_dir"]) / "dump").is_dir()  # its verification ran, with its dump
+    s = first["speed"]
+    assert s["status"] == "crashed" and "SIGABRT" in s["reason"] and s["words"].startswith("timing crashed: ")
+    assert len(s["run_dirs"]) == 1 and s["speedup"] is None  # not timed again after it crashed
+    assert data["speed"]["float32"]["status"] == "timed" and data["plain"]["speed"]["status"] == "timed"
+    assert all(a["speed"]["status"] == "timed" for a in data["attempts"][1:])
+    assert "verification 1: timing crashed: " in next(a for a in data["advice"] if a.startswith("speed against"))
+    assert "timing crashed" in proc.stdout and "SIGABRT" in proc.stdout

@@ -206,6 +206,9 @@ def test_mixed(real_lar, manifest, tmp_path):
     assert p.returncode in (0, 1), p.stderr[-3000:]
     d = report(tmp_path / "m.json")
     assert d["schema"].startswith("lar-prec.mixed") and d.get("kept") is not None
+    # the real tool's per-iteration lines time float32 (issue 55): 3 rounds of 10 iterations by default
+    base = d["speed"]["float32"]
+    assert base["status"] == "timed" and [len(r) for r in base["iterations_ms"]] == [10, 10, 10], base
 
 
 @pytest.mark.slow

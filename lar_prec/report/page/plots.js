@@ -216,5 +216,44 @@ function tradeoff(pts, spec) {
   });
   return f.fig;
 }
-return { frame: frame, logAxis: logAxis, linAxis: linAxis, trend: trend, histogram: histogram, tradeoff: tradeoff, fmt: fmt, pct: pct };
+// mixed's speed panel (issue 55): each timed point's speed-up against float32 (log, its interval
+// over rounds a bar) over its output error (log); float32 (1x) and the tolerance as lines, the
+// chosen keep-list ringed, a point whose spread overlaps float32's hollow (no measurable difference).
+// pts: [{ short, err, nonfinite, speedup, low, high, measurable, chosen, kind, tip }].
+function speedup(pts, spec) {
+  var tol = finite(spec.tolerance) && spec.tolerance > 0 ? spec.tolerance : null;
+  var x = logAxis(pts.map(function (q) { return q.nonfinite ? null : q.err; }), tol ? [tol] : []);
+  x.label = 'output error';
+  var ys = [1];
+  pts.forEach(function (q) { ys.push(q.speedup, q.low, q.high); });
+  var y = logAxis(ys.filter(function (v) { return finite(v) && v > 0; }));
+  y.ticks = y.ticks.map(function (t) { return { v: t.v, text: fmt(t.v) + 'x' }; });
+  y.label = 'speed-up against float32';
+  var f = frame({ id: spec.id, cls: 'speedup', title: spec.title, w: 620, h: 260, left: 60, x: x, y: y });
+  var p = f.plot, one = f.Y(1);
+  // float32's line, labelled at its left end under the line (the option alone, the worst error, is on the right)
+  f.svg.appendChild(sv('line', { 'class': 'baseline', x1: p.x, x2: p.x + p.w, y1: one, y2: one, 'stroke-dasharray': '6 4' }));
+  f.svg.appendChild(sv('text', { 'class': 'baseline-text', x: p.x + 4, y: one + 12 }, 'float32 (1x)'));
+  if (tol) {
+    var tx = f.X(tol);
+    f.svg.appendChild(sv('line', { 'class': 'tolerance', x1: tx, x2: tx, y1: p.y, y2: p.y + p.h, 'stroke-dasharray': '6 4' }));
+    f.svg.appendChild(sv('text', { 'class': 'tolerance-text', x: tx + 4, y: p.y + 12 }, 'tolerance ' + fmt(tol)));
+  }
+  var placed = [];
+  pts.forEach(function (q) {
+    var cx = f.X(q.nonfinite ? null : q.err), cy = f.Y(q.speedup);
+    if (finite(q.low) && finite(q.high) && q.low > 0)
+      f.svg.appendChild(sv('line', { 'class': 'speed-interval', x1: cx.toFixed(1), x2: cx.toFixed(1), y1: f.Y(q.low).toFixed(1), y2: f.Y(q.high).toFixed(1) }));
+    if (q.chosen) f.svg.appendChild(sv('circle', { 'class': 'chosen-ring', cx: cx.toFixed(1), cy: cy.toFixed(1), r: 9 }));
+    point(f, cx, cy, q.tip, 'tp-' + q.kind + (q.measurable ? '' : ' same') + (q.chosen ? ' chosen' : ''), 4.5);
+    // points often sit together (keep-lists of one error): a label moves up past those placed before it
+    // (left of the point, or right of it where the left would leave the plot)
+    var w = 6 * q.short.length, right = cx - 8 - w < p.x, x1 = right ? cx + 8 + w : cx - 8, ly = cy - 8;
+    for (var k = 0; k < 6 && placed.some(function (b) { return Math.abs(b.y - ly) < 11 && x1 - w < b.x && b.x - b.w < x1; }); k++) ly -= 11;
+    placed.push({ x: x1, y: ly, w: w });
+    f.svg.appendChild(sv('text', { 'class': 'pt-label', x: (right ? cx + 8 : cx - 8).toFixed(1), y: ly.toFixed(1), 'text-anchor': right ? 'start' : 'end' }, q.short));
+  });
+  return f.fig;
+}
+return { frame: frame, logAxis: logAxis, linAxis: linAxis, trend: trend, histogram: histogram, tradeoff: tradeoff, speedup: speedup, fmt: fmt, pct: pct };
 })();

@@ -954,6 +954,8 @@ function mixedView() {
   pts = pts.concat(R.attempts);
   var kneeLabel = R.knee ? R.knee.label : null;
   box.appendChild(tradeoffPlot(pts, tol, kneeLabel));
+  var sp = speedPlot(pts, tol);
+  if (sp) box.appendChild(sp);
   box.appendChild(simpleTable([
     { label: 'model', get: function (a) { return a.label; }, cls: 'name' },
     { label: 'kept in float32', num: true, get: function (a) { return a.keep === null ? '\u2014' : String(a.keep.length); } },
@@ -961,8 +963,9 @@ function mixedView() {
     { label: 'tolerance', get: function (a) { return a.step === null ? '' : el('span', { 'class': 'st ' + (a.within ? 'st-ok' : 'st-divergent'), text: a.within ? 'within' : 'out of' }); } },
     { label: 'MACs in float16', num: true, get: function (a) { return pctText(a.macs_fraction); } },
     { label: 'operators in float16', num: true, get: function (a) { return a.oprs_float16 + '/' + a.oprs_total; } },
+    { label: 'speed against float32', title: speedHow(), get: function (a) { return speedText(a.speed); }, cls: 'wrap', skip: !R.speed || !!R.speed.off },
     { label: 'top-1', num: true, get: function (a) { return topText(a, 'top1'); } },
-    { label: 'top-5', num: true, get: function (a) { return topText(a, 'top5'); } }], pts,
+    { label: 'top-5', num: true, get: function (a) { return topText(a, 'top5'); } }].filter(function (c) { return !c.skip; }), pts,
     function (a) { return a.label === kneeLabel ? 'knee' : null; }));
   var ops = R.operators || [], worst = 0;
   ops.forEach(function (o) { if (typeof o.local_err === 'number' && o.local_err > worst) worst = o.local_err; });
@@ -974,6 +977,38 @@ function mixedView() {
     { label: 'local error', num: true, get: function (o) { return [errText(o.local_err, o.nonfinite), errBar(o.nonfinite ? worst : o.local_err, worst, o.floor !== null && (o.nonfinite || o.local_err > o.floor))]; } },
     { label: 'float16 floor', num: true, get: function (o) { return fmt(o.floor); } }], ops, function (o) { return o.float32 ? 'kept' : null; }));
 }
+// a point's speed against float32 (mixed.json's speed: the sweep's timing record), in its own words
+function speedText(s) {
+  if (!s) return '\u2014';
+  if (s.status !== 'timed') return s.words;
+  var iv = s.speedup_interval;
+  if (!(s.measurable && iv && s.speedup)) return s.words;
+  var lo = s.speedup >= 1 ? iv[0] : 1 / iv[1], hi = s.speedup >= 1 ? iv[1] : 1 / iv[0];
+  return s.words + ' (' + fmt(lo) + 'x\u2013' + fmt(hi) + 'x)';
+}
+function speedHow() {
+  var t = R.speed || {};
+  if (t.off) return t.off;
+  return t.rounds + ' interleaved rounds of --warmup-iter ' + t.warmup_iter + ' --iter ' + t.iter + ' without dumps, ' +
+    t.threads + ' thread(s) on ' + t.device + '; float32 (the plain model): ' + ((t.float32 || {}).words || '\u2014');
+}
+function speedPlot(pts, tol) {
+  // the timed points with a speed-up (float32 itself timed): speed-up over output error; none, no panel
+  var q = pts.filter(function (a) { return !a.failed && a.speed && typeof a.speed.speedup === 'number'; }).map(function (a) {
+    var kind = a.step === 0 ? 'alone' : 'verification', s = a.speed;
+    return { kind: kind, err: a.output_err, nonfinite: a.nonfinite, speedup: s.speedup, low: s.speedup_interval[0], high: s.speedup_interval[1],
+             measurable: s.measurable, chosen: !!a.chosen,
+             short: (kind === 'alone' ? 'option alone' : 'v' + a.step) + ' ' + (s.measurable ? s.words : '\u2248 float32'),
+             tip: a.label + '\n' + speedText(s) + ' than float32; output error ' + errText(a.output_err, a.nonfinite) + ', ' + pctText(a.macs_fraction) + ' of MACs in float16' +
+               (a.chosen ? ' (the chosen keep-list)' : '') };
+  });
+  var t = R.speed || {};
+  if (t.off) return null;
+  if (!q.length) return el('p', { id: 'mixed-speed-none', 'class': 'dim' }, 'No speed plot: no point has a speed-up against float32 (' +
+    (t.float32 && t.float32.status !== 'timed' ? 'float32\u2019s ' + t.float32.words : 'its timing failed') + ').');
+  return LarPlot.speedup(q, { id: 'mixed-speed', tolerance: tol,
+    title: 'Speed: each timed point\u2019s speed-up against the float32 model over its output error (bars: the interval over ' + t.rounds + ' rounds; hollow: no measurable difference; ringed: the chosen keep-list)' });
+}
 function tradeoffPlot(pts, tol, kneeLabel) {
   // every model tried as a point; the verifications numbered, the chosen keep-list (the mixed model) ringed
   var q = pts.filter(function (a) { return !a.failed; }).map(function (a) {
@@ -981,7 +1016,8 @@ function tradeoffPlot(pts, tol, kneeLabel) {
     return { kind: kind, err: a.output_err, nonfinite: a.nonfinite, macs: a.macs_fraction, chosen: !!a.chosen,
              short: kind === 'alone' ? 'option alone' : kind === 'level' ? 'correct float16' : 'v' + a.step,
              tip: a.label + '\noutput error ' + errText(a.output_err, a.nonfinite) + ', ' + pctText(a.macs_fraction) + ' of MACs in float16' +
-               (a.keep ? ', ' + a.keep.length + ' operator(s) in float32' : '') + (a.chosen ? ' (the chosen keep-list)' : '') + (a.label === kneeLabel ? ' (the knee)' : '') };
+               (a.keep ? ', ' + a.keep.length + ' operator(s) in float32' : '') + (a.chosen ? ' (the chosen keep-list)' : '') + (a.label === kneeLabel ? ' (the knee)' : '') +
+               (a.speed ? '\nspeed against float32: ' + speedText(a.speed) : '') };
   });
   if (!q.some(function (a) { return typeof a.macs === 'number'; }))
     return el('p', { id: 'mixed-tradeoff-none', 'class': 'dim' }, 'No trade-off plot: no model tried has a known share of MACs (the model has no convolution or matrix product, or none ran).');

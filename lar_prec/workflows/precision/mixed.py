@@ -26,6 +26,9 @@
    (a deterministic bug) or one that differs run to run, from which operator on.
 5. For each kept operator: why, by the oracle (step 2; one more layerwise run under the option's
    naive kernels and, under ioc16, one under io16xc32: float32 compute on float16 storage).
+6. With ``speed_runs`` (issue 55), float32, the option alone and every verification's model are
+   timed in interleaved rounds (:mod:`lar_prec.workflows.precision.mixed_speed`): each point's
+   speed-up against float32 beside its error and float16 share.
 
 An empty proposal that the plain option's run already satisfies costs no verification run:
 that run is the empty list's verification.
@@ -69,6 +72,8 @@ from lar_prec.run.settings import Prepared, Settings
 from lar_prec.workflows.common.analysis import prepare as prepare_analysis_of, run_one  # sweep.local has its own prepare
 from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, rerun_compare
 from lar_prec.workflows.precision.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
+from lar_prec.workflows.precision.mixed_speed import time_points
+from lar_prec.workflows.sweep.speed import DEFAULT_SPEED_BUDGET, DEFAULT_SPEED_RUNS, check_speed_runs
 from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
 __all__ = ["SCHEMA", "MAX_ATTEMPTS", "Attempt", "KeptOperator", "MixedAnalysis", "analyse", "mixed_analysis"]
@@ -221,9 +226,10 @@ def _tolerance(level: Optional[Point], level_failed: str, given: Optional[float]
 def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option: str = "ioc16",
                    tolerance: Optional[float] = None, out: Optional[PathLike] = None, seed: int = 0,
                    lar: Any = None, timeout: Optional[float] = None,
-                   progress: Any = None) -> MixedAnalysis:
+                   progress: Any = None, speed_runs: int = DEFAULT_SPEED_RUNS) -> MixedAnalysis:
     """See the module docstring. ``tolerance``: the largest output error allowed; None: the
     one rule, relative to correct float16's level. ``progress(message)``: told each step.
+    ``speed_runs``: rounds of timed runs of each point (0: none; else 2 to 50).
     The keywords make one :class:`~lar_prec.run.settings.Settings` record; :func:`analyse` runs it.
 
     Raises:
@@ -231,11 +237,11 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         reference, a needed run or a rewrite failed.
     """
     return analyse(Settings(model=model, inputs=inputs, out=out, seed=seed, lar=lar, timeout=timeout),
-                   option=option, tolerance=tolerance, progress=progress)
+                   option=option, tolerance=tolerance, progress=progress, speed_runs=speed_runs)
 
 
 def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[float] = None,
-            progress: Any = None) -> MixedAnalysis:
+            progress: Any = None, speed_runs: int = DEFAULT_SPEED_RUNS) -> MixedAnalysis:
     """:func:`mixed_analysis` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's
     way in): its model, inputs, folder, seed, load_and_run and timeout. ``progress`` is mixed's
     own: ``progress(message)``, a line a step."""
@@ -245,6 +251,7 @@ def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[fl
     if tolerance is not None and not (isinstance(tolerance, (int, float)) and math.isfinite(tolerance)
                                       and tolerance >= 0):
         raise UsageError(f"--tolerance {tolerance!r}: expected a finite number >= 0")
+    check_speed_runs(speed_runs)
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
     # MegEngine's own load_and_run has no --enable-io16xc32 (the bundled runner's own): exit 2 before any run
@@ -293,6 +300,8 @@ def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[fl
         groups = [("nothing kept", [])]  # the rewrite alone may run where MegEngine's pass does not
     attempts, final_model, verified = _verify(ready, g, ref, option, local, groups, tol, plain, tmo, listed, runs,
                                               say)
+    speed = time_points(ready, option, not plain_failed, attempts, speed_runs, say,
+                        budget=DEFAULT_SPEED_BUDGET * (time.monotonic() - t0))
 
     if final_model is not None:  # the last verified (or best tried) model under one name, beside its attempts
         deploy = adir / "mixed.mge"
@@ -318,7 +327,7 @@ def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[fl
                         final_model, fp16_fraction(g, final_keep), local, tuple(runs), keep_file,
                         time.monotonic() - t0, note, plain_failed, level_failed,
                         tuple((m.name, m.opr_type, errors.get(m.name), floors.get(m.name))
-                              for m in prep.layerwise.measured if m.name in errors), again)
+                              for m in prep.layerwise.measured if m.name in errors), again, speed=speed)
     res = replace(res, inputs={"inputs": ready.inputs.to_json(), "input_summary": input_summary(ready.inputs)})
     data = res.to_json()
     try:

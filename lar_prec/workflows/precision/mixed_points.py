@@ -1,7 +1,9 @@
 """The records of ``lar-prec mixed`` (:mod:`lar_prec.workflows.precision.mixed`): each verification as a
 point of the trade-off curve (output error against the share of MACs and of float operators
 left in float16, and top-1/top-5 agreement for a classifier's scores), the knee of that curve,
-the operators kept in float32 and the whole analysis with its JSON (``lar-prec.mixed/1``).
+the operators kept in float32 and the whole analysis with its JSON (``lar-prec.mixed/1``);
+each point's speed against float32 where it was timed
+(:mod:`lar_prec.workflows.precision.mixed_speed`).
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from lar_prec.diagnosis.quantkeep import output_agreement
 from lar_prec.records import json_number
 from lar_prec.run.record import RunResult
 from lar_prec.workflows.common.nondeterminism import Nondeterminism
+from lar_prec.workflows.precision.mixed_speed import BASELINE, attempt_row
 from lar_prec.workflows.sweep.local import OptionLocal
+from lar_prec.workflows.sweep.speed import OptionSpeed, SweepSpeed
 
 SCHEMA = "lar-prec.mixed/1"
 #: an output is a classifier's scores when each sample has a vector of at least this many
@@ -175,6 +179,30 @@ class MixedAnalysis:
     nondeterminism: Optional[Nondeterminism] = None
     #: ``{"inputs": [...], "input_summary": {...}}`` (seeded random, constant, not given inputs)
     inputs: Optional[Dict[str, Any]] = None
+    #: the timed runs of float32, the option alone and each verification (None or ``off``: not timed)
+    speed: Optional[SweepSpeed] = None
+
+    def speed_of(self, name: str) -> Optional[OptionSpeed]:
+        """A point's timing by its row name (``float32``, the option, ``mixed-<step>``); None: not timed."""
+        sp = self.speed
+        if sp is None or sp.off is not None:
+            return None
+        return sp.default if name == BASELINE else sp.of(name)
+
+    def speed_words(self) -> Optional[str]:
+        """The advice's speed line: each timed point against float32 (None when not timed)."""
+        base = self.speed_of(BASELINE)
+        if base is None:
+            return None
+        sp = self.speed
+        how = f"{sp.rounds} interleaved rounds of --warmup-iter {sp.warmup_iter} --iter {sp.iters}"  # type: ignore[union-attr]
+        if base.status != "timed":
+            return f"speed not compared ({how}): float32's {base.words()}"
+        rows = ([] if self.plain_failed else [("the option alone", self.speed_of(self.option))]) + [
+            (f"verification {a.step}", self.speed_of(attempt_row(a.step))) for a in self.attempts]
+        said = "; ".join(f"{who}: {o.words()}" for who, o in rows if o is not None)
+        return (f"speed against the float32 model ({base.words()}, {how}): {said}" if said else
+                f"speed: the float32 model {base.words()} ({how})")
 
     @property
     def tolerance(self) -> float:
@@ -255,11 +283,30 @@ class MixedAnalysis:
             lines.append(f"the tolerance {fmt_num(tol.value)} cannot be met without losing most of the float16 MACs; "
                          f"the knee: {k.label}, output error {fmt_num(k.output_err)} with {_pct(k.fraction.macs)} of "
                          "MACs in float16 (keeping more buys less error per MAC from there)")
+        speed = self.speed_words()
+        if speed:
+            lines.append(speed)
         return lines
+
+    def _speed_json(self, name: str) -> Optional[Dict[str, Any]]:
+        o = self.speed_of(name)
+        return None if o is None else o.to_json()
+
+    def _timing_json(self) -> Dict[str, Any]:
+        """``speed`` (top level): how the points were timed, the float32 baseline's timing."""
+        sp = self.speed
+        if sp is None or sp.off is not None:
+            return {"off": "not timed"} if sp is None else sp.to_json()
+        return {**sp.to_json(), "baseline": BASELINE,
+                "float32": None if sp.default is None else sp.default.to_json(),
+                "rows": {BASELINE: "the plain model, no option",
+                         **({} if self.plain_failed else {self.option: f"--enable-{self.option} alone"}),
+                         **{attempt_row(a.step): a.model for a in self.attempts}}}
 
     def to_json(self) -> Dict[str, Any]:
         kept = {k.name for k in self.kept}
         knee_pt = self.knee()
+        speed_row = {self.plain.label: self.option, **{a.point.label: attempt_row(a.step) for a in self.attempts}}
         return {
             "schema": SCHEMA,
             "analysis_dir": str(self.analysis_dir),
@@ -269,7 +316,8 @@ class MixedAnalysis:
             "output_tolerance": self.output_tolerance.to_json(),
             "verdict": ("within" if not self.needs_float32 else "fixed" if self.verified else "not_fixed"),
             "plain": {**self.plain.to_json(), "nonfinite": not math.isfinite(self.plain_err) and not self.plain_failed,
-                      "failed": self.plain_failed or None, "chosen": not self.attempts},
+                      "failed": self.plain_failed or None, "chosen": not self.attempts,
+                      "speed": self._speed_json(self.option)},
             "level": None if self.level is None else self.level.to_json(),
             "level_failed": self.level_failed or None,
             "proposal": list(self.proposal),
@@ -282,9 +330,10 @@ class MixedAnalysis:
             "keep_file": str(self.keep_file),
             "fp16_fraction": self.fraction.to_json(),
             # the keep-list written as the mixed model is the last one tried (the empty list: the option alone)
-            "attempts": [{**a.to_json(), "chosen": k == len(self.attempts) - 1} for k, a in enumerate(self.attempts)],
+            "attempts": [{**a.to_json(), "chosen": k == len(self.attempts) - 1,
+                          "speed": self._speed_json(attempt_row(a.step))} for k, a in enumerate(self.attempts)],
             "headline": self.outcome(),
-            "curve": [p.to_json() for p in self.curve()],
+            "curve": [{**p.to_json(), "speed": self._speed_json(speed_row.get(p.label, ""))} for p in self.curve()],
             "knee": None if knee_pt is None else knee_pt.to_json(),
             "advice": self.advice(),
             "operators": [{"name": n, "opr_type": t, "local_err": json_number(e) if e is not None else None,
@@ -296,6 +345,7 @@ class MixedAnalysis:
             "note": self.note or None,
             "nondeterminism": None if self.nondeterminism is None else {
                 **self.nondeterminism.to_json(), "words": self.nondeterminism.words(f"--enable-{self.option}")},
+            "speed": self._timing_json(),
             **(self.inputs or {}),
         }
 

@@ -294,7 +294,7 @@ def _stderr(run_dir: Path) -> Any:
 
 
 def allowance_of(budget: Optional[float], spent: float, default_seconds: float, default_runs_left: int,
-                 option_runs_left: int, timeout: float) -> Optional[float]:
+                 option_runs_left: int, timeout: Optional[float]) -> Optional[float]:
     """The next option's timed run's allowance (s): what is left of ``budget`` after ``spent``
     and the default's runs still to come (``default_seconds`` each, measured), shared equally
     among the options' runs still to come; at least :data:`ALLOWANCE_FLOOR` times the default's
@@ -302,44 +302,50 @@ def allowance_of(budget: Optional[float], spent: float, default_seconds: float, 
     never above ``timeout``."""
     if budget is None:
         return None
-    share = (budget - spent - default_runs_left * default_seconds) / max(1, option_runs_left)
-    return min(timeout, max(ALLOWANCE_FLOOR * default_seconds, share))
+    share = max(ALLOWANCE_FLOOR * default_seconds,
+                (budget - spent - default_runs_left * default_seconds) / max(1, option_runs_left))
+    return share if timeout is None else min(timeout, share)
 
 
-def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: float, extra_flags: Sequence[str],
-                  options: Sequence[Tuple[str, Tuple[str, ...]]], rounds: int,
+def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: Optional[float], extra_flags: Sequence[str],
+                  options: Sequence[Tuple[Any, ...]], rounds: int,
                   progress: Optional[Callable[..., None]] = None, mode: Optional[str] = None,
                   budget: Optional[float] = None) -> SweepSpeed:
     """Time the default run and each of ``options`` (name, flags), ``rounds`` interleaved
     rounds, one fresh process at a time, in ``adir/speed``; a failed option is not timed again.
-    ``budget``: seconds the options' timed runs may take in all (see the module's text)."""
+    An option may be (name, flags, model): that row runs its own model (a rewritten one, e.g.
+    a mixed keep-list's), on the same inputs. ``budget``: seconds the options' timed runs may
+    take in all (see the module's text)."""
     t0 = time.monotonic()
-    rows: List[Tuple[str, Tuple[str, ...]]] = [("default", ())] + [(n, tuple(f)) for n, f in options]
-    got: Dict[str, OptionSpeed] = {n: OptionSpeed(n, "timed") for n, _ in rows}
+    rows: List[Tuple[str, Tuple[str, ...], Optional[Path]]] = [("default", (), None)] + [
+        (o[0], tuple(o[1]), Path(o[2]) if len(o) > 2 and o[2] is not None else None) for o in options]
+    got: Dict[str, OptionSpeed] = {n: OptionSpeed(n, "timed") for n, _, _ in rows}
     env: Dict[str, Any] = {}
     allowance: Optional[float] = None
 
-    def run(flags: Tuple[str, ...], label: str, limit: Optional[float]) -> RunResult:
-        rec = run_once(model, inputs, "default", adir / "speed", lar=lar, timeout=timeout if limit is None else limit,
-                       extra_flags=tuple(extra_flags) + flags, label=label, timed=(WARMUP_ITER, ITERS), model_mode=mode)
+    def run(flags: Tuple[str, ...], label: str, limit: Optional[float], path: Optional[Path] = None) -> RunResult:
+        rec = run_once(model if path is None else path, inputs, "default", adir / "speed", lar=lar,
+                       timeout=timeout if limit is None else limit, extra_flags=tuple(extra_flags) + flags,
+                       label=label, timed=(WARMUP_ITER, ITERS), model_mode=mode if path is None else None)
         env.update(rec.environment)
         return rec
 
     total, done = rounds * len(rows), 0
     spent, first_default = 0.0, None  # the timed runs' seconds so far; the default's first run's
-    pos = {n: i for i, (n, _) in enumerate(rows)}
+    pos = {n: i for i, (n, _, _) in enumerate(rows)}
     for k in range(rounds):
-        for name, flags in rows:
+        for name, flags, path in rows:
             s = got[name]
             if s.status == "timed":
                 limit = None
                 if name != "default" and first_default is not None and budget is not None:
                     # option runs still to come, this one included (an option stopped for good counts none)
-                    left = sum(rounds - k - (pos[n2] < pos[name]) for n2, _ in rows
+                    left = sum(rounds - k - (pos[n2] < pos[name]) for n2, _, _ in rows
                                if n2 != "default" and got[n2].status == "timed")
                     limit = allowance_of(budget, spent, first_default, rounds - k - 1, left, timeout)
                     allowance = limit if allowance is None else min(allowance, limit)
-                status, times, reason, where, secs = _timed_run(run, name, flags, k, limit)
+                status, times, reason, where, secs = _timed_run(
+                    lambda f, label, lim, p=path: run(f, label, lim, p), name, flags, k, limit)
                 spent += secs
                 if status == "over_budget" and first_default is not None:
                     reason += f"; the default's whole timed run took {first_default:.3g} s"
@@ -352,7 +358,7 @@ def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: float
                 progress("speed", done, total, running=(f"{name} (timed, round {k + 1})",),
                          finished=f"{name} round {k + 1}: {got[name].status.replace('_', ' ')}")
     default = got.pop("default")
-    opts = tuple((n, compare_speed(default, got[n])) for n, _ in options)
+    opts = tuple((o[0], compare_speed(default, got[o[0]])) for o in options)
     device = "cuda" if any(a.lstrip("-") == "cuda" for a in extra_flags) else "cpu"
     cpu = env.get("cpu_model")
     return SweepSpeed(rounds, WARMUP_ITER, ITERS, threads_of(tuple(extra_flags)),
