@@ -342,27 +342,6 @@ def case_amplify(rng):
     return net, net, inputs, {}
 
 
-def case_tiny_ops(rng):
-    mge, F, M, _ = _mge()
-    # 200 steps of tanh(x * a_i) on 16 floats: 400 elementwise operators of ~50 ns of arithmetic
-    # each, so an execution's time is the per-operator cost of running the graph (issue 55: where
-    # --record-comp-seq, which replays the recorded kernels without it, is measurably faster).
-    a = (rng.rand(200, 16) * 0.5 + 0.5).astype("float32")
-
-    class Net(M.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = mge.Parameter(a)
-
-        def forward(self, x):
-            for i in range(a.shape[0]):
-                x = F.tanh(x * self.a[i])
-            return x
-
-    net = Net()
-    return net, net, {"data": rng.rand(1, 16).astype("float32")}, {}
-
-
 def case_bn_unfused(rng):
     _, F, M, _ = _mge()
 
@@ -533,8 +512,6 @@ CASES: List[Tuple[str, Callable, str, Dict]] = [
      "a descending ArgSort and an ArgMax per row", {}),
     ("resnet18", arch.case_resnet18, "ResNet-18 at 224x224, 1000 classes, fused BatchNorm (the one deployment-sized case)",
      {"heavy": True, "note": "a naive run takes seconds: per-case test loops leave it out"}),
-    ("tiny_ops", case_tiny_ops, "400 elementwise operators (200 x tanh(x * a_i)) on 16 floats: the graph's "
-     "per-operator cost outweighs the arithmetic", {}),
     ("bn_unfused", case_bn_unfused, "conv + BatchNorm dumped without optimize_for_inference: its zero-size Byte variable makes every load_and_run dump fail",
      {"dump_fails": True, "note": "dump with optimize_for_inference=True to fuse BatchNorm away"}),
     *MBV2_CASES,
