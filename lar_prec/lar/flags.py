@@ -36,6 +36,7 @@ SUPPORTED_FLAGS: Dict[str, str] = {
     "fast_run_shared_batch_size": _INT,
     "multithread": _INT,
     "cpu": _BOOL,
+    "cpu_default": _BOOL,
     "model_info": _BOOL,
     "verbose": _BOOL,
     "record_comp_seq": _BOOL,
@@ -75,7 +76,7 @@ SUPPORTED_FLAGS: Dict[str, str] = {
 UNSUPPORTED_FLAGS = frozenset(
     """
     batch_size io_dump_stdout io_dump_stderr workspace_limit thread cuda
-    cpu_default multithread_default multi_thread_core_ids
+    multithread_default multi_thread_core_ids
     fake_first disable_mem_opt tensorrt
     tensorrt_cache disable_assert_throw range
     check_dispatch check_var_value profile profile_host get_static_mem_info wait_gdb
@@ -137,6 +138,9 @@ class LarOptions:
     fast_run_shared_batch_size: int = 0
     multithread: int = -1
     cpu: bool = False
+    #: CPU inplace mode: kernels run in the calling thread, no worker thread (megenginelite's
+    #: enable_cpu_inplace_mode, what the real binary's --cpu-default sets)
+    cpu_default: bool = False
     model_info: bool = False
     verbose: bool = False
     record_comp_seq: bool = False
@@ -329,7 +333,7 @@ The load_and_run bundled with lar-prec (megenginelite, CPU). Flags (dash or unde
   --iter N [10]  --warmup_iter N [1]      every execution is dumped (the last one survives)
   --reproducible  --fast_run  --full_run  --fast_run_algo_policy FILE
   --binary_equal_between_batch  --fast_run_shared_batch_size N
-  --multithread N  --cpu  --model_info  --verbose  --copy_to_host  --lite
+  --multithread N  --cpu  --cpu_default (inplace: no worker thread)  --model_info  --verbose  --copy_to_host  --lite
 Optimisation options (load_and_run's meaning; one layout transform at a time):
   --enable_nchw44 | --enable_nchw88 | --enable_nhwcd4 | --enable_nchw4 | --enable_nchw32
   --enable_nchw64 | --enable_nchw44_dot   (megenginelite runtime options)

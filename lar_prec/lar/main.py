@@ -339,6 +339,8 @@ def run(opts: LarOptions) -> None:
 def _configure_and_run(lite: _Lite, net: Any, opts: LarOptions, items: Sequence[InputItem], model: Path) -> None:
     L = lite.L
     S = L.LiteAlgoSelectStrategy
+    if opts.cpu_default:  # before the thread count: with both, MegEngine's multithread-inplace device
+        net.enable_cpu_inplace_mode()
     if opts.multithread > 0:
         net.threads_number = opts.multithread
     strategy = 0

@@ -224,6 +224,23 @@ def test_multi_input_shape_only_and_model_info(manifest, tmp_path):
 
 
 @pytest.mark.megengine
+def test_cpu_default_runs_inplace_with_the_same_outputs(manifest, tmp_path):
+    # --cpu-default (the real binary's inplace CPU device): the kernels run in the calling thread;
+    # the same kernels as the worker thread's, so the same bits (sweep's timed runs use it)
+    assert parse_options(["m", "--cpu-default"]).cpu_default
+    case = manifest["cnn"]
+    outs = {}
+    for name, more in (("plain", ()), ("inplace", ("--cpu-default",))):
+        proc = run_lar(case.model, "--input", ";".join(case.input_specs()), "--bin-io-dump", tmp_path / name,
+                       "--iter", "1", "--warmup-iter", "0", *more)
+        assert proc.returncode == 0, proc.stderr
+        outs[name] = {d.var.name: d.array() for d in DumpFolder(tmp_path / name)}
+    assert outs["plain"].keys() == outs["inplace"].keys() and outs["plain"]
+    for k, a in outs["plain"].items():
+        assert a.tobytes() == outs["inplace"][k].tobytes(), k
+
+
+@pytest.mark.megengine
 def test_dump_input_env_writes_input_files(manifest, tmp_path):
     case = manifest["mlp"]
     proc = run_lar(case.model, "--input", ";".join(case.input_specs()), "--bin-io-dump", tmp_path,

@@ -22,7 +22,8 @@ from lar_prec.report.html import write_html
 from lar_prec.report.model import read_json
 from lar_prec.run.inputs import plan_inputs, write_inputs
 from lar_prec.run.once import run_once
-from lar_prec.workflows.sweep.speed import ITERS, WARMUP_ITER, OptionSpeed, compare_speed, front, iteration_ms
+from lar_prec.workflows.sweep.speed import (ITERS, WARMUP_ITER, OptionSpeed, compare_speed, front, inplace_flags,
+                                             iteration_ms)
 
 pytestmark = pytest.mark.megengine
 PY = sys.executable
@@ -235,3 +236,16 @@ def test_speed_budget_out_of_range_is_a_usage_error(manifest, tmp_path, bad):
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and "--speed-budget" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "s").exists()
+
+
+def test_timed_runs_execute_in_the_calling_thread(cnn_sweep):
+    # with the default CPU device a wait includes waking the worker thread (the scheduler's latency
+    # on a busy machine), which --record-comp-seq never pays: every timed run is inplace alike
+    _, d, _ = cnn_sweep
+    dirs = d["default"]["speed"]["run_dirs"] + [r for o in d["options"] if o.get("speed") for r in o["speed"]["run_dirs"]]
+    assert len(dirs) >= 6
+    for r in dirs:
+        assert "--cpu-default" in json.loads((Path(r) / "run.json").read_text())["argv"], r
+    # where the user's flags pick the device or its threads, theirs are kept as they are
+    assert inplace_flags(("--multithread", "2")) == inplace_flags(("--cpu_default",)) == ()
+    assert inplace_flags(("--verbose",)) == ("--cpu-default",)

@@ -4,9 +4,11 @@ After a sweep's precision runs, the plain default run and every option that load
 again with load_and_run's own ``--warmup-iter W --iter N`` and no dump, one process at a time
 (never beside another run: two cores shared would time each other), **interleaved** in
 rounds (default, A, B, ..., default, A, B, ...), each run a fresh process, so a change of the
-machine's load hits every option alike. Each run's per-iteration times are read from its
-stderr, the lines load_and_run prints (``iter 3/10: e2e=12.345 ms (host=...)``: MegEngine's
-``strategy_normal.cpp`` and the bundled runner print the same).
+machine's load hits every option alike; each executes in the calling thread (:data:`INPLACE`),
+so no option is timed with a worker thread's wake-up and another without. Each run's
+per-iteration times are read from its stderr, the lines load_and_run prints (``iter 3/10:
+e2e=12.345 ms (host=...)``: MegEngine's ``strategy_normal.cpp`` and the bundled runner print
+the same).
 
 Per option (:func:`compare_speed`), with only what was measured:
 
@@ -66,6 +68,14 @@ MAX_SPEED_BUDGET = 100.0
 WARMUP_ITER = 1
 ITERS = 10
 
+#: every timed run executes in the calling thread (CPU inplace mode, load_and_run's
+#: ``--cpu-default``): on the default CPU device an execution's wait includes waking the comp
+#: node's worker thread, on a busy machine the scheduler's latency (ms, not the model's), which
+#: ``--record-comp-seq`` (it replays its kernels in the calling thread) never pays: it looked
+#: 100x faster on every small model. Left out where the flags pick the device themselves.
+INPLACE = ("--cpu-default",)
+_DEVICE_FLAGS = frozenset({"cpu-default", "multithread", "multithread-default", "cuda"})
+
 #: load_and_run's per-iteration line (MegEngine's strategy_normal.cpp, and the bundled runner)
 ITER_LINE = re.compile(r"\biter (\d+)/(\d+): e2e=([0-9.]+(?:[eE][-+]?\d+)?) ?ms")
 
@@ -110,6 +120,12 @@ def threads_of(flags: Sequence[str]) -> int:
             except ValueError:
                 pass
     return n
+
+
+def inplace_flags(flags: Sequence[str]) -> Tuple[str, ...]:
+    """:data:`INPLACE`, or () where ``flags`` pick the device or its threads themselves."""
+    names = {a.lstrip("-").replace("_", "-").partition("=")[0] for a in flags if a.startswith("-")}
+    return () if names & _DEVICE_FLAGS else INPLACE
 
 
 @dataclass(frozen=True)
@@ -234,7 +250,8 @@ class SweepSpeed:
                 "budget_fraction": self.budget_fraction, "budget_seconds": _r(self.budget),
                 "allowance_seconds": _r(self.allowance),
                 "how": ("timed runs without any dump, one at a time, interleaved (default, each option, then again) "
-                        "in fresh processes; per option the median time per iteration, its spread from the lowest "
+                        "in fresh processes, in the calling thread (--cpu-default) unless the flags pick the "
+                        "device; per option the median time per iteration, its spread from the lowest "
                         "lower quartile of a round's iterations to the highest upper quartile; speed-up = median over "
                         "rounds of default/option in the same round, interval their lowest and highest; no measurable "
                         "difference when the two spreads overlap; each option's run stopped at its allowance (the "
@@ -322,10 +339,11 @@ def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: Optio
     got: Dict[str, OptionSpeed] = {n: OptionSpeed(n, "timed") for n, _, _ in rows}
     env: Dict[str, Any] = {}
     allowance: Optional[float] = None
+    inplace = inplace_flags(extra_flags)
 
     def run(flags: Tuple[str, ...], label: str, limit: Optional[float], path: Optional[Path] = None) -> RunResult:
         rec = run_once(model if path is None else path, inputs, "default", adir / "speed", lar=lar,
-                       timeout=timeout if limit is None else limit, extra_flags=tuple(extra_flags) + flags,
+                       timeout=timeout if limit is None else limit, extra_flags=tuple(extra_flags) + inplace + flags,
                        label=label, timed=(WARMUP_ITER, ITERS), model_mode=mode if path is None else None)
         env.update(rec.environment)
         return rec
