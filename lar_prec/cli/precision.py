@@ -64,11 +64,14 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
               help="Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the float32 model, the "
                    "option alone and each verified keep-list, interleaved, one at a time: each point's speed-up against "
                    "float32 beside its error. 0 turns timing off; else 2 to 50.")
+@click.option("--speed-budget", default="0.15", show_default=True, metavar="F",
+              help="What the timed runs may cost, F times mixed's wall time before timing ('none': no limit); as "
+                   "sweep's: a point's timed run still going at its share keeps the iterations it printed.")
 @store_option
 @handle_errors
 def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, out: str | None,
               json_out: str | None, html_out: str | None, timeout: float | None, lar_path: str | None,
-              quiet: bool, speed_runs: int, store: str | None = None) -> None:
+              quiet: bool, speed_runs: int, speed_budget: str, store: str | None = None) -> None:
     """Which operators of MODEL to keep in float32 under --enable-ioc16 / --enable-io16xc32, verified.
 
     Proposes the operators whose local error under the option exceeds their float16 floor,
@@ -84,13 +87,15 @@ def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, o
     from lar_prec.report.mixed import render_mixed_terminal
     from lar_prec.run.settings import Settings
     from lar_prec.workflows.precision.mixed import analyse
-    from lar_prec.workflows.sweep.speed import check_speed_runs
+    from lar_prec.workflows.sweep.speed import check_speed_budget, check_speed_runs
 
     check_speed_runs(speed_runs)
+    budget = check_speed_budget(speed_budget)
     check_report_outputs(json_out, html_out, input_paths(model, inputs, lar_path), analysis_dir=out)
     say = None if quiet else (lambda msg: click.echo(f"lar-prec mixed: {msg}", err=True))
     settings = Settings(model=model, inputs=list(inputs), out=out, lar=lar_path, timeout=timeout)
-    res = analyse(settings, option=option, tolerance=tolerance, progress=say, speed_runs=speed_runs)
+    res = analyse(settings, option=option, tolerance=tolerance, progress=say, speed_runs=speed_runs,
+                  speed_budget=budget)
     data = res.to_json()
     advice_outputs(data, render_mixed_terminal, json_out, html_out)
     code = 1 if res.needs_float32 else 0

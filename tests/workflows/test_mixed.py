@@ -126,10 +126,11 @@ def _check_invariants(case, data: dict, tmp_path: Path, lar_dump) -> None:
 
 @pytest.fixture(scope="module")
 def cnn_ioc16(manifest, tmp_path_factory):
-    """One ``mixed`` analysis of cnn under ioc16 (2 rounds of timed runs), shared by the tests that only read it."""
+    """One ``mixed`` analysis of cnn under ioc16 (2 rounds of timed runs, no budget: every point
+    timed to its end), shared by the tests that only read it."""
     case = manifest["cnn"]
     return mixed_analysis(case.model, case.input_specs(), option="ioc16", out=tmp_path_factory.mktemp("mixed") / "a",
-                          speed_runs=2)
+                          speed_runs=2, speed_budget="none")
 
 
 @pytest.mark.megengine
@@ -249,6 +250,8 @@ def test_an_option_within_tolerance_costs_no_verification_and_exits_0(manifest, 
     (["--speed-runs", "51"], "--speed-runs 51: expected 0"),
     (["--speed-runs", "-1"], "--speed-runs -1: expected 0"),
     (["--speed-runs", "x"], "Invalid value for '--speed-runs'"),
+    (["--speed-budget", "0"], "--speed-budget '0': expected a fraction"),
+    (["--speed-budget", "x"], "--speed-budget 'x': expected a fraction"),
 ])
 def test_bad_options_are_usage_errors(manifest, tmp_path, args, match):
     case = manifest["mlp"]

@@ -73,7 +73,7 @@ from lar_prec.workflows.common.analysis import prepare as prepare_analysis_of, r
 from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, rerun_compare
 from lar_prec.workflows.precision.mixed_points import SCHEMA, Agreement, Attempt, KeptOperator, MixedAnalysis, Point, classifier_agreement
 from lar_prec.workflows.precision.mixed_speed import time_points
-from lar_prec.workflows.sweep.speed import DEFAULT_SPEED_BUDGET, DEFAULT_SPEED_RUNS, check_speed_runs
+from lar_prec.workflows.sweep.speed import DEFAULT_SPEED_BUDGET, DEFAULT_SPEED_RUNS, check_speed_budget, check_speed_runs
 from lar_prec.workflows.sweep.local import OptionLocal, measure_option, prepare
 
 __all__ = ["SCHEMA", "MAX_ATTEMPTS", "Attempt", "KeptOperator", "MixedAnalysis", "analyse", "mixed_analysis"]
@@ -226,10 +226,12 @@ def _tolerance(level: Optional[Point], level_failed: str, given: Optional[float]
 def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option: str = "ioc16",
                    tolerance: Optional[float] = None, out: Optional[PathLike] = None, seed: int = 0,
                    lar: Any = None, timeout: Optional[float] = None,
-                   progress: Any = None, speed_runs: int = DEFAULT_SPEED_RUNS) -> MixedAnalysis:
+                   progress: Any = None, speed_runs: int = DEFAULT_SPEED_RUNS,
+                   speed_budget: Union[float, str, None] = DEFAULT_SPEED_BUDGET) -> MixedAnalysis:
     """See the module docstring. ``tolerance``: the largest output error allowed; None: the
     one rule, relative to correct float16's level. ``progress(message)``: told each step.
-    ``speed_runs``: rounds of timed runs of each point (0: none; else 2 to 50).
+    ``speed_runs``: rounds of timed runs of each point (0: none; else 2 to 50); ``speed_budget``:
+    what they may cost, a fraction of mixed's wall time before timing (None or ``"none"``: no limit).
     The keywords make one :class:`~lar_prec.run.settings.Settings` record; :func:`analyse` runs it.
 
     Raises:
@@ -237,11 +239,13 @@ def mixed_analysis(model: PathLike, inputs: Union[str, Sequence[str]], *, option
         reference, a needed run or a rewrite failed.
     """
     return analyse(Settings(model=model, inputs=inputs, out=out, seed=seed, lar=lar, timeout=timeout),
-                   option=option, tolerance=tolerance, progress=progress, speed_runs=speed_runs)
+                   option=option, tolerance=tolerance, progress=progress, speed_runs=speed_runs,
+                   speed_budget=speed_budget)
 
 
 def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[float] = None,
-            progress: Any = None, speed_runs: int = DEFAULT_SPEED_RUNS) -> MixedAnalysis:
+            progress: Any = None, speed_runs: int = DEFAULT_SPEED_RUNS,
+            speed_budget: Union[float, str, None] = DEFAULT_SPEED_BUDGET) -> MixedAnalysis:
     """:func:`mixed_analysis` from one :class:`~lar_prec.run.settings.Settings` record (the CLI's
     way in): its model, inputs, folder, seed, load_and_run and timeout. ``progress`` is mixed's
     own: ``progress(message)``, a line a step."""
@@ -252,6 +256,7 @@ def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[fl
                                       and tolerance >= 0):
         raise UsageError(f"--tolerance {tolerance!r}: expected a finite number >= 0")
     check_speed_runs(speed_runs)
+    fraction = check_speed_budget(speed_budget)
     t0 = time.monotonic()
     say = progress or (lambda msg: None)
     # MegEngine's own load_and_run has no --enable-io16xc32 (the bundled runner's own): exit 2 before any run
@@ -301,7 +306,7 @@ def analyse(settings: Settings, *, option: str = "ioc16", tolerance: Optional[fl
     attempts, final_model, verified = _verify(ready, g, ref, option, local, groups, tol, plain, tmo, listed, runs,
                                               say)
     speed = time_points(ready, option, not plain_failed, attempts, speed_runs, say,
-                        budget=DEFAULT_SPEED_BUDGET * (time.monotonic() - t0))
+                        budget=None if fraction is None else fraction * (time.monotonic() - t0))
 
     if final_model is not None:  # the last verified (or best tried) model under one name, beside its attempts
         deploy = adir / "mixed.mge"
