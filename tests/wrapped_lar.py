@@ -57,7 +57,7 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_CRASH_TIMED=FLAG``: a build that crashes (SIGABRT) only when it runs without
   any dump (a timed run: no ``--bin-io-dump``, ``--io-dump`` or ``--bin-out-dump``) and its
   argv holds FLAG: an option that loads and dumps, and crashes when timed.
-* ``WRAPPED_LAR_FLAG_AS=FROM=TO;...`` (e.g. ``--const-shape=;--enable-nchw44-dot=--enable-nchw44``):
+* ``WRAPPED_LAR_FLAG_AS=FROM=TO,...`` (e.g. ``--const-shape=,--enable-nchw44-dot=--enable-nchw44``):
   a build where option FROM is option TO, or does nothing (TO empty: FROM is dropped from argv),
   as a build that accepts a flag it does not implement; its runs under FROM are bit for bit
   those under TO.
@@ -273,7 +273,7 @@ def main():
     if argv == ["--version"]:
         print("load_and_run (wrapped) 1.13.0")
         return 0
-    for pair in filter(None, os.environ.get("WRAPPED_LAR_FLAG_AS", "").split(";")):
+    for pair in filter(None, os.environ.get("WRAPPED_LAR_FLAG_AS", "").split(",")):
         src, _, dst = pair.partition("=")
         argv = [dst if a == src else a for a in argv if a != src or dst]
     model = argv[0] if argv and not argv[0].startswith("-") else None

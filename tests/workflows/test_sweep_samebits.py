@@ -33,7 +33,7 @@ def _values(run_dir: str) -> dict:
 
 @pytest.mark.megengine
 def test_an_option_with_the_default_runs_bits_takes_its_local_error_and_a_wrong_one_gets_its_own(manifest, tmp_path):
-    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_FLAG_AS="--const-shape=;--enable-nchw44-dot=--enable-nchw44",
+    lar = user_lar(tmp_path / "lar", WRAPPED_LAR_FLAG_AS="--const-shape=,--enable-nchw44-dot=--enable-nchw44",
                    WRAPPED_LAR_FAULT_IF_FLAG="--weight-preprocess=c2.weight:1e-2")
     d, res = sweep_json(tmp_path, manifest["cnn"], ["const-shape", "weight-preprocess", "nchw44", "nchw44-dot"],
                         "--lar", str(lar), "-j", "2", expect=1)
