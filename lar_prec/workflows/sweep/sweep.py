@@ -19,7 +19,9 @@
 5. **Local error** (:mod:`lar_prec.workflows.sweep.local`, unless ``local=False``): the layerwise model
    of the plain model is built once (here) from the reference dump and run under each option
    that ran, where the options ran (the sweep's ``--lar``, its ``--remote`` device), fed with
-   the reference's values; an operator whose
+   the reference's values (an option whose dump has the same bits as the default run's, or as an
+   option measured by its own layerwise run, takes that run's local error instead:
+   :mod:`lar_prec.workflows.sweep.samebits`); an operator whose
    local error exceeds its floor (float16 floors under the fp16 options) is a local root. The
    option's verdict and root then come from local error: a local root makes it diverge and is
    its root; none makes it ok even where accumulated error drifted (the dump-only root is kept
