@@ -64,6 +64,10 @@ the bundled one (``python -m lar_prec.lar``), for the tests of local error with 
 * ``WRAPPED_LAR_SLOW=MS``: a slower build: each timed iteration (load_and_run's ``iter k/N:
   e2e=X ms`` line) takes MS milliseconds more: the wrapper sleeps that long when the line comes
   and prints it with X + MS (``host=`` too), so every timing of it is slower on any CPU.
+* ``WRAPPED_LAR_FLAG_AS=FROM=TO,...`` (e.g. ``--const-shape=,--enable-nchw44-dot=--enable-nchw44``):
+  a build where option FROM is option TO, or does nothing (TO empty: FROM is dropped from argv),
+  as a build that accepts a flag it does not implement; its runs under FROM are bit for bit
+  those under TO.
 * ``WRAPPED_LAR_REFUSE=TEXT``: like an old build that cannot load some models, it fails (exit
   1, MegEngine's style of message) on any model whose path contains TEXT.
 """
@@ -300,6 +304,9 @@ def main():
     if argv == ["--version"]:
         print("load_and_run (wrapped) 1.13.0")
         return 0
+    for pair in filter(None, os.environ.get("WRAPPED_LAR_FLAG_AS", "").split(",")):
+        src, _, dst = pair.partition("=")
+        argv = [dst if a == src else a for a in argv if a != src or dst]
     model = argv[0] if argv and not argv[0].startswith("-") else None
     refuse = os.environ.get("WRAPPED_LAR_REFUSE")
     if model and refuse and refuse in model:

@@ -22,20 +22,23 @@ STATUS_TEXT = {"runs": "runs", "load_failed": "load failed", "crashed": "crashed
 def local_text(o: Mapping[str, Any], limit: Optional[int] = None) -> str:
     """One option's local error in a few words for the terminal: its top local root and
     margin, "none" with how many were measured, or why it was not measured (cut at ``limit``
-    characters: the whole reason is in the JSON, and the page shows it)."""
+    characters: the whole reason is in the JSON, and the page shows it); then, for an option
+    whose dump had the default run's bits, that its local error was taken from it."""
     loc = o.get("local")
     if not loc:
         return ""
+    # an option whose dump had another run's bits says whose local error it shows, never cut
+    taken = f" ({loc['same_words']})" if loc.get("same_words") else ""
     if not loc["measured"]:
         text = "not measured" + (": " + loc["why"].split(": ", 1)[-1] if loc.get("why") else "")
-        return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
+        return (text if limit is None or len(text) <= limit else text[:limit - 3] + "...") + taken
     missing = f", {len(loc['not_measured'])} not measured" if loc["not_measured"] else ""
     if not loc["roots"]:
-        return f"none ({loc['n_measured']} measured{missing})"
+        return f"none ({loc['n_measured']} measured{missing}){taken}"
     r = loc["roots"][0]
     words = r.get("words") or over_floor(None if r.get("nonfinite") else r["local_err"], r["floor"])
     more = f" +{len(loc['roots']) - 1} more" if len(loc["roots"]) > 1 else ""
-    return f"{r['name']} ({r['opr_type']}) {words}{more}{missing}"
+    return f"{r['name']} ({r['opr_type']}) {words}{more}{missing}{taken}"
 
 
 def root_text(root: Optional[Mapping[str, Any]]) -> str:

@@ -399,11 +399,13 @@ def _sorted_column(keys: list, descending: bool) -> list:
 def sweep_run(manifest, tmp_path_factory):
     """A real sweep of the cnn case: ioc16 diverges (x86's fp16 max pooling is wrong: a local
     root), nchw44 and nhwcd4 agree (nhwcd4 leaves some vars unpaired, and its layerwise model
-    may fail: local error not measured). Returns the page and its JSON."""
+    may fail: local error not measured), weight-preprocess too (where its dump has the default run's
+    bits, its local column says it took the default run's local error). Returns the page and its JSON."""
     case = manifest["cnn"]
     out = tmp_path_factory.mktemp("sweep-page")
     inputs = [a for spec in case.input_specs() for a in ("--input", spec)]
-    r = _cli("sweep", case.model, *inputs, "--options", "nhwcd4,ioc16,nchw44", "--timeout", "120", "--speed-runs", "0",
+    r = _cli("sweep", case.model, *inputs, "--options", "nhwcd4,ioc16,nchw44,weight-preprocess", "--timeout", "120",
+             "--speed-runs", "0",
              "--out", out / "run", "--json", out / "r.json", "--html", out / "r.html", "-q")
     assert r.exit_code == 1, r.stdout + r.stderr
     return out / "r.html", json.loads((out / "r.json").read_text())

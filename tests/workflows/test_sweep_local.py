@@ -78,20 +78,22 @@ def test_layerwise_run_failing_or_hanging_under_one_option_leaves_a_note_and_the
     real = sweep_local.run_option_layerwise
 
     def one_broken_one_slow(prep, flags, dump_dir, *, timeout):
-        if "--const-shape" in flags:  # a truncated layerwise model: the real load_and_run fails to load it
+        if "--enable-nchw44" in flags:  # a truncated layerwise model: the real load_and_run fails to load it
             bad = Path(dump_dir).parent / "truncated.mge"
             bad.parent.mkdir(parents=True, exist_ok=True)
             bad.write_bytes(prep.layerwise.path.read_bytes()[:256])
             prep = replace(prep, layerwise=replace(prep.layerwise, path=bad))
-        if "--record-comp-seq" in flags:  # killed long before it can load
+        if "--enable-nchw88" in flags:  # killed long before it can load
             timeout = 0.05
         return real(prep, flags, dump_dir, timeout=timeout)
 
     monkeypatch.setattr(sweep_local, "run_option_layerwise", one_broken_one_slow)
-    d, res = sweep_json(tmp_path, manifest["cnn"], ["weight-preprocess", "const-shape", "record-comp-seq"], "-j", "2",
+    # layouts: never the default run's bits (their relayouts are vars it has not), so each gets
+    # its own layerwise run (an option with the default run's bits would take the default run's)
+    d, res = sweep_json(tmp_path, manifest["cnn"], ["weight-preprocess", "nchw44", "nchw88"], "-j", "2",
                         expect=0)
     opts = by_option(d)
-    broken, slow, fine = opts["const-shape"], opts["record-comp-seq"], opts["weight-preprocess"]
+    broken, slow, fine = opts["nchw44"], opts["nchw88"], opts["weight-preprocess"]
     assert broken["local"]["measured"] is False and "failed under this option" in broken["local"]["why"]
     assert slow["local"]["measured"] is False and "hung under this option" in slow["local"]["why"]
     for o in (broken, slow):  # the option's row stays, judged by the dumps
@@ -113,8 +115,9 @@ def test_ctrl_c_while_layerwise_runs_are_under_way_is_130(manifest, tmp_path):
     out = tmp_path / "a"
     argv = [sys.executable, "-m", "lar_prec", "sweep", *case_args(manifest["cnn"]), "--options",
             "weight-preprocess,const-shape,record-comp-seq,fuse-preprocess", "-j", "2", "--out", str(out), "-q"]
-    # the folder of the layerwise run under weight-preprocess appears as that run starts
-    rc, err, seconds = ctrl_c(argv, {**os.environ, "PYTHONPATH": str(ROOT)}, out / "local" / "weight-preprocess")
+    # the folder of the default run's layerwise run appears as that run starts (an option with the
+    # default run's bits makes none of its own)
+    rc, err, seconds = ctrl_c(argv, {**os.environ, "PYTHONPATH": str(ROOT)}, out / "local" / "default")
     assert rc == 130, err
     assert "interrupted" in err and str(out) in err and seconds < 30
     assert not (out / "report.json").exists()

@@ -229,17 +229,19 @@ var OPTION_STATUS = { runs: 'runs', load_failed: 'load failed', crashed: 'crashe
 var VERDICT_TEXT = { ok: 'ok', diverges: 'diverges', as_default: 'as default' };
 function localSummary(o) {
   // one option's local error: its top local root over its floor ("words": as the terminal says it), "none", or why it was not measured
+  // then, for an option whose dump had the default run's bits, that its local error was taken from it
   var loc = o.local;
   if (!loc) return '';
+  var taken = loc.same_words ? ' (' + loc.same_words + ')' : '';
   if (!loc.measured) {
     var why = loc.why || '', i = why.indexOf(': ');
-    return 'not measured' + (why ? ': ' + (i < 0 ? why : why.slice(i + 2)) : '');
+    return 'not measured' + (why ? ': ' + (i < 0 ? why : why.slice(i + 2)) : '') + taken;
   }
   var missing = (loc.not_measured || []).length ? ', ' + loc.not_measured.length + ' not measured' : '';
-  if (!(loc.roots || []).length) return 'none (' + loc.n_measured + ' measured' + missing + ')';
+  if (!(loc.roots || []).length) return 'none (' + loc.n_measured + ' measured' + missing + ')' + taken;
   var r = loc.roots[0];
   return [varLink(r.id, r.name), ' (' + r.opr_type + ') ' + r.words +
-    (loc.roots.length > 1 ? ' +' + (loc.roots.length - 1) + ' more' : '') + missing];
+    (loc.roots.length > 1 ? ' +' + (loc.roots.length - 1) + ' more' : '') + missing + taken];
 }
 function optionWhy(o) {
   // the cause or reason; for an option as the default run, what it shares with it; then, where

@@ -65,6 +65,10 @@ class OptionLocal:
     #: repro folders of the roots (``lar-prec replay``), and why any was not written
     repros: Tuple[str, ...] = ()
     repro_errors: Tuple[str, ...] = ()
+    #: the run whose layerwise run this is, its dump having the same bits as this option's
+    #: (workflows.sweep.samebits; None: its own run), and that in words for the report's row
+    same_as: Optional[str] = None
+    same_words: str = ""
 
     def measured_names(self) -> frozenset:
         return frozenset(n for n, e in self.errors if e is not None)
@@ -81,6 +85,7 @@ class OptionLocal:
             "not_isolated": [{"name": n, "why": w} for n, w in self.not_isolated],
             "dir": self.dir, "seconds": round(self.seconds, 3),
             "repros": list(self.repros), "repro_errors": list(self.repro_errors),
+            "same_bits_as": self.same_as, "same_words": self.same_words or None,
         }
 
 

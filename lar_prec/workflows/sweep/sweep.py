@@ -19,7 +19,9 @@
 5. **Local error** (:mod:`lar_prec.workflows.sweep.local`, unless ``local=False``): the layerwise model
    of the plain model is built once (here) from the reference dump and run under each option
    that ran, where the options ran (the sweep's ``--lar``, its ``--remote`` device), fed with
-   the reference's values; an operator whose
+   the reference's values (an option whose dump has the same bits as the default run's, or as an
+   option measured by its own layerwise run, takes that run's local error instead:
+   :mod:`lar_prec.workflows.sweep.samebits`); an operator whose
    local error exceeds its floor (float16 floors under the fp16 options) is a local root. The
    option's verdict and root then come from local error: a local root makes it diverge and is
    its root; none makes it ok even where accumulated error drifted (the dump-only root is kept
@@ -34,20 +36,15 @@ Example::
 """
 from __future__ import annotations
 
-import re
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from lar_prec.errors import AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, RunError, UsageError
+from lar_prec.errors import AnalysisInterrupted, DumpFolderError, DumpFormatError, LarPrecError, UsageError
 from lar_prec.run.config import LoadAndRun, resolve_load_and_run
 from lar_prec.run.probe import lar_flags
-from lar_prec.run.steps import RECORD_DUMP_WORDS
-from lar_prec.run.once import run_once
-from lar_prec.run.inputs import PreparedInputs
 from lar_prec.run.record import RunResult
 from lar_prec.run.proc import interrupt_active_runs, reset_interrupt
 
@@ -55,7 +52,8 @@ from lar_prec.records import PathLike  # noqa: E402
 from lar_prec.workflows.sweep.local import OptionLocal, SweepLayerwise  # noqa: E402
 from lar_prec.dumps.folder import DumpFolder
 from lar_prec.workflows.sweep.analysis import cross_graph, model_outputs, run_algorithms, same_graph
-from lar_prec.workflows.shake.algos import verbose_flags
+from lar_prec.workflows.sweep.runs import Runner
+from lar_prec.workflows.sweep.samebits import DumpPrint, print_of, reads_alike, safe_same_bits, taken_words
 from lar_prec.workflows.sweep.local import prepare, measure_option
 from lar_prec.compare.namepair import skip_reason
 from lar_prec.run.device import RemoteSessions, open_sessions
@@ -74,45 +72,6 @@ from lar_prec.workflows.common.nondeterminism import Nondeterminism, not_told, r
 from lar_prec.compare.threshold import band
 from lar_prec.compare.tolerance import OutputTolerance, output_tolerance
 
-def _run_status(exc: BaseException) -> Tuple[str, str, Optional[RunResult]]:
-    """(status, one short reason, record) of a run that failed; the run's folder is in the
-    option's record and the whole message in its run.json."""
-    rec: Optional[RunResult] = exc.result if isinstance(exc, LarPrecError) else None
-    status = rec.status if rec is not None else "failed"
-    kind = {"timeout": "hung", "stalled": "stalled", "crashed": "crashed"}.get(status, "load_failed")
-    msg = str(exc).split(" -- hint:")[0]
-    if kind == "hung" and rec is not None and rec.timeout:
-        msg = f"did not finish within {rec.timeout:g} s (killed with its process group)"
-    else:  # the run's folder is reported next to the reason: drop it from the message
-        msg = re.sub(r" in run '[^']*' \([^)]*\)", "", msg)
-    if kind == "load_failed":
-        msg = plain_load_failure(msg)
-    if rec is not None and (rec.error or "").startswith(RECORD_DUMP_WORDS):
-        # not the option's precision: the dump of record mode itself (MegEngine's load_and_run)
-        return "skipped", f"{RECORD_DUMP_WORDS}: its precision is not judged by dumps here (see {rec.dir})", rec
-    return kind, msg, rec
-
-
-#: MegEngine's load failures a user can act on, in words: (pattern of its message, what it means)
-_LOAD_FAILURES = (
-    (re.compile(r"ConvertF32ToF16Pass|dtype\(\) == dtype::Float16\(\)"),
-     "the float16 rewrite cannot convert this model's tensors (quantized or integer operators)"),
-    (re.compile(r"(?i)nhwcd4.*group|group.*nhwcd4"), "nhwcd4 does not support this grouped convolution here"),
-    (re.compile(r"(?i)nchw44.*group|group.*nchw44"), "nchw44 does not support this grouped convolution here"),
-    (re.compile(r"(?i)unsupported|not support"), "MegEngine does not support this option for this model here"),
-)
-
-
-def plain_load_failure(msg: str) -> str:
-    """A load failure in words a user acts on, with MegEngine's own line shortened after it
-    (the whole message stays in the run's run.json)."""
-    raw = msg.split(": ", 1)[-1] if msg.startswith("load_and_run failed") else msg
-    short = raw if len(raw) <= 160 else raw[:157] + "..."
-    for pattern, words in _LOAD_FAILURES:
-        if pattern.search(msg):
-            return f"{words} (MegEngine: {short}; all of it in run.json)"
-    return f"the model did not load under this option (MegEngine: {short}; all of it in run.json)"
-
 
 def _model_facts(ref: RunResult) -> Tuple[set, set]:
     """(operator types, dtype names) of the reference run's dump."""
@@ -127,40 +86,6 @@ def _applies(opt: SweepOption, oprs: set, dtypes: set = frozenset()) -> str:
     if opt.fp16 and any(t.startswith("Quantized") for t in dtypes):
         return f"{opt.name} does not apply to a quantized model (its float32 to float16 rewrite has no int8 form): skipped"
     return ""
-
-
-class _Runner:
-    """Runs of one sweep: a thread pool, each run a fresh process; failures become results."""
-
-    def __init__(self, model: Path, prepared: PreparedInputs, adir: Path, lar: LoadAndRun,
-                 timeout: float, extra_flags: Sequence[str], jobs: int, remote: Any = None) -> None:
-        self.model, self.prepared, self.adir, self.lar, self.remote = model, prepared, adir, lar, remote
-        self.timeout, self.extra_flags = timeout, tuple(extra_flags)
-        self.pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="lar-prec-sweep")
-        self.runs: List[RunResult] = []
-        self.lock = threading.Lock()
-
-    def submit(self, config: str, label: str, flags: Sequence[str]) -> Future:
-        # default kernels choose by heuristic: --verbose logs each choice (analysis.run_algorithms)
-        more = verbose_flags(self.extra_flags + tuple(flags)) if config == "default" else ()
-        return self.pool.submit(self._one, config, label, tuple(flags) + more)
-
-    def _one(self, config: str, label: str, flags: Tuple[str, ...]) -> Tuple[RunResult, str, str, Optional[LarPrecError]]:
-        """(record, status, message, the run's error); an error without a record (the
-        folder could not be made) is raised."""
-        error: Optional[LarPrecError] = None
-        try:
-            rec = run_once(self.model, self.prepared, config, self.adir, lar=self.lar, timeout=self.timeout,
-                           extra_flags=self.extra_flags + flags, label=label, remote=self.remote)
-            status, msg = "runs", ""
-        except (RunError, UsageError) as exc:
-            status, msg, found = _run_status(exc)
-            if found is None:
-                raise
-            rec, error = found, exc
-        with self.lock:
-            self.runs.append(rec)
-        return rec, status, msg, error
 
 
 def _output_dtypes(ref: RunResult) -> Tuple[str, ...]:
@@ -247,6 +172,7 @@ class _Entry:
     local: Optional[OptionLocal] = None
     result: Optional[OptionResult] = None
     again: Optional[Tuple[RunResult, str, str]] = None  # its run made once more, where it diverges
+    shares: Optional["_Entry"] = None  # whose layerwise run it takes: the same bits (samebits)
 
     @property
     def ran(self) -> bool:
@@ -260,7 +186,7 @@ class _Sweep:
     verdict can be told and it diverges, its naive run is queued (to tell kernel from math) and
     its run once more (to tell a deterministic wrong value from one that differs run to run)."""
 
-    def __init__(self, runner: _Runner, ref: RunResult, options: Sequence[SweepOption], adir: Path, *,
+    def __init__(self, runner: Runner, ref: RunResult, options: Sequence[SweepOption], adir: Path, *,
                  extra_flags: Sequence[str], timeout: float, local_off: Optional[str],
                  unavailable: Mapping[str, str] = {}) -> None:
         self.runner, self.ref, self.adir = runner, ref, adir
@@ -274,6 +200,7 @@ class _Sweep:
         self.plain = _Entry(PLAIN_DEFAULT)
         self.entries: Dict[str, _Entry] = {}
         self.skipped: Dict[str, OptionResult] = {}
+        self.prints: Dict[str, Optional[DumpPrint]] = {}  # each run's dump, headers and value hashes
         for opt in options:
             why = unavailable.get(opt.name) or _applies(opt, oprs, dtypes)
             if why:
@@ -350,14 +277,37 @@ class _Sweep:
             e.result = self.analyse(e)
         if e.ran and self.prep is not None and not e.local_queued:
             e.local_queued = True
-            self.submit("local", e, self.runner.pool.submit(_measure_local, self.prep, e.opt, e.result, self.adir,
-                                                            self.extra_flags, self.timeout))
+            e.shares = None if e is self.plain else self.same_as(e)
+            if e.shares is None:
+                self.submit("local", e, self.runner.pool.submit(_measure_local, self.prep, e.opt, e.result, self.adir,
+                                                                self.extra_flags, self.timeout))
+        src = e.shares
+        if src is not None and e.local is None and src.local is not None:
+            e.local = replace(src.local, seconds=0.0, same_as=src.opt.name,
+                              same_words=taken_words("the default run" if src is self.plain else src.opt.name))
         if e.ran and not e.checked and self.known(e):
             e.checked = True  # once: its verdict needs only what is in now
             if self.judge(e).verdict == "diverges":
                 if e is not self.plain and not e.naive_queued:
                     self.queue_naive(e)
                 self.queue_again(e)
+
+    def dump_print(self, e: _Entry) -> Optional[DumpPrint]:
+        if e.opt.name not in self.prints:
+            self.prints[e.opt.name] = print_of(e.run[0].dump_dir if e.run is not None else None)
+        return self.prints[e.opt.name]
+
+    def same_as(self, e: _Entry) -> Optional[_Entry]:
+        """The run whose layerwise run ``e`` takes instead of its own (None: it gets its own): the
+        plain default run, else an option measured by its own layerwise run, whose dump has the
+        same bits as ``e``'s and that reads a layerwise dump as ``e`` does (:mod:`samebits`)."""
+        for src in (self.plain, *self.entries.values()):
+            if src is e or not src.ran or not src.local_queued or src.shares is not None or not reads_alike(
+                    src.opt.fmt, src.opt.compute_dtype, e.opt.fmt, e.opt.compute_dtype):
+                continue
+            if not safe_same_bits(self.dump_print(src), self.dump_print(e)):
+                return src
+        return None
 
     def analyse(self, e: _Entry) -> OptionResult:
         rec, status, msg = e.run  # type: ignore[misc]
@@ -503,7 +453,7 @@ def run_sweep(prep: Prepared, options: Sequence[SweepOption], *, remote: Any = N
     model, adir, lar = prep.model, prep.dir, prep.lar
     timeout, extra_flags, jobs, progress = prep.settings.timeout, prep.settings.extra_flags, prep.settings.jobs, \
         prep.settings.progress
-    runner = _Runner(model, prep.inputs, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
+    runner = Runner(model, prep.inputs, adir, lar, timeout, extra_flags, jobs, remote)  # remote: RemoteSessions
     analysis = 0.0
     try:
         if progress:
