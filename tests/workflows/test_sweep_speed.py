@@ -23,7 +23,7 @@ from lar_prec.report.model import read_json
 from lar_prec.run.inputs import plan_inputs, write_inputs
 from lar_prec.run.once import run_once
 from lar_prec.workflows.sweep.speed import (ITERS, WARMUP_ITER, OptionSpeed, compare_speed, front, inplace_flags,
-                                             iteration_ms)
+                                             iteration_ms, round_order)
 
 pytestmark = pytest.mark.megengine
 PY = sys.executable
@@ -249,3 +249,11 @@ def test_timed_runs_execute_in_the_calling_thread(cnn_sweep):
     # where the user's flags pick the device or its threads, theirs are kept as they are
     assert inplace_flags(("--multithread", "2")) == inplace_flags(("--cpu_default",)) == ()
     assert inplace_flags(("--verbose",)) == ("--cpu-default",)
+
+
+def test_rounds_after_the_first_are_shuffled_alike_every_time():
+    rows = [("default", ())] + [(f"o{i}", ()) for i in range(8)]
+    assert round_order(rows, 0) == rows  # the default first: its time sets the allowances
+    later = [round_order(rows, k) for k in (1, 2, 3)]
+    assert all(sorted(r) == sorted(rows) for r in later) and any(r != rows for r in later)
+    assert later == [round_order(rows, k) for k in (1, 2, 3)]  # seeded: the same sweep, the same orders

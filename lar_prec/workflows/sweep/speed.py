@@ -3,7 +3,8 @@
 After a sweep's precision runs, the plain default run and every option that loaded are run
 again with load_and_run's own ``--warmup-iter W --iter N`` and no dump, one process at a time
 (never beside another run: two cores shared would time each other), **interleaved** in
-rounds (default, A, B, ..., default, A, B, ...), each run a fresh process, so a change of the
+rounds (default, A, B, ..., then the same runs again, each later round in a seeded shuffled
+order: :func:`round_order`), each run a fresh process, so a change of the
 machine's load hits every option alike; each executes in the calling thread (:data:`INPLACE`),
 so no option is timed with a worker thread's wake-up and another without. Each run's
 per-iteration times are read from its stderr, the lines load_and_run prints (``iter 3/10:
@@ -40,6 +41,7 @@ in the order given; nothing is estimated, every time is measured.
 """
 from __future__ import annotations
 
+import random
 import re
 import statistics
 import time
@@ -249,7 +251,8 @@ class SweepSpeed:
                 "device": self.device, "seconds": round(self.seconds, 3), "off": self.off,
                 "budget_fraction": self.budget_fraction, "budget_seconds": _r(self.budget),
                 "allowance_seconds": _r(self.allowance),
-                "how": ("timed runs without any dump, one at a time, interleaved (default, each option, then again) "
+                "how": ("timed runs without any dump, one at a time, interleaved (default, each option, then again, "
+                        "each later round in a seeded shuffled order) "
                         "in fresh processes, in the calling thread (--cpu-default) unless the flags pick the "
                         "device; per option the median time per iteration, its spread from the lowest "
                         "lower quartile of a round's iterations to the highest upper quartile; speed-up = median over "
@@ -324,6 +327,20 @@ def allowance_of(budget: Optional[float], spent: float, default_seconds: float, 
     return share if timeout is None else min(timeout, share)
 
 
+def round_order(rows: Sequence[Tuple[Any, ...]], k: int) -> List[Tuple[Any, ...]]:
+    """Round ``k``'s order of ``rows`` (the default first): round 0 as given, with the default
+    first (its time sets the options' allowances); every later round shuffled, the default too,
+    with the round's number as the seed (the same sweep, the same orders), so no option always
+    runs right after the default or right after the sweep's own runs: a position's effect on a
+    fresh process (the caches, the CPU's clock after the one before) lands in the rounds' spread
+    instead of in every round's ratio alike."""
+    if k == 0:
+        return list(rows)
+    order = list(rows)
+    random.Random(k).shuffle(order)
+    return order
+
+
 def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: Optional[float], extra_flags: Sequence[str],
                   options: Sequence[Tuple[Any, ...]], rounds: int,
                   progress: Optional[Callable[..., None]] = None, mode: Optional[str] = None,
@@ -350,9 +367,10 @@ def measure_speed(model: Path, inputs: Any, adir: Path, lar: Any, timeout: Optio
 
     total, done = rounds * len(rows), 0
     spent, first_default = 0.0, None  # the timed runs' seconds so far; the default's first run's
-    pos = {n: i for i, (n, _, _) in enumerate(rows)}
     for k in range(rounds):
-        for name, flags, path in rows:
+        order = round_order(rows, k)
+        pos = {n: i for i, (n, _, _) in enumerate(order)}
+        for name, flags, path in order:
             s = got[name]
             if s.status == "timed":
                 limit = None
