@@ -497,7 +497,7 @@ def test_a_keep_list_whose_timed_run_crashes_keeps_its_precision_verdict(manifes
     lar = user_lar(tmp_path / "lar", WRAPPED_LAR_CRASH_TIMED=str(adir / "mixed-1.mge"))
     proc = subprocess.run([sys.executable, "-m", "lar_prec", "mixed", str(case.model), "--input",
                            ";".join(case.input_specs()), "--lar", str(lar), "--tolerance", "0", "--out", str(adir),
-                           "--json", str(tmp_path / "m.json"), "--speed-runs", "2", "-q"],
+                           "--json", str(tmp_path / "m.json"), "--speed-runs", "2", "--speed-budget", "none", "-q"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stderr[-2000:]  # out of tolerance: the precision's exit code
     data = json.loads((tmp_path / "m.json").read_text())
