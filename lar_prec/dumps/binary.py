@@ -233,6 +233,21 @@ class BinaryDump:
                                   f"{len(raw)} bytes to the end of the file")
         return raw
 
+    def hash_values(self, h: Any, block: int = 1 << 20) -> int:
+        """Feed the values' bytes as stored into the hashlib object ``h``, ``block`` bytes at a
+        time (a large tensor is never held whole); returns how many bytes the file lacked (0:
+        all there). OSError propagates: each caller says what a missing file means to it."""
+        left = self.nbytes
+        with open(self.file, "rb") as fh:
+            fh.seek(self.data_offset)
+            while left > 0:
+                chunk = fh.read(min(block, left))
+                if not chunk:
+                    break
+                h.update(chunk)
+                left -= len(chunk)
+        return left
+
     def _read(self) -> np.ndarray:
         return np.frombuffer(self.raw(), dtype=np.dtype(self.dtype.storage))  # read-only: bytes are immutable
 

@@ -28,7 +28,6 @@ from lar_prec.outputs import atomic_write_text, json_text
 #: the record a pruned run leaves next to its dump
 PRUNED_JSON = "pruned.json"
 _VIEWS = ".views"
-_BLOCK = 1 << 20
 
 
 def var_digest(path: Path) -> str:
@@ -37,15 +36,7 @@ def var_digest(path: Path) -> str:
     d = read_binary_dump(path)
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{d.dtype.name}{tuple(d.shape)}".encode())
-    with open(path, "rb") as fh:
-        fh.seek(d.data_offset)
-        left = d.nbytes
-        while left > 0:
-            b = fh.read(min(_BLOCK, left))
-            if not b:
-                break
-            h.update(b)
-            left -= len(b)
+    d.hash_values(h)
     return h.hexdigest()
 
 

@@ -43,9 +43,6 @@ from lar_prec.dumps.folder import DumpFolder
 from lar_prec.errors import DumpFolderError, DumpFormatError
 from lar_prec.records import PathLike
 
-#: bytes read at a time while hashing a var's values
-BLOCK = 1 << 20
-
 #: (dtype name, shape) of one dumped var
 _Head = Tuple[str, Tuple[int, ...]]
 
@@ -87,16 +84,8 @@ class DumpPrint:
 
 def _hash(d: BinaryDump) -> str:
     h = hashlib.sha256()
-    left = d.nbytes
     try:
-        with open(d.file, "rb") as fh:
-            fh.seek(d.data_offset)
-            while left > 0:
-                block = fh.read(min(BLOCK, left))
-                if not block:
-                    break
-                h.update(block)
-                left -= len(block)
+        left = d.hash_values(h)
     except OSError as exc:
         raise DumpFormatError(d.path, d.data_offset, f"{d.nbytes} data bytes", str(exc)) from None
     if left:
