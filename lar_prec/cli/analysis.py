@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from lar_prec.cli.common import (finish_analysis, handle_errors, remote_from_options, remote_options, store_option,
-                                 workflow_options)
+from lar_prec.cli.common import (finish_analysis, handle_errors, remote_from_options, remote_options, speed_options,
+                                 store_option, workflow_options)
 from lar_prec.clisupport import ProgressBars, check_report_outputs, input_paths, pass_through_flags
 from lar_prec.errors import UsageError
 
@@ -182,14 +182,12 @@ def devices_cmd(model: str, lar_flags: tuple, inputs: tuple, threshold: str | No
 @click.option("--no-local", is_flag=True,
               help="Do not measure the local error of every operator under each option (one build of the "
                    "layerwise model, one run of it per option).")
-@click.option("--speed-runs", type=int, default=3, show_default=True, metavar="R",
-              help="Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the default run and "
-                   "each option that loaded, interleaved, one at a time: each option's speed-up beside its precision "
-                   "verdict. 0 turns timing off; else 2 to 50.")
-@click.option("--speed-budget", default="0.15", show_default=True, metavar="F",
-              help="What the timed runs may cost: F times the sweep's wall time before timing ('none': no limit). "
-                   "The default run is always timed in full; an option's timed run still going at its share is "
-                   "stopped and keeps the iterations it printed (none printed: 'not timed (timing budget)').")
+@speed_options("Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the default run and "
+               "each option that loaded, interleaved, one at a time: each option's speed-up beside its precision "
+               "verdict. 0 turns timing off; else 2 to 50.",
+               "What the timed runs may cost: F times the sweep's wall time before timing ('none': no limit). "
+               "The default run is always timed in full; an option's timed run still going at its share is "
+               "stopped and keeps the iterations it printed (none printed: 'not timed (timing budget)').")
 @remote_options
 @store_option
 @handle_errors

@@ -182,6 +182,19 @@ def to_store(store: str | None, result: Any, exit_code: int | None = None) -> No
                    err=True)
 
 
+def speed_options(runs_help: str, budget_help: str | None = None) -> Callable[[F], F]:
+    """``--speed-runs R`` (and, with ``budget_help``, ``--speed-budget F``) of the commands that
+    time what they ran: the same defaults (workflows/sweep/speed.py's DEFAULT_SPEED_RUNS and
+    DEFAULT_SPEED_BUDGET) and the same parsing everywhere, each command's own help."""
+    def deco(func: F) -> F:
+        if budget_help is not None:
+            func = click.option("--speed-budget", "speed_budget", default="0.15", show_default=True, metavar="F",
+                                help=budget_help)(func)
+        return click.option("--speed-runs", "speed_runs", type=int, default=3, show_default=True, metavar="R",
+                            help=runs_help)(func)
+    return deco
+
+
 def store_option(func: F) -> F:
     """``--store URL`` (or ``LAR_PREC_STORE``): where an analysis command writes its summary."""
     return click.option("--store", "store", metavar="URL", envvar="LAR_PREC_STORE", default=None,

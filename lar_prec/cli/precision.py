@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from lar_prec.cli.common import advice_outputs, handle_errors, store_option, to_store, view
+from lar_prec.cli.common import advice_outputs, handle_errors, speed_options, store_option, to_store, view
 from lar_prec.clisupport import check_report_outputs, input_paths
 
 
@@ -60,13 +60,11 @@ def quant_cmd(float_model: str, quant_model: str, inputs: tuple, out: str | None
 @click.option("--lar", "lar_path", metavar="PATH", default=None, help="The load_and_run to use. [default: bundled]")
 @click.option("--html", "html_out", metavar="FILE", default=None, help="Also write the HTML page here.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
-@click.option("--speed-runs", type=int, default=3, show_default=True, metavar="R",
-              help="Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the float32 model, the "
-                   "option alone and each verified keep-list, interleaved, one at a time: each point's speed-up against "
-                   "float32 beside its error. 0 turns timing off; else 2 to 50.")
-@click.option("--speed-budget", default="0.15", show_default=True, metavar="F",
-              help="What the timed runs may cost, F times mixed's wall time before timing ('none': no limit); as "
-                   "sweep's: a point's timed run still going at its share keeps the iterations it printed.")
+@speed_options("Rounds of timed runs (no dump, load_and_run's --warmup-iter 1 --iter 10) of the float32 model, the "
+               "option alone and each verified keep-list, interleaved, one at a time: each point's speed-up against "
+               "float32 beside its error. 0 turns timing off; else 2 to 50.",
+               "What the timed runs may cost, F times mixed's wall time before timing ('none': no limit); as "
+               "sweep's: a point's timed run still going at its share keeps the iterations it printed.")
 @store_option
 @handle_errors
 def mixed_cmd(model: str, inputs: tuple, option: str, tolerance: float | None, out: str | None,

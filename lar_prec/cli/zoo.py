@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from lar_prec.cli.common import handle_errors
+from lar_prec.cli.common import handle_errors, speed_options
 from lar_prec.clisupport import check_junit_output, check_report_outputs
 from lar_prec.errors import UsageError
 from lar_prec.report.console import shown
@@ -38,9 +38,8 @@ from lar_prec.outputs import json_text
 @click.option("--resume/--again", "resume", default=True, show_default=True,
               help="--resume: run only the tasks the store holds no result of (a rerun of the same zoo resumes it); "
                    "--again: run every task again, each result a new sample.")
-@click.option("--speed-runs", "speed_runs", type=int, default=3, show_default=True, metavar="R",
-              help="Rounds of timed runs (no dump) of each finished task: its plain default run and its options, on "
-                   "the worker's machine while no other task of a zoo runs there; 0: no timing, else 2 to 50.")
+@speed_options("Rounds of timed runs (no dump) of each finished task: its plain default run and its options, on "
+               "the worker's machine while no other task of a zoo runs there; 0: no timing, else 2 to 50.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress on stderr.")
 @handle_errors
 def zoo_cmd(manifest: str, store: str | None, scheduler: str | None, connect_timeout: float, workers: int | None, out: str | None,

@@ -306,7 +306,8 @@ def _timed_run(run: Callable[..., RunResult], name: str, flags: Tuple[str, ...],
     return "timed", times, "", str(rec.dir), rec.seconds
 
 
-def _stderr(run_dir: Path) -> Any:
+def _stderr(run_dir: Path) -> Optional[str]:
+    """A timed run's stderr (None when it cannot be read)."""
     try:
         return (run_dir / "stderr.txt").read_text(encoding="utf-8", errors="replace")
     except OSError:
